@@ -1,0 +1,1 @@
+"""The demo stack: devcluster, exporter, enforcer, Prometheus and Alertmanager on loopback."""
