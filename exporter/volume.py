@@ -1,0 +1,66 @@
+"""Log dirs as brokers describe them, and the Volumes the proposal reasons about."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NO_ERROR = 0
+UNUSABLE_ERROR = "error"
+"""The broker reported an error code for this log dir (e.g. KAFKA_STORAGE_ERROR, 56)."""
+UNUSABLE_NO_KIP827 = "no_kip827"
+"""No total/usable bytes: a broker older than KIP-827 (Kafka < 3.3) reports -1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """One log dir of one broker with its space, as the proposal's **Volume**."""
+
+    broker_id: int
+    log_dir: str
+    total_bytes: int
+    available_bytes: int
+
+    @property
+    def used_bytes(self) -> int:
+        return self.total_bytes - self.available_bytes
+
+    @property
+    def available_ratio(self) -> float:
+        return self.available_bytes / self.total_bytes
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.broker_id, self.log_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDir:
+    """One entry of a DescribeLogDirs (v4+) answer: a path with its total and usable bytes."""
+
+    broker_id: int
+    path: str
+    total_bytes: int
+    usable_bytes: int
+    error_code: int = NO_ERROR
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.broker_id, self.path)
+
+    @property
+    def unusable_reason(self) -> str | None:
+        """Why this log dir is not a Volume, or None when it is one.
+
+        A log dir with an error code, or without KIP-827 data (total/usable of -1, or no capacity at
+        all), is counted and exposed but can never violate a limit.
+        """
+        if self.error_code != NO_ERROR:
+            return UNUSABLE_ERROR
+        if self.total_bytes <= 0 or self.usable_bytes < 0:
+            return UNUSABLE_NO_KIP827
+        return None
+
+    def to_volume(self) -> Volume | None:
+        if self.unusable_reason is not None:
+            return None
+        return Volume(self.broker_id, self.path, self.total_bytes, self.usable_bytes)
