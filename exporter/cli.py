@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exporter.config import CLUSTER_NAME, Config, ConfigError, load_config, print_warnings
-
-EXIT_CONFIG_ERROR = 2
+from exporter.cli_support import load_or_exit
+from exporter.config import CLUSTER_NAME, Config
 
 EPILOG = """\
 The properties file uses the Strimzi quota plugin's keys verbatim, e.g.:
@@ -38,9 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.exporter.listen")
     parser.add_argument("--cluster-name", metavar="NAME", help="overrides kvq.cluster.name")
-    parser.add_argument(
-        "--archive-dir", metavar="DIR", help="overrides kvq.exporter.archive.dir"
-    )
+    parser.add_argument("--archive-dir", metavar="DIR", help="overrides kvq.exporter.archive.dir")
     parser.add_argument(
         "--once",
         action="store_true",
@@ -57,17 +54,6 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
         "kvq.exporter.archive.dir": args.archive_dir,
     }
     return {key: value for key, value in pairs.items() if value is not None}
-
-
-def load_or_exit(path: str, overrides: dict[str, str]) -> Config:
-    """Load the configuration or print every error and exit 2 (never a traceback)."""
-    try:
-        config = load_config(path, overrides)
-    except ConfigError as exc:
-        print(f"kvq: {exc}", file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG_ERROR) from None
-    print_warnings(config)
-    return config
 
 
 def print_effective(config: Config) -> None:

@@ -1,4 +1,4 @@
-"""ISO 8601 durations (`PT1M`, `PT5M`, `P1D`) as the proposal specifies them, parsed with isodate."""
+"""ISO 8601 durations (`PT1M`, `PT5M`, `P1D`) as the proposal specifies them (isodate)."""
 
 from __future__ import annotations
 

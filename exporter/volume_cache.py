@@ -1,8 +1,9 @@
 """VolumeCache: keeps the last seen state of log dirs missing from a successful observation.
 
 The proposal's "inconsistent state" example: a broker leaves between DescribeCluster and
-DescribeLogDirs, or just left the active set. Its volumes are still on disk and may still be full, so
-the last seen state keeps counting until it is older than the validity duration; then it is evicted.
+DescribeLogDirs, or just left the active set. Its volumes are still on disk and may still be
+full, so the last seen state keeps counting until it is older than the validity duration;
+then it is evicted.
 """
 
 from __future__ import annotations

@@ -1,0 +1,112 @@
+"""Translate the `kafka.admin.*` properties (Java client names) for librdkafka and kafka-python.
+
+Strimzi users write Java client settings (`security.protocol`, `sasl.jaas.config`,
+`ssl.truststore.location`). librdkafka (confluent-kafka) and kafka-python name some of them
+differently; this is the one place that knows how.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+# Java/librdkafka name -> kafka-python keyword (values passed through unchanged).
+_KAFKA_PYTHON_NAMES = {
+    "bootstrap.servers": "bootstrap_servers",
+    "client.id": "client_id",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
+_KAFKA_PYTHON_INTS = {
+    "request.timeout.ms": "request_timeout_ms",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "reconnect.backoff.ms": "reconnect_backoff_ms",
+}
+# Java-only names librdkafka does not know, with their librdkafka equivalents.
+_LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
+_JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
+
+
+class KafkaSettingsError(ValueError):
+    """A kafka.admin.* setting that cannot be used by the Python clients."""
+
+
+def _pem_stores(props: Mapping[str, str]) -> dict[str, str]:
+    """Map PEM trust/key stores to file locations; JKS/PKCS12 need converting first."""
+    out: dict[str, str] = {}
+    for store, target in (
+        ("truststore", "ssl.ca.location"),
+        ("keystore", "ssl.certificate.location"),
+    ):
+        location = props.get(f"ssl.{store}.location")
+        if location is None:
+            continue
+        kind = props.get(f"ssl.{store}.type", "JKS").upper()
+        if kind != "PEM":
+            raise KafkaSettingsError(
+                f"kafka.admin.ssl.{store}.location: a {kind} store cannot be read by librdkafka or "
+                f"kafka-python; convert it to PEM and set kafka.admin.ssl.{store}.type=PEM "
+                f"(or use kafka.admin.{target})"
+            )
+        out[target] = location
+        if store == "keystore":
+            out.setdefault("ssl.key.location", location)
+    return out
+
+
+def _jaas_credentials(props: Mapping[str, str]) -> dict[str, str]:
+    jaas = props.get("sasl.jaas.config")
+    if not jaas:
+        return {}
+    options = dict(_JAAS_OPTION.findall(jaas))
+    if "username" not in options or "password" not in options:
+        raise KafkaSettingsError(
+            "kafka.admin.sasl.jaas.config: only PlainLoginModule / ScramLoginModule with "
+            'username="..." password="..." can be translated for the Python clients'
+        )
+    return {"sasl.username": options["username"], "sasl.password": options["password"]}
+
+
+def normalized(props: Mapping[str, str]) -> dict[str, str]:
+    """Java-style properties with JAAS and PEM stores rewritten to librdkafka's names."""
+    out = {k: v for k, v in props.items() if not k.startswith("ssl.truststore.")}
+    out = {k: v for k, v in out.items() if not k.startswith("ssl.keystore.")}
+    out.update(_pem_stores(props))
+    out.update(_jaas_credentials(props))
+    for key in _JAVA_ONLY:
+        out.pop(key, None)
+    if props.get("ssl.endpoint.identification.algorithm", None) == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out
+
+
+def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
+    """Configuration dict for confluent-kafka's AdminClient."""
+    return {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in normalized(props).items()}
+
+
+def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
+    """Keyword arguments for kafka-python's clients (unknown settings are left out)."""
+    out: dict[str, Any] = {}
+    for key, value in normalized(props).items():
+        if key in _KAFKA_PYTHON_NAMES:
+            out[_KAFKA_PYTHON_NAMES[key]] = value
+        elif key in _KAFKA_PYTHON_INTS:
+            out[_KAFKA_PYTHON_INTS[key]] = int(value)
+        elif key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = value.lower() == "https"
+    if "bootstrap_servers" in out:
+        out["bootstrap_servers"] = [s.strip() for s in out["bootstrap_servers"].split(",")]
+    if out.get("security_protocol", "PLAINTEXT").upper() in ("SSL", "SASL_SSL"):
+        out.setdefault("ssl_check_hostname", True)
+    return out
