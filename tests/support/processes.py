@@ -1,0 +1,106 @@
+"""Start real servers for tests on free loopback ports, wait until ready, always stop them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05, what: str = ""
+) -> object:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+        except Exception as exc:  # noqa: BLE001 - readiness probes fail until ready
+            last_error = exc
+        else:
+            if result:
+                return result
+        time.sleep(interval)
+    detail = f" (last error: {last_error!r})" if last_error else ""
+    raise TimeoutError(f"not ready after {timeout:.0f}s: {what}{detail}")
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """True when GET `url` answers 2xx."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+class ManagedProcess:
+    """A subprocess whose output goes to a log file and which is stopped on exit, even on error."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, env: dict | None = None, cwd=None):
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_text(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL the whole process group after `timeout` seconds."""
+        if self.running:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def managed(argv: Sequence[str], log_path: Path, **kwargs) -> Iterator[ManagedProcess]:
+    process = ManagedProcess(argv, log_path, **kwargs)
+    try:
+        yield process
+    finally:
+        process.stop()
