@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from exporter.observation import Observation
+from exporter.observation import STAGE_DESCRIBE_CLUSTER, Observation
 from exporter.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
 from exporter.volume import LogDir, Volume
 from exporter.volume_cache import CachedVolume, VolumeCache
@@ -77,18 +77,18 @@ class ThrottleFactorSource:
         """Take one poll's result (the proposal's VolumeObserver)."""
         state = self.state
         state.observations_total += 1
+        self.factor_at(observation.time)
+        if observation.failure_stage != STAGE_DESCRIBE_CLUSTER:
+            # The brokers this poll considered: known once DescribeCluster answered.
+            state.active_brokers = len(observation.active_brokers)
         if not observation.succeeded:
             state.failures_by_stage[observation.failure_stage] += 1
             state.last_failure = observation
-            if observation.active_brokers:
-                state.active_brokers = len(observation.active_brokers)
-            self.factor_at(observation.time)
             return
         merge = self.cache.merge(observation.time, observation.log_dirs)
         calculation = self.policy.calculate(merge.volumes)
         state.limit_violated_total += len(calculation.violating)
         state.evictions_total += len(merge.evicted)
-        state.active_brokers = len(observation.active_brokers)
         state.volumes = merge.observed
         state.cached = merge.cached
         state.violating = calculation.violating
@@ -102,18 +102,19 @@ class ThrottleFactorSource:
         self._fallback_since = None
 
     def factor_at(self, now: float) -> ThrottleFactor:
-        """The factor in force at `now`; applies (and counts) the fallback once it is due."""
-        if self._fallback_since is None and now - self._valid_from > self.validity_seconds:
-            self._fallback_since = now
+        """The factor in force at `now`; applies (and counts) the fallback once it is due.
+
+        The fallback starts the moment the calculated factor expires (`valid_from + validity`),
+        however late it is noticed, so the history does not depend on how often it is read.
+        """
+        expires_at = self._valid_from + self.validity_seconds
+        if self._fallback_since is None and now > expires_at:
+            self._fallback_since = expires_at
             self.state.fallback_applied_total += 1
         if self._fallback_since is not None:
             return ThrottleFactor(
                 self.fallback_factor, True, self._fallback_since, self._calculated_at, None
             )
         return ThrottleFactor(
-            self._valid_factor,
-            False,
-            self._value_since,
-            self._calculated_at,
-            self._valid_from + self.validity_seconds,
+            self._valid_factor, False, self._value_since, self._calculated_at, expires_at
         )
