@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import signal
 import sys
+import threading
 
+from exporter.app import Exporter
+from exporter.archive_record import to_record
 from exporter.cli_support import load_or_exit
 from exporter.config import CLUSTER_NAME, Config
+from exporter.kafka_settings import KafkaSettingsError
+
+log = logging.getLogger("kvq.exporter")
 
 EPILOG = """\
 The properties file uses the Strimzi quota plugin's keys verbatim, e.g.:
@@ -62,14 +71,55 @@ def print_effective(config: Config) -> None:
         print(f"{key}={value}")
 
 
+def poll_once(config: Config) -> int:
+    """`--once`: one observation, printed as JSON with the factor it gives; 0 if it succeeded."""
+    exporter = Exporter(config)
+    try:
+        observation = exporter.poller.poll_once()
+        document = {
+            "observation": to_record(observation, config.cluster_name),
+            "status": exporter.status(),
+        }
+    finally:
+        exporter.stop()
+    print(json.dumps(document, indent=2))
+    return 0 if observation.succeeded else 1
+
+
+def serve(config: Config) -> int:
+    """Serve until SIGTERM or SIGINT, then stop polling, close the archive and exit 0."""
+    exporter = Exporter(config)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server = exporter.start()
+    except OSError as exc:
+        host, port = config.setting("kvq.exporter.listen")
+        print(f"kvq-exporter: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(f"kvq-exporter: serving {server.url}/metrics", file=sys.stderr, flush=True)
+    stop.wait()
+    log.info("stopping")
+    exporter.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_or_exit(args.config, flag_overrides(args))
     if args.check_config:
         print_effective(config)
         return 0
-    print("kvq-exporter: polling is not built yet; use --check-config", file=sys.stderr)
-    return 1
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # our own log says what failed
+    try:
+        return poll_once(config) if args.once else serve(config)
+    except KafkaSettingsError as exc:
+        print(f"kvq-exporter: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

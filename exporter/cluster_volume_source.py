@@ -1,0 +1,56 @@
+"""ClusterVolumeSource: one poll of the cluster turned into an Observation.
+
+DescribeCluster, then DescribeLogDirs to every active broker. The observation succeeds only if
+every active broker answered; otherwise it fails at the stage that failed, keeping what it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from exporter.cluster_client import Broker, ClusterError
+from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from exporter.volume import LogDir
+
+
+class ClusterClient(Protocol):
+    def active_brokers(self) -> list[Broker]: ...
+
+    def describe_log_dirs(self, broker_ids) -> dict[int, list[LogDir] | ClusterError]: ...
+
+
+class ClusterVolumeSource:
+    """Polls a cluster through a ClusterClient; `clock` gives seconds since the epoch."""
+
+    def __init__(self, client: ClusterClient, clock: Callable[[], float]) -> None:
+        self.client = client
+        self.clock = clock
+
+    def observe(self) -> Observation:
+        try:
+            brokers = self.client.active_brokers()
+        except ClusterError as exc:
+            return Observation.failed(self.clock(), STAGE_DESCRIBE_CLUSTER, str(exc))
+        broker_ids = tuple(b.broker_id for b in brokers)
+        if not broker_ids:
+            return Observation.failed(
+                self.clock(), STAGE_DESCRIBE_CLUSTER, "the cluster reported no active brokers"
+            )
+        results = self.client.describe_log_dirs(broker_ids)
+        log_dirs: list[LogDir] = []
+        errors: list[str] = []
+        for broker_id in broker_ids:
+            result = results.get(broker_id)
+            if result is None:
+                errors.append(f"broker {broker_id}: no answer")
+            elif isinstance(result, ClusterError):
+                errors.append(f"broker {broker_id}: {result}")
+            else:
+                log_dirs.extend(result)
+        seen = {"active_brokers": broker_ids, "log_dirs": tuple(log_dirs)}
+        if errors:
+            return Observation.failed(
+                self.clock(), STAGE_DESCRIBE_LOG_DIRS, "; ".join(errors), **seen
+            )
+        return Observation(self.clock(), **seen)

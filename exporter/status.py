@@ -1,0 +1,64 @@
+"""The /status document: what the exporter decided, since when, and why."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from exporter.limits import Limit
+from exporter.throttle_factor_source import ThrottleFactorSource
+
+
+def iso(time: float | None) -> str | None:
+    return None if time is None else datetime.fromtimestamp(time, UTC).isoformat()
+
+
+def status_document(
+    throttle: ThrottleFactorSource, now: float, cluster: str, limit: Limit
+) -> dict[str, Any]:
+    factor = throttle.factor_at(now)
+    state = throttle.state
+    failure = state.last_failure
+    return {
+        "cluster": cluster,
+        "throttle_factor": factor.value,
+        "state": "fallback" if factor.fallback else "valid",
+        "since": iso(factor.since),
+        "calculated_at": iso(factor.calculated_at),
+        "expires_at": iso(factor.expires_at),
+        "limit": {"property": limit.property_name, "value": limit.threshold},
+        "violating_volumes": [
+            {
+                "broker_id": v.broker_id,
+                "log_dir": v.log_dir,
+                "total_bytes": v.total_bytes,
+                "available_bytes": v.available_bytes,
+                "available_ratio": v.available_ratio,
+            }
+            for v in state.violating
+        ],
+        "active_brokers": state.active_brokers,
+        "active_log_dirs": len(state.volumes),
+        "cached_log_dirs": [
+            {
+                "broker_id": entry.volume.broker_id,
+                "log_dir": entry.volume.log_dir,
+                "seen_at": iso(entry.seen_at),
+            }
+            for entry in state.cached
+        ],
+        "unusable_log_dirs": [
+            {"broker_id": d.broker_id, "log_dir": d.path, "reason": d.unusable_reason}
+            for d in state.unusable
+        ],
+        "last_successful_poll": iso(state.last_success),
+        "last_error": None
+        if failure is None
+        else {"stage": failure.failure_stage, "error": failure.error, "at": iso(failure.time)},
+        "counters": {
+            "limit_violated": state.limit_violated_total,
+            "fallback_throttle_factor_applied": state.fallback_applied_total,
+            "log_dir_evictions": state.evictions_total,
+            "poll_failures": dict(state.failures_by_stage),
+        },
+    }
