@@ -70,7 +70,8 @@ class ManagedProcess:
         return self.proc.poll() is None
 
     def log_text(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def signal(self, sig: int) -> None:
