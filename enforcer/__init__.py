@@ -1,0 +1,1 @@
+"""kvq-enforcer: turn throttle alerts into Kafka client quotas and restore them exactly."""

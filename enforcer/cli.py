@@ -1,0 +1,228 @@
+"""`kvq-enforcer`: an Alertmanager webhook that sets Kafka client quotas to base x factor and
+restores them exactly when the alert resolves."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from enforcer.app import create_app
+from enforcer.applier import Applier
+from enforcer.auth import BASIC_SETTING, TOKEN_SETTING, AuthConfigError, Credentials
+from enforcer.journal import Journal, JournalError
+from enforcer.metrics import EnforcerMetrics
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaPolicy,
+)
+from enforcer.service import Enforcer
+from exporter.cli_support import EXIT_CONFIG_ERROR, load_or_exit
+from exporter.config import Config
+
+RETRY_INTERVAL_S = 30.0
+EPILOG = """\
+Each --config is one cluster's properties file (the Strimzi keys verbatim plus kvq.*), e.g.:
+
+  kvq.cluster.name=prod-eu-1
+  client.quota.callback.static.kafka.admin.bootstrap.servers=kafka-0:9092
+  client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05
+  client.quota.callback.static.produce=10485760      # default user's base, bytes/s
+  client.quota.callback.static.excluded.principal.name.list=User:admin;User:CN=mm2,O=acme
+  kvq.enforcer.auth.bearer.token.file=/etc/kvq/webhook.token
+  kvq.enforcer.journal=/var/lib/kvq/enforcer.sqlite3
+  kvq.enforcer.quota.keys=producer_byte_rate,consumer_byte_rate
+
+Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation throttle_factor):
+
+  receivers:
+    - name: kvq-enforcer
+      webhook_configs:
+        - url: http://127.0.0.1:9899/webhook
+          http_config: {authorization: {credentials_file: /etc/kvq/webhook.token}}
+
+Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
+Several clusters: repeat --config; --listen/--journal/auth come from the first file.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvq-enforcer",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="properties file of one cluster; repeat for several clusters",
+    )
+    parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.enforcer.listen")
+    parser.add_argument("--journal", metavar="PATH", help="overrides kvq.enforcer.journal")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate every plan with Kafka (validate_only) and log it; change nothing",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="confirm a lower factor with this Prometheus first (kvq.enforcer.prometheus.url)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="accept unauthenticated webhooks when no credentials file is configured",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=4, metavar="N", help="HTTP worker threads (default 4)"
+    )
+    return parser
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
+    pairs = {
+        "kvq.enforcer.listen": args.listen,
+        "kvq.enforcer.journal": args.journal,
+        "kvq.enforcer.prometheus.url": args.prometheus_url,
+        "kvq.enforcer.dry.run": "true" if args.dry_run else None,
+    }
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
+def policy_of(config: Config) -> QuotaPolicy:
+    keys = tuple(config.setting("kvq.enforcer.quota.keys"))
+    if PRODUCER_BYTE_RATE not in keys:
+        keys = (PRODUCER_BYTE_RATE, *keys)
+    bases = {
+        PRODUCER_BYTE_RATE: config.produce,
+        CONSUMER_BYTE_RATE: config.fetch,
+        REQUEST_PERCENTAGE: config.request,
+    }
+    excluded = frozenset(p.removeprefix("User:") for p in config.excluded_principals)
+    return QuotaPolicy(keys=keys, bases=bases, excluded_users=excluded)
+
+
+def _fail(message: str) -> SystemExit:
+    print(f"kvq-enforcer: {message}", file=sys.stderr)
+    return SystemExit(EXIT_CONFIG_ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = flag_overrides(args)
+    configs = [load_or_exit(path, overrides) for path in args.config]
+    names = [c.cluster_name for c in configs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise _fail(f"kvq.cluster.name must differ between --config files; repeated: {duplicates}")
+    first = configs[0]
+    policies = {}
+    for config in configs:
+        try:
+            policies[config.cluster_name] = policy_of(config)
+        except ValueError as exc:
+            raise _fail(f"kvq.enforcer.quota.keys in {config.source}: {exc}") from None
+    try:
+        credentials = Credentials.from_files(
+            first.setting(TOKEN_SETTING), first.setting(BASIC_SETTING)
+        )
+    except AuthConfigError as exc:
+        raise _fail(str(exc)) from None
+    if credentials is None and not args.insecure_no_auth:
+        raise _fail(
+            f"no webhook credentials: set {TOKEN_SETTING} (a file with one token) and/or "
+            f"{BASIC_SETTING} (a file of user:password lines) in {first.source}, "
+            "or start with --insecure-no-auth"
+        )
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        journal = Journal(first.setting("kvq.enforcer.journal"))
+    except JournalError as exc:
+        raise _fail(str(exc)) from None
+
+    metrics = EnforcerMetrics(tuple(names))
+    appliers = {
+        config.cluster_name: Applier(
+            config.cluster_name,
+            policies[config.cluster_name],
+            KafkaQuotaClient(config.admin_properties),
+            journal,
+            metrics,
+            dry_run=bool(config.setting("kvq.enforcer.dry.run")),
+        )
+        for config in configs
+    }
+    prometheus_url = first.setting("kvq.enforcer.prometheus.url")
+    enforcer = Enforcer(
+        appliers,
+        journal,
+        metrics,
+        alert_name=first.setting("kvq.enforcer.alert.name"),
+        prometheus=PrometheusFactor(prometheus_url) if prometheus_url else None,
+    )
+    return serve(enforcer, credentials, first.setting("kvq.enforcer.listen"), args.threads)
+
+
+def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int) -> int:
+    """Serve with waitress until SIGTERM/SIGINT; reconcile at start and retry failures."""
+    from waitress import create_server
+
+    log = logging.getLogger("kvq.enforcer")
+    app = create_app(enforcer, credentials)
+    host, port = listen
+    try:
+        server = create_server(app, host=host, port=port, threads=threads, ident="kvq-enforcer")
+    except OSError as exc:
+        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+
+    def retry_loop() -> None:
+        while not stop.is_set():
+            errors = enforcer.reconcile()
+            for cluster, error in errors.items():
+                log.warning(
+                    "cluster %s: not reconciled yet (retry in %ss): %s",
+                    cluster,
+                    RETRY_INTERVAL_S,
+                    error,
+                )
+            stop.wait(RETRY_INTERVAL_S)
+
+    def shutdown(signum, _frame) -> None:
+        log.info("signal %s: stopping", signum)
+        stop.set()
+        raise SystemExit(0)  # waitress' loop catches it and shuts its workers down
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    threading.Thread(target=retry_loop, name="kvq-reconcile", daemon=True).start()
+    log.info(
+        "listening on http://%s:%s (clusters: %s; auth: %s)",
+        server.effective_host,
+        server.effective_port,
+        ", ".join(sorted(enforcer.appliers)),
+        "+".join(credentials.schemes) if credentials else "NONE (--insecure-no-auth)",
+    )
+    server.run()
+    stop.set()
+    for applier in enforcer.appliers.values():
+        applier.client.close()
+    enforcer.journal.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

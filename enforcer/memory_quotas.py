@@ -1,0 +1,72 @@
+"""An in-memory QuotaClient with Kafka's validation rules, for unit tests and `--dry-run` demos."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from enforcer.quota_client import QuotaClientError, QuotaRejected
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import INTEGRAL_KEYS, KNOWN_KEYS, Change
+
+
+class InMemoryQuotas:
+    """Quotas in a dict; `down=True` makes every call fail like an unreachable cluster."""
+
+    def __init__(self, initial: dict[QuotaEntity, dict[str, float]] | None = None) -> None:
+        self.values: dict[QuotaEntity, dict[str, float]] = {
+            e: dict(v) for e, v in (initial or {}).items()
+        }
+        self.down = False
+        self.calls: list[str] = []
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[QuotaEntity, dict[str, float]]:
+        with self._lock:
+            self._check_up("describe")
+            return {e: dict(v) for e, v in self.values.items()}
+
+    def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
+        with self._lock:
+            self._check_up("validate" if validate_only else "alter")
+            errors = [f"{c.entity.label()}: {e}" for c in changes if (e := _invalid(c))]
+            if errors:
+                raise QuotaRejected(errors)
+            if validate_only:
+                return
+            for change in changes:
+                values = self.values.setdefault(change.entity, {})
+                if change.value is None:
+                    values.pop(change.key, None)
+                else:
+                    values[change.key] = float(change.value)
+                if not values:
+                    del self.values[change.entity]
+
+    def set(self, entity: QuotaEntity, key: str, value: float | None) -> None:
+        """An operator's change, bypassing the enforcer."""
+        with self._lock:
+            if value is None:
+                self.values.get(entity, {}).pop(key, None)
+            else:
+                self.values.setdefault(entity, {})[key] = float(value)
+
+    def close(self) -> None:
+        pass
+
+    def _check_up(self, call: str) -> None:
+        self.calls.append(call)
+        if self.down:
+            raise QuotaClientError("cannot reach Kafka at memory: down")
+
+
+def _invalid(change: Change) -> str | None:
+    if change.key not in KNOWN_KEYS:
+        return f"unknown key {change.key}"
+    if change.value is None:
+        return None
+    if change.value <= 0:
+        return f"{change.key} must be > 0, got {change.value}"
+    if change.key in INTEGRAL_KEYS and not float(change.value).is_integer():
+        return f"{change.key} must be a whole number, got {change.value}"
+    return None

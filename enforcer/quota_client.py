@@ -1,0 +1,176 @@
+"""Talk to Kafka about client quotas: DescribeClientQuotas and AlterClientQuotas (KIP-546).
+
+kafka-python 3.x carries the protocol classes but no admin methods for them, so requests are sent
+through the admin client's connection manager; every error code is checked here. The admin client
+is created lazily and dropped after a failure, so an enforcer started while Kafka is down, or
+outliving a Kafka outage, answers 503 until Kafka is back and then simply works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import kafka.errors as kafka_errors
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+)
+
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import Change
+from exporter.kafka_settings import kafka_python_config
+
+
+class QuotaClientError(RuntimeError):
+    """Kafka could not be reached or refused the request; worth retrying later (503)."""
+
+
+class QuotaRejected(QuotaClientError):
+    """Kafka answered with errors for some entries."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("Kafka rejected: " + "; ".join(self.errors))
+
+
+class QuotaClient(Protocol):
+    """The two quota calls the enforcer needs."""
+
+    def describe(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every quota entity (all types) with its values."""
+
+    def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
+        """Apply `changes` in one request; raise QuotaRejected/QuotaClientError on any error."""
+
+    def close(self) -> None: ...
+
+
+def _error_name(code: int) -> str:
+    try:
+        return kafka_errors.for_code(code).__name__
+    except Exception:  # noqa: BLE001 - unknown codes still get reported
+        return f"error {code}"
+
+
+def _message(text: str | None) -> str:
+    return f": {text}" if text else ""
+
+
+def describe_request() -> DescribeClientQuotasRequest:
+    """All entities: no filter components, not strict."""
+    return DescribeClientQuotasRequest(components=[], strict=False)
+
+
+def alter_request(changes: Sequence[Change], validate_only: bool) -> AlterClientQuotasRequest:
+    """One entry per entity, one op per key."""
+    entry_cls = AlterClientQuotasRequest.EntryData
+    by_entity: dict[QuotaEntity, list[Change]] = {}
+    for change in changes:
+        by_entity.setdefault(change.entity, []).append(change)
+    entries = [
+        entry_cls(
+            entity=[
+                entry_cls.EntityData(entity_type=t, entity_name=n) for t, n in entity.components
+            ],
+            ops=[
+                entry_cls.OpData(
+                    key=c.key, value=0.0 if c.value is None else c.value, remove=c.value is None
+                )
+                for c in entity_changes
+            ],
+        )
+        for entity, entity_changes in by_entity.items()
+    ]
+    return AlterClientQuotasRequest(entries=entries, validate_only=validate_only)
+
+
+def snapshot_from_response(response: Any) -> dict[QuotaEntity, dict[str, float]]:
+    if response.error_code:
+        raise QuotaClientError(
+            f"DescribeClientQuotas failed: {_error_name(response.error_code)}"
+            f"{_message(response.error_message)}"
+        )
+    snapshot: dict[QuotaEntity, dict[str, float]] = {}
+    for entry in response.entries or []:
+        entity = QuotaEntity.of([(e.entity_type, e.entity_name) for e in entry.entity])
+        snapshot[entity] = {v.key: float(v.value) for v in entry.values}
+    return snapshot
+
+
+def check_alter_response(response: Any) -> None:
+    errors = [
+        f"{QuotaEntity.of([(e.entity_type, e.entity_name) for e in entry.entity]).label()}: "
+        f"{_error_name(entry.error_code)}{_message(entry.error_message)}"
+        for entry in response.entries
+        if entry.error_code
+    ]
+    if errors:
+        raise QuotaRejected(errors)
+
+
+class KafkaQuotaClient:
+    """QuotaClient over kafka-python's admin connection manager."""
+
+    def __init__(
+        self,
+        admin_properties: Mapping[str, str],
+        timeout_ms: int = 5000,
+        admin_factory: Callable[..., Any] = KafkaAdminClient,
+    ) -> None:
+        self._kwargs = kafka_python_config(admin_properties)
+        self._kwargs.setdefault("request_timeout_ms", timeout_ms)
+        self._kwargs.setdefault("client_id", "kvq-enforcer")
+        self._timeout_ms = int(self._kwargs["request_timeout_ms"])
+        self._kwargs["bootstrap_timeout_ms"] = self._timeout_ms
+        self._factory = admin_factory
+        self._admin: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self._kwargs.get("bootstrap_servers", []))
+
+    def describe(self) -> dict[QuotaEntity, dict[str, float]]:
+        return snapshot_from_response(self._send(describe_request()))
+
+    def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
+        if changes:
+            check_alter_response(self._send(alter_request(changes, validate_only)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _send(self, request: Any) -> Any:
+        with self._lock:
+            if self._admin is None:
+                try:
+                    self._admin = self._factory(**self._kwargs)
+                except Exception as exc:  # noqa: BLE001 - any bootstrap failure means 'down'
+                    raise QuotaClientError(
+                        f"cannot reach Kafka at {self.bootstrap}: {type(exc).__name__}: {exc}"
+                    ) from None
+            manager = self._admin._manager
+            timeout_ms = self._timeout_ms
+
+            async def call() -> Any:
+                return await manager.wait_for(manager.send(request), timeout_ms)
+
+            try:
+                return manager.run(call)
+            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts
+                self._drop()
+                raise QuotaClientError(
+                    f"{type(request).__name__} to {self.bootstrap} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+
+    def _drop(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            with contextlib.suppress(Exception):  # closing a broken client may fail too
+                admin.close()

@@ -1,0 +1,153 @@
+"""The quota plan: which (entity, key) values to set for a throttle factor. Pure, no I/O.
+
+Three kinds of tracked values (a *pair* is one entity and one quota key):
+- throttled: every user/client-id entity that holds a managed key, plus the configured default
+  entity (default user) for every managed key. Value = max(original x factor, 1), rounded down for
+  the byte-rate keys (Kafka stores them as longs and rejects 0). Where the original is unset the
+  configured base (`produce`, `fetch`, `request`) stands in; with no base either, the quota is
+  unlimited and only factor 0 limits it (to 1).
+- exempt: the user entity of each excluded principal. While throttled it keeps its own value, or
+  gets an explicit unlimited override so that no less specific throttled entity applies to it.
+- entities owned by an excluded user (user=U with any client-id) are never touched.
+At factor 1.0 every pair gets its original back, and pairs that had no value are removed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from enforcer.quota_entity import QuotaEntity
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+KNOWN_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
+INTEGRAL_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
+MINIMUM = 1.0
+UNLIMITED = 9223372036854774784.0
+"""The largest double not above Long.MAX_VALUE: Kafka's 'no limit', accepted for every key."""
+
+Pair = tuple[QuotaEntity, str]
+Snapshot = Mapping[QuotaEntity, Mapping[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaPolicy:
+    """What the enforcer manages on one cluster."""
+
+    keys: tuple[str, ...]
+    bases: Mapping[str, float | None]
+    """Configured unthrottled value per key for the default entity; None = unlimited."""
+    excluded_users: frozenset[str] = frozenset()
+    default_entity: QuotaEntity = QuotaEntity.default_user()
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.keys if k not in KNOWN_KEYS]
+        if unknown or PRODUCER_BYTE_RATE not in self.keys:
+            raise ValueError(
+                f"quota keys {list(self.keys)!r}: must include {PRODUCER_BYTE_RATE} and may add "
+                f"{', '.join(KNOWN_KEYS[1:])}"
+            )
+
+    def exempt(self, entity: QuotaEntity) -> bool:
+        """The override entity of an excluded principal."""
+        return entity.types == ("user",) and entity.name("user") in self.excluded_users
+
+    def untouched(self, entity: QuotaEntity) -> bool:
+        """Entities the enforcer never changes: non user/client-id ones and excluded users' own."""
+        if not entity.is_user_or_client:
+            return True
+        owned = "user" in entity.types and entity.name("user") in self.excluded_users
+        return owned and not self.exempt(entity)
+
+
+def tracked_originals(policy: QuotaPolicy, snapshot: Snapshot) -> dict[Pair, float | None]:
+    """The pairs a throttle manages, with their values in `snapshot` (None: unset)."""
+    pairs: dict[Pair, float | None] = {}
+    for entity, values in snapshot.items():
+        if policy.untouched(entity):
+            continue
+        for key in policy.keys:
+            if key in values:
+                pairs[(entity, key)] = float(values[key])
+    always = [policy.default_entity] + [QuotaEntity.user(u) for u in sorted(policy.excluded_users)]
+    for entity in always:
+        for key in policy.keys:
+            value = snapshot.get(entity, {}).get(key)
+            pairs[(entity, key)] = None if value is None else float(value)
+    return pairs
+
+
+def desired_value(
+    policy: QuotaPolicy, pair: Pair, original: float | None, factor: float
+) -> float | None:
+    """The value one pair should have at `factor` (None: no value)."""
+    entity, key = pair
+    if factor >= 1.0:
+        return original
+    if policy.exempt(entity):
+        return UNLIMITED if original is None else original
+    base = original
+    if base is None and entity == policy.default_entity:
+        base = policy.bases.get(key)
+    if base is None:
+        return MINIMUM if factor <= 0.0 else None
+    return scaled(base, factor, key)
+
+
+def scaled(base: float, factor: float, key: str) -> float:
+    """max(base x factor, 1), rounded down for long keys, never above the base itself."""
+    value = base * factor
+    if key in INTEGRAL_KEYS:
+        value = float(math.floor(value))
+    return max(value, min(MINIMUM, base))
+
+
+def plan(
+    policy: QuotaPolicy,
+    originals: Mapping[Pair, float | None],
+    factor: float,
+    frozen: Iterable[Pair] = (),
+) -> dict[Pair, float | None]:
+    """Desired value of every tracked pair except the `frozen` ones (operator drift)."""
+    skip = set(frozen)
+    return {
+        pair: desired_value(policy, pair, original, factor)
+        for pair, original in originals.items()
+        if pair not in skip
+    }
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Change:
+    """Set `key` of `entity` to `value`, or remove it when value is None."""
+
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+    def describe(self) -> str:
+        what = "remove" if self.value is None else f"= {_number(self.value)}"
+        return f"{self.entity.label()} {self.key} {what}"
+
+
+def changes(desired: Mapping[Pair, float | None], snapshot: Snapshot) -> list[Change]:
+    """What must change in Kafka to reach `desired`, most specific entities first."""
+    out = [
+        Change(entity, key, value)
+        for (entity, key), value in desired.items()
+        if current_value(snapshot, (entity, key)) != value
+    ]
+    return sorted(out, key=lambda c: (c.entity.precedence, c.entity.label(), c.key))
+
+
+def current_value(snapshot: Snapshot, pair: Pair) -> float | None:
+    value = snapshot.get(pair[0], {}).get(pair[1])
+    return None if value is None else float(value)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)

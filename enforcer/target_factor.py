@@ -1,0 +1,103 @@
+"""From webhook alerts to the target throttle factor of each cluster.
+
+Alertmanager sends, per alert group (`groupKey`), every alert of the group each time. The firing
+throttle alerts of a group therefore replace what that group said before (or are merged with it
+when Alertmanager truncated the list). A cluster's target is the lowest factor among its firing
+alerts over all groups, 1.0 when none fires.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from enforcer.webhook_payload import PayloadError, WebhookPayload
+
+FACTOR_ANNOTATION = "throttle_factor"
+CLUSTER_LABEL = "cluster"
+UNTHROTTLED = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleAlert:
+    """One throttle alert of a managed cluster; factor is None once resolved."""
+
+    cluster: str
+    fingerprint: str
+    factor: float | None
+
+    @property
+    def firing(self) -> bool:
+        return self.factor is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    throttle: tuple[ThrottleAlert, ...]
+    ignored: int
+    """Alerts of other names or of clusters this enforcer does not manage."""
+
+
+def extract(payload: WebhookPayload, alert_name: str, clusters: Iterable[str]) -> Extracted:
+    """The throttle alerts of managed clusters; raises PayloadError for a malformed one."""
+    managed = set(clusters)
+    found: list[ThrottleAlert] = []
+    ignored = 0
+    for index, alert in enumerate(payload.alerts):
+        if alert.name != alert_name:
+            ignored += 1
+            continue
+        path = f"$.alerts[{index}]"
+        cluster = alert.labels.get(CLUSTER_LABEL)
+        if not cluster:
+            raise PayloadError(
+                f"{path}.labels.{CLUSTER_LABEL} is missing: alert {alert_name} must name the "
+                f"cluster it throttles (one of: {', '.join(sorted(managed))})"
+            )
+        if cluster not in managed:
+            ignored += 1
+            continue
+        factor = (
+            parse_factor(alert.annotations.get(FACTOR_ANNOTATION), path) if alert.firing else None
+        )
+        found.append(ThrottleAlert(cluster, alert.fingerprint, factor))
+    return Extracted(tuple(found), ignored)
+
+
+def parse_factor(text: str | None, path: str) -> float:
+    where = f"{path}.annotations.{FACTOR_ANNOTATION}"
+    if text is None:
+        raise PayloadError(f"{where} is missing: a firing throttle alert needs a factor 0..1")
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise PayloadError(f"{where}={text!r} is not a number; allowed: 0.0 to 1.0") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise PayloadError(f"{where}={text!r} is out of range; allowed: 0.0 to 1.0")
+    return value
+
+
+def next_group_state(
+    previous: Mapping[tuple[str, str], float],
+    alerts: Iterable[ThrottleAlert],
+    truncated: bool,
+) -> dict[tuple[str, str], float]:
+    """The group's firing alerts, (cluster, fingerprint) -> factor, after this notification.
+
+    A complete notification replaces the group's state; a truncated one only adds its firing
+    alerts and removes its resolved ones (unlisted alerts may still fire).
+    """
+    state = dict(previous) if truncated else {}
+    for alert in alerts:
+        key = (alert.cluster, alert.fingerprint)
+        if alert.firing:
+            state[key] = alert.factor
+        else:
+            state.pop(key, None)
+    return state
+
+
+def target_factor(firing_factors: Iterable[float]) -> float:
+    """The lowest firing factor, or 1.0 (unthrottled) when none fires."""
+    return min(firing_factors, default=UNTHROTTLED)

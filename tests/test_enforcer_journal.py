@@ -1,0 +1,95 @@
+"""The SQLite journal: durable originals, pending values, drift and alert state."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from enforcer.journal import ACTIVE, RESTORED, Journal
+from enforcer.quota_entity import QuotaEntity
+
+P = "producer_byte_rate"
+DEFAULT = QuotaEntity.default_user()
+ALICE = QuotaEntity.user("alice")
+
+
+def test_originals_are_kept_from_the_first_write_and_never_overwritten(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.begin("c1", {(DEFAULT, P): None, (ALICE, P): 800.0}, 0.5)
+    journal.begin("c1", {(ALICE, P): 400.0}, 0.0)
+    episode = journal.episode("c1")
+    assert episode.state == ACTIVE
+    assert episode.pairs[(ALICE, P)].original == 800.0
+    assert episode.pairs[(DEFAULT, P)].original is None
+
+
+def test_pending_applied_and_drift_shape_what_is_expected_in_kafka(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.begin("c1", {(ALICE, P): 800.0}, 0.5)
+    assert journal.episode("c1").pairs[(ALICE, P)].expected() == {800.0}
+    journal.set_pending("c1", {(ALICE, P): 400.0}, 0.5)
+    assert journal.episode("c1").pairs[(ALICE, P)].expected() == {800.0, 400.0}
+    journal.confirm("c1", {(ALICE, P): 400.0}, 0.5)
+    record = journal.episode("c1").pairs[(ALICE, P)]
+    assert record.expected() == {400.0} and journal.episode("c1").applied == 0.5
+    journal.mark_drift("c1", {(ALICE, P): 999.0})
+    assert journal.episode("c1").drifted() == {(ALICE, P)}
+
+
+def test_finished_episode_stays_readable_and_the_next_one_starts_fresh(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.begin("c1", {(ALICE, P): 800.0}, 0.5)
+    journal.finish("c1")
+    assert journal.episode("c1").state == RESTORED and journal.active_clusters() == []
+    journal.begin("c1", {(ALICE, P): 700.0}, 0.5)
+    assert journal.episode("c1").pairs[(ALICE, P)].original == 700.0
+
+
+def test_alert_groups_are_replaced_whole_and_summed_per_cluster(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.replace_group("g1", {("c1", "f1"): 0.5, ("c2", "f2"): 0.0})
+    journal.replace_group("g2", {("c1", "f3"): 0.2})
+    assert sorted(journal.firing_factors("c1")) == [0.2, 0.5]
+    journal.replace_group("g1", {})
+    assert journal.firing_factors("c1") == [0.2] and journal.firing_factors("c2") == []
+
+
+def test_durable_settings_are_in_force(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    assert journal._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: fsync on commit
+    assert journal._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_write_survives_sigkill_right_after_it_returns(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from enforcer.journal import Journal
+        from enforcer.quota_entity import QuotaEntity
+        j = Journal({str(path)!r})
+        j.begin("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 800.0}}, 0.0)
+        j.set_pending("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 1.0}}, 0.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    record = Journal(path).episode("c1").pairs[(ALICE, P)]
+    assert record.original == 800.0 and record.pending == 1.0
+
+
+def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO alert VALUES ('g', 'c1', 'f', 0.5, 'now')")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        journal._write(broken)
+    assert journal.firing_factors("c1") == []

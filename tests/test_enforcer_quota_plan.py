@@ -1,0 +1,121 @@
+"""The pure planner: base x factor for every entity that could let a client bypass the throttle."""
+
+import pytest
+
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import (
+    UNLIMITED,
+    Change,
+    QuotaPolicy,
+    changes,
+    plan,
+    scaled,
+    tracked_originals,
+)
+
+P = "producer_byte_rate"
+C = "consumer_byte_rate"
+R = "request_percentage"
+DEFAULT = QuotaEntity.default_user()
+ALICE = QuotaEntity.user("alice")
+ALICE_APP = QuotaEntity.of({"user": "alice", "client-id": "app"})
+ADMIN = QuotaEntity.user("admin")
+ADMIN_APP = QuotaEntity.of({"user": "admin", "client-id": "tool"})
+CLIENT = QuotaEntity.of({"client-id": "batch"})
+IP = QuotaEntity.of({"ip": "10.0.0.1"})
+
+
+def policy(keys=(P,), produce=1000, fetch=None, request=None, excluded=()):
+    return QuotaPolicy(keys, {P: produce, C: fetch, R: request}, frozenset(excluded))
+
+
+def planned(pol, snapshot, factor):
+    return plan(pol, tracked_originals(pol, snapshot), factor)
+
+
+def test_defaults_only_throttles_the_default_user_from_the_configured_base():
+    assert planned(policy(), {}, 0.5) == {(DEFAULT, P): 500.0}
+
+
+def test_every_entity_holding_a_managed_key_is_throttled_at_every_precedence_level():
+    snapshot = {ALICE: {P: 800.0}, ALICE_APP: {P: 300.0, C: 50.0}, CLIENT: {P: 90.0}}
+    result = planned(policy(), snapshot, 0.5)
+    assert result == {
+        (DEFAULT, P): 500.0,
+        (ALICE, P): 400.0,
+        (ALICE_APP, P): 150.0,
+        (CLIENT, P): 45.0,
+    }, "consumer_byte_rate is not managed unless configured"
+
+
+def test_original_value_of_the_default_entity_wins_over_the_configured_base():
+    assert planned(policy(produce=1000), {DEFAULT: {P: 400.0}}, 0.5) == {(DEFAULT, P): 200.0}
+
+
+def test_factor_zero_clamps_to_one_because_kafka_rejects_zero():
+    result = planned(policy(), {ALICE: {P: 800.0}}, 0.0)
+    assert set(result.values()) == {1.0}
+
+
+def test_unlimited_default_is_limited_only_at_factor_zero():
+    assert planned(policy(produce=None), {}, 0.0) == {(DEFAULT, P): 1.0}
+    assert planned(policy(produce=None), {}, 0.5) == {(DEFAULT, P): None}
+
+
+def test_long_keys_round_down_double_keys_do_not():
+    assert scaled(1001.0, 0.5, P) == 500.0
+    assert scaled(33.0, 0.5, R) == 16.5
+    assert scaled(0.5, 0.1, R) == 0.5, "never raise a value above its original"
+
+
+def test_excluded_principal_gets_an_unlimited_override_and_its_own_entities_stay():
+    snapshot = {ADMIN_APP: {P: 77.0}}
+    result = planned(policy(excluded={"admin"}), snapshot, 0.0)
+    assert result[(ADMIN, P)] == UNLIMITED
+    assert (ADMIN_APP, P) not in result
+
+
+def test_excluded_principal_with_its_own_quota_keeps_it():
+    result = planned(policy(excluded={"admin"}), {ADMIN: {P: 5000.0}}, 0.0)
+    assert result[(ADMIN, P)] == 5000.0
+
+
+def test_factor_one_restores_originals_and_removes_what_was_unset():
+    pol = policy(excluded={"admin"})
+    originals = tracked_originals(pol, {ALICE: {P: 800.0}})
+    assert plan(pol, originals, 1.0) == {(DEFAULT, P): None, (ALICE, P): 800.0, (ADMIN, P): None}
+
+
+def test_configured_extra_keys_are_scaled_too_and_ip_entities_are_left_alone():
+    pol = policy(keys=(P, C, R), fetch=2000, request=50.0)
+    result = planned(pol, {IP: {"connection_creation_rate": 5.0}}, 0.5)
+    assert result == {(DEFAULT, P): 500.0, (DEFAULT, C): 1000.0, (DEFAULT, R): 25.0}
+
+
+def test_frozen_pairs_are_left_out_of_the_plan():
+    pol = policy()
+    originals = tracked_originals(pol, {ALICE: {P: 800.0}})
+    assert (ALICE, P) not in plan(pol, originals, 0.5, frozen={(ALICE, P)})
+
+
+def test_planning_from_originals_never_compounds():
+    pol = policy()
+    originals = tracked_originals(pol, {ALICE: {P: 800.0}})
+    assert plan(pol, originals, 0.5) == plan(pol, originals, 0.5)
+
+
+def test_changes_only_list_differences_most_specific_first():
+    desired = {(DEFAULT, P): 500.0, (ALICE_APP, P): 150.0, (ALICE, P): 800.0, (CLIENT, P): None}
+    snapshot = {ALICE: {P: 800.0}, CLIENT: {P: 90.0}}
+    assert changes(desired, snapshot) == [
+        Change(ALICE_APP, P, 150.0),
+        Change(DEFAULT, P, 500.0),
+        Change(CLIENT, P, None),
+    ]
+
+
+def test_policy_requires_producer_byte_rate_and_known_keys():
+    with pytest.raises(ValueError, match="must include producer_byte_rate"):
+        QuotaPolicy((C,), {})
+    with pytest.raises(ValueError, match="may add"):
+        QuotaPolicy((P, "bogus_rate"), {})
