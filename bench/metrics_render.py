@@ -1,0 +1,69 @@
+"""/metrics render time at 2,000 brokers x 12 log dirs (24,000 volumes).
+
+Measures, side by side: building the families from the policy state, the full exposition text
+(what a scrape costs), and one policy calculation over the same volumes.
+    python -m bench.metrics_render [--brokers 2000] [--log-dirs 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter.collector import ThrottleCollector
+from exporter.limits import MinAvailableRatio
+from exporter.metric_samples import families
+from exporter.observation import Observation
+from exporter.poller import Poller
+from exporter.throttle_factor_policy import ThrottleFactorPolicy
+from exporter.throttle_factor_source import ThrottleFactorSource
+from exporter.volume import LogDir
+
+
+def median_seconds(fn, rounds: int = 5) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", type=int, default=2000)
+    parser.add_argument("--log-dirs", type=int, default=12)
+    args = parser.parse_args(argv)
+    limit = MinAvailableRatio(0.05)
+    log_dirs = tuple(
+        LogDir(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i * 104729) % 10**12)
+        for b in range(args.brokers)
+        for i in range(args.log_dirs)
+    )
+    observation = Observation(1000.0, tuple(range(args.brokers)), log_dirs)
+    throttle = ThrottleFactorSource(ThrottleFactorPolicy(limit), 300, 1.0, 0.0)
+    throttle.observe(observation)
+    poller = Poller(None, throttle, lambda: 1001.0, 60)  # type: ignore[arg-type]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ThrottleCollector(poller, "bench", limit, 60, lambda: 1001.0))
+
+    build = median_seconds(lambda: list(families(throttle, 1001.0, "bench", limit, 60)))
+    text = generate_latest(registry)
+    render = median_seconds(lambda: generate_latest(registry))
+    policy = median_seconds(lambda: ThrottleFactorPolicy(limit).calculate(observation.volumes))
+    volumes = len(log_dirs)
+    print(f"/metrics render: {args.brokers} brokers x {args.log_dirs} log dirs = {volumes} volumes")
+    print(f"  exposition size                  {len(text) / 1e6:8.2f} MB")
+    print(f"  policy calculation               {policy * 1000:8.1f} ms")
+    print(f"  build families from state        {build * 1000:8.1f} ms")
+    print(f"  full scrape (generate_latest)    {render * 1000:8.1f} ms")
+    print(f"  scrape / policy calculation      {render / policy:8.1f}x")
+    print(f"  scrape / 1 s scrape interval     {render:8.3f}")
+    print(f"  volumes rendered per second      {volumes / render:8.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Poll fan-out: DescribeLogDirs to 200 brokers with 20 ms latency each.
+
+Compares, in one run on one devcluster: the exporter's concurrent fan-out, kafka-python's stock
+sequential `describe_log_dirs`, and one round trip to a single broker.
+    python -m bench.poll_fanout [--brokers 200] [--latency-ms 20] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import requests
+
+
+def timed(fn, rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", type=int, default=200)
+    parser.add_argument("--latency-ms", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    from kafka.admin import KafkaAdminClient
+
+    from devcluster.cluster import DevCluster
+    from exporter.cluster_client import ClusterError, KafkaClusterClient
+
+    with tempfile.TemporaryDirectory() as data, DevCluster(
+        brokers=args.brokers, log_dirs_per_broker=1, data_dir=data
+    ) as cluster:
+        for broker in range(args.brokers):
+            requests.put(
+                f"{cluster.control_url}/brokers/{broker}/faults",
+                json={"latency_ms": args.latency_ms},
+                timeout=10,
+            ).raise_for_status()
+        ids = list(range(args.brokers))
+        ours = KafkaClusterClient({"bootstrap.servers": cluster.bootstrap}, timeout_seconds=60)
+        stock = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=60000)
+        try:
+            warm = ours.describe_log_dirs(ids)  # connect to every broker once
+            assert not any(isinstance(r, ClusterError) for r in warm.values()), warm
+            stock.describe_log_dirs(topic_partitions={}, brokers=ids)
+            fan_out = timed(lambda: ours.describe_log_dirs(ids), args.rounds)
+            single = timed(lambda: ours.describe_log_dirs([0]), args.rounds)
+            sequential = timed(
+                lambda: stock.describe_log_dirs(topic_partitions={}, brokers=ids),
+                max(1, args.rounds // 3),
+            )
+        finally:
+            ours.close()
+            stock.close()
+    print(f"poll fan-out: {args.brokers} brokers, {args.latency_ms} ms latency each")
+    print(f"  one round trip (1 broker)            {single * 1000:8.1f} ms")
+    print(f"  exporter fan-out ({args.brokers} brokers)     {fan_out * 1000:8.1f} ms")
+    print(f"  kafka-python sequential ({args.brokers})      {sequential * 1000:8.1f} ms")
+    print(f"  fan-out / one round trip             {fan_out / single:8.2f}x")
+    print(f"  sequential / fan-out                 {sequential / fan_out:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
