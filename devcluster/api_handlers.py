@@ -1,0 +1,281 @@
+"""What a broker answers to each supported Kafka API, following Kafka 4.x brokers (KRaft mode).
+
+Each handler takes the answering broker and the decoded request and returns the response message
+(with its version set). Handlers run on the devcluster's event loop and do no network I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafka.protocol.admin import (
+    AlterClientQuotasResponse,
+    DescribeClientQuotasResponse,
+    DescribeClusterResponse,
+    DescribeLogDirsResponse,
+)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
+
+from . import quota_store as q
+from .protocol_codec import Request
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+KAFKA_STORAGE_ERROR = 56
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+UNKNOWN_TOPIC_ID = 100
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+
+# Operations a principal holds without an authorizer (Kafka reports all supported ones).
+_CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}  # CREATE ALTER DESCRIBE CLUSTER_ACTION ...CONFIGS IW
+_TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}  # READ WRITE CREATE DELETE ALTER DESCRIBE ...CONFIGS
+
+
+def api_versions(broker: Broker, req: Request) -> ApiMessage:
+    versions = broker.api_versions()
+    listed = [_api_version(k, lo, hi) for k, (lo, hi) in versions.items()]
+    if req.body is None:  # a version this broker does not know: error 35 in a v0 body (KIP-511)
+        return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=listed)
+    return ApiVersionsResponse(
+        version=req.api_version, error_code=0, api_keys=listed, throttle_time_ms=0
+    )
+
+
+def _api_version(key: int, lo: int, hi: int):
+    return ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=lo, max_version=hi)
+
+
+def metadata(broker: Broker, req: Request) -> ApiMessage:
+    cluster = broker.cluster
+    body = req.body
+    version = req.api_version
+    live = cluster.live_brokers()
+    _Broker = MetadataResponse.MetadataResponseBroker
+    requested = body.topics
+    if version == 0 and requested == []:
+        requested = None  # v0: an empty list means all topics
+    topics = []
+    if requested is None or requested:
+        hosted = cluster.topics()
+        if requested is None:
+            wanted = [(name, None) for name in sorted(hosted)]
+        else:
+            wanted = [(t.name, t.topic_id if version >= 10 else None) for t in requested]
+        topics = [
+            _metadata_topic(cluster, hosted, name, topic_id, version) for name, topic_id in wanted
+        ]
+    include_topic_ops = version >= 8 and body.include_topic_authorized_operations
+    for topic in topics:
+        if include_topic_ops and topic.error_code == 0:
+            topic.authorized_operations = _TOPIC_OPERATIONS
+    response = MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=None) for b in live],
+        cluster_id=cluster.cluster_id,
+        controller_id=live[0].broker_id if live else -1,
+        topics=topics,
+    )
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        response.authorized_operations = _CLUSTER_OPERATIONS
+    return response
+
+
+def _metadata_topic(cluster, hosted, name, topic_id, version):
+    _Topic = MetadataResponse.MetadataResponseTopic
+    _Partition = _Topic.MetadataResponsePartition
+    if name is None and topic_id is not None:  # v12+: asked by id
+        name = next((n for n in hosted if cluster.topic_id(n) == topic_id), None)
+        if name is None:
+            return _Topic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[])
+    if name not in hosted:
+        return _Topic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
+    partitions = []
+    for index, replicas in sorted(hosted[name].items()):
+        isr = [b for b in replicas if cluster.brokers[b].up]
+        leader = isr[0] if isr else -1
+        partitions.append(
+            _Partition(
+                error_code=0 if isr else LEADER_NOT_AVAILABLE,
+                partition_index=index,
+                leader_id=leader,
+                leader_epoch=0,
+                replica_nodes=replicas,
+                isr_nodes=isr,
+                offline_replicas=[b for b in replicas if b not in isr],
+            )
+        )
+    return _Topic(error_code=0, name=name, topic_id=cluster.topic_id(name), partitions=partitions)
+
+
+def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
+    cluster = broker.cluster
+    body = req.body
+    version = req.api_version
+    if version >= 1 and body.endpoint_type != 1:
+        mismatched = body.endpoint_type == 2
+        return DescribeClusterResponse(
+            version=version,
+            error_code=MISMATCHED_ENDPOINT_TYPE if mismatched else UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=(
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                "of type CONTROLLER"
+                if mismatched
+                else f"Unsupported endpoint type {body.endpoint_type}"
+            ),
+            endpoint_type=body.endpoint_type,
+            cluster_id=cluster.cluster_id,
+            brokers=[],
+        )
+    live = cluster.live_brokers()
+    # A stopped broker is gone (unregistered), even for a v2 request including fenced brokers.
+    listed = live
+    _Broker = DescribeClusterResponse.DescribeClusterBroker
+    return DescribeClusterResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=cluster.cluster_id,
+        controller_id=live[0].broker_id if live else -1,
+        brokers=[
+            _Broker(broker_id=b.broker_id, host=b.host, port=b.port, rack=None, is_fenced=False)
+            for b in listed
+        ],
+        authorized_operations=(
+            _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else None
+        ),
+    )
+
+
+def describe_log_dirs(broker: Broker, req: Request) -> ApiMessage:
+    version = req.api_version
+    faults = broker.faults
+    if faults.fail_describe_log_dirs is not None:
+        # Kafka's error response: a top-level code (v3+), no results.
+        return DescribeLogDirsResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=faults.fail_describe_log_dirs,
+            results=[],
+        )
+    # A broker capped below v4 predates KIP-827 and has no sizes to give. A client that sends v4
+    # anyway (kafka-python reuses the bootstrap broker's versions; connections made before the
+    # fault) gets -1 sizes, what a v3 answer decodes to, rather than a closed connection.
+    cap = faults.max_describe_log_dirs_version
+    pre_kip_827 = cap is not None and cap < 4
+    wanted = None  # None: every partition
+    if req.body.topics is not None:
+        wanted = {(t.topic, p) for t in req.body.topics for p in t.partitions}
+    _Result = DescribeLogDirsResponse.DescribeLogDirsResult
+    _Topic = _Result.DescribeLogDirsTopic
+    _Partition = _Topic.DescribeLogDirsPartition
+    results = []
+    for index, log_dir in enumerate(broker.log_dirs):
+        path = str(log_dir.path)
+        code = faults.log_dir_errors.get(index)
+        if code is None:
+            try:
+                space = log_dir.space()  # also how a vanished directory shows up
+                partitions = [] if wanted == set() else log_dir.partitions()
+            except OSError:  # Kafka takes a log dir offline on an I/O error
+                code = KAFKA_STORAGE_ERROR
+        if code is not None:
+            results.append(_Result(error_code=code, log_dir=path, topics=[]))
+            continue
+        by_topic: dict[str, list] = {}
+        for topic, partition, size in partitions:
+            if wanted is None or (topic, partition) in wanted:
+                by_topic.setdefault(topic, []).append(
+                    _Partition(
+                        partition_index=partition,
+                        partition_size=size,
+                        offset_lag=0,
+                        is_future_key=False,
+                    )
+                )
+        result = _Result(
+            error_code=0,
+            log_dir=path,
+            topics=[_Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        if version >= 4 and not pre_kip_827:
+            result.total_bytes = space.total_bytes
+            result.usable_bytes = space.usable_bytes
+        results.append(result)
+    return DescribeLogDirsResponse(
+        version=version, throttle_time_ms=0, error_code=0, results=results
+    )
+
+
+def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
+    components = [
+        q.FilterComponent(c.entity_type, c.match_type, c.match) for c in req.body.components
+    ]
+    _Entry = DescribeClientQuotasResponse.EntryData
+    try:
+        found = broker.cluster.quotas.describe(components, strict=req.body.strict)
+    except q.QuotaError as exc:
+        return DescribeClientQuotasResponse(
+            version=req.api_version,
+            throttle_time_ms=0,
+            error_code=exc.code,
+            error_message=exc.message,
+            entries=None,
+        )
+    return DescribeClientQuotasResponse(
+        version=req.api_version,
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        entries=[
+            _Entry(
+                entity=[_Entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                values=[_Entry.ValueData(key=k, value=v) for k, v in sorted(values.items())],
+            )
+            for entity, values in found
+        ],
+    )
+
+
+def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
+    alterations = [
+        q.Alteration(
+            entity=tuple((e.entity_type, e.entity_name) for e in entry.entity),
+            ops=tuple(q.Op(op.key, op.value, op.remove) for op in entry.ops),
+        )
+        for entry in req.body.entries
+    ]
+    results = broker.cluster.quotas.alter(alterations, validate_only=req.body.validate_only)
+    _Entry = AlterClientQuotasResponse.EntryData
+    return AlterClientQuotasResponse(
+        version=req.api_version,
+        throttle_time_ms=0,
+        entries=[
+            _Entry(
+                error_code=r.error_code,
+                error_message=r.error_message,
+                entity=[_Entry.EntityData(entity_type=t, entity_name=n) for t, n in r.entity],
+            )
+            for r in results
+        ],
+    )
+
+
+HANDLERS: dict[int, Callable[[Broker, Request], ApiMessage]] = {
+    ApiKey.ApiVersions: api_versions,
+    ApiKey.Metadata: metadata,
+    ApiKey.DescribeCluster: describe_cluster,
+    ApiKey.DescribeLogDirs: describe_log_dirs,
+    ApiKey.DescribeClientQuotas: describe_client_quotas,
+    ApiKey.AlterClientQuotas: alter_client_quotas,
+}

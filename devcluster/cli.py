@@ -1,0 +1,166 @@
+"""kvq-devcluster: start N Kafka brokers and the control API; stop on SIGINT/SIGTERM.
+
+Once everything listens it prints exactly three lines on stdout, for people and for scripts:
+
+    bootstrap=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094
+    control=http://127.0.0.1:19100
+    ready
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .cluster import DEFAULT_HOST, DevCluster
+
+DEFAULT_BASE_PORT = 19092
+DEFAULT_CONTROL_PORT = 19100
+
+EPILOG = """\
+examples:
+  kvq-devcluster --brokers 3 --log-dirs-per-broker 2 --data-dir /tmp/kvq
+  kvq-devcluster --brokers 200 --log-dirs-per-broker 1 --data-dir /tmp/big \\
+      --base-port 0 --control-port 0 --capacity-bytes 1000000000
+
+then drive it with the control API (see devcluster/README.md), e.g.
+  curl -s localhost:19100/state
+  curl -s -X PUT localhost:19100/brokers/0/log-dirs/1 -d '{"fill_bytes": 5000000}'
+  curl -s -X PUT localhost:19100/brokers/2/faults -d '{"latency_ms": 500}'
+  curl -s -X POST localhost:19100/brokers/1/stop
+"""
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 0-65535 (0: any free port), got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kvq-devcluster",
+        description="Run N Kafka brokers in one process: a Kafka wire-protocol server "
+        "(ApiVersions, Metadata, DescribeCluster, DescribeLogDirs v1-v4, Describe/Alter"
+        "ClientQuotas) whose log dirs are real directories, with client quotas stored as KRaft "
+        "does and faults injected through a JSON control API. Prints bootstrap=..., control=... "
+        "and ready on stdout once every port listens; SIGINT/SIGTERM stop it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--brokers", type=_count, default=3, metavar="N", help="brokers, ids 0..N-1 (default 3)"
+    )
+    p.add_argument(
+        "--log-dirs-per-broker",
+        type=_count,
+        default=2,
+        metavar="M",
+        help="log dirs of each broker (default 2)",
+    )
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        metavar="DIR",
+        help="log dir J of broker I is DIR/broker-I/logdir-J (created if missing); the cluster "
+        "id and the quotas are kept in DIR too",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on and to advertise to clients (default {DEFAULT_HOST})",
+    )
+    p.add_argument(
+        "--base-port",
+        type=_port,
+        default=DEFAULT_BASE_PORT,
+        metavar="PORT",
+        help=f"broker I listens on PORT+I (default {DEFAULT_BASE_PORT}; 0: each broker takes a "
+        "free port)",
+    )
+    p.add_argument(
+        "--control-port",
+        type=_port,
+        default=DEFAULT_CONTROL_PORT,
+        metavar="PORT",
+        help=f"port of the control API (default {DEFAULT_CONTROL_PORT}; 0: a free port)",
+    )
+    p.add_argument(
+        "--capacity-bytes",
+        type=_count,
+        default=None,
+        metavar="B",
+        help="give every log dir a virtual size: total = B, usable = B minus the bytes of the "
+        "files in it (default: the real file system's numbers from statvfs)",
+    )
+    p.add_argument(
+        "--cluster-id",
+        default=None,
+        help="cluster id to report (default: the one recorded in DIR, else a new one)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        dc = DevCluster(
+            brokers=args.brokers,
+            log_dirs_per_broker=args.log_dirs_per_broker,
+            data_dir=args.data_dir,
+            host=args.host,
+            base_port=args.base_port,
+            control_port=args.control_port,
+            capacity_bytes=args.capacity_bytes,
+            cluster_id=args.cluster_id,
+        )
+        dc.start()
+    except (ValueError, OSError) as exc:
+        print(f"kvq-devcluster: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(f"bootstrap={dc.bootstrap}", flush=True)
+        print(f"control={dc.control_url}", flush=True)
+        print("ready", flush=True)
+        print(
+            f"kvq-devcluster: {args.brokers} brokers of cluster {dc.cluster_id} up, data in "
+            f"{dc.data_dir}; Ctrl-C or SIGTERM stops them",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(3600):
+            pass
+    finally:
+        dc.stop()
+    print("kvq-devcluster: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""DevCluster: N Kafka brokers in one process, their log dirs, the shared quota store, the faults.
+
+The brokers run on one asyncio event loop in a background thread; the control API (and any Python
+caller) changes the cluster from other threads through the methods below, which take the same
+JSON-shaped arguments as the HTTP API and raise ControlError for a bad request.
+
+    with DevCluster(brokers=3, log_dirs_per_broker=2, data_dir=tmp_path) as dc:
+        admin = KafkaAdminClient(bootstrap_servers=dc.bootstrap)
+        dc.set_log_dir(0, 1, fill_bytes=10_000_000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import resource
+import shutil
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka.errors import for_code
+
+from .broker import Broker
+from .faults import KAFKA_STORAGE_ERROR
+from .log_dirs import DiskFull, LogDir
+from .quota_store import QuotaStore
+from .request_counts import RequestCounter
+from .validation import ControlError, boolean, optional_integer, require_object
+
+log = logging.getLogger(__name__)
+
+LOG_DIR_FIELDS = ("clear", "capacity_bytes", "usable_bytes", "fill_bytes")
+DEFAULT_HOST = "127.0.0.1"
+_STARTUP_TIMEOUT_S = 60
+
+
+class DevCluster:
+    """``base_port=0`` gives every broker a free port of its own, otherwise broker ``i`` listens on
+    ``base_port + i``; ``control_port=0`` picks a free port, ``None`` runs no control API.
+    ``data_dir=None`` uses a temporary directory that ``stop()`` removes."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        log_dirs_per_broker: int = 2,
+        data_dir: str | Path | None = None,
+        host: str = DEFAULT_HOST,
+        base_port: int = 0,
+        control_port: int | None = 0,
+        capacity_bytes: int | None = None,
+        cluster_id: str | None = None,
+    ):
+        _check_arguments(brokers, log_dirs_per_broker, base_port, control_port, capacity_bytes)
+        self._own_data_dir = data_dir is None
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="kvq-devcluster-")
+        self.data_dir = Path(data_dir).absolute()
+        self.host = host
+        self._control_port = control_port
+        self.brokers = [
+            Broker(
+                self,
+                i,
+                host,
+                base_port + i if base_port else 0,
+                [
+                    LogDir(self.data_dir / f"broker-{i}" / f"logdir-{j}", capacity_bytes)
+                    for j in range(log_dirs_per_broker)
+                ],
+            )
+            for i in range(brokers)
+        ]
+        self.cluster_id = _cluster_id(self.data_dir / "meta.properties", cluster_id)
+        self.quotas = QuotaStore(self.data_dir / "quotas.json")
+        self.requests = RequestCounter()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._control = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> DevCluster:
+        """Open every broker port and the control API; returns when all of them listen."""
+        if self._loop is not None:
+            return self
+        _raise_open_files_limit(len(self.brokers))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="devcluster", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._run(self._start_all(), _STARTUP_TIMEOUT_S)
+            if self._control_port is not None:
+                from .control_api import ControlServer
+
+                self._control = ControlServer(self, self.host, self._control_port)
+                self._control.start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("devcluster %s up: %s", self.cluster_id, self.bootstrap)
+        return self
+
+    async def _start_all(self) -> None:
+        for broker in self.brokers:
+            try:
+                await broker.start()
+            except OSError as exc:
+                raise OSError(
+                    exc.errno,
+                    f"broker {broker.broker_id} cannot listen on "
+                    f"{broker.host}:{broker.port}: {exc.strerror}",
+                ) from exc
+
+    async def _stop_all(self) -> None:
+        for broker in self.brokers:
+            await broker.stop()
+
+    def stop(self) -> None:
+        """Close the control API, every broker and the event loop (idempotent)."""
+        if self._control is not None:
+            self._control.stop()
+            self._control = None
+        loop, thread = self._loop, self._thread
+        if loop is not None and loop.is_running():
+            try:
+                self._run(self._stop_all(), 10)
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(10)
+        if loop is not None and not loop.is_running():
+            loop.close()
+        self._loop = self._thread = None
+        if self._own_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    close = stop
+
+    def __enter__(self) -> DevCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, coro, timeout: float = 30):
+        if self._loop is None:
+            coro.close()
+            raise ControlError(409, "the devcluster is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # ---- addresses -----------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        """``host:port,host:port`` of every broker (stopped ones included)."""
+        return ",".join(f"{b.host}:{b.port}" for b in self.brokers)
+
+    bootstrap_servers = bootstrap
+
+    @property
+    def broker_ports(self) -> dict[int, int]:
+        return {b.broker_id: b.port for b in self.brokers}
+
+    @property
+    def control_url(self) -> str | None:
+        return None if self._control is None else self._control.url
+
+    def log_dir_path(self, broker_id: int, index: int) -> Path:
+        return self.log_dir(broker_id, index).path
+
+    # ---- read by the API handlers, on the event loop -------------------------------------------
+    def live_brokers(self) -> list[Broker]:
+        return [b for b in self.brokers if b.up]
+
+    def topics(self) -> dict[str, dict[int, list[int]]]:
+        """topic -> partition -> ids of the brokers whose log dirs hold it."""
+        out: dict[str, dict[int, list[int]]] = {}
+        for broker in self.brokers:
+            for index, log_dir in enumerate(broker.log_dirs):
+                if index in broker.faults.log_dir_errors:
+                    continue
+                try:
+                    partitions = log_dir.partitions()
+                except OSError:
+                    continue
+                for topic, partition, _ in partitions:
+                    replicas = out.setdefault(topic, {}).setdefault(partition, [])
+                    if broker.broker_id not in replicas:
+                        replicas.append(broker.broker_id)
+        return out
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"kafka://{self.cluster_id}/{topic}")
+
+    # ---- control operations (any thread) -------------------------------------------------------
+    def broker(self, broker_id: int) -> Broker:
+        if not 0 <= broker_id < len(self.brokers):
+            raise ControlError(
+                404, f"no broker {broker_id}: broker ids are 0-{len(self.brokers) - 1}"
+            )
+        return self.brokers[broker_id]
+
+    def log_dir(self, broker_id: int, index: int) -> LogDir:
+        broker = self.broker(broker_id)
+        if not 0 <= index < len(broker.log_dirs):
+            raise ControlError(
+                404,
+                f"broker {broker_id} has no log dir {index}: "
+                f"indexes are 0-{len(broker.log_dirs) - 1}",
+            )
+        return broker.log_dirs[index]
+
+    def stop_broker(self, broker_id: int) -> dict[str, Any]:
+        """Close the broker's port and connections; it disappears from Metadata/DescribeCluster."""
+        self._run(self.broker(broker_id).stop())
+        return self.broker_state(broker_id)
+
+    def start_broker(self, broker_id: int) -> dict[str, Any]:
+        """Listen again on the broker's port (the same one it had)."""
+        broker = self.broker(broker_id)
+        try:
+            self._run(broker.start())
+        except OSError as exc:
+            raise ControlError(
+                409, f"broker {broker_id} cannot listen on port {broker.port}: {exc}"
+            ) from exc
+        return self.broker_state(broker_id)
+
+    def set_faults(self, broker_id: int, body: Any = None, **faults: Any) -> dict[str, Any]:
+        """Change a broker's faults (see ``faults.py``); returns the faults now active."""
+        broker = self.broker(broker_id)
+        with self._lock:
+            broker.faults = broker.faults.updated(_body(body, faults), len(broker.log_dirs))
+        return broker.faults.active()
+
+    def clear_faults(self, broker_id: int) -> dict[str, Any]:
+        return self.set_faults(broker_id, clear=True)
+
+    def set_log_dir(self, broker_id: int, index: int, body: Any = None, **fields: Any):
+        """Apply ``clear``, then ``capacity_bytes`` / ``usable_bytes`` (null: unset), then
+        ``fill_bytes`` (a new real file of n bytes); returns the log dir's state."""
+        log_dir = self.log_dir(broker_id, index)
+        body = require_object(_body(body, fields), LOG_DIR_FIELDS)
+        clear = boolean("clear", body["clear"]) if "clear" in body else False
+        capacity = optional_integer("capacity_bytes", body.get("capacity_bytes"), 1)
+        usable = optional_integer("usable_bytes", body.get("usable_bytes"), 0)
+        fill = optional_integer("fill_bytes", body.get("fill_bytes"), 1)
+        with self._lock:
+            if clear:
+                log_dir.clear()
+            if "capacity_bytes" in body:
+                log_dir.capacity_bytes = capacity
+            if "usable_bytes" in body:
+                log_dir.pinned_usable_bytes = usable
+        if fill is not None:
+            try:
+                log_dir.fill(fill)
+            except DiskFull as exc:
+                raise ControlError(
+                    507,
+                    f"log dir {log_dir.path} is full: wrote {exc.written} of {fill} bytes "
+                    f"({exc.strerror}); the partial file stays",
+                ) from exc
+        return self._log_dir_state(self.brokers[broker_id], index)
+
+    def quota_state(self) -> list[dict[str, Any]]:
+        """``[{"entity": {"user": "alice", "client-id": None}, "values": {key: value}}]``"""
+        return self.quotas.snapshot()
+
+    def request_counts(self) -> dict[str, Any]:
+        return self.requests.snapshot()
+
+    def reset_request_counts(self) -> dict[str, Any]:
+        self.requests.reset()
+        return self.requests.snapshot()
+
+    # ---- state -----------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        live = self.live_brokers()
+        return {
+            "cluster_id": self.cluster_id,
+            "bootstrap": self.bootstrap,
+            "control_url": self.control_url,
+            "data_dir": str(self.data_dir),
+            "controller_id": live[0].broker_id if live else -1,
+            "brokers": [self.broker_state(b.broker_id) for b in self.brokers],
+            "quotas": self.quota_state(),
+            "faults": {
+                str(b.broker_id): b.faults.active() for b in self.brokers if b.faults.active()
+            },
+        }
+
+    def broker_state(self, broker_id: int) -> dict[str, Any]:
+        broker = self.broker(broker_id)
+        return {
+            "id": broker.broker_id,
+            "host": broker.host,
+            "port": broker.port,
+            "up": broker.up,
+            "log_dirs": [self._log_dir_state(broker, i) for i in range(len(broker.log_dirs))],
+            "faults": broker.faults.active(),
+        }
+
+    def _log_dir_state(self, broker: Broker, index: int) -> dict[str, Any]:
+        log_dir = broker.log_dirs[index]
+        state: dict[str, Any] = {
+            "index": index,
+            "path": str(log_dir.path),
+            "total_bytes": None,
+            "usable_bytes": None,
+            "capacity_bytes": log_dir.capacity_bytes,
+            "pinned_usable_bytes": log_dir.pinned_usable_bytes,
+            "error": None,
+            "error_code": 0,
+        }
+        code = broker.faults.log_dir_errors.get(index)
+        try:
+            space = log_dir.space()
+            state["total_bytes"], state["usable_bytes"] = space.total_bytes, space.usable_bytes
+        except OSError as exc:
+            code = code or KAFKA_STORAGE_ERROR
+            state["os_error"] = str(exc)
+        if code:
+            state["error"] = for_code(code).__name__
+            state["error_code"] = code
+        return state
+
+
+def _check_arguments(
+    brokers: int,
+    log_dirs_per_broker: int,
+    base_port: int,
+    control_port: int | None,
+    capacity_bytes: int | None,
+) -> None:
+    if not isinstance(brokers, int) or brokers < 1:
+        raise ValueError(f"brokers must be an integer >= 1, got {brokers!r}")
+    if not isinstance(log_dirs_per_broker, int) or log_dirs_per_broker < 1:
+        raise ValueError(
+            f"log_dirs_per_broker must be an integer >= 1, got {log_dirs_per_broker!r}"
+        )
+    if base_port and not 0 < base_port <= 65536 - brokers:
+        raise ValueError(
+            f"base_port {base_port}: {brokers} brokers need ports up to "
+            f"{base_port + brokers - 1}, above 65535"
+        )
+    if control_port is not None and not 0 <= control_port <= 65535:
+        raise ValueError(f"control_port must be 0-65535 (0: a free port), got {control_port}")
+    if control_port and base_port and base_port <= control_port < base_port + brokers:
+        raise ValueError(
+            f"control port {control_port} is one of the broker ports "
+            f"{base_port}-{base_port + brokers - 1}"
+        )
+    if capacity_bytes is not None and capacity_bytes <= 0:
+        raise ValueError(f"capacity_bytes must be > 0, got {capacity_bytes}")
+
+
+def _body(body: Any, fields: dict[str, Any]) -> Any:
+    if body is None:
+        return fields
+    if fields:
+        raise TypeError("give either a body mapping or keyword fields, not both")
+    return body
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _cluster_id(meta: Path, wanted: str | None) -> str:
+    """The id recorded in the data dir, else the one asked for, else a new one; recorded."""
+    existing = None
+    if meta.exists():
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                existing = line.split("=", 1)[1].strip()
+    if existing and wanted and existing != wanted:
+        raise ValueError(
+            f"cluster id {wanted!r} does not match {existing!r} recorded in {meta}; "
+            "use another data dir"
+        )
+    cluster_id = wanted or existing or new_cluster_id()
+    if not existing:
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(f"# written by kvq-devcluster\ncluster.id={cluster_id}\n")
+    return cluster_id
+
+
+def _raise_open_files_limit(brokers: int) -> None:
+    """Each broker needs a listening socket plus one per client connection."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft < wanted and soft < 16 * brokers + 1024:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            log.warning("cannot raise the open files limit above %d", soft)

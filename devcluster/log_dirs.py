@@ -1,0 +1,107 @@
+"""A broker log dir: a real directory whose size Kafka would report through DescribeLogDirs v4.
+
+Total and usable bytes are measured the way Kafka measures them (Java's FileStore: total =
+f_blocks * f_frsize, usable = f_bavail * f_frsize), so a tmpfs or loop mount used as a log dir
+reports its real numbers. A *virtual capacity* turns the directory into a small disk of its own:
+total = capacity, usable = capacity minus the bytes of the files under the directory. A pinned
+usable value overrides the measurement (never above the
+total). ``fill`` writes real bytes, so both modes see them.
+
+Partition directories (``<topic>-<partition>``) found in the log dir are reported as Kafka reports
+hosted replicas, with the size of their files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FILL_PREFIX = "devcluster-fill-"
+_CHUNK = b"\0" * (1 << 20)
+_PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
+
+
+class DiskFull(OSError):
+    def __init__(self, written: int, cause: OSError):
+        super().__init__(cause.errno, f"{cause.strerror} after writing {written} bytes")
+        self.written = written
+
+
+@dataclass
+class Space:
+    total_bytes: int
+    usable_bytes: int
+
+
+@dataclass
+class LogDir:
+    path: Path
+    capacity_bytes: int | None = None
+    pinned_usable_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.default_capacity_bytes = self.capacity_bytes
+
+    def space(self) -> Space:
+        if self.capacity_bytes is not None:
+            total = self.capacity_bytes
+            usable = max(0, total - tree_size(self.path))
+        else:
+            st = os.statvfs(self.path)
+            total = st.f_blocks * st.f_frsize
+            usable = st.f_bavail * st.f_frsize
+        if self.pinned_usable_bytes is not None:
+            usable = min(self.pinned_usable_bytes, total)
+        return Space(total, usable)
+
+    def fill(self, nbytes: int) -> Path:
+        """Write a real file of ``nbytes`` bytes; on ENOSPC keep what fit and raise DiskFull."""
+        existing = sorted(self.path.glob(FILL_PREFIX + "*"))
+        seq = int(existing[-1].name[len(FILL_PREFIX) :].split(".")[0]) + 1 if existing else 0
+        target = self.path / f"{FILL_PREFIX}{seq:06d}.bin"
+        written = 0
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(_CHUNK)
+            while written < nbytes:
+                try:
+                    written += os.write(fd, view[: min(len(_CHUNK), nbytes - written)])
+                except OSError as exc:
+                    raise DiskFull(written, exc) from exc
+        finally:
+            os.close(fd)
+        return target
+
+    def clear(self) -> None:
+        """Back to start-up state: remove fill files, unpin, restore the start-up capacity."""
+        for f in self.path.glob(FILL_PREFIX + "*"):
+            f.unlink(missing_ok=True)
+        self.pinned_usable_bytes = None
+        self.capacity_bytes = self.default_capacity_bytes
+
+    def partitions(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, size in bytes) of every partition directory, sorted."""
+        out = []
+        with os.scandir(self.path) as entries:
+            for entry in entries:
+                m = _PARTITION_DIR.match(entry.name)
+                if m and entry.is_dir(follow_symlinks=False):
+                    out.append((m["topic"], int(m["partition"]), tree_size(Path(entry.path))))
+        return sorted(out)
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (symlinks not followed)."""
+    total = 0
+    stack = [path]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
