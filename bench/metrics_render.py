@@ -11,15 +11,14 @@ import argparse
 import statistics
 import time
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
-from exporter.collector import ThrottleCollector
+from exporter.app import Exporter
+from exporter.config import build_config
 from exporter.limits import MinAvailableRatio
 from exporter.metric_samples import families
 from exporter.observation import Observation
-from exporter.poller import Poller
 from exporter.throttle_factor_policy import ThrottleFactorPolicy
-from exporter.throttle_factor_source import ThrottleFactorSource
 from exporter.volume import LogDir
 
 
@@ -44,15 +43,20 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(args.log_dirs)
     )
     observation = Observation(1000.0, tuple(range(args.brokers)), log_dirs)
-    throttle = ThrottleFactorSource(ThrottleFactorPolicy(limit), 300, 1.0, 0.0)
-    throttle.observe(observation)
-    poller = Poller(None, throttle, lambda: 1001.0, 60)  # type: ignore[arg-type]
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ThrottleCollector(poller, "bench", limit, 60, lambda: 1001.0))
+    p = "client.quota.callback.static."
+    config = build_config(
+        {p + "kafka.admin.bootstrap.servers": "unused:9092", limit.property_name: "0.05"},
+        environ={},
+    )
+    exporter = Exporter(config, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    exporter.poller.throttle.observe(observation)
+    throttle, registry = exporter.throttle, exporter.registry
 
     build = median_seconds(lambda: list(families(throttle, 1001.0, "bench", limit, 60)))
     text = generate_latest(registry)
     render = median_seconds(lambda: generate_latest(registry))
+    exporter.render_metrics()
+    cached = median_seconds(exporter.render_metrics)
     policy = median_seconds(lambda: ThrottleFactorPolicy(limit).calculate(observation.volumes))
     volumes = len(log_dirs)
     print(f"/metrics render: {args.brokers} brokers x {args.log_dirs} log dirs = {volumes} volumes")
@@ -60,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  policy calculation               {policy * 1000:8.1f} ms")
     print(f"  build families from state        {build * 1000:8.1f} ms")
     print(f"  full scrape (generate_latest)    {render * 1000:8.1f} ms")
+    print(f"  repeated scrape, same state      {cached * 1000:8.3f} ms")
     print(f"  scrape / policy calculation      {render / policy:8.1f}x")
+    print(f"  first scrape / repeated scrape   {render / cached:8.0f}x")
     print(f"  scrape / 1 s scrape interval     {render:8.3f}")
     print(f"  volumes rendered per second      {volumes / render:8.0f}")
 

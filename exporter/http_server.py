@@ -8,7 +8,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 
 class ExporterHTTPServer(ThreadingHTTPServer):
@@ -17,11 +17,11 @@ class ExporterHTTPServer(ThreadingHTTPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        registry: CollectorRegistry,
+        render_metrics: Callable[[], bytes],
         is_ready: Callable[[], bool],
         status: Callable[[], dict[str, Any]],
     ) -> None:
-        self.registry = registry
+        self.render_metrics = render_metrics
         self.is_ready = is_ready
         self.status = status
         super().__init__(address, _Handler)
@@ -43,7 +43,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
+            self._send(200, self.server.render_metrics(), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
             self._send(200, b"ok\n", "text/plain")
         elif path == "/ready":
