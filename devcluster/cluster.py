@@ -120,6 +120,11 @@ class DevCluster:
     async def _stop_all(self) -> None:
         for broker in self.brokers:
             await broker.stop()
+        # Connections still waiting (a latency fault) end now, not when the loop is collected.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def stop(self) -> None:
         """Close the control API, every broker and the event loop (idempotent)."""

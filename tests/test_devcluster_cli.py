@@ -1,0 +1,132 @@
+"""kvq-devcluster as a process: parseable lines, a working cluster, clean stop, clear errors."""
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from devcluster.control_client import ControlClient
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(sys.executable).with_name("kvq-devcluster")
+
+
+def command(*args):
+    return [str(SCRIPT), *args] if SCRIPT.exists() else [sys.executable, "-m", "devcluster", *args]
+
+
+class Running:
+    """The process and the values of its bootstrap=/control= lines, read until ``ready``."""
+
+    def __init__(self, *args, timeout=60):
+        self.proc = subprocess.Popen(
+            command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        reader = threading.Thread(target=self._read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if self.lines[-1:] != ["ready"]:
+            self.stop()
+            raise AssertionError(f"no ready line: {self.lines} {self.proc.stderr.read()}")
+        values = dict(line.split("=", 1) for line in self.lines[:-1])
+        self.bootstrap, self.control = values["bootstrap"], values["control"]
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.strip() == "ready":
+                return
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def start(tmp_path):
+    running = []
+
+    def run(*args):
+        process = Running("--data-dir", str(tmp_path / "data"), *args)
+        running.append(process)
+        return process
+
+    yield run
+    for process in running:
+        process.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_prints_bootstrap_control_ready_serves_and_stops_on_signal(start, tmp_path, sig):
+    dc = start("--brokers", "3", "--log-dirs-per-broker", "2", "--base-port", "0",
+               "--control-port", "0", "--capacity-bytes", "5000000", "--cluster-id", "test-id")
+    assert dc.lines[0].startswith("bootstrap=127.0.0.1:") and dc.lines[1].startswith("control=")
+    state = ControlClient(dc.control).state()
+    assert state["cluster_id"] == "test-id"
+    assert [f"127.0.0.1:{b['port']}" for b in state["brokers"]] == dc.bootstrap.split(",")
+    admin = KafkaAdminClient(bootstrap_servers=dc.bootstrap)
+    try:
+        assert len(admin.describe_cluster()["brokers"]) == 3
+        dirs = admin.describe_log_dirs(topic_partitions={})
+        assert [d["log_dir"] for d in dirs[2]["log_dirs"]] == [
+            str(tmp_path / "data" / "broker-2" / f"logdir-{i}") for i in range(2)
+        ]
+        assert {d["total_bytes"] for b in dirs for d in b["log_dirs"]} == {5_000_000}
+    finally:
+        admin.close()
+    assert dc.stop(sig) == 0
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", state["brokers"][0]["port"]), timeout=2)
+
+
+def test_a_taken_port_is_a_clear_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            command("--data-dir", str(tmp_path), "--brokers", "1", "--base-port", str(port),
+                    "--control-port", "0"),
+            capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--brokers", "0"], "--brokers: must be >= 1"),
+        (["--brokers", "many"], "must be a whole number"),
+        (["--base-port", "70000"], "must be a port 0-65535"),
+        (["--capacity-bytes", "-5"], "--capacity-bytes: must be >= 1"),
+        ([], "--data-dir"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(tmp_path, args, words):
+    data_dir = [] if not args else ["--data-dir", str(tmp_path)]
+    result = subprocess.run(command(*data_dir, *args), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_teaches_the_flags_and_the_control_api():
+    result = subprocess.run(command("--help"), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for words in ("--brokers", "--log-dirs-per-broker", "--capacity-bytes", "control API",
+                  "/brokers/0/log-dirs/1"):
+        assert words in result.stdout
