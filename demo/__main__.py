@@ -1,18 +1,61 @@
-"""`make demo`: not wired yet; prints what it will do and exits non-zero."""
+"""`make demo`: the whole loop on loopback, with a readable timeline.
 
+Starts a 3-broker devcluster (2 log dirs each, virtual capacity), the exporter (PT1S), the enforcer
+(bearer token, journal in a temp dir), Prometheus (1 s scrape and rules) and Alertmanager routing to
+the enforcer; sets client quotas, fills one log dir past the limit, waits until Kafka's quotas are
+throttled, frees the space and waits until they are restored byte for byte. Exit code 0 only if
+the loop closed. `--keep` (make demo KEEP=1) keeps the stack up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
 import sys
+import tempfile
+import threading
+from pathlib import Path
 
-PLAN = """\
-make demo will start on loopback: a 3-broker devcluster (2 log dirs each), the exporter
-(interval PT1S), the enforcer, Prometheus (1s scrape + rules) and Alertmanager routing to the
-enforcer; set client quotas, fill one log dir past the limit, wait for the throttle, free the space,
-wait for the exact restore, and print the timeline with the detect-to-enforce latency.
-This is not built yet (see issue "demo, end-to-end test and benchmarks")."""
+from demo import scenario
+from demo.stack import DemoStack
 
 
-def main() -> int:
-    print(PLAN, file=sys.stderr)
-    return 2
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with tempfile.TemporaryDirectory(prefix="kvq-demo-") as work:
+        print(f"starting the demo stack in {work} ...", flush=True)
+        timeline = scenario.Timeline()
+        try:
+            with DemoStack(Path(work)) as stack:
+                timeline.mark("stack up: devcluster, exporter, enforcer, Prometheus, Alertmanager")
+                for name, url in stack.urls().items():
+                    print(f"  {name:18} {url}")
+                outcome = scenario.run(stack, timeline, log=lambda text: print(f"- {text}"))
+                print("\ntimeline:")
+                print(timeline.render())
+                print(f"\ndetect-to-enforce latency: {outcome.detect_to_enforce_seconds:.1f} s")
+                print("loop closed: quotas throttled on a full volume and restored exactly.")
+                if args.keep:
+                    print("\nthe stack stays up (Ctrl-C stops it):")
+                    for name, url in stack.urls().items():
+                        print(f"  {name:18} {url}")
+                    with contextlib.suppress(KeyboardInterrupt):
+                        stop.wait()
+        except KeyboardInterrupt:
+            print("\ninterrupted; stopping everything", file=sys.stderr)
+            return 130
+        except TimeoutError as exc:
+            print("\ntimeline so far:")
+            print(timeline.render())
+            print(f"\ndemo failed: {exc}", file=sys.stderr)
+            print(f"logs were in {work} (removed); rerun with KEEP=1 to inspect", file=sys.stderr)
+            return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -75,12 +75,15 @@ def config_text(
 class Alertmanager:
     """A running Alertmanager; `fire`/`resolve` post alerts through its v2 API."""
 
-    def __init__(self, work_dir: Path, config: str, binary: str | None = None) -> None:
+    def __init__(
+        self, work_dir: Path, config: str, binary: str | None = None, port: int | None = None
+    ) -> None:
+        """`port`: reuse a port (a restart in place); default a free one."""
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.work_dir / "alertmanager.yml"
         self.config_path.write_text(config)
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = ManagedProcess(
             [
@@ -119,9 +122,7 @@ class Alertmanager:
             if response.status != 200:
                 raise RuntimeError(f"Alertmanager refused alerts: {response.status}")
 
-    def fire(
-        self, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None
-    ) -> None:
+    def fire(self, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> None:
         """A firing alert (ends in an hour unless resolved)."""
         now = datetime.now(UTC)
         self.post_alerts(

@@ -1,0 +1,236 @@
+"""DemoStack: the whole loop on loopback, every part a real process.
+
+devcluster (3 brokers x 2 log dirs, virtual capacity) <- exporter (PT1S) <- Prometheus (1 s scrape
+and rule evaluation, the project's rules) -> Alertmanager (group_wait 1s) -> enforcer (bearer token,
+journal in the work dir) -> AlterClientQuotas on devcluster. Every process is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+
+from devcluster.control_client import ControlClient
+from tests.support.alertmanager import Alertmanager
+from tests.support.processes import ManagedProcess, free_port, http_ok, wait_until
+from tests.support.prometheus import run_prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = sorted((ROOT / "rules").glob("*.rules.yml"))
+P = "client.quota.callback.static."
+CLUSTER = "demo"
+ALERT = "KafkaVolumeQuotaThrottle"
+
+
+class DemoStack:
+    """Start with `with DemoStack(work_dir) as stack:`; URLs and clients are attributes."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        brokers: int = 3,
+        log_dirs_per_broker: int = 2,
+        capacity_bytes: int = 100_000_000,
+        min_available_ratio: float = 0.1,
+        produce: int = 10_000_000,
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.brokers = brokers
+        self.log_dirs_per_broker = log_dirs_per_broker
+        self.capacity_bytes = capacity_bytes
+        self.min_available_ratio = min_available_ratio
+        self.produce = produce
+        self.token = secrets.token_urlsafe(24)
+        self._stack = contextlib.ExitStack()
+        self.processes: dict[str, ManagedProcess] = {}
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> DemoStack:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._start_devcluster()
+        self.config_path = self._write_config()
+        self.start_exporter()
+        self.start_enforcer()
+        self.start_alertmanager()
+        self.prometheus = self._stack.enter_context(
+            run_prometheus(
+                self.work_dir / "prometheus",
+                targets={
+                    "kvq-exporter": [self.exporter_address],
+                    "kvq-enforcer": [self.enforcer_address],
+                },
+                rule_files=RULES,
+                alertmanager_url=self.alertmanager.url,
+            )
+        )
+
+    def _process(self, name: str, argv: list[str]) -> ManagedProcess:
+        process = ManagedProcess(argv, self.work_dir / f"{name}.log", cwd=ROOT)
+        self._stack.callback(process.stop)
+        self.processes[name] = process
+        return process
+
+    def _start_devcluster(self) -> None:
+        argv = [
+            sys.executable, "-m", "devcluster.cli",
+            "--brokers", str(self.brokers),
+            "--log-dirs-per-broker", str(self.log_dirs_per_broker),
+            "--data-dir", str(self.work_dir / "kafka-data"),
+            "--capacity-bytes", str(self.capacity_bytes),
+            "--base-port", "0", "--control-port", "0",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        )
+        self._stack.callback(_stop_popen, process)
+        lines: dict[str, str] = {}
+        for line in process.stdout:
+            key, _, value = line.strip().partition("=")
+            if key == "ready":
+                break
+            lines[key] = value
+        else:
+            raise RuntimeError("kvq-devcluster exited before it was ready")
+        self.bootstrap = lines["bootstrap"]
+        self.control_url = lines["control"]
+        self.control = ControlClient(self.control_url)
+
+    def _write_config(self) -> Path:
+        (self.work_dir / "webhook.token").write_text(self.token + "\n")
+        path = self.work_dir / "kvq.properties"
+        path.write_text(
+            f"{P}kafka.admin.bootstrap.servers={self.bootstrap}\n"
+            f"{P}storage.per.volume.limit.min.available.ratio={self.min_available_ratio}\n"
+            f"{P}storage.check.interval=PT1S\n"
+            f"{P}throttle.factor.validity.duration=PT30S\n"
+            f"{P}throttle.factor.fallback=1.0\n"
+            f"{P}produce={self.produce}\n"
+            f"{P}excluded.principal.name.list=User:replicator\n"
+            f"kvq.cluster.name={CLUSTER}\n"
+            f"kvq.exporter.request.timeout=PT2S\n"
+            f"kvq.exporter.archive.dir={self.work_dir / 'archive'}\n"
+            f"kvq.enforcer.auth.bearer.token.file={self.work_dir / 'webhook.token'}\n"
+            f"kvq.enforcer.journal={self.work_dir / 'enforcer-journal.sqlite3'}\n"
+        )
+        return path
+
+    def start_exporter(self) -> None:
+        port = free_port()
+        self.exporter_address = f"127.0.0.1:{port}"
+        self.exporter_url = f"http://{self.exporter_address}"
+        self._process(
+            "exporter",
+            [sys.executable, "-m", "exporter.cli", "--config", str(self.config_path),
+             "--listen", self.exporter_address],
+        )  # fmt: skip
+        wait_until(lambda: http_ok(self.exporter_url + "/ready"), timeout=30, what="exporter")
+
+    def start_enforcer(self) -> None:
+        port = getattr(self, "enforcer_port", None) or free_port()
+        self.enforcer_port = port
+        self.enforcer_address = f"127.0.0.1:{port}"
+        self.enforcer_url = f"http://{self.enforcer_address}"
+        self._process(
+            "enforcer",
+            [sys.executable, "-m", "enforcer.cli", "--config", str(self.config_path),
+             "--listen", self.enforcer_address],
+        )  # fmt: skip
+        wait_until(lambda: http_ok(self.enforcer_url + "/healthz"), timeout=30, what="enforcer")
+
+    def stop_enforcer(self) -> None:
+        self.processes.pop("enforcer").stop()
+
+    def start_alertmanager(self) -> None:
+        webhook = {
+            "url": self.enforcer_url + "/webhook",
+            "send_resolved": True,
+            "http_config": {
+                "authorization": {
+                    "type": "Bearer",
+                    "credentials_file": str(self.work_dir / "webhook.token"),
+                }
+            },
+        }
+        config = {
+            "route": {
+                "receiver": "nobody",
+                "routes": [
+                    {
+                        "receiver": "kvq-enforcer",
+                        "matchers": [f'alertname="{ALERT}"'],
+                        "group_by": ["cluster"],
+                        "group_wait": "1s",
+                        "group_interval": "1s",
+                        "repeat_interval": "1m",
+                    }
+                ],
+            },
+            "receivers": [
+                {"name": "nobody"},
+                {"name": "kvq-enforcer", "webhook_configs": [webhook]},
+            ],
+        }
+        port = getattr(self, "alertmanager_port", None)
+        self.alertmanager = Alertmanager(
+            self.work_dir / "alertmanager", json.dumps(config), port=port
+        )
+        self.alertmanager_port = self.alertmanager.port
+        self._stack.callback(self.alertmanager.stop)
+
+    # --- what the scenario reads -----------------------------------------------------------
+
+    def exporter_status(self) -> dict:
+        return requests.get(self.exporter_url + "/status", timeout=5).json()
+
+    def enforcer_status(self) -> dict:
+        return requests.get(self.enforcer_url + "/status", timeout=5).json()
+
+    def quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """Kafka's stored quotas (through the devcluster control API), keyed by entity."""
+        return {
+            tuple(sorted(entry["entity"].items())): entry["values"]
+            for entry in self.control.quotas()
+        }
+
+    def urls(self) -> dict[str, str]:
+        return {
+            "Prometheus": self.prometheus.url,
+            "Alertmanager": self.alertmanager.url,
+            "exporter /status": self.exporter_url + "/status",
+            "exporter /metrics": self.exporter_url + "/metrics",
+            "enforcer /status": self.enforcer_url + "/status",
+            "devcluster state": self.control_url + "/state",
+        }
+
+
+def _stop_popen(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    if process.stdout:
+        process.stdout.close()
