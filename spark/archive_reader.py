@@ -1,0 +1,137 @@
+"""Read archive files with Spark: one row per line, with file and line number, parsed and checked.
+
+Each file is read whole (`wholetext`, gzip or not) and split into lines, so every bad line is
+reported with its exact file and line number. The checks mirror `exporter.archive_record.from_line`
+for everything the exporter writes; a line is valid, bad (with a reason), or blank (skipped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from exporter.archive_record import FAILURE, SCHEMA_VERSION, SUCCESS
+from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGES
+
+CORRUPT = "_corrupt"
+LOG_DIR = T.StructType(
+    [
+        T.StructField("broker_id", T.LongType()),
+        T.StructField("path", T.StringType()),
+        T.StructField("total_bytes", T.LongType()),
+        T.StructField("usable_bytes", T.LongType()),
+        T.StructField("error_code", T.LongType()),
+    ]
+)
+RECORD = T.StructType(
+    [
+        T.StructField("schema", T.LongType()),
+        T.StructField("cluster", T.StringType()),
+        T.StructField("time", T.DoubleType()),
+        T.StructField("outcome", T.StringType()),
+        T.StructField("failure_stage", T.StringType()),
+        T.StructField("active_brokers", T.ArrayType(T.LongType())),
+        T.StructField("log_dirs", T.ArrayType(LOG_DIR)),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ArchiveLines:
+    """`records`: parsed lines with `problem` (null when valid), `file`, `line`."""
+
+    records: DataFrame
+
+    @property
+    def bad(self) -> DataFrame:
+        return self.records.filter(F.col("problem").isNotNull())
+
+    def observations(self, cluster: str) -> DataFrame:
+        """Valid records of `cluster` as observation rows (see module doc of factor_history)."""
+        r = F.col("r")
+        ok = r.outcome == SUCCESS
+        return self.records.filter(
+            F.col("problem").isNull() & (F.col("cluster") == cluster)
+        ).select(
+            F.col("cluster"),
+            r.time.alias("time"),
+            F.col("file"),
+            F.col("line"),
+            ok.alias("ok"),
+            F.when(~ok, r.failure_stage).alias("stage"),
+            F.when(
+                ok | (r.failure_stage != STAGE_DESCRIBE_CLUSTER),
+                F.size(F.coalesce(r.active_brokers, F.array().cast("array<bigint>"))),
+            ).alias("brokers"),
+            F.when(ok, F.coalesce(r.log_dirs, F.array().cast(T.ArrayType(LOG_DIR)))).alias(
+                "log_dirs"
+            ),
+        )
+
+
+def _problem(r: Column) -> Column:
+    """Why a parsed line is not a valid record (null when it is)."""
+    stages = ", ".join(STAGES)
+    missing_dir_field = F.exists(
+        F.coalesce(r.log_dirs, F.array().cast(T.ArrayType(LOG_DIR))),
+        lambda d: (
+            d.broker_id.isNull()
+            | d.path.isNull()
+            | d.total_bytes.isNull()
+            | d.usable_bytes.isNull()
+        ),
+    )
+    null_broker = F.exists(
+        F.coalesce(r.active_brokers, F.array().cast("array<bigint>")), lambda b: b.isNull()
+    )
+    return (
+        F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not JSON, or a field of the wrong type"))
+        .when(
+            r.schema.isNull() | (r.schema != SCHEMA_VERSION),
+            F.concat(
+                F.lit(f"schema must be {SCHEMA_VERSION}, got "),
+                F.coalesce(r.schema.cast("string"), F.lit("none")),
+            ),
+        )
+        .when(
+            r.outcome.isNull() | ~r.outcome.isin(SUCCESS, FAILURE),
+            F.lit(f"outcome must be {SUCCESS} or {FAILURE}"),
+        )
+        .when(r.time.isNull(), F.lit("time is missing"))
+        .when(
+            (r.outcome == FAILURE) & (r.failure_stage.isNull() | ~r.failure_stage.isin(*STAGES)),
+            F.lit(f"a failure record needs a failure_stage ({stages})"),
+        )
+        .when(missing_dir_field, F.lit("a log_dirs entry lacks broker_id, path or byte counts"))
+        .when(null_broker, F.lit("active_brokers holds a null"))
+    )
+
+
+def read_archive_lines(spark: SparkSession, files: list[Path]) -> ArchiveLines:
+    """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
+    whole = spark.read.text([p.as_uri() for p in files], wholetext=True)
+    lines = whole.select(
+        F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "").alias("file"),
+        F.posexplode(F.split(F.col("value"), "\n")).alias("pos", "text"),
+    ).select("file", (F.col("pos") + 1).alias("line"), F.rtrim(F.col("text")).alias("text"))
+    lines = lines.filter(F.trim(F.col("text")) != "")
+    parsed = lines.select(
+        "file",
+        "line",
+        F.from_json(
+            "text", RECORD, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+        ).alias("r"),
+    )
+    records = parsed.select(
+        "file",
+        "line",
+        "r",
+        F.coalesce(F.col("r.cluster"), F.lit("")).alias("cluster"),
+        _problem(F.col("r")).alias("problem"),
+    )
+    return ArchiveLines(records)

@@ -1,0 +1,201 @@
+"""`kvq-backfill`: rebuild the exporter's metric history from its archive, for Prometheus."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from exporter.cli_support import EXIT_CONFIG_ERROR, load_or_exit
+from exporter.durations import parse_duration
+from exporter.limits import MIN_AVAILABLE_RATIO
+
+EXIT_FAILED = 1
+
+EPILOG = f"""\
+What it does:
+  Reads every *.jsonl / *.jsonl.gz under --archive (the exporter's --archive-dir), replays the
+  observations through the same rules as the exporter (limit, validity, fallback, volume cache)
+  with Spark, and writes what the exporter would have published at every grid time (multiples of
+  --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om.
+  Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
+
+Examples:
+  # the history, then TSDB blocks for Prometheus
+  kvq-backfill --archive /var/lib/kvq/archive --config kvq.properties --output out --blocks
+
+  # what would a 5% limit have done last month? (series labelled scenario="ratio5")
+  kvq-backfill --archive /var/lib/kvq/archive --config kvq.properties --output out \\
+      --start 2026-10-01T00:00:00Z --end 2026-11-01T00:00:00Z --step PT5M \\
+      --scenario ratio5 --set {MIN_AVAILABLE_RATIO}=0.05 --blocks
+
+  # only the ranges Prometheus has no data for
+  kvq-backfill ... --prometheus-url http://prometheus:9090 --blocks
+
+  # on a cluster (archive and output on shared storage)
+  spark-submit --master spark://host:7077 spark/job.py --archive ... --config ... --output ...
+
+Loading the blocks: copy OUTPUT/blocks/* into Prometheus's --storage.tsdb.path and restart it.
+Prometheus DELETES blocks older than --storage.tsdb.retention.time (default 15d) when it starts:
+raise the retention first to reach back to your oldest sample.
+"""
+
+
+class UsageError(ValueError):
+    """A bad flag value; the message names it and says what is allowed."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvq-backfill",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--archive", required=True, metavar="DIR", help="the exporter's archive")
+    parser.add_argument("--config", required=True, metavar="FILE", help="exporter properties file")
+    parser.add_argument("--output", required=True, metavar="DIR", help="where to write")
+    parser.add_argument(
+        "--start",
+        metavar="ISO8601",
+        help="first time, e.g. 2026-10-01T00:00:00Z (default: "
+        "the archive's first observation; no zone means UTC)",
+    )
+    parser.add_argument("--end", metavar="ISO8601", help="last time (default: the archive's last)")
+    parser.add_argument(
+        "--step",
+        metavar="DURATION",
+        help="grid step, whole seconds, e.g. PT1M (default: kvq.backfill.step, PT1M)",
+    )
+    parser.add_argument("--blocks", action="store_true", help="also run promtool to build blocks")
+    parser.add_argument(
+        "--scenario", metavar="NAME", help="label every series scenario=NAME (a what-if replay)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a property for the scenario (repeatable; needs --scenario)",
+    )
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    parser.add_argument(
+        "--prometheus-url", metavar="URL", help="backfill only grid times this Prometheus lacks"
+    )
+    parser.add_argument(
+        "--max-bad-lines",
+        type=int,
+        metavar="N",
+        help="fail when more than N lines are bad (default: report them and go on)",
+    )
+    return parser
+
+
+def parse_time(flag: str, text: str | None) -> float | None:
+    """Seconds since the epoch from ISO 8601 (a date alone is midnight; no zone means UTC)."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{flag} {text!r} is not an ISO 8601 time; e.g. 2026-10-01T00:00:00Z or 2026-10-01"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def parse_step(text: str) -> int:
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"--step {text!r}: {exc}") from None
+    seconds = value.total_seconds()
+    if seconds < 1 or seconds != int(seconds):
+        raise UsageError(
+            f"--step {text!r} must be a whole number of seconds, at least PT1S (promtool keeps "
+            "whole seconds exactly)"
+        )
+    return int(seconds)
+
+
+def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
+    from spark.job import SCENARIO_RE
+
+    if scenario is not None and not SCENARIO_RE.match(scenario):
+        raise UsageError(
+            f"--scenario {scenario!r} must start with a letter or digit and use only "
+            "A-Z a-z 0-9 _ . : -"
+        )
+    if pairs and scenario is None:
+        raise UsageError(
+            "--set changes the history; name the what-if with --scenario NAME so its series "
+            "(labelled scenario=NAME) never mix with the real ones"
+        )
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {pair!r} must be KEY=VALUE, e.g. {MIN_AVAILABLE_RATIO}=0.05")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from spark.archive_files import ArchiveNotFound, archive_files
+    from spark.job import BackfillError, BackfillRequest, run
+    from spark.progress import Progress
+
+    try:
+        overrides = parse_overrides(args.set, args.scenario)
+        start = parse_time("--start", args.start)
+        end = parse_time("--end", args.end)
+        if start is not None and end is not None and start > end:
+            raise UsageError(f"--start {args.start} is after --end {args.end}")
+        if args.max_bad_lines is not None and args.max_bad_lines < 0:
+            raise UsageError("--max-bad-lines must be 0 or more")
+        archive_files(args.archive)
+    except (UsageError, ArchiveNotFound) as exc:
+        print(f"kvq-backfill: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    config = load_or_exit(args.config, overrides)
+    try:
+        step = parse_step(args.step) if args.step else parse_step_setting(config)
+    except UsageError as exc:
+        print(f"kvq-backfill: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    request = BackfillRequest(
+        archive=Path(args.archive),
+        config=config,
+        output=Path(args.output),
+        step=step,
+        start=start,
+        end=end,
+        scenario=args.scenario,
+        blocks=args.blocks,
+        master=args.master,
+        prometheus_url=args.prometheus_url,
+        max_bad_lines=args.max_bad_lines,
+    )
+    try:
+        result = run(request, Progress())
+    except BackfillError as exc:
+        print(f"kvq-backfill: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if result.openmetrics is not None:
+        print(f"{result.openmetrics}: {result.samples} samples at {result.grid_times} times")
+    return 0
+
+
+def parse_step_setting(config) -> int:
+    from exporter.durations import format_duration
+
+    value = config.setting("kvq.backfill.step")
+    return parse_step(format_duration(value))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""One SparkSession for the backfill: `local[*]` by default, the cluster's under `spark-submit`."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+LOCAL_DEFAULTS = {
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this driver (its JVM is already up and configured)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(master: str | None = None, app_name: str = "kvq-backfill") -> SparkSession:
+    """The active session if any, else a new one (local[*] unless `master` or spark-submit say)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not under_spark_submit():
+        builder = builder.master("local[*]")
+    if not under_spark_submit():
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        for key, value in LOCAL_DEFAULTS.items():
+            builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
