@@ -104,7 +104,7 @@ class Applier:
         if factor < 1.0:
             discovered = {
                 pair: value
-                for pair, value in tracked_originals(self.policy, snapshot).items()
+                for pair, value in tracked_originals(self.policy, snapshot, originals).items()
                 if pair not in originals
             }
         drift = {

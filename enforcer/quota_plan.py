@@ -64,8 +64,15 @@ class QuotaPolicy:
         return owned and not self.exempt(entity)
 
 
-def tracked_originals(policy: QuotaPolicy, snapshot: Snapshot) -> dict[Pair, float | None]:
-    """The pairs a throttle manages, with their values in `snapshot` (None: unset)."""
+def tracked_originals(
+    policy: QuotaPolicy, snapshot: Snapshot, known: Mapping[Pair, float | None] | None = None
+) -> dict[Pair, float | None]:
+    """The pairs a throttle manages, with their values in `snapshot` (None: unset).
+
+    `known` are the originals already journaled (mid-throttle the snapshot holds our own values,
+    so the shadowing decision below must use the originals).
+    """
+    known = known or {}
     pairs: dict[Pair, float | None] = {}
     for entity, values in snapshot.items():
         if policy.untouched(entity):
@@ -78,11 +85,51 @@ def tracked_originals(policy: QuotaPolicy, snapshot: Snapshot) -> dict[Pair, flo
         for key in policy.keys:
             value = snapshot.get(entity, {}).get(key)
             pairs[(entity, key)] = None if value is None else float(value)
+
+    def original(pair: Pair) -> float | None:
+        return known[pair] if pair in known else pairs.get(pair)
+
+    for key in policy.keys:
+        if original((policy.default_entity, key)) is not None:
+            continue
+        if original((DEFAULT_USER_DEFAULT_CLIENT, key)) is not None:
+            continue
+        for entity, _ in [p for p in pairs if p[1] == key]:
+            mirror = shadow_mirror(entity)
+            if mirror is not None and (mirror, key) not in pairs:
+                pairs[(mirror, key)] = None
     return pairs
 
 
+DEFAULT_USER_DEFAULT_CLIENT = QuotaEntity.of({"user": None, "client-id": None})
+
+
+def shadow_mirror(entity: QuotaEntity) -> QuotaEntity | None:
+    """For a client-id entity, the default-user entity that outranks the default user.
+
+    Setting the default user (KIP-55 level 6) where it was unset would shadow every client-id
+    quota (levels 7, 8) and lift those clients to the default's value. Mirroring `client-id=C`
+    into `user=<default>,client-id=C` (level 4) and `client-id=<default>` into
+    `user=<default>,client-id=<default>` (level 5), throttled from the client-id original, keeps
+    every such client at its own quota x factor. The mirrors are removed on restore.
+    """
+    if entity.types != ("client-id",):
+        return None
+    return QuotaEntity.of({"user": None, "client-id": entity.name("client-id")})
+
+
+def _mirror_source(entity: QuotaEntity) -> QuotaEntity | None:
+    if entity.types != ("user", "client-id") or entity.name("user") is not None:
+        return None
+    return QuotaEntity.of({"client-id": entity.name("client-id")})
+
+
 def desired_value(
-    policy: QuotaPolicy, pair: Pair, original: float | None, factor: float
+    policy: QuotaPolicy,
+    pair: Pair,
+    original: float | None,
+    factor: float,
+    originals: Mapping[Pair, float | None] | None = None,
 ) -> float | None:
     """The value one pair should have at `factor` (None: no value)."""
     entity, key = pair
@@ -93,6 +140,9 @@ def desired_value(
     base = original
     if base is None and entity == policy.default_entity:
         base = policy.bases.get(key)
+    source = _mirror_source(entity)
+    if base is None and source is not None and originals:
+        base = originals.get((source, key))
     if base is None:
         return MINIMUM if factor <= 0.0 else None
     return scaled(base, factor, key)
@@ -115,7 +165,7 @@ def plan(
     """Desired value of every tracked pair except the `frozen` ones (operator drift)."""
     skip = set(frozen)
     return {
-        pair: desired_value(policy, pair, original, factor)
+        pair: desired_value(policy, pair, original, factor, originals)
         for pair, original in originals.items()
         if pair not in skip
     }

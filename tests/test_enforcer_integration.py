@@ -179,6 +179,18 @@ def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforce
     assert quotas(dc) == before
 
 
+def test_client_id_quotas_are_not_lifted_by_the_new_default_user_quota(dc, enforcer):
+    """user=<default> outranks client-id quotas (KIP-55), so they are mirrored one level up."""
+    seed(dc, {"client-id": "batch"}, producer_byte_rate=50000.0)
+    e = enforcer()
+    assert e.post(firing(0.5))[0] == 200
+    after = quotas(dc)
+    assert after[key(user=None)] == {P: 524288.0}
+    assert after[key(user=None, client_id="batch")] == {P: 25000.0}
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == {key(client_id="batch"): {P: 50000.0}}
+
+
 def test_excluded_principals_stay_unthrottled_and_overrides_go_afterwards(dc, enforcer):
     seed(dc, {"user": "admin", "client-id": "tool"}, producer_byte_rate=777.0)
     seed(dc, {"user": "svc"}, producer_byte_rate=1000.0)

@@ -23,6 +23,9 @@ ADMIN = QuotaEntity.user("admin")
 ADMIN_APP = QuotaEntity.of({"user": "admin", "client-id": "tool"})
 CLIENT = QuotaEntity.of({"client-id": "batch"})
 IP = QuotaEntity.of({"ip": "10.0.0.1"})
+DEFAULT_BATCH = QuotaEntity.of({"user": None, "client-id": "batch"})
+ANY_CLIENT = QuotaEntity.of({"client-id": None})
+DEFAULT_ANY = QuotaEntity.of({"user": None, "client-id": None})
 
 
 def policy(keys=(P,), produce=1000, fetch=None, request=None, excluded=()):
@@ -45,6 +48,7 @@ def test_every_entity_holding_a_managed_key_is_throttled_at_every_precedence_lev
         (ALICE, P): 400.0,
         (ALICE_APP, P): 150.0,
         (CLIENT, P): 45.0,
+        (DEFAULT_BATCH, P): 45.0,
     }, "consumer_byte_rate is not managed unless configured"
 
 
@@ -119,3 +123,34 @@ def test_policy_requires_producer_byte_rate_and_known_keys():
         QuotaPolicy((C,), {})
     with pytest.raises(ValueError, match="may add"):
         QuotaPolicy((P, "bogus_rate"), {})
+
+
+def test_client_id_quotas_are_mirrored_so_the_new_default_user_cannot_lift_them():
+    """Setting user=<default> (level 6) would outrank client-id quotas (levels 7, 8)."""
+    snapshot = {CLIENT: {P: 90.0}, ANY_CLIENT: {P: 60.0}}
+    result = planned(policy(produce=1000), snapshot, 0.5)
+    assert result[(DEFAULT_BATCH, P)] == 45.0
+    assert result[(DEFAULT_ANY, P)] == 30.0
+    assert result[(DEFAULT, P)] == 500.0
+
+
+def test_no_mirrors_when_a_default_user_quota_already_shadowed_client_ids():
+    snapshot = {CLIENT: {P: 90.0}, DEFAULT: {P: 700.0}}
+    assert (DEFAULT_BATCH, P) not in planned(policy(), snapshot, 0.5)
+    snapshot = {CLIENT: {P: 90.0}, DEFAULT_ANY: {P: 700.0}}
+    assert (DEFAULT_BATCH, P) not in planned(policy(), snapshot, 0.5)
+
+
+def test_mirrors_are_removed_on_restore():
+    pol = policy()
+    originals = tracked_originals(pol, {CLIENT: {P: 90.0}})
+    restored = plan(pol, originals, 1.0)
+    assert restored[(DEFAULT_BATCH, P)] is None and restored[(CLIENT, P)] == 90.0
+
+
+def test_client_id_created_mid_throttle_is_mirrored_using_the_journaled_originals():
+    pol = policy()
+    known = tracked_originals(pol, {})
+    live = {DEFAULT: {P: 500.0}, CLIENT: {P: 90.0}}  # our own default-user value is in Kafka now
+    discovered = tracked_originals(pol, live, known)
+    assert (DEFAULT_BATCH, P) in discovered
