@@ -58,8 +58,14 @@ class Faults:
                 new.fail_describe_log_dirs = None
             elif value is True:
                 new.fail_describe_log_dirs = UNKNOWN_SERVER_ERROR
-            else:
+            elif isinstance(value, int):
                 new.fail_describe_log_dirs = _error_code("fail_describe_log_dirs", value)
+            else:
+                raise ControlError(
+                    400,
+                    "fail_describe_log_dirs must be true, false or a Kafka error code, "
+                    f"got {value!r}",
+                )
         if "leave_before_describe_log_dirs" in body:
             new.leave_before_describe_log_dirs = boolean(
                 "leave_before_describe_log_dirs", body["leave_before_describe_log_dirs"]
