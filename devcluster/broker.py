@@ -9,7 +9,6 @@ other: the only waiting is ``asyncio.sleep`` for the latency fault.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -111,7 +110,7 @@ class Broker:
         self.cluster.requests.count(self.broker_id, req.name)
         if req.api_key == ApiKey.DescribeLogDirs and self.faults.leave_before_describe_log_dirs:
             log.info("broker %d leaves the cluster on DescribeLogDirs (fault)", self.broker_id)
-            self.faults = dataclasses.replace(self.faults, leave_before_describe_log_dirs=False)
+            self.cluster.disarm_leave_fault(self)
             await self.stop()
             return False
         latency_ms = self.faults.latency_ms

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import resource
 import shutil
@@ -241,6 +242,11 @@ class DevCluster:
         with self._lock:
             broker.faults = broker.faults.updated(_body(body, faults), len(broker.log_dirs))
         return broker.faults.active()
+
+    def disarm_leave_fault(self, broker: Broker) -> None:
+        """The leave fault fires once (called on the event loop when it does)."""
+        with self._lock:
+            broker.faults = dataclasses.replace(broker.faults, leave_before_describe_log_dirs=False)
 
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)
