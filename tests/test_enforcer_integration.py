@@ -56,7 +56,14 @@ def alter_count(dc) -> int:
 class Enforcer:
     """`python -m enforcer.cli` on a free port with its own config and journal; always stopped."""
 
-    def __init__(self, tmp_path: Path, dc, extra: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        dc,
+        extra: dict[str, str] | None = None,
+        more_configs: tuple[Path, ...] = (),
+    ) -> None:
+        self.more_configs = more_configs
         self.tmp_path = tmp_path
         (tmp_path / "token").write_text(TOKEN + "\n")
         props = {
@@ -79,6 +86,8 @@ class Enforcer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.starts += 1
         argv = [sys.executable, "-m", "enforcer.cli", "--config", str(self.config)]
+        for more in self.more_configs:
+            argv += ["--config", str(more)]
         argv += ["--listen", f"127.0.0.1:{self.port}", "--journal", str(self.journal)]
         self.process = ManagedProcess(argv, self.tmp_path / f"enforcer-{self.starts}.log", cwd=REPO)
         wait_until(
@@ -125,8 +134,8 @@ def dc(devcluster):
 def enforcer(tmp_path, dc):
     started: list[Enforcer] = []
 
-    def start(**extra: str) -> Enforcer:
-        e = Enforcer(tmp_path, dc, {k.replace("__", "."): v for k, v in extra.items()})
+    def start(more_configs: tuple[Path, ...] = (), **extra: str) -> Enforcer:
+        e = Enforcer(tmp_path, dc, extra, more_configs)
         started.append(e)
         return e.start()
 
@@ -331,3 +340,37 @@ def test_real_alertmanager_drives_throttle_and_restore(dc, enforcer, tmp_path):
         am.resolve(labels, {"throttle_factor": "0.25"})
         wait_until(lambda: quotas(dc) == before, timeout=20, what="restore after resolve")
     assert e.status()["applied_factor"] == 1.0
+
+
+def test_dry_run_validates_with_kafka_and_changes_nothing(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    before = quotas(dc)
+    e = enforcer(**{"kvq.enforcer.dry.run": "true"})
+    dc.reset_request_counts()
+    status, body = e.post(firing(0.0))
+    assert status == 200 and body["outcome"] == "dry_run"
+    assert "user=alice producer_byte_rate = 1" in body["clusters"][CLUSTER]["changes"]
+    assert alter_count(dc) == 1, "validate_only only"
+    assert quotas(dc) == before
+    assert e.status()["episode"] is None
+    assert "dry run, would set user=alice producer_byte_rate = 1" in e.process.log_text()
+
+
+def test_one_enforcer_manages_several_clusters_by_their_label(dc, devcluster, enforcer, tmp_path):
+    other = devcluster(brokers=1, log_dirs_per_broker=1)
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    seed(other, {"user": "alice"}, producer_byte_rate=800.0)
+    second = tmp_path / "second.properties"
+    second.write_text(
+        "kvq.cluster.name=prod-us-1\n"
+        f"client.quota.callback.static.kafka.admin.bootstrap.servers={other.bootstrap}\n"
+        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05\n"
+    )
+    e = enforcer(more_configs=(second,))
+    body = throttle_webhook(alerts=[("prod-us-1", 0.5), ("unmanaged", 0.0)], group_key="g")
+    status, answer = e.post(body)
+    assert status == 200 and answer["ignored_alerts"] == 1
+    assert quotas(other)[key(user="alice")] == {P: 400.0}
+    assert quotas(dc)[key(user="alice")] == {P: 800.0}, "prod-eu-1 has no firing alert"
+    assert e.post(throttle_webhook(alerts=[("prod-us-1", None)], group_key="g"))[0] == 200
+    assert quotas(other) == {key(user="alice"): {P: 800.0}}

@@ -4,7 +4,16 @@ import pytest
 import requests
 import responses
 
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.memory_quotas import InMemoryQuotas
+from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor, confirmed
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import QuotaPolicy
+from enforcer.service import Enforcer
+from enforcer.webhook_payload import webhook_from_dict
+from tests.support.alertmanager import throttle_webhook
 
 URL = "http://prometheus.test:9090"
 
@@ -61,3 +70,21 @@ def test_cluster_names_are_escaped_in_promql():
     assert PrometheusFactor.query_for('a"b\\c') == (
         'min(kafka_volume_quota_throttle_factor{cluster="a\\"b\\\\c"})'
     )
+
+
+def test_enforcer_uses_prometheus_fresher_factor_before_throttling(api, tmp_path):
+    alice = QuotaEntity.user("alice")
+    kafka = InMemoryQuotas({alice: {"producer_byte_rate": 800.0}})
+    journal = Journal(tmp_path / "j.sqlite3")
+    metrics = EnforcerMetrics(("c1",))
+    policy = QuotaPolicy(("producer_byte_rate",), {})
+    applier = Applier("c1", policy, kafka, journal, metrics)
+    enforcer = Enforcer({"c1": applier}, journal, metrics, prometheus=PrometheusFactor(URL))
+    api.get(f"{URL}/api/v1/query", json=vector(0.5))
+    enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=0.0)))
+    assert kafka.values[alice]["producer_byte_rate"] == 400.0
+    assert len(api.calls) == 1
+    enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=None)))
+    assert kafka.values[alice]["producer_byte_rate"] == 800.0
+    assert len(api.calls) == 1, "raising the factor back to 1 needs no confirmation"
+    journal.close()

@@ -1,0 +1,117 @@
+"""The Kafka quota client: request building, error-code checks, and a devcluster round trip."""
+
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasResponse,
+    DescribeClientQuotasResponse,
+)
+
+from enforcer.quota_client import (
+    KafkaQuotaClient,
+    QuotaClientError,
+    QuotaRejected,
+    alter_request,
+    check_alter_response,
+    snapshot_from_response,
+)
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import Change
+
+P = "producer_byte_rate"
+ALICE = QuotaEntity.user("alice")
+DEFAULT = QuotaEntity.default_user()
+ALICE_ANY = QuotaEntity.of({"user": "alice", "client-id": None})
+
+
+def test_one_entry_per_entity_with_null_names_for_defaults_and_remove_ops():
+    request = alter_request(
+        [Change(ALICE_ANY, P, 10.0), Change(ALICE_ANY, "consumer_byte_rate", None)], True
+    )
+    assert request.validate_only is True
+    (entry,) = request.entries
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [
+        ("user", "alice"),
+        ("client-id", None),
+    ]
+    assert [(o.key, o.value, o.remove) for o in entry.ops] == [
+        (P, 10.0, False),
+        ("consumer_byte_rate", 0.0, True),
+    ]
+
+
+def _describe_response(error_code=0, message=None, entries=()):
+    entry = DescribeClientQuotasResponse.EntryData
+    return DescribeClientQuotasResponse(
+        throttle_time_ms=0,
+        error_code=error_code,
+        error_message=message,
+        entries=[
+            entry(
+                entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in ent],
+                values=[entry.ValueData(key=k, value=v) for k, v in vals.items()],
+            )
+            for ent, vals in entries
+        ],
+    )
+
+
+def test_describe_response_becomes_a_snapshot():
+    response = _describe_response(entries=[([("user", None)], {P: 5.0})])
+    assert snapshot_from_response(response) == {DEFAULT: {P: 5.0}}
+
+
+def test_describe_error_code_is_an_error_with_kafkas_name_and_message():
+    with pytest.raises(QuotaClientError, match="ClusterAuthorizationFailedError: denied"):
+        snapshot_from_response(_describe_response(31, "denied"))
+
+
+def test_alter_entry_errors_name_the_entity():
+    entry = AlterClientQuotasResponse.EntryData
+    response = AlterClientQuotasResponse(
+        throttle_time_ms=0,
+        entries=[
+            entry(
+                error_code=42,
+                error_message="producer_byte_rate cannot be a fractional value.",
+                entity=[entry.EntityData(entity_type="user", entity_name="bob")],
+            ),
+            entry(
+                error_code=0,
+                error_message=None,
+                entity=[entry.EntityData(entity_type="user", entity_name="ok")],
+            ),
+        ],
+    )
+    with pytest.raises(QuotaRejected) as info:
+        check_alter_response(response)
+    assert info.value.errors == [
+        "user=bob: InvalidRequestError: producer_byte_rate cannot be a fractional value."
+    ]
+
+
+@pytest.mark.integration
+def test_round_trip_against_devcluster_and_errors_when_down(devcluster):
+    dc = devcluster(brokers=2, log_dirs_per_broker=1)
+    client = KafkaQuotaClient({"bootstrap.servers": dc.bootstrap, "request.timeout.ms": "1500"})
+    try:
+        assert client.describe() == {}
+        changes = [Change(ALICE_ANY, P, 300.0), Change(DEFAULT, P, 500.0)]
+        client.alter(changes, validate_only=True)
+        assert client.describe() == {}
+        client.alter(changes)
+        assert client.describe() == {ALICE_ANY: {P: 300.0}, DEFAULT: {P: 500.0}}
+        with pytest.raises(QuotaRejected, match="fractional"):
+            client.alter([Change(ALICE, P, 0.5)])
+        client.alter([Change(ALICE_ANY, P, None)])
+        assert client.describe() == {DEFAULT: {P: 500.0}}
+        for broker in range(2):
+            dc.stop_broker(broker)
+        with pytest.raises(QuotaClientError, match="failed|cannot reach Kafka"):
+            client.describe()
+        for broker in range(2):
+            dc.start_broker(broker)
+        assert client.describe() == {DEFAULT: {P: 500.0}}
+    finally:
+        client.close()
