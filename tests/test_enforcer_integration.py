@@ -160,6 +160,7 @@ def test_defaults_only_throttle_and_restore(dc, enforcer):
     assert quotas(dc) == {key(user=None): {P: 524288.0}}
     assert e.post(RESOLVED)[0] == 200
     assert quotas(dc) == {}, "the default user's quota was unset before, so it is removed"
+    assert e.process.stop() == 0, "SIGTERM stops the enforcer cleanly"
 
 
 def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforcer):

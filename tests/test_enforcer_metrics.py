@@ -1,0 +1,29 @@
+"""The enforcer's /metrics exposition passes promtool and covers every series after activity."""
+
+import subprocess
+
+from enforcer.metrics import EnforcerMetrics
+
+
+def test_exposition_is_promtool_clean_and_complete():
+    metrics = EnforcerMetrics(("prod-eu-1",))
+    metrics.webhooks.labels("applied").inc()
+    metrics.applies.labels("prod-eu-1").inc()
+    metrics.apply_seconds.labels("prod-eu-1").observe(0.02)
+    metrics.target_factor.labels("prod-eu-1").set(0.5)
+    metrics.applied_factor.labels("prod-eu-1").set(0.5)
+    text = metrics.render()
+    result = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, timeout=30
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (result.stdout + result.stderr).strip() == b""
+    body = text.decode()
+    for series in (
+        'kafka_volume_quota_enforcer_webhooks_total{outcome="kafka_unavailable"} 0.0',
+        'kafka_volume_quota_enforcer_apply_failures_total{cluster="prod-eu-1"} 0.0',
+        'kafka_volume_quota_enforcer_drift_pairs{cluster="prod-eu-1"} 0.0',
+        'kafka_volume_quota_enforcer_apply_duration_seconds_bucket{cluster="prod-eu-1",le="0.025"}',
+        'kafka_volume_quota_enforcer_quota_changes_total{cluster="prod-eu-1"} 0.0',
+    ):
+        assert series in body
