@@ -1,0 +1,100 @@
+"""Real Prometheus scraping the real exporter polling devcluster: the throttle alert fires with the
+right `throttle_factor` when a log dir drops below the limit and resolves when space comes back;
+every dashboard query runs on that Prometheus and the core panels show data.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from devcluster.control_client import ControlClient
+from tests.support import grafana
+from tests.support.processes import ManagedProcess, free_port, http_ok, wait_until
+from tests.support.prometheus import run_prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
+P = "client.quota.callback.static."
+CLUSTER = "live"
+CAPACITY = 100_000_000  # virtual capacity of each devcluster log dir
+THROTTLE = "KafkaVolumeQuotaThrottle"
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+@pytest.fixture
+def exporter(tmp_path: Path, devcluster):
+    """`kvq-exporter` (1 s interval, 10% ratio limit) polling a 3-broker devcluster."""
+    cluster = devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=CAPACITY)
+    config = tmp_path / "kvq.properties"
+    config.write_text(
+        f"{P}kafka.admin.bootstrap.servers={cluster.bootstrap}\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.1\n"
+        f"{P}storage.check.interval=PT1S\n"
+        f"kvq.cluster.name={CLUSTER}\n"
+    )
+    port = free_port()
+    binary = shutil.which("kvq-exporter", path=str(Path(sys.executable).parent))
+    assert binary, "kvq-exporter console script missing: pip install -e '.[test]'"
+    argv = [binary, "--config", str(config), "--listen", f"127.0.0.1:{port}"]
+    with ManagedProcess(argv, tmp_path / "exporter.log") as process:
+        wait_until(
+            lambda: http_ok(f"http://127.0.0.1:{port}/ready") or not process.running,
+            timeout=30,
+            what="exporter /ready",
+        )
+        assert process.running, process.log_text()
+        yield cluster, f"127.0.0.1:{port}"
+
+
+def test_throttle_alert_fires_and_resolves_and_dashboard_queries_run(
+    tmp_path: Path, exporter
+) -> None:
+    cluster, target = exporter
+    control = ControlClient(cluster.control_url)
+    dashboard = grafana.load()
+    with run_prometheus(tmp_path / "prom", {"kvq-exporter": [target]}, [RULES]) as prom:
+        prom.wait_for(
+            lambda: (
+                prom.query(
+                    f'cluster:kafka_volume_quota_throttle_factor:min{{cluster="{CLUSTER}"}} == 1'
+                )
+                and prom.query(f'kafka_volume_quota_active_log_dirs{{cluster="{CLUSTER}"}} == 6')
+            ),
+            what="exporter scraped, rules evaluated",
+        )
+        assert prom.firing(THROTTLE) == []
+
+        # broker 1's first log dir: 5% usable, below the 10% limit
+        control.set_log_dir(1, 0, usable_bytes=CAPACITY // 20)
+        (alert,) = prom.wait_for(lambda: prom.firing(THROTTLE, cluster=CLUSTER), what="firing")
+        assert alert["annotations"]["throttle_factor"] == "0"
+        log_dir = str(cluster.log_dir_path(1, 0))
+        assert (
+            f"broker 1 log dir {log_dir} has 4.768MiB available" in alert["annotations"]["summary"]
+        )
+        (violating,) = prom.query("kafka_volume_quota_log_dir_violating == 1")
+        assert violating["metric"]["broker_id"] == "1"
+        assert violating["metric"]["log_dir"] == log_dir
+
+        # every dashboard query runs while throttled; the core panels show data
+        prom.wait_for(
+            lambda: prom.query("rate(kafka_volume_quota_poll_duration_seconds_count[30s]) > 0"),
+            what="a few polls scraped",
+        )
+        panels_with_data: set[str] = set()
+        for query in grafana.queries(dashboard):
+            if grafana.run(prom, query, cluster_regex=CLUSTER):
+                panels_with_data.add(query.where)
+        missing = set(grafana.CORE_PANELS) - panels_with_data
+        assert missing == set(), f"core panels without data: {missing}"
+        assert "variable cluster" in panels_with_data
+
+        # space comes back: the alert resolves
+        control.set_log_dir(1, 0, usable_bytes=None)
+        prom.wait_for(lambda: not prom.firing(THROTTLE), what="resolved")
+        assert prom.query(f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}} == 1')
