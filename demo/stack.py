@@ -82,6 +82,9 @@ class DemoStack:
                 },
                 rule_files=RULES,
                 alertmanager_url=self.alertmanager.url,
+                # resend firing alerts every second (default 1m): a restarted Alertmanager
+                # learns them at once
+                extra_args=["--rules.alert.resend-delay=1s"],
             )
         )
 
@@ -161,7 +164,9 @@ class DemoStack:
     def stop_enforcer(self) -> None:
         self.processes.pop("enforcer").stop()
 
-    def start_alertmanager(self) -> None:
+    def start_alertmanager(self, fresh_storage: bool = False) -> None:
+        """Start Alertmanager (again on the same port; `fresh_storage`: as a replaced instance
+        that lost its notification log, so it notifies again)."""
         webhook = {
             "url": self.enforcer_url + "/webhook",
             "send_resolved": True,
@@ -192,9 +197,9 @@ class DemoStack:
             ],
         }
         port = getattr(self, "alertmanager_port", None)
-        self.alertmanager = Alertmanager(
-            self.work_dir / "alertmanager", json.dumps(config), port=port
-        )
+        self._alertmanager_runs = getattr(self, "_alertmanager_runs", 0) + 1
+        run_dir = f"alertmanager-{self._alertmanager_runs}" if fresh_storage else "alertmanager"
+        self.alertmanager = Alertmanager(self.work_dir / run_dir, json.dumps(config), port=port)
         self.alertmanager_port = self.alertmanager.port
         self._stack.callback(self.alertmanager.stop)
 
@@ -204,7 +209,11 @@ class DemoStack:
         return requests.get(self.exporter_url + "/status", timeout=5).json()
 
     def enforcer_status(self) -> dict:
-        return requests.get(self.enforcer_url + "/status", timeout=5).json()
+        """The enforcer's /status (it needs the webhook's bearer token)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        response = requests.get(self.enforcer_url + "/status", headers=headers, timeout=5)
+        response.raise_for_status()
+        return response.json()
 
     def quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
         """Kafka's stored quotas (through the devcluster control API), keyed by entity."""
