@@ -172,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics,
         alert_name=first.setting("kvq.enforcer.alert.name"),
         prometheus=PrometheusFactor(prometheus_url) if prometheus_url else None,
+        alert_expiry=first.setting("kvq.enforcer.alert.expiry"),
     )
     return serve(enforcer, credentials, first.setting("kvq.enforcer.listen"), args.threads)
 

@@ -5,7 +5,8 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
 - `episode`: per cluster, one throttle from its first change to its full restore.
 - `pair`: per (entity, key) of an episode, the original value (NULL: unset), the value last
   confirmed in Kafka, the value about to be set (pending) and an operator's value (drift).
-- `alert`: firing throttle alerts per Alertmanager group, so the target survives restarts.
+- `alert`: firing throttle alerts per Alertmanager group with the time they were last sent, so
+  the target survives restarts and an alert Alertmanager stopped sending can expire.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class Journal:
             self._db.close()
 
     def _now(self) -> str:
-        return self._clock().astimezone(UTC).isoformat(timespec="seconds")
+        return _stamp(self._clock())
 
     def _write(self, statements: Callable[[sqlite3.Connection], None]) -> None:
         with self._lock:
@@ -166,6 +167,25 @@ class Journal:
             )
 
         self._write(run)
+
+    def expire_alerts(self, older_than: datetime) -> list[tuple[str, str, str, str]]:
+        """Forget alerts not re-sent since `older_than`; returns (group, cluster, fingerprint,
+        last seen) of each."""
+        cutoff = _stamp(older_than)
+        found: list[tuple[str, str, str, str]] = []
+
+        def run(db: sqlite3.Connection) -> None:
+            found.extend(
+                db.execute(
+                    "SELECT group_key, cluster, fingerprint, updated_at FROM alert "
+                    "WHERE updated_at < ?",
+                    (cutoff,),
+                ).fetchall()
+            )
+            db.execute("DELETE FROM alert WHERE updated_at < ?", (cutoff,))
+
+        self._write(run)
+        return found
 
     def firing_factors(self, cluster: str) -> list[float]:
         with self._lock:
@@ -275,6 +295,11 @@ class Journal:
                 (RESTORED, now, cluster),
             )
         )
+
+
+def _stamp(moment: datetime) -> str:
+    """UTC, fixed width: compares correctly as text."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from enforcer.applier import Applier, ApplyError, ApplyResult
@@ -58,7 +59,11 @@ class Enforcer:
         metrics: EnforcerMetrics,
         alert_name: str = "KafkaVolumeQuotaThrottle",
         prometheus: PrometheusFactor | None = None,
+        alert_expiry: timedelta = timedelta(hours=12),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self.alert_expiry = alert_expiry
+        self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal
         self.metrics = metrics
@@ -75,8 +80,8 @@ class Enforcer:
         with self._alerts_lock:
             previous = self.journal.group_state(payload.group_key)
             state = next_group_state(previous, found.throttle, payload.truncated_alerts > 0)
-            if state != previous:
-                self.journal.replace_group(payload.group_key, state)
+            if state or previous:
+                self.journal.replace_group(payload.group_key, state)  # also: last seen = now
         affected = (
             {a.cluster for a in found.throttle} | {c for c, _ in previous} | {c for c, _ in state}
         )
@@ -121,6 +126,18 @@ class Enforcer:
 
         Returns the errors per cluster (empty when all is in order).
         """
+        for group, cluster, fingerprint, seen in self.journal.expire_alerts(
+            self._clock() - self.alert_expiry
+        ):
+            log.warning(
+                "cluster %s: forgetting firing alert %s of group %s: Alertmanager has not sent "
+                "it since %s (kvq.enforcer.alert.expiry); check that send_resolved is on and the "
+                "route still reaches this enforcer",
+                cluster,
+                fingerprint,
+                group,
+                seen,
+            )
         errors = {}
         for cluster, applier in self.appliers.items():
             episode = self.journal.episode(cluster)

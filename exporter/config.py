@@ -216,6 +216,12 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting("kvq.enforcer.prometheus.url", _text, None, "confirm factors via this Prometheus"),
         Setting("kvq.enforcer.dry.run", _bool, "false", "validate and log plans, change nothing"),
+        Setting(
+            "kvq.enforcer.alert.expiry",
+            _positive_duration,
+            "PT12H",
+            "forget a firing throttle alert Alertmanager has not re-sent for this long",
+        ),
         Setting("kvq.backfill.step", _positive_duration, "PT1M", "evaluation grid step"),
     )
 }
