@@ -36,9 +36,10 @@ def main(argv: list[str] | None = None) -> None:
     from devcluster.cluster import DevCluster
     from exporter.cluster_client import ClusterError, KafkaClusterClient
 
-    with tempfile.TemporaryDirectory() as data, DevCluster(
-        brokers=args.brokers, log_dirs_per_broker=1, data_dir=data
-    ) as cluster:
+    with (
+        tempfile.TemporaryDirectory() as data,
+        DevCluster(brokers=args.brokers, log_dirs_per_broker=1, data_dir=data) as cluster,
+    ):
         for broker in range(args.brokers):
             requests.put(
                 f"{cluster.control_url}/brokers/{broker}/faults",
