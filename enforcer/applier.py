@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_client import QuotaClient, QuotaClientError
+from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
 from enforcer.quota_plan import (
     Change,
     Pair,
@@ -56,7 +56,13 @@ class Applier:
         metrics: EnforcerMetrics,
         dry_run: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        verify_attempts: int = 5,
+        verify_delay_s: float = 0.2,
     ) -> None:
+        self._sleep = sleep
+        self.verify_attempts = verify_attempts
+        self.verify_delay_s = verify_delay_s
         self.cluster = cluster
         self.policy = policy
         self.client = client
@@ -135,26 +141,50 @@ class Applier:
                     "unset" if value is None else value,
                 )
         after = snapshot
+        sendable, rejected = todo, []
         if todo:
             self.journal.set_pending(
                 self.cluster, {(c.entity, c.key): c.value for c in todo}, factor
             )
-            self.client.alter(todo, validate_only=True)
+            sendable, rejected = self._validated(todo)
             try:
-                self.client.alter(todo)
+                if sendable:
+                    self.client.alter(sendable)
             finally:
-                after = self._verify(desired, todo, factor)
-        self.journal.confirm(self.cluster, _matching(desired, after), factor)
+                after = self._verify(desired, sendable, factor)
+        self.journal.confirm(self.cluster, _matching(desired, after), None if rejected else factor)
+        for change in sendable:
+            log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
+        if rejected:
+            raise ApplyError(
+                f"Kafka rejected part of the plan at factor {factor} (the rest is applied): "
+                + "; ".join(rejected)
+            )
         if factor >= 1.0:
             self.journal.finish(self.cluster)
-        for change in todo:
-            log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
         return ApplyResult(self.cluster, factor, tuple(todo), drift)
 
+    def _validated(self, todo: list[Change]) -> tuple[list[Change], list[str]]:
+        """Validate the plan; entities Kafka rejects are left out so the rest still protects."""
+        try:
+            self.client.alter(todo, validate_only=True)
+        except QuotaRejected as exc:
+            if not exc.entities:
+                raise
+            bad = set(exc.entities)
+            return [c for c in todo if c.entity not in bad], exc.errors
+        return todo, []
+
     def _verify(self, desired: dict[Pair, float | None], todo: list[Change], factor: float):
-        """Describe again; record what landed; raise ApplyError for what did not."""
-        after = self.client.describe()
-        missing = [c for c in todo if current_value(after, (c.entity, c.key)) != c.value]
+        """Describe again (a few times: brokers learn quota changes from the metadata log a
+        moment later); record what landed; raise ApplyError for what did not."""
+        for attempt in range(self.verify_attempts):
+            after = self.client.describe()
+            missing = [c for c in todo if current_value(after, (c.entity, c.key)) != c.value]
+            if not missing:
+                return after
+            if attempt + 1 < self.verify_attempts:
+                self._sleep(self.verify_delay_s)
         if missing:
             self.journal.confirm(self.cluster, _matching(desired, after), None)
             raise ApplyError(

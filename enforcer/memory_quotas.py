@@ -18,6 +18,8 @@ class InMemoryQuotas:
             e: dict(v) for e, v in (initial or {}).items()
         }
         self.down = False
+        self.refused: set[QuotaEntity] = set()
+        """Entities whose changes are rejected, as Kafka rejects an entity it cannot accept."""
         self.calls: list[str] = []
         self._lock = threading.Lock()
 
@@ -29,9 +31,9 @@ class InMemoryQuotas:
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         with self._lock:
             self._check_up("validate" if validate_only else "alter")
-            errors = [f"{c.entity.label()}: {e}" for c in changes if (e := _invalid(c))]
-            if errors:
-                raise QuotaRejected(errors)
+            bad = {c.entity: e for c in changes if (e := self._invalid(c))}
+            if bad:
+                raise QuotaRejected([f"{e.label()}: {m}" for e, m in bad.items()], list(bad))
             if validate_only:
                 return
             for change in changes:
@@ -58,6 +60,11 @@ class InMemoryQuotas:
         self.calls.append(call)
         if self.down:
             raise QuotaClientError("cannot reach Kafka at memory: down")
+
+    def _invalid(self, change: Change) -> str | None:
+        if change.entity in self.refused:
+            return "InvalidRequestError: refused for this test"
+        return _invalid(change)
 
 
 def _invalid(change: Change) -> str | None:

@@ -32,8 +32,9 @@ class QuotaClientError(RuntimeError):
 class QuotaRejected(QuotaClientError):
     """Kafka answered with errors for some entries."""
 
-    def __init__(self, errors: Sequence[str]) -> None:
+    def __init__(self, errors: Sequence[str], entities: Sequence[QuotaEntity] = ()) -> None:
         self.errors = list(errors)
+        self.entities = list(entities)
         super().__init__("Kafka rejected: " + "; ".join(self.errors))
 
 
@@ -102,14 +103,16 @@ def snapshot_from_response(response: Any) -> dict[QuotaEntity, dict[str, float]]
 
 
 def check_alter_response(response: Any) -> None:
-    errors = [
-        f"{QuotaEntity.of([(e.entity_type, e.entity_name) for e in entry.entity]).label()}: "
-        f"{_error_name(entry.error_code)}{_message(entry.error_message)}"
-        for entry in response.entries
-        if entry.error_code
-    ]
+    errors, entities = [], []
+    for entry in response.entries:
+        if entry.error_code:
+            entity = QuotaEntity.of([(e.entity_type, e.entity_name) for e in entry.entity])
+            entities.append(entity)
+            errors.append(
+                f"{entity.label()}: {_error_name(entry.error_code)}{_message(entry.error_message)}"
+            )
     if errors:
-        raise QuotaRejected(errors)
+        raise QuotaRejected(errors, entities)
 
 
 class KafkaQuotaClient:

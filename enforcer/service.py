@@ -70,6 +70,11 @@ class Enforcer:
         self.alert_name = alert_name
         self.prometheus = prometheus
         self._alerts_lock = threading.Lock()
+        for cluster in self.appliers:  # what the journal knows, until the first apply
+            episode = journal.episode(cluster)
+            metrics.target_factor.labels(cluster).set(self.target(cluster))
+            metrics.applied_factor.labels(cluster).set(self.applied(cluster))
+            metrics.drift.labels(cluster).set(len(episode.drifted()) if episode else 0)
 
     def handle(self, payload: WebhookPayload) -> WebhookOutcome:
         """Record the group's firing alerts, then apply every affected cluster's target.

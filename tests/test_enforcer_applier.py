@@ -30,7 +30,8 @@ def journal(tmp_path):
 
 def make(kafka, journal, dry_run=False, excluded=()):
     policy = QuotaPolicy((P,), {P: 1000}, frozenset(excluded))
-    return Applier("c1", policy, kafka, journal, EnforcerMetrics(("c1",)), dry_run=dry_run)
+    metrics = EnforcerMetrics(("c1",))
+    return Applier("c1", policy, kafka, journal, metrics, dry_run=dry_run, sleep=lambda _s: None)
 
 
 def test_throttle_then_restore_is_byte_exact(kafka, journal):
@@ -150,3 +151,34 @@ def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
     kafka.alter = original_alter
     applier.apply(0.5)
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
+
+
+def test_entity_kafka_rejects_is_reported_while_the_rest_still_throttles(kafka, journal):
+    applier = make(kafka, journal)
+    kafka.refused = {ALICE_APP}
+    with pytest.raises(ApplyError, match="rejected part of the plan.*user=alice,client-id=app"):
+        applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
+    assert kafka.values[ALICE_APP][P] == 301.0
+    kafka.refused = set()
+    applier.apply(0.5)
+    assert kafka.values[ALICE_APP][P] == 150.0
+    applier.apply(1.0)
+    assert kafka.values[ALICE_APP][P] == 301.0 and DEFAULT not in kafka.values
+
+
+def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, journal):
+    applier = make(kafka, journal)
+    real_describe = kafka.describe
+    stale = {"left": 2}
+
+    def lagging_describe():
+        current = real_describe()
+        if kafka.calls.count("alter") and stale["left"]:
+            stale["left"] -= 1
+            current[ALICE] = {P: 800.0}
+        return current
+
+    kafka.describe = lagging_describe
+    applier.apply(0.5)
+    assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0
