@@ -71,8 +71,20 @@ def start(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_prints_bootstrap_control_ready_serves_and_stops_on_signal(start, tmp_path, sig):
-    dc = start("--brokers", "3", "--log-dirs-per-broker", "2", "--base-port", "0",
-               "--control-port", "0", "--capacity-bytes", "5000000", "--cluster-id", "test-id")
+    dc = start(
+        "--brokers",
+        "3",
+        "--log-dirs-per-broker",
+        "2",
+        "--base-port",
+        "0",
+        "--control-port",
+        "0",
+        "--capacity-bytes",
+        "5000000",
+        "--cluster-id",
+        "test-id",
+    )
     assert dc.lines[0].startswith("bootstrap=127.0.0.1:") and dc.lines[1].startswith("control=")
     state = ControlClient(dc.control).state()
     assert state["cluster_id"] == "test-id"
@@ -98,9 +110,19 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            command("--data-dir", str(tmp_path), "--brokers", "1", "--base-port", str(port),
-                    "--control-port", "0"),
-            capture_output=True, text=True, timeout=60,
+            command(
+                "--data-dir",
+                str(tmp_path),
+                "--brokers",
+                "1",
+                "--base-port",
+                str(port),
+                "--control-port",
+                "0",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
@@ -127,6 +149,11 @@ def test_bad_arguments_exit_2_naming_the_problem(tmp_path, args, words):
 def test_help_teaches_the_flags_and_the_control_api():
     result = subprocess.run(command("--help"), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    for words in ("--brokers", "--log-dirs-per-broker", "--capacity-bytes", "control API",
-                  "/brokers/0/log-dirs/1"):
+    for words in (
+        "--brokers",
+        "--log-dirs-per-broker",
+        "--capacity-bytes",
+        "control API",
+        "/brokers/0/log-dirs/1",
+    ):
         assert words in result.stdout

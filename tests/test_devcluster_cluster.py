@@ -62,8 +62,11 @@ def test_a_base_port_gives_consecutive_ports(tmp_path):
 def test_log_dirs_are_real_directories_under_the_data_dir(tmp_path):
     with DevCluster(brokers=2, log_dirs_per_broker=3, data_dir=tmp_path / "d") as dc:
         assert dc.log_dir_path(1, 2) == tmp_path / "d" / "broker-1" / "logdir-2"
-        assert all((tmp_path / "d" / f"broker-{b}" / f"logdir-{i}").is_dir()
-                   for b in range(2) for i in range(3))
+        assert all(
+            (tmp_path / "d" / f"broker-{b}" / f"logdir-{i}").is_dir()
+            for b in range(2)
+            for i in range(3)
+        )
 
 
 def test_the_cluster_id_is_kept_in_the_data_dir(tmp_path):

@@ -103,7 +103,7 @@ def test_virtual_capacity_counts_the_real_files_under_the_log_dir(dc, admin):
     dc.set_log_dir(0, 1, fill_bytes=2_000_000)
     result = log_dirs_of(admin, 0).results[1]
     assert (result.total_bytes, result.usable_bytes) == (CAPACITY, CAPACITY - 3_000_000)
-    dc.set_log_dir(0, 1, fill_bytes=CAPACITY)  # more than fits: usable never goes below 0
+    dc.set_log_dir(0, 1, capacity_bytes=2_500_000)  # smaller than its files: usable is 0
     assert log_dirs_of(admin, 0).results[1].usable_bytes == 0
 
 

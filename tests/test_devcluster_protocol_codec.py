@@ -22,7 +22,10 @@ def test_decodes_header_and_body(version):
     topic = DescribeLogDirsRequest.DescribableLogDirTopic(topic="t", partitions=[0, 3])
     req = decode_request(payload(DescribeLogDirsRequest(version=version, topics=[topic])))
     assert (req.name, req.api_version, req.correlation_id, req.client_id) == (
-        "DescribeLogDirs", version, 5, "me"
+        "DescribeLogDirs",
+        version,
+        5,
+        "me",
     )
     assert [(t.topic, t.partitions) for t in req.body.topics] == [("t", [0, 3])]
 

@@ -81,8 +81,10 @@ def test_partition_directories_are_topics_in_metadata_and_log_dirs(dc):
         ],
     )
     [result] = everything.results
-    assert [(t.name, [(p.partition_index, p.partition_size) for p in t.partitions])
-            for t in result.topics] == [("orders", [(3, 1234)])]
+    assert [
+        (t.name, [(p.partition_index, p.partition_size) for p in t.partitions])
+        for t in result.topics
+    ] == [("orders", [(3, 1234)])]
     assert totals_only.results[0].topics == []  # topics=[]: directory totals only
 
 
