@@ -5,6 +5,7 @@ every dashboard query runs on that Prometheus and the core panels show data.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from pathlib import Path
@@ -28,33 +29,41 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 @pytest.fixture
 def exporter(tmp_path: Path, devcluster):
-    """`kvq-exporter` (1 s interval, 10% ratio limit) polling a 3-broker devcluster."""
-    cluster = devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=CAPACITY)
-    config = tmp_path / "kvq.properties"
-    config.write_text(
-        f"{P}kafka.admin.bootstrap.servers={cluster.bootstrap}\n"
-        f"{P}storage.per.volume.limit.min.available.ratio=0.1\n"
-        f"{P}storage.check.interval=PT1S\n"
-        f"kvq.cluster.name={CLUSTER}\n"
-    )
-    port = free_port()
-    binary = shutil.which("kvq-exporter", path=str(Path(sys.executable).parent))
-    assert binary, "kvq-exporter console script missing: pip install -e '.[test]'"
-    argv = [binary, "--config", str(config), "--listen", f"127.0.0.1:{port}"]
-    with ManagedProcess(argv, tmp_path / "exporter.log") as process:
-        wait_until(
-            lambda: http_ok(f"http://127.0.0.1:{port}/ready") or not process.running,
-            timeout=30,
-            what="exporter /ready",
-        )
-        assert process.running, process.log_text()
-        yield cluster, f"127.0.0.1:{port}"
+    """Start `kvq-exporter` (1 s interval, 10% ratio limit, extra properties as keyword
+    arguments) polling a new 3-broker devcluster; returns (devcluster, "host:port")."""
+    with contextlib.ExitStack() as stack:
+
+        def start(**properties: str) -> tuple:
+            cluster = devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=CAPACITY)
+            settings = {
+                f"{P}kafka.admin.bootstrap.servers": cluster.bootstrap,
+                f"{P}storage.per.volume.limit.min.available.ratio": "0.1",
+                f"{P}storage.check.interval": "PT1S",
+                "kvq.cluster.name": CLUSTER,
+                **properties,
+            }
+            config = tmp_path / "kvq.properties"
+            config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+            port = free_port()
+            binary = shutil.which("kvq-exporter", path=str(Path(sys.executable).parent))
+            assert binary, "kvq-exporter console script missing: pip install -e '.[test]'"
+            argv = [binary, "--config", str(config), "--listen", f"127.0.0.1:{port}"]
+            process = stack.enter_context(ManagedProcess(argv, tmp_path / "exporter.log"))
+            wait_until(
+                lambda: http_ok(f"http://127.0.0.1:{port}/ready") or not process.running,
+                timeout=30,
+                what="exporter /ready",
+            )
+            assert process.running, process.log_text()
+            return cluster, f"127.0.0.1:{port}"
+
+        yield start
 
 
 def test_throttle_alert_fires_and_resolves_and_dashboard_queries_run(
     tmp_path: Path, exporter
 ) -> None:
-    cluster, target = exporter
+    cluster, target = exporter()
     control = ControlClient(cluster.control_url)
     dashboard = grafana.load()
     with run_prometheus(tmp_path / "prom", {"kvq-exporter": [target]}, [RULES]) as prom:
@@ -98,3 +107,64 @@ def test_throttle_alert_fires_and_resolves_and_dashboard_queries_run(
         control.set_log_dir(1, 0, usable_bytes=None)
         prom.wait_for(lambda: not prom.firing(THROTTLE), what="resolved")
         assert prom.query(f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}} == 1')
+
+
+def test_guard_health_alerts_follow_the_real_exporter(tmp_path: Path, exporter) -> None:
+    """Unusable log dirs, failing polls and the fallback factor, as the exporter reports them."""
+    cluster, target = exporter(
+        **{f"{P}throttle.factor.validity.duration": "PT3S", f"{P}throttle.factor.fallback": "0.5"}
+    )
+    control = ControlClient(cluster.control_url)
+    with run_prometheus(tmp_path / "prom", {"kvq-exporter": [target]}, [RULES]) as prom:
+
+        def alert(name: str, state: str = "firing", **labels: str) -> list[dict]:
+            return [
+                a
+                for a in prom.alerts()
+                if a["labels"]["alertname"] == name
+                and a["state"] == state
+                and all(a["labels"].get(k) == v for k, v in labels.items())
+            ]
+
+        prom.wait_for(
+            lambda: prom.query(f'kafka_volume_quota_active_log_dirs{{cluster="{CLUSTER}"}} == 6'),
+            what="exporter scraped",
+        )
+        # a log dir error and a pre-KIP-827 broker: pending (for: 5m) by reason
+        control.set_faults(0, log_dir_error={"index": 1, "code": 56})
+        control.set_faults(2, max_describe_log_dirs_version=3)
+        unusable = "KafkaVolumeQuotaUnusableLogDirs"
+        prom.wait_for(
+            lambda: (
+                alert(unusable, "pending", reason="error")
+                and alert(unusable, "pending", reason="no_kip827")
+            ),
+            what="unusable log dirs pending",
+        )
+        control.clear_faults(0)
+        control.clear_faults(2)
+        prom.wait_for(
+            lambda: not [a for a in prom.alerts() if a["labels"]["alertname"] == unusable]
+        )
+
+        # every poll fails: after 3 intervals NoSuccessfulPoll; after the validity the fallback
+        # factor 0.5 fires the throttle alert with throttle_factor 0.5
+        control.set_faults(1, fail_describe_log_dirs=True)
+        (stale,) = prom.wait_for(
+            lambda: alert("KafkaVolumeQuotaNoSuccessfulPoll", cluster=CLUSTER), what="no poll"
+        )
+        assert stale["labels"]["instance"] == target
+        (throttle,) = prom.wait_for(lambda: prom.firing(THROTTLE, cluster=CLUSTER), what="fallback")
+        assert throttle["annotations"]["throttle_factor"] == "0.5"
+        assert "fallback throttle factor applies" in throttle["annotations"]["summary"]
+        assert prom.wait_for(lambda: alert("KafkaVolumeQuotaFallbackApplied", cluster=CLUSTER))
+
+        # polls succeed again: throttle and staleness resolve; the fallback event stays reported
+        control.clear_faults(1)
+        prom.wait_for(
+            lambda: (
+                not prom.firing(THROTTLE) and not prom.firing("KafkaVolumeQuotaNoSuccessfulPoll")
+            ),
+            what="recovered",
+        )
+        assert alert("KafkaVolumeQuotaFallbackApplied", cluster=CLUSTER)
