@@ -70,12 +70,13 @@ class Applier:
         self.metrics = metrics
         self.dry_run = dry_run
         self._monotonic = monotonic
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
+        """Held for a whole apply; hold it to read a target and apply it atomically."""
         self.last_error: str | None = None
 
     def apply(self, factor: float) -> ApplyResult:
         """Apply `factor`; raises ApplyError when Kafka fails (nothing is lost: retry)."""
-        with self._lock:
+        with self.lock:
             started = self._monotonic()
             try:
                 result = self._apply(factor)

@@ -1,4 +1,4 @@
-"""An in-memory QuotaClient with Kafka's validation rules, for unit tests and `--dry-run` demos."""
+"""An in-memory QuotaClient with Kafka's validation rules, for unit tests of the enforcer."""
 
 from __future__ import annotations
 

@@ -117,10 +117,12 @@ class Enforcer:
 
     def enforce(self, cluster: str) -> ApplyResult:
         """Apply the cluster's current target (confirmed with Prometheus when lowering it)."""
-        target = self.target(cluster)
-        target = confirmed(cluster, target, self.applied(cluster), self.prometheus)
-        self.metrics.target_factor.labels(cluster).set(target)
-        result = self.appliers[cluster].apply(target)
+        applier = self.appliers[cluster]
+        with applier.lock:  # a concurrent webhook's newer target is read after this apply
+            target = self.target(cluster)
+            target = confirmed(cluster, target, self.applied(cluster), self.prometheus)
+            self.metrics.target_factor.labels(cluster).set(target)
+            result = applier.apply(target)
         episode = self.journal.episode(cluster)
         drift = len(episode.drifted()) if episode else 0
         self.metrics.drift.labels(cluster).set(drift)
