@@ -8,11 +8,10 @@ Measures, side by side: building the families from the policy state, the full ex
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 from prometheus_client import generate_latest
 
+from bench.timing import median_seconds
 from exporter.app import Exporter
 from exporter.config import build_config
 from exporter.limits import MinAvailableRatio
@@ -20,15 +19,6 @@ from exporter.metric_samples import families
 from exporter.observation import Observation
 from exporter.throttle_factor_policy import ThrottleFactorPolicy
 from exporter.volume import LogDir
-
-
-def median_seconds(fn, rounds: int = 5) -> float:
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,20 +8,12 @@ sequential `describe_log_dirs`, and one round trip to a single broker.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
+from pathlib import Path
 
 import requests
 
-
-def timed(fn, rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+from bench.timing import median_seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,29 +25,30 @@ def main(argv: list[str] | None = None) -> None:
 
     from kafka.admin import KafkaAdminClient
 
-    from devcluster.cluster import DevCluster
+    from demo.stack import devcluster_process
     from exporter.cluster_client import ClusterError, KafkaClusterClient
 
+    # devcluster in its own process: the exporter's fan-out does not share a GIL with the brokers
     with (
         tempfile.TemporaryDirectory() as data,
-        DevCluster(brokers=args.brokers, log_dirs_per_broker=1, data_dir=data) as cluster,
+        devcluster_process(Path(data), args.brokers, 1) as (bootstrap, control_url),
     ):
         for broker in range(args.brokers):
             requests.put(
-                f"{cluster.control_url}/brokers/{broker}/faults",
+                f"{control_url}/brokers/{broker}/faults",
                 json={"latency_ms": args.latency_ms},
                 timeout=10,
             ).raise_for_status()
         ids = list(range(args.brokers))
-        ours = KafkaClusterClient({"bootstrap.servers": cluster.bootstrap}, timeout_seconds=60)
-        stock = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=60000)
+        ours = KafkaClusterClient({"bootstrap.servers": bootstrap}, timeout_seconds=60)
+        stock = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=60000)
         try:
             warm = ours.describe_log_dirs(ids)  # connect to every broker once
             assert not any(isinstance(r, ClusterError) for r in warm.values()), warm
             stock.describe_log_dirs(topic_partitions={}, brokers=ids)
-            fan_out = timed(lambda: ours.describe_log_dirs(ids), args.rounds)
-            single = timed(lambda: ours.describe_log_dirs([0]), args.rounds)
-            sequential = timed(
+            fan_out = median_seconds(lambda: ours.describe_log_dirs(ids), args.rounds)
+            single = median_seconds(lambda: ours.describe_log_dirs([0]), args.rounds)
+            sequential = median_seconds(
                 lambda: stock.describe_log_dirs(topic_partitions={}, brokers=ids),
                 max(1, args.rounds // 3),
             )

@@ -12,6 +12,7 @@ import json
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -95,28 +96,14 @@ class DemoStack:
         return process
 
     def _start_devcluster(self) -> None:
-        argv = [
-            sys.executable, "-m", "devcluster.cli",
-            "--brokers", str(self.brokers),
-            "--log-dirs-per-broker", str(self.log_dirs_per_broker),
-            "--data-dir", str(self.work_dir / "kafka-data"),
-            "--capacity-bytes", str(self.capacity_bytes),
-            "--base-port", "0", "--control-port", "0",
-        ]  # fmt: skip
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        self.bootstrap, self.control_url = self._stack.enter_context(
+            devcluster_process(
+                self.work_dir / "kafka-data",
+                self.brokers,
+                self.log_dirs_per_broker,
+                self.capacity_bytes,
+            )
         )
-        self._stack.callback(_stop_popen, process)
-        lines: dict[str, str] = {}
-        for line in process.stdout:
-            key, _, value = line.strip().partition("=")
-            if key == "ready":
-                break
-            lines[key] = value
-        else:
-            raise RuntimeError("kvq-devcluster exited before it was ready")
-        self.bootstrap = lines["bootstrap"]
-        self.control_url = lines["control"]
         self.control = ControlClient(self.control_url)
 
     def _write_config(self) -> Path:
@@ -231,6 +218,36 @@ class DemoStack:
             "enforcer /status": self.enforcer_url + "/status",
             "devcluster state": self.control_url + "/state",
         }
+
+
+@contextlib.contextmanager
+def devcluster_process(
+    data_dir: Path, brokers: int, log_dirs_per_broker: int, capacity_bytes: int | None = None
+) -> Iterator[tuple[str, str]]:
+    """`kvq-devcluster` in its own process on free ports; yields (bootstrap, control URL)."""
+    argv = [
+        sys.executable, "-m", "devcluster.cli",
+        "--brokers", str(brokers),
+        "--log-dirs-per-broker", str(log_dirs_per_broker),
+        "--data-dir", str(data_dir),
+        "--base-port", "0", "--control-port", "0",
+        *(["--capacity-bytes", str(capacity_bytes)] if capacity_bytes else []),
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+    )
+    try:
+        lines: dict[str, str] = {}
+        for line in process.stdout:
+            key, _, value = line.strip().partition("=")
+            if key == "ready":
+                break
+            lines[key] = value
+        else:
+            raise RuntimeError("kvq-devcluster exited before it was ready")
+        yield lines["bootstrap"], lines["control"]
+    finally:
+        _stop_popen(process)
 
 
 def _stop_popen(process: subprocess.Popen) -> None:
