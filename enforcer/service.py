@@ -149,6 +149,8 @@ class Enforcer:
         for cluster, applier in self.appliers.items():
             episode = self.journal.episode(cluster)
             unfinished = episode is not None and episode.active
+            if applier.dry_run and not applier.last_error:
+                continue
             if unfinished or self.target(cluster) < 1.0 or applier.last_error:
                 try:
                     result = self.enforce(cluster)
