@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from devcluster.control_client import ControlClient
 from tests.support import grafana
+from tests.support.fake_exporter import FakeExporter, metric_families
 from tests.support.processes import ManagedProcess, free_port, http_ok, wait_until
 from tests.support.prometheus import run_prometheus
 
@@ -77,6 +79,9 @@ def test_throttle_alert_fires_and_resolves_and_dashboard_queries_run(
             what="exporter scraped, rules evaluated",
         )
         assert prom.firing(THROTTLE) == []
+        # the fake exporter of the other rule/dashboard tests publishes the same families
+        real = urllib.request.urlopen(f"http://{target}/metrics", timeout=5).read().decode()
+        assert metric_families(FakeExporter(cluster=CLUSTER).render()) == metric_families(real)
 
         # broker 1's first log dir: 5% usable, below the 10% limit
         control.set_log_dir(1, 0, usable_bytes=CAPACITY // 20)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from enforcer.metrics import EnforcerMetrics
 from tests.support.alertmanager import Alertmanager, WebhookRecorder
-from tests.support.fake_exporter import FakeExporter
+from tests.support.fake_exporter import FakeExporter, metric_families
 from tests.support.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,3 +103,12 @@ def test_throttle_alert_fires_reaches_the_enforcer_webhook_and_resolves(tmp_path
             manager.stop()
     # only the throttle alert reached the enforcer's receiver
     assert {a["labels"]["alertname"] for b in hook.bodies for a in b["alerts"]} == {THROTTLE}
+
+
+def test_the_fake_enforcer_metrics_are_the_enforcers() -> None:
+    """Names, types and labels as enforcer/metrics.py publishes them (once values are set)."""
+    real = EnforcerMetrics(clusters=("c1",))
+    real.target_factor.labels("c1").set(1)
+    real.applied_factor.labels("c1").set(1)
+    fake = FakeExporter(cluster="c1").render_enforcer()
+    assert metric_families(fake) == metric_families(real.render().decode())

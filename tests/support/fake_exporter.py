@@ -237,3 +237,16 @@ def _labels(labels: Labels) -> str:
         return ""
     inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
     return "{" + inner + "}"
+
+
+def metric_families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """{family: (type, label names)} of an exposition, to compare the fake with the real thing."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = {}
+    for family in text_string_to_metric_families(text):
+        if family.name.endswith("_created"):
+            continue
+        labels = {k for s in family.samples for k in s.labels if k != "le"}
+        families[family.name] = (family.type, frozenset(labels))
+    return families
