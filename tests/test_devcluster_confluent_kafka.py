@@ -51,3 +51,14 @@ def test_asking_for_a_topic_gets_unknown_topic(dc):
     admin = client(dc)
     md = admin.list_topics(topic="orders", timeout=10)
     assert md.topics["orders"].error.code() == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_slow_brokers_still_serve_librdkafka(dc):
+    """librdkafka pipelines its first requests; with latency they queue and still all answer."""
+    for broker_id in dc.broker_ports:
+        dc.set_faults(broker_id, latency_ms=100)
+    admin = client(dc)
+    assert sorted(admin.list_topics(timeout=20).brokers) == [0, 1, 2]
+    assert len(admin.describe_cluster(request_timeout=20).result().nodes) == 3
+    counts = dc.request_counts()["total"]
+    assert counts["ApiVersions"] >= 1 and counts["Metadata"] >= 2
