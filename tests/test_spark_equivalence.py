@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import responses
 
 from exporter.archive_record import to_line
 from exporter.config import load_config
@@ -28,13 +29,18 @@ def spark():
     return spark_session()
 
 
-def backfill_both(archive, config, output, step, start=None, end=None, scenario=None):
+def backfill_both(archive, config, output, step, start=None, end=None, scenario=None, gaps=None):
     """(Spark samples, replay samples) as {(name, labels): {time: value}}."""
-    request = BackfillRequest(archive, config, output, step, start, end, scenario)
+    url = "http://prometheus.test" if gaps else None
+    request = BackfillRequest(
+        archive, config, output, step, start, end, scenario, prometheus_url=url
+    )
     result = run(request, lambda message: None)
     contents = read_archive(archive, config.cluster_name)
     observations = contents.observations
     grid = EvaluationGrid.over(observations[0].time, observations[-1].time, step, start, end)
+    if gaps:
+        grid = grid.only(gaps)
     reference = output / "replay.om"
     write_openmetrics(
         reference, catalog(config.limit), replay(observations, config, grid, scenario)
@@ -138,4 +144,28 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     assert last_value(expected, "log_dir_evictions_total") == 1
     assert expected[(NS + "cached_log_dirs", '{cluster="kafka"}')][1120] == 1
     assert expected[(NS + "active_brokers", '{cluster="kafka"}')][1330] == 3
+    assert_same(got, expected)
+
+
+@responses.activate
+def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_path):
+    config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
+    first = 1_763_596_800 // 60 + 1
+    held = [60 * k for k in range(first, first + 240) if not 60 <= k - first < 100]
+    responses.get(
+        "http://prometheus.test/api/v1/query_range",
+        json={
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [{"metric": {}, "values": [[t, "1"] for t in held]}],
+            },
+        },
+    )
+    gap = (first + 60, first + 99)
+    got, expected, _ = backfill_both(
+        generated / "archive", config, tmp_path / "out", 60, gaps=[gap]
+    )
+    times = sorted({t for series in got.values() for t in series})
+    assert times == [60 * k for k in range(gap[0], gap[1] + 1)]
     assert_same(got, expected)
