@@ -104,6 +104,7 @@ def test_provisioning_files_point_at_the_dashboard() -> None:
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
 
 
+@pytest.mark.e2e
 def test_every_query_runs_on_real_prometheus(tmp_path: Path, dashboard: dict) -> None:
     """Every query executes without error; every panel but the early-warning one has data."""
     with FakeExporter(cluster="c1") as fake:

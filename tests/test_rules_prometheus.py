@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from enforcer.metrics import EnforcerMetrics
@@ -45,6 +46,7 @@ def throttle_notification(body: dict, status: str, factor: str | None = None) ->
     )
 
 
+@pytest.mark.e2e
 def test_throttle_alert_fires_reaches_the_enforcer_webhook_and_resolves(tmp_path: Path) -> None:
     token = tmp_path / "webhook.token"
     token.write_text("s3cret-token\n")
