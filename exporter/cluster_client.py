@@ -49,6 +49,7 @@ class KafkaClusterClient:
         config.setdefault("client.id", "kvq-exporter")
         self._librdkafka = AdminClient(config)
         self._kafka_python = None
+        self._versions: dict[int, tuple[object, int]] = {}
         self._lock = threading.Lock()
 
     def active_brokers(self) -> list[Broker]:
@@ -78,8 +79,6 @@ class KafkaClusterClient:
             return {b: ClusterError(describe_error(exc)) for b in ids}
 
     async def _fan_out(self, admin, ids: list[int]) -> dict[int, list[LogDir] | ClusterError]:
-        from kafka.protocol.admin import DescribeLogDirsRequest
-
         manager = admin._manager
         timeout_ms = int(self.timeout_seconds * 1000)
         if any(manager.cluster.broker_metadata(b) is None for b in ids):
@@ -88,26 +87,57 @@ class KafkaClusterClient:
             except Exception as exc:
                 raise ClusterError(f"metadata refresh failed: {describe_error(exc)}") from None
         deadline = time.monotonic() + self.timeout_seconds
-        pending = {}
+        pending = {b: manager.call_soon(self._describe_one, manager, b, deadline) for b in ids}
         results: dict[int, list[LogDir] | ClusterError] = {}
-        for broker_id in ids:
-            if manager.cluster.broker_metadata(broker_id) is None:
-                results[broker_id] = ClusterError(f"broker {broker_id} is not in the metadata")
-                continue
-            # A new request per broker: the client stamps the negotiated version on it.
-            request = DescribeLogDirsRequest(topics=[])
-            pending[broker_id] = manager.send(
-                request, node_id=broker_id, request_timeout_ms=timeout_ms
-            )
         for broker_id, future in pending.items():
-            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:
-                response = await manager.wait_for(future, remaining_ms)
+                results[broker_id] = await manager.wait_for(future, _remaining_ms(deadline))
             except Exception as exc:
+                self._versions.pop(broker_id, None)
                 results[broker_id] = ClusterError(describe_error(exc))
-                continue
-            results[broker_id] = _log_dirs(broker_id, response)
         return results
+
+    async def _describe_one(self, manager, broker_id: int, deadline: float) -> list[LogDir]:
+        """DescribeLogDirs to one broker at the highest version *that broker* supports."""
+        from kafka.protocol.admin import DescribeLogDirsRequest
+
+        if manager.cluster.broker_metadata(broker_id) is None:
+            raise ClusterError(f"broker {broker_id} is not in the metadata")
+        version = await self._describe_log_dirs_version(manager, broker_id, deadline)
+        request = DescribeLogDirsRequest(version=version, topics=[])
+        response = await manager.send(
+            request, node_id=broker_id, request_timeout_ms=_remaining_ms(deadline)
+        )
+        result = _log_dirs(broker_id, response)
+        if isinstance(result, ClusterError):
+            raise result
+        return result
+
+    async def _describe_log_dirs_version(self, manager, broker_id: int, deadline: float) -> int:
+        """Ask the broker itself (ApiVersions v0) which DescribeLogDirs versions it speaks.
+
+        kafka-python applies the bootstrap broker's versions to every connection: in a mixed
+        cluster it would ask a new broker with v3 and see no sizes (-1), so a full volume would
+        never violate. The answer is cached per connection: a restarted broker is asked again.
+        """
+        from kafka.protocol.admin import DescribeLogDirsRequest
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        connection = manager._conns.get(broker_id)
+        cached = self._versions.get(broker_id)
+        if cached is not None and connection is not None and cached[0] is connection:
+            return cached[1]
+        response = await manager.send(
+            ApiVersionsRequest(version=0),
+            node_id=broker_id,
+            request_timeout_ms=_remaining_ms(deadline),
+        )
+        supported = {k.api_key: k.max_version for k in response.api_keys}
+        if DescribeLogDirsRequest.API_KEY not in supported:
+            raise ClusterError(f"broker {broker_id} does not support DescribeLogDirs")
+        version = min(supported[DescribeLogDirsRequest.API_KEY], DescribeLogDirsRequest.max_version)
+        self._versions[broker_id] = (manager._conns.get(broker_id), version)
+        return version
 
     def _admin(self):
         with self._lock:
@@ -132,6 +162,10 @@ class KafkaClusterClient:
 
     def close(self) -> None:
         self._reset()
+
+
+def _remaining_ms(deadline: float) -> int:
+    return max(1, int((deadline - time.monotonic()) * 1000))
 
 
 def _log_dirs(broker_id: int, response) -> list[LogDir] | ClusterError:

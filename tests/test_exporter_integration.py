@@ -189,3 +189,18 @@ def test_log_dir_error_and_pre_kip827_broker_are_unusable_not_violating(cluster,
     reasons = sorted((d["broker_id"], d["reason"]) for d in status["unusable_log_dirs"])
     assert reasons == [(0, "error"), (2, "no_kip827"), (2, "no_kip827")]
     assert status["active_log_dirs"] == 3
+
+
+def test_mixed_versions_each_broker_is_asked_at_its_own_version(cluster, exporters):
+    """Bootstrapping from a pre-KIP-827 broker must not blind the exporter to the others."""
+    old_broker = f"127.0.0.1:{cluster.broker_ports[0]}"
+    exporter = make_exporter(cluster, **{P + "kafka.admin.bootstrap.servers": old_broker})
+    exporters.append(exporter)
+    faults(cluster, 0, max_describe_log_dirs_version=3)
+    fill_to(cluster, 1, 0, 1000)
+    observation = exporter.poller.poll_once()
+    assert observation.succeeded, observation.error
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0
+    assert [v["broker_id"] for v in status["violating_volumes"]] == [1]
+    assert {d["broker_id"] for d in status["unusable_log_dirs"]} == {0}
