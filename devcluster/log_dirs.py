@@ -13,6 +13,7 @@ hosted replicas, with the size of their files.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -46,34 +47,52 @@ class LogDir:
         self.default_capacity_bytes = self.capacity_bytes
 
     def space(self) -> Space:
-        if self.capacity_bytes is not None:
-            total = self.capacity_bytes
-            usable = max(0, total - tree_size(self.path))
-        else:
-            st = os.statvfs(self.path)
-            total = st.f_blocks * st.f_frsize
-            usable = st.f_bavail * st.f_frsize
+        total, usable = self._measure()
         if self.pinned_usable_bytes is not None:
             usable = min(self.pinned_usable_bytes, total)
         return Space(total, usable)
 
+    def _measure(self) -> tuple[int, int]:
+        """(total, usable) of the disk itself: the virtual one, or the file system's."""
+        if self.capacity_bytes is not None:
+            return self.capacity_bytes, max(0, self.capacity_bytes - tree_size(self.path))
+        st = os.statvfs(self.path)
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
     def fill(self, nbytes: int) -> Path:
-        """Write a real file of ``nbytes`` bytes; on ENOSPC keep what fit and raise DiskFull."""
-        existing = sorted(self.path.glob(FILL_PREFIX + "*"))
-        seq = int(existing[-1].name[len(FILL_PREFIX) :].split(".")[0]) + 1 if existing else 0
-        target = self.path / f"{FILL_PREFIX}{seq:06d}.bin"
+        """Write a real file of ``nbytes`` bytes, as a disk of this size takes them: once the
+        usable bytes are gone (virtual capacity, or the file system's ``f_bavail``, never root's
+        reserve) the disk is full; what fit stays and ``DiskFull`` is raised."""
+        room = self._measure()[1]
+        target = self._new_fill_file()
         written = 0
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND)
         try:
             view = memoryview(_CHUNK)
-            while written < nbytes:
+            while written < min(nbytes, room):
                 try:
-                    written += os.write(fd, view[: min(len(_CHUNK), nbytes - written)])
+                    written += os.write(
+                        fd, view[: min(len(_CHUNK), nbytes - written, room - written)]
+                    )
                 except OSError as exc:
                     raise DiskFull(written, exc) from exc
         finally:
             os.close(fd)
+        if written < nbytes:
+            raise DiskFull(written, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         return target
+
+    def _new_fill_file(self) -> Path:
+        """Create the next ``devcluster-fill-NNNNNN.bin`` (concurrent fills get distinct files)."""
+        existing = sorted(self.path.glob(FILL_PREFIX + "*"))
+        seq = int(existing[-1].name[len(FILL_PREFIX) :].split(".")[0]) + 1 if existing else 0
+        while True:
+            target = self.path / f"{FILL_PREFIX}{seq:06d}.bin"
+            try:
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                return target
+            except FileExistsError:
+                seq += 1
 
     def clear(self) -> None:
         """Back to start-up state: remove fill files, unpin, restore the start-up capacity."""
@@ -89,19 +108,35 @@ class LogDir:
             for entry in entries:
                 m = _PARTITION_DIR.match(entry.name)
                 if m and entry.is_dir(follow_symlinks=False):
-                    out.append((m["topic"], int(m["partition"]), tree_size(Path(entry.path))))
+                    try:
+                        size = tree_size(Path(entry.path))
+                    except FileNotFoundError:  # the partition was deleted meanwhile
+                        continue
+                    out.append((m["topic"], int(m["partition"]), size))
         return sorted(out)
 
 
 def tree_size(path: Path) -> int:
-    """Bytes of the regular files under ``path`` (symlinks not followed)."""
+    """Bytes of the regular files under ``path`` (symlinks not followed). Files and directories
+    removed while it runs (segments deleted, a fill cleared) are skipped, not an error; ``path``
+    itself missing is one."""
     total = 0
     stack = [path]
     while stack:
-        with os.scandir(stack.pop()) as entries:
+        directory = stack.pop()
+        try:
+            entries = os.scandir(directory)
+        except FileNotFoundError:
+            if directory == path:
+                raise
+            continue
+        with entries:
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue
     return total

@@ -2,10 +2,11 @@
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from devcluster.log_dirs import LogDir, tree_size
+from devcluster.log_dirs import DiskFull, LogDir, tree_size
 
 
 def statvfs_numbers(path):
@@ -30,8 +31,66 @@ def test_capacity_minus_the_files_under_the_directory_never_below_zero(tmp_path)
     log_dir.fill(1_000)
     assert log_dir.space().usable_bytes == 6_000
     assert tree_size(log_dir.path) == 4_000
-    log_dir.fill(50_000)
+    log_dir.capacity_bytes = 3_500  # shrunk below what the files hold
     assert log_dir.space().usable_bytes == 0
+
+
+def test_a_fill_stops_where_the_virtual_disk_is_full(tmp_path):
+    log_dir = LogDir(tmp_path / "d", capacity_bytes=10_000)
+    log_dir.fill(4_000)
+    with pytest.raises(DiskFull) as full:
+        log_dir.fill(50_000_000)  # the real disk under the virtual one must not get 50 MB
+    assert full.value.written == 6_000  # what fit stays, as on a real disk
+    assert tree_size(log_dir.path) == 10_000
+    assert log_dir.space().usable_bytes == 0
+    with pytest.raises(DiskFull) as again:
+        log_dir.fill(1)
+    assert again.value.written == 0
+
+
+def test_concurrent_fills_each_get_a_file_of_their_own(tmp_path):
+    log_dir = LogDir(tmp_path / "d")
+    with ThreadPoolExecutor(8) as pool:
+        files = list(pool.map(lambda _: log_dir.fill(100), range(40)))
+    assert len(set(files)) == 40
+    assert tree_size(log_dir.path) == 40 * 100
+
+
+def test_files_and_partitions_deleted_during_a_measure_are_skipped(tmp_path, monkeypatch):
+    """Segments deleted by retention, or fill files cleared, while DescribeLogDirs measures the
+    dir: it is not offline (no spurious KAFKA_STORAGE_ERROR), the vanished bytes not counted."""
+    log_dir = LogDir(tmp_path / "d", capacity_bytes=10_000)
+    (log_dir.path / "orders-0").mkdir()
+    (log_dir.path / "orders-0" / "00000000000000000000.log").write_bytes(b"x" * 100)
+    (log_dir.path / "orders-1").mkdir()
+    log_dir.fill(200)
+    real_scandir = os.scandir
+
+    class VanishingScandir:
+        """Deletes each segment file and partition orders-1 just before handing out its entry."""
+
+        def __init__(self, path):
+            self._entries = real_scandir(path)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._entries.close()
+
+        def __iter__(self):
+            for entry in self._entries:
+                if entry.name.endswith(".log"):
+                    os.unlink(entry.path)
+                elif entry.name == "orders-1":
+                    os.rmdir(entry.path)
+                yield entry
+
+    monkeypatch.setattr(os, "scandir", VanishingScandir)
+    assert log_dir.space().usable_bytes == 10_000 - 200
+    (log_dir.path / "orders-1").mkdir()
+    (log_dir.path / "orders-0" / "00000000000000000000.log").write_bytes(b"x" * 100)
+    assert log_dir.partitions() == [("orders", 0, 0)]
 
 
 def test_fill_writes_real_bytes_each_call_a_new_file(tmp_path):
