@@ -98,9 +98,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--control-port",
         type=_port,
-        default=DEFAULT_CONTROL_PORT,
+        default=None,
         metavar="PORT",
-        help=f"port of the control API (default {DEFAULT_CONTROL_PORT}; 0: a free port)",
+        help=f"port of the control API (default {DEFAULT_CONTROL_PORT}, or the first port after "
+        "the brokers' when they cover it; 0: a free port)",
     )
     p.add_argument(
         "--capacity-bytes",
@@ -117,6 +118,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
     return p
+
+
+def control_port(asked: int | None, base_port: int, brokers: int) -> int:
+    """The port asked for, else 19100, else (when brokers use 19100) the one after the brokers'."""
+    if asked is not None:
+        return asked
+    if base_port and base_port <= DEFAULT_CONTROL_PORT < base_port + brokers:
+        return base_port + brokers
+    return DEFAULT_CONTROL_PORT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             data_dir=args.data_dir,
             host=args.host,
             base_port=args.base_port,
-            control_port=args.control_port,
+            control_port=control_port(args.control_port, args.base_port, args.brokers),
             capacity_bytes=args.capacity_bytes,
             cluster_id=args.cluster_id,
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from devcluster.cli import control_port
 from devcluster.control_client import ControlClient
 
 pytestmark = pytest.mark.integration
@@ -157,3 +158,25 @@ def test_help_teaches_the_flags_and_the_control_api():
         "/brokers/0/log-dirs/1",
     ):
         assert words in result.stdout
+
+
+@pytest.mark.parametrize(
+    "asked, base_port, brokers, port",
+    [
+        (None, 19092, 3, 19100),
+        (None, 19092, 10, 19102),  # the brokers take 19092-19101: the control API moves on
+        (None, 19101, 2, 19100),
+        (None, 0, 200, 19100),
+        (0, 19092, 10, 0),
+        (19100, 19092, 3, 19100),
+    ],
+)
+def test_default_control_port_steps_aside_for_the_brokers(asked, base_port, brokers, port):
+    assert control_port(asked, base_port, brokers) == port
+
+
+def test_a_control_port_given_among_the_broker_ports_is_an_error(tmp_path):
+    args = ["--data-dir", str(tmp_path), "--brokers", "10", "--control-port", "19100"]
+    result = subprocess.run(command(*args), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "control port 19100 is one of the broker ports 19092-19101" in result.stderr
