@@ -57,6 +57,16 @@ def test_log_dir_capacity_fill_pin_and_clear(dc, cc):
     assert list(dc.log_dir_path(0, 1).iterdir()) == []
 
 
+def test_a_fill_past_a_virtual_disk_is_507_and_stops_at_its_capacity(dc, cc):
+    cc.set_log_dir(1, 0, capacity_bytes=3_000_000, fill_bytes=1_000_000)
+    with pytest.raises(ControlClientError) as full:
+        cc.set_log_dir(1, 0, fill_bytes=500_000_000)  # not 500 MB onto the machine's disk
+    assert full.value.status == 507
+    assert "wrote 2000000 of 500000000 bytes" in full.value.message
+    assert sum(f.stat().st_size for f in dc.log_dir_path(1, 0).iterdir()) == 3_000_000
+    assert cc.broker(1)["log_dirs"][0]["usable_bytes"] == 0
+
+
 def test_stop_and_start_a_broker(dc, cc):
     assert cc.stop_broker(1)["up"] is False
     state = cc.state()
