@@ -63,23 +63,25 @@ class LogDir:
         """Write a real file of ``nbytes`` bytes, as a disk of this size takes them: once the
         usable bytes are gone (virtual capacity, or the file system's ``f_bavail``, never root's
         reserve) the disk is full; what fit stays and ``DiskFull`` is raised."""
-        room = self._measure()[1]
+        goal = min(nbytes, self._measure()[1])
         target = self._new_fill_file()
         written = 0
+        error = None
         fd = os.open(target, os.O_WRONLY | os.O_APPEND)
         try:
             view = memoryview(_CHUNK)
-            while written < min(nbytes, room):
+            while written < goal:
                 try:
-                    written += os.write(
-                        fd, view[: min(len(_CHUNK), nbytes - written, room - written)]
-                    )
-                except OSError as exc:
-                    raise DiskFull(written, exc) from exc
+                    written += os.write(fd, view[: min(len(_CHUNK), goal - written)])
+                except OSError as exc:  # ENOSPC before f_bavail: someone else wrote meanwhile
+                    error = exc
+                    break
         finally:
             os.close(fd)
         if written < nbytes:
-            raise DiskFull(written, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+            if written == 0:
+                target.unlink(missing_ok=True)
+            raise DiskFull(written, error or OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         return target
 
     def _new_fill_file(self) -> Path:

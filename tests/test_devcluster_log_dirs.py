@@ -46,6 +46,7 @@ def test_a_fill_stops_where_the_virtual_disk_is_full(tmp_path):
     with pytest.raises(DiskFull) as again:
         log_dir.fill(1)
     assert again.value.written == 0
+    assert len(list(log_dir.path.iterdir())) == 2  # no empty fill file left behind
 
 
 def test_concurrent_fills_each_get_a_file_of_their_own(tmp_path):
