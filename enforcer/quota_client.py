@@ -8,8 +8,6 @@ outliving a Kafka outage, answers 503 until Kafka is back and then simply works.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -22,7 +20,7 @@ from kafka.protocol.admin.client_quotas import (
 
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
-from exporter.kafka_settings import kafka_python_config
+from exporter.kafka_admin_session import KafkaAdminSession, KafkaUnavailable
 
 
 class QuotaClientError(RuntimeError):
@@ -116,7 +114,7 @@ def check_alter_response(response: Any) -> None:
 
 
 class KafkaQuotaClient:
-    """QuotaClient over kafka-python's admin connection manager."""
+    """QuotaClient over kafka-python's admin connection manager (the shared KafkaAdminSession)."""
 
     def __init__(
         self,
@@ -124,18 +122,13 @@ class KafkaQuotaClient:
         timeout_ms: int = 5000,
         admin_factory: Callable[..., Any] = KafkaAdminClient,
     ) -> None:
-        self._kwargs = kafka_python_config(admin_properties)
-        self._kwargs.setdefault("request_timeout_ms", timeout_ms)
-        self._kwargs.setdefault("client_id", "kvq-enforcer")
-        self._timeout_ms = int(self._kwargs["request_timeout_ms"])
-        self._kwargs["bootstrap_timeout_ms"] = self._timeout_ms
-        self._factory = admin_factory
-        self._admin: Any = None
-        self._lock = threading.Lock()
+        self._session = KafkaAdminSession(
+            admin_properties, "kvq-enforcer", timeout_ms, admin_factory=admin_factory
+        )
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(self._kwargs.get("bootstrap_servers", []))
+        return self._session.bootstrap
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
         return snapshot_from_response(self._send(describe_request()))
@@ -145,35 +138,17 @@ class KafkaQuotaClient:
             check_alter_response(self._send(alter_request(changes, validate_only)))
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self._session.close()
 
     def _send(self, request: Any) -> Any:
-        with self._lock:
-            if self._admin is None:
-                try:
-                    self._admin = self._factory(**self._kwargs)
-                except Exception as exc:  # noqa: BLE001 - any bootstrap failure means 'down'
-                    raise QuotaClientError(
-                        f"cannot reach Kafka at {self.bootstrap}: {type(exc).__name__}: {exc}"
-                    ) from None
-            manager = self._admin._manager
-            timeout_ms = self._timeout_ms
+        timeout_ms = self._session.timeout_ms
 
-            async def call() -> Any:
-                return await manager.wait_for(manager.send(request), timeout_ms)
+        async def call(manager: Any) -> Any:
+            return await manager.wait_for(manager.send(request), timeout_ms)
 
-            try:
-                return manager.run(call)
-            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts
-                self._drop()
-                raise QuotaClientError(
-                    f"{type(request).__name__} to {self.bootstrap} failed: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from None
-
-    def _drop(self) -> None:
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            with contextlib.suppress(Exception):  # closing a broken client may fail too
-                admin.close()
+        try:
+            return self._session.run(call)
+        except KafkaUnavailable as exc:
+            raise QuotaClientError(
+                f"{type(request).__name__} to {self.bootstrap} failed: {exc}"
+            ) from None

@@ -8,13 +8,12 @@ a poll costs about one round trip, not one per broker.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from exporter.kafka_settings import kafka_python_config, librdkafka_config
+from exporter.kafka_admin_session import KafkaAdminSession, KafkaUnavailable
+from exporter.kafka_settings import librdkafka_config
 from exporter.volume import LogDir
 
 
@@ -48,9 +47,8 @@ class KafkaClusterClient:
         config.setdefault("socket.timeout.ms", str(int(timeout_seconds * 1000)))
         config.setdefault("client.id", "kvq-exporter")
         self._librdkafka = AdminClient(config)
-        self._kafka_python = None
+        self._session = KafkaAdminSession(self._props, "kvq-exporter", int(timeout_seconds * 1000))
         self._versions: dict[int, tuple[object, int]] = {}
-        self._lock = threading.Lock()
 
     def active_brokers(self) -> list[Broker]:
         """DescribeCluster: the brokers currently in the active set."""
@@ -70,16 +68,13 @@ class KafkaClusterClient:
         """DescribeLogDirs to every broker concurrently; per broker its log dirs or its error."""
         ids = sorted(set(broker_ids))
         try:
-            admin = self._admin()
-            return admin._manager.run(self._fan_out, admin, ids)
+            return self._session.run(self._fan_out, ids)
         except ClusterError as exc:
             return {b: exc for b in ids}
-        except Exception as exc:  # bootstrap failure, closed client
-            self._reset()
-            return {b: ClusterError(describe_error(exc)) for b in ids}
+        except KafkaUnavailable as exc:
+            return {b: ClusterError(str(exc)) for b in ids}
 
-    async def _fan_out(self, admin, ids: list[int]) -> dict[int, list[LogDir] | ClusterError]:
-        manager = admin._manager
+    async def _fan_out(self, manager, ids: list[int]) -> dict[int, list[LogDir] | ClusterError]:
         timeout_ms = int(self.timeout_seconds * 1000)
         if any(manager.cluster.broker_metadata(b) is None for b in ids):
             try:
@@ -139,29 +134,8 @@ class KafkaClusterClient:
         self._versions[broker_id] = (manager._conns.get(broker_id), version)
         return version
 
-    def _admin(self):
-        with self._lock:
-            if self._kafka_python is None:
-                from kafka.admin import KafkaAdminClient
-
-                timeout_ms = int(self.timeout_seconds * 1000)
-                self._kafka_python = KafkaAdminClient(
-                    client_id="kvq-exporter",
-                    request_timeout_ms=timeout_ms,
-                    bootstrap_timeout_ms=timeout_ms,
-                    **kafka_python_config(self._props),
-                )
-            return self._kafka_python
-
-    def _reset(self) -> None:
-        with self._lock:
-            client, self._kafka_python = self._kafka_python, None
-        if client is not None:
-            with contextlib.suppress(Exception):  # closing a broken client
-                client.close()
-
     def close(self) -> None:
-        self._reset()
+        self._session.close()
 
 
 def _remaining_ms(deadline: float) -> int:
