@@ -22,7 +22,7 @@ from tests.support.prometheus import run_prometheus
 P = "client.quota.callback.static."
 NS = "kafka_volume_quota_"
 CAPACITY = 10_000_000
-VALIDITY = 3.0
+VALIDITY = 5.0
 COMPARED = (
     NS + "throttle_factor",
     NS + "fallback_throttle_factor_applied_total",
@@ -65,8 +65,8 @@ def record_live_history(tmp_path, cluster) -> tuple[dict, float, float]:
     config.write_text(
         f"{P}kafka.admin.bootstrap.servers={cluster.bootstrap}\n"
         f"{P}storage.per.volume.limit.min.available.ratio=0.1\n"
-        f"{P}storage.check.interval=PT1S\n"
-        f"{P}throttle.factor.validity.duration=PT3S\n"
+        f"{P}storage.check.interval=PT2S\n"  # scrapes every 1 s: half of them far from a poll
+        f"{P}throttle.factor.validity.duration=PT5S\n"
         f"{P}throttle.factor.fallback=0.5\n"
         "kvq.exporter.request.timeout=PT1S\n"
         "kvq.cluster.name=live\n"
@@ -134,11 +134,16 @@ def record_live_history(tmp_path, cluster) -> tuple[dict, float, float]:
 
 
 def event_times(archive, cluster: str) -> list[float]:
-    """Moments the published state can change: observations, and each success's expiry."""
+    """Moments the published state can change: observations, and the expiry of each success
+    not followed by another within the validity (when the fallback starts)."""
     observations = read_archive(archive, cluster).observations
-    times = [o.time for o in observations]
-    times += [o.time + VALIDITY for o in observations if o.succeeded]
-    return sorted(times)
+    successes = [o.time for o in observations if o.succeeded]
+    expiries = [
+        s + VALIDITY
+        for s, nxt in zip(successes, successes[1:] + [math.inf], strict=True)
+        if nxt > s + VALIDITY
+    ]
+    return sorted([o.time for o in observations] + expiries)
 
 
 def comparable_grid_time(scrape: float, events: list[float]) -> int | None:
