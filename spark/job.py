@@ -147,6 +147,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     policy = Policy(config.validity.total_seconds(), config.fallback_factor, stats["first"])
     successes = numbered.filter("ok").select("cluster", "sseq", "time", "log_dirs")
     volumes = volume_history(successes, config.limit, policy.validity, stats["successes"] or 0)
+    volumes.merged.persist()  # read twice: per-success counts and the per-volume series
     states = success_states(successes, volumes, policy)
     labels = {"cluster": config.cluster_name}
     if request.scenario:
@@ -170,6 +171,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     result.openmetrics = path
     say(f"wrote {result.samples} samples to {path}")
     numbered.unpersist()
+    volumes.merged.unpersist()
     lines.records.unpersist()
     if request.blocks:
         result.blocks = _blocks(path, request.output / "blocks", say)

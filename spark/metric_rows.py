@@ -99,16 +99,11 @@ def sample_rows(
                     )
                 )
         elif short in PER_VOLUME:
-            labels = {
-                **base,
-                "broker_id": F.col("broker_id").cast("string"),
-                "log_dir": F.col("log_dir"),
-            }
             volume_samples.append(
                 F.struct(
                     F.lit(index).alias("family"),
                     F.lit(family.sample_name).alias("name"),
-                    _label_text(labels).alias("labels"),
+                    F.col("_labels").alias("labels"),
                     F.col(PER_VOLUME[short]).cast("double").alias("value"),
                 )
             )
@@ -117,9 +112,14 @@ def sample_rows(
                 f"the exporter publishes {family.name}, which the Spark job does not compute; "
                 "add it to spark/metric_rows.py"
             )
+    volume_labels = {
+        **base,
+        "broker_id": F.col("broker_id").cast("string"),
+        "log_dir": F.col("log_dir"),
+    }
     volumes = volume_states.withColumn(
         "available_ratio", F.col("available_bytes") / F.col("total_bytes")
-    )
+    ).withColumn("_labels", _label_text(volume_labels))
     rows = [
         states.select("t", F.explode(F.array(*global_samples)).alias("s")),
         volumes.select("t", F.explode(F.array(*volume_samples)).alias("s")),
