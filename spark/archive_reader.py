@@ -112,11 +112,17 @@ def _problem(r: Column) -> Column:
     )
 
 
+def _plain_path(uri: Column) -> Column:
+    """`file:/a%20b+c` -> `/a b+c`: the path as the replay and the user know it."""
+    encoded = F.regexp_replace(F.regexp_replace(uri, "^file:(//)?", ""), r"\+", "%2B")
+    return F.url_decode(encoded)
+
+
 def read_archive_lines(spark: SparkSession, files: list[Path]) -> ArchiveLines:
     """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
-    whole = spark.read.text([p.as_uri() for p in files], wholetext=True)
+    whole = spark.read.text([f"file://{p}" for p in files], wholetext=True)
     lines = whole.select(
-        F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", "").alias("file"),
+        _plain_path(F.col("_metadata.file_path")).alias("file"),
         F.posexplode(F.split(F.col("value"), "\n")).alias("pos", "text"),
     ).select("file", (F.col("pos") + 1).alias("line"), F.rtrim(F.col("text")).alias("text"))
     lines = lines.filter(F.trim(F.col("text")) != "")

@@ -17,7 +17,7 @@ from spark.cli import main
 from spark.python_replay import read_archive
 from spark.session import spark_session
 
-BAD_LINE = re.compile(r"bad line (\S+):(\d+): ")
+BAD_LINE = re.compile(r"bad line (.+?):(\d+): ")
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +31,11 @@ def good(time: float, cluster: str = "kafka") -> str:
 
 @pytest.fixture
 def archive(tmp_path):
-    """Two clusters, nested folders in no particular layout, gzip and plain, blank and bad lines."""
+    """Two clusters, nested folders in no particular layout (a space and a plus in a name), gzip
+    and plain, blank and bad lines."""
     root = tmp_path / "archive"
-    (root / "a" / "b").mkdir(parents=True)
-    (root / "a" / "b" / "x.jsonl").write_text(
+    (root / "a b+c" / "d").mkdir(parents=True)
+    (root / "a b+c" / "d" / "x.jsonl").write_text(
         good(60)
         + "\n"  # blank: skipped, not bad
         + '{"schema":1,"time":61}\n'  # no outcome
@@ -79,9 +80,9 @@ def test_bad_lines_are_reported_where_the_record_format_rejects_them(
         reported
         == expected
         == {
-            (str(archive / "a" / "b" / "x.jsonl"), 3),
-            (str(archive / "a" / "b" / "x.jsonl"), 4),
-            (str(archive / "a" / "b" / "x.jsonl"), 5),
+            (str(archive / "a b+c" / "d" / "x.jsonl"), 3),
+            (str(archive / "a b+c" / "d" / "x.jsonl"), 4),
+            (str(archive / "a b+c" / "d" / "x.jsonl"), 5),
             (str(archive / "c.jsonl.gz"), 3),
         }
     )
