@@ -78,7 +78,8 @@ class KafkaClusterClient:
         timeout_ms = int(self.timeout_seconds * 1000)
         if any(manager.cluster.broker_metadata(b) is None for b in ids):
             try:
-                await manager.wait_for(manager.cluster.refresh_metadata(), timeout_ms)
+                refresh = manager.call_soon(manager.cluster.refresh_metadata)  # a Future
+                await manager.wait_for(refresh, timeout_ms)
             except Exception as exc:
                 raise ClusterError(f"metadata refresh failed: {describe_error(exc)}") from None
         deadline = time.monotonic() + self.timeout_seconds

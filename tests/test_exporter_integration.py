@@ -204,3 +204,20 @@ def test_mixed_versions_each_broker_is_asked_at_its_own_version(cluster, exporte
     assert status["throttle_factor"] == 0.0
     assert [v["broker_id"] for v in status["violating_volumes"]] == [1]
     assert {d["broker_id"] for d in status["unusable_log_dirs"]} == {0}
+
+
+def test_a_broker_joining_later_is_found_by_refreshing_the_metadata(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    control(cluster, "POST", "/brokers/2/stop")
+    first = exporter.poller.poll_once()
+    assert first.succeeded and first.active_brokers == (0, 1), first.error
+    control(cluster, "POST", "/brokers/2/start")
+    polls = []
+    wait_until(
+        lambda: polls.append(exporter.poller.poll_once()) or polls[-1].active_brokers == (0, 1, 2),
+        what="broker 2 in the active set",
+    )
+    joined = polls[-1]  # the first poll that sees broker 2 already describes its log dirs
+    assert joined.succeeded, joined.error
+    assert {d.broker_id for d in joined.log_dirs} == {0, 1, 2}
