@@ -38,3 +38,13 @@ def devcluster(tmp_path_factory) -> Iterator[Callable[..., DevCluster]]:
     finally:
         for cluster in reversed(started):
             cluster.stop()
+
+
+@pytest.fixture
+def admin(dc):
+    """kafka-python's admin client on the `dc` devcluster the test module defines."""
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
+    yield client
+    client.close()

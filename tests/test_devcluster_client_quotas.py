@@ -1,7 +1,6 @@
 """DescribeClientQuotas / AlterClientQuotas through kafka-python, with Kafka's semantics."""
 
 import pytest
-from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from devcluster.control_client import ControlClient
@@ -18,13 +17,6 @@ INVALID_REQUEST = 42
 @pytest.fixture
 def dc(devcluster):
     return devcluster(brokers=3, log_dirs_per_broker=1)
-
-
-@pytest.fixture
-def admin(dc):
-    client = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
-    yield client
-    client.close()
 
 
 def entity(**names):

@@ -16,13 +16,6 @@ def dc(devcluster):
     return devcluster(brokers=3, log_dirs_per_broker=2)
 
 
-@pytest.fixture
-def admin(dc):
-    client = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
-    yield client
-    client.close()
-
-
 def address(dc, broker_id):
     return "127.0.0.1", dc.broker_ports[broker_id]
 

@@ -19,13 +19,6 @@ def dc(devcluster):
     return devcluster(brokers=3, log_dirs_per_broker=2)
 
 
-@pytest.fixture
-def admin(dc):
-    client = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
-    yield client
-    client.close()
-
-
 def log_dirs_of(admin, broker_id, version=4, topics=()):
     topics = [] if topics == () else topics
     return admin_send(admin, DescribeLogDirsRequest(version=version, topics=topics), broker_id)
