@@ -32,14 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="show the Spark job's progress")
     args = parser.parse_args(argv)
 
-    from exporter.config import load_config
-    from spark.archive_generator import ArchivePlan, generate, write_config
+    from devkit.archive_generator import ArchivePlan, generate, write_config
+    from devkit.python_replay import read_archive, replay
+    from kvq.settings.config import load_config
     from spark.evaluation_grid import EvaluationGrid
     from spark.job import BackfillRequest, run
     from spark.metric_catalog import catalog
     from spark.openmetrics_text import read_openmetrics, write_openmetrics
     from spark.progress import Progress
-    from spark.python_replay import read_archive, replay
     from spark.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-") as tmp:

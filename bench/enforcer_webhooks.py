@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from devcluster.cluster import DevCluster
-    from tests.support.alertmanager import throttle_webhook
-    from tests.support.processes import ManagedProcess, free_port, http_ok, wait_until
+    from devkit.alertmanager import throttle_webhook
+    from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 
     with (
         tempfile.TemporaryDirectory() as work,

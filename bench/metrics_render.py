@@ -12,13 +12,13 @@ import argparse
 from prometheus_client import generate_latest
 
 from bench.timing import median_seconds
-from exporter.app import Exporter
-from exporter.config import build_config
-from exporter.limits import MinAvailableRatio
-from exporter.metric_samples import families
-from exporter.observation import Observation
-from exporter.throttle_factor_policy import ThrottleFactorPolicy
-from exporter.volume import LogDir
+from exporter.exporter_app import Exporter
+from kvq.contract.metric_samples import families
+from kvq.model.limits import MinAvailableRatio
+from kvq.model.observation import Observation
+from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.volume import LogDir
+from kvq.settings.config import build_config
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from demo.stack import ALERT, CLUSTER, DemoStack
+from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
-from tests.support.processes import wait_until
 
 KEY = "producer_byte_rate"
 INITIAL_QUOTAS = {

@@ -18,9 +18,9 @@ from pathlib import Path
 import requests
 
 from devcluster.control_client import ControlClient
-from tests.support.alertmanager import Alertmanager
-from tests.support.processes import ManagedProcess, free_port, http_ok, wait_until
-from tests.support.prometheus import run_prometheus
+from devkit.alertmanager import Alertmanager
+from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = sorted((ROOT / "rules").glob("*.rules.yml"))

@@ -1,11 +1,11 @@
 """A small client for the devcluster control API (standard library only).
 
-    from devcluster.control_client import ControlClient
-    cc = ControlClient("http://127.0.0.1:19100")
-    cc.set_log_dir(0, 1, capacity_bytes=10_000_000, fill_bytes=9_000_000)
-    cc.set_faults(2, latency_ms=200)
-    cc.stop_broker(1)
-    cc.requests()["total"].get("AlterClientQuotas", 0)
+from devcluster.control_client import ControlClient
+cc = ControlClient("http://127.0.0.1:19100")
+cc.set_log_dir(0, 1, capacity_bytes=10_000_000, fill_bytes=9_000_000)
+cc.set_faults(2, latency_ms=200)
+cc.stop_broker(1)
+cc.requests()["total"].get("AlterClientQuotas", 0)
 """
 
 from __future__ import annotations

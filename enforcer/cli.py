@@ -10,7 +10,6 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from enforcer.app import create_app
 from enforcer.applier import Applier
 from enforcer.auth import BASIC_SETTING, TOKEN_SETTING, AuthConfigError, Credentials
 from enforcer.journal import Journal, JournalError
@@ -24,8 +23,9 @@ from enforcer.quota_plan import (
     QuotaPolicy,
 )
 from enforcer.service import Enforcer
-from exporter.cli_support import EXIT_CONFIG_ERROR, load_or_exit
-from exporter.config import Config
+from enforcer.webhook_app import create_app
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit
+from kvq.settings.config import Config
 
 RETRY_INTERVAL_S = 30.0
 EPILOG = """\

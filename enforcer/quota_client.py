@@ -20,7 +20,7 @@ from kafka.protocol.admin.client_quotas import (
 
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
-from exporter.kafka_admin_session import KafkaAdminSession, KafkaUnavailable
+from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable
 
 
 class QuotaClientError(RuntimeError):

@@ -13,8 +13,8 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from exporter.archive_record import to_line
-from exporter.observation import Observation
+from kvq.contract.archive_record import to_line
+from kvq.model.observation import Observation
 
 
 def hour_path(root: Path, cluster: str, time: float) -> Path:

@@ -9,11 +9,11 @@ import signal
 import sys
 import threading
 
-from exporter.app import Exporter
-from exporter.archive_record import to_record
-from exporter.cli_support import load_or_exit
-from exporter.config import CLUSTER_NAME, Config
-from exporter.kafka_settings import KafkaSettingsError
+from exporter.exporter_app import Exporter
+from kvq.contract.archive_record import to_record
+from kvq.kafka.client_settings import KafkaSettingsError
+from kvq.settings.cli_support import load_or_exit
+from kvq.settings.config import CLUSTER_NAME, Config
 
 log = logging.getLogger("kvq.exporter")
 

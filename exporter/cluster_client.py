@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from exporter.kafka_admin_session import KafkaAdminSession, KafkaUnavailable
-from exporter.kafka_settings import librdkafka_config
-from exporter.volume import LogDir
+from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable
+from kvq.kafka.client_settings import librdkafka_config
+from kvq.model.volume import LogDir
 
 
 class ClusterError(Exception):

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from exporter.cluster_client import Broker, ClusterError
-from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from exporter.volume import LogDir
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.volume import LogDir
 
 
 class ClusterClient(Protocol):

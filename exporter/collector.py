@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from exporter.limits import Limit
-from exporter.metric_samples import COUNTER, families
 from exporter.poller import Poller
+from kvq.contract.metric_samples import COUNTER, families
+from kvq.model.limits import Limit
 
 
 class ThrottleCollector(Collector):

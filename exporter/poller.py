@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from exporter.archive import ArchiveWriter
 from exporter.cluster_volume_source import ClusterVolumeSource
-from exporter.observation import Observation
-from exporter.throttle_factor_source import ThrottleFactorSource
+from kvq.model.observation import Observation
+from kvq.model.throttle_factor_source import ThrottleFactorSource
 
 log = logging.getLogger("kvq.exporter")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from exporter.limits import Limit
-from exporter.throttle_factor_source import ThrottleFactorSource
+from kvq.model.limits import Limit
+from kvq.model.throttle_factor_source import ThrottleFactorSource
 
 
 def iso(time: float | None) -> str | None:

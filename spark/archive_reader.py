@@ -1,8 +1,9 @@
 """Read archive files with Spark: one row per line, with file and line number, parsed and checked.
 
 Each file is read whole (`wholetext`, gzip or not) and split into lines, so every bad line is
-reported with its exact file and line number. The checks mirror `exporter.archive_record.from_line`
-for everything the exporter writes; a line is valid, bad (with a reason), or blank (skipped).
+reported with its exact file and line number. The checks mirror
+`kvq.contract.archive_record.from_line` for everything the exporter writes; a line is valid, bad
+(with a reason), or blank (skipped).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from exporter.archive_record import FAILURE, SCHEMA_VERSION, SUCCESS
-from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGES
+from kvq.contract.archive_record import FAILURE, SCHEMA_VERSION, SUCCESS
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGES
 
 CORRUPT = "_corrupt"
 LOG_DIR = T.StructType(

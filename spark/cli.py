@@ -7,9 +7,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from exporter.cli_support import EXIT_CONFIG_ERROR, load_or_exit
-from exporter.durations import parse_duration
-from exporter.limits import MIN_AVAILABLE_RATIO
+from kvq.model.limits import MIN_AVAILABLE_RATIO
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit
+from kvq.settings.durations import parse_duration
 
 EXIT_FAILED = 1
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse_step_setting(config) -> int:
-    from exporter.durations import format_duration
+    from kvq.settings.durations import format_duration
 
     value = config.setting("kvq.backfill.step")
     return parse_step(format_duration(value))

@@ -1,6 +1,6 @@
 """Factor history: the state the exporter held at every grid time, from observation rows.
 
-Mirrors `exporter.throttle_factor_source.ThrottleFactorSource` with window functions:
+Mirrors `kvq.model.throttle_factor_source.ThrottleFactorSource` with window functions:
 - observations are ordered by (time, file, line); `sseq` numbers the successes (0: none yet);
 - a success's factor is 0.0 if any volume of its merged set violates, else 1.0;
 - at grid time t, with s the last success <= t (or the start time, the first observation's time,
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
-from exporter.throttle_factor_policy import THROTTLED, UNTHROTTLED
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
 from spark.evaluation_grid import EvaluationGrid
 from spark.grid_coverage import explode_onto_grid
 from spark.volume_history import VolumeHistory

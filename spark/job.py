@@ -21,7 +21,7 @@ if __name__ == "__main__" and not __package__:  # spark-submit spark/job.py: run
     sys.path[:] = [p for p in sys.path if p != _here]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from exporter.config import Config  # noqa: E402
+from kvq.settings.config import Config  # noqa: E402
 from spark.archive_files import archive_files  # noqa: E402
 from spark.evaluation_grid import EvaluationGrid  # noqa: E402
 from spark.metric_catalog import catalog  # noqa: E402
@@ -180,7 +180,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
 
 def _present_families(families, first_success: float | None, grid: EvaluationGrid) -> set[int]:
     """Every family has samples, except the last-success timestamp before any success."""
-    from exporter.metric_samples import NAMESPACE
+    from kvq.contract.metric_samples import NAMESPACE
 
     no_success = first_success is None or first_success > grid.time(grid.last_emitted())
     last_success = f"{NAMESPACE}_last_successful_poll_timestamp_seconds"

@@ -1,6 +1,6 @@
 """The metric families the exporter publishes (name, type, help, order), read from the exporter.
 
-`exporter.metric_samples.families` is the single definition; the catalog evaluates it once on a
+`kvq.contract.metric_samples.families` is the single definition; the catalog evaluates it once on a
 tiny synthetic state so the Spark job writes the same names, types and help texts in the same order.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.limits import Limit
-from exporter.metric_samples import COUNTER, families
-from exporter.observation import Observation
-from exporter.throttle_factor_policy import ThrottleFactorPolicy
-from exporter.throttle_factor_source import ThrottleFactorSource
-from exporter.volume import LogDir
+from kvq.contract.metric_samples import COUNTER, families
+from kvq.model.limits import Limit
+from kvq.model.observation import Observation
+from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_source import ThrottleFactorSource
+from kvq.model.volume import LogDir
 
 
 @dataclass(frozen=True, slots=True)

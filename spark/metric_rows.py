@@ -10,10 +10,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from exporter.limits import Limit
-from exporter.metric_samples import NAMESPACE, UNUSABLE_REASONS
-from exporter.observation import STAGE_DESCRIBE_CLUSTER, STAGES
-from exporter.volume import UNUSABLE_ERROR
+from kvq.contract.metric_samples import NAMESPACE, UNUSABLE_REASONS
+from kvq.model.limits import Limit
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGES
+from kvq.model.volume import UNUSABLE_ERROR
 from spark.metric_catalog import FamilyInfo
 
 _REASON_COLUMNS = {UNUSABLE_ERROR: "unusable_error"}

@@ -1,6 +1,6 @@
 """Per-volume history: the merged set (observed + cached) each successful observation judged.
 
-Mirrors `exporter.volume_cache.VolumeCache` with window functions, per (broker, log dir):
+Mirrors `kvq.model.volume_cache.VolumeCache` with window functions, per (broker, log dir):
 - a log dir described usable at success v and absent from the next success starts a *gap episode*;
 - while absent, it is cached in each later success u with u <= v + validity;
 - it is evicted (counted once) at the first success after v + validity, unless described before;
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from exporter.limits import Limit
-from exporter.volume import NO_ERROR, UNUSABLE_ERROR, UNUSABLE_NO_KIP827
+from kvq.model.limits import Limit
+from kvq.model.volume import NO_ERROR, UNUSABLE_ERROR, UNUSABLE_NO_KIP827
 
 NO_NEXT = 2**62
 

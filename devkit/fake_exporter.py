@@ -1,0 +1,252 @@
+"""Exporter- and enforcer-shaped /metrics served from a state the test changes.
+
+Prometheus rule and dashboard tests need series with the names, labels and types of the metric
+contract, with values a test controls (a volume below the limit, a fallback, a filling disk). This
+module serves them on a free loopback port; the real exporter is tested against devcluster
+elsewhere (tests/system/test_rules_live_exporter.py).
+
+    with FakeExporter(cluster="c1") as fake:      # fake.target, fake.enforcer_target: host:port
+        fake.set_available(1, "/data/a", 10)       # below the limit: factor 0
+        fake.set_available(2, "/data/b", 500_000, fill=1000)   # a disk filling at 1000 B/s
+        fake.set_fallback(0.5)                     # the fallback factor applies
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Labels = dict[str, str]
+
+
+@dataclass
+class Volume:
+    total: int
+    available: float
+    fill_bytes_per_s: float = 0.0  # > 0: available shrinks with wall time (a filling disk)
+    since: float = field(default_factory=time.time)
+
+    def available_at(self, now: float) -> float:
+        return max(self.available - self.fill_bytes_per_s * (now - self.since), 0.0)
+
+
+@dataclass
+class FakeExporter:
+    """State of one exporter (one cluster) plus an enforcer; rendered at every scrape."""
+
+    cluster: str = "kafka"
+    limit_ratio: float = 0.1
+    brokers: int = 3
+    fallback_factor: float | None = None  # not None: the fallback applies with this factor
+    unusable: dict[str, int] = field(default_factory=lambda: {"error": 0, "no_kip827": 0})
+    volumes: dict[tuple[int, str], Volume] = field(default_factory=dict)
+    scrapes: int = 0
+    violated_total: int = 0
+    fallback_applied_total: int = 0
+    enforcer_applied_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        if not self.volumes:
+            for broker in range(1, self.brokers + 1):
+                for log_dir in ("/data/a", "/data/b"):
+                    self.volumes[(broker, log_dir)] = Volume(total=1_000_000, available=500_000)
+
+    # --- what a test changes ---
+    def set_available(self, broker: int, log_dir: str, available: float, fill: float = 0.0) -> None:
+        with self._lock:
+            self.volumes[(broker, log_dir)] = Volume(
+                self.volumes[(broker, log_dir)].total, available, fill
+            )
+
+    def set_fallback(self, factor: float | None) -> None:
+        with self._lock:
+            if factor is not None and self.fallback_factor is None:
+                self.fallback_applied_total += 1
+            self.fallback_factor = factor
+
+    # --- rendering ---
+    def factor(self, now: float | None = None) -> float:
+        now = time.time() if now is None else now
+        if self.fallback_factor is not None:
+            return self.fallback_factor
+        return 0.0 if self._violating(now) else 1.0
+
+    def _violating(self, now: float) -> list[tuple[int, str]]:
+        return [
+            key
+            for key, v in self.volumes.items()
+            if v.available_at(now) / v.total <= self.limit_ratio
+        ]
+
+    def render(self) -> str:
+        with self._lock:
+            now = time.time()
+            self.scrapes += 1
+            violating = self._violating(now)
+            self.violated_total += len(violating)
+            c = {"cluster": self.cluster}
+            out = _Text()
+            out.family("throttle_factor", "gauge", [(c, self.factor(now))])
+            out.family(
+                "fallback_throttle_factor_applied", "counter", [(c, self.fallback_applied_total)]
+            )
+            out.family("limit_violated", "counter", [(c, self.violated_total)])
+            out.family("active_brokers", "gauge", [(c, self.brokers)])
+            out.family("active_log_dirs", "gauge", [(c, len(self.volumes))])
+            out.family("fallback_active", "gauge", [(c, int(self.fallback_factor is not None))])
+            out.family("cached_log_dirs", "gauge", [(c, 0)])
+            out.family("log_dir_evictions", "counter", [(c, 0)])
+            out.family(
+                "unusable_log_dirs",
+                "gauge",
+                [({**c, "reason": r}, n) for r, n in sorted(self.unusable.items())],
+            )
+            out.family(
+                "poll_failures",
+                "counter",
+                [
+                    ({**c, "stage": "describe_cluster"}, 0),
+                    ({**c, "stage": "describe_log_dirs"}, self.scrapes // 10),
+                ],
+            )
+            out.family("last_successful_poll_timestamp_seconds", "gauge", [(c, now)])
+            out.family("limit_ratio", "gauge", [(c, self.limit_ratio)])
+            out.family("check_interval_seconds", "gauge", [(c, 1.0)])
+            out.histogram("poll_duration_seconds", c, self.scrapes, 0.004 * self.scrapes)
+            rows = sorted(self.volumes.items())
+            per_volume = [({**c, "broker_id": str(b), "log_dir": d}, v) for (b, d), v in rows]
+            out.family("log_dir_total_bytes", "gauge", [(lb, v.total) for lb, v in per_volume])
+            out.family(
+                "log_dir_available_bytes",
+                "gauge",
+                [(lb, v.available_at(now)) for lb, v in per_volume],
+            )
+            out.family(
+                "log_dir_available_ratio",
+                "gauge",
+                [(lb, v.available_at(now) / v.total) for lb, v in per_volume],
+            )
+            out.family(
+                "log_dir_violating",
+                "gauge",
+                [
+                    (lb, int((int(lb["broker_id"]), lb["log_dir"]) in violating))
+                    for lb, _ in per_volume
+                ],
+            )
+            return out.text()
+
+    def render_enforcer(self) -> str:
+        """The enforcer's series (names from enforcer/metrics.py)."""
+        with self._lock:
+            c = {"cluster": self.cluster}
+            out = _Text("kafka_volume_quota_enforcer")
+            out.family(
+                "webhooks",
+                "counter",
+                [({"outcome": "applied"}, self.scrapes), ({"outcome": "ignored"}, 0)],
+            )
+            out.family("applies", "counter", [(c, self.scrapes)])
+            out.family("apply_failures", "counter", [(c, self.scrapes // 5)])
+            out.family("quota_changes", "counter", [(c, 2 * self.scrapes)])
+            out.histogram("apply_duration_seconds", c, self.scrapes, 0.02 * self.scrapes)
+            out.family("target_factor", "gauge", [(c, self.factor())])
+            out.family("applied_factor", "gauge", [(c, self.enforcer_applied_factor)])
+            out.family("drift_pairs", "gauge", [(c, 1)])
+            return out.text()
+
+    # --- serving ---
+    def __enter__(self) -> FakeExporter:
+        self._servers = [_serve(self.render), _serve(self.render_enforcer)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+
+    @property
+    def target(self) -> str:
+        """host:port of the exporter-shaped /metrics."""
+        return _address(self._servers[0])
+
+    @property
+    def enforcer_target(self) -> str:
+        """host:port of the enforcer-shaped /metrics."""
+        return _address(self._servers[1])
+
+
+def _serve(render: Callable[[], str]) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            body = render().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _address(server: ThreadingHTTPServer) -> str:
+    host, port = server.server_address[:2]
+    return f"{host}:{port}"
+
+
+class _Text:
+    """Prometheus text exposition format 0.0.4."""
+
+    def __init__(self, prefix: str = "kafka_volume_quota") -> None:
+        self.prefix = prefix
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, samples: list[tuple[Labels, float]]) -> None:
+        full = f"{self.prefix}_{name}" + ("_total" if kind == "counter" else "")
+        self.lines += [f"# HELP {full} {name}", f"# TYPE {full} {kind}"]
+        self.lines += [f"{full}{_labels(lb)} {float(v)!r}" for lb, v in samples]
+
+    def histogram(self, name: str, labels: Labels, count: int, total: float) -> None:
+        full = f"{self.prefix}_{name}"
+        self.lines += [f"# HELP {full} {name}", f"# TYPE {full} histogram"]
+        for le, share in (("0.005", 0.5), ("0.05", 0.9), ("0.5", 1.0), ("+Inf", 1.0)):
+            self.lines.append(f"{full}_bucket{_labels({**labels, 'le': le})} {int(count * share)}")
+        self.lines += [
+            f"{full}_sum{_labels(labels)} {total!r}",
+            f"{full}_count{_labels(labels)} {count}",
+        ]
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return "{" + inner + "}"
+
+
+def metric_families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """{family: (type, label names)} of an exposition, to compare the fake with the real thing."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = {}
+    for family in text_string_to_metric_families(text):
+        if family.name.endswith("_created"):
+            continue
+        labels = {k for s in family.samples for k in s.labels if k != "le"}
+        families[family.name] = (family.type, frozenset(labels))
+    return families

@@ -1,0 +1,15 @@
+"""kafka-volume-quotas: the shared base the exporter, the enforcer and the Spark backfill stand on.
+
+- `kvq.model`: the pure decision core (volume, limits, observation, volume cache, throttle factor
+  policy and source); no I/O, time passed in.
+- `kvq.settings`: properties files, ISO 8601 durations, the configuration loader, CLI support.
+- `kvq.kafka`: Kafka client settings and the one session that owns kafka-python's internals.
+- `kvq.contract`: what other programs read: metric families and the archive record.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("kafka-volume-quotas")
+except PackageNotFoundError:  # running from a checkout that was never installed
+    __version__ = "0.0.0+unknown"

@@ -1,0 +1,1 @@
+"""Kafka client settings (librdkafka and kafka-python) and the one kafka-python session."""

@@ -1,0 +1,120 @@
+"""ThrottleFactorSource: observations in, the throttle factor valid *now* out.
+
+The proposal's validity and fallback rules: a calculated factor stays in force for the validity
+duration; failed observations change nothing until it has expired; then the fallback factor applies
+(counted once) until the next successful observation. Expiry is judged whenever the factor is read,
+so a hung poll can never keep a stale factor alive. Pure: the caller passes the time in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, Observation
+from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
+from kvq.model.volume import LogDir, Volume
+from kvq.model.volume_cache import CachedVolume, VolumeCache
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleFactor:
+    """The factor in force, whether it is the fallback, and since when it has been."""
+
+    value: float
+    fallback: bool
+    since: float
+    """When this value (or the fallback) came into force."""
+    calculated_at: float | None
+    """Time of the observation the last calculated factor came from (None: none yet)."""
+    expires_at: float | None
+    """When the calculated factor stops being valid (None while the fallback applies)."""
+
+
+@dataclass(slots=True)
+class ThrottleState:
+    """Everything the metrics and /status show, as of the latest observation."""
+
+    limit_violated_total: int = 0
+    fallback_applied_total: int = 0
+    evictions_total: int = 0
+    observations_total: int = 0
+    failures_by_stage: Counter = field(default_factory=Counter)
+    active_brokers: int = 0
+    volumes: tuple[Volume, ...] = ()
+    """Observed volumes of the last successful observation."""
+    cached: tuple[CachedVolume, ...] = ()
+    violating: tuple[Volume, ...] = ()
+    unusable: tuple[LogDir, ...] = ()
+    last_success: float | None = None
+    last_failure: Observation | None = None
+
+
+class ThrottleFactorSource:
+    """Turns observations into the throttle factor, with validity, fallback and the volume cache."""
+
+    def __init__(
+        self,
+        policy: ThrottleFactorPolicy,
+        validity_seconds: float,
+        fallback_factor: float,
+        start_time: float,
+    ) -> None:
+        self.policy = policy
+        self.validity_seconds = validity_seconds
+        self.fallback_factor = fallback_factor
+        self.cache = VolumeCache(validity_seconds)
+        self.state = ThrottleState()
+        # Before any observation the factor is 1.0, valid from start: without any answer from the
+        # cluster the fallback applies once the validity duration has passed.
+        self._valid_factor = UNTHROTTLED
+        self._valid_from = start_time
+        self._value_since = start_time
+        self._calculated_at: float | None = None
+        self._fallback_since: float | None = None
+
+    def observe(self, observation: Observation) -> None:
+        """Take one poll's result (the proposal's VolumeObserver)."""
+        state = self.state
+        state.observations_total += 1
+        self.factor_at(observation.time)
+        if observation.failure_stage != STAGE_DESCRIBE_CLUSTER:
+            # The brokers this poll considered: known once DescribeCluster answered.
+            state.active_brokers = len(observation.active_brokers)
+        if not observation.succeeded:
+            state.failures_by_stage[observation.failure_stage] += 1
+            state.last_failure = observation
+            return
+        merge = self.cache.merge(observation.time, observation.log_dirs)
+        calculation = self.policy.calculate(merge.volumes)
+        state.limit_violated_total += len(calculation.violating)
+        state.evictions_total += len(merge.evicted)
+        state.volumes = merge.observed
+        state.cached = merge.cached
+        state.violating = calculation.violating
+        state.unusable = observation.unusable_log_dirs
+        state.last_success = observation.time
+        if self._fallback_since is not None or calculation.factor != self._valid_factor:
+            self._value_since = observation.time
+        self._valid_factor = calculation.factor
+        self._valid_from = observation.time
+        self._calculated_at = observation.time
+        self._fallback_since = None
+
+    def factor_at(self, now: float) -> ThrottleFactor:
+        """The factor in force at `now`; applies (and counts) the fallback once it is due.
+
+        The fallback starts the moment the calculated factor expires (`valid_from + validity`),
+        however late it is noticed, so the history does not depend on how often it is read.
+        """
+        expires_at = self._valid_from + self.validity_seconds
+        if self._fallback_since is None and now > expires_at:
+            self._fallback_since = expires_at
+            self.state.fallback_applied_total += 1
+        if self._fallback_since is not None:
+            return ThrottleFactor(
+                self.fallback_factor, True, self._fallback_since, self._calculated_at, None
+            )
+        return ThrottleFactor(
+            self._valid_factor, False, self._value_since, self._calculated_at, expires_at
+        )

@@ -1,0 +1,1 @@
+"""Properties files, ISO 8601 durations, the configuration loader and what every CLI does alike."""

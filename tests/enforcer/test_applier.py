@@ -1,0 +1,184 @@
+"""Applying factors to one cluster: journal-first, validate, alter, verify, exact restore."""
+
+import pytest
+
+from devkit.memory_quotas import InMemoryQuotas
+from enforcer.applier import Applier, ApplyError
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import UNLIMITED, QuotaPolicy
+
+P = "producer_byte_rate"
+DEFAULT = QuotaEntity.default_user()
+ALICE = QuotaEntity.user("alice")
+ALICE_APP = QuotaEntity.of({"user": "alice", "client-id": "app"})
+ADMIN = QuotaEntity.user("admin")
+
+
+@pytest.fixture
+def kafka():
+    return InMemoryQuotas({ALICE: {P: 800.0}, ALICE_APP: {P: 301.0, "consumer_byte_rate": 9.0}})
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = Journal(tmp_path / "journal.sqlite3")
+    yield j
+    j.close()
+
+
+def make(kafka, journal, dry_run=False, excluded=()):
+    policy = QuotaPolicy((P,), {P: 1000}, frozenset(excluded))
+    metrics = EnforcerMetrics(("c1",))
+    return Applier("c1", policy, kafka, journal, metrics, dry_run=dry_run, sleep=lambda _s: None)
+
+
+def test_throttle_then_restore_is_byte_exact(kafka, journal):
+    before = kafka.describe()
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 400.0
+    assert kafka.values[ALICE_APP][P] == 150.0
+    assert kafka.values[DEFAULT][P] == 500.0
+    applier.apply(1.0)
+    assert kafka.describe() == before, "originals back, the default user's key removed again"
+
+
+def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
+    make(kafka, journal).apply(0.5)
+    assert kafka.calls == ["describe", "validate", "alter", "describe"]
+
+
+def test_repeats_and_lower_factors_never_compound(kafka, journal):
+    applier = make(kafka, journal)
+    for _ in range(5):
+        applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 400.0
+    applier.apply(0.25)
+    assert kafka.values[ALICE][P] == 200.0
+    assert kafka.calls.count("alter") == 2
+
+
+def test_nothing_throttled_and_factor_one_does_not_even_ask_kafka(kafka, journal):
+    assert make(kafka, journal).apply(1.0).idle
+    assert kafka.calls == []
+
+
+def test_kafka_down_raises_apply_error_and_changes_nothing(kafka, journal):
+    kafka.down = True
+    with pytest.raises(ApplyError, match="cannot reach Kafka"):
+        make(kafka, journal).apply(0.0)
+    kafka.down = False
+    assert kafka.values[ALICE][P] == 800.0
+
+
+def test_operator_change_while_throttled_is_kept_and_reported(kafka, journal):
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    kafka.set(ALICE, P, 12345.0)
+    result = applier.apply(0.5)
+    assert result.drift == {(ALICE, P): 12345.0}
+    applier.apply(1.0)
+    assert kafka.values[ALICE][P] == 12345.0, "the operator's value is kept"
+    assert kafka.values[ALICE_APP][P] == 301.0
+
+
+def test_entity_created_during_a_throttle_is_throttled_and_restored(kafka, journal):
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    bob = QuotaEntity.user("bob")
+    kafka.set(bob, P, 100.0)
+    applier.apply(0.5)
+    assert kafka.values[bob][P] == 50.0
+    applier.apply(1.0)
+    assert kafka.values[bob][P] == 100.0
+
+
+def test_excluded_principal_is_exempt_while_throttled_and_override_removed_after(kafka, journal):
+    applier = make(kafka, journal, excluded={"admin"})
+    applier.apply(0.0)
+    assert kafka.values[ADMIN][P] == UNLIMITED
+    applier.apply(1.0)
+    assert ADMIN not in kafka.values
+
+
+def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
+    result = make(kafka, journal, dry_run=True).apply(0.0)
+    assert result.dry_run and len(result.changes) == 3
+    assert kafka.calls == ["describe", "validate"]
+    assert kafka.values[ALICE][P] == 800.0
+    assert journal.episode("c1") is None
+
+
+def test_a_restart_resumes_from_the_journal_not_from_kafka(kafka, journal, tmp_path):
+    make(kafka, journal).apply(0.5)
+    journal.close()
+    reopened = Journal(tmp_path / "journal.sqlite3")
+    make(kafka, reopened).apply(1.0)
+    assert kafka.values[ALICE][P] == 800.0 and DEFAULT not in kafka.values
+
+
+def test_crash_between_journal_and_alter_is_not_mistaken_for_drift(kafka, journal):
+    applier = make(kafka, journal)
+    original_alter = kafka.alter
+
+    def crash_after_real_alter(changes, validate_only=False):
+        original_alter(changes, validate_only)
+        if not validate_only:
+            raise ConnectionError("enforcer died here")
+
+    kafka.alter = crash_after_real_alter
+    with pytest.raises(ConnectionError):
+        applier.apply(0.5)
+    kafka.alter = original_alter
+    result = applier.apply(0.5)
+    assert result.drift == {}
+    applier.apply(1.0)
+    assert kafka.values[ALICE][P] == 800.0
+
+
+def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
+    applier = make(kafka, journal)
+    original_alter = kafka.alter
+
+    def lose_one(changes, validate_only=False):
+        original_alter(changes if validate_only else changes[:1], validate_only)
+
+    kafka.alter = lose_one
+    with pytest.raises(ApplyError, match="differ from the plan"):
+        applier.apply(0.5)
+    kafka.alter = original_alter
+    applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
+
+
+def test_entity_kafka_rejects_is_reported_while_the_rest_still_throttles(kafka, journal):
+    applier = make(kafka, journal)
+    kafka.refused = {ALICE_APP}
+    with pytest.raises(ApplyError, match="rejected part of the plan.*user=alice,client-id=app"):
+        applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
+    assert kafka.values[ALICE_APP][P] == 301.0
+    kafka.refused = set()
+    applier.apply(0.5)
+    assert kafka.values[ALICE_APP][P] == 150.0
+    applier.apply(1.0)
+    assert kafka.values[ALICE_APP][P] == 301.0 and DEFAULT not in kafka.values
+
+
+def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, journal):
+    applier = make(kafka, journal)
+    real_describe = kafka.describe
+    stale = {"left": 2}
+
+    def lagging_describe():
+        current = real_describe()
+        if kafka.calls.count("alter") and stale["left"]:
+            stale["left"] -= 1
+            current[ALICE] = {P: 800.0}
+        return current
+
+    kafka.describe = lagging_describe
+    applier.apply(0.5)
+    assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0

@@ -1,0 +1,96 @@
+"""`kvq-enforcer` command line: clear refusals before serving, --help that teaches."""
+
+from __future__ import annotations
+
+import pytest
+
+from enforcer.cli import build_parser, flag_overrides, main, policy_of
+from kvq.settings.config import load_config
+
+
+def write_config(tmp_path, name="c1", **extra):
+    props = {
+        "kvq.cluster.name": name,
+        "client.quota.callback.static.kafka.admin.bootstrap.servers": "127.0.0.1:1",
+        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.05",
+        **extra,
+    }
+    path = tmp_path / f"{name}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return str(path)
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_refuses_to_start_without_credentials(tmp_path, capsys):
+    code, err = run(["--config", write_config(tmp_path)], capsys)
+    assert code == 2
+    assert "kvq.enforcer.auth.bearer.token.file" in err and "--insecure-no-auth" in err
+
+
+def test_unreadable_token_file_is_named(tmp_path, capsys):
+    config = write_config(
+        tmp_path, **{"kvq.enforcer.auth.bearer.token.file": str(tmp_path / "missing")}
+    )
+    code, err = run(["--config", config], capsys)
+    assert code == 2 and "missing: cannot read" in err
+
+
+def test_config_errors_are_all_printed(tmp_path, capsys):
+    config = write_config(tmp_path, **{"kvq.enforcer.dry.run": "perhaps", "kvq.enforcer.nope": "1"})
+    code, err = run(["--config", config], capsys)
+    assert code == 2
+    assert "kvq.enforcer.dry.run=perhaps: must be true or false" in err
+    assert "kvq.enforcer.nope is not a known setting" in err
+
+
+def test_cluster_names_must_differ_between_configs(tmp_path, capsys):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    a = write_config(tmp_path / "a", "same")
+    b = write_config(tmp_path / "b", "same")
+    code, err = run(["--config", a, "--config", b, "--insecure-no-auth"], capsys)
+    assert code == 2 and "repeated: ['same']" in err
+
+
+def test_unknown_quota_key_is_refused(tmp_path, capsys):
+    config = write_config(tmp_path, **{"kvq.enforcer.quota.keys": "producer_byte_rate,speed"})
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2 and "speed" in err and "consumer_byte_rate" in err
+
+
+def test_flags_override_settings_and_map_the_base_quotas(tmp_path):
+    args = build_parser().parse_args(
+        ["--config", "x", "--listen", "127.0.0.1:1234", "--dry-run", "--journal", "j.db"]
+    )
+    overrides = flag_overrides(args)
+    config = load_config(
+        write_config(
+            tmp_path,
+            **{
+                "client.quota.callback.static.produce": "1000",
+                "client.quota.callback.static.fetch": "2000",
+                "client.quota.callback.static.excluded.principal.name.list": "User:CN=a,O=b",
+                "kvq.enforcer.quota.keys": "consumer_byte_rate",
+            },
+        ),
+        overrides,
+    )
+    assert config.setting("kvq.enforcer.listen") == ("127.0.0.1", 1234)
+    assert config.setting("kvq.enforcer.dry.run") is True
+    policy = policy_of(config)
+    assert policy.keys == ("producer_byte_rate", "consumer_byte_rate")
+    assert policy.bases["producer_byte_rate"] == 1000 and policy.bases["consumer_byte_rate"] == 2000
+    assert policy.excluded_users == frozenset({"CN=a,O=b"})
+
+
+def test_help_shows_a_config_and_an_alertmanager_receiver(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for text in ("--config FILE", "--dry-run", "credentials_file", "throttle_factor", "--listen"):
+        assert text in out

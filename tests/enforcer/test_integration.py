@@ -1,0 +1,383 @@
+"""kvq-enforcer (the real CLI, served by waitress) against a devcluster speaking Kafka's protocol.
+
+Quotas are seeded and "operator" changes made directly in devcluster's store, so only the
+enforcer's own requests show up in devcluster's request counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sqlite3
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from devcluster.control_client import ControlClient
+from devcluster.quota_store import Alteration, Op
+from devkit.alertmanager import alertmanager, throttle_webhook
+from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from enforcer.quota_plan import UNLIMITED
+
+pytestmark = pytest.mark.integration
+
+P = "producer_byte_rate"
+C = "consumer_byte_rate"
+TOKEN = "integration-token"
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "prod-eu-1"
+
+
+def seed(dc, entity: dict, **values: float) -> None:
+    """Set quotas as an operator would, without going through the enforcer."""
+    ops = tuple(Op(k, v) for k, v in values.items())
+    (result,) = dc.quotas.alter([Alteration(tuple(entity.items()), ops)])
+    assert result.error_code == 0, result
+
+
+def quotas(dc) -> dict[tuple, dict[str, float]]:
+    return {
+        tuple(sorted(item["entity"].items(), key=str)): item["values"] for item in dc.quota_state()
+    }
+
+
+def key(**entity) -> tuple:
+    return tuple(sorted({k.replace("_", "-"): v for k, v in entity.items()}.items(), key=str))
+
+
+def alter_count(dc) -> int:
+    return dc.request_counts()["total"].get("AlterClientQuotas", 0)
+
+
+class Enforcer:
+    """`python -m enforcer.cli` on a free port with its own config and journal; always stopped."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        dc,
+        extra: dict[str, str] | None = None,
+        more_configs: tuple[Path, ...] = (),
+    ) -> None:
+        self.more_configs = more_configs
+        self.tmp_path = tmp_path
+        (tmp_path / "token").write_text(TOKEN + "\n")
+        props = {
+            "kvq.cluster.name": CLUSTER,
+            "client.quota.callback.static.kafka.admin.bootstrap.servers": dc.bootstrap,
+            "client.quota.callback.static.kafka.admin.request.timeout.ms": "1500",
+            "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.05",
+            "client.quota.callback.static.produce": "1048576",
+            "kvq.enforcer.auth.bearer.token.file": str(tmp_path / "token"),
+            **(extra or {}),
+        }
+        self.config = tmp_path / "enforcer.properties"
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.journal = tmp_path / "journal.sqlite3"
+        self.process: ManagedProcess | None = None
+        self.starts = 0
+
+    def start(self) -> Enforcer:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.starts += 1
+        argv = [sys.executable, "-m", "enforcer.cli", "--config", str(self.config)]
+        for more in self.more_configs:
+            argv += ["--config", str(more)]
+        argv += ["--listen", f"127.0.0.1:{self.port}", "--journal", str(self.journal)]
+        self.process = ManagedProcess(argv, self.tmp_path / f"enforcer-{self.starts}.log", cwd=REPO)
+        wait_until(
+            lambda: self._alive() and http_ok(self.url + "/healthz"),
+            timeout=20,
+            what="kvq-enforcer /healthz",
+        )
+        return self
+
+    def _alive(self) -> bool:
+        if not self.process.running:
+            raise RuntimeError(f"kvq-enforcer exited:\n{self.process.log_text()[-3000:]}")
+        return True
+
+    def post(self, body, token: str | None = TOKEN, raw: bytes | None = None):
+        data = raw if raw is not None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + "/webhook", data=data, method="POST")
+        request.add_header("Content-Type", "application/json")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def status(self) -> dict:
+        request = urllib.request.Request(self.url + "/status")
+        request.add_header("Authorization", f"Bearer {TOKEN}")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())["clusters"][CLUSTER]
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+@pytest.fixture
+def dc(devcluster):
+    return devcluster(brokers=3, log_dirs_per_broker=1)
+
+
+@pytest.fixture
+def enforcer(tmp_path, dc):
+    started: list[Enforcer] = []
+
+    def start(more_configs: tuple[Path, ...] = (), **extra: str) -> Enforcer:
+        e = Enforcer(tmp_path, dc, extra, more_configs)
+        started.append(e)
+        return e.start()
+
+    try:
+        yield start
+    finally:
+        for e in started:
+            e.stop()
+
+
+def firing(factor: float) -> dict:
+    return throttle_webhook(cluster=CLUSTER, factor=factor)
+
+
+RESOLVED = throttle_webhook(cluster=CLUSTER, factor=None)
+
+
+def test_defaults_only_throttle_and_restore(dc, enforcer):
+    e = enforcer()
+    status, body = e.post(firing(0.5))
+    assert status == 200, body
+    assert quotas(dc) == {key(user=None): {P: 524288.0}}
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == {}, "the default user's quota was unset before, so it is removed"
+    assert e.process.stop() == 0, "SIGTERM stops the enforcer cleanly"
+
+
+def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforcer):
+    seed(dc, {"user": "alice", "client-id": "app"}, producer_byte_rate=300001.0)
+    seed(dc, {"user": "alice", "client-id": None}, producer_byte_rate=200000.0)
+    seed(dc, {"user": "alice"}, producer_byte_rate=800000.0, consumer_byte_rate=5.0)
+    seed(dc, {"user": None, "client-id": "batch"}, producer_byte_rate=70000.0)
+    seed(dc, {"user": None, "client-id": None}, producer_byte_rate=60000.0)
+    seed(dc, {"client-id": "legacy"}, producer_byte_rate=50000.0)
+    seed(dc, {"client-id": None}, producer_byte_rate=40000.0)
+    seed(dc, {"ip": "10.0.0.1"}, connection_creation_rate=5.0)
+    before = quotas(dc)
+    e = enforcer()
+    assert e.post(firing(0.5))[0] == 200
+    after = quotas(dc)
+    assert after[key(user="alice", client_id="app")] == {P: 150000.0}
+    assert after[key(user="alice", client_id=None)] == {P: 100000.0}
+    assert after[key(user="alice")] == {P: 400000.0, C: 5.0}, "consumer rate not managed"
+    assert after[key(user=None, client_id="batch")] == {P: 35000.0}
+    assert after[key(user=None, client_id=None)] == {P: 30000.0}
+    assert after[key(user=None)] == {P: 524288.0}
+    assert after[key(client_id="legacy")] == {P: 25000.0}
+    assert after[key(client_id=None)] == {P: 20000.0}
+    assert after[key(ip="10.0.0.1")] == {"connection_creation_rate": 5.0}
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == before
+
+
+def test_client_id_quotas_are_not_lifted_by_the_new_default_user_quota(dc, enforcer):
+    """user=<default> outranks client-id quotas (KIP-55), so they are mirrored one level up."""
+    seed(dc, {"client-id": "batch"}, producer_byte_rate=50000.0)
+    e = enforcer()
+    assert e.post(firing(0.5))[0] == 200
+    after = quotas(dc)
+    assert after[key(user=None)] == {P: 524288.0}
+    assert after[key(user=None, client_id="batch")] == {P: 25000.0}
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == {key(client_id="batch"): {P: 50000.0}}
+
+
+def test_excluded_principals_stay_unthrottled_and_overrides_go_afterwards(dc, enforcer):
+    seed(dc, {"user": "admin", "client-id": "tool"}, producer_byte_rate=777.0)
+    seed(dc, {"user": "svc"}, producer_byte_rate=1000.0)
+    before = quotas(dc)
+    excluded = "User:admin;User:CN=mm2,O=acme"
+    e = enforcer(**{"client.quota.callback.static.excluded.principal.name.list": excluded})
+    assert e.post(firing(0.0))[0] == 200
+    after = quotas(dc)
+    assert after[key(user="admin")] == {P: UNLIMITED}
+    assert after[key(user="CN=mm2,O=acme")] == {P: UNLIMITED}
+    assert after[key(user="admin", client_id="tool")] == {P: 777.0}, "excluded user's own"
+    assert after[key(user="svc")] == {P: 1.0}
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == before
+
+
+def test_factor_zero_clamps_every_value_to_one(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    seed(dc, {"client-id": "x"}, producer_byte_rate=1.0)
+    e = enforcer(**{"kvq.enforcer.quota.keys": "producer_byte_rate,consumer_byte_rate"})
+    assert e.post(firing(0.0))[0] == 200
+    values = [v for entity in quotas(dc).values() for v in entity.values()]
+    assert values and set(values) == {1.0}
+    assert quotas(dc)[key(user=None)] == {P: 1.0, C: 1.0}, "unlimited fetch x 0 is limited too"
+
+
+def test_the_same_alert_100_times_alters_once(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    e = enforcer()
+    dc.reset_request_counts()
+    for _ in range(100):
+        status, body = e.post(firing(0.5))
+        assert status == 200, body
+    assert quotas(dc)[key(user="alice")] == {P: 400.0}
+    assert alter_count(dc) == 2, "one validate_only request and one real one, for all 100 posts"
+
+
+def test_sigkill_after_the_journal_write_then_resolve_restores_everything(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    seed(dc, {"user": "bob", "client-id": None}, producer_byte_rate=900.0)
+    before = quotas(dc)
+    e = enforcer(**{"client.quota.callback.static.kafka.admin.request.timeout.ms": "10000"})
+    control = ControlClient(dc.control_url)
+    for broker in range(3):
+        control.set_faults(broker, latency_ms=1000)
+
+    def post_and_lose_the_answer() -> None:
+        with contextlib.suppress(OSError):  # the enforcer dies mid-request
+            e.post(firing(0.0))
+
+    poster = threading.Thread(target=post_and_lose_the_answer, daemon=True)
+    poster.start()
+    wait_until(lambda: _pending_rows(e.journal) > 0, timeout=20, what="journal pending write")
+    e.process.signal(signal.SIGKILL)
+    e.process.proc.wait(10)
+    poster.join(30)
+    for broker in range(3):
+        control.clear_faults(broker)
+    e.start()
+    wait_until(
+        lambda: quotas(dc).get(key(user="alice")) == {P: 1.0},
+        timeout=20,
+        what="the restarted enforcer finishing the throttle from its journal",
+    )
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == before
+
+
+def _pending_rows(journal: Path) -> int:
+    if not journal.exists():
+        return 0
+    db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=5)
+    try:
+        return db.execute("SELECT count(*) FROM pair WHERE pending_known=1").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def test_operator_drift_is_kept_and_reported(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    seed(dc, {"user": "bob"}, producer_byte_rate=600.0)
+    e = enforcer()
+    assert e.post(firing(0.5))[0] == 200
+    seed(dc, {"user": "alice"}, producer_byte_rate=12345.0)
+    assert e.post(firing(0.5))[0] == 200
+    status = e.status()
+    assert status["drift"] == 1
+    (row,) = [r for r in status["entities"] if r["drift"]]
+    assert row["label"] == "user=alice" and row["original"] == 800.0 and row["current"] == 12345.0
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == {key(user="alice"): {P: 12345.0}, key(user="bob"): {P: 600.0}}
+
+
+def test_rejected_requests_change_nothing(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    before = quotas(dc)
+    e = enforcer()
+    dc.reset_request_counts()
+    assert e.post(firing(0.0), token=None)[0] == 401
+    assert e.post(firing(0.0), token="wrong")[0] == 401
+    bad = firing(0.0)
+    bad["alerts"][0]["annotations"]["throttle_factor"] = "2"
+    status, body = e.post(bad)
+    assert status == 400 and "throttle_factor='2' is out of range" in body["error"]
+    assert e.post(None, raw=b'{"version": "4"')[0] == 400
+    huge = firing(0.0)
+    huge["commonAnnotations"]["padding"] = "x" * (2 * 1024 * 1024)
+    assert e.post(huge)[0] == 413
+    assert quotas(dc) == before
+    assert dc.request_counts()["total"] == {}, "Kafka was not even asked"
+
+
+def test_kafka_down_gives_503_and_the_retry_succeeds(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    e = enforcer()
+    for broker in range(3):
+        dc.stop_broker(broker)
+    status, body = e.post(firing(0.5))
+    assert status == 503, body
+    for broker in range(3):
+        dc.start_broker(broker)
+    status, body = e.post(firing(0.5))
+    assert status == 200, body
+    assert quotas(dc)[key(user="alice")] == {P: 400.0}
+
+
+@pytest.mark.e2e
+def test_real_alertmanager_drives_throttle_and_restore(dc, enforcer, tmp_path):
+    """Alertmanager 0.25 posts with its bearer credentials_file; resolve restores exactly."""
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    before = quotas(dc)
+    e = enforcer()
+    labels = {"alertname": "KafkaVolumeQuotaThrottle", "cluster": CLUSTER}
+    with alertmanager(tmp_path / "am", e.url + "/webhook", tmp_path / "token") as am:
+        am.fire(labels, {"throttle_factor": "0.25"})
+        wait_until(
+            lambda: quotas(dc).get(key(user="alice")) == {P: 200.0},
+            timeout=20,
+            what="throttle applied through Alertmanager",
+        )
+        am.resolve(labels, {"throttle_factor": "0.25"})
+        wait_until(lambda: quotas(dc) == before, timeout=20, what="restore after resolve")
+    assert e.status()["applied_factor"] == 1.0
+
+
+def test_dry_run_validates_with_kafka_and_changes_nothing(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    before = quotas(dc)
+    e = enforcer(**{"kvq.enforcer.dry.run": "true"})
+    dc.reset_request_counts()
+    status, body = e.post(firing(0.0))
+    assert status == 200 and body["outcome"] == "dry_run"
+    assert "user=alice producer_byte_rate = 1" in body["clusters"][CLUSTER]["changes"]
+    assert alter_count(dc) == 1, "validate_only only"
+    assert quotas(dc) == before
+    assert e.status()["episode"] is None
+    assert "dry run, would set user=alice producer_byte_rate = 1" in e.process.log_text()
+
+
+def test_one_enforcer_manages_several_clusters_by_their_label(dc, devcluster, enforcer, tmp_path):
+    other = devcluster(brokers=1, log_dirs_per_broker=1)
+    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
+    seed(other, {"user": "alice"}, producer_byte_rate=800.0)
+    second = tmp_path / "second.properties"
+    second.write_text(
+        "kvq.cluster.name=prod-us-1\n"
+        f"client.quota.callback.static.kafka.admin.bootstrap.servers={other.bootstrap}\n"
+        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05\n"
+    )
+    e = enforcer(more_configs=(second,))
+    body = throttle_webhook(alerts=[("prod-us-1", 0.5), ("unmanaged", 0.0)], group_key="g")
+    status, answer = e.post(body)
+    assert status == 200 and answer["ignored_alerts"] == 1
+    assert quotas(other)[key(user="alice")] == {P: 400.0}
+    assert quotas(dc)[key(user="alice")] == {P: 800.0}, "prod-eu-1 has no firing alert"
+    assert e.post(throttle_webhook(alerts=[("prod-us-1", None)], group_key="g"))[0] == 200
+    assert quotas(other) == {key(user="alice"): {P: 800.0}}

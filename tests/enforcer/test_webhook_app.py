@@ -1,0 +1,173 @@
+"""The HTTP API with an in-memory Kafka: auth, validation, size limit, 503, status, metrics."""
+
+import base64
+import json
+
+import pytest
+
+from devkit.alertmanager import captured_webhook, throttle_webhook
+from devkit.memory_quotas import InMemoryQuotas
+from enforcer.applier import Applier
+from enforcer.auth import Credentials
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_plan import QuotaPolicy
+from enforcer.service import Enforcer
+from enforcer.webhook_app import create_app
+
+P = "producer_byte_rate"
+ALICE = QuotaEntity.user("alice")
+TOKEN = {"Authorization": "Bearer s3cret"}
+
+
+class Stack:
+    def __init__(self, tmp_path, clusters=("prod-eu-1",), max_body=64 * 1024):
+        self.kafka = {c: InMemoryQuotas({ALICE: {P: 800.0}}) for c in clusters}
+        self.journal = Journal(tmp_path / "journal.sqlite3")
+        self.metrics = EnforcerMetrics(tuple(clusters))
+        policy = QuotaPolicy((P,), {P: 1000})
+        appliers = {
+            c: Applier(c, policy, self.kafka[c], self.journal, self.metrics) for c in clusters
+        }
+        self.enforcer = Enforcer(appliers, self.journal, self.metrics)
+        app = create_app(self.enforcer, Credentials(token="s3cret"), max_body=max_body)
+        self.client = app.test_client()
+
+    def post(self, body, headers=TOKEN, **kwargs):
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        return self.client.post("/webhook", data=data, headers=headers, **kwargs)
+
+    def metric(self, name, **labels):
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path)
+    yield s
+    s.journal.close()
+
+
+def test_firing_throttles_and_resolved_restores(stack):
+    response = stack.post(throttle_webhook(factor=0.5))
+    assert response.status_code == 200, response.json
+    assert response.json["clusters"]["prod-eu-1"]["factor"] == 0.5
+    assert stack.kafka["prod-eu-1"].values[ALICE][P] == 400.0
+    assert stack.post(throttle_webhook(factor=None)).status_code == 200
+    assert stack.kafka["prod-eu-1"].values == {ALICE: {P: 800.0}}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic " + base64.b64encode(b"x:s3cret").decode()},
+    ],
+)
+def test_missing_or_wrong_credentials_401_and_nothing_changes(stack, headers):
+    response = stack.post(throttle_webhook(factor=0.0), headers=headers)
+    assert response.status_code == 401
+    assert "Bearer" in response.headers["WWW-Authenticate"]
+    assert stack.kafka["prod-eu-1"].calls == []
+    assert stack.journal.firing_factors("prod-eu-1") == []
+    assert stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome="unauthorized") == 1
+
+
+def test_bad_payload_400_names_the_problem_and_nothing_changes(stack):
+    body = throttle_webhook(factor=0.0)
+    body["alerts"][0]["annotations"]["throttle_factor"] = "lots"
+    response = stack.post(body)
+    assert response.status_code == 400
+    assert "throttle_factor='lots' is not a number" in response.json["error"]
+    assert stack.kafka["prod-eu-1"].calls == []
+    assert stack.post(b"{nope").status_code == 400
+    assert stack.journal.firing_factors("prod-eu-1") == []
+
+
+def test_oversized_payload_413_and_nothing_changes(stack):
+    body = throttle_webhook(factor=0.0)
+    body["commonAnnotations"]["padding"] = "x" * 70_000
+    response = stack.post(body)
+    assert response.status_code == 413
+    assert stack.kafka["prod-eu-1"].calls == []
+
+
+def test_kafka_down_503_then_the_retry_succeeds(stack):
+    kafka = stack.kafka["prod-eu-1"]
+    kafka.down = True
+    response = stack.post(throttle_webhook(factor=0.0))
+    assert response.status_code == 503
+    assert "cannot reach Kafka" in response.json["error"]
+    kafka.down = False
+    assert stack.post(throttle_webhook(factor=0.0)).status_code == 200
+    assert kafka.values[ALICE][P] == 1.0
+
+
+def test_other_alerts_are_acknowledged_and_ignored(stack):
+    body = captured_webhook("firing")
+    body["alerts"][0]["labels"]["alertname"] = "SomethingElse"
+    response = stack.post(body)
+    assert response.status_code == 200 and response.json["outcome"] == "ignored"
+    assert stack.kafka["prod-eu-1"].calls == []
+
+
+def test_status_reports_target_applied_entities_and_drift(stack):
+    stack.post(throttle_webhook(factor=0.5))
+    stack.kafka["prod-eu-1"].set(ALICE, P, 5.0)
+    stack.post(throttle_webhook(factor=0.5))
+    assert stack.client.get("/status").status_code == 401
+    status = stack.client.get("/status", headers=TOKEN).json["clusters"]["prod-eu-1"]
+    assert status["target_factor"] == 0.5 and status["applied_factor"] == 0.5
+    rows = {(r["label"], r["key"]): r for r in status["entities"]}
+    assert rows[("user=<default>", P)]["original"] is None
+    assert rows[("user=<default>", P)]["current"] == 500.0
+    assert rows[("user=alice", P)] == {
+        "entity": {"user": "alice"},
+        "label": "user=alice",
+        "key": P,
+        "original": 800.0,
+        "current": 5.0,
+        "unlimited_override": False,
+        "drift": True,
+    }
+    assert status["drift"] == 1
+
+
+def test_metrics_count_outcomes_applies_and_factor(stack):
+    stack.post(throttle_webhook(factor=0.5))
+    stack.post(b"[]")
+    text = stack.client.get("/metrics").get_data(as_text=True)
+    assert 'kafka_volume_quota_enforcer_webhooks_total{outcome="applied"} 1.0' in text
+    assert 'kafka_volume_quota_enforcer_webhooks_total{outcome="bad_request"} 1.0' in text
+    assert 'kafka_volume_quota_enforcer_applied_factor{cluster="prod-eu-1"} 0.5' in text
+    assert 'kafka_volume_quota_enforcer_target_factor{cluster="prod-eu-1"} 0.5' in text
+    assert stack.metric("kafka_volume_quota_enforcer_applies_total", cluster="prod-eu-1") == 1
+    assert (
+        stack.metric(
+            "kafka_volume_quota_enforcer_apply_duration_seconds_count", cluster="prod-eu-1"
+        )
+        == 1
+    )
+    assert stack.client.get("/healthz").json["status"] == "ok"
+
+
+def test_one_payload_can_throttle_two_managed_clusters_independently(tmp_path):
+    stack = Stack(tmp_path, clusters=("a", "b"))
+    body = throttle_webhook(alerts=[("a", 0.5), ("b", 0.0), ("b", 0.25)], group_key="g")
+    assert stack.post(body).status_code == 200
+    assert stack.kafka["a"].values[ALICE][P] == 400.0
+    assert stack.kafka["b"].values[ALICE][P] == 1.0
+    stack.post(throttle_webhook(alerts=[("a", None), ("b", 0.25)], group_key="g"))
+    assert stack.kafka["a"].values == {ALICE: {P: 800.0}}
+    assert stack.kafka["b"].values[ALICE][P] == 200.0
+
+
+def test_alerts_in_separate_groups_combine_lowest_wins(stack):
+    stack.post(throttle_webhook(factor=0.5, group_key="g1"))
+    stack.post(throttle_webhook(factor=0.25, group_key="g2"))
+    assert stack.kafka["prod-eu-1"].values[ALICE][P] == 200.0
+    stack.post(throttle_webhook(factor=None, group_key="g2"))
+    assert stack.kafka["prod-eu-1"].values[ALICE][P] == 400.0

@@ -1,0 +1,223 @@
+"""The exporter against devcluster over TCP: real librdkafka and kafka-python, real log dirs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from devcluster.cluster import DevCluster
+from devkit.processes import wait_until
+from exporter.exporter_app import Exporter
+from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
+from kvq.settings.config import build_config
+
+P = "client.quota.callback.static."
+CAPACITY = 10_000_000
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with DevCluster(
+        brokers=3, log_dirs_per_broker=2, data_dir=tmp_path / "data", capacity_bytes=CAPACITY
+    ) as dc:
+        yield dc
+
+
+def make_exporter(cluster, **props):
+    settings = {
+        P + "kafka.admin.bootstrap.servers": cluster.bootstrap,
+        P + "storage.per.volume.limit.min.available.ratio": "0.1",
+        P + "storage.check.interval": "PT1S",
+        P + "throttle.factor.validity.duration": "PT3S",
+        P + "throttle.factor.fallback": "0.0",
+        "kvq.exporter.listen": "127.0.0.1:0",
+        "kvq.exporter.request.timeout": "PT2S",
+        **props,
+    }
+    if P + "storage.per.volume.limit.min.available.bytes" in props:
+        del settings[P + "storage.per.volume.limit.min.available.ratio"]
+    return Exporter(build_config(settings, environ={}))
+
+
+@pytest.fixture
+def exporters():
+    started: list[Exporter] = []
+    yield started
+    for exporter in started:
+        exporter.stop()
+
+
+def control(cluster, method, path, **body):
+    """Drive devcluster through its HTTP control API, as users' scripts do."""
+    response = requests.request(method, cluster.control_url + path, json=body, timeout=10)
+    assert response.ok, response.text
+    return response.json()
+
+
+def log_dir(cluster, broker, index, **fields):
+    return control(cluster, "PUT", f"/brokers/{broker}/log-dirs/{index}", **fields)
+
+
+def faults(cluster, broker, **fields):
+    return control(cluster, "PUT", f"/brokers/{broker}/faults", **fields)
+
+
+def fill_to(cluster, broker, index, available):
+    """Leave exactly `available` bytes on one log dir by pinning usable bytes."""
+    log_dir(cluster, broker, index, usable_bytes=available)
+
+
+def test_healthy_cluster_gives_factor_one_with_every_volume(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    observation = exporter.poller.poll_once()
+    assert observation.succeeded, observation.error
+    status = exporter.status()
+    assert status["throttle_factor"] == 1.0 and status["state"] == "valid"
+    assert status["active_brokers"] == 3 and status["active_log_dirs"] == 6
+    assert all(d.total_bytes == CAPACITY for d in observation.log_dirs)
+
+
+def test_a_log_dir_below_the_ratio_limit_throttles_within_one_interval(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    server = exporter.start()
+    wait_until(exporter.poller.ready.is_set, what="first observation")
+    assert exporter.status()["throttle_factor"] == 1.0
+    log_dir(cluster, 1, 0, fill_bytes=CAPACITY - 500_000)  # a real file: 5 % left
+    filled_at = time.monotonic()
+    wait_until(lambda: exporter.status()["throttle_factor"] == 0.0, timeout=5, what="throttle")
+    assert time.monotonic() - filled_at < 3.0  # one 1 s interval plus a poll, with slack
+    (violating,) = exporter.status()["violating_volumes"]
+    assert violating["broker_id"] == 1 and violating["log_dir"].endswith("logdir-0")
+    assert violating["available_ratio"] <= 0.1
+    assert server.url.startswith("http://127.0.0.1:")
+
+
+def test_limit_violated_counts_violating_volumes_per_poll_bytes_limit(cluster, exporters):
+    exporter = make_exporter(
+        cluster, **{P + "storage.per.volume.limit.min.available.bytes": "1000"}
+    )
+    exporters.append(exporter)
+    fill_to(cluster, 0, 0, 1000)  # at the limit: violates
+    fill_to(cluster, 2, 1, 999)  # below: violates
+    fill_to(cluster, 1, 1, 1001)  # just above: fine
+    exporter.poller.poll_once()
+    exporter.poller.poll_once()
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0
+    assert status["counters"]["limit_violated"] == 4
+    assert {(v["broker_id"], v["available_bytes"]) for v in status["violating_volumes"]} == {
+        (0, 1000),
+        (2, 999),
+    }
+    log_dir(cluster, 0, 0, usable_bytes=None)
+    log_dir(cluster, 2, 1, usable_bytes=None)
+    exporter.poller.poll_once()
+    assert exporter.status()["throttle_factor"] == 1.0
+    assert exporter.status()["counters"]["limit_violated"] == 4
+
+
+def test_the_proposals_validity_example_fallback_after_expiry_once_then_recovery(
+    cluster, exporters
+):
+    exporter = make_exporter(cluster)  # validity PT3S, fallback 0.0
+    exporters.append(exporter)
+    assert exporter.poller.poll_once().succeeded
+    succeeded_at = time.time()
+    faults(cluster, 2, fail_describe_log_dirs=True)
+    failed = exporter.poller.poll_once()
+    assert failed.failure_stage == STAGE_DESCRIBE_LOG_DIRS and "broker 2" in failed.error
+    assert exporter.status()["throttle_factor"] == 1.0  # still valid
+    wait_until(lambda: time.time() > succeeded_at + 3.2, what="validity to pass")
+    exporter.poller.poll_once()
+    exporter.poller.poll_once()
+    status = exporter.status()
+    assert (status["throttle_factor"], status["state"]) == (0.0, "fallback")
+    assert status["counters"]["fallback_throttle_factor_applied"] == 1
+    assert status["last_error"]["stage"] == STAGE_DESCRIBE_LOG_DIRS
+    faults(cluster, 2, clear=True)
+    assert exporter.poller.poll_once().succeeded
+    status = exporter.status()
+    assert (status["throttle_factor"], status["state"]) == (1.0, "valid")
+    assert status["counters"]["fallback_throttle_factor_applied"] == 1
+
+
+def test_broker_leaving_between_the_two_calls_fails_the_poll_then_is_cached(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    fill_to(cluster, 2, 0, 1000)  # broker 2 is full when it leaves
+    assert exporter.poller.poll_once().succeeded
+    assert exporter.status()["throttle_factor"] == 0.0
+    faults(cluster, 2, leave_before_describe_log_dirs=True)
+    failed = exporter.poller.poll_once()
+    assert failed.failure_stage == STAGE_DESCRIBE_LOG_DIRS, failed.error
+    assert 2 in failed.active_brokers and "broker 2" in failed.error
+    after = exporter.poller.poll_once()
+    assert after.succeeded and after.active_brokers == (0, 1)
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0  # broker 2's last seen full volume still counts
+    assert {c["broker_id"] for c in status["cached_log_dirs"]} == {2}
+
+
+def test_slow_broker_beyond_the_timeout_fails_the_poll_in_about_the_timeout(cluster, exporters):
+    exporter = make_exporter(cluster, **{"kvq.exporter.request.timeout": "PT1S"})
+    exporters.append(exporter)
+    assert exporter.poller.poll_once().succeeded
+    faults(cluster, 1, latency_ms=6000)
+    started = time.monotonic()
+    failed = exporter.poller.poll_once()
+    elapsed = time.monotonic() - started
+    assert not failed.succeeded
+    if failed.failure_stage == STAGE_DESCRIBE_LOG_DIRS:  # else librdkafka asked broker 1 first
+        assert "broker 1" in failed.error and "broker 0" not in failed.error
+    # the 1 s timeout ended the poll, not the 6 s broker
+    assert elapsed < 4.5, f"poll took {elapsed:.2f}s: the slow broker held it up"
+
+
+def test_log_dir_error_and_pre_kip827_broker_are_unusable_not_violating(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    faults(cluster, 0, log_dir_error={"index": 1, "code": 56})
+    faults(cluster, 2, max_describe_log_dirs_version=3)
+    observation = exporter.poller.poll_once()
+    assert observation.succeeded, observation.error
+    status = exporter.status()
+    assert status["throttle_factor"] == 1.0
+    reasons = sorted((d["broker_id"], d["reason"]) for d in status["unusable_log_dirs"])
+    assert reasons == [(0, "error"), (2, "no_kip827"), (2, "no_kip827")]
+    assert status["active_log_dirs"] == 3
+
+
+def test_mixed_versions_each_broker_is_asked_at_its_own_version(cluster, exporters):
+    """Bootstrapping from a pre-KIP-827 broker must not blind the exporter to the others."""
+    old_broker = f"127.0.0.1:{cluster.broker_ports[0]}"
+    exporter = make_exporter(cluster, **{P + "kafka.admin.bootstrap.servers": old_broker})
+    exporters.append(exporter)
+    faults(cluster, 0, max_describe_log_dirs_version=3)
+    fill_to(cluster, 1, 0, 1000)
+    observation = exporter.poller.poll_once()
+    assert observation.succeeded, observation.error
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0
+    assert [v["broker_id"] for v in status["violating_volumes"]] == [1]
+    assert {d["broker_id"] for d in status["unusable_log_dirs"]} == {0}
+
+
+def test_a_broker_joining_later_is_found_by_refreshing_the_metadata(cluster, exporters):
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    control(cluster, "POST", "/brokers/2/stop")
+    first = exporter.poller.poll_once()
+    assert first.succeeded and first.active_brokers == (0, 1), first.error
+    control(cluster, "POST", "/brokers/2/start")
+    polls = []
+    wait_until(
+        lambda: polls.append(exporter.poller.poll_once()) or polls[-1].active_brokers == (0, 1, 2),
+        what="broker 2 in the active set",
+    )
+    joined = polls[-1]  # the first poll that sees broker 2 already describes its log dirs
+    assert joined.succeeded, joined.error
+    assert {d.broker_id for d in joined.log_dirs} == {0, 1, 2}

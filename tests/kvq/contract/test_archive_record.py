@@ -1,0 +1,45 @@
+"""Archive lines: one JSON object per poll, read back exactly by the backfill."""
+
+import json
+
+import pytest
+
+from kvq.contract.archive_record import SCHEMA_VERSION, ArchiveRecordError, from_line, to_line
+from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.volume import LogDir
+
+
+def test_success_round_trips_as_one_line():
+    observation = Observation(
+        1763820000.25, (0, 1), (LogDir(0, "/d/0", 1000, 400), LogDir(1, "/d/1", -1, -1, 56))
+    )
+    line = to_line(observation, "prod")
+    assert line.endswith("\n") and line.count("\n") == 1
+    record = json.loads(line)
+    assert record["schema"] == SCHEMA_VERSION and record["outcome"] == "success"
+    assert from_line(line) == ("prod", observation)
+
+
+def test_failure_keeps_stage_error_and_what_was_seen():
+    observation = Observation.failed(
+        5.0, STAGE_DESCRIBE_LOG_DIRS, "broker 2: timeout", active_brokers=(1, 2)
+    )
+    cluster, back = from_line(to_line(observation, "c"))
+    assert back == observation and not back.succeeded
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "not JSON"),
+        ("[]", "JSON object"),
+        ('{"schema": 2}', "schema must be 1"),
+        ('{"schema": 1, "outcome": "maybe", "time": 1}', "outcome must be"),
+        ('{"schema": 1, "outcome": "success"}', "missing field"),
+        ('{"schema": 1, "outcome": "failure", "time": 1}', "failure_stage"),
+        ('{"schema": 1, "outcome": "success", "time": 1, "log_dirs": [{"path": "/a"}]}', "field"),
+    ],
+)
+def test_bad_lines_say_what_is_wrong(line, message):
+    with pytest.raises(ArchiveRecordError, match=message):
+        from_line(line)

@@ -1,0 +1,197 @@
+"""Configuration: the proposal's keys verbatim, kvq.* settings, errors that say what is allowed."""
+
+from datetime import timedelta
+
+import pytest
+
+from kvq.model.limits import (
+    MIN_AVAILABLE_BYTES,
+    MIN_AVAILABLE_RATIO,
+    MinAvailableBytes,
+    MinAvailableRatio,
+)
+from kvq.settings.config import (
+    BOOTSTRAP_SERVERS,
+    CHECK_INTERVAL,
+    EXCLUDED,
+    FALLBACK,
+    OLD_CHECK_INTERVAL,
+    VALIDITY,
+    ConfigError,
+    build_config,
+    load_config,
+)
+
+P = "client.quota.callback.static."
+BASE = {BOOTSTRAP_SERVERS: "k0:9092,k1:9092", MIN_AVAILABLE_RATIO: "0.05"}
+
+
+def config(**extra):
+    return build_config({**BASE, **extra})
+
+
+def errors_of(props, environ=None):
+    with pytest.raises(ConfigError) as info:
+        build_config(props, environ=environ or {})
+    return info.value.errors
+
+
+def test_strimzi_broker_lines_paste_unchanged(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "client.quota.callback.class=io.strimzi.kafka.quotas.StaticQuotaCallback\n"
+        f"{P}produce=1000000\n{P}fetch=2000000\n{P}request=40.5\n"
+        f"{P}excluded.principal.name.list=User:CN=replicator,O=acme;User:admin\n"
+        f"{P}kafka.admin.bootstrap.servers=kafka-0:9091\n"
+        f"{P}kafka.admin.security.protocol=SSL\n"
+        f"{P}storage.per.volume.limit.min.available.bytes=1000000000\n"
+        f"{P}storage.check.interval=PT30S\n"
+        f"{P}throttle.factor.fallback=0.0\n"
+        f"{P}throttle.factor.validity.duration=PT2M\n"
+    )
+    cfg = load_config(path, environ={})
+    assert cfg.bootstrap_servers == "kafka-0:9091"
+    assert cfg.admin_properties == {
+        "bootstrap.servers": "kafka-0:9091",
+        "security.protocol": "SSL",
+    }
+    assert cfg.limit == MinAvailableBytes(1_000_000_000)
+    assert cfg.check_interval == timedelta(seconds=30)
+    assert cfg.validity == timedelta(minutes=2)
+    assert cfg.fallback_factor == 0.0
+    assert (cfg.produce, cfg.fetch, cfg.request) == (1_000_000, 2_000_000, 40.5)
+    assert cfg.excluded_principals == ("User:CN=replicator,O=acme", "User:admin")
+    assert cfg.warnings == ()
+
+
+def test_defaults_follow_the_proposal():
+    cfg = config()
+    assert cfg.check_interval == timedelta(minutes=1)
+    assert cfg.validity == timedelta(minutes=5)
+    assert cfg.fallback_factor == 1.0
+    assert cfg.limit == MinAvailableRatio(0.05)
+    assert (cfg.produce, cfg.fetch, cfg.request) == (None, None, None)
+    assert cfg.cluster_name == "kafka"
+    assert cfg.setting("kvq.exporter.listen") == ("127.0.0.1", 9898)
+
+
+def test_zero_interval_disables_polling():
+    assert config(**{CHECK_INTERVAL: "PT0S"}).check_interval == timedelta(0)
+
+
+def test_old_plugin_interval_in_seconds_is_accepted_with_a_deprecation_warning():
+    cfg = config(**{OLD_CHECK_INTERVAL: "30"})
+    assert cfg.check_interval == timedelta(seconds=30)
+    assert any("deprecated" in w and "PT30S" in w for w in cfg.warnings)
+
+
+def test_both_interval_properties_is_an_error_naming_both():
+    (error,) = errors_of({**BASE, OLD_CHECK_INTERVAL: "30", CHECK_INTERVAL: "PT30S"})
+    assert OLD_CHECK_INTERVAL in error and CHECK_INTERVAL in error
+
+
+@pytest.mark.parametrize("limits", [{}, {MIN_AVAILABLE_BYTES: "5", MIN_AVAILABLE_RATIO: "0.05"}])
+def test_zero_or_two_limits_is_an_error_naming_both_properties(limits):
+    props = {BOOTSTRAP_SERVERS: "k:9092", **limits}
+    (error,) = errors_of(props)
+    assert MIN_AVAILABLE_BYTES in error and MIN_AVAILABLE_RATIO in error
+    assert ("both are set" if limits else "neither is set") in error
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        (MIN_AVAILABLE_BYTES, "0", "greater than 0"),
+        (MIN_AVAILABLE_BYTES, "1.5", "whole number"),
+        (MIN_AVAILABLE_BYTES, str(2**63), "Java long"),
+        (MIN_AVAILABLE_RATIO, "0", "between 0.0 and 1.0"),
+        (MIN_AVAILABLE_RATIO, "1", "between 0.0 and 1.0"),
+        (MIN_AVAILABLE_RATIO, "five", "must be a number"),
+        (FALLBACK, "1.5", "from 0.0 to 1.0"),
+        (FALLBACK, "-0.1", "from 0.0 to 1.0"),
+        (FALLBACK, "nan", "finite"),
+        (VALIDITY, "5m", "ISO 8601"),
+        (VALIDITY, "PT0S", "positive"),
+        (CHECK_INTERVAL, "P1M", "no fixed length"),
+        (OLD_CHECK_INTERVAL, "-1", "whole number of seconds"),
+        (P + "produce", "0", "greater than 0"),
+        (P + "request", "-3", "greater than 0"),
+        (EXCLUDED, "admin;User:b", "'User:<name>'"),
+        ("kvq.cluster.name", "bad name!", "A-Z a-z 0-9"),
+        ("kvq.exporter.listen", "9898", "HOST:PORT"),
+        ("kvq.enforcer.dry.run", "maybe", "true or false"),
+    ],
+)
+def test_bad_values_name_the_property_the_value_and_what_is_allowed(key, value, allowed):
+    props = {**BASE, key: value}
+    if key == MIN_AVAILABLE_BYTES:
+        del props[MIN_AVAILABLE_RATIO]
+    (error,) = errors_of(props)
+    assert error.startswith(f"{key}={value}")
+    assert allowed in error
+
+
+def test_missing_bootstrap_servers_is_required():
+    (error,) = errors_of({MIN_AVAILABLE_RATIO: "0.05"})
+    assert BOOTSTRAP_SERVERS in error and "required" in error
+
+
+def test_every_error_is_reported_at_once():
+    errors = errors_of({FALLBACK: "2", VALIDITY: "x", "kvq.nope": "1"})
+    assert len(errors) == 5  # bootstrap, limit, fallback, validity, unknown kvq key
+
+
+def test_unknown_kvq_setting_is_an_error_but_unknown_plugin_key_a_warning():
+    (error,) = errors_of({**BASE, "kvq.exporter.lisen": "x"})
+    assert "kvq.exporter.lisen is not a known setting" in error
+    cfg = config(**{P + "storage.chek.interval": "PT1M"})
+    assert any("storage.chek.interval" in w and "ignored" in w for w in cfg.warnings)
+
+
+def test_removed_soft_and_hard_limits_are_ignored_with_a_warning():
+    cfg = config(**{P + "storage.soft": "100", P + "storage.hard": "200"})
+    assert sum("removed aggregate soft/hard limits" in w for w in cfg.warnings) == 2
+
+
+def test_excluded_principals_may_contain_commas_and_empty_entries_are_ignored():
+    cfg = config(**{EXCLUDED: "User:CN=a,OU=b,O=c; ;User:d;"})
+    assert cfg.excluded_principals == ("User:CN=a,OU=b,O=c", "User:d")
+
+
+def test_environment_variables_supply_secrets_and_are_masked():
+    jaas = P + "kafka.admin.sasl.jaas.config"
+    cfg = build_config(
+        {**BASE, jaas: 'PlainLoginModule required username="u" password="${env:KAFKA_PW}";'},
+        environ={"KAFKA_PW": "s3cret"},
+    )
+    assert cfg.admin_properties["sasl.jaas.config"].endswith('password="s3cret";')
+    shown = dict(cfg.effective())
+    assert shown[jaas] == "********"
+    assert "s3cret" not in repr(cfg.effective())
+
+
+def test_unset_environment_variable_is_named():
+    (error,) = errors_of({**BASE, P + "kafka.admin.sasl.password": "${env:NOPE}"})
+    assert "NOPE" in error and "not set" in error
+
+
+def test_secret_is_masked_in_error_messages_too():
+    (error,) = errors_of({**BASE, "kvq.enforcer.auth.bearer.token.file": " "})
+    assert error == "kvq.enforcer.auth.bearer.token.file=********: must not be empty"
+
+
+def test_flag_overrides_win_and_a_limit_override_replaces_the_other_limit(tmp_path):
+    path = tmp_path / "c.properties"
+    path.write_text(f"{BOOTSTRAP_SERVERS}=k:9092\n{MIN_AVAILABLE_BYTES}=100\nkvq.cluster.name=a\n")
+    cfg = load_config(path, {"kvq.cluster.name": "b", MIN_AVAILABLE_RATIO: "0.2"}, environ={})
+    assert cfg.cluster_name == "b"
+    assert cfg.limit == MinAvailableRatio(0.2)
+
+
+def test_effective_configuration_lists_defaults():
+    shown = dict(config().effective())
+    assert shown[VALIDITY] == "PT5M"
+    assert shown[CHECK_INTERVAL] == "PT1M"
+    assert shown[FALLBACK] == "1.0"
+    assert shown["kvq.cluster.name"] == "kafka"
+    assert shown[P + "produce"] == "unlimited"

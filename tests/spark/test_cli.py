@@ -1,0 +1,73 @@
+"""kvq-backfill refuses bad input with a message naming the value and what is allowed (exit 2),
+before starting Spark, and --help teaches the whole workflow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from devkit.archive_generator import write_config
+from kvq.model.limits import MIN_AVAILABLE_RATIO
+from spark.cli import main
+
+
+@pytest.fixture
+def archive(tmp_path):
+    path = tmp_path / "archive" / "kafka" / "2026-01-01" / "00.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    return tmp_path / "archive"
+
+
+def run(tmp_path, archive, *extra):
+    config = write_config(tmp_path / "kvq.properties")
+    base = ["--archive", str(archive), "--config", str(config), "--output", str(tmp_path / "o")]
+    return main([*base, *extra])
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--step", "PT0.5S"], "whole number of seconds"),
+        (["--step", "P1M"], "years and months"),
+        (["--step", "soon"], "not an ISO 8601 duration"),
+        (["--start", "yesterday"], "not an ISO 8601 time"),
+        (["--start", "2026-02-01", "--end", "2026-01-01"], "is after --end"),
+        (["--set", f"{MIN_AVAILABLE_RATIO}=0.1"], "--scenario NAME"),
+        (["--scenario", "what if", "--set", "a=b"], "must start with a letter or digit"),
+        (["--scenario", "s1", "--set", "novalue"], "must be KEY=VALUE"),
+        (["--max-bad-lines", "-1"], "0 or more"),
+    ],
+)
+def test_bad_flags_are_named(tmp_path, archive, capsys, flags, message):
+    assert run(tmp_path, archive, *flags) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_scenario_value_is_a_config_error_naming_the_property(tmp_path, archive, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run(tmp_path, archive, "--scenario", "s1", "--set", f"{MIN_AVAILABLE_RATIO}=1.5")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert MIN_AVAILABLE_RATIO in err and "between 0.0 and 1.0" in err
+
+
+def test_missing_or_empty_archive(tmp_path, capsys):
+    assert run(tmp_path, tmp_path / "nowhere") == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    assert run(tmp_path, tmp_path / "empty") == 2
+    assert "*.jsonl or *.jsonl.gz" in capsys.readouterr().err
+
+
+def test_help_teaches_the_workflow_and_the_retention_pitfall():
+    result = subprocess.run(
+        [sys.executable, "-m", "spark.cli", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    for needle in ("--scenario", "spark-submit", "--prometheus-url", "retention", "promtool"):
+        assert needle in result.stdout

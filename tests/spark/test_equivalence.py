@@ -1,0 +1,171 @@
+"""The Spark job publishes exactly what the exporter's own policy core (the plain-Python replay)
+publishes for the same archive: every family, series, timestamp and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import responses
+
+from devkit.archive_generator import ArchivePlan, generate, write_config
+from devkit.python_replay import read_archive, replay
+from kvq.contract.archive_record import to_line
+from kvq.model.limits import MIN_AVAILABLE_BYTES
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.volume import LogDir
+from kvq.settings.config import load_config
+from spark.evaluation_grid import EvaluationGrid
+from spark.job import BackfillRequest, run
+from spark.metric_catalog import catalog
+from spark.openmetrics_text import read_openmetrics, write_openmetrics
+from spark.session import spark_session
+
+NS = "kafka_volume_quota_"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    return spark_session()
+
+
+def backfill_both(archive, config, output, step, start=None, end=None, scenario=None, gaps=None):
+    """(Spark samples, replay samples) as {(name, labels): {time: value}}."""
+    url = "http://prometheus.test" if gaps else None
+    request = BackfillRequest(
+        archive, config, output, step, start, end, scenario, prometheus_url=url
+    )
+    result = run(request, lambda message: None)
+    contents = read_archive(archive, config.cluster_name)
+    observations = contents.observations
+    grid = EvaluationGrid.over(observations[0].time, observations[-1].time, step, start, end)
+    if gaps:
+        grid = grid.only(gaps)
+    reference = output / "replay.om"
+    write_openmetrics(
+        reference, catalog(config.limit), replay(observations, config, grid, scenario)
+    )
+    return read_openmetrics(result.openmetrics), read_openmetrics(reference), result
+
+
+def assert_same(spark_series, replay_series):
+    assert sorted(spark_series) == sorted(replay_series)
+    for key, samples in replay_series.items():
+        assert spark_series[key] == samples, key
+
+
+def last_value(series, name, labels='{cluster="kafka"}'):
+    samples = series[(NS + name, labels)]
+    return samples[max(samples)]
+
+
+def peak(series, name, labels='{cluster="kafka"}'):
+    return max(series[(NS + name, labels)].values())
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("generated")
+    generate(ArchivePlan(brokers=3, dirs_per_broker=2, hours=4), root / "archive")
+    return root
+
+
+def test_generated_history_matches_the_policy_core(spark, generated, tmp_path):
+    config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
+    got, expected, result = backfill_both(generated / "archive", config, tmp_path / "out", 60)
+    # the archive exercises every rule: violations, fallback, cache + eviction, unusable dirs
+    assert last_value(expected, "limit_violated_total") > 0
+    assert 0.0 in expected[(NS + "throttle_factor", '{cluster="kafka"}')].values()
+    assert last_value(expected, "fallback_throttle_factor_applied_total") == 1
+    assert 0.5 in expected[(NS + "throttle_factor", '{cluster="kafka"}')].values()
+    assert peak(expected, "cached_log_dirs") == 2
+    assert last_value(expected, "log_dir_evictions_total") == 2
+    assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="error"}') == 1
+    assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="no_kip827"}') == 1
+    assert result.bad_lines == 3
+    assert_same(got, expected)
+
+
+def test_scenario_with_another_limit_over_a_sub_range(spark, generated, tmp_path):
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.05),
+        {MIN_AVAILABLE_BYTES: "400000000000"},
+    )
+    start, end = 1_763_596_800.0 + 3600, 1_763_596_800.0 + 3 * 3600
+    got, expected, _ = backfill_both(
+        generated / "archive", config, tmp_path / "out", 30, start, end, scenario="bytes400g"
+    )
+    assert all('scenario="bytes400g"' in labels for _, labels in got)
+    times = {t for series in got.values() for t in series}
+    assert min(times) == start and max(times) == end
+    assert (NS + "limit_bytes", '{cluster="kafka",scenario="bytes400g"}') in got
+    assert_same(got, expected)
+
+
+def write_lines(path: Path, observations: list[Observation]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(to_line(o, "kafka") for o in observations))
+
+
+def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
+    """Exact boundaries: expiry at equality, cache age == validity, observation at a grid time,
+    equal timestamps, a fallback before the first success, unusable dirs never cached."""
+    d0, d1 = "/data/0", "/data/1"
+    bad_cluster, bad_dirs = STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
+    full = LogDir(1, d0, 1000, 10)
+    rows = [
+        Observation.failed(700, bad_cluster, "x"),
+        Observation.failed(760, bad_dirs, "x", active_brokers=(0, 1)),
+        Observation.failed(850, bad_cluster, "x"),  # 850 > 700 + 120: fallback before success
+        Observation(1000, (0, 1), (LogDir(0, d0, 1000, 500), full, LogDir(1, d1, 1000, 5, 56))),
+        Observation(1060, (0,), (LogDir(0, d0, 1000, 400),)),  # broker 1 cached
+        Observation(1120, (0,), (LogDir(0, d0, 1000, 400),)),  # age == validity: still cached
+        Observation(1150, (0,), (LogDir(0, d0, 1000, 400),)),  # evicted
+        Observation.failed(1180, bad_cluster, "x"),
+        Observation.failed(1270, bad_dirs, "x", active_brokers=(0, 1)),  # == expiry: no fallback
+        Observation.failed(1300, bad_cluster, "x"),  # fallback
+        Observation(1330, (0,), (LogDir(0, d0, 1000, 100),)),  # violates (10%)
+        Observation.failed(1330, bad_dirs, "x", active_brokers=(0, 1, 2)),  # same time
+        Observation(1450, (0,), (LogDir(0, d0, 1000, 400),)),  # exactly at expiry: valid
+        Observation(1460, (0, 1), (LogDir(0, d0, 1000, 400), LogDir(1, d0, 1000, 600))),
+        Observation(1470, (0, 1), (LogDir(0, d0, 1000, 400), LogDir(1, d0, -1, -1))),
+        Observation(1480, (0,), (LogDir(0, d0, 1000, 400),)),  # unusable before: not cached
+    ]
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.2, validity="PT2M", fallback=0.25)
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 10)
+    factor = expected[(NS + "throttle_factor", '{cluster="kafka"}')]
+    assert (
+        factor[850] == 0.25 and factor[1000] == 0.0 and factor[1340] == 0.0 and factor[1450] == 1.0
+    )
+    assert last_value(expected, "fallback_throttle_factor_applied_total") == 2
+    assert last_value(expected, "log_dir_evictions_total") == 1
+    assert expected[(NS + "cached_log_dirs", '{cluster="kafka"}')][1120] == 1
+    assert expected[(NS + "active_brokers", '{cluster="kafka"}')][1330] == 3
+    assert_same(got, expected)
+
+
+@responses.activate
+def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_path):
+    config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
+    first = 1_763_596_800 // 60 + 1
+    held = [60 * k for k in range(first, first + 240) if not 60 <= k - first < 100]
+    responses.get(
+        "http://prometheus.test/api/v1/query_range",
+        json={
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [{"metric": {}, "values": [[t, "1"] for t in held]}],
+            },
+        },
+    )
+    gap = (first + 60, first + 99)
+    got, expected, _ = backfill_both(
+        generated / "archive", config, tmp_path / "out", 60, gaps=[gap]
+    )
+    times = sorted({t for series in got.values() for t in series})
+    assert times == [60 * k for k in range(gap[0], gap[1] + 1)]
+    assert_same(got, expected)

@@ -1,1 +1,0 @@
-"""Helpers the tests share: free ports, readiness waits, processes that are always stopped."""

@@ -1,0 +1,107 @@
+"""End to end: devcluster, exporter, Prometheus, Alertmanager and the enforcer, all real processes.
+
+The demo's scenario with every step asserted, plus restarts of Alertmanager and of the enforcer
+while throttled, and duplicate notifications that must not change Kafka again.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo import scenario
+from demo.stack import DemoStack
+from devkit.processes import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def stack(tmp_path):
+    with DemoStack(tmp_path / "stack") as running:
+        yield running
+
+
+def webhooks_received(stack: DemoStack) -> float:
+    text = requests.get(stack.enforcer_url + "/metrics", timeout=5).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "kafka_volume_quota_enforcer_webhooks"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def alter_calls(stack: DemoStack) -> int:
+    return stack.control.requests()["total"].get("AlterClientQuotas", 0)
+
+
+def throttle(stack: DemoStack) -> dict:
+    """Set quotas, fill a log dir below the limit, wait until Kafka's quotas are throttled."""
+    before = scenario.set_initial_quotas(stack)
+    stack.control.set_log_dir(1, 0, usable_bytes=1_000)
+    wait_until(lambda: scenario.throttled(stack.quotas(), before), 30, what="throttled quotas")
+    return before
+
+
+def free_and_wait_for_restore(stack: DemoStack, before: dict) -> None:
+    stack.control.set_log_dir(1, 0, usable_bytes=None)
+    wait_until(lambda: stack.quotas() == before, 30, what="quotas restored exactly")
+
+
+def test_full_volume_throttles_every_quota_and_freeing_it_restores_them_exactly(stack):
+    timeline = scenario.Timeline()
+    outcome = scenario.run(stack, timeline, log=lambda _: None)
+    labels = [label for _, label in timeline.events]
+    assert labels == [
+        scenario.CROSSED,
+        scenario.SEEN,
+        scenario.FIRED,
+        scenario.APPLIED,
+        scenario.FREED,
+        scenario.RECOVERED,
+        scenario.RESOLVED,
+        scenario.RESTORED,
+    ]
+    assert outcome.restored == outcome.before  # byte for byte, nothing left behind
+    throttled = outcome.throttled
+    for entity, value in scenario.INITIAL_QUOTAS.items():
+        assert outcome.before[entity]["producer_byte_rate"] == value
+        assert throttled[entity]["producer_byte_rate"] == 1.0  # factor 0 clamps to 1 byte/s
+    assert throttled[(("user", None),)]["producer_byte_rate"] == 1.0  # the default user too
+    replicator = throttled[(("user", "replicator"),)]["producer_byte_rate"]
+    assert replicator >= stack.produce  # the excluded principal stays unthrottled
+    assert (("user", None),) not in outcome.restored and (("user", "replicator"),) not in (
+        outcome.restored
+    )
+    assert outcome.detect_to_enforce_seconds > 0
+    alert = stack.prometheus.alerts()
+    assert not [a for a in alert if a["labels"]["alertname"] == scenario.ALERT]
+
+
+def test_alertmanager_restart_and_duplicate_notifications_change_nothing(stack):
+    before = throttle(stack)
+    changes = alter_calls(stack)
+    received = webhooks_received(stack)
+    stack.alertmanager.stop()
+    # A replaced Alertmanager (same port, its notification log lost) gets the firing alert again
+    # from Prometheus and notifies the enforcer again: a duplicate that must change nothing.
+    stack.start_alertmanager(fresh_storage=True)
+    wait_until(lambda: webhooks_received(stack) > received, 30, what="a repeated notification")
+    assert alter_calls(stack) == changes
+    assert scenario.throttled(stack.quotas(), before)
+    free_and_wait_for_restore(stack, before)
+
+
+def test_enforcer_killed_while_throttled_restores_everything_after_restart(stack):
+    before = throttle(stack)
+    stack.processes["enforcer"].signal(signal.SIGKILL)
+    stack.processes["enforcer"].proc.wait(10)
+    stack.stop_enforcer()
+    stack.start_enforcer()  # same port and journal
+    free_and_wait_for_restore(stack, before)
+    assert alter_calls(stack) > 0
