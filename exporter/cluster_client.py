@@ -52,6 +52,8 @@ class KafkaClusterClient:
 
     def active_brokers(self) -> list[Broker]:
         """DescribeCluster: the brokers currently in the active set."""
+        if self._librdkafka is None:
+            raise ClusterError("the cluster client is closed")
         try:
             future = self._librdkafka.describe_cluster(request_timeout=self.timeout_seconds)
             description = future.result(timeout=self.timeout_seconds + 1)
@@ -136,7 +138,10 @@ class KafkaClusterClient:
         return version
 
     def close(self) -> None:
+        """Close both clients; librdkafka has no close(): dropping the last reference destroys
+        the handle and joins its threads (otherwise it reconnects to stopped brokers for ever)."""
         self._session.close()
+        self._librdkafka = None
 
 
 def _remaining_ms(deadline: float) -> int:

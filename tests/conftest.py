@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +51,29 @@ def admin(dc):
     client = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
     yield client
     client.close()
+
+
+@pytest.fixture
+def mount_tmpfs() -> Iterator[Callable[..., None]]:
+    """Factory: ``mount_tmpfs(path, size="8m")`` mounts a real tmpfs (a small real disk) at
+    ``path``; every mount is undone at teardown. Mounting needs root: CI and these machines run
+    as root, so there a non-root run is an error; elsewhere the test is skipped, saying why."""
+    if os.geteuid() != 0:
+        reason = "mounts a real tmpfs, which needs root (CI runs as root)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    mounted: list[Path] = []
+
+    def mount(path: Path, size: str = "8m") -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True
+        )
+        mounted.append(path)
+
+    try:
+        yield mount
+    finally:
+        for path in reversed(mounted):
+            subprocess.run(["umount", "-l", str(path)], check=False)

@@ -1,7 +1,6 @@
 """LogDir: sizes measured like Kafka (statvfs), virtual capacities, pins, real fill files."""
 
 import os
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -130,16 +129,11 @@ def test_partition_directories_with_their_sizes(tmp_path):
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-    """A real 8 MiB tmpfs mounted where a log dir will be (needs root, as on these machines)."""
-    assert os.geteuid() == 0, "this test mounts a real tmpfs: run the tests as root, as CI does"
+def tmpfs(tmp_path, mount_tmpfs):
+    """A real 8 MiB tmpfs mounted where a log dir will be."""
     mount_point = tmp_path / "broker-0" / "logdir-0"
-    mount_point.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)], check=True)
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    mount_tmpfs(mount_point, "8m")
+    return mount_point
 
 
 def test_a_tmpfs_log_dir_reports_its_real_numbers_through_the_wire(tmpfs, tmp_path):

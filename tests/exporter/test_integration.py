@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -221,3 +222,21 @@ def test_a_broker_joining_later_is_found_by_refreshing_the_metadata(cluster, exp
     joined = polls[-1]  # the first poll that sees broker 2 already describes its log dirs
     assert joined.succeeded, joined.error
     assert {d.broker_id for d in joined.log_dirs} == {0, 1, 2}
+
+
+def _librdkafka_threads() -> int:
+    """librdkafka's native threads in this process (named rdk:main, rdk:broker..., ...)."""
+    tasks = Path("/proc/self/task")
+    return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().startswith("rdk:"))
+
+
+def test_stop_destroys_the_librdkafka_client(cluster):
+    """A stopped exporter leaves no librdkafka client reconnecting to stopped brokers."""
+    before = _librdkafka_threads()
+    exporter = make_exporter(cluster)
+    try:
+        assert exporter.poller.poll_once().succeeded
+        assert _librdkafka_threads() > before
+    finally:
+        exporter.stop()
+    assert _librdkafka_threads() == before
