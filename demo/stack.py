@@ -126,27 +126,24 @@ class DemoStack:
         return path
 
     def start_exporter(self) -> None:
-        port = free_port()
-        self.exporter_address = f"127.0.0.1:{port}"
+        self.exporter_address = self._start_app("exporter", free_port(), "/ready")
         self.exporter_url = f"http://{self.exporter_address}"
-        self._process(
-            "exporter",
-            [sys.executable, "-m", "exporter.cli", "--config", str(self.config_path),
-             "--listen", self.exporter_address],
-        )  # fmt: skip
-        wait_until(lambda: http_ok(self.exporter_url + "/ready"), timeout=30, what="exporter")
 
     def start_enforcer(self) -> None:
-        port = getattr(self, "enforcer_port", None) or free_port()
-        self.enforcer_port = port
-        self.enforcer_address = f"127.0.0.1:{port}"
+        """Start the enforcer (again on the same port when it was started before)."""
+        self.enforcer_port = getattr(self, "enforcer_port", None) or free_port()
+        self.enforcer_address = self._start_app("enforcer", self.enforcer_port, "/healthz")
         self.enforcer_url = f"http://{self.enforcer_address}"
-        self._process(
-            "enforcer",
-            [sys.executable, "-m", "enforcer.cli", "--config", str(self.config_path),
-             "--listen", self.enforcer_address],
-        )  # fmt: skip
-        wait_until(lambda: http_ok(self.enforcer_url + "/healthz"), timeout=30, what="enforcer")
+
+    def _start_app(self, name: str, port: int, ready_path: str) -> str:
+        """Run `python -m <name>.cli` on this stack's config at 127.0.0.1:port until it is ready;
+        returns its address."""
+        address = f"127.0.0.1:{port}"
+        argv = [sys.executable, "-m", f"{name}.cli", "--config", str(self.config_path)]
+        self._process(name, [*argv, "--listen", address])
+        url = f"http://{address}{ready_path}"
+        wait_until(lambda: http_ok(url), timeout=30, what=name)
+        return address
 
     def stop_enforcer(self) -> None:
         self.processes.pop("enforcer").stop()
