@@ -264,7 +264,10 @@ def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
             _Entry(
                 error_code=r.error_code,
                 error_message=r.error_message,
-                entity=[_Entry.EntityData(entity_type=t, entity_name=n) for t, n in r.entity],
+                entity=[
+                    _Entry.EntityData(entity_type=t, entity_name=n)
+                    for t, n in q.java_order(r.entity)
+                ],
             )
             for r in results
         ],

@@ -7,9 +7,14 @@ An *entity* is a mapping of entity type (``user``, ``client-id``, ``ip``) to a n
 Kafka behaviour reproduced here (and relied upon by the tests):
 - AlterClientQuotas validates every entry on its own; an invalid entry gets INVALID_REQUEST with
   Kafka's message and changes nothing, the valid entries of the same request are applied.
+- An entry's entity is read into a map: a type named twice keeps its last name.
 - Keys: ``producer_byte_rate``, ``consumer_byte_rate`` (long), ``request_percentage``,
   ``controller_mutation_rate`` (double) for user / client-id entities; ``connection_creation_rate``
-  (int) for ip entities. A value <= 0 or a fractional value for an integral key is rejected.
+  (int) for ip entities. ``value <= 0`` is rejected; for an integral key, a value above the type's
+  maximum (compared in double: 2^63 - 1 passes) or with a fraction over 1e-6. NaN passes every
+  check and is stored. Removals are never validated.
+- One record per changed value or removed stored key; more than 10,000 records fail the whole
+  request with POLICY_VIOLATION on every entry, nothing applied.
 - Removing a key that is not set is a no-op; an entity without keys disappears.
 - ``validate_only`` validates and reports, but stores nothing.
 - DescribeClientQuotas filter: exact name, default (null) name, or "specified" (any entity that
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -35,6 +41,7 @@ NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 
 MATCH_EXACT = 0
 MATCH_DEFAULT = 1
@@ -48,7 +55,13 @@ USER_CLIENT_KEYS = {
     "controller_mutation_rate": _DOUBLE,
 }
 IP_KEYS = {"connection_creation_rate": _INT}
-_LIMITS = {_LONG: 2**63 - 1, _INT: 2**31 - 1}
+_LIMITS = {_LONG: float(2**63 - 1), _INT: float(2**31 - 1)}  # Java widens them to double
+# The order of entity types in the HashMap Kafka reads an entity into (buckets of a 4-slot table).
+_JAVA_MAP_ORDER = {CLIENT_ID: (0, ""), USER: (1, ""), IP: (3, "")}
+
+# QuorumController.MAX_RECORDS_PER_USER_OP: records one AlterClientQuotas may produce.
+MAX_RECORDS_PER_USER_OP = 10_000
+POLICY_VIOLATION_MESSAGE = "Request parameters do not satisfy the configured policy."
 
 # An entity as a hashable value: sorted (type, name) pairs.
 Entity = tuple[tuple[str, str | None], ...]
@@ -64,11 +77,6 @@ def _type_order(entity_type: str) -> tuple[int, str]:
         return ENTITY_TYPES.index(entity_type), entity_type
     except ValueError:
         return len(ENTITY_TYPES), entity_type
-
-
-def entity_label(entity: Entity) -> str:
-    """Kafka's own rendering, e.g. ``user=alice,client-id=<default>``."""
-    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
 
 
 @dataclass(frozen=True)
@@ -124,57 +132,65 @@ class QuotaStore:
 
     # ---- AlterClientQuotas -------------------------------------------------------------------
     def alter(self, alterations: Iterable[Alteration], validate_only: bool = False) -> list[Result]:
-        """Validate and (unless validate_only) apply; one result per distinct entity, in order."""
+        """Validate and (unless validate_only) apply; one result per distinct entity, in order.
+
+        As the controller does, the records (one per changed or removed pair) go into a list
+        bounded at ``MAX_RECORDS_PER_USER_OP``: one more fails the whole request, every entry
+        answered POLICY_VIOLATION and nothing applied (``validate_only`` too)."""
+        alterations = list(alterations)
         with self._lock:
             results: dict[Entity, Result] = {}
-            changes: list[tuple[Entity, str, float | None]] = []
+            records: list[tuple[Entity, str, float | None]] = []
             for alt in alterations:
-                key = entity_key(alt.entity)
-                if key in results:
-                    results[key] = Result(
-                        alt.entity, INVALID_REQUEST, f"Ignoring duplicate entity {_render(alt)}"
-                    )
+                key = entity_key(dict(alt.entity))  # read into a map: the last name of a type wins
+                keys = [op.key for op in alt.ops]
+                if key in results or len(set(keys)) < len(keys):
+                    # Kafka records "Duplicate quota key" for a repeated key, then overwrites it
+                    # with this message, since the entity now has a result.
+                    message = f"Ignoring duplicate entity {java_entity(key)}"
+                    results[key] = Result(key, INVALID_REQUEST, message)
                     continue
-                error, entity_changes = self._check(alt)
-                if error is None:
-                    results[key] = Result(alt.entity)
-                    changes.extend((key, k, v) for k, v in entity_changes)
-                else:
-                    results[key] = Result(alt.entity, INVALID_REQUEST, error)
-            if not validate_only and changes:
-                for key, quota_key, value in changes:
+                error, entity_records = self._check(key, alt.ops)
+                if error is not None:
+                    results[key] = Result(key, INVALID_REQUEST, error)
+                    continue
+                if len(records) + len(entity_records) > MAX_RECORDS_PER_USER_OP:
+                    return [
+                        Result(alt.entity, POLICY_VIOLATION, POLICY_VIOLATION_MESSAGE)
+                        for alt in alterations
+                    ]
+                records.extend((key, k, v) for k, v in entity_records)
+                results[key] = Result(key)
+            if not validate_only and records:
+                for key, quota_key, value in records:
                     if value is None:
-                        values = self._data.get(key)
-                        if values is not None:
-                            values.pop(quota_key, None)
-                            if not values:
-                                del self._data[key]
+                        values = self._data[key]
+                        del values[quota_key]
+                        if not values:
+                            del self._data[key]
                     else:
                         self._data.setdefault(key, {})[quota_key] = value
                 self._save()
             return list(results.values())
 
-    def _check(self, alt: Alteration) -> tuple[str | None, list[tuple[str, float | None]]]:
-        seen_keys: set[str] = set()
-        for op in alt.ops:
-            if op.key in seen_keys:
-                return f"Duplicate quota key {op.key} not updating quota for this entity", []
-            seen_keys.add(op.key)
-        if not alt.entity:
+    def _check(
+        self, entity: Entity, ops: Iterable[Op]
+    ) -> tuple[str | None, list[tuple[str, float | None]]]:
+        """Kafka's error for this entry, or the records it makes: one per value that differs from
+        the stored one (NaN equals NaN, as ``Double.equals``), one per removal of a stored key."""
+        if not entity:
             return "Invalid empty client quota entity", []
-        types: dict[str, str | None] = {}
-        for entity_type, name in alt.entity:
-            if entity_type in types:
-                return f"Invalid client quota entity, duplicate entity entry {entity_type}", []
+        types = dict(entity)
+        for entity_type, name in entity:
             if entity_type not in ENTITY_TYPES:
                 return f"Unhandled client quota entity type: {entity_type}", []
             if name is not None and name == "":
                 return f"Empty {entity_type} not supported", []
-            types[entity_type] = name
         if IP in types:
             if USER in types or CLIENT_ID in types:
+                # Kafka's message, missing space included.
                 return (
-                    "Invalid quota entity combination, IP entity should not be combined with "
+                    "Invalid quota entity combination, IP entity shouldnot be combined with "
                     "User or ClientId"
                 ), []
             if not _valid_ip(types[IP]):
@@ -182,16 +198,20 @@ class QuotaStore:
             valid_keys = IP_KEYS
         else:
             valid_keys = USER_CLIENT_KEYS
-        changes: list[tuple[str, float | None]] = []
-        for op in alt.ops:
-            if op.remove:
-                changes.append((op.key, None))
+        current = self._data.get(entity, {})
+        records: list[tuple[str, float | None]] = []
+        for op in ops:
+            if op.remove:  # never validated; a record only when the key is stored
+                if op.key in current:
+                    records.append((op.key, None))
                 continue
-            error = _check_value(valid_keys, op.key, op.value)
+            value = float(op.value)
+            error = _check_value(valid_keys, op.key, value)
             if error:
                 return error, []
-            changes.append((op.key, float(op.value)))
-        return None, changes
+            if op.key not in current or not _same_double(current[op.key], value):
+                records.append((op.key, value))
+        return None, records
 
     # ---- DescribeClientQuotas ----------------------------------------------------------------
     def describe(
@@ -268,8 +288,23 @@ class QuotaStore:
         os.replace(tmp, self._path)
 
 
-def _render(alt: Alteration) -> str:
-    return entity_label(entity_key(alt.entity))
+def java_order(entity: Entity) -> Entity:
+    """The entity's pairs in the order of the HashMap Kafka holds it in (client-id, user, ip):
+    the order of Kafka's AlterClientQuotas response entities and messages."""
+    return tuple(
+        sorted(entity, key=lambda p: _JAVA_MAP_ORDER.get(p[0], (len(_JAVA_MAP_ORDER), p[0])))
+    )
+
+
+def java_entity(entity: Entity) -> str:
+    """How Kafka prints a ClientQuotaEntity in messages (``toString`` of its map)."""
+    pairs = ", ".join(f"{t}={n}" for t, n in java_order(entity))
+    return "ClientQuotaEntity(entries={" + pairs + "})"
+
+
+def _same_double(a: float, b: float) -> bool:
+    """``Double.equals``: NaN equals NaN (and 0.0 differs from -0.0, which <= 0 rejects anyway)."""
+    return (math.isnan(a) and math.isnan(b)) or a == b
 
 
 def _valid_ip(name: str | None) -> bool:
@@ -285,10 +320,12 @@ def _valid_ip(name: str | None) -> bool:
 
 
 def _check_value(valid_keys: Mapping[str, str], key: str, value: float) -> str | None:
+    """Kafka's ``validateQuotaKeyValue``: every comparison in double, so NaN passes them all and
+    Long.MAX_VALUE (2^63 as a double) is not "too large"."""
     kind = valid_keys.get(key)
     if kind is None:
         return f"Invalid configuration key {key}"
-    if not value > 0.0:  # also catches NaN
+    if value <= 0.0:
         return f"Quota {key} must be greater than 0"
     if kind == _DOUBLE:
         return None

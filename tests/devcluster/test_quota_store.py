@@ -7,12 +7,15 @@ from devcluster.quota_store import (
     MATCH_DEFAULT,
     MATCH_EXACT,
     MATCH_SPECIFIED,
+    MAX_RECORDS_PER_USER_OP,
+    POLICY_VIOLATION,
     UNSUPPORTED_VERSION,
     Alteration,
     FilterComponent,
     Op,
     QuotaError,
     QuotaStore,
+    entity_key,
 )
 
 ALICE = (("user", "alice"),)
@@ -99,15 +102,23 @@ def test_validate_only_reports_but_stores_nothing():
         ((), [set_("producer_byte_rate", 1)], "Invalid empty client quota entity"),
         ((("group", "g"),), [set_("producer_byte_rate", 1)], "Unhandled client quota entity type"),
         ((("user", ""),), [set_("producer_byte_rate", 1)], "Empty user not supported"),
-        ((("user", "a"), ("user", "b")), [set_("producer_byte_rate", 1)], "duplicate entity"),
-        (ALICE, [set_("producer_byte_rate", 1), set_("producer_byte_rate", 2)], "Duplicate quota"),
+        (
+            ALICE_APP,
+            [set_("producer_byte_rate", 1), set_("producer_byte_rate", 2)],
+            # Kafka overwrites its "Duplicate quota key" result with this one.
+            "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=app, user=alice})",
+        ),
+        ((("user", ""), ("user", None)), [remove("bogus")], None),
     ],
 )
 def test_rejections_are_invalid_request_with_kafkas_message(entity, ops, message):
     store = QuotaStore()
     result = alter(store, entity, *ops)
-    assert result.error_code == INVALID_REQUEST
-    assert message in result.error_message
+    if message is None:  # the last name of a type wins: ("user", "") then ("user", None) is valid
+        assert result.error_code == 0
+    else:
+        assert result.error_code == INVALID_REQUEST
+        assert message in result.error_message
     assert everything(store) == {}
 
 
@@ -132,7 +143,9 @@ def test_the_same_entity_twice_in_one_request_applies_once():
         ]
     )
     assert len(results) == 1 and results[0].error_code == INVALID_REQUEST
-    assert "Ignoring duplicate entity user=alice" in results[0].error_message
+    assert results[0].error_message == (
+        "Ignoring duplicate entity ClientQuotaEntity(entries={user=alice})"
+    )
     assert everything(store) == {ALICE: {"producer_byte_rate": 1.0}}
 
 
@@ -223,3 +236,160 @@ def test_quotas_survive_a_restart_through_the_data_dir(tmp_path):
     assert everything(QuotaStore(path)) == everything(store)
     alter(store, ALICE_APP, remove("producer_byte_rate"))
     assert everything(QuotaStore(path)) == {DEFAULT_USER: {"request_percentage": 50.5}}
+
+
+# ---- values, as ClientQuotaControlManager.validateQuotaKeyValue decides them (all in double) ----
+IP_1 = (("ip", "10.0.0.1"),)
+
+
+@pytest.mark.parametrize(
+    "entity, key, value",
+    [
+        (ALICE, "producer_byte_rate", 9223372036854775807),  # kafka-configs' "unlimited"
+        (ALICE, "producer_byte_rate", 2.0**63),  # the same double
+        (ALICE, "consumer_byte_rate", 1000.0000001),  # within the 1e-6 tolerance
+        (ALICE, "request_percentage", float("inf")),  # double keys have no upper bound
+        (ALICE, "controller_mutation_rate", 0.5),
+        (IP_1, "connection_creation_rate", 2**31 - 1),
+    ],
+)
+def test_values_kafka_accepts(entity, key, value):
+    store = QuotaStore()
+    assert alter(store, entity, set_(key, value)).error_code == 0
+    assert everything(store) == {entity: {key: float(value)}}
+
+
+@pytest.mark.parametrize(
+    "entity, key, value, message",
+    [
+        (ALICE, "producer_byte_rate", 2.0**64, "too large for a LONG"),
+        (ALICE, "producer_byte_rate", float("inf"), "too large for a LONG"),
+        (ALICE, "consumer_byte_rate", 1000.00001, "cannot be a fractional value"),
+        (ALICE, "request_percentage", -0.0, "must be greater than 0"),
+        (ALICE, "request_percentage", float("-inf"), "must be greater than 0"),
+        (IP_1, "connection_creation_rate", 2**31, "too large for an INT"),
+    ],
+)
+def test_values_kafka_rejects(entity, key, value, message):
+    store = QuotaStore()
+    result = alter(store, entity, set_(key, value))
+    assert result.error_code == INVALID_REQUEST and message in result.error_message
+
+
+@pytest.mark.parametrize(
+    "entity, key",
+    [
+        (ALICE, "producer_byte_rate"),
+        (ALICE, "consumer_byte_rate"),
+        (ALICE, "request_percentage"),
+        (ALICE, "controller_mutation_rate"),
+        (IP_1, "connection_creation_rate"),
+    ],
+)
+def test_nan_passes_every_check_and_is_stored_for_every_key(entity, key):
+    store = QuotaStore()
+    assert alter(store, entity, set_(key, float("nan"))).error_code == 0
+    [stored] = everything(store)[entity].values()
+    assert stored != stored  # NaN
+    # A NaN equals the stored NaN (Double.equals): no record, so it does not count in a batch.
+    assert _records(store, [Alteration(entity, (set_(key, float("nan")),))]) == 0
+
+
+def test_nan_survives_a_restart(tmp_path):
+    path = tmp_path / "quotas.json"
+    alter(QuotaStore(path), ALICE, set_("producer_byte_rate", float("nan")))
+    [value] = everything(QuotaStore(path))[ALICE].values()
+    assert value != value
+
+
+def test_removals_are_never_validated_but_the_entity_is():
+    store = QuotaStore()
+    assert alter(store, ALICE, remove("no_such_key")).error_code == 0
+    assert alter(store, IP_1, remove("producer_byte_rate")).error_code == 0
+    bad = alter(store, (("group", "g"),), remove("producer_byte_rate"))
+    assert bad.error_code == INVALID_REQUEST
+
+
+def test_an_entity_naming_a_type_twice_keeps_the_last_name():
+    store = QuotaStore()
+    result = alter(store, (("user", "bob"), ("user", "alice")), set_("producer_byte_rate", 5))
+    assert result.error_code == 0 and result.entity == ALICE
+    assert everything(store) == {ALICE: {"producer_byte_rate": 5.0}}
+    # Read as a map, it is the same entity as a later entry naming alice once.
+    results = store.alter(
+        [
+            Alteration((("user", "x"), ("user", "alice")), (set_("producer_byte_rate", 6),)),
+            Alteration(ALICE, (set_("producer_byte_rate", 7),)),
+        ]
+    )
+    assert [r.error_code for r in results] == [INVALID_REQUEST]
+    assert everything(store) == {ALICE: {"producer_byte_rate": 6.0}}
+
+
+# ---- the controller's bound on the records of one request ----------------------------------------
+def users(n, start=0):
+    return [(("user", f"u{i}"),) for i in range(start, start + n)]
+
+
+def _records(store, alterations):
+    """How many records a request would make: validate_only never changes the store."""
+    return sum(len(store._check(entity_key(dict(a.entity)), a.ops)[1]) for a in alterations)
+
+
+def test_ten_thousand_records_pass_and_one_more_fails_the_whole_request():
+    store = QuotaStore()
+    ok = [Alteration(e, (set_("producer_byte_rate", 1),)) for e in users(MAX_RECORDS_PER_USER_OP)]
+    assert {r.error_code for r in store.alter(ok)} == {0}
+    assert len(everything(store)) == MAX_RECORDS_PER_USER_OP
+    too_many = [
+        Alteration(e, (set_("producer_byte_rate", 2),)) for e in users(MAX_RECORDS_PER_USER_OP + 1)
+    ]
+    for validate_only in (True, False):
+        results = store.alter(too_many, validate_only=validate_only)
+        assert len(results) == len(too_many)
+        assert {(r.error_code, r.error_message) for r in results} == {
+            (POLICY_VIOLATION, "Request parameters do not satisfy the configured policy.")
+        }
+    assert {v["producer_byte_rate"] for v in everything(store).values()} == {1.0}
+
+
+def test_the_bound_counts_records_not_entries():
+    """Unchanged values, removals of unset keys and rejected entries make no record; a removal
+    of a stored key and each changed key make one."""
+    store = QuotaStore()
+    half = MAX_RECORDS_PER_USER_OP // 2
+    store.alter([Alteration(e, (set_("producer_byte_rate", 1),)) for e in users(half)])
+    request = [
+        # half unchanged values, half removals of stored keys: half records
+        *(Alteration(e, (set_("producer_byte_rate", 1),)) for e in users(half // 2)),
+        *(
+            Alteration(e, (remove("producer_byte_rate"),))
+            for e in users(half - half // 2, half // 2)
+        ),
+        # removals of unset keys and a rejected entry: none
+        *(Alteration(e, (remove("consumer_byte_rate"),)) for e in users(100, half)),
+        Alteration(ALICE, (set_("producer_byte_rate", 0),)),
+        # two changed keys each: the rest of the bound
+        *(
+            Alteration(e, (set_("producer_byte_rate", 3), set_("consumer_byte_rate", 3)))
+            for e in users((MAX_RECORDS_PER_USER_OP - half // 2) // 2, 2 * half)
+        ),
+    ]
+    assert _records(store, request) == MAX_RECORDS_PER_USER_OP
+    assert POLICY_VIOLATION not in {r.error_code for r in store.alter(request)}
+    one_more = [*request, Alteration(APP, (set_("producer_byte_rate", 1),))]
+    store2 = QuotaStore()
+    store2.alter([Alteration(e, (set_("producer_byte_rate", 1),)) for e in users(half)])
+    assert {r.error_code for r in store2.alter(one_more)} == {POLICY_VIOLATION}
+
+
+def test_a_failed_batch_answers_each_entry_with_its_entity_as_sent():
+    store = QuotaStore()
+    sent = (("user", "a"), ("user", "b"))
+    request = [Alteration(sent, (set_("producer_byte_rate", 1),))] + [
+        Alteration(e, (set_("producer_byte_rate", 1),)) for e in users(MAX_RECORDS_PER_USER_OP)
+    ]
+    results = store.alter(request)
+    assert len(results) == MAX_RECORDS_PER_USER_OP + 1
+    assert results[0].entity == sent and results[0].error_code == POLICY_VIOLATION
+    assert everything(store) == {}

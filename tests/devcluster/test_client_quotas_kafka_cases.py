@@ -1,0 +1,304 @@
+"""Apache Kafka's own ClientQuotasRequestTest (core/src/test/.../ClientQuotasRequestTest.scala),
+ported case by case to a devcluster over the wire with kafka-python, plus the controller's rules
+(ClientQuotaControlManager, QuorumController) a client can observe: the 10,000-record bound, NaN
+and 2^63 values, an entity naming a type twice."""
+
+import math
+
+import pytest
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from devkit.devcluster_wire import admin_send
+
+pytestmark = pytest.mark.integration
+
+Entry = AlterClientQuotasRequest.EntryData
+Component = DescribeClientQuotasRequest.ComponentData
+EXACT, DEFAULT, SPECIFIED = 0, 1, 2
+UNSUPPORTED_VERSION, INVALID_REQUEST, POLICY_VIOLATION = 35, 42, 44
+PRODUCER, CONSUMER, REQUEST_PCT = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+CONNECTIONS = "connection_creation_rate"
+
+
+@pytest.fixture
+def dc(devcluster):
+    """A fresh cluster per case, as each of Kafka's @ClusterTest cases gets."""
+    return devcluster(brokers=2, log_dirs_per_broker=1)
+
+
+def entity(*pairs):
+    return [Entry.EntityData(entity_type=t, entity_name=n) for t, n in pairs]
+
+
+def ops(changes):
+    """``{key: value}``; a None value removes the key."""
+    return [
+        Entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+        for k, v in changes.items()
+    ]
+
+
+def alter_many(admin, request, validate_only=False):
+    """``[(pairs, {key: value})]`` -> the response entries as ``[(code, message, pairs)]``."""
+    entries = [Entry(entity=entity(*pairs), ops=ops(changes)) for pairs, changes in request]
+    response = admin_send(
+        admin, AlterClientQuotasRequest(entries=entries, validate_only=validate_only)
+    )
+    return [
+        (e.error_code, e.error_message, tuple((d.entity_type, d.entity_name) for d in e.entity))
+        for e in response.entries
+    ]
+
+
+def alter(admin, pairs, changes, validate_only=False):
+    """One entity; returns (code, message) as Kafka's admin future would fail or succeed."""
+    [(code, message, _)] = alter_many(admin, [(pairs, changes)], validate_only)
+    return code, message
+
+
+def describe_raw(admin, components, strict):
+    request = DescribeClientQuotasRequest(
+        components=[Component(entity_type=t, match_type=m, match=v) for t, m, v in components],
+        strict=strict,
+    )
+    return admin_send(admin, request)
+
+
+def describe(admin, components=(), strict=False):
+    response = describe_raw(admin, components, strict)
+    assert response.error_code == 0, response.error_message
+    return {
+        frozenset((d.entity_type, d.entity_name) for d in e.entity): {
+            v.key: v.value for v in e.values
+        }
+        for e in response.entries
+    }
+
+
+def entity_quotas(admin, pairs):
+    """verifyDescribeEntityQuotas: the exact, strict match of one entity."""
+    components = [(t, EXACT if n is not None else DEFAULT, n) for t, n in pairs]
+    found = describe(admin, components, strict=True)
+    assert len(found) <= 1
+    return found.get(frozenset(pairs), {})
+
+
+USER_CLIENT = (("user", "user"), ("client-id", "client-id"))
+
+
+def test_alter_client_quotas_request(admin):
+    assert entity_quotas(admin, USER_CLIENT) == {}
+    steps = [
+        ({PRODUCER: 10000.0, CONSUMER: 20000.0}, {PRODUCER: 10000.0, CONSUMER: 20000.0}),
+        ({PRODUCER: 15000.0}, {PRODUCER: 15000.0, CONSUMER: 20000.0}),
+        ({PRODUCER: None}, {CONSUMER: 20000.0}),
+        ({REQUEST_PCT: None}, {CONSUMER: 20000.0}),  # removing an unset key changes nothing
+        ({PRODUCER: 5000.0}, {PRODUCER: 5000.0, CONSUMER: 20000.0}),
+        (
+            {PRODUCER: 20000.0, CONSUMER: None, REQUEST_PCT: 12.3},
+            {PRODUCER: 20000.0, REQUEST_PCT: 12.3},
+        ),
+    ]
+    for changes, expected in steps:
+        assert alter(admin, USER_CLIENT, changes) == (0, None)
+        assert entity_quotas(admin, USER_CLIENT) == expected
+
+
+def test_alter_client_quotas_request_validate_only(admin):
+    user = (("user", "user"),)
+    assert alter(admin, user, {PRODUCER: 20000.0, REQUEST_PCT: 23.45}) == (0, None)
+    original = {PRODUCER: 20000.0, REQUEST_PCT: 23.45}
+    for changes in [
+        {CONSUMER: 50000.0},
+        {PRODUCER: 10000.0},
+        {REQUEST_PCT: None},
+        {PRODUCER: 10000.0, CONSUMER: 50000.0, REQUEST_PCT: None},
+    ]:
+        assert alter(admin, user, changes, validate_only=True) == (0, None)
+        assert entity_quotas(admin, user) == original
+
+
+def test_alter_ip_quotas_request(admin):
+    ip, default_ip = (("ip", "1.2.3.4"),), (("ip", None),)
+    all_ips = [("ip", SPECIFIED, None)]
+    assert describe(admin, all_ips, strict=True) == {}
+    assert alter(admin, ip, {CONNECTIONS: 100.0}) == (0, None)
+    assert entity_quotas(admin, ip) == {CONNECTIONS: 100.0}
+    assert alter(admin, ip, {CONNECTIONS: 150.0}) == (0, None)
+    assert entity_quotas(admin, ip) == {CONNECTIONS: 150.0}
+    assert alter(admin, default_ip, {CONNECTIONS: 200.0}) == (0, None)
+    assert entity_quotas(admin, default_ip) == {CONNECTIONS: 200.0}
+    assert describe(admin, all_ips, strict=True) == {
+        frozenset(ip): {CONNECTIONS: 150.0},
+        frozenset(default_ip): {CONNECTIONS: 200.0},
+    }
+    assert alter(admin, ip, {CONNECTIONS: None}) == (0, None)
+    assert entity_quotas(admin, ip) == {}
+    assert alter(admin, default_ip, {CONNECTIONS: None}) == (0, None)
+    assert describe(admin, all_ips, strict=True) == {}
+
+
+@pytest.mark.parametrize(
+    "pairs, changes, message",
+    [
+        ((("user", ""),), {REQUEST_PCT: 12.34}, "Empty user not supported"),
+        ((("client-id", ""),), {REQUEST_PCT: 12.34}, "Empty client-id not supported"),
+        ((("", "name"),), {REQUEST_PCT: 12.34}, "Unhandled client quota entity type: "),
+        ((), {PRODUCER: 10000.5}, "Invalid empty client quota entity"),
+        ((("user", "user"),), {"bad": 1.0}, "Invalid configuration key bad"),
+        ((("user", "user"),), {PRODUCER: 10000.5}, "producer_byte_rate cannot be a fractional"),
+        # testAlterClientQuotasInvalidEntityCombination
+        ((("user", "user"), ("ip", "1.2.3.4")), {REQUEST_PCT: 12.34}, "Invalid quota entity "),
+        ((("client-id", "c"), ("ip", "1.2.3.4")), {REQUEST_PCT: 12.34}, "Invalid quota entity "),
+        # testAlterClientQuotasBadIp
+        (
+            (("ip", "not a valid host because it has spaces"),),
+            {CONNECTIONS: 50.0},
+            "not a valid IP",
+        ),
+        ((("ip", "RFC2606.invalid"),), {CONNECTIONS: 50.0}, "not a valid IP"),
+    ],
+)
+def test_alter_client_quotas_invalid_requests(admin, pairs, changes, message):
+    code, text = alter(admin, pairs, changes, validate_only=True)
+    assert code == INVALID_REQUEST and message in text, text
+
+
+@pytest.mark.parametrize("other", ["user", "client-id"])
+def test_describe_client_quotas_invalid_filter_combination(admin, other):
+    response = describe_raw(admin, [("ip", SPECIFIED, None), (other, SPECIFIED, None)], False)
+    assert response.error_code == INVALID_REQUEST
+    assert "Invalid entity filter component combination" in response.error_message
+
+
+def client_entity(user, client_id):
+    """Kafka's toClientEntity: ``...`` means the type is absent, None the default entity."""
+    return tuple((t, n) for t, n in (("user", user), ("client-id", client_id)) if n is not ...)
+
+
+MATCH_USER_CLIENT = [
+    (client_entity(u, c), v)
+    for u, c, v in [
+        ("user-1", "client-id-1", 50.50),
+        ("user-2", "client-id-1", 51.51),
+        ("user-3", "client-id-2", 52.52),
+        (None, "client-id-1", 53.53),
+        ("user-1", None, 54.54),
+        ("user-3", None, 55.55),
+        ("user-1", ..., 56.56),
+        ("user-2", ..., 57.57),
+        ("user-3", ..., 58.58),
+        (None, ..., 59.59),
+        (..., "client-id-2", 60.60),
+    ]
+]
+MATCH_IP = [((("ip", "1.2.3.4"),), 10.0), ((("ip", "2.3.4.5"),), 20.0)]
+
+
+@pytest.fixture
+def match_setup(admin):
+    request = [(e, {REQUEST_PCT: v}) for e, v in MATCH_USER_CLIENT]
+    request += [(e, {CONNECTIONS: v}) for e, v in MATCH_IP]
+    assert {code for code, _, _ in alter_many(admin, request)} == {0}
+
+
+def test_describe_client_quotas_match_exact(admin, match_setup):
+    for pairs, value in MATCH_USER_CLIENT:
+        assert entity_quotas(admin, pairs) == {REQUEST_PCT: value}
+    for u, c in [
+        ("user-1", "client-id-2"),
+        ("user-3", "client-id-1"),
+        ("user-2", None),
+        ("user-4", ...),
+        (None, "client-id-2"),
+        (..., "client-id-1"),
+        (..., "client-id-3"),
+    ]:
+        assert entity_quotas(admin, client_entity(u, c)) == {}
+
+
+@pytest.mark.parametrize(
+    "components, strict, size, expected",
+    [
+        ([("user", EXACT, "user-1")], False, 3, lambda e: e.get("user", ...) == "user-1"),
+        ([("user", EXACT, "unknown")], False, 0, lambda e: False),
+        (
+            [("client-id", EXACT, "client-id-2")],
+            False,
+            2,
+            lambda e: e.get("client-id") == "client-id-2",
+        ),
+        ([("user", DEFAULT, None)], False, 2, lambda e: "user" in e and e["user"] is None),
+        ([("user", EXACT, "user-2")], True, 1, lambda e: e.get("user") == "user-2" and len(e) == 1),
+        ([("client-id", EXACT, "client-id-1")], True, 0, lambda e: False),
+        ([("user", SPECIFIED, None)], True, 4, lambda e: "user" in e and "client-id" not in e),
+        ([("user", SPECIFIED, None)], False, 10, lambda e: "user" in e),
+        ([("client-id", SPECIFIED, None)], True, 1, lambda e: "client-id" in e and "user" not in e),
+        ([("client-id", SPECIFIED, None)], False, 7, lambda e: "client-id" in e),
+        ([("ip", SPECIFIED, None)], False, 2, lambda e: "ip" in e),
+        ([], False, 13, lambda e: True),
+        ([], True, 0, lambda e: False),
+    ],
+)
+def test_describe_client_quotas_match_partial(
+    admin, match_setup, components, strict, size, expected
+):
+    everything = dict(MATCH_USER_CLIENT + MATCH_IP)
+    wanted = {frozenset(e): v for e, v in everything.items() if expected(dict(e))}
+    assert len(wanted) == size  # Kafka's count, checking the predicate
+    found = describe(admin, components, strict)
+    assert {e: next(iter(v.values())) for e, v in found.items()} == wanted
+
+
+def test_client_quotas_unsupported_entity_types(admin):
+    response = describe_raw(admin, [("other", EXACT, "name")], True)
+    assert response.error_code == UNSUPPORTED_VERSION
+
+
+@pytest.mark.parametrize("pairs", [(("user", "user with spaces"),), (("client-id", "<default>"),)])
+def test_client_quotas_sanitized_and_with_default_name(admin, pairs):
+    assert alter(admin, pairs, {PRODUCER: 20000.0}) == (0, None)
+    assert entity_quotas(admin, pairs) == {PRODUCER: 20000.0}
+    # A client id literally named "<default>" is not the default entity.
+    assert describe(admin, [("client-id", DEFAULT, None)], strict=True) == {}
+
+
+# ---- the controller's rules beyond ClientQuotasRequestTest -------------------------------------
+def test_ten_thousand_records_pass_one_more_fails_every_entry_and_applies_nothing(admin):
+    users = [(("user", f"u{i}"),) for i in range(10_001)]
+    results = alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users], validate_only=True)
+    assert {(code, message) for code, message, _ in results} == {
+        (POLICY_VIOLATION, "Request parameters do not satisfy the configured policy.")
+    }
+    assert len(results) == 10_001
+    assert {code for code, _, _ in alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users])} == {
+        POLICY_VIOLATION
+    }
+    assert describe(admin) == {}
+    assert {
+        code for code, _, _ in alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users[1:]])
+    } == {0}
+    assert len(describe(admin)) == 10_000
+
+
+def test_nan_and_long_max_are_stored_and_described(admin):
+    alice = (("user", "alice"),)
+    assert alter(admin, alice, {PRODUCER: float("nan"), CONSUMER: 9223372036854775807.0}) == (
+        0,
+        None,
+    )
+    found = entity_quotas(admin, alice)
+    assert math.isnan(found[PRODUCER]) and found[CONSUMER] == 2.0**63
+
+
+def test_an_entity_naming_a_type_twice_is_its_last_name(admin):
+    [(code, _, answered)] = alter_many(
+        admin, [((("user", "bob"), ("user", "alice")), {PRODUCER: 5.0})]
+    )
+    assert code == 0 and answered == (("user", "alice"),)
+    assert describe(admin) == {frozenset({("user", "alice")}): {PRODUCER: 5.0}}
+
+
+def test_response_entities_are_in_kafkas_map_order(admin):
+    [(_, _, answered)] = alter_many(admin, [((("user", "u"), ("client-id", "c")), {PRODUCER: 5.0})])
+    assert answered == (("client-id", "c"), ("user", "u"))
