@@ -13,12 +13,12 @@ from prometheus_client import generate_latest
 
 from bench.timing import median_seconds
 from exporter.exporter_app import Exporter
+from exporter.settings import ExporterSettings
 from kvq.contract.metric_samples import families
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.observation import Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.volume import LogDir
-from kvq.settings.config import build_config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,11 +34,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     observation = Observation(1000.0, tuple(range(args.brokers)), log_dirs)
     p = "client.quota.callback.static."
-    config = build_config(
+    settings = ExporterSettings.build(
         {p + "kafka.admin.bootstrap.servers": "unused:9092", limit.property_name: "0.05"},
         environ={},
     )
-    exporter = Exporter(config, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
     exporter.poller.throttle.observe(observation)
     throttle, registry = exporter.throttle, exporter.registry
 

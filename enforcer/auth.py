@@ -12,8 +12,8 @@ import binascii
 import hmac
 from pathlib import Path
 
-TOKEN_SETTING = "kvq.enforcer.auth.bearer.token.file"
-BASIC_SETTING = "kvq.enforcer.auth.basic.file"
+from enforcer.settings import BASIC_FILE as BASIC_SETTING
+from enforcer.settings import TOKEN_FILE as TOKEN_SETTING
 
 
 class AuthConfigError(ValueError):

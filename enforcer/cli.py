@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from enforcer.applier import Applier
-from enforcer.auth import BASIC_SETTING, TOKEN_SETTING, AuthConfigError, Credentials
+from enforcer.auth import AuthConfigError, Credentials
 from enforcer.journal import Journal, JournalError
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor
@@ -23,9 +23,18 @@ from enforcer.quota_plan import (
     QuotaPolicy,
 )
 from enforcer.service import Enforcer
+from enforcer.settings import (
+    BASIC_FILE,
+    DRY_RUN,
+    JOURNAL,
+    LISTEN,
+    PROMETHEUS_URL,
+    QUOTA_KEYS,
+    TOKEN_FILE,
+    EnforcerSettings,
+)
 from enforcer.webhook_app import create_app
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit
-from kvq.settings.config import Config
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
 
 RETRY_INTERVAL_S = 30.0
 EPILOG = """\
@@ -54,12 +63,7 @@ Several clusters: repeat --config; --listen/--journal/auth come from the first f
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kvq-enforcer",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = new_parser("kvq-enforcer", __doc__, EPILOG)
     parser.add_argument(
         "--config",
         required=True,
@@ -92,16 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     pairs = {
-        "kvq.enforcer.listen": args.listen,
-        "kvq.enforcer.journal": args.journal,
-        "kvq.enforcer.prometheus.url": args.prometheus_url,
-        "kvq.enforcer.dry.run": "true" if args.dry_run else None,
+        LISTEN: args.listen,
+        JOURNAL: args.journal,
+        PROMETHEUS_URL: args.prometheus_url,
+        DRY_RUN: "true" if args.dry_run else None,
     }
     return {key: value for key, value in pairs.items() if value is not None}
 
 
-def policy_of(config: Config) -> QuotaPolicy:
-    keys = tuple(config.setting("kvq.enforcer.quota.keys"))
+def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
+    config = settings.config
+    keys = settings.quota_keys
     if PRODUCER_BYTE_RATE not in keys:
         keys = (PRODUCER_BYTE_RATE, *keys)
     bases = {
@@ -121,60 +126,57 @@ def _fail(message: str) -> SystemExit:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     overrides = flag_overrides(args)
-    configs = [load_or_exit(path, overrides) for path in args.config]
-    names = [c.cluster_name for c in configs]
+    all_settings = [load_or_exit(EnforcerSettings, path, overrides) for path in args.config]
+    names = [s.config.cluster_name for s in all_settings]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise _fail(f"kvq.cluster.name must differ between --config files; repeated: {duplicates}")
-    first = configs[0]
+    first = all_settings[0]
     policies = {}
-    for config in configs:
+    for settings in all_settings:
         try:
-            policies[config.cluster_name] = policy_of(config)
+            policies[settings.config.cluster_name] = policy_of(settings)
         except ValueError as exc:
-            raise _fail(f"kvq.enforcer.quota.keys in {config.source}: {exc}") from None
+            raise _fail(f"{QUOTA_KEYS} in {settings.config.source}: {exc}") from None
     try:
-        credentials = Credentials.from_files(
-            first.setting(TOKEN_SETTING), first.setting(BASIC_SETTING)
-        )
+        credentials = Credentials.from_files(first.token_file, first.basic_file)
     except AuthConfigError as exc:
         raise _fail(str(exc)) from None
     if credentials is None and not args.insecure_no_auth:
         raise _fail(
-            f"no webhook credentials: set {TOKEN_SETTING} (a file with one token) and/or "
-            f"{BASIC_SETTING} (a file of user:password lines) in {first.source}, "
+            f"no webhook credentials: set {TOKEN_FILE} (a file with one token) and/or "
+            f"{BASIC_FILE} (a file of user:password lines) in {first.config.source}, "
             "or start with --insecure-no-auth"
         )
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        journal = Journal(first.setting("kvq.enforcer.journal"))
+        journal = Journal(first.journal)
     except JournalError as exc:
         raise _fail(str(exc)) from None
 
     metrics = EnforcerMetrics(tuple(names))
     appliers = {
-        config.cluster_name: Applier(
-            config.cluster_name,
-            policies[config.cluster_name],
-            KafkaQuotaClient(config.admin_properties),
+        s.config.cluster_name: Applier(
+            s.config.cluster_name,
+            policies[s.config.cluster_name],
+            KafkaQuotaClient(s.config.admin_properties),
             journal,
             metrics,
-            dry_run=bool(config.setting("kvq.enforcer.dry.run")),
+            dry_run=s.dry_run,
         )
-        for config in configs
+        for s in all_settings
     }
-    prometheus_url = first.setting("kvq.enforcer.prometheus.url")
     enforcer = Enforcer(
         appliers,
         journal,
         metrics,
-        alert_name=first.setting("kvq.enforcer.alert.name"),
-        prometheus=PrometheusFactor(prometheus_url) if prometheus_url else None,
-        alert_expiry=first.setting("kvq.enforcer.alert.expiry"),
+        alert_name=first.alert_name,
+        prometheus=PrometheusFactor(first.prometheus_url) if first.prometheus_url else None,
+        alert_expiry=first.alert_expiry,
     )
-    return serve(enforcer, credentials, first.setting("kvq.enforcer.listen"), args.threads)
+    return serve(enforcer, credentials, first.listen, args.threads)
 
 
 def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int) -> int:

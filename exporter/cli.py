@@ -10,10 +10,10 @@ import sys
 import threading
 
 from exporter.exporter_app import Exporter
+from exporter.settings import ARCHIVE_DIR, LISTEN, ExporterSettings
 from kvq.contract.archive_record import to_record
-from kvq.kafka.client_settings import KafkaSettingsError
-from kvq.settings.cli_support import load_or_exit
-from kvq.settings.config import CLUSTER_NAME, Config
+from kvq.settings.cli_support import load_or_exit, new_parser, print_effective
+from kvq.settings.config import CLUSTER_NAME
 
 log = logging.getLogger("kvq.exporter")
 
@@ -32,12 +32,7 @@ Check it first:  kvq-exporter --config kvq.properties --check-config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kvq-exporter",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = new_parser("kvq-exporter", __doc__, EPILOG)
     parser.add_argument("--config", required=True, metavar="FILE", help="properties file")
     parser.add_argument(
         "--check-config",
@@ -58,26 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     """Map command-line flags onto the properties they override."""
     pairs = {
-        "kvq.exporter.listen": args.listen,
+        LISTEN: args.listen,
         CLUSTER_NAME: args.cluster_name,
-        "kvq.exporter.archive.dir": args.archive_dir,
+        ARCHIVE_DIR: args.archive_dir,
     }
     return {key: value for key, value in pairs.items() if value is not None}
 
 
-def print_effective(config: Config) -> None:
-    print(f"# effective configuration of {config.source}")
-    for key, value in config.effective():
-        print(f"{key}={value}")
-
-
-def poll_once(config: Config) -> int:
+def poll_once(settings: ExporterSettings) -> int:
     """`--once`: one observation, printed as JSON with the factor it gives; 0 if it succeeded."""
-    exporter = Exporter(config)
+    exporter = Exporter(settings)
     try:
         observation = exporter.poller.poll_once()
         document = {
-            "observation": to_record(observation, config.cluster_name),
+            "observation": to_record(observation, settings.config.cluster_name),
             "status": exporter.status(),
         }
     finally:
@@ -86,16 +75,16 @@ def poll_once(config: Config) -> int:
     return 0 if observation.succeeded else 1
 
 
-def serve(config: Config) -> int:
+def serve(settings: ExporterSettings) -> int:
     """Serve until SIGTERM or SIGINT, then stop polling, close the archive and exit 0."""
-    exporter = Exporter(config)
+    exporter = Exporter(settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
         server = exporter.start()
     except OSError as exc:
-        host, port = config.setting("kvq.exporter.listen")
+        host, port = settings.listen
         print(f"kvq-exporter: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 1
     print(f"kvq-exporter: serving {server.url}/metrics", file=sys.stderr, flush=True)
@@ -107,19 +96,15 @@ def serve(config: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    config = load_or_exit(args.config, flag_overrides(args))
+    settings = load_or_exit(ExporterSettings, args.config, flag_overrides(args))
     if args.check_config:
-        print_effective(config)
+        print_effective(settings)
         return 0
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # our own log says what failed
-    try:
-        return poll_once(config) if args.once else serve(config)
-    except KafkaSettingsError as exc:
-        print(f"kvq-exporter: {exc}", file=sys.stderr)
-        return 2
+    return poll_once(settings) if args.once else serve(settings)
 
 
 if __name__ == "__main__":

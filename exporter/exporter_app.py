@@ -15,11 +15,11 @@ from exporter.cluster_volume_source import ClusterClient, ClusterVolumeSource
 from exporter.collector import ThrottleCollector
 from exporter.http_server import ExporterHTTPServer
 from exporter.poller import Poller
+from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_samples import NAMESPACE
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.settings.config import Config
 
 log = logging.getLogger("kvq.exporter")
 
@@ -31,13 +31,14 @@ class Exporter:
 
     def __init__(
         self,
-        config: Config,
+        settings: ExporterSettings,
         client: ClusterClient | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.config = config
+        self.settings = settings
+        self.config = config = settings.config
         self.clock = clock
-        timeout = config.setting("kvq.exporter.request.timeout").total_seconds()
+        timeout = settings.request_timeout.total_seconds()
         self.client = client or KafkaClusterClient(config.admin_properties, timeout)
         self.throttle = ThrottleFactorSource(
             ThrottleFactorPolicy(config.limit),
@@ -45,7 +46,7 @@ class Exporter:
             config.fallback_factor,
             start_time=clock(),
         )
-        archive_dir = config.setting("kvq.exporter.archive.dir")
+        archive_dir = settings.archive_dir
         self.archive = ArchiveWriter(archive_dir, config.cluster_name) if archive_dir else None
         self.registry = CollectorRegistry(auto_describe=False)
         histogram = Histogram(
@@ -98,7 +99,7 @@ class Exporter:
 
     def start(self) -> ExporterHTTPServer:
         self.server = ExporterHTTPServer(
-            self.config.setting("kvq.exporter.listen"),
+            self.settings.listen,
             self.render_metrics,
             self.poller.ready.is_set,
             self.status,

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kvq.model.limits import MIN_AVAILABLE_RATIO
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit
-from kvq.settings.durations import parse_duration
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
+from kvq.settings.durations import format_duration, parse_duration
+from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1
 
@@ -47,12 +48,7 @@ class UsageError(ValueError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kvq-backfill",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = new_parser("kvq-backfill", __doc__, EPILOG)
     parser.add_argument("--archive", required=True, metavar="DIR", help="the exporter's archive")
     parser.add_argument("--config", required=True, metavar="FILE", help="exporter properties file")
     parser.add_argument("--output", required=True, metavar="DIR", help="where to write")
@@ -161,15 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ArchiveNotFound) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    config = load_or_exit(args.config, overrides)
+    settings = load_or_exit(BackfillSettings, args.config, overrides)
     try:
-        step = parse_step(args.step) if args.step else parse_step_setting(config)
+        step = parse_step(args.step or format_duration(settings.step))
     except UsageError as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     request = BackfillRequest(
         archive=Path(args.archive),
-        config=config,
+        config=settings.config,
         output=Path(args.output),
         step=step,
         start=start,
@@ -188,13 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     if result.openmetrics is not None:
         print(f"{result.openmetrics}: {result.samples} samples at {result.grid_times} times")
     return 0
-
-
-def parse_step_setting(config) -> int:
-    from kvq.settings.durations import format_duration
-
-    value = config.setting("kvq.backfill.step")
-    return parse_step(format_duration(value))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ differently; this is the one place that knows how.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from kvq.settings.config import MASK, is_secret
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -37,13 +40,19 @@ _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
 
 
+_SILENT = logging.getLogger("kvq.kafka.settings-check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
 class KafkaSettingsError(ValueError):
     """A kafka.admin.* setting that cannot be used by the Python clients."""
 
 
-def _pem_stores(props: Mapping[str, str]) -> dict[str, str]:
+def _pem_stores(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """Map PEM trust/key stores to file locations; JKS/PKCS12 need converting first."""
     out: dict[str, str] = {}
+    errors: list[str] = []
     for store, target in (
         ("truststore", "ssl.ca.location"),
         ("keystore", "ssl.certificate.location"),
@@ -53,41 +62,96 @@ def _pem_stores(props: Mapping[str, str]) -> dict[str, str]:
             continue
         kind = props.get(f"ssl.{store}.type", "JKS").upper()
         if kind != "PEM":
-            raise KafkaSettingsError(
+            errors.append(
                 f"kafka.admin.ssl.{store}.location: a {kind} store cannot be read by librdkafka or "
                 f"kafka-python; convert it to PEM and set kafka.admin.ssl.{store}.type=PEM "
                 f"(or use kafka.admin.{target})"
             )
+            continue
         out[target] = location
         if store == "keystore":
             out.setdefault("ssl.key.location", location)
-    return out
+    return out, errors
 
 
-def _jaas_credentials(props: Mapping[str, str]) -> dict[str, str]:
+def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     jaas = props.get("sasl.jaas.config")
     if not jaas:
-        return {}
+        return {}, []
     options = dict(_JAAS_OPTION.findall(jaas))
     if "username" not in options or "password" not in options:
-        raise KafkaSettingsError(
+        return {}, [
             "kafka.admin.sasl.jaas.config: only PlainLoginModule / ScramLoginModule with "
             'username="..." password="..." can be translated for the Python clients'
-        )
-    return {"sasl.username": options["username"], "sasl.password": options["password"]}
+        ]
+    return {"sasl.username": options["username"], "sasl.password": options["password"]}, []
 
 
-def normalized(props: Mapping[str, str]) -> dict[str, str]:
-    """Java-style properties with JAAS and PEM stores rewritten to librdkafka's names."""
+def _integer_errors(props: Mapping[str, str]) -> list[str]:
+    errors = []
+    for key in sorted(_KAFKA_PYTHON_INTS.keys() & props.keys()):
+        if not props[key].strip().isdigit():
+            errors.append(
+                f"kafka.admin.{key}={props[key]}: must be a whole number of milliseconds (>= 0)"
+            )
+    return errors
+
+
+def _translated(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Java-style properties with JAAS and PEM stores rewritten to librdkafka's names, and what
+    cannot be translated."""
     out = {k: v for k, v in props.items() if not k.startswith("ssl.truststore.")}
     out = {k: v for k, v in out.items() if not k.startswith("ssl.keystore.")}
-    out.update(_pem_stores(props))
-    out.update(_jaas_credentials(props))
+    stores, store_errors = _pem_stores(props)
+    credentials, jaas_errors = _jaas_credentials(props)
+    out.update(stores)
+    out.update(credentials)
     for key in _JAVA_ONLY:
         out.pop(key, None)
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
+    return out, store_errors + jaas_errors + _integer_errors(props)
+
+
+def normalized(props: Mapping[str, str]) -> dict[str, str]:
+    """Java-style properties with JAAS and PEM stores rewritten to librdkafka's names.
+
+    Raises KafkaSettingsError naming every property that cannot be used.
+    """
+    out, errors = _translated(props)
+    if errors:
+        raise KafkaSettingsError("; ".join(errors))
     return out
+
+
+def problems(props: Mapping[str, str], librdkafka: bool) -> list[str]:
+    """Every `kafka.admin.*` setting the clients would refuse at start-up, as messages.
+
+    With `librdkafka`, librdkafka itself checks the translated settings (names, values, readable
+    PEM files) by creating a client that has no brokers to connect to.
+    """
+    translated, errors = _translated(props)
+    if librdkafka and not errors:
+        errors.extend(_librdkafka_errors(props, translated))
+    return errors
+
+
+def _librdkafka_errors(props: Mapping[str, str], translated: Mapping[str, str]) -> list[str]:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    config = {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in translated.items()}
+    config.pop("bootstrap.servers", None)
+    config["logger"] = _SILENT  # no "no bootstrap.servers" warning on stderr
+    try:
+        AdminClient(config)
+    except KafkaException as exc:
+        message = exc.args[0].str() if exc.args else str(exc)
+        for key, value in {**props, **translated}.items():
+            if is_secret(key) and len(value) >= 4:
+                message = message.replace(value, MASK)
+        return [f"kafka.admin.*: librdkafka refuses these settings: {message}"]
+    return []
 
 
 def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
@@ -102,7 +166,7 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
         if key in _KAFKA_PYTHON_NAMES:
             out[_KAFKA_PYTHON_NAMES[key]] = value
         elif key in _KAFKA_PYTHON_INTS:
-            out[_KAFKA_PYTHON_INTS[key]] = int(value)
+            out[_KAFKA_PYTHON_INTS[key]] = int(value.strip())
         elif key == "ssl.endpoint.identification.algorithm":
             out["ssl_check_hostname"] = value.lower() == "https"
     if "bootstrap_servers" in out:

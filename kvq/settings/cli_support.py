@@ -1,21 +1,47 @@
-"""What every `kvq-*` command does alike: load the configuration or exit 2 with its errors."""
+"""What every `kvq-*` command does alike: its argparse head, and loading the configuration or
+exiting 2 with its errors."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeVar
 
-from kvq.settings.config import Config, ConfigError, load_config, print_warnings
+from kvq.settings.app_settings import AppSettings
+from kvq.settings.config import ConfigError
 
 EXIT_CONFIG_ERROR = 2
+S = TypeVar("S", bound=AppSettings)
 
 
-def load_or_exit(path: str, overrides: Mapping[str, str] | None = None) -> Config:
-    """Load the configuration, print its warnings; on errors print them all and exit 2."""
+def new_parser(prog: str, description: str | None, epilog: str) -> argparse.ArgumentParser:
+    """The parser every `kvq-*` command starts from: its docstring, an epilog of examples."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def load_or_exit(
+    settings: type[S], path: str | Path, overrides: Mapping[str, str] | None = None
+) -> S:
+    """Load an app's settings, print their warnings; on errors print them all and exit 2."""
     try:
-        config = load_config(path, overrides)
+        loaded = settings.load(path, overrides)
     except ConfigError as exc:
         print(f"kvq: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
-    print_warnings(config)
-    return config
+    for warning in loaded.config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return loaded
+
+
+def print_effective(settings: AppSettings) -> None:
+    """`--check-config`: every property in force, secrets masked."""
+    print(f"# effective configuration of {settings.config.source}")
+    for key, value in settings.effective():
+        print(f"{key}={value}")

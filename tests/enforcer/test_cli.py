@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from enforcer.cli import build_parser, flag_overrides, main, policy_of
-from kvq.settings.config import load_config
+from enforcer.settings import EnforcerSettings
 
 
 def write_config(tmp_path, name="c1", **extra):
@@ -68,7 +68,7 @@ def test_flags_override_settings_and_map_the_base_quotas(tmp_path):
         ["--config", "x", "--listen", "127.0.0.1:1234", "--dry-run", "--journal", "j.db"]
     )
     overrides = flag_overrides(args)
-    config = load_config(
+    settings = EnforcerSettings.load(
         write_config(
             tmp_path,
             **{
@@ -80,9 +80,10 @@ def test_flags_override_settings_and_map_the_base_quotas(tmp_path):
         ),
         overrides,
     )
-    assert config.setting("kvq.enforcer.listen") == ("127.0.0.1", 1234)
-    assert config.setting("kvq.enforcer.dry.run") is True
-    policy = policy_of(config)
+    assert settings.listen == ("127.0.0.1", 1234)
+    assert settings.dry_run is True
+    assert settings.journal == "j.db"
+    policy = policy_of(settings)
     assert policy.keys == ("producer_byte_rate", "consumer_byte_rate")
     assert policy.bases["producer_byte_rate"] == 1000 and policy.bases["consumer_byte_rate"] == 2000
     assert policy.excluded_users == frozenset({"CN=a,O=b"})

@@ -11,8 +11,8 @@ import requests
 from devcluster.cluster import DevCluster
 from devkit.processes import wait_until
 from exporter.exporter_app import Exporter
+from exporter.settings import ExporterSettings
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
-from kvq.settings.config import build_config
 
 P = "client.quota.callback.static."
 CAPACITY = 10_000_000
@@ -39,7 +39,7 @@ def make_exporter(cluster, **props):
     }
     if P + "storage.per.volume.limit.min.available.bytes" in props:
         del settings[P + "storage.per.volume.limit.min.available.ratio"]
-    return Exporter(build_config(settings, environ={}))
+    return Exporter(ExporterSettings.build(settings, environ={}))
 
 
 @pytest.fixture

@@ -72,7 +72,6 @@ def test_defaults_follow_the_proposal():
     assert cfg.limit == MinAvailableRatio(0.05)
     assert (cfg.produce, cfg.fetch, cfg.request) == (None, None, None)
     assert cfg.cluster_name == "kafka"
-    assert cfg.setting("kvq.exporter.listen") == ("127.0.0.1", 9898)
 
 
 def test_zero_interval_disables_polling():
@@ -118,8 +117,6 @@ def test_zero_or_two_limits_is_an_error_naming_both_properties(limits):
         (P + "request", "-3", "greater than 0"),
         (EXCLUDED, "admin;User:b", "'User:<name>'"),
         ("kvq.cluster.name", "bad name!", "A-Z a-z 0-9"),
-        ("kvq.exporter.listen", "9898", "HOST:PORT"),
-        ("kvq.enforcer.dry.run", "maybe", "true or false"),
     ],
 )
 def test_bad_values_name_the_property_the_value_and_what_is_allowed(key, value, allowed):
@@ -141,9 +138,10 @@ def test_every_error_is_reported_at_once():
     assert len(errors) == 5  # bootstrap, limit, fallback, validity, unknown kvq key
 
 
-def test_unknown_kvq_setting_is_an_error_but_unknown_plugin_key_a_warning():
-    (error,) = errors_of({**BASE, "kvq.exporter.lisen": "x"})
-    assert "kvq.exporter.lisen is not a known setting" in error
+def test_unknown_kvq_namespace_is_an_error_but_unknown_plugin_key_a_warning():
+    (error,) = errors_of({**BASE, "kvq.exporer.listen": "x"})
+    assert "kvq.exporer.listen is not a known setting" in error
+    assert "kvq.exporter.*" in error
     cfg = config(**{P + "storage.chek.interval": "PT1M"})
     assert any("storage.chek.interval" in w and "ignored" in w for w in cfg.warnings)
 
@@ -173,11 +171,6 @@ def test_environment_variables_supply_secrets_and_are_masked():
 def test_unset_environment_variable_is_named():
     (error,) = errors_of({**BASE, P + "kafka.admin.sasl.password": "${env:NOPE}"})
     assert "NOPE" in error and "not set" in error
-
-
-def test_secret_is_masked_in_error_messages_too():
-    (error,) = errors_of({**BASE, "kvq.enforcer.auth.bearer.token.file": " "})
-    assert error == "kvq.enforcer.auth.bearer.token.file=********: must not be empty"
 
 
 def test_flag_overrides_win_and_a_limit_override_replaces_the_other_limit(tmp_path):

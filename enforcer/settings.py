@@ -1,0 +1,58 @@
+"""The enforcer's own settings (`kvq.enforcer.*`), typed and validated with the shared config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+from kvq.kafka.client_settings import problems
+from kvq.settings import values
+from kvq.settings.app_settings import AppSettings, setting
+
+LISTEN = "kvq.enforcer.listen"
+JOURNAL = "kvq.enforcer.journal"
+TOKEN_FILE = "kvq.enforcer.auth.bearer.token.file"
+BASIC_FILE = "kvq.enforcer.auth.basic.file"
+PROMETHEUS_URL = "kvq.enforcer.prometheus.url"
+DRY_RUN = "kvq.enforcer.dry.run"
+QUOTA_KEYS = "kvq.enforcer.quota.keys"
+
+
+@dataclass(frozen=True)
+class EnforcerSettings(AppSettings):
+    NAMESPACE: ClassVar[str] = "enforcer"
+
+    listen: tuple[str, int] = setting(
+        LISTEN, values.listen, "127.0.0.1:9899", "enforcer HTTP address"
+    )
+    journal: str = setting(JOURNAL, values.text, "kvq-enforcer-journal.sqlite3", "durable journal")
+    token_file: str | None = setting(TOKEN_FILE, values.text, None, "file holding the token")
+    basic_file: str | None = setting(BASIC_FILE, values.text, None, "file of user:password lines")
+    alert_name: str = setting(
+        "kvq.enforcer.alert.name", values.text, "KafkaVolumeQuotaThrottle", "alert that throttles"
+    )
+    quota_keys: tuple[str, ...] = setting(
+        QUOTA_KEYS,
+        values.names,
+        "producer_byte_rate",
+        "quota keys scaled by the factor (comma-separated)",
+    )
+    prometheus_url: str | None = setting(
+        PROMETHEUS_URL, values.text, None, "confirm factors via this Prometheus"
+    )
+    dry_run: bool = setting(
+        DRY_RUN, values.boolean, "false", "validate and log plans, change nothing"
+    )
+    alert_expiry: timedelta = setting(
+        "kvq.enforcer.alert.expiry",
+        values.positive_duration,
+        "PT12H",
+        "forget a firing throttle alert Alertmanager has not re-sent for this long",
+    )
+
+    @classmethod
+    def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:
+        """kafka-python (client quotas) must accept the `kafka.admin.*` settings."""
+        return problems(admin_properties, librdkafka=False)

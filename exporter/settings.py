@@ -1,0 +1,40 @@
+"""The exporter's own settings (`kvq.exporter.*`), typed and validated with the shared config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+from kvq.kafka.client_settings import problems
+from kvq.settings import values
+from kvq.settings.app_settings import AppSettings, setting
+
+LISTEN = "kvq.exporter.listen"
+ARCHIVE_DIR = "kvq.exporter.archive.dir"
+REQUEST_TIMEOUT = "kvq.exporter.request.timeout"
+
+
+@dataclass(frozen=True)
+class ExporterSettings(AppSettings):
+    NAMESPACE: ClassVar[str] = "exporter"
+
+    listen: tuple[str, int] = setting(
+        LISTEN, values.listen, "127.0.0.1:9898", "exporter HTTP address"
+    )
+    archive_dir: str | None = setting(
+        ARCHIVE_DIR, values.text, None, "append one JSON line per poll here"
+    )
+    request_timeout: timedelta = setting(
+        REQUEST_TIMEOUT,
+        values.positive_duration,
+        "PT10S",
+        "per-broker timeout of each Kafka call in a poll",
+    )
+
+    @classmethod
+    def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:
+        """librdkafka (cluster membership) and kafka-python (DescribeLogDirs) must both accept
+        the `kafka.admin.*` settings."""
+        return problems(admin_properties, librdkafka=True)

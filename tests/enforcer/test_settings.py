@@ -1,0 +1,44 @@
+"""EnforcerSettings: `kvq.enforcer.*` typed; kafka-python's checks run when it is built."""
+
+from datetime import timedelta
+
+from enforcer.settings import EnforcerSettings
+from tests.properties_support import MINIMAL, config_errors
+
+P = "client.quota.callback.static."
+
+
+def test_defaults():
+    settings = EnforcerSettings.build(MINIMAL, environ={})
+    assert settings.listen == ("127.0.0.1", 9899)
+    assert settings.journal == "kvq-enforcer-journal.sqlite3"
+    assert (settings.token_file, settings.basic_file, settings.prometheus_url) == (None,) * 3
+    assert settings.alert_name == "KafkaVolumeQuotaThrottle"
+    assert settings.quota_keys == ("producer_byte_rate",)
+    assert settings.dry_run is False
+    assert settings.alert_expiry == timedelta(hours=12)
+
+
+def test_bad_values_name_the_property_the_value_and_what_is_allowed():
+    errors = config_errors(
+        EnforcerSettings, **{"kvq.enforcer.dry.run": "maybe", "kvq.enforcer.alert.expiry": "12h"}
+    )
+    assert errors[0] == "kvq.enforcer.dry.run=maybe: must be true or false"
+    assert errors[1].startswith("kvq.enforcer.alert.expiry=12h: not an ISO 8601 duration")
+
+
+def test_a_secret_is_masked_in_error_messages_too():
+    (error,) = config_errors(EnforcerSettings, **{"kvq.enforcer.auth.bearer.token.file": " "})
+    assert error == "kvq.enforcer.auth.bearer.token.file=********: must not be empty"
+
+
+def test_the_exporters_settings_are_not_the_enforcers_business():
+    settings = EnforcerSettings.build({**MINIMAL, "kvq.exporter.listen": "nonsense"}, environ={})
+    assert settings.listen == ("127.0.0.1", 9899)
+
+
+def test_an_unparseable_jaas_line_is_a_config_error():
+    (error,) = config_errors(
+        EnforcerSettings, **{P + "kafka.admin.sasl.jaas.config": "GssapiLoginModule required;"}
+    )
+    assert error.startswith("kafka.admin.sasl.jaas.config: only PlainLoginModule")

@@ -1,0 +1,82 @@
+"""ExporterSettings: `kvq.exporter.*` typed, and the Kafka client checks run when it is built."""
+
+import subprocess
+import sys
+
+import pytest
+
+from exporter.settings import ExporterSettings
+from tests.properties_support import MINIMAL, config_errors
+
+P = "client.quota.callback.static."
+
+
+def test_defaults():
+    settings = ExporterSettings.build(MINIMAL, environ={})
+    assert settings.listen == ("127.0.0.1", 9898)
+    assert settings.archive_dir is None
+    assert settings.request_timeout.total_seconds() == 10
+
+
+def test_bad_listen_names_property_value_and_what_is_allowed():
+    (error,) = config_errors(ExporterSettings, **{"kvq.exporter.listen": "9898"})
+    assert error.startswith("kvq.exporter.listen=9898: must be HOST:PORT")
+
+
+def test_a_typo_in_its_namespace_is_an_error_but_the_enforcers_keys_are_not():
+    (error,) = config_errors(
+        ExporterSettings, **{"kvq.exporter.lisen": "x", "kvq.enforcer.dry.run": "maybe"}
+    )
+    assert "kvq.exporter.lisen is not a known setting" in error
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        (
+            {"ssl.truststore.location": "/certs/truststore.jks"},
+            "a JKS store cannot be read by librdkafka or kafka-python; convert it to PEM",
+        ),
+        ({"sasl.jaas.config": "PlainLoginModule required;"}, 'username="..." password="..."'),
+        (
+            {"request.timeout.ms": "5s"},
+            "kafka.admin.request.timeout.ms=5s: must be a whole number of milliseconds",
+        ),
+        ({"securty.protocol": "SSL"}, 'No such configuration property: "securty.protocol"'),
+        (
+            {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
+            "ssl.ca.location failed",
+        ),
+    ],
+)
+def test_what_the_kafka_clients_refuse_is_a_config_error(props, expected):
+    (error,) = config_errors(
+        ExporterSettings, **{P + "kafka.admin." + k: v for k, v in props.items()}
+    )
+    assert expected in error
+
+
+def test_librdkafka_messages_never_show_a_secret():
+    (error,) = config_errors(
+        ExporterSettings,
+        **{
+            P + "kafka.admin.security.protocol": "SSL",
+            P + "kafka.admin.ssl.key.pem": "not-a-pem-private-key-hunter2",
+        },
+    )
+    assert "ssl.key.pem" in error and "hunter2" not in error
+
+
+def test_check_config_fails_for_what_start_up_fails_on(tmp_path):
+    path = tmp_path / "kvq.properties"
+    lines = {**MINIMAL, P + "kafka.admin.ssl.truststore.location": "/certs/truststore.jks"}
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(path), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "convert it to PEM" in result.stderr
+    assert "Traceback" not in result.stderr
