@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
+from kvq.settings.config import CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1
+SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
 EPILOG = f"""\
 What it does:
@@ -35,7 +38,7 @@ Examples:
   kvq-backfill ... --prometheus-url http://prometheus:9090 --blocks
 
   # on a cluster (archive and output on shared storage)
-  spark-submit --master spark://host:7077 spark/job.py --archive ... --config ... --output ...
+  spark-submit --master spark://host:7077 spark/cli.py --archive ... --config ... --output ...
 
 Loading the blocks: copy OUTPUT/blocks/* into Prometheus's --storage.tsdb.path and restart it.
 Prometheus DELETES blocks older than --storage.tsdb.retention.time (default 15d) when it starts:
@@ -74,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a property for the scenario (repeatable; needs --scenario)",
+    )
+    parser.add_argument(
+        "--cluster-name",
+        metavar="NAME",
+        help="the cluster to backfill, as kvq-exporter --cluster-name (overrides kvq.cluster.name)",
     )
     parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     parser.add_argument(
@@ -118,8 +126,6 @@ def parse_step(text: str) -> int:
 
 
 def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
-    from spark.job import SCENARIO_RE
-
     if scenario is not None and not SCENARIO_RE.match(scenario):
         raise UsageError(
             f"--scenario {scenario!r} must start with a letter or digit and use only "
@@ -157,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ArchiveNotFound) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    if args.cluster_name is not None:
+        overrides[CLUSTER_NAME] = args.cluster_name
     settings = load_or_exit(BackfillSettings, args.config, overrides)
     try:
         step = parse_step(args.step or format_duration(settings.step))

@@ -1,8 +1,8 @@
 """The backfill job: archive -> the exporter's series on a time grid -> OpenMetrics -> blocks.
 
-Runs locally (`kvq-backfill`, local[*]) or unchanged on a cluster:
+Runs locally (`kvq-backfill`, local[*]) or unchanged on a cluster through its command line:
 
-    spark-submit --master spark://host:7077 spark/job.py --archive DIR --config FILE --output DIR
+    spark-submit --master spark://host:7077 spark/cli.py --archive DIR --config FILE --output DIR
 
 (the archive and output dirs must then be on storage the driver and executors share; the job has
 no Python UDFs, so executors need no project code).
@@ -10,24 +10,17 @@ no Python UDFs, so executors need no project code).
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-if __name__ == "__main__" and not __package__:  # spark-submit spark/job.py: run from a checkout
-    _here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [p for p in sys.path if p != _here]
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kvq.settings.config import Config
+from spark.archive_files import archive_files
+from spark.evaluation_grid import EvaluationGrid
+from spark.metric_catalog import catalog
+from spark.openmetrics_text import check_timestamp
 
-from kvq.settings.config import Config  # noqa: E402
-from spark.archive_files import archive_files  # noqa: E402
-from spark.evaluation_grid import EvaluationGrid  # noqa: E402
-from spark.metric_catalog import catalog  # noqa: E402
-from spark.openmetrics_text import check_timestamp  # noqa: E402
-
-SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 MAX_BAD_LINES_SHOWN = 20
 
 
@@ -224,9 +217,3 @@ def _blocks(path: Path, blocks_dir: Path, say) -> list[Path]:
     say(f"promtool created {len(blocks)} block(s)")
     print(how_to_load(blocks_dir), file=sys.stdout)
     return blocks
-
-
-if __name__ == "__main__":
-    from spark.cli import main
-
-    raise SystemExit(main())

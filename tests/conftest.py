@@ -77,3 +77,11 @@ def mount_tmpfs() -> Iterator[Callable[..., None]]:
     finally:
         for path in reversed(mounted):
             subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test run (started once, on first use)."""
+    from spark.session import spark_session
+
+    return spark_session()

@@ -14,15 +14,9 @@ from devkit.python_replay import read_archive
 from kvq.contract.archive_record import to_line
 from kvq.model.observation import Observation
 from kvq.model.volume import LogDir
-from spark.cli import main
-from spark.session import spark_session
+from tests.spark.backfill_cli import run_backfill
 
 BAD_LINE = re.compile(r"bad line (.+?):(\d+): ")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    return spark_session()
 
 
 def good(time: float, cluster: str = "kafka") -> str:
@@ -54,19 +48,7 @@ def archive(tmp_path):
 
 def backfill(tmp_path, archive, *extra):
     config = write_config(tmp_path / "kvq.properties")
-    return main(
-        [
-            "--archive",
-            str(archive),
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / "out"),
-            "--step",
-            "PT1M",
-            *extra,
-        ]
-    )
+    return run_backfill(archive, config, tmp_path / "out", "--step", "PT1M", *extra)
 
 
 def test_bad_lines_are_reported_where_the_record_format_rejects_them(
@@ -105,3 +87,11 @@ def test_an_archive_of_another_cluster_names_the_clusters_it_holds(spark, tmp_pa
     assert backfill(tmp_path, tmp_path / "archive") == 1
     err = capsys.readouterr().err
     assert "no valid observations of cluster 'kafka'" in err and "'prod-eu' (2)" in err
+
+
+def test_cluster_name_flag_picks_the_cluster_as_the_exporter_flag_named_it(spark, tmp_path, capsys):
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "00.jsonl").write_text(good(60, "prod-eu") + good(120, "prod-eu"))
+    assert backfill(tmp_path, tmp_path / "archive", "--cluster-name", "prod-eu") == 0
+    text = (tmp_path / "out" / "prod-eu.om").read_text()
+    assert 'kafka_volume_quota_active_log_dirs{cluster="prod-eu"} 1 120' in text

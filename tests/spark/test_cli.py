@@ -10,7 +10,7 @@ import pytest
 
 from devkit.archive_generator import write_config
 from kvq.model.limits import MIN_AVAILABLE_RATIO
-from spark.cli import main
+from tests.spark.backfill_cli import run_backfill
 
 
 @pytest.fixture
@@ -23,8 +23,7 @@ def archive(tmp_path):
 
 def run(tmp_path, archive, *extra):
     config = write_config(tmp_path / "kvq.properties")
-    base = ["--archive", str(archive), "--config", str(config), "--output", str(tmp_path / "o")]
-    return main([*base, *extra])
+    return run_backfill(archive, config, tmp_path / "o", *extra)
 
 
 @pytest.mark.parametrize(

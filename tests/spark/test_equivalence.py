@@ -19,14 +19,8 @@ from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.metric_catalog import catalog
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
-from spark.session import spark_session
 
 NS = "kafka_volume_quota_"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    return spark_session()
 
 
 def backfill_both(archive, config, output, step, start=None, end=None, scenario=None, gaps=None):

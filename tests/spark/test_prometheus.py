@@ -6,21 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.prometheus import run_prometheus
-from spark.cli import main
 from spark.openmetrics_text import read_openmetrics
-from spark.session import spark_session
+from tests.spark.backfill_cli import run_backfill
 
 NS = "kafka_volume_quota_"
 SAMPLE = re.compile(r"^([a-z_]+)(\{.*\})? (\S+) (\d+)$")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    return spark_session()
 
 
 def check_layout(path: Path) -> None:
@@ -54,18 +46,8 @@ def check_layout(path: Path) -> None:
 def test_blocks_load_into_prometheus_and_read_back_exactly(spark, tmp_path, capsys):
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=3), tmp_path / "archive")
     config = write_config(tmp_path / "kvq.properties", ratio=0.05)
-    code = main(
-        [
-            "--archive",
-            str(tmp_path / "archive"),
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / "out"),
-            "--step",
-            "PT1M",
-            "--blocks",
-        ]
+    code = run_backfill(
+        tmp_path / "archive", config, tmp_path / "out", "--step", "PT1M", "--blocks"
     )
     captured = capsys.readouterr()
     assert code == 0, captured.err

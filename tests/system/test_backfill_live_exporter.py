@@ -16,8 +16,7 @@ from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.prometheus import run_prometheus
 from devkit.python_replay import read_archive
 from kvq.settings.config import load_config
-from spark.cli import main
-from spark.session import spark_session
+from tests.spark.backfill_cli import run_backfill
 
 P = "client.quota.callback.static."
 NS = "kafka_volume_quota_"
@@ -32,11 +31,6 @@ COMPARED = (
 )
 MARGIN = 0.15
 """Seconds around a state change within which a scrape may see either side of it."""
-
-
-@pytest.fixture(scope="session")
-def spark():
-    return spark_session()
 
 
 def exporter_value(base: str, name: str, **labels: str) -> float:
@@ -161,18 +155,8 @@ def test_backfill_of_a_live_run_equals_what_the_exporter_published(spark, tmp_pa
     live, start, end = record_live_history(tmp_path, cluster)
     config = tmp_path / "kvq.properties"
     assert load_config(config).cluster_name == "live"
-    code = main(
-        [
-            "--archive",
-            str(tmp_path / "archive"),
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / "out"),
-            "--step",
-            "PT1S",
-            "--blocks",
-        ]
+    code = run_backfill(
+        tmp_path / "archive", config, tmp_path / "out", "--step", "PT1S", "--blocks"
     )
     assert code == 0
     with run_prometheus(
