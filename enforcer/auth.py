@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from pathlib import Path
 
 from enforcer.settings import BASIC_FILE as BASIC_SETTING
 from enforcer.settings import TOKEN_FILE as TOKEN_SETTING
+from kvq.settings.properties import read_text_file
 
 
 class AuthConfigError(ValueError):
@@ -87,7 +87,10 @@ class Credentials:
 
 
 def _read(setting: str, path: str) -> str:
+    """The file's UTF-8 text without a byte order mark (a BOM kept would reject every webhook)."""
     try:
-        return Path(path).read_text()
+        return read_text_file(path)
     except OSError as exc:
         raise AuthConfigError(f"{setting}={path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise AuthConfigError(f"{setting}={path}: cannot read: {exc}") from None

@@ -4,11 +4,14 @@ restores them exactly when the alert resolves."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from enforcer.applier import Applier
 from enforcer.auth import AuthConfigError, Credentials
@@ -43,7 +46,8 @@ Each --config is one cluster's properties file (the Strimzi keys verbatim plus k
   kvq.cluster.name=prod-eu-1
   client.quota.callback.static.kafka.admin.bootstrap.servers=kafka-0:9092
   client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05
-  client.quota.callback.static.produce=10485760      # default user's base, bytes/s
+  # the default user's base quota, bytes/s (comments go on their own lines)
+  client.quota.callback.static.produce=10485760
   client.quota.callback.static.excluded.principal.name.list=User:admin;User:CN=mm2,O=acme
   kvq.enforcer.auth.bearer.token.file=/etc/kvq/webhook.token
   kvq.enforcer.journal=/var/lib/kvq/enforcer.sqlite3
@@ -123,6 +127,27 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(EXIT_CONFIG_ERROR)
 
 
+def open_journal(path: str) -> Journal:
+    """The journal, checked page by page first: a corrupt one is a clear error, not a traceback
+    on the first webhook."""
+    if Path(path).is_file():
+        try:
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                rows = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.Error as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            lines = [line for row in rows for line in row.splitlines() if not line.startswith("*")]
+            raise _fail(
+                f"{JOURNAL}={path} is corrupt ({'; '.join(lines)}): restore it from a backup "
+                "or move it away"
+            )
+    try:
+        return Journal(path)
+    except JournalError as exc:
+        raise _fail(str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     overrides = flag_overrides(args)
@@ -151,10 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        journal = Journal(first.journal)
-    except JournalError as exc:
-        raise _fail(str(exc)) from None
+    journal = open_journal(first.journal)
 
     metrics = EnforcerMetrics(tuple(names))
     appliers = {

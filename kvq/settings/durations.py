@@ -6,16 +6,21 @@ from datetime import timedelta
 
 import isodate
 
+LONGEST = timedelta(days=36500)
+"""Longer durations are refused: they overflow clocks and timers (and mean "never" anyway)."""
+
 
 def parse_duration(text: str) -> timedelta:
     """Parse a fixed-length, non-negative ISO 8601 duration.
 
     Raises ValueError saying what is allowed: years and months have no fixed length, so they are
-    refused, as are negative durations.
+    refused, as are negative durations and durations longer than LONGEST (100 years).
     """
     value = text.strip()
     try:
         parsed = isodate.parse_duration(value)
+    except OverflowError:
+        raise ValueError("too long: at most P36500D (100 years)") from None
     except (isodate.ISO8601Error, ValueError):
         raise ValueError("not an ISO 8601 duration (examples: PT30S, PT1M, PT5M, P1D)") from None
     if isinstance(parsed, isodate.Duration):
@@ -24,6 +29,8 @@ def parse_duration(text: str) -> timedelta:
         parsed = parsed.tdelta
     if parsed < timedelta(0):
         raise ValueError("a duration cannot be negative")
+    if parsed > LONGEST:
+        raise ValueError("too long: at most P36500D (100 years)")
     return parsed
 
 

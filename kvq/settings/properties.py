@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 _SEPARATORS = "=:"
@@ -25,15 +26,30 @@ def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Read a properties file (UTF-8); errors name the path."""
+    """Read a properties file (UTF-8, a leading byte order mark ignored); errors name the path."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)
     except FileNotFoundError:
         raise PropertiesError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise PropertiesError(f"{path}: cannot read: {exc}") from None
     return parse_properties(text, str(path))
+
+
+def read_text_file(path: str | Path) -> str:
+    """A regular file's UTF-8 text without a leading byte order mark (editors on Windows add one).
+
+    Raises OSError, or ValueError for something that is not a regular file (a FIFO would block
+    for ever) or not UTF-8 (the message says where).
+    """
+    if not stat.S_ISREG(Path(path).stat().st_mode):
+        raise ValueError("not a regular file")
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
 
 
 def _logical_lines(text: str):

@@ -70,3 +70,20 @@ def test_malformed_files_are_config_errors_naming_the_setting(tmp_path, token, b
 def test_missing_file_is_reported_with_its_path(tmp_path):
     with pytest.raises(AuthConfigError, match="cannot read"):
         Credentials.from_files(str(tmp_path / "absent"), None)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_token_or_the_user(tmp_path):
+    (tmp_path / "t").write_bytes(b"\xef\xbb\xbfs3cret\n")
+    (tmp_path / "b").write_bytes(b"\xef\xbb\xbfam:pw\n")
+    creds = Credentials.from_files(str(tmp_path / "t"), str(tmp_path / "b"))
+    assert creds.allows("Bearer s3cret")
+    assert creds.allows(basic("am", "pw"))
+
+
+@pytest.mark.parametrize("which", ["token", "basic"])
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path, which):
+    path = tmp_path / which
+    path.write_bytes(b"caf\xe9:pw\n")
+    files = (str(path), None) if which == "token" else (None, str(path))
+    with pytest.raises(AuthConfigError, match=r"kvq.enforcer.auth.*cannot read: not UTF-8"):
+        Credentials.from_files(*files)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from enforcer.cli import build_parser, flag_overrides, main, policy_of
+from enforcer.journal import Journal
 from enforcer.settings import EnforcerSettings
 
 
@@ -95,3 +98,22 @@ def test_help_shows_a_config_and_an_alertmanager_receiver(capsys):
     out = capsys.readouterr().out
     for text in ("--config FILE", "--dry-run", "credentials_file", "throttle_factor", "--listen"):
         assert text in out
+
+
+def test_a_journal_with_garbage_pages_is_a_clear_error(tmp_path, capsys):
+    journal = tmp_path / "journal.sqlite3"
+    Journal(journal).close()
+    data = bytearray(journal.read_bytes())
+    data[4096:] = random.Random(1).randbytes(len(data) - 4096)  # every page after the schema
+    journal.write_bytes(bytes(data))
+    config = write_config(tmp_path, **{"kvq.enforcer.journal": str(journal)})
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2
+    assert f"kvq.enforcer.journal={journal} is corrupt" in err and "move it away" in err
+
+
+def test_an_unparseable_jaas_line_is_a_config_error(tmp_path, capsys):
+    jaas = "client.quota.callback.static.kafka.admin.sasl.jaas.config"
+    config = write_config(tmp_path, **{jaas: "GssapiLoginModule required;"})
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2 and "kafka.admin.sasl.jaas.config: only PlainLoginModule" in err

@@ -1,7 +1,10 @@
 """`kvq-exporter --check-config`: effective config (secrets masked), or the errors and exit 2."""
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 P = "client.quota.callback.static."
 
@@ -54,3 +57,46 @@ def test_help_teaches_the_property_names():
     assert result.returncode == 0
     assert "storage.per.volume.limit.min.available.ratio" in result.stdout
     assert "--check-config" in result.stdout
+
+
+def test_secrets_and_values_from_the_environment_are_never_printed(tmp_path):
+    path = tmp_path / "kvq.properties"
+    path.write_text(
+        f"{P}kafka.admin.bootstrap.servers=kafka-0:9092\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+        f"{P}kafka.admin.sasl.oauthbearer.config=principal=kvq secret=${{env:KVQ_OAUTH}}\n"
+        f"{P}kafka.admin.sasl.username=${{env:KVQ_USER}}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(path), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KVQ_OAUTH": "oauth-hunter2", "KVQ_USER": "alice-from-env"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{P}kafka.admin.sasl.oauthbearer.config=********" in result.stdout
+    assert f"{P}kafka.admin.sasl.username=${{env:KVQ_USER}}" in result.stdout
+    assert "hunter2" not in result.stdout + result.stderr
+    assert "alice-from-env" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (f"{P}throttle.factor.validity.duration=P9999999999D", "at most P36500D"),
+        (f"{P}kafka.admin.request.timeout.ms=5s", "whole number of milliseconds"),
+        (f"{P}kafka.admin.ssl.truststore.location=/certs/kafka.jks", "convert it to PEM"),
+        (f"{P}throttle.factor.fallback=0.5   # half", "looks like a trailing # comment"),
+    ],
+)
+def test_what_start_up_would_fail_on_is_a_clear_error_and_exit_2(tmp_path, line, message):
+    path = tmp_path / "kvq.properties"
+    path.write_text(
+        f"{P}kafka.admin.bootstrap.servers=kafka-0:9092\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n{line}\n"
+    )
+    for mode in ("--check-config", "--once"):
+        result = run("--config", str(path), mode)
+        assert result.returncode == 2, (mode, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr

@@ -188,3 +188,40 @@ def test_effective_configuration_lists_defaults():
     assert shown[FALLBACK] == "1.0"
     assert shown["kvq.cluster.name"] == "kafka"
     assert shown[P + "produce"] == "unlimited"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ssl.key.pem",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.client.secret",
+        "sasl.password",
+    ],
+)
+def test_every_secret_bearing_kafka_setting_is_masked(key):
+    shown = dict(config(**{P + "kafka.admin." + key: "private-material"}).effective())
+    assert shown[P + "kafka.admin." + key] == "********"
+
+
+def test_paths_to_secrets_are_shown():
+    shown = dict(config(**{P + "kafka.admin.ssl.key.location": "/etc/kvq/key.pem"}).effective())
+    assert shown[P + "kafka.admin.ssl.key.location"] == "/etc/kvq/key.pem"
+
+
+def test_a_value_from_the_environment_is_never_printed():
+    username = P + "kafka.admin.sasl.username"
+    cfg = build_config({**BASE, username: "${env:KVQ_USER}"}, environ={"KVQ_USER": "alice"})
+    assert cfg.admin_properties["sasl.username"] == "alice"
+    assert dict(cfg.effective())[username] == "${env:KVQ_USER}"
+    (error,) = errors_of({**BASE, FALLBACK: "${env:KVQ_FALLBACK}"}, {"KVQ_FALLBACK": "2-secret"})
+    assert error.startswith(f"{FALLBACK}=${{env:KVQ_FALLBACK}}: must be a number")
+    assert "2-secret" not in error
+
+
+def test_a_failing_value_with_a_trailing_comment_says_so():
+    (error,) = errors_of({**BASE, FALLBACK: "1.0         # 0.0..1.0, default 1.0"})
+    assert "looks like a trailing # comment" in error
+    assert "put the comment on its own line" in error

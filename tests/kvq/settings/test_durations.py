@@ -16,6 +16,7 @@ from kvq.settings.durations import format_duration, parse_duration
         ("PT0.5S", timedelta(milliseconds=500)),
         ("P1D", timedelta(days=1)),
         ("PT1H30M", timedelta(hours=1, minutes=30)),
+        ("P36500D", timedelta(days=36500)),
     ],
 )
 def test_parses_fixed_durations(text, expected):
@@ -31,6 +32,9 @@ def test_parses_fixed_durations(text, expected):
         ("P1M", "no fixed length"),
         ("P1Y", "no fixed length"),
         ("-PT1S", "negative"),
+        ("P9999999999D", "at most P36500D"),
+        ("PT99999999999999999999S", "at most P36500D"),
+        ("P99999999W", "at most P36500D"),
     ],
 )
 def test_rejects_with_what_is_allowed(text, message):

@@ -1,5 +1,8 @@
 """Java properties parsing: Strimzi users paste broker lines unchanged."""
 
+import os
+import threading
+
 import pytest
 
 from kvq.settings.properties import PropertiesError, parse_properties, read_properties
@@ -48,3 +51,39 @@ def test_bad_unicode_escape_names_file_and_line():
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(PropertiesError, match="no such file"):
         read_properties(tmp_path / "absent.properties")
+
+
+def test_a_byte_order_mark_does_not_swallow_the_first_key(tmp_path):
+    path = tmp_path / "bom.properties"
+    path.write_bytes(b"\xef\xbb\xbfkvq.cluster.name=eu-1\nb=2\n")
+    assert read_properties(path) == {"kvq.cluster.name": "eu-1", "b": "2"}
+
+
+def test_not_utf8_is_a_clear_error(tmp_path):
+    path = tmp_path / "latin1.properties"
+    path.write_bytes(b"a=caf\xe9\n")
+    with pytest.raises(PropertiesError, match=r"latin1.properties: cannot read: not UTF-8"):
+        read_properties(path)
+
+
+def test_a_fifo_is_refused_instead_of_blocking_start_up(tmp_path):
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | dict] = []
+    reader = threading.Thread(target=lambda: outcome.append(_read_or_error(fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # release the blocked open before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=10)
+        pytest.fail("reading a FIFO blocked")
+    (error,) = outcome
+    assert isinstance(error, PropertiesError)
+    assert "config.fifo: cannot read: not a regular file" in str(error)
+
+
+def _read_or_error(path):
+    try:
+        return read_properties(path)
+    except PropertiesError as exc:
+        return exc
