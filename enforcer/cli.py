@@ -93,9 +93,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept unauthenticated webhooks when no credentials file is configured",
     )
     parser.add_argument(
-        "--threads", type=int, default=4, metavar="N", help="HTTP worker threads (default 4)"
+        "--threads",
+        type=positive_int,
+        default=4,
+        metavar="N",
+        help="HTTP worker threads (default 4)",
     )
     return parser
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (argparse turns the ValueError into exit 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -210,8 +222,9 @@ def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int
     host, port = listen
     try:
         server = create_server(app, host=host, port=port, threads=threads, ident="kvq-enforcer")
-    except OSError as exc:
-        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # waitress: ValueError for a host it cannot resolve
+        reason = getattr(exc, "strerror", None) or exc
+        raise _fail(f"cannot listen on {host}:{port}: {reason}") from None
     stop = threading.Event()
 
     def retry_loop() -> None:

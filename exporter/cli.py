@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from exporter.exporter_app import Exporter
 from exporter.settings import ARCHIVE_DIR, LISTEN, ExporterSettings
 from kvq.contract.archive_record import to_record
-from kvq.settings.cli_support import load_or_exit, new_parser, print_effective
+from kvq.settings.cli_support import (
+    EXIT_CONFIG_ERROR,
+    load_or_exit,
+    new_parser,
+    print_effective,
+)
 from kvq.settings.config import CLUSTER_NAME
 
 log = logging.getLogger("kvq.exporter")
@@ -60,6 +68,23 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def check_archive_dir(settings: ExporterSettings) -> None:
+    """Exit 2 naming the setting when the archive directory cannot be created or written."""
+    if settings.archive_dir is None:
+        return
+    path = Path(settings.archive_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except OSError as exc:
+        print(
+            f"kvq-exporter: {ARCHIVE_DIR}={path}: cannot write there: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG_ERROR) from None
+
+
 def poll_once(settings: ExporterSettings) -> int:
     """`--once`: one observation, printed as JSON with the factor it gives; 0 if it succeeded."""
     exporter = Exporter(settings)
@@ -104,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # our own log says what failed
+    check_archive_dir(settings)
     return poll_once(settings) if args.once else serve(settings)
 
 

@@ -117,3 +117,20 @@ def test_an_unparseable_jaas_line_is_a_config_error(tmp_path, capsys):
     config = write_config(tmp_path, **{jaas: "GssapiLoginModule required;"})
     code, err = run(["--config", config, "--insecure-no-auth"], capsys)
     assert code == 2 and "kafka.admin.sasl.jaas.config: only PlainLoginModule" in err
+
+
+def test_a_listen_host_that_does_not_resolve_is_a_clear_error(tmp_path, capsys):
+    config = write_config(
+        tmp_path,
+        **{
+            "kvq.enforcer.listen": "nosuch.invalid:9899",
+            "kvq.enforcer.journal": str(tmp_path / "j.sqlite3"),
+        },
+    )
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2 and "cannot listen on nosuch.invalid:9899" in err
+
+
+def test_threads_must_be_at_least_one(tmp_path, capsys):
+    code, err = run(["--config", write_config(tmp_path), "--threads", "0"], capsys)
+    assert code == 2 and "--threads" in err

@@ -100,3 +100,18 @@ def test_what_start_up_would_fail_on_is_a_clear_error_and_exit_2(tmp_path, line,
         result = run("--config", str(path), mode)
         assert result.returncode == 2, (mode, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_archive_dir_that_cannot_be_written_is_a_clear_error(tmp_path):
+    path = tmp_path / "kvq.properties"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path.write_text(
+        f"{P}kafka.admin.bootstrap.servers=127.0.0.1:1\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+        f"kvq.exporter.archive.dir={blocker}/archive\n"
+    )
+    result = run("--config", str(path), "--once")
+    assert result.returncode == 2
+    assert f"kvq.exporter.archive.dir={blocker}/archive: cannot write there" in result.stderr
+    assert "Traceback" not in result.stderr
