@@ -72,8 +72,12 @@ def _invalid(change: Change) -> str | None:
         return f"unknown key {change.key}"
     if change.value is None:
         return None
-    if change.value <= 0:
-        return f"{change.key} must be > 0, got {change.value}"
-    if change.key in INTEGRAL_KEYS and not float(change.value).is_integer():
-        return f"{change.key} must be a whole number, got {change.value}"
+    value = float(change.value)
+    if value <= 0:  # as Kafka: NaN passes every check and is stored
+        return f"{change.key} must be > 0, got {value}"
+    if change.key in INTEGRAL_KEYS:
+        if value > float(2**63 - 1):  # decided in double: 2^63 itself is accepted
+            return f"{change.key} is too large for a LONG, got {value}"
+        if abs(value % 1.0) > 1e-6:
+            return f"{change.key} cannot be a fractional value, got {value}"
     return None

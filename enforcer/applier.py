@@ -1,7 +1,9 @@
 """Apply a target factor to one cluster: journal first, validate, alter, verify. One at a time.
 
 The plan always starts from the originals in the journal, so repeating, duplicating or resuming
-an apply after a crash converges on the same values and never compounds a factor.
+an apply after a crash converges on the same values and never compounds a factor. The originals
+are also copied into Kafka (kafka_originals.py) before the first change that depends on them, so
+a lost journal is recovered from Kafka instead of taking throttled values for originals.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from enforcer.journal import Journal
+from enforcer import kafka_originals
+from enforcer.journal import Episode, Journal, JournalError
+from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
+from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import (
     Change,
     Pair,
@@ -23,10 +28,15 @@ from enforcer.quota_plan import (
     changes,
     current_value,
     plan,
+    same_value,
     tracked_originals,
 )
 
 log = logging.getLogger("kvq.enforcer")
+
+SETTLE_S = 35.0
+"""How long an AlterClientQuotas that got no answer may still land: a broker forwards it to the
+controller for up to its `request.timeout.ms` (30 s by default), plus a margin."""
 
 
 class ApplyError(RuntimeError):
@@ -42,6 +52,13 @@ class ApplyResult:
     dry_run: bool = False
     idle: bool = False
     """Nothing was throttled and nothing needs to be: Kafka was not asked."""
+    reverted: int = 0
+    """Throttled values someone reset to exactly their original (a reconciler): throttled again."""
+    drifted: int = 0
+    """Pairs of the episode an operator changed while throttled (kept as they are)."""
+    settling: bool = False
+    """Applied and verified, but a request that got no answer may still land: verified again
+    later before the factor counts as applied (and a restore as finished)."""
 
 
 class Applier:
@@ -59,52 +76,129 @@ class Applier:
         sleep: Callable[[float], None] = time.sleep,
         verify_attempts: int = 5,
         verify_delay_s: float = 0.2,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self._sleep = sleep
         self.verify_attempts = verify_attempts
         self.verify_delay_s = verify_delay_s
+        self.settle_s = settle_s
         self.cluster = cluster
         self.policy = policy
         self.client = client
         self.journal = journal
+        self.episodes = journal.episodes
         self.metrics = metrics
         self.dry_run = dry_run
         self._monotonic = monotonic
         self.lock = threading.RLock()
         """Held for a whole apply; hold it to read a target and apply it atomically."""
         self.last_error: str | None = None
+        self.quota_callback: str | None = None
+        """Why Kafka ignores client quotas on this cluster (client.quota.callback.class set)."""
+        self.originals_unknown: str | None = None
+        """Why the originals cannot be known (the enforcer must not report success)."""
+        self._copy_checked = False
+        """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
+        self._in_doubt_until: float | None = None
+        """Monotonic time until which an unanswered AlterClientQuotas may still land."""
+        self._episode: Episode | None = None
+        self._episode_loaded = False
+
+    def episode(self) -> Episode | None:
+        """The cluster's episode as last read from or written to the journal."""
+        with self.lock:
+            if not self._episode_loaded:
+                self._reload()
+            return self._episode
+
+    def _reload(self) -> Episode | None:
+        self._episode = self.episodes.episode(self.cluster)
+        self._episode_loaded = True
+        return self._episode
+
+    @property
+    def needs_reconcile(self) -> bool:
+        """Work is unfinished: a failed apply, an unread copy, or a request still in doubt."""
+        return bool(
+            self.last_error
+            or self.originals_unknown
+            or not self._copy_checked
+            or self._in_doubt_until is not None
+        )
+
+    def settle_due_in(self) -> float | None:
+        """Seconds until requests in doubt can no longer land (None: none in doubt)."""
+        if self._in_doubt_until is None:
+            return None
+        return max(0.0, self._in_doubt_until - self._monotonic())
 
     def apply(self, factor: float) -> ApplyResult:
-        """Apply `factor`; raises ApplyError when Kafka fails (nothing is lost: retry)."""
+        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
         with self.lock:
             started = self._monotonic()
             try:
                 result = self._apply(factor)
-            except QuotaClientError as exc:
-                self.metrics.apply_failures.labels(self.cluster).inc()
-                self.last_error = str(exc)
+            except OriginalsUnknown as exc:
+                self._failed(str(exc))
+                self.originals_unknown = str(exc)
+                self.metrics.originals_unknown.labels(self.cluster).set(1)
+                log.critical(
+                    "cluster %s: CANNOT KNOW THE ORIGINAL QUOTAS, refusing to act: %s",
+                    self.cluster,
+                    exc,
+                )
+                raise ApplyError(f"originals unknown: {exc}") from None
+            except (QuotaClientError, JournalError) as exc:
+                self._failed(str(exc))
                 log.error("cluster %s: apply of factor %s failed: %s", self.cluster, factor, exc)
                 raise ApplyError(str(exc)) from None
             except ApplyError as exc:
-                self.metrics.apply_failures.labels(self.cluster).inc()
-                self.last_error = str(exc)
+                self._failed(str(exc))
                 log.error("cluster %s: %s", self.cluster, exc)
                 raise
             finally:
+                self._episode_loaded = False
                 self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
             self.last_error = None
+            self.originals_unknown = None
+            self.metrics.originals_unknown.labels(self.cluster).set(0)
             self.metrics.applies.labels(self.cluster).inc()
             if not result.dry_run:
                 self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
-                self.metrics.applied_factor.labels(self.cluster).set(factor)
+                if not result.settling:
+                    self.metrics.applied_factor.labels(self.cluster).set(factor)
             return result
 
+    def _failed(self, message: str) -> None:
+        self.metrics.apply_failures.labels(self.cluster).inc()
+        self.last_error = message
+
+    def _alter(self, todo: list[Change]) -> None:
+        """AlterClientQuotas; a request without an answer may still land: remember it."""
+        if not todo:
+            return
+        try:
+            self.client.alter(todo)
+        except QuotaRejected:
+            raise
+        except QuotaClientError:
+            self._in_doubt_until = self._monotonic() + self.settle_s
+            raise
+
     def _apply(self, factor: float) -> ApplyResult:
-        episode = self.journal.episode(self.cluster)
+        episode = self.episode()
+        active = episode is not None and episode.active
+        if not active and factor >= 1.0 and self._copy_checked and self._in_doubt_until is None:
+            return ApplyResult(self.cluster, factor, idle=True)
+        snapshot, copy = kafka_originals.split(self.client.describe())
+        if not self.dry_run:
+            episode = self._recover(episode, snapshot, copy, factor)
+        self._copy_checked = True
         active = episode is not None and episode.active
         if not active and factor >= 1.0:
-            return ApplyResult(self.cluster, factor, idle=True)
-        snapshot = self.client.describe()
+            if not self.dry_run:
+                self._remove_copy(copy, keep=None)
+            return ApplyResult(self.cluster, factor, idle=self._settled())
         records = episode.pairs if active else {}
         originals = {pair: record.original for pair, record in records.items()}
         discovered = {}
@@ -114,11 +208,15 @@ class Applier:
                 for pair, value in tracked_originals(self.policy, snapshot, originals).items()
                 if pair not in originals
             }
-        drift = {
-            pair: current_value(snapshot, pair)
-            for pair, record in records.items()
-            if not record.drifted and current_value(snapshot, pair) not in record.expected()
-        }
+        drift, reverted = {}, []
+        for pair, record in records.items():
+            value = current_value(snapshot, pair)
+            if record.drifted or record.holds_expected(value):
+                continue
+            if same_value(value, record.original):
+                reverted.append(pair)
+            else:
+                drift[pair] = value
         frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
         desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
         todo = changes(desired, snapshot)
@@ -129,31 +227,35 @@ class Applier:
             return ApplyResult(self.cluster, factor, tuple(todo), drift, dry_run=True)
 
         if not active or discovered:
-            self.journal.begin(self.cluster, discovered, factor)
+            episode_id = episode.episode_id if active and episode.episode_id else None
+            self.episodes.begin(
+                self.cluster,
+                discovered,
+                factor,
+                episode_id=episode_id or kafka_originals.new_episode_id(),
+            )
+            episode = self._reload()
+        written = self._copy_originals(episode, copy)
+        if factor >= 1.0:
+            reverted = []  # back at the original is what a restore wants
+        self._report_undone(drift, reverted)
         if drift:
-            self.journal.mark_drift(self.cluster, drift)
-            for (entity, key), value in drift.items():
-                log.warning(
-                    "cluster %s: %s %s was changed by someone else to %s while throttled; "
-                    "keeping it and not restoring it",
-                    self.cluster,
-                    entity.label(),
-                    key,
-                    "unset" if value is None else value,
-                )
+            self.episodes.mark_drift(self.cluster, drift)
         after = snapshot
         sendable, rejected = todo, []
         if todo:
-            self.journal.set_pending(
+            self.episodes.set_pending(
                 self.cluster, {(c.entity, c.key): c.value for c in todo}, factor
             )
             sendable, rejected = self._validated(todo)
             try:
                 if sendable:
-                    self.client.alter(sendable)
+                    self._alter(sendable)
             finally:
                 after = self._verify(desired, sendable, factor)
-        self.journal.confirm(self.cluster, _matching(desired, after), None if rejected else factor)
+        settled = self._settled()
+        complete = not rejected and settled
+        self.episodes.confirm(self.cluster, _matching(desired, after), factor if complete else None)
         for change in sendable:
             log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
         if rejected:
@@ -161,9 +263,109 @@ class Applier:
                 f"Kafka rejected part of the plan at factor {factor} (the rest is applied): "
                 + "; ".join(rejected)
             )
-        if factor >= 1.0:
-            self.journal.finish(self.cluster)
-        return ApplyResult(self.cluster, factor, tuple(todo), drift)
+        if factor >= 1.0 and settled:
+            self._alter(kafka_originals.removals(set(copy.leftovers(keep=None)) | set(written)))
+            self.episodes.finish(self.cluster)
+        if not settled:
+            log.warning(
+                "cluster %s: factor %s applied and verified; an unanswered AlterClientQuotas may "
+                "still land, verifying again in %.0f s",
+                self.cluster,
+                factor,
+                self.settle_due_in() or 0.0,
+            )
+        drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
+        return ApplyResult(
+            self.cluster,
+            factor,
+            tuple(todo),
+            drift,
+            reverted=len(reverted),
+            drifted=drifted,
+            settling=not settled,
+        )
+
+    def _settled(self) -> bool:
+        """No unanswered request can land any more (checked before trusting a verification)."""
+        if self._in_doubt_until is not None and self._monotonic() >= self._in_doubt_until:
+            self._in_doubt_until = None
+        return self._in_doubt_until is None
+
+    def _recover(
+        self, episode: Episode | None, snapshot: Snapshot, copy: KafkaOriginals, factor: float
+    ) -> Episode | None:
+        """Reconcile the journal with Kafka's copy of the originals.
+
+        Kafka's marked episode is current (markers are removed before the journal finishes an
+        episode): a journal that does not know it was lost or rolled back, and takes its
+        originals from Kafka. Values Kafka holds now are assumed to be ours.
+        """
+        kafka_id = copy.current()
+        if kafka_id is None:
+            return episode
+        held = copy.episodes.get(kafka_id, {})
+        known = episode is not None and episode.active and episode.episode_id == kafka_id
+        if known:
+            missing = {p: v for p, v in held.items() if p not in episode.pairs}
+            if not missing:
+                return episode
+            log.warning(
+                "cluster %s: the journal lacks %d original(s) Kafka's copy holds (rolled back?); "
+                "taking them from Kafka",
+                self.cluster,
+                len(missing),
+            )
+        else:
+            missing = held
+            log.warning(
+                "cluster %s: the journal does not know the throttle %s that Kafka's copy of the "
+                "originals records (journal lost or rolled back): recovering %d original(s) "
+                "from Kafka",
+                self.cluster,
+                kafka_id,
+                len(held),
+            )
+            self.episodes.discard(self.cluster)
+        current = {pair: current_value(snapshot, pair) for pair in missing}
+        self.episodes.begin(self.cluster, missing, factor, episode_id=kafka_id, applied=current)
+        self.metrics.originals_recovered.labels(self.cluster).inc(len(missing))
+        return self._reload()
+
+    def _copy_originals(self, episode: Episode, copy: KafkaOriginals) -> list[QuotaEntity]:
+        """Write what Kafka's copy lacks (records, then the marker) before any change; remove
+        leftovers of other episodes. Returns the entities written."""
+        originals = {pair: record.original for pair, record in episode.pairs.items()}
+        missing = kafka_originals.missing_records(episode.episode_id, originals, copy)
+        self._alter(missing)
+        self._remove_copy(copy, keep=episode.episode_id)
+        return [change.entity for change in missing]
+
+    def _remove_copy(self, copy: KafkaOriginals, keep: str | None) -> None:
+        leftovers = copy.leftovers(keep)
+        self._alter(kafka_originals.removals(leftovers))
+
+    def _report_undone(self, drift: dict[Pair, float | None], reverted: list[Pair]) -> None:
+        for entity, key in reverted:
+            log.warning(
+                "cluster %s: %s %s was reset to its original while throttled (a reconciler such "
+                "as Strimzi's User or Cluster Operator?); throttling it again",
+                self.cluster,
+                entity.label(),
+                key,
+            )
+        if reverted:
+            self.metrics.reverted.labels(self.cluster).inc(len(reverted))
+        for (entity, key), value in drift.items():
+            log.warning(
+                "cluster %s: %s %s was changed by someone else to %s while throttled; "
+                "keeping it and not restoring it",
+                self.cluster,
+                entity.label(),
+                key,
+                "unset" if value is None else value,
+            )
+        if drift:
+            self.metrics.drift_changes.labels(self.cluster).inc(len(drift))
 
     def _validated(self, todo: list[Change]) -> tuple[list[Change], list[str]]:
         """Validate the plan; entities Kafka rejects are left out so the rest still protects."""
@@ -181,13 +383,15 @@ class Applier:
         moment later); record what landed; raise ApplyError for what did not."""
         for attempt in range(self.verify_attempts):
             after = self.client.describe()
-            missing = [c for c in todo if current_value(after, (c.entity, c.key)) != c.value]
+            missing = [
+                c for c in todo if not same_value(current_value(after, (c.entity, c.key)), c.value)
+            ]
             if not missing:
                 return after
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
         if missing:
-            self.journal.confirm(self.cluster, _matching(desired, after), None)
+            self.episodes.confirm(self.cluster, _matching(desired, after), None)
             raise ApplyError(
                 f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
                 f"at factor {factor}: " + "; ".join(c.describe() for c in missing[:5])
@@ -197,5 +401,7 @@ class Applier:
 
 def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:
     return {
-        pair: value for pair, value in desired.items() if current_value(snapshot, pair) == value
+        pair: value
+        for pair, value in desired.items()
+        if same_value(current_value(snapshot, pair), value)
     }

@@ -227,18 +227,6 @@ def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int
         raise _fail(f"cannot listen on {host}:{port}: {reason}") from None
     stop = threading.Event()
 
-    def retry_loop() -> None:
-        while not stop.is_set():
-            errors = enforcer.reconcile()
-            for cluster, error in errors.items():
-                log.warning(
-                    "cluster %s: not reconciled yet (retry in %ss): %s",
-                    cluster,
-                    RETRY_INTERVAL_S,
-                    error,
-                )
-            stop.wait(RETRY_INTERVAL_S)
-
     def shutdown(signum, _frame) -> None:
         log.info("signal %s: stopping", signum)
         stop.set()
@@ -246,7 +234,12 @@ def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    threading.Thread(target=retry_loop, name="kvq-reconcile", daemon=True).start()
+    threading.Thread(
+        target=enforcer.reconcile_forever,
+        args=(stop, RETRY_INTERVAL_S),
+        name="kvq-reconcile",
+        daemon=True,
+    ).start()
     log.info(
         "listening on http://%s:%s (clusters: %s; auth: %s)",
         server.effective_host,

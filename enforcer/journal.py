@@ -1,16 +1,21 @@
-"""The durable journal (SQLite): originals before any change, what was set, firing alerts.
+"""The durable journal (one SQLite file) and the two stores it holds.
 
 Every write is one transaction committed with `synchronous=FULL` (fsync) before the enforcer
-touches Kafka, so a crash at any point leaves enough to finish or undo a throttle:
-- `episode`: per cluster, one throttle from its first change to its full restore.
-- `pair`: per (entity, key) of an episode, the original value (NULL: unset), the value last
+touches Kafka, so a crash at any point leaves enough to finish or undo a throttle.
+
+- `ThrottleEpisodes` (tables `episode`, `pair`): per cluster one throttle from its first change
+  to its full restore; per (entity, key) of it the original value (NULL: unset), the value last
   confirmed in Kafka, the value about to be set (pending) and an operator's value (drift).
-- `alert`: firing throttle alerts per Alertmanager group with the time they were last sent, so
-  the target survives restarts and an alert Alertmanager stopped sending can expire.
+- `FiringAlerts` (table `alert`): firing throttle alerts per Alertmanager group with the time they
+  were last sent, so the target survives restarts and an alert no longer sent can expire.
+
+SQLite stores a NaN REAL as NULL, so non-finite values are written as text ('nan', 'inf').
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import sqlite3
 import threading
@@ -18,12 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from enforcer.quota_entity import QuotaEntity
-from enforcer.quota_plan import Pair
+from enforcer.quota_plan import Pair, same_value
 
 ACTIVE = "active"
 RESTORED = "restored"
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS episode (
@@ -56,10 +63,11 @@ CREATE TABLE IF NOT EXISTS alert (
     PRIMARY KEY (group_key, cluster, fingerprint)
 );
 """
+_EPISODE_ID_COLUMN = "ALTER TABLE episode ADD COLUMN episode_id TEXT"
 
 
 class JournalError(RuntimeError):
-    """The journal cannot be opened or written."""
+    """The journal cannot be opened, read or written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +80,15 @@ class PairRecord:
     drift: float | None = None
     drifted: bool = False
 
-    def expected(self) -> set[float | None]:
+    def expected(self) -> list[float | None]:
         """Values Kafka may hold without anyone but us having changed them."""
-        values = {self.applied if self.applied_known else self.original}
+        values = [self.current_ours]
         if self.pending_known:
-            values.add(self.pending)
+            values.append(self.pending)
         return values
+
+    def holds_expected(self, value: float | None) -> bool:
+        return any(same_value(value, v) for v in self.expected())
 
     @property
     def current_ours(self) -> float | None:
@@ -93,6 +104,8 @@ class Episode:
     updated_at: str
     target: float | None
     applied: float | None
+    episode_id: str | None = None
+    """Names this episode's copy of the originals in Kafka (see kafka_originals.py)."""
     pairs: dict[Pair, PairRecord] = field(default_factory=dict)
 
     @property
@@ -108,9 +121,16 @@ def _utc_now() -> datetime:
 
 
 class Journal:
-    """Thread-safe access to the SQLite journal at `path`."""
+    """The SQLite journal file at `path`: one connection, serialised, shared by both stores."""
 
-    def __init__(self, path: str | Path, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Callable[[], datetime] = _utc_now,
+        busy_timeout_s: float = 5.0,
+    ) -> None:
+        """`busy_timeout_s`: how long a write waits for a lock another process holds (e.g.
+        `sqlite3 journal .backup`) before failing with JournalError."""
         self.path = Path(path)
         self._clock = clock
         self._lock = threading.Lock()
@@ -118,130 +138,223 @@ class Journal:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None
+                str(self.path),
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=busy_timeout_s,
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(episode)")}
+            if "episode_id" not in columns:
+                self._db.execute(_EPISODE_ID_COLUMN)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         if created:
             _fsync_dir(self.path.parent)
+        self.alerts = FiringAlerts(self)
+        self.episodes = ThrottleEpisodes(self)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def _now(self) -> str:
+    def now(self) -> str:
         return _stamp(self._clock())
 
-    def _write(self, statements: Callable[[sqlite3.Connection], None]) -> None:
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return query(self._db)
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot read journal {self.path}: {exc}") from None
+
+    def write(self, statements: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `statements` in one immediate transaction (all or nothing, durable on return)."""
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
-                    statements(self._db)
+                    result = statements(self._db)
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
                 self._db.execute("COMMIT")
+                return result
             except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise JournalError(f"cannot write journal {self.path}: {exc}") from None
 
-    # --- alerts -------------------------------------------------------------------------------
+
+class FiringAlerts:
+    """The firing throttle alerts per Alertmanager group (table `alert`)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
     def group_state(self, group_key: str) -> dict[tuple[str, str], float]:
-        with self._lock:
-            rows = self._db.execute(
+        rows = self._journal.read(
+            lambda db: db.execute(
                 "SELECT cluster, fingerprint, factor FROM alert WHERE group_key=?", (group_key,)
             ).fetchall()
+        )
         return {(c, f): v for c, f, v in rows}
 
+    def update_group(
+        self,
+        group_key: str,
+        next_state: Callable[[dict[tuple[str, str], float]], dict[tuple[str, str], float]],
+    ) -> set[str]:
+        """Replace the group's alerts with `next_state(previous)` in one transaction.
+
+        Returns the clusters the previous or the new state names.
+        """
+        now = self._journal.now()
+
+        def run(db: sqlite3.Connection):
+            rows = db.execute(
+                "SELECT cluster, fingerprint, factor FROM alert WHERE group_key=?", (group_key,)
+            ).fetchall()
+            previous = {(c, f): v for c, f, v in rows}
+            state = next_state(previous)
+            if state or previous:
+                db.execute("DELETE FROM alert WHERE group_key=?", (group_key,))
+                db.executemany(
+                    "INSERT INTO alert VALUES (?,?,?,?,?)",
+                    [(group_key, c, f, v, now) for (c, f), v in state.items()],
+                )
+            return {c for c, _ in previous} | {c for c, _ in state}
+
+        return self._journal.write(run)
+
     def replace_group(self, group_key: str, state: Mapping[tuple[str, str], float]) -> None:
-        now = self._now()
+        self.update_group(group_key, lambda _previous: dict(state))
 
-        def run(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM alert WHERE group_key=?", (group_key,))
-            db.executemany(
-                "INSERT INTO alert VALUES (?,?,?,?,?)",
-                [(group_key, c, f, v, now) for (c, f), v in state.items()],
-            )
-
-        self._write(run)
-
-    def expire_alerts(self, older_than: datetime) -> list[tuple[str, str, str, str]]:
+    def expire(self, older_than: datetime) -> list[tuple[str, str, str, str]]:
         """Forget alerts not re-sent since `older_than`; returns (group, cluster, fingerprint,
         last seen) of each."""
         cutoff = _stamp(older_than)
-        found: list[tuple[str, str, str, str]] = []
 
-        def run(db: sqlite3.Connection) -> None:
-            found.extend(
-                db.execute(
-                    "SELECT group_key, cluster, fingerprint, updated_at FROM alert "
-                    "WHERE updated_at < ?",
-                    (cutoff,),
-                ).fetchall()
-            )
-            db.execute("DELETE FROM alert WHERE updated_at < ?", (cutoff,))
+        def run(db: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
+            found = db.execute(
+                "SELECT group_key, cluster, fingerprint, updated_at FROM alert "
+                "WHERE updated_at < ?",
+                (cutoff,),
+            ).fetchall()
+            if found:
+                db.execute("DELETE FROM alert WHERE updated_at < ?", (cutoff,))
+            return found
 
-        self._write(run)
-        return found
+        return self._journal.write(run)
 
     def firing_factors(self, cluster: str) -> list[float]:
-        with self._lock:
-            rows = self._db.execute("SELECT factor FROM alert WHERE cluster=?", (cluster,))
-            return [r[0] for r in rows.fetchall()]
+        rows = self._journal.read(
+            lambda db: db.execute("SELECT factor FROM alert WHERE cluster=?", (cluster,)).fetchall()
+        )
+        return [r[0] for r in rows]
 
-    # --- episodes -----------------------------------------------------------------------------
+
+class ThrottleEpisodes:
+    """Per cluster the current (or last) throttle episode and its pairs (tables `episode`,
+    `pair`)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
     def episode(self, cluster: str) -> Episode | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT state, started_at, updated_at, target, applied FROM episode "
+        def query(db: sqlite3.Connection):
+            row = db.execute(
+                "SELECT state, started_at, updated_at, target, applied, episode_id FROM episode "
                 "WHERE cluster=?",
                 (cluster,),
             ).fetchone()
             if row is None:
-                return None
-            rows = self._db.execute(
+                return None, []
+            rows = db.execute(
                 "SELECT entity, key, original, applied, applied_known, pending, pending_known, "
                 "drift, drifted FROM pair WHERE cluster=? ORDER BY entity, key",
                 (cluster,),
             ).fetchall()
+            return row, rows
+
+        row, rows = self._journal.read(query)
+        if row is None:
+            return None
         pairs = {
-            (QuotaEntity.from_json(e), k): PairRecord(o, a, bool(ak), p, bool(pk), d, bool(dd))
+            (QuotaEntity.from_json(e), k): PairRecord(
+                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd)
+            )
             for e, k, o, a, ak, p, pk, d, dd in rows
         }
         return Episode(cluster, *row, pairs=pairs)
 
     def active_clusters(self) -> list[str]:
-        with self._lock:
-            rows = self._db.execute("SELECT cluster FROM episode WHERE state=?", (ACTIVE,))
-            return [r[0] for r in rows.fetchall()]
+        rows = self._journal.read(
+            lambda db: db.execute("SELECT cluster FROM episode WHERE state=?", (ACTIVE,)).fetchall()
+        )
+        return [r[0] for r in rows]
 
-    def begin(self, cluster: str, originals: Mapping[Pair, float | None], target: float) -> None:
-        """Record originals (new pairs only) and make the cluster's episode active."""
-        now = self._now()
+    def begin(
+        self,
+        cluster: str,
+        originals: Mapping[Pair, float | None],
+        target: float,
+        episode_id: str | None = None,
+        applied: Mapping[Pair, float | None] | None = None,
+    ) -> None:
+        """Record originals (new pairs only) and make the cluster's episode active.
+
+        `episode_id` names a new episode (ignored when one is active); `applied` marks values
+        known to be in Kafka already (an episode recovered from Kafka's copy of the originals).
+        """
+        now = self._journal.now()
+        applied = applied or {}
 
         def run(db: sqlite3.Connection) -> None:
             row = db.execute("SELECT state FROM episode WHERE cluster=?", (cluster,)).fetchone()
             if row is None or row[0] != ACTIVE:
                 db.execute("DELETE FROM pair WHERE cluster=?", (cluster,))
                 db.execute(
-                    "INSERT OR REPLACE INTO episode VALUES (?,?,?,?,?,NULL)",
-                    (cluster, ACTIVE, now, now, target),
+                    "INSERT OR REPLACE INTO episode "
+                    "(cluster, state, started_at, updated_at, target, applied, episode_id) "
+                    "VALUES (?,?,?,?,?,NULL,?)",
+                    (cluster, ACTIVE, now, now, target, episode_id),
                 )
             db.executemany(
-                "INSERT OR IGNORE INTO pair (cluster, entity, key, original) VALUES (?,?,?,?)",
-                [(cluster, e.to_json(), k, v) for (e, k), v in originals.items()],
+                "INSERT OR IGNORE INTO pair (cluster, entity, key, original, applied, "
+                "applied_known) VALUES (?,?,?,?,?,?)",
+                [
+                    (
+                        cluster,
+                        e.to_json(),
+                        k,
+                        _dump(v),
+                        _dump(applied.get((e, k))),
+                        int((e, k) in applied),
+                    )
+                    for (e, k), v in originals.items()
+                ],
             )
 
-        self._write(run)
+        self._journal.write(run)
+
+    def discard(self, cluster: str) -> None:
+        """Forget the cluster's episode (the journal's was stale; Kafka's copy replaces it)."""
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM pair WHERE cluster=?", (cluster,))
+            db.execute("DELETE FROM episode WHERE cluster=?", (cluster,))
+
+        self._journal.write(run)
 
     def set_pending(
         self, cluster: str, pending: Mapping[Pair, float | None], target: float
     ) -> None:
         """Record what is about to be set, before sending it."""
-        now = self._now()
+        now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
             db.execute(
@@ -249,34 +362,32 @@ class Journal:
             )
             db.executemany(
                 "UPDATE pair SET pending=?, pending_known=1 WHERE cluster=? AND entity=? AND key=?",
-                [(v, cluster, e.to_json(), k) for (e, k), v in pending.items()],
+                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in pending.items()],
             )
 
-        self._write(run)
+        self._journal.write(run)
 
     def mark_drift(self, cluster: str, drift: Mapping[Pair, float | None]) -> None:
         """Freeze pairs an operator changed: their value is kept from now on."""
-
-        def run(db: sqlite3.Connection) -> None:
-            db.executemany(
+        self._journal.write(
+            lambda db: db.executemany(
                 "UPDATE pair SET drift=?, drifted=1, pending=NULL, pending_known=0 "
                 "WHERE cluster=? AND entity=? AND key=?",
-                [(v, cluster, e.to_json(), k) for (e, k), v in drift.items()],
+                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in drift.items()],
             )
-
-        self._write(run)
+        )
 
     def confirm(
         self, cluster: str, confirmed: Mapping[Pair, float | None], factor: float | None
     ) -> None:
         """Values verified in Kafka; `factor` (unless None) is now fully applied."""
-        now = self._now()
+        now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
             db.executemany(
                 "UPDATE pair SET applied=?, applied_known=1, pending=NULL, pending_known=0 "
                 "WHERE cluster=? AND entity=? AND key=?",
-                [(v, cluster, e.to_json(), k) for (e, k), v in confirmed.items()],
+                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in confirmed.items()],
             )
             if factor is not None:
                 db.execute(
@@ -284,17 +395,30 @@ class Journal:
                     (factor, now, cluster),
                 )
 
-        self._write(run)
+        self._journal.write(run)
 
     def finish(self, cluster: str) -> None:
         """Everything is restored: the episode stays readable (status) until the next one."""
-        now = self._now()
-        self._write(
+        now = self._journal.now()
+        self._journal.write(
             lambda db: db.execute(
                 "UPDATE episode SET state=?, applied=1.0, target=1.0, updated_at=? WHERE cluster=?",
                 (RESTORED, now, cluster),
             )
         )
+
+
+def _dump(value: float | None) -> float | str | None:
+    """SQLite turns a NaN REAL into NULL: keep non-finite values as text."""
+    if value is not None and not math.isfinite(value):
+        return repr(float(value))
+    return value
+
+
+def _load(value: float | str | None) -> float | None:
+    if isinstance(value, str):
+        return float(value)
+    return value
 
 
 def _stamp(moment: datetime) -> str:

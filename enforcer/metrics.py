@@ -25,45 +25,69 @@ class EnforcerMetrics:
 
     def __init__(self, clusters: tuple[str, ...] = ()) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self._cluster_metrics: list = []
         self.webhooks = Counter(
-            PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=r
+            PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=self.registry
         )
-        self.applies = Counter(
-            PREFIX + "applies", "Completed applies of a target factor", ["cluster"], registry=r
-        )
-        self.apply_failures = Counter(
-            PREFIX + "apply_failures", "Applies that failed (Kafka error)", ["cluster"], registry=r
-        )
-        self.quota_changes = Counter(
-            PREFIX + "quota_changes", "Quota values set or removed", ["cluster"], registry=r
-        )
+        counter, gauge = self._per_cluster(Counter), self._per_cluster(Gauge)
+        self.applies = counter("applies", "Completed applies of a target factor")
+        self.apply_failures = counter("apply_failures", "Applies that failed (Kafka error)")
+        self.quota_changes = counter("quota_changes", "Quota values set or removed")
         self.apply_seconds = Histogram(
             PREFIX + "apply_duration_seconds",
             "Time to apply a target factor (describe, validate, alter, verify)",
             ["cluster"],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=r,
+            registry=self.registry,
         )
-        self.target_factor = Gauge(
-            PREFIX + "target_factor", "Factor the firing alerts ask for", ["cluster"], registry=r
+        self.target_factor = gauge("target_factor", "Factor the firing alerts ask for")
+        self.applied_factor = gauge("applied_factor", "Factor last applied completely")
+        self.drift = gauge(
+            "drift_pairs", "Quota values an operator changed while throttled (kept as they are)"
         )
-        self.applied_factor = Gauge(
-            PREFIX + "applied_factor", "Factor last applied completely", ["cluster"], registry=r
+        self.drift_changes = counter(
+            "drift_changes",
+            "Quota values found changed by someone else to a new value while throttled (kept)",
         )
-        self.drift = Gauge(
-            PREFIX + "drift_pairs",
-            "Quota values an operator changed while throttled (kept as they are)",
-            ["cluster"],
-            registry=r,
+        self.reverted = counter(
+            "reverted_pairs",
+            "Throttled values found reset to exactly their original (a reconciler undoing the "
+            "throttle), throttled again",
+        )
+        self.originals_recovered = counter(
+            "originals_recovered",
+            "Originals taken from Kafka's copy because the journal did not have them",
+        )
+        self.originals_unknown = gauge(
+            "originals_unknown",
+            "1 while the enforcer cannot know the original quotas and refuses to act",
+        )
+        self.reconcile_failures = counter(
+            "reconcile_failures",
+            "Reconcile rounds that could not finish a cluster's work (Kafka, journal or other "
+            "error); the loop carries on",
+        )
+        self.quota_callback = gauge(
+            "quota_callback_active",
+            "1 when brokers set client.quota.callback.class: Kafka ignores client quotas and the "
+            "enforcer refuses to report applied",
         )
         for outcome in WEBHOOK_OUTCOMES:
             self.webhooks.labels(outcome)
         for cluster in clusters:
-            for metric in (self.applies, self.apply_failures, self.quota_changes):
+            for metric in self._cluster_metrics:
                 metric.labels(cluster)
             self.apply_seconds.labels(cluster)
-            self.drift.labels(cluster).set(0)
+
+    def _per_cluster(self, kind):
+        """A factory of metrics labelled by cluster (each series exists from the start)."""
+
+        def make(name: str, documentation: str):
+            metric = kind(PREFIX + name, documentation, ["cluster"], registry=self.registry)
+            self._cluster_metrics.append(metric)
+            return metric
+
+        return make
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 USER = "user"
 CLIENT_ID = "client-id"
 ENTITY_TYPES = (USER, CLIENT_ID)
+ORIGINALS_USER = "__kvq_enforcer_originals"
+"""User name of the entities that hold the enforcer's copy of the originals in Kafka."""
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -59,6 +61,11 @@ class QuotaEntity:
     def is_user_or_client(self) -> bool:
         """Only user / client-id components (ip entities carry no client quotas we manage)."""
         return bool(self.components) and all(t in ENTITY_TYPES for t in self.types)
+
+    @property
+    def is_originals_record(self) -> bool:
+        """An entity of the enforcer's copy of the originals (never a real client's quota)."""
+        return USER in self.types and self.name(USER) == ORIGINALS_USER
 
     def belongs_to_user(self, name: str) -> bool:
         """True when the entity names this user explicitly (any client-id)."""

@@ -10,6 +10,12 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   gets an explicit unlimited override so that no less specific throttled entity applies to it.
 - entities owned by an excluded user (user=U with any client-id) are never touched.
 At factor 1.0 every pair gets its original back, and pairs that had no value are removed.
+
+Odd values Kafka may hold: NaN passes Kafka's validation and is stored; a broker compares
+throughput against it and never throttles, so a NaN original is *no effective limit*: like an
+unset quota it stays as it is above factor 0 (unlimited x factor is unlimited) and becomes 1 at
+factor 0; the restore puts the NaN back. 2^63 (what `kafka-configs` stores for "unlimited" on the
+long keys) is an ordinary large number: it is scaled and restored exactly.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ class QuotaPolicy:
 
     def untouched(self, entity: QuotaEntity) -> bool:
         """Entities the enforcer never changes: non user/client-id ones and excluded users' own."""
-        if not entity.is_user_or_client:
+        if not entity.is_user_or_client or entity.is_originals_record:
             return True
         owned = "user" in entity.types and entity.name("user") in self.excluded_users
         return owned and not self.exempt(entity)
@@ -143,8 +149,10 @@ def desired_value(
     source = _mirror_source(entity)
     if base is None and source is not None and originals:
         base = originals.get((source, key))
-    if base is None:
-        return MINIMUM if factor <= 0.0 else None
+    if base is None or not math.isfinite(base):
+        if factor <= 0.0:
+            return MINIMUM
+        return original
     return scaled(base, factor, key)
 
 
@@ -189,7 +197,7 @@ def changes(desired: Mapping[Pair, float | None], snapshot: Snapshot) -> list[Ch
     out = [
         Change(entity, key, value)
         for (entity, key), value in desired.items()
-        if current_value(snapshot, (entity, key)) != value
+        if not same_value(current_value(snapshot, (entity, key)), value)
     ]
     return sorted(out, key=lambda c: (c.entity.precedence, c.entity.label(), c.key))
 
@@ -199,5 +207,12 @@ def current_value(snapshot: Snapshot, pair: Pair) -> float | None:
     return None if value is None else float(value)
 
 
+def same_value(a: float | None, b: float | None) -> bool:
+    """Equal quota values, NaN equal to NaN (what Kafka holds is compared with what we set)."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
 def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 2**63 else repr(value)

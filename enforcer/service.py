@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -10,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from enforcer.applier import Applier, ApplyError, ApplyResult
-from enforcer.journal import Journal
+from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor, confirmed
-from enforcer.quota_plan import UNLIMITED
+from enforcer.quota_plan import UNLIMITED, same_value
 from enforcer.target_factor import extract, next_group_state, target_factor
 from enforcer.webhook_payload import WebhookPayload
 
@@ -66,14 +67,18 @@ class Enforcer:
         self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal
+        self.alerts = journal.alerts
         self.metrics = metrics
         self.alert_name = alert_name
         self.prometheus = prometheus
         self._alerts_lock = threading.Lock()
-        for cluster in self.appliers:  # what the journal knows, until the first apply
-            episode = journal.episode(cluster)
+        self.reconcile_rounds = 0
+        self.reconcile_errors: dict[str, str] = {}
+        """Per cluster, why the last reconcile round could not finish its work."""
+        for cluster, applier in self.appliers.items():  # what the journal knows, until an apply
+            episode = applier.episode()
             metrics.target_factor.labels(cluster).set(self.target(cluster))
-            metrics.applied_factor.labels(cluster).set(self.applied(cluster))
+            metrics.applied_factor.labels(cluster).set(_applied(episode))
             metrics.drift.labels(cluster).set(len(episode.drifted()) if episode else 0)
 
     def handle(self, payload: WebhookPayload) -> WebhookOutcome:
@@ -82,14 +87,13 @@ class Enforcer:
         Raises PayloadError (nothing recorded) or ApplyError (alerts recorded; retry applies).
         """
         found = extract(payload, self.alert_name, self.appliers)
+        truncated = payload.truncated_alerts > 0
         with self._alerts_lock:
-            previous = self.journal.group_state(payload.group_key)
-            state = next_group_state(previous, found.throttle, payload.truncated_alerts > 0)
-            if state or previous:
-                self.journal.replace_group(payload.group_key, state)  # also: last seen = now
-        affected = (
-            {a.cluster for a in found.throttle} | {c for c, _ in previous} | {c for c, _ in state}
-        )
+            named = self.alerts.update_group(  # also: last seen = now
+                payload.group_key,
+                lambda previous: next_group_state(previous, found.throttle, truncated),
+            )
+        affected = named | {a.cluster for a in found.throttle}
         if payload.truncated_alerts:
             log.warning(
                 "group %s: Alertmanager left out %d alert(s); unlisted firing alerts are kept",
@@ -107,33 +111,71 @@ class Enforcer:
         return WebhookOutcome(results, found.ignored)
 
     def target(self, cluster: str) -> float:
-        return target_factor(self.journal.firing_factors(cluster))
+        return target_factor(self.alerts.firing_factors(cluster))
 
     def applied(self, cluster: str) -> float:
-        episode = self.journal.episode(cluster)
-        if episode is None or not episode.active:
-            return 1.0
-        return 1.0 if episode.applied is None else episode.applied
+        return _applied(self.appliers[cluster].episode())
 
     def enforce(self, cluster: str) -> ApplyResult:
-        """Apply the cluster's current target (confirmed with Prometheus when lowering it)."""
+        """Apply the cluster's current target (confirmed with Prometheus when lowering it).
+
+        One read of the firing alerts and (unless cached since the last apply) of the episode.
+        """
         applier = self.appliers[cluster]
         with applier.lock:  # a concurrent webhook's newer target is read after this apply
-            target = self.target(cluster)
-            target = confirmed(cluster, target, self.applied(cluster), self.prometheus)
+            firing = self.alerts.firing_factors(cluster)
+            target = confirmed(
+                cluster, target_factor(firing), _applied(applier.episode()), self.prometheus
+            )
             self.metrics.target_factor.labels(cluster).set(target)
             result = applier.apply(target)
-        episode = self.journal.episode(cluster)
-        drift = len(episode.drifted()) if episode else 0
-        self.metrics.drift.labels(cluster).set(drift)
+        self.metrics.drift.labels(cluster).set(result.drifted)
         return result
 
     def reconcile(self) -> dict[str, str]:
         """Finish or undo unfinished work: apply the target of every cluster that needs it.
 
-        Returns the errors per cluster (empty when all is in order).
+        Never raises: every error is logged, counted and returned per cluster ("*" for the
+        journal's alert expiry), and the next round tries again.
         """
-        for group, cluster, fingerprint, seen in self.journal.expire_alerts(
+        errors: dict[str, str] = {}
+        try:
+            self._expire_alerts()
+        except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+            log.exception("reconcile: cannot expire old alerts: %s", exc)
+            errors["*"] = str(exc)
+        for cluster, applier in self.appliers.items():
+            try:
+                if not self._needs_work(cluster, applier):
+                    self.reconcile_errors.pop(cluster, None)
+                    continue
+                result = self.enforce(cluster)
+                log.info("cluster %s: reconciled at factor %s", cluster, result.factor)
+                self.reconcile_errors.pop(cluster, None)
+            except ApplyError as exc:
+                errors[cluster] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+                log.exception("cluster %s: reconcile failed: %s", cluster, exc)
+                errors[cluster] = f"{type(exc).__name__}: {exc}"
+            if cluster in errors:
+                self.reconcile_errors[cluster] = errors[cluster]
+                self.metrics.reconcile_failures.labels(cluster).inc()
+        if "*" in errors:
+            self.reconcile_errors["*"] = errors["*"]
+        else:
+            self.reconcile_errors.pop("*", None)
+        self.reconcile_rounds += 1
+        return errors
+
+    def _needs_work(self, cluster: str, applier: Applier) -> bool:
+        if applier.dry_run:
+            return bool(applier.last_error)
+        episode = applier.episode()
+        unfinished = episode is not None and episode.active
+        return unfinished or applier.needs_reconcile or self.target(cluster) < 1.0
+
+    def _expire_alerts(self) -> None:
+        for group, cluster, fingerprint, seen in self.alerts.expire(
             self._clock() - self.alert_expiry
         ):
             log.warning(
@@ -145,32 +187,70 @@ class Enforcer:
                 group,
                 seen,
             )
-        errors = {}
-        for cluster, applier in self.appliers.items():
-            episode = self.journal.episode(cluster)
-            unfinished = episode is not None and episode.active
-            if applier.dry_run and not applier.last_error:
-                continue
-            if unfinished or self.target(cluster) < 1.0 or applier.last_error:
-                try:
-                    result = self.enforce(cluster)
-                    log.info("cluster %s: reconciled at factor %s", cluster, result.factor)
-                except ApplyError as exc:
-                    errors[cluster] = str(exc)
-        return errors
+
+    def next_reconcile_in(self, interval: float) -> float:
+        """Seconds until the next round: the interval, or sooner when a request in doubt
+        settles."""
+        due = [d for a in self.appliers.values() if (d := a.settle_due_in()) is not None]
+        return min([interval, *(d + 0.05 for d in due)])
+
+    def reconcile_forever(self, stop: threading.Event, interval: float) -> None:
+        """The reconcile loop: one round now, then every `interval` s until `stop` is set."""
+        while not stop.is_set():
+            try:
+                for cluster, error in self.reconcile().items():
+                    log.warning(
+                        "cluster %s: not reconciled yet (retry in %ss): %s",
+                        cluster,
+                        interval,
+                        error,
+                    )
+                wait = self.next_reconcile_in(interval)
+            except Exception:  # noqa: BLE001 - never let the loop die
+                log.exception("reconcile round failed; retrying in %ss", interval)
+                wait = interval
+            stop.wait(wait)
+
+    def health(self) -> dict[str, Any]:
+        """`ok`; `degraded` while unfinished work cannot progress (Kafka or the journal fails);
+        `failing` when the originals cannot be known or Kafka ignores client quotas."""
+        problems, failing = [], False
+        for cluster, applier in sorted(self.appliers.items()):
+            if applier.originals_unknown:
+                failing = True
+                problems.append(
+                    f"cluster {cluster}: originals unknown: {applier.originals_unknown}"[:500]
+                )
+            if applier.quota_callback:
+                failing = True
+                problems.append(f"cluster {cluster}: {applier.quota_callback}")
+            error = self.reconcile_errors.get(cluster)
+            if error and not applier.originals_unknown:
+                problems.append(f"cluster {cluster}: cannot make progress: {error}")
+        if "*" in self.reconcile_errors:
+            problems.append(f"journal: {self.reconcile_errors['*']}")
+        status = "failing" if failing else "degraded" if problems else "ok"
+        return {
+            "status": status,
+            "clusters": sorted(self.appliers),
+            "problems": problems,
+            "reconcile_rounds": self.reconcile_rounds,
+        }
 
     def status(self) -> dict[str, Any]:
         return {"clusters": {name: self._cluster_status(name) for name in self.appliers}}
 
     def _cluster_status(self, cluster: str) -> dict[str, Any]:
         applier = self.appliers[cluster]
-        episode = self.journal.episode(cluster)
+        episode = applier.episode()
+        firing = self.alerts.firing_factors(cluster)
         out: dict[str, Any] = {
-            "target_factor": self.target(cluster),
-            "applied_factor": self.applied(cluster),
-            "firing_alerts": len(self.journal.firing_factors(cluster)),
+            "target_factor": target_factor(firing),
+            "applied_factor": _applied(episode),
+            "firing_alerts": len(firing),
             "dry_run": applier.dry_run,
             "last_error": applier.last_error,
+            "settling": applier.settle_due_in() is not None,
             "episode": None,
             "entities": [],
             "drift": 0,
@@ -189,15 +269,15 @@ class Enforcer:
             episode.pairs.items(), key=lambda item: (item[0][0].precedence, item[0][0].label())
         ):
             current = record.drift if record.drifted else record.current_ours
-            if current == record.original and not record.drifted:
+            if same_value(current, record.original) and not record.drifted:
                 continue
             rows.append(
                 {
                     "entity": entity.to_dict(),
                     "label": entity.label(),
                     "key": key,
-                    "original": record.original,
-                    "current": current,
+                    "original": _json_number(record.original),
+                    "current": _json_number(current),
                     "unlimited_override": current == UNLIMITED,
                     "drift": record.drifted,
                 }
@@ -205,3 +285,16 @@ class Enforcer:
         out["entities"] = rows
         out["drift"] = sum(1 for r in rows if r["drift"])
         return out
+
+
+def _applied(episode: Episode | None) -> float:
+    if episode is None or not episode.active:
+        return 1.0
+    return 1.0 if episode.applied is None else episode.applied
+
+
+def _json_number(value: float | None) -> float | str | None:
+    """JSON has no NaN or infinity: those are rendered as text ("NaN", "Infinity")."""
+    if value is None or math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

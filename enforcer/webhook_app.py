@@ -4,7 +4,7 @@ POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored, 40
                 401 credentials, 413 too large, 503 Kafka failed (Alertmanager retries 5xx)
 GET  /status    per-cluster target/applied factor, changed entities, drift (authenticated)
 GET  /metrics   Prometheus metrics
-GET  /healthz   liveness
+GET  /healthz   200 ok; 503 degraded (work cannot progress) or failing (originals unknown)
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return jsonify({"status": "ok", "clusters": sorted(enforcer.appliers)})
+        health = enforcer.health()
+        response = jsonify(health)
+        response.status_code = 200 if health["status"] == "ok" else 503
+        return response
 
     @app.errorhandler(404)
     def not_found(_exc) -> Response:

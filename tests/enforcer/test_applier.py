@@ -1,15 +1,18 @@
 """Applying factors to one cluster: journal-first, validate, alter, verify, exact restore."""
 
+import math
+
 import pytest
 
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_entity import QuotaEntity
+from enforcer.quota_entity import ORIGINALS_USER, QuotaEntity
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 
 P = "producer_byte_rate"
+C = "controller_mutation_rate"
 DEFAULT = QuotaEntity.default_user()
 ALICE = QuotaEntity.user("alice")
 ALICE_APP = QuotaEntity.of({"user": "alice", "client-id": "app"})
@@ -47,7 +50,9 @@ def test_throttle_then_restore_is_byte_exact(kafka, journal):
 
 def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
     make(kafka, journal).apply(0.5)
-    assert kafka.calls == ["describe", "validate", "alter", "describe"]
+    assert kafka.calls == ["describe", "alter", "validate", "alter", "describe"], (
+        "the originals are copied into Kafka before the plan is validated and applied"
+    )
 
 
 def test_repeats_and_lower_factors_never_compound(kafka, journal):
@@ -57,12 +62,15 @@ def test_repeats_and_lower_factors_never_compound(kafka, journal):
     assert kafka.values[ALICE][P] == 400.0
     applier.apply(0.25)
     assert kafka.values[ALICE][P] == 200.0
-    assert kafka.calls.count("alter") == 2
+    assert kafka.calls.count("alter") == 3, "the originals' copy once, then two plans"
 
 
-def test_nothing_throttled_and_factor_one_does_not_even_ask_kafka(kafka, journal):
-    assert make(kafka, journal).apply(1.0).idle
-    assert kafka.calls == []
+def test_nothing_throttled_and_factor_one_asks_kafka_once_for_its_copy_then_never(kafka, journal):
+    applier = make(kafka, journal)
+    assert applier.apply(1.0).idle
+    assert kafka.calls == ["describe"], "a lost journal is noticed from Kafka's copy"
+    assert applier.apply(1.0).idle
+    assert kafka.calls == ["describe"]
 
 
 def test_kafka_down_raises_apply_error_and_changes_nothing(kafka, journal):
@@ -108,7 +116,7 @@ def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
     assert result.dry_run and len(result.changes) == 3
     assert kafka.calls == ["describe", "validate"]
     assert kafka.values[ALICE][P] == 800.0
-    assert journal.episode("c1") is None
+    assert journal.episodes.episode("c1") is None
 
 
 def test_a_restart_resumes_from_the_journal_not_from_kafka(kafka, journal, tmp_path):
@@ -182,3 +190,73 @@ def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, jour
     kafka.describe = lagging_describe
     applier.apply(0.5)
     assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0
+
+
+def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_exactly(journal):
+    """NaN passes Kafka's validation and means no effective limit; 2^63 is kafka-configs'
+    "unlimited" for the long keys. Planning must not crash on either (it raised on NaN)."""
+    bob = QuotaEntity.user("bob")
+    kafka = InMemoryQuotas({ALICE: {P: math.nan}, bob: {P: 2.0**63}})
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited"
+    assert kafka.values[bob][P] == 2.0**62
+    applier.apply(0.0)
+    assert kafka.values[ALICE][P] == 1.0 and kafka.values[bob][P] == 1.0
+    assert applier.apply(0.0).changes == (), "NaN compares equal to NaN: no endless re-plan"
+    applier.apply(1.0)
+    assert math.isnan(kafka.values[ALICE][P]) and kafka.values[bob][P] == 2.0**63
+    assert applier.apply(1.0).idle
+
+
+def test_lost_journal_takes_the_originals_from_kafkas_copy_and_never_compounds(kafka, tmp_path):
+    first = Journal(tmp_path / "first.sqlite3")
+    make(kafka, first).apply(0.5)
+    first.close()
+    (tmp_path / "first.sqlite3").unlink()
+    fresh = Journal(tmp_path / "fresh.sqlite3")
+    applier = make(kafka, fresh)
+    applier.apply(0.25)
+    assert kafka.values[ALICE][P] == 200.0, "from 800, not from the throttled 400"
+    assert applier.metrics.originals_recovered.labels("c1")._value.get() == 3
+    applier.apply(1.0)
+    assert kafka.describe() == {
+        ALICE: {P: 800.0},
+        ALICE_APP: {P: 301.0, "consumer_byte_rate": 9.0},
+    }, "originals back, the copy removed"
+    fresh.close()
+
+
+def test_resolve_with_a_lost_journal_asks_kafka_and_restores(kafka, tmp_path):
+    first = Journal(tmp_path / "first.sqlite3")
+    make(kafka, first).apply(0.5)
+    first.close()
+    fresh = Journal(tmp_path / "fresh.sqlite3")
+    result = make(kafka, fresh).apply(1.0)
+    assert not result.idle and kafka.values[ALICE][P] == 800.0 and DEFAULT not in kafka.values
+    fresh.close()
+
+
+def test_unreadable_copy_refuses_to_act(kafka, journal):
+    kafka.set(QuotaEntity.of({"user": ORIGINALS_USER, "client-id": "junk"}), C, 1.0)
+    applier = make(kafka, journal)
+    with pytest.raises(ApplyError, match="originals unknown"):
+        applier.apply(1.0)
+    assert applier.originals_unknown and applier.needs_reconcile
+    assert applier.metrics.originals_unknown.labels("c1")._value.get() == 1
+    assert kafka.values[ALICE][P] == 800.0
+
+
+def test_a_reconciler_putting_the_original_back_is_throttled_again_and_counted(kafka, journal):
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    kafka.set(ALICE, P, 800.0)  # e.g. Strimzi's User Operator re-applying the KafkaUser quota
+    result = applier.apply(0.5)
+    assert result.reverted == 1 and result.drift == {}
+    assert kafka.values[ALICE][P] == 400.0, "throttled again"
+    assert applier.metrics.reverted.labels("c1")._value.get() == 1
+    kafka.set(ALICE, P, 5000.0)  # a genuinely new value: the operator's, reported as drift
+    assert applier.apply(0.5).drift == {(ALICE, P): 5000.0}
+    assert applier.metrics.drift_changes.labels("c1")._value.get() == 1
+    applier.apply(1.0)
+    assert kafka.values[ALICE][P] == 5000.0

@@ -21,7 +21,8 @@ import pytest
 from devcluster.control_client import ControlClient
 from devcluster.quota_store import Alteration, Op
 from devkit.alertmanager import alertmanager, throttle_webhook
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, free_port, wait_until
+from enforcer.quota_entity import ORIGINALS_USER
 from enforcer.quota_plan import UNLIMITED
 
 pytestmark = pytest.mark.integration
@@ -41,9 +42,17 @@ def seed(dc, entity: dict, **values: float) -> None:
 
 
 def quotas(dc) -> dict[tuple, dict[str, float]]:
+    """Every client quota in Kafka, without the enforcer's copy of the originals."""
     return {
-        tuple(sorted(item["entity"].items(), key=str)): item["values"] for item in dc.quota_state()
+        tuple(sorted(item["entity"].items(), key=str)): item["values"]
+        for item in dc.quota_state()
+        if item["entity"].get("user") != ORIGINALS_USER
     }
+
+
+def originals_copy(dc) -> list[dict]:
+    """The entities holding the enforcer's copy of the originals in Kafka."""
+    return [item for item in dc.quota_state() if item["entity"].get("user") == ORIGINALS_USER]
 
 
 def key(**entity) -> tuple:
@@ -92,11 +101,27 @@ class Enforcer:
         argv += ["--listen", f"127.0.0.1:{self.port}", "--journal", str(self.journal)]
         self.process = ManagedProcess(argv, self.tmp_path / f"enforcer-{self.starts}.log", cwd=REPO)
         wait_until(
-            lambda: self._alive() and http_ok(self.url + "/healthz"),
+            lambda: self._alive() and self.health()["reconcile_rounds"] > 0,
             timeout=20,
-            what="kvq-enforcer /healthz",
+            what="kvq-enforcer /healthz after its first reconcile round",
         )
         return self
+
+    def health(self) -> dict:
+        """/healthz's JSON, whatever its status (200 ok, 503 degraded or failing)."""
+        try:
+            with urllib.request.urlopen(self.url + "/healthz", timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return json.loads(exc.read())
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"no metric {name} in /metrics")
 
     def _alive(self) -> bool:
         if not self.process.running:
@@ -236,7 +261,9 @@ def test_the_same_alert_100_times_alters_once(dc, enforcer):
         status, body = e.post(firing(0.5))
         assert status == 200, body
     assert quotas(dc)[key(user="alice")] == {P: 400.0}
-    assert alter_count(dc) == 2, "one validate_only request and one real one, for all 100 posts"
+    assert alter_count(dc) == 3, (
+        "the originals' copy, one validate_only request and one real one, for all 100 posts"
+    )
 
 
 def test_sigkill_after_the_journal_write_then_resolve_restores_everything(dc, enforcer):
@@ -268,6 +295,56 @@ def test_sigkill_after_the_journal_write_then_resolve_restores_everything(dc, en
     )
     assert e.post(RESOLVED)[0] == 200
     assert quotas(dc) == before
+
+
+def _lose_journal(journal: Path, how: str) -> None:
+    if how == "deleted":
+        for path in journal.parent.glob(journal.name + "*"):
+            path.unlink()
+    elif how == "truncated":
+        journal.write_bytes(b"")
+        for path in journal.parent.glob(journal.name + "-*"):
+            path.unlink()
+    else:  # the -wal file removed after a kill: the committed episode was only there
+        Path(f"{journal}-wal").unlink()
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "wal_removed"])
+def test_journal_lost_while_throttled_restores_originals_from_kafka_and_never_compounds(
+    dc, enforcer, how
+):
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    seed(dc, {"client-id": "app"}, consumer_byte_rate=3000.0, producer_byte_rate=2000.0)
+    before = quotas(dc)
+    e = enforcer(**{"kvq.enforcer.quota.keys": "producer_byte_rate,consumer_byte_rate"})
+    assert e.post(firing(0.5))[0] == 200
+    assert quotas(dc)[key(user="alice")] == {P: 500.0}
+    assert originals_copy(dc), "the originals are copied into Kafka while throttled"
+    e.process.signal(signal.SIGKILL)
+    e.process.proc.wait(10)
+    _lose_journal(e.journal, how)
+    e.start()
+    assert e.post(firing(0.5))[0] == 200
+    assert e.post(firing(0.25))[0] == 200
+    assert quotas(dc)[key(user="alice")] == {P: 250.0}, "from the original 1000, not from 500"
+    assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") > 0
+    status, body = e.post(RESOLVED)
+    assert status == 200, body
+    assert quotas(dc) == before, "every original back exactly, the added quotas removed"
+    assert originals_copy(dc) == [], "the copy goes once everything is restored"
+    assert e.status()["episode"]["state"] == "restored"
+
+
+def test_unreadable_copy_of_the_originals_is_loud_never_200(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    seed(dc, {"user": ORIGINALS_USER, "client-id": "not a record"}, controller_mutation_rate=1.0)
+    e = enforcer()
+    status, body = e.post(RESOLVED)
+    assert status == 503 and "originals unknown" in body["error"], body
+    health = e.health()
+    assert health["status"] == "failing" and "originals unknown" in health["problems"][0]
+    assert e.metric("kafka_volume_quota_enforcer_originals_unknown") == 1.0
+    assert quotas(dc)[key(user="alice")] == {P: 1000.0}, "nothing was changed"
 
 
 def _pending_rows(journal: Path) -> int:

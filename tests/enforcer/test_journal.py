@@ -19,9 +19,9 @@ ALICE = QuotaEntity.user("alice")
 
 def test_originals_are_kept_from_the_first_write_and_never_overwritten(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
-    journal.begin("c1", {(DEFAULT, P): None, (ALICE, P): 800.0}, 0.5)
-    journal.begin("c1", {(ALICE, P): 400.0}, 0.0)
-    episode = journal.episode("c1")
+    journal.episodes.begin("c1", {(DEFAULT, P): None, (ALICE, P): 800.0}, 0.5)
+    journal.episodes.begin("c1", {(ALICE, P): 400.0}, 0.0)
+    episode = journal.episodes.episode("c1")
     assert episode.state == ACTIVE
     assert episode.pairs[(ALICE, P)].original == 800.0
     assert episode.pairs[(DEFAULT, P)].original is None
@@ -29,33 +29,35 @@ def test_originals_are_kept_from_the_first_write_and_never_overwritten(tmp_path)
 
 def test_pending_applied_and_drift_shape_what_is_expected_in_kafka(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
-    journal.begin("c1", {(ALICE, P): 800.0}, 0.5)
-    assert journal.episode("c1").pairs[(ALICE, P)].expected() == {800.0}
-    journal.set_pending("c1", {(ALICE, P): 400.0}, 0.5)
-    assert journal.episode("c1").pairs[(ALICE, P)].expected() == {800.0, 400.0}
-    journal.confirm("c1", {(ALICE, P): 400.0}, 0.5)
-    record = journal.episode("c1").pairs[(ALICE, P)]
-    assert record.expected() == {400.0} and journal.episode("c1").applied == 0.5
-    journal.mark_drift("c1", {(ALICE, P): 999.0})
-    assert journal.episode("c1").drifted() == {(ALICE, P)}
+    journal.episodes.begin("c1", {(ALICE, P): 800.0}, 0.5)
+    assert journal.episodes.episode("c1").pairs[(ALICE, P)].expected() == [800.0]
+    journal.episodes.set_pending("c1", {(ALICE, P): 400.0}, 0.5)
+    assert journal.episodes.episode("c1").pairs[(ALICE, P)].expected() == [800.0, 400.0]
+    journal.episodes.confirm("c1", {(ALICE, P): 400.0}, 0.5)
+    record = journal.episodes.episode("c1").pairs[(ALICE, P)]
+    assert record.expected() == [400.0] and journal.episodes.episode("c1").applied == 0.5
+    journal.episodes.mark_drift("c1", {(ALICE, P): 999.0})
+    assert journal.episodes.episode("c1").drifted() == {(ALICE, P)}
 
 
 def test_finished_episode_stays_readable_and_the_next_one_starts_fresh(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
-    journal.begin("c1", {(ALICE, P): 800.0}, 0.5)
-    journal.finish("c1")
-    assert journal.episode("c1").state == RESTORED and journal.active_clusters() == []
-    journal.begin("c1", {(ALICE, P): 700.0}, 0.5)
-    assert journal.episode("c1").pairs[(ALICE, P)].original == 700.0
+    journal.episodes.begin("c1", {(ALICE, P): 800.0}, 0.5)
+    journal.episodes.finish("c1")
+    assert journal.episodes.episode("c1").state == RESTORED
+    assert journal.episodes.active_clusters() == []
+    journal.episodes.begin("c1", {(ALICE, P): 700.0}, 0.5)
+    assert journal.episodes.episode("c1").pairs[(ALICE, P)].original == 700.0
 
 
 def test_alert_groups_are_replaced_whole_and_summed_per_cluster(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
-    journal.replace_group("g1", {("c1", "f1"): 0.5, ("c2", "f2"): 0.0})
-    journal.replace_group("g2", {("c1", "f3"): 0.2})
-    assert sorted(journal.firing_factors("c1")) == [0.2, 0.5]
-    journal.replace_group("g1", {})
-    assert journal.firing_factors("c1") == [0.2] and journal.firing_factors("c2") == []
+    journal.alerts.replace_group("g1", {("c1", "f1"): 0.5, ("c2", "f2"): 0.0})
+    journal.alerts.replace_group("g2", {("c1", "f3"): 0.2})
+    assert sorted(journal.alerts.firing_factors("c1")) == [0.2, 0.5]
+    journal.alerts.replace_group("g1", {})
+    assert journal.alerts.firing_factors("c1") == [0.2]
+    assert journal.alerts.firing_factors("c2") == []
 
 
 def test_durable_settings_are_in_force(tmp_path):
@@ -72,14 +74,15 @@ def test_a_write_survives_sigkill_right_after_it_returns(tmp_path):
         from enforcer.journal import Journal
         from enforcer.quota_entity import QuotaEntity
         j = Journal({str(path)!r})
-        j.begin("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 800.0}}, 0.0)
-        j.set_pending("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 1.0}}, 0.0)
+        j.episodes.begin("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 800.0}}, 0.0)
+        alice = (QuotaEntity.user("alice"), "producer_byte_rate")
+        j.episodes.set_pending("c1", {{alice: 1.0}}, 0.0)
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    record = Journal(path).episode("c1").pairs[(ALICE, P)]
+    record = Journal(path).episodes.episode("c1").pairs[(ALICE, P)]
     assert record.original == 800.0 and record.pending == 1.0
 
 
@@ -91,5 +94,5 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
-        journal._write(broken)
-    assert journal.firing_factors("c1") == []
+        journal.write(broken)
+    assert journal.alerts.firing_factors("c1") == []

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
+from devkit.processes import wait_until
 from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
@@ -36,7 +39,7 @@ def world(tmp_path):
     journals: list[Journal] = []
 
     def enforcer() -> Enforcer:
-        journal = Journal(tmp_path / "j.sqlite3", clock=clock)
+        journal = Journal(tmp_path / "j.sqlite3", clock=clock, busy_timeout_s=0.05)
         journals.append(journal)
         metrics = EnforcerMetrics(("c1",))
         applier = Applier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
@@ -101,3 +104,56 @@ def test_ignored_payloads_write_nothing(world):
     )
     assert outcome.outcome == "ignored" and outcome.ignored == 1
     assert kafka.calls == []
+
+
+def _lock_journal(tmp_path) -> sqlite3.Connection:
+    """Another process holding the journal's write lock (as `sqlite3 .backup` can, for long)."""
+    locker = sqlite3.connect(tmp_path / "j.sqlite3", timeout=0, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    return locker
+
+
+def _throttle_answered_503(enforcer: Enforcer, kafka: InMemoryQuotas) -> None:
+    kafka.down = True
+    with pytest.raises(ApplyError):
+        handle(enforcer, 0.5)  # 503 to Alertmanager; the alert is journaled
+    kafka.down = False
+
+
+def test_reconcile_survives_a_locked_journal_reports_it_and_retries_the_503(world, tmp_path):
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    _throttle_answered_503(enforcer, kafka)
+    locker = _lock_journal(tmp_path)
+    errors = enforcer.reconcile()
+    assert "locked" in errors["c1"], errors
+    assert enforcer.health()["status"] == "degraded"
+    assert "cannot make progress" in enforcer.health()["problems"][0]
+    assert enforcer.metrics.reconcile_failures.labels("c1")._value.get() == 1
+    locker.execute("ROLLBACK")
+    locker.close()
+    assert enforcer.reconcile() == {}
+    assert kafka.values[ALICE][P] == 400.0, "the throttle that got a 503 is applied"
+    assert enforcer.health()["status"] == "ok"
+
+
+def test_the_reconcile_loop_carries_on_after_errors(world, tmp_path):
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    _throttle_answered_503(enforcer, kafka)
+    locker = _lock_journal(tmp_path)
+    stop = threading.Event()
+    loop = threading.Thread(target=enforcer.reconcile_forever, args=(stop, 0.01), daemon=True)
+    loop.start()
+    try:
+        failures = enforcer.metrics.reconcile_failures.labels("c1")
+        wait_until(lambda: failures._value.get() >= 3, what="three failed rounds")
+        assert loop.is_alive()
+        locker.execute("ROLLBACK")
+        wait_until(lambda: kafka.values[ALICE][P] == 400.0, what="the loop applying the throttle")
+        wait_until(lambda: enforcer.health()["status"] == "ok", what="healthy again")
+    finally:
+        stop.set()
+        locker.close()
+        loop.join(10)
+    assert not loop.is_alive()

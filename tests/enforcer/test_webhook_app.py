@@ -72,7 +72,7 @@ def test_missing_or_wrong_credentials_401_and_nothing_changes(stack, headers):
     assert response.status_code == 401
     assert "Bearer" in response.headers["WWW-Authenticate"]
     assert stack.kafka["prod-eu-1"].calls == []
-    assert stack.journal.firing_factors("prod-eu-1") == []
+    assert stack.journal.alerts.firing_factors("prod-eu-1") == []
     assert stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome="unauthorized") == 1
 
 
@@ -84,7 +84,7 @@ def test_bad_payload_400_names_the_problem_and_nothing_changes(stack):
     assert "throttle_factor='lots' is not a number" in response.json["error"]
     assert stack.kafka["prod-eu-1"].calls == []
     assert stack.post(b"{nope").status_code == 400
-    assert stack.journal.firing_factors("prod-eu-1") == []
+    assert stack.journal.alerts.firing_factors("prod-eu-1") == []
 
 
 def test_oversized_payload_413_and_nothing_changes(stack):
