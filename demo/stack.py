@@ -21,6 +21,7 @@ from devcluster.control_client import ControlClient
 from devkit.alertmanager import Alertmanager
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.prometheus import run_prometheus
+from enforcer.quota_entity import ORIGINALS_USER
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = sorted((ROOT / "rules").glob("*.rules.yml"))
@@ -200,10 +201,12 @@ class DemoStack:
         return response.json()
 
     def quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-        """Kafka's stored quotas (through the devcluster control API), keyed by entity."""
+        """Kafka's stored quotas (through the devcluster control API), keyed by entity; without
+        the enforcer's copy of the originals (user __kvq_enforcer_originals)."""
         return {
             tuple(sorted(entry["entity"].items())): entry["values"]
             for entry in self.control.quotas()
+            if entry["entity"].get("user") != ORIGINALS_USER
         }
 
     def urls(self) -> dict[str, str]:

@@ -157,6 +157,15 @@ class FakeExporter:
             out.family("target_factor", "gauge", [(c, self.factor())])
             out.family("applied_factor", "gauge", [(c, self.enforcer_applied_factor)])
             out.family("drift_pairs", "gauge", [(c, 1)])
+            for name in (
+                "drift_changes",
+                "reverted_pairs",
+                "originals_recovered",
+                "reconcile_failures",
+            ):
+                out.family(name, "counter", [(c, 0)])
+            out.family("originals_unknown", "gauge", [(c, 0)])
+            out.family("quota_callback_active", "gauge", [(c, 0)])
             return out.text()
 
     # --- serving ---
