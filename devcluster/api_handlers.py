@@ -13,12 +13,14 @@ from kafka.protocol.admin import (
     AlterClientQuotasResponse,
     DescribeClientQuotasResponse,
     DescribeClusterResponse,
+    DescribeConfigsResponse,
     DescribeLogDirsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 
+from . import broker_configs as bc
 from . import quota_store as q
 from .protocol_codec import Request
 
@@ -274,6 +276,68 @@ def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
     )
 
 
+def describe_configs(broker: Broker, req: Request) -> ApiMessage:
+    """BROKER resources as Kafka's ConfigHelper answers them (see ``broker_configs``); other
+    resource types get INVALID_REQUEST: the devcluster has no topic, group or logger configs."""
+    version = req.api_version
+    body = req.body
+    _Result = DescribeConfigsResponse.DescribeConfigsResult
+    if any(r.resource_type not in bc.RESOURCE_TYPES for r in body.resources):
+        # Kafka throws before answering any resource: the request's error response.
+        results = [
+            _Result(
+                error_code=bc.INVALID_REQUEST,
+                error_message=bc.INVALID_REQUEST_MESSAGE,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[],
+            )
+            for r in body.resources
+        ]
+        return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+    config = broker.static_config()
+    synonyms = version >= 1 and body.include_synonyms
+    documentation = version >= 3 and body.include_documentation
+    results = []
+    for r in body.resources:
+        if r.resource_type == bc.BROKER:
+            found = bc.describe_broker(
+                broker.broker_id, r.resource_name, r.configuration_keys, config
+            )
+        else:
+            found = bc.ResourceResult(
+                bc.INVALID_REQUEST, "devcluster describes the configs of BROKER resources only"
+            )
+        results.append(
+            _Result(
+                error_code=found.error_code,
+                error_message=found.error_message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[_config_result(c, synonyms, documentation) for c in found.configs],
+            )
+        )
+    return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+
+
+def _config_result(config: bc.Config, synonyms: bool, documentation: bool):
+    _Config = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    return _Config(
+        name=config.name,
+        value=config.value,
+        read_only=config.read_only,
+        is_default=False,  # v0 only; Kafka's ConfigHelper never sets it
+        config_source=config.source,
+        is_sensitive=False,
+        synonyms=[
+            _Config.DescribeConfigsSynonym(name=n, value=v, source=s)
+            for n, v, s in (config.synonyms if synonyms else ())
+        ],
+        config_type=config.type,
+        documentation=config.doc if documentation else None,
+    )
+
+
 HANDLERS: dict[int, Callable[[Broker, Request], ApiMessage]] = {
     ApiKey.ApiVersions: api_versions,
     ApiKey.Metadata: metadata,
@@ -281,4 +345,5 @@ HANDLERS: dict[int, Callable[[Broker, Request], ApiMessage]] = {
     ApiKey.DescribeLogDirs: describe_log_dirs,
     ApiKey.DescribeClientQuotas: describe_client_quotas,
     ApiKey.AlterClientQuotas: alter_client_quotas,
+    ApiKey.DescribeConfigs: describe_configs,
 }

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.api_key import ApiKey
 
 from .api_handlers import HANDLERS
+from .broker_configs import static_config
 from .faults import Faults
 from .log_dirs import LogDir
 from .protocol_codec import (
@@ -44,6 +45,7 @@ class Broker:
         self.port = port
         self.log_dirs = log_dirs
         self.faults = Faults()  # replaced whole by the control API, read by the handlers
+        self.config_overrides: dict[str, str] = {}  # static configs set by the devcluster's user
         self.up = False
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
@@ -55,6 +57,11 @@ class Broker:
         if cap is not None:
             versions[ApiKey.DescribeLogDirs] = (APIS[ApiKey.DescribeLogDirs].min_version, cap)
         return versions
+
+    def static_config(self) -> dict[str, str]:
+        """The broker's ``server.properties`` as DescribeConfigs reports it."""
+        log_dirs = [str(d.path) for d in self.log_dirs]
+        return static_config(self.broker_id, self.host, self.port, log_dirs, self.config_overrides)
 
     async def start(self) -> None:
         if self.up:

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 
+from .broker_configs import check_class_name
 from .cluster import DEFAULT_HOST, DevCluster
 
 DEFAULT_BASE_PORT = 19092
@@ -52,6 +53,13 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port 0-65535 (0: any free port), got {value}")
     return value
+
+
+def _class_name(text: str) -> str:
+    try:
+        return check_class_name("the value", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -116,6 +124,15 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="cluster id to report (default: the one recorded in DIR, else a new one)",
     )
+    p.add_argument(
+        "--client-quota-callback-class",
+        type=_class_name,
+        default=None,
+        metavar="CLASS",
+        help="report this client.quota.callback.class in every broker's DescribeConfigs, as a "
+        "broker running a quota plugin does (e.g. io.strimzi.kafka.quotas.StaticQuotaCallback); "
+        "default: unset, as Kafka's built-in quotas",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
     return p
 
@@ -149,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             control_port=control_port(args.control_port, args.base_port, args.brokers),
             capacity_bytes=args.capacity_bytes,
             cluster_id=args.cluster_id,
+            client_quota_callback_class=args.client_quota_callback_class,
         )
         dc.start()
     except (ValueError, OSError) as exc:

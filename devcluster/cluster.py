@@ -24,6 +24,7 @@ from typing import Any
 from kafka.errors import for_code
 
 from .broker import Broker
+from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
 from .faults import KAFKA_STORAGE_ERROR
 from .log_dirs import DiskFull, LogDir
@@ -53,8 +54,10 @@ class DevCluster:
         control_port: int | None = 0,
         capacity_bytes: int | None = None,
         cluster_id: str | None = None,
+        client_quota_callback_class: str | None = None,
     ):
         check_arguments(brokers, log_dirs_per_broker, base_port, control_port, capacity_bytes)
+        callback = check_class_name("client_quota_callback_class", client_quota_callback_class)
         self._own_data_dir = data_dir is None
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="kvq-devcluster-")
@@ -74,6 +77,9 @@ class DevCluster:
             )
             for i in range(brokers)
         ]
+        if callback is not None:
+            for broker in self.brokers:
+                broker.config_overrides[CLIENT_QUOTA_CALLBACK_CLASS] = callback
         self.cluster_id = cluster_id_for(self.data_dir / "meta.properties", cluster_id)
         self.quotas = QuotaStore(self.data_dir / "quotas.json")
         self.requests = RequestCounter()
@@ -247,6 +253,26 @@ class DevCluster:
         with self._lock:
             broker.faults = dataclasses.replace(broker.faults, leave_before_describe_log_dirs=False)
 
+    def set_broker_config(self, broker_id: int, body: Any) -> dict[str, str]:
+        """Set or unset (null) static configs of a broker, as if it had been restarted with them
+        in ``server.properties``: ``{"client.quota.callback.class": "io.strimzi...."}``; returns
+        the configs set."""
+        broker = self.broker(broker_id)
+        body = require_object(body, SETTABLE)
+        try:
+            values = {k: check_class_name(k, v) for k, v in body.items()}
+        except ValueError as exc:
+            raise ControlError(400, str(exc)) from None
+        with self._lock:
+            overrides = dict(broker.config_overrides)
+            for key, value in values.items():
+                if value is None:
+                    overrides.pop(key, None)
+                else:
+                    overrides[key] = value
+            broker.config_overrides = overrides  # replaced whole: the handlers read it unlocked
+        return dict(overrides)
+
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)
 
@@ -313,6 +339,7 @@ class DevCluster:
             "up": broker.up,
             "log_dirs": [self._log_dir_state(broker, i) for i in range(len(broker.log_dirs))],
             "faults": broker.faults.active(),
+            "config": dict(broker.config_overrides),
         }
 
     def _log_dir_state(self, broker: Broker, index: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@
                                              "clear": true}
     PUT    /brokers/{id}/log-dirs/{index}   {"capacity_bytes": n, "usable_bytes": n,
                                              "fill_bytes": n, "clear": true}
+    PUT    /brokers/{id}/config             {"client.quota.callback.class": "..." | null}
     GET    /quotas                          the stored client quotas
     GET    /requests                        requests received, by API and broker
     DELETE /requests                        reset those counts
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 ENDPOINTS = (
     "GET /state, GET /brokers/{id}, POST /brokers/{id}/stop, POST /brokers/{id}/start, "
-    "PUT /brokers/{id}/faults, PUT /brokers/{id}/log-dirs/{index}, GET /quotas, "
+    "PUT /brokers/{id}/faults, PUT /brokers/{id}/log-dirs/{index}, PUT /brokers/{id}/config, "
+    "GET /quotas, "
     "GET /requests, DELETE /requests"
 )
 
@@ -56,6 +58,7 @@ def _routes(dc: DevCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
         r("POST", r"/brokers/(\d+)/stop", lambda _b, i: dc.stop_broker(int(i))),
         r("POST", r"/brokers/(\d+)/start", lambda _b, i: dc.start_broker(int(i))),
         r("PUT", r"/brokers/(\d+)/faults", lambda b, i: dc.set_faults(int(i), b)),
+        r("PUT", r"/brokers/(\d+)/config", lambda b, i: dc.set_broker_config(int(i), b)),
         r(
             "PUT",
             r"/brokers/(\d+)/log-dirs/(\d+)",

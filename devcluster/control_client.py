@@ -56,6 +56,11 @@ class ControlClient:
         clear=True; returns the faults now active on that broker."""
         return self._call("PUT", f"/brokers/{broker_id}/faults", faults)
 
+    def set_broker_config(self, broker_id: int, config: dict[str, str | None]) -> dict[str, str]:
+        """Static broker configs, e.g. ``{"client.quota.callback.class": "a.B"}`` (None unsets);
+        returns the configs set on that broker."""
+        return self._call("PUT", f"/brokers/{broker_id}/config", config)
+
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)
 

@@ -16,6 +16,8 @@ from kafka.protocol.admin import (
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
@@ -56,6 +58,7 @@ APIS: dict[int, Api] = {
         DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1
     ),
     ApiKey.AlterClientQuotas: Api(AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
+    ApiKey.DescribeConfigs: Api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
 }
 
 

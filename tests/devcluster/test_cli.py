@@ -105,6 +105,14 @@ def test_prints_bootstrap_control_ready_serves_and_stops_on_signal(start, tmp_pa
         socket.create_connection(("127.0.0.1", state["brokers"][0]["port"]), timeout=2)
 
 
+def test_a_quota_callback_class_is_reported_by_every_broker(start):
+    plugin = "io.strimzi.kafka.quotas.StaticQuotaCallback"
+    dc = start("--brokers", "2", "--base-port", "0", "--control-port", "0",
+               "--client-quota-callback-class", plugin)  # fmt: skip
+    state = ControlClient(dc.control).state()
+    assert {b["config"]["client.quota.callback.class"] for b in state["brokers"]} == {plugin}
+
+
 def test_a_taken_port_is_a_clear_error(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -137,6 +145,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path):
         (["--brokers", "many"], "must be a whole number"),
         (["--base-port", "70000"], "must be a port 0-65535"),
         (["--capacity-bytes", "-5"], "--capacity-bytes: must be >= 1"),
+        (["--client-quota-callback-class", "a b"], "must be a Java class name"),
         ([], "--data-dir"),
     ],
 )

@@ -26,6 +26,7 @@ def test_api_versions_advertises_what_the_devcluster_implements(dc):
         assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == {
             3: (0, 13),  # Metadata
             18: (0, 4),  # ApiVersions
+            32: (1, 4),  # DescribeConfigs
             35: (1, 4),  # DescribeLogDirs
             48: (0, 1),  # DescribeClientQuotas
             49: (0, 1),  # AlterClientQuotas
