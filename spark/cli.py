@@ -46,6 +46,23 @@ raise the retention first to reach back to your oldest sample.
 """
 
 
+PYSPARK_MISSING = """\
+kvq-backfill: PySpark is not installed ({error}).
+The backfill runs on Spark; the exporter and the enforcer do not need it. Install it with:
+  pip install 'kafka-volume-quotas[spark]'
+and a Java 17 runtime (Debian: apt-get install default-jre-headless), or use the image's
+backfill target (Containerfile, --target backfill)."""
+
+
+def require_pyspark() -> None:
+    """Exit 2 with how to install PySpark when it cannot be imported (it is an optional extra)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        print(PYSPARK_MISSING.format(error=exc), file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG_ERROR) from None
+
+
 class UsageError(ValueError):
     """A bad flag value; the message names it and says what is allowed."""
 
@@ -147,6 +164,7 @@ def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    require_pyspark()
     from spark.archive_files import ArchiveNotFound, archive_files
     from spark.job import BackfillError, BackfillRequest, run
     from spark.progress import Progress
