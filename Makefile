@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint system-deps venv clean
+.PHONY: test demo bench lint system-deps venv clean image manifests
 
 venv: $(STAMP)
 
@@ -41,6 +41,15 @@ demo: system-deps venv
 
 bench: system-deps venv
 	$(PY) -m bench
+
+# The container image (Containerfile) built with buildah on a base made from Debian packages, then
+# checked: its kvq-exporter --version and one --once against a devcluster. Root; takes minutes.
+image: venv
+	$(SUDO) deploy/image/build.sh
+
+# deploy/kubernetes/base/generated/ from rules/ and grafana/dashboards/ (a test checks it is current).
+manifests: venv
+	$(PY) -m devkit.kubernetes_manifests
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -25,7 +25,7 @@ class EnforcerSettings(AppSettings):
     NAMESPACE: ClassVar[str] = "enforcer"
 
     listen: tuple[str, int] = setting(
-        LISTEN, values.listen, "127.0.0.1:9899", "enforcer HTTP address"
+        LISTEN, values.listen, values.default_listen(9899), "enforcer HTTP address"
     )
     journal: str = setting(JOURNAL, values.text, "kvq-enforcer-journal.sqlite3", "durable journal")
     token_file: str | None = setting(TOKEN_FILE, values.text, None, "file holding the token")

@@ -21,7 +21,7 @@ class ExporterSettings(AppSettings):
     NAMESPACE: ClassVar[str] = "exporter"
 
     listen: tuple[str, int] = setting(
-        LISTEN, values.listen, "127.0.0.1:9898", "exporter HTTP address"
+        LISTEN, values.listen, values.default_listen(9898), "exporter HTTP address"
     )
     archive_dir: str | None = setting(
         ARCHIVE_DIR, values.text, None, "append one JSON line per poll here"

@@ -35,6 +35,9 @@ from kvq.settings.properties import PropertiesError, read_properties
 ADMIN_PREFIX = PREFIX + "kafka.admin."
 BOOTSTRAP_SERVERS = ADMIN_PREFIX + "bootstrap.servers"
 CHECK_INTERVAL = PREFIX + "storage.check.interval"
+DEFAULT_CHECK_INTERVAL = "PT5S"
+"""Ours, not the proposal's PT1M: a poll is one small request per broker, and every second of
+delay lets a disk fill (README "Reaction time"). A pasted broker line keeps its own value."""
 OLD_CHECK_INTERVAL = PREFIX + "storage.check-interval"
 FALLBACK = PREFIX + "throttle.factor.fallback"
 VALIDITY = PREFIX + "throttle.factor.validity.duration"
@@ -266,7 +269,7 @@ def _read_shared(reader: _Reader, source: str) -> Config:
                 f"{CHECK_INTERVAL}={format_duration(check_interval)}"
             )
     else:
-        check_interval = get(CHECK_INTERVAL, values.duration, "PT1M")
+        check_interval = get(CHECK_INTERVAL, values.duration, DEFAULT_CHECK_INTERVAL)
     validity = get(VALIDITY, values.positive_duration, "PT5M")
     fallback = get(FALLBACK, values.factor, "1.0")
     limit = _limit(reader)

@@ -3,6 +3,7 @@ is allowed (the caller adds the property name and the value)."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 
@@ -82,6 +83,15 @@ def principals(text: str) -> tuple[str, ...]:
                 "separate entries with ';' (names may contain commas)"
             )
     return entries
+
+
+LISTEN_HOST_ENV = "KVQ_LISTEN_HOST"
+
+
+def default_listen(port: int) -> str:
+    """Where a server listens unless told: loopback, or `$KVQ_LISTEN_HOST` (the container image
+    sets 0.0.0.0, so a pod's probes and Prometheus reach it)."""
+    return f"{os.environ.get(LISTEN_HOST_ENV) or '127.0.0.1'}:{port}"
 
 
 def listen(text: str) -> tuple[str, int]:

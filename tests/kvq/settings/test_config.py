@@ -64,9 +64,9 @@ def test_strimzi_broker_lines_paste_unchanged(tmp_path):
     assert cfg.warnings == ()
 
 
-def test_defaults_follow_the_proposal():
+def test_defaults_follow_the_proposal_except_the_recommended_check_interval():
     cfg = config()
-    assert cfg.check_interval == timedelta(minutes=1)
+    assert cfg.check_interval == timedelta(seconds=5)  # the proposal's is PT1M: README
     assert cfg.validity == timedelta(minutes=5)
     assert cfg.fallback_factor == 1.0
     assert cfg.limit == MinAvailableRatio(0.05)
@@ -184,7 +184,7 @@ def test_flag_overrides_win_and_a_limit_override_replaces_the_other_limit(tmp_pa
 def test_effective_configuration_lists_defaults():
     shown = dict(config().effective())
     assert shown[VALIDITY] == "PT5M"
-    assert shown[CHECK_INTERVAL] == "PT1M"
+    assert shown[CHECK_INTERVAL] == "PT5S"
     assert shown[FALLBACK] == "1.0"
     assert shown["kvq.cluster.name"] == "kafka"
     assert shown[P + "produce"] == "unlimited"

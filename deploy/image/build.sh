@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make image`: build the Containerfile with buildah on a Python base made from Debian packages
+# (no image registry is needed), then check the built image: its kvq-exporter --version, and one
+# kvq-exporter --once (as the image's non-root user) against a devcluster started on loopback.
+# podman cannot run containers on every machine, so the check runs the image's files with
+# `buildah mount` + chroot, sharing the host's network (the devcluster listens on 127.0.0.1).
+# Usage: deploy/image/build.sh [TAG]   (as root; installs buildah and debootstrap when missing)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tag=${1:-localhost/kafka-volume-quotas:$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)}
+base=localhost/kvq-debian-python:bookworm
+venv_python=${VENV_PYTHON:-.venv/bin/python}
+started=$(date +%s)
+
+if ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah debootstrap >/dev/null
+fi
+deploy/image/debian-base.sh "$base"
+# RUN steps use the host's network, and its CA bundle and pip.conf when present (a TLS-inspecting
+# proxy's CA lives there); chroot isolation needs no OCI runtime.
+host_files=()
+for f in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf; do
+  [ -f "$f" ] && host_files+=(--volume "$f:$f:ro")
+done
+echo "== building $tag from Containerfile on $base"
+buildah build --quiet --layers --isolation chroot --network host "${host_files[@]}" \
+  --build-arg PYTHON_IMAGE="$base" --target kvq -t "$tag" -f Containerfile . >/dev/null
+echo "   built in $(( $(date +%s) - started )) s"
+
+work=$(mktemp -d)
+ctr=$(buildah from --pull-never "$tag")
+root=$(buildah mount "$ctr")
+devcluster_pid=""
+cleanup() {
+  [ -n "$devcluster_pid" ] && kill "$devcluster_pid" 2>/dev/null && wait "$devcluster_pid" 2>/dev/null
+  umount "$root/proc" "$root/dev" 2>/dev/null || true
+  buildah umount "$ctr" >/dev/null 2>&1 || true
+  buildah rm "$ctr" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
+in_image() {  # run a command of the image as its user (uid 10001), with the image's environment
+  chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/tmp \
+    PATH=/opt/kvq/bin:/usr/local/bin:/usr/bin:/bin KVQ_LISTEN_HOST=0.0.0.0 "$@"
+}
+
+echo "== image user: $(in_image /usr/bin/id -u):$(in_image /usr/bin/id -g)"
+echo "== kvq-exporter --version"
+in_image kvq-exporter --version
+
+"$venv_python" -m devcluster.cli --brokers 3 --data-dir "$work/kafka" --base-port 0 \
+  --control-port 0 >"$work/devcluster.out" 2>"$work/devcluster.err" &
+devcluster_pid=$!
+for _ in $(seq 100); do grep -q '^ready' "$work/devcluster.out" && break; sleep 0.1; done
+bootstrap=$(sed -n 's/^bootstrap=//p' "$work/devcluster.out")
+[ -n "$bootstrap" ] || { echo "devcluster did not start"; cat "$work/devcluster.err"; exit 1; }
+mkdir -p "$root/tmp/kvq"
+cat >"$root/tmp/kvq/kvq.properties" <<PROPERTIES
+client.quota.callback.static.kafka.admin.bootstrap.servers=$bootstrap
+client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.01
+kvq.cluster.name=image-check
+PROPERTIES
+echo "== kvq-exporter --once against devcluster $bootstrap"
+in_image kvq-exporter --config /tmp/kvq/kvq.properties --check-config \
+  | grep -E 'kvq.exporter.listen|storage.check.interval'
+in_image kvq-exporter --config /tmp/kvq/kvq.properties --once >"$work/once.json"
+python3 - "$work/once.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+obs = doc["observation"]
+print(f"   outcome {obs['outcome']}, brokers {obs['active_brokers']}, "
+      f"{len(obs['log_dirs'])} log dirs, throttle factor {doc['status']['throttle_factor']}")
+assert obs["outcome"] == "success", obs
+PY
+echo "== image $tag OK ($(( $(date +%s) - started )) s)"
