@@ -6,9 +6,11 @@ Each handler takes the answering broker and the decoded request and returns the 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafka.errors import for_code
 from kafka.protocol.admin import (
     AlterClientQuotasResponse,
     DescribeClientQuotasResponse,
@@ -22,6 +24,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 
 from . import broker_configs as bc
 from . import quota_store as q
+from .faults import APPLY_EARLY, AlterFault
 from .protocol_codec import Request
 
 if TYPE_CHECKING:
@@ -249,7 +252,10 @@ def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
     )
 
 
-def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
+def alter_client_quotas(
+    broker: Broker, req: Request, fault: AlterFault | None = None
+) -> ApiMessage:
+    """Applied by the cluster-wide quota store (the controller); ``fault`` makes it fail."""
     alterations = [
         q.Alteration(
             entity=tuple((e.entity_type, e.entity_name) for e in entry.entity),
@@ -257,7 +263,14 @@ def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
         )
         for entry in req.body.entries
     ]
-    results = broker.cluster.quotas.alter(alterations, validate_only=req.body.validate_only)
+    code = None if fault is None else fault.error_code
+    if code is not None and fault.entities is None:
+        results = q.failed_request(alterations, code, _error_description(code))
+    else:
+        forced = {e: (code, _error_description(code)) for e in fault.entities} if code else None
+        results = broker.cluster.quotas.alter(
+            alterations, validate_only=req.body.validate_only, forced_errors=forced
+        )
     _Entry = AlterClientQuotasResponse.EntryData
     return AlterClientQuotasResponse(
         version=req.api_version,
@@ -274,6 +287,25 @@ def alter_client_quotas(broker: Broker, req: Request) -> ApiMessage:
             for r in results
         ],
     )
+
+
+async def alter_client_quotas_with_faults(broker: Broker, req: Request) -> ApiMessage:
+    """AlterClientQuotas under the broker's ``alter_client_quotas`` fault: late (applied late, or
+    applied at once and answered late) and/or failing. The delay does not depend on the client's
+    connection: a client that timed out and left still gets its request applied."""
+    fault = broker.cluster.take_alter_fault(broker, req.body.validate_only)
+    if fault is None or not fault.delay_ms:
+        return alter_client_quotas(broker, req, fault)
+    if fault.apply == APPLY_EARLY:
+        response = alter_client_quotas(broker, req, fault)
+        await asyncio.sleep(fault.delay_ms / 1000)
+        return response
+    await asyncio.sleep(fault.delay_ms / 1000)
+    return alter_client_quotas(broker, req, fault)
+
+
+def _error_description(code: int) -> str:
+    return for_code(code).description
 
 
 def describe_configs(broker: Broker, req: Request) -> ApiMessage:

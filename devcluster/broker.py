@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
-from .api_handlers import HANDLERS
+from .api_handlers import HANDLERS, alter_client_quotas_with_faults
 from .broker_configs import static_config
 from .faults import Faults
 from .log_dirs import LogDir
@@ -125,7 +125,10 @@ class Broker:
             await asyncio.sleep(latency_ms / 1000)
             if not self.up:
                 return False
-        response = HANDLERS[req.api_key](self, req)
+        if req.api_key == ApiKey.AlterClientQuotas:
+            response = await alter_client_quotas_with_faults(self, req)
+        else:
+            response = HANDLERS[req.api_key](self, req)
         writer.write(encode_response(response, req.correlation_id))
         await writer.drain()
         return True

@@ -26,7 +26,7 @@ from kafka.errors import for_code
 from .broker import Broker
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
-from .faults import KAFKA_STORAGE_ERROR
+from .faults import KAFKA_STORAGE_ERROR, AlterFault
 from .log_dirs import DiskFull, LogDir
 from .quota_store import QuotaStore
 from .request_counts import RequestCounter
@@ -272,6 +272,15 @@ class DevCluster:
                     overrides[key] = value
             broker.config_overrides = overrides  # replaced whole: the handlers read it unlocked
         return dict(overrides)
+
+    def take_alter_fault(self, broker: Broker, validate_only: bool) -> AlterFault | None:
+        """The ``alter_client_quotas`` fault hitting this request, counted (on the event loop)."""
+        with self._lock:
+            fault = broker.faults.alter_client_quotas
+            if fault is None or not fault.matches(validate_only):
+                return None
+            broker.faults = dataclasses.replace(broker.faults, alter_client_quotas=fault.spent())
+            return fault
 
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)

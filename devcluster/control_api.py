@@ -8,6 +8,10 @@
                                              "max_describe_log_dirs_version": v,
                                              "fail_describe_log_dirs": true | code,
                                              "leave_before_describe_log_dirs": true,
+                                             "alter_client_quotas": {"delay_ms": n,
+                                                 "apply": "late" | "early", "error_code": c,
+                                                 "entities": [...], "validate_only": b,
+                                                 "count": k},
                                              "clear": true}
     PUT    /brokers/{id}/log-dirs/{index}   {"capacity_bytes": n, "usable_bytes": n,
                                              "fill_bytes": n, "clear": true}

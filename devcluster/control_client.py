@@ -53,7 +53,9 @@ class ControlClient:
     def set_faults(self, broker_id: int, **faults: Any) -> dict[str, Any]:
         """Any of latency_ms, log_dir_error={"index": i, "code": 56},
         max_describe_log_dirs_version, fail_describe_log_dirs, leave_before_describe_log_dirs,
-        clear=True; returns the faults now active on that broker."""
+        alter_client_quotas={"delay_ms": 6000, "error_code": 41, "entities": [...],
+        "validate_only": False, "count": 1} (None removes it), clear=True; returns the faults now
+        active on that broker."""
         return self._call("PUT", f"/brokers/{broker_id}/faults", faults)
 
     def set_broker_config(self, broker_id: int, config: dict[str, str | None]) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .validation import ControlError, boolean, integer, optional_integer, require_object
@@ -15,6 +15,7 @@ INT16 = (-(2**15), 2**15 - 1)
 
 FIELDS = (
     "latency_ms",
+    "alter_client_quotas",
     "log_dir_error",
     "max_describe_log_dirs_version",
     "fail_describe_log_dirs",
@@ -36,6 +37,8 @@ class Faults:
     leave_before_describe_log_dirs: bool = False
     """One shot: the next DescribeLogDirs request stops the broker (as POST stop) and its
     connection closes unanswered: a broker that left between DescribeCluster and DescribeLogDirs."""
+    alter_client_quotas: AlterFault | None = None
+    """How this broker's AlterClientQuotas requests go wrong (late, failing); see AlterFault."""
 
     def updated(self, body: Any, log_dir_count: int) -> Faults:
         """The faults after a control request (``clear`` first, then the other fields); the
@@ -66,6 +69,8 @@ class Faults:
                     "fail_describe_log_dirs must be true, false or a Kafka error code, "
                     f"got {value!r}",
                 )
+        if "alter_client_quotas" in body:
+            new.alter_client_quotas = AlterFault.parse(body["alter_client_quotas"])
         if "leave_before_describe_log_dirs" in body:
             new.leave_before_describe_log_dirs = boolean(
                 "leave_before_describe_log_dirs", body["leave_before_describe_log_dirs"]
@@ -98,6 +103,8 @@ class Faults:
             out["fail_describe_log_dirs"] = self.fail_describe_log_dirs
         if self.leave_before_describe_log_dirs:
             out["leave_before_describe_log_dirs"] = True
+        if self.alter_client_quotas is not None:
+            out["alter_client_quotas"] = self.alter_client_quotas.active()
         return out
 
 
@@ -106,3 +113,108 @@ def _error_code(name: str, value: Any) -> int:
     if code == 0:
         raise ControlError(400, f"{name} must be a non-zero Kafka error code, got 0")
     return code
+
+
+ALTER_FAULT_FIELDS = ("delay_ms", "apply", "error_code", "entities", "validate_only", "count")
+APPLY_LATE, APPLY_EARLY = "late", "early"
+
+
+@dataclass(frozen=True)
+class AlterFault:
+    """What goes wrong with the AlterClientQuotas requests a broker receives.
+
+    ``delay_ms``: the request is answered that late; with ``apply="late"`` (default) it is also
+    applied only then, so a request sent meanwhile on another connection lands first (a controller
+    that was slow to commit), with ``"early"`` it is applied on arrival and only the answer is late.
+    Either way it is applied after a client that timed out gave up. ``error_code``: the request
+    fails with that code, nothing applied: every entry, or only the entries whose entity is one of
+    ``entities`` (the others are applied). ``validate_only``: true or false limits the fault to
+    such requests (default both). ``count``: the fault hits that many requests, then disarms."""
+
+    delay_ms: int = 0
+    apply: str = APPLY_LATE
+    error_code: int | None = None
+    entities: tuple[tuple[tuple[str, str | None], ...], ...] | None = None
+    validate_only: bool | None = None
+    count: int | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> AlterFault | None:
+        if value is None or value is False:
+            return None
+        body = require_object(value, ALTER_FAULT_FIELDS)
+        apply = body.get("apply", APPLY_LATE)
+        if apply not in (APPLY_LATE, APPLY_EARLY):
+            raise ControlError(
+                400, f'alter_client_quotas.apply must be "late" or "early", got {apply!r}'
+            )
+        fault = cls(
+            delay_ms=integer("alter_client_quotas.delay_ms", body.get("delay_ms", 0), 0, 600_000),
+            apply=apply,
+            error_code=(
+                None
+                if body.get("error_code") is None
+                else _error_code("alter_client_quotas.error_code", body["error_code"])
+            ),
+            entities=_entities(body["entities"]) if "entities" in body else None,
+            validate_only=(
+                None
+                if body.get("validate_only") is None
+                else boolean("alter_client_quotas.validate_only", body["validate_only"])
+            ),
+            count=optional_integer("alter_client_quotas.count", body.get("count"), 1),
+        )
+        if fault.entities is not None and fault.error_code is None:
+            raise ControlError(400, "alter_client_quotas.entities needs an error_code")
+        if not fault.delay_ms and fault.error_code is None:
+            raise ControlError(
+                400, "alter_client_quotas needs a delay_ms > 0 or an error_code (null removes it)"
+            )
+        return fault
+
+    def matches(self, validate_only: bool) -> bool:
+        return self.validate_only is None or self.validate_only == validate_only
+
+    def spent(self) -> AlterFault | None:
+        """The fault after it hit one more request (None once its count is used up)."""
+        if self.count is None:
+            return self
+        return None if self.count == 1 else replace(self, count=self.count - 1)
+
+    def active(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.delay_ms:
+            out["delay_ms"] = self.delay_ms
+            out["apply"] = self.apply
+        if self.error_code is not None:
+            out["error_code"] = self.error_code
+        if self.entities is not None:
+            out["entities"] = [dict(e) for e in self.entities]
+        if self.validate_only is not None:
+            out["validate_only"] = self.validate_only
+        if self.count is not None:
+            out["count"] = self.count
+        return out
+
+
+def _entities(value: Any) -> tuple[tuple[tuple[str, str | None], ...], ...]:
+    """``[{"user": "alice"}, {"user": null, "client-id": "app"}]`` as quota store entities."""
+    from .quota_store import entity_key
+
+    bad = ControlError(
+        400,
+        "alter_client_quotas.entities must be a list of entities such as "
+        f'{{"user": "alice", "client-id": null}}, got {value!r}',
+    )
+    if not isinstance(value, list) or not value:
+        raise bad
+    out = []
+    for item in value:
+        if not isinstance(item, Mapping) or not item:
+            raise bad
+        if not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in item.items()
+        ):
+            raise bad
+        out.append(entity_key(item))
+    return tuple(out)

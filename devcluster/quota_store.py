@@ -131,18 +131,27 @@ class QuotaStore:
                 }
 
     # ---- AlterClientQuotas -------------------------------------------------------------------
-    def alter(self, alterations: Iterable[Alteration], validate_only: bool = False) -> list[Result]:
+    def alter(
+        self,
+        alterations: Iterable[Alteration],
+        validate_only: bool = False,
+        forced_errors: Mapping[Entity, tuple[int, str]] | None = None,
+    ) -> list[Result]:
         """Validate and (unless validate_only) apply; one result per distinct entity, in order.
 
         As the controller does, the records (one per changed or removed pair) go into a list
         bounded at ``MAX_RECORDS_PER_USER_OP``: one more fails the whole request, every entry
-        answered POLICY_VIOLATION and nothing applied (``validate_only`` too)."""
+        answered POLICY_VIOLATION and nothing applied (``validate_only`` too). Entities in
+        ``forced_errors`` get that (code, message) and change nothing (a fault)."""
         alterations = list(alterations)
         with self._lock:
             results: dict[Entity, Result] = {}
             records: list[tuple[Entity, str, float | None]] = []
             for alt in alterations:
                 key = entity_key(dict(alt.entity))  # read into a map: the last name of a type wins
+                if forced_errors and key in forced_errors and key not in results:
+                    results[key] = Result(key, *forced_errors[key])
+                    continue
                 keys = [op.key for op in alt.ops]
                 if key in results or len(set(keys)) < len(keys):
                     # Kafka records "Duplicate quota key" for a repeated key, then overwrites it
@@ -155,10 +164,7 @@ class QuotaStore:
                     results[key] = Result(key, INVALID_REQUEST, error)
                     continue
                 if len(records) + len(entity_records) > MAX_RECORDS_PER_USER_OP:
-                    return [
-                        Result(alt.entity, POLICY_VIOLATION, POLICY_VIOLATION_MESSAGE)
-                        for alt in alterations
-                    ]
+                    return failed_request(alterations, POLICY_VIOLATION, POLICY_VIOLATION_MESSAGE)
                 records.extend((key, k, v) for k, v in entity_records)
                 results[key] = Result(key)
             if not validate_only and records:
@@ -286,6 +292,12 @@ class QuotaStore:
             json.dumps([{"entity": dict(e), "values": v} for e, v in self._data.items()], indent=1)
         )
         os.replace(tmp, self._path)
+
+
+def failed_request(alterations: Iterable[Alteration], code: int, message: str) -> list[Result]:
+    """Kafka's error response to a whole AlterClientQuotas request: every entry, its entity as
+    sent, the same error; nothing applied."""
+    return [Result(alt.entity, code, message) for alt in alterations]
 
 
 def java_order(entity: Entity) -> Entity:

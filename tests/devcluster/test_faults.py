@@ -89,3 +89,24 @@ def test_a_bad_field_changes_nothing():
     with pytest.raises(ControlError):
         faults.updated({"clear": True, "max_describe_log_dirs_version": 9}, log_dir_count=1)
     assert faults.active() == {"latency_ms": 20}
+
+
+def test_an_alter_fault_is_listed_counted_down_and_disarmed():
+    faults = Faults().updated(
+        {"alter_client_quotas": {"delay_ms": 6000, "error_code": 41, "count": 2}}, log_dir_count=1
+    )
+    fault = faults.alter_client_quotas
+    assert faults.active() == {
+        "alter_client_quotas": {"delay_ms": 6000, "apply": "late", "error_code": 41, "count": 2}
+    }
+    assert fault.spent().count == 1 and fault.spent().spent() is None
+
+
+def test_an_alter_fault_without_count_stays_and_may_target_validate_only():
+    fault = (
+        Faults()
+        .updated({"alter_client_quotas": {"error_code": 7, "validate_only": True}}, log_dir_count=1)
+        .alter_client_quotas
+    )
+    assert fault.spent() is fault
+    assert fault.matches(validate_only=True) and not fault.matches(validate_only=False)
