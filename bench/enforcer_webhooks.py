@@ -1,7 +1,7 @@
 """Enforcer webhook throughput and latency under concurrent posts, and Kafka calls for duplicates.
 
 Posts the same firing KafkaVolumeQuotaThrottle notification (shaped like Alertmanager 0.25's) many
-times from concurrent clients to a real kvq-enforcer (waitress) in front of devcluster, and compares
+times from concurrent clients to a real kvq-enforcer in front of devcluster, and compares
 p50/p99 under load with one post alone; counts AlterClientQuotas calls through devcluster.
     python -m bench.enforcer_webhooks [--posts 1000] [--concurrency 8]
 """

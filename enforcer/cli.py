@@ -36,8 +36,9 @@ from enforcer.settings import (
     TOKEN_FILE,
     EnforcerSettings,
 )
-from enforcer.webhook_app import create_app
+from enforcer.webhook_app import enforcer_server
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
+from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 RETRY_INTERVAL_S = 30.0
 EPILOG = """\
@@ -98,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=4,
         metavar="N",
         help="HTTP worker threads (default 4)",
+    )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic auth in exporter-toolkit's format (tls_server_config, "
+        "basic_auth_users with bcrypt hashes); the webhook token still applies",
     )
     return parser
 
@@ -169,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if duplicates:
         raise _fail(f"kvq.cluster.name must differ between --config files; repeated: {duplicates}")
     first = all_settings[0]
+    web_config = load_web_config_or_exit("kvq-enforcer", args.web_config_file)
     policies = {}
     for settings in all_settings:
         try:
@@ -210,19 +219,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         prometheus=PrometheusFactor(first.prometheus_url) if first.prometheus_url else None,
         alert_expiry=first.alert_expiry,
     )
-    return serve(enforcer, credentials, first.listen, args.threads)
+    return serve(enforcer, credentials, first.listen, args.threads, web_config)
 
 
-def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int) -> int:
-    """Serve with waitress until SIGTERM/SIGINT; reconcile at start and retry failures."""
-    from waitress import create_server
-
+def serve(
+    enforcer: Enforcer,
+    credentials,
+    listen: tuple[str, int],
+    threads: int,
+    web_config: WebConfig | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; reconcile at start and retry failures."""
     log = logging.getLogger("kvq.enforcer")
-    app = create_app(enforcer, credentials)
+    server = enforcer_server(enforcer, credentials, listen, web_config, threads)
     host, port = listen
     try:
-        server = create_server(app, host=host, port=port, threads=threads, ident="kvq-enforcer")
-    except (OSError, ValueError) as exc:  # waitress: ValueError for a host it cannot resolve
+        server.start()
+    except OSError as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise _fail(f"cannot listen on {host}:{port}: {reason}") from None
     stop = threading.Event()
@@ -230,7 +243,6 @@ def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int
     def shutdown(signum, _frame) -> None:
         log.info("signal %s: stopping", signum)
         stop.set()
-        raise SystemExit(0)  # waitress' loop catches it and shuts its workers down
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
@@ -241,14 +253,13 @@ def serve(enforcer: Enforcer, credentials, listen: tuple[str, int], threads: int
         daemon=True,
     ).start()
     log.info(
-        "listening on http://%s:%s (clusters: %s; auth: %s)",
-        server.effective_host,
-        server.effective_port,
+        "listening on %s (clusters: %s; auth: %s)",
+        server.url,
         ", ".join(sorted(enforcer.appliers)),
         "+".join(credentials.schemes) if credentials else "NONE (--insecure-no-auth)",
     )
-    server.run()
-    stop.set()
+    stop.wait()
+    server.stop()
     for applier in enforcer.appliers.values():
         applier.client.close()
     enforcer.journal.close()

@@ -1,62 +1,55 @@
-"""The HTTP face of the enforcer (Flask; served by waitress, see cli.py).
+"""The HTTP face of the enforcer, served by kvq.web's server (see cli.py).
 
 POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored, 400 bad payload,
                 401 credentials, 413 too large, 503 Kafka failed (Alertmanager retries 5xx)
 GET  /status    per-cluster target/applied factor, changed entities, drift (authenticated)
 GET  /metrics   Prometheus metrics
+GET  /ready     200 when the server takes webhooks
 GET  /healthz   200 ok; 503 degraded (work cannot progress) or failing (originals unknown)
+
+Credentials and the Content-Length are checked from the request head: a 401 or 413 is answered
+before any of the body is read.
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
-
 from enforcer.applier import ApplyError
 from enforcer.auth import Credentials
 from enforcer.journal import JournalError
 from enforcer.service import Enforcer
 from enforcer.webhook_payload import PayloadError, parse_webhook
+from kvq.web.server import Limits, Request, Response, Route, WebServer
+from kvq.web.standard_metrics import register_standard_metrics
+from kvq.web.web_config import WebConfig
 
 DEFAULT_MAX_BODY = 1024 * 1024
+DESCRIPTION = (
+    "Alertmanager webhook that sets Kafka client quotas to base x throttle factor while the "
+    "KafkaVolumeQuotaThrottle alert fires and restores them exactly when it resolves."
+)
+REJECTED_OUTCOME = {401: "unauthorized", 413: "too_large"}
 log = logging.getLogger("kvq.enforcer")
 
 
-def create_app(
+def enforcer_routes(
     enforcer: Enforcer, credentials: Credentials | None, max_body: int = DEFAULT_MAX_BODY
-) -> Flask:
-    """The Flask app; `credentials` None means no authentication (--insecure-no-auth)."""
-    app = Flask("kvq-enforcer")
-    app.config["MAX_CONTENT_LENGTH"] = max_body
+) -> list[Route]:
+    """The routes; `credentials` None means no authentication (--insecure-no-auth)."""
     metrics = enforcer.metrics
 
-    def error(status: int, outcome: str | None, message: str) -> Response:
-        if outcome:
-            metrics.webhooks.labels(outcome).inc()
-        response = jsonify({"error": message})
-        response.status_code = status
-        if status == 401 and credentials is not None:
-            response.headers["WWW-Authenticate"] = ", ".join(
-                f'{s} realm="kvq-enforcer"' for s in credentials.schemes
-            )
-        return response
+    def count(outcome: str) -> None:
+        metrics.webhooks.labels(outcome).inc()
 
-    def authorized() -> bool:
-        return credentials is None or credentials.allows(request.headers.get("Authorization"))
+    def error(status: int, outcome: str, message: str) -> Response:
+        count(outcome)
+        return Response.error(status, message)
 
-    @app.post("/webhook")
-    def webhook() -> Response:
-        if not authorized():
-            return error(401, "unauthorized", "missing or wrong credentials")
-        if request.content_length is not None and request.content_length > max_body:
-            return error(413, "too_large", f"payload over {max_body} bytes")
+    def webhook(request: Request) -> Response:
         try:
-            payload = parse_webhook(request.get_data(cache=False))
+            payload = parse_webhook(request.body)
             outcome = enforcer.handle(payload)
-        except RequestEntityTooLarge:
-            return error(413, "too_large", f"payload over {max_body} bytes")
         except PayloadError as exc:
             log.warning("rejected webhook: %s", exc)
             return error(400, "bad_request", str(exc))
@@ -65,34 +58,63 @@ def create_app(
         except JournalError as exc:
             log.error("%s", exc)
             return error(500, "error", str(exc))
-        metrics.webhooks.labels(outcome.outcome).inc()
-        return jsonify(outcome.to_json())
+        except Exception:
+            log.exception("webhook failed")
+            return error(500, "error", "internal error; see the enforcer's log")
+        count(outcome.outcome)
+        return Response.json(200, outcome.to_json())
 
-    @app.get("/status")
-    def status() -> Response:
-        if not authorized():
-            return error(401, None, "missing or wrong credentials")
-        return jsonify(enforcer.status())
+    def health(_request: Request) -> Response:
+        document = enforcer.health()
+        return Response.json(200 if document["status"] == "ok" else 503, document)
 
-    @app.get("/metrics")
-    def metrics_endpoint() -> Response:
-        return Response(metrics.render(), content_type=metrics.content_type)
+    def ready(_request: Request) -> Response:
+        return Response.json(200, {"status": "ready", "clusters": sorted(enforcer.appliers)})
 
-    @app.get("/healthz")
-    def healthz() -> Response:
-        health = enforcer.health()
-        response = jsonify(health)
-        response.status_code = 200 if health["status"] == "ok" else 503
-        return response
+    return [
+        Route(
+            "/webhook",
+            webhook,
+            "Alertmanager webhook v4 (authenticated)",
+            methods=("POST",),
+            credentials=credentials,
+            max_body=max_body,
+            on_rejected=lambda status: count(REJECTED_OUTCOME.get(status, "bad_request")),
+        ),
+        Route(
+            "/status",
+            lambda _r: Response.json(200, enforcer.status()),
+            "per-cluster target and applied factor, changed quotas, drift (authenticated)",
+            credentials=credentials,
+        ),
+        Route(
+            "/metrics",
+            lambda _r: Response(200, metrics.render(), metrics.content_type, compressible=True),
+            "Prometheus metrics (gzip when asked)",
+        ),
+        Route("/ready", ready, "200 when the server takes webhooks"),
+        Route("/healthz", health, "200 ok, 503 degraded or failing (JSON says why)"),
+    ]
 
-    @app.errorhandler(404)
-    def not_found(_exc) -> Response:
-        return error(
-            404, None, "not found; endpoints: POST /webhook, GET /status /metrics /healthz"
-        )
 
-    @app.errorhandler(405)
-    def not_allowed(_exc) -> Response:
-        return error(405, None, "method not allowed")
-
-    return app
+def enforcer_server(
+    enforcer: Enforcer,
+    credentials: Credentials | None,
+    address: tuple[str, int],
+    web_config: WebConfig | None = None,
+    threads: int = 4,
+    max_body: int = DEFAULT_MAX_BODY,
+    limits: Limits | None = None,
+) -> WebServer:
+    """The enforcer's server (not started); its registry also gets build info and process."""
+    server = WebServer(
+        "kvq-enforcer",
+        DESCRIPTION,
+        address,
+        enforcer_routes(enforcer, credentials, max_body),
+        web_config,
+        limits,
+        threads,
+    )
+    register_standard_metrics(enforcer.metrics.registry, "kvq-enforcer", server)
+    return server

@@ -22,6 +22,7 @@ from kvq.settings.cli_support import (
     print_effective,
 )
 from kvq.settings.config import CLUSTER_NAME
+from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 log = logging.getLogger("kvq.exporter")
 
@@ -50,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.exporter.listen")
     parser.add_argument("--cluster-name", metavar="NAME", help="overrides kvq.cluster.name")
     parser.add_argument("--archive-dir", metavar="DIR", help="overrides kvq.exporter.archive.dir")
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic auth in exporter-toolkit's format (tls_server_config, "
+        "basic_auth_users with bcrypt hashes); see the README",
+    )
     parser.add_argument(
         "--once",
         action="store_true",
@@ -100,9 +108,9 @@ def poll_once(settings: ExporterSettings) -> int:
     return 0 if observation.succeeded else 1
 
 
-def serve(settings: ExporterSettings) -> int:
+def serve(settings: ExporterSettings, web_config: WebConfig | None = None) -> int:
     """Serve until SIGTERM or SIGINT, then stop polling, close the archive and exit 0."""
-    exporter = Exporter(settings)
+    exporter = Exporter(settings, web_config=web_config)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -122,6 +130,7 @@ def serve(settings: ExporterSettings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = load_or_exit(ExporterSettings, args.config, flag_overrides(args))
+    web_config = load_web_config_or_exit("kvq-exporter", args.web_config_file)
     if args.check_config:
         print_effective(settings)
         return 0
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # our own log says what failed
     check_archive_dir(settings)
-    return poll_once(settings) if args.once else serve(settings)
+    return poll_once(settings) if args.once else serve(settings, web_config)
 
 
 if __name__ == "__main__":

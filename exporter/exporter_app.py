@@ -13,13 +13,16 @@ from exporter.archive import ArchiveWriter
 from exporter.cluster_client import KafkaClusterClient
 from exporter.cluster_volume_source import ClusterClient, ClusterVolumeSource
 from exporter.collector import ThrottleCollector
-from exporter.http_server import ExporterHTTPServer
+from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_samples import NAMESPACE
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
+from kvq.web.server import Limits, WebServer
+from kvq.web.standard_metrics import register_standard_metrics
+from kvq.web.web_config import WebConfig
 
 log = logging.getLogger("kvq.exporter")
 
@@ -34,6 +37,8 @@ class Exporter:
         settings: ExporterSettings,
         client: ClusterClient | None = None,
         clock: Callable[[], float] = time.time,
+        web_config: WebConfig | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.settings = settings
         self.config = config = settings.config
@@ -76,7 +81,17 @@ class Exporter:
         self._rendered: tuple[object, bytes] | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.server: ExporterHTTPServer | None = None
+        self.server: WebServer = exporter_server(
+            settings.listen,
+            exporter_routes(
+                self.render_metrics, self.render_live, self.poller.ready.is_set, self.status
+            ),
+            web_config,
+            limits,
+        )
+        self.live_registry = CollectorRegistry(auto_describe=False)
+        register_standard_metrics(self.live_registry, "kvq-exporter", self.server)
+        self._serving = False
 
     def render_metrics(self) -> bytes:
         """The exposition text; re-rendered only when the state or the factor in force changed.
@@ -91,21 +106,21 @@ class Exporter:
             self._rendered = (key, generate_latest(self.registry))
         return self._rendered[1]
 
+    def render_live(self) -> bytes:
+        """The families that change on every scrape (process, connections, build info): small,
+        rendered each time and served after the cached text."""
+        return generate_latest(self.live_registry)
+
     def status(self) -> dict:
         with self.poller.lock:
             return status_document(
                 self.throttle, self.clock(), self.config.cluster_name, self.config.limit
             )
 
-    def start(self) -> ExporterHTTPServer:
-        self.server = ExporterHTTPServer(
-            self.settings.listen,
-            self.render_metrics,
-            self.poller.ready.is_set,
-            self.status,
-        )
+    def start(self) -> WebServer:
+        self.server.start()
+        self._serving = True
         self._threads = [
-            self.server.serve_in_thread(),
             self._thread(self.poller.run, "kvq-poll"),
             self._thread(self.poller.watch_expiry, "kvq-expiry"),
         ]
@@ -119,9 +134,9 @@ class Exporter:
 
     def stop(self) -> None:
         self._stop.set()
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        if self._serving:
+            self.server.stop()
+            self._serving = False
         for thread in self._threads:
             thread.join(timeout=30)
         if self.archive is not None:

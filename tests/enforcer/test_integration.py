@@ -1,4 +1,4 @@
-"""kvq-enforcer (the real CLI, served by waitress) against a devcluster speaking Kafka's protocol.
+"""kvq-enforcer (the real CLI and its HTTP server) against a devcluster speaking Kafka's protocol.
 
 Quotas are seeded and "operator" changes made directly in devcluster's store, so only the
 enforcer's own requests show up in devcluster's request counts.

@@ -1,9 +1,11 @@
-"""The HTTP API with an in-memory Kafka: auth, validation, size limit, 503, status, metrics."""
+"""The HTTP API, served on loopback, with an in-memory Kafka: auth, validation, size limit, 503,
+status, metrics."""
 
 import base64
 import json
 
 import pytest
+import requests
 
 from devkit.alertmanager import captured_webhook, throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
@@ -14,7 +16,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.service import Enforcer
-from enforcer.webhook_app import create_app
+from enforcer.webhook_app import enforcer_server
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")
@@ -31,12 +33,24 @@ class Stack:
             c: Applier(c, policy, self.kafka[c], self.journal, self.metrics) for c in clusters
         }
         self.enforcer = Enforcer(appliers, self.journal, self.metrics)
-        app = create_app(self.enforcer, Credentials(token="s3cret"), max_body=max_body)
-        self.client = app.test_client()
+        self.server = enforcer_server(
+            self.enforcer, Credentials(token="s3cret"), ("127.0.0.1", 0), max_body=max_body
+        ).start()
+        self.http = requests.Session()
+
+    def get(self, path, headers=None):
+        return self.http.get(self.server.url + path, headers=headers, timeout=10)
 
     def post(self, body, headers=TOKEN, **kwargs):
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        return self.client.post("/webhook", data=data, headers=headers, **kwargs)
+        return self.http.post(
+            self.server.url + "/webhook", data=data, headers=headers, timeout=10, **kwargs
+        )
+
+    def close(self):
+        self.http.close()
+        self.server.stop()
+        self.journal.close()
 
     def metric(self, name, **labels):
         value = self.metrics.registry.get_sample_value(name, labels)
@@ -47,13 +61,13 @@ class Stack:
 def stack(tmp_path):
     s = Stack(tmp_path)
     yield s
-    s.journal.close()
+    s.close()
 
 
 def test_firing_throttles_and_resolved_restores(stack):
     response = stack.post(throttle_webhook(factor=0.5))
-    assert response.status_code == 200, response.json
-    assert response.json["clusters"]["prod-eu-1"]["factor"] == 0.5
+    assert response.status_code == 200, response.text
+    assert response.json()["clusters"]["prod-eu-1"]["factor"] == 0.5
     assert stack.kafka["prod-eu-1"].values[ALICE][P] == 400.0
     assert stack.post(throttle_webhook(factor=None)).status_code == 200
     assert stack.kafka["prod-eu-1"].values == {ALICE: {P: 800.0}}
@@ -81,7 +95,7 @@ def test_bad_payload_400_names_the_problem_and_nothing_changes(stack):
     body["alerts"][0]["annotations"]["throttle_factor"] = "lots"
     response = stack.post(body)
     assert response.status_code == 400
-    assert "throttle_factor='lots' is not a number" in response.json["error"]
+    assert "throttle_factor='lots' is not a number" in response.json()["error"]
     assert stack.kafka["prod-eu-1"].calls == []
     assert stack.post(b"{nope").status_code == 400
     assert stack.journal.alerts.firing_factors("prod-eu-1") == []
@@ -100,7 +114,7 @@ def test_kafka_down_503_then_the_retry_succeeds(stack):
     kafka.down = True
     response = stack.post(throttle_webhook(factor=0.0))
     assert response.status_code == 503
-    assert "cannot reach Kafka" in response.json["error"]
+    assert "cannot reach Kafka" in response.json()["error"]
     kafka.down = False
     assert stack.post(throttle_webhook(factor=0.0)).status_code == 200
     assert kafka.values[ALICE][P] == 1.0
@@ -110,7 +124,7 @@ def test_other_alerts_are_acknowledged_and_ignored(stack):
     body = captured_webhook("firing")
     body["alerts"][0]["labels"]["alertname"] = "SomethingElse"
     response = stack.post(body)
-    assert response.status_code == 200 and response.json["outcome"] == "ignored"
+    assert response.status_code == 200 and response.json()["outcome"] == "ignored"
     assert stack.kafka["prod-eu-1"].calls == []
 
 
@@ -118,8 +132,8 @@ def test_status_reports_target_applied_entities_and_drift(stack):
     stack.post(throttle_webhook(factor=0.5))
     stack.kafka["prod-eu-1"].set(ALICE, P, 5.0)
     stack.post(throttle_webhook(factor=0.5))
-    assert stack.client.get("/status").status_code == 401
-    status = stack.client.get("/status", headers=TOKEN).json["clusters"]["prod-eu-1"]
+    assert stack.get("/status").status_code == 401
+    status = stack.get("/status", headers=TOKEN).json()["clusters"]["prod-eu-1"]
     assert status["target_factor"] == 0.5 and status["applied_factor"] == 0.5
     rows = {(r["label"], r["key"]): r for r in status["entities"]}
     assert rows[("user=<default>", P)]["original"] is None
@@ -139,7 +153,7 @@ def test_status_reports_target_applied_entities_and_drift(stack):
 def test_metrics_count_outcomes_applies_and_factor(stack):
     stack.post(throttle_webhook(factor=0.5))
     stack.post(b"[]")
-    text = stack.client.get("/metrics").get_data(as_text=True)
+    text = stack.get("/metrics").text
     assert 'kafka_volume_quota_enforcer_webhooks_total{outcome="applied"} 1.0' in text
     assert 'kafka_volume_quota_enforcer_webhooks_total{outcome="bad_request"} 1.0' in text
     assert 'kafka_volume_quota_enforcer_applied_factor{cluster="prod-eu-1"} 0.5' in text
@@ -151,11 +165,18 @@ def test_metrics_count_outcomes_applies_and_factor(stack):
         )
         == 1
     )
-    assert stack.client.get("/healthz").json["status"] == "ok"
+    assert stack.get("/healthz").json()["status"] == "ok"
 
 
 def test_one_payload_can_throttle_two_managed_clusters_independently(tmp_path):
     stack = Stack(tmp_path, clusters=("a", "b"))
+    try:
+        _throttle_two_clusters(stack)
+    finally:
+        stack.close()
+
+
+def _throttle_two_clusters(stack):
     body = throttle_webhook(alerts=[("a", 0.5), ("b", 0.0), ("b", 0.25)], group_key="g")
     assert stack.post(body).status_code == 200
     assert stack.kafka["a"].values[ALICE][P] == 400.0
