@@ -249,12 +249,15 @@ def _labels(labels: Labels) -> str:
 
 
 def metric_families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
-    """{family: (type, label names)} of an exposition, to compare the fake with the real thing."""
+    """{family: (type, label names)} of an exposition, to compare the fake with the real thing
+    (the families every kvq server publishes, build info and process, left out)."""
     from prometheus_client.parser import text_string_to_metric_families
+
+    from kvq.web.standard_metrics import STANDARD_PREFIXES
 
     families = {}
     for family in text_string_to_metric_families(text):
-        if family.name.endswith("_created"):
+        if family.name.endswith("_created") or family.name.startswith(STANDARD_PREFIXES):
             continue
         labels = {k for s in family.samples for k in s.labels if k != "le"}
         families[family.name] = (family.type, frozenset(labels))

@@ -13,6 +13,8 @@ import kvq
 
 BUILD_INFO = "kafka_volume_quota_build_info"
 HTTP_PREFIX = "kafka_volume_quota_http_"
+STANDARD_PREFIXES = (BUILD_INFO, HTTP_PREFIX, "process_")
+"""Name prefixes of the families registered by `register_standard_metrics`."""
 
 
 class BuildInfoCollector(Collector):
