@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from devkit.archive_generator import ArchivePlan, generate, write_config
     from devkit.python_replay import read_archive, replay
+    from kvq.contract.metric_families import backfilled
     from kvq.settings.config import load_config
     from spark.evaluation_grid import EvaluationGrid
     from spark.job import BackfillRequest, run
-    from spark.metric_catalog import catalog
     from spark.openmetrics_text import read_openmetrics, write_openmetrics
     from spark.progress import Progress
     from spark.session import spark_session
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         grid = EvaluationGrid.over(observations[0].time, observations[-1].time, args.step)
         python_out = root / "python.om"
         samples = write_openmetrics(
-            python_out, catalog(config.limit), replay(observations, config, grid)
+            python_out, backfilled(config.limit), replay(observations, config, grid)
         )
         python_s = time.perf_counter() - started
         print(

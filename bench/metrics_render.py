@@ -18,7 +18,7 @@ from kvq.contract.metric_samples import families
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.observation import Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     limit = MinAvailableRatio(0.05)
     log_dirs = tuple(
-        LogDir(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i * 104729) % 10**12)
+        LogDirDescription(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i * 104729) % 10**12)
         for b in range(args.brokers)
         for i in range(args.log_dirs)
     )

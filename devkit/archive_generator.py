@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kvq.contract.archive_record import to_line
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 KAFKA_STORAGE_ERROR = 56
 DEFAULT_START = 1_763_596_800.0  # 2025-11-20T00:00:00Z
@@ -117,7 +117,7 @@ def observation_at(plan: ArchivePlan, poll: int, rng: random.Random) -> Observat
                 total, usable, error = -1, -1, KAFKA_STORAGE_ERROR
             elif (broker, index) == (kb, ki) and kw.holds(fraction):
                 total, usable = -1, -1
-            dirs.append(LogDir(broker, log_dir_path(index), total, usable, error))
+            dirs.append(LogDirDescription(broker, log_dir_path(index), total, usable, error))
     return Observation(time, brokers, tuple(dirs))
 
 

@@ -18,18 +18,14 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.schemas.fields.codecs import Int32
 
 from devcluster.protocol_codec import APIS, FRAME_SIZE_BYTES, frame_size
+from kvq.kafka.admin_session import send_on
 
 
 def admin_send(admin, request: ApiMessage, node_id: int | None = None) -> ApiMessage:
     """Send ``request`` with a kafka-python ``KafkaAdminClient`` to ``node_id`` (None: any
     broker); the version is negotiated unless the request carries one. Raises what kafka-python
     raises (``KafkaConnectionError``, ``KafkaTimeoutError``...)."""
-    manager = admin._manager
-
-    async def call():
-        return await manager.send(request, node_id=node_id)
-
-    return manager.run(call)
+    return send_on(admin, request, node_id)
 
 
 def exchange(

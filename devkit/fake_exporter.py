@@ -19,6 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kvq.contract import metric_families as mf
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
+from kvq.model.volume import UNUSABLE_REASONS
+
 Labels = dict[str, str]
 
 
@@ -41,7 +45,7 @@ class FakeExporter:
     limit_ratio: float = 0.1
     brokers: int = 3
     fallback_factor: float | None = None  # not None: the fallback applies with this factor
-    unusable: dict[str, int] = field(default_factory=lambda: {"error": 0, "no_kip827": 0})
+    unusable: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNUSABLE_REASONS, 0))
     volumes: dict[tuple[int, str], Volume] = field(default_factory=dict)
     scrapes: int = 0
     violated_total: int = 0
@@ -90,49 +94,43 @@ class FakeExporter:
             self.violated_total += len(violating)
             c = {"cluster": self.cluster}
             out = _Text()
-            out.family("throttle_factor", "gauge", [(c, self.factor(now))])
-            out.family(
-                "fallback_throttle_factor_applied", "counter", [(c, self.fallback_applied_total)]
+            out.histogram(
+                mf.POLL_DURATION.short, c, self.scrapes, 0.004 * self.scrapes, mf.POLL_DURATION.help
             )
-            out.family("limit_violated", "counter", [(c, self.violated_total)])
-            out.family("active_brokers", "gauge", [(c, self.brokers)])
-            out.family("active_log_dirs", "gauge", [(c, len(self.volumes))])
-            out.family("fallback_active", "gauge", [(c, int(self.fallback_factor is not None))])
-            out.family("cached_log_dirs", "gauge", [(c, 0)])
-            out.family("log_dir_evictions", "counter", [(c, 0)])
-            out.family(
-                "unusable_log_dirs",
-                "gauge",
+            out.table(mf.THROTTLE_FACTOR, [(c, self.factor(now))])
+            out.table(mf.FALLBACK_APPLIED, [(c, self.fallback_applied_total)])
+            out.table(mf.LIMIT_VIOLATED, [(c, self.violated_total)])
+            out.table(mf.ACTIVE_BROKERS, [(c, self.brokers)])
+            out.table(mf.ACTIVE_LOG_DIRS, [(c, len(self.volumes))])
+            out.table(mf.FALLBACK_ACTIVE, [(c, int(self.fallback_factor is not None))])
+            out.table(mf.CACHED_LOG_DIRS, [(c, 0)])
+            out.table(mf.LOG_DIR_EVICTIONS, [(c, 0)])
+            out.table(
+                mf.UNUSABLE_LOG_DIRS,
                 [({**c, "reason": r}, n) for r, n in sorted(self.unusable.items())],
             )
-            out.family(
-                "poll_failures",
-                "counter",
+            out.table(
+                mf.POLL_FAILURES,
                 [
-                    ({**c, "stage": "describe_cluster"}, 0),
-                    ({**c, "stage": "describe_log_dirs"}, self.scrapes // 10),
+                    ({**c, "stage": STAGE_DESCRIBE_CLUSTER}, 0),
+                    ({**c, "stage": STAGE_DESCRIBE_LOG_DIRS}, self.scrapes // 10),
                 ],
             )
-            out.family("last_successful_poll_timestamp_seconds", "gauge", [(c, now)])
-            out.family("limit_ratio", "gauge", [(c, self.limit_ratio)])
-            out.family("check_interval_seconds", "gauge", [(c, 1.0)])
-            out.histogram("poll_duration_seconds", c, self.scrapes, 0.004 * self.scrapes)
+            out.table(mf.LAST_SUCCESSFUL_POLL, [(c, now)])
+            out.table(mf.LIMIT_RATIO, [(c, self.limit_ratio)])
+            out.table(mf.CHECK_INTERVAL, [(c, 1.0)])
             rows = sorted(self.volumes.items())
             per_volume = [({**c, "broker_id": str(b), "log_dir": d}, v) for (b, d), v in rows]
-            out.family("log_dir_total_bytes", "gauge", [(lb, v.total) for lb, v in per_volume])
-            out.family(
-                "log_dir_available_bytes",
-                "gauge",
-                [(lb, v.available_at(now)) for lb, v in per_volume],
+            out.table(mf.LOG_DIR_TOTAL_BYTES, [(lb, v.total) for lb, v in per_volume])
+            out.table(
+                mf.LOG_DIR_AVAILABLE_BYTES, [(lb, v.available_at(now)) for lb, v in per_volume]
             )
-            out.family(
-                "log_dir_available_ratio",
-                "gauge",
+            out.table(
+                mf.LOG_DIR_AVAILABLE_RATIO,
                 [(lb, v.available_at(now) / v.total) for lb, v in per_volume],
             )
-            out.family(
-                "log_dir_violating",
-                "gauge",
+            out.table(
+                mf.LOG_DIR_VIOLATING,
                 [
                     (lb, int((int(lb["broker_id"]), lb["log_dir"]) in violating))
                     for lb, _ in per_volume
@@ -222,14 +220,22 @@ class _Text:
         self.prefix = prefix
         self.lines: list[str] = []
 
-    def family(self, name: str, kind: str, samples: list[tuple[Labels, float]]) -> None:
+    def family(
+        self, name: str, kind: str, samples: list[tuple[Labels, float]], help_text: str = ""
+    ) -> None:
         full = f"{self.prefix}_{name}" + ("_total" if kind == "counter" else "")
-        self.lines += [f"# HELP {full} {name}", f"# TYPE {full} {kind}"]
+        self.lines += [f"# HELP {full} {help_text or name}", f"# TYPE {full} {kind}"]
         self.lines += [f"{full}{_labels(lb)} {float(v)!r}" for lb, v in samples]
 
-    def histogram(self, name: str, labels: Labels, count: int, total: float) -> None:
+    def table(self, family: mf.MetricFamily, samples: list[tuple[Labels, float]]) -> None:
+        """A family of the exporter's metric table: its name, type and help from the table."""
+        self.family(family.short, family.type, samples, family.help)
+
+    def histogram(
+        self, name: str, labels: Labels, count: int, total: float, help_text: str = ""
+    ) -> None:
         full = f"{self.prefix}_{name}"
-        self.lines += [f"# HELP {full} {name}", f"# TYPE {full} histogram"]
+        self.lines += [f"# HELP {full} {help_text or name}", f"# TYPE {full} histogram"]
         for le, share in (("0.005", 0.5), ("0.05", 0.9), ("0.5", 1.0), ("+Inf", 1.0)):
             self.lines.append(f"{full}_bucket{_labels({**labels, 'le': le})} {int(count * share)}")
         self.lines += [

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvq.contract.archive_record import ArchiveRecordError, from_line
-from kvq.contract.metric_samples import COUNTER, families
+from kvq.contract.metric_families import COUNTER
+from kvq.contract.metric_samples import families
 from kvq.model.observation import Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource

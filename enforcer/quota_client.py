@@ -1,7 +1,7 @@
 """Talk to Kafka about client quotas: DescribeClientQuotas and AlterClientQuotas (KIP-546).
 
 kafka-python 3.x carries the protocol classes but no admin methods for them, so requests are sent
-through the admin client's connection manager; every error code is checked here. The admin client
+through the shared KafkaAdminSession; every error code is checked here. The admin client
 is created lazily and dropped after a failure, so an enforcer started while Kafka is down, or
 outliving a Kafka outage, answers 503 until Kafka is back and then simply works.
 """
@@ -141,13 +141,8 @@ class KafkaQuotaClient:
         self._session.close()
 
     def _send(self, request: Any) -> Any:
-        timeout_ms = self._session.timeout_ms
-
-        async def call(manager: Any) -> Any:
-            return await manager.wait_for(manager.send(request), timeout_ms)
-
         try:
-            return self._session.run(call)
+            return self._session.send(request)
         except KafkaUnavailable as exc:
             raise QuotaClientError(
                 f"{type(request).__name__} to {self.bootstrap} failed: {exc}"

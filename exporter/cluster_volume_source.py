@@ -11,13 +11,15 @@ from typing import Protocol
 
 from exporter.cluster_client import Broker, ClusterError
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 
 class ClusterClient(Protocol):
     def active_brokers(self) -> list[Broker]: ...
 
-    def describe_log_dirs(self, broker_ids) -> dict[int, list[LogDir] | ClusterError]: ...
+    def describe_log_dirs(
+        self, broker_ids
+    ) -> dict[int, list[LogDirDescription] | ClusterError]: ...
 
 
 class ClusterVolumeSource:
@@ -38,7 +40,7 @@ class ClusterVolumeSource:
                 self.clock(), STAGE_DESCRIBE_CLUSTER, "the cluster reported no active brokers"
             )
         results = self.client.describe_log_dirs(broker_ids)
-        log_dirs: list[LogDir] = []
+        log_dirs: list[LogDirDescription] = []
         errors: list[str] = []
         for broker_id in broker_ids:
             result = results.get(broker_id)

@@ -17,7 +17,7 @@ from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
-from kvq.contract.metric_samples import NAMESPACE
+from kvq.contract.metric_families import POLL_DURATION
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.web.server import Limits, WebServer
@@ -55,12 +55,14 @@ class Exporter:
         self.archive = ArchiveWriter(archive_dir, config.cluster_name) if archive_dir else None
         self.registry = CollectorRegistry(auto_describe=False)
         histogram = Histogram(
-            f"{NAMESPACE}_poll_duration_seconds",
-            "Duration of one observation (DescribeCluster + DescribeLogDirs to all brokers).",
-            ["cluster"],
+            POLL_DURATION.name,
+            POLL_DURATION.help,
+            list(POLL_DURATION.labels),
             buckets=POLL_BUCKETS,
             registry=self.registry,
         ).labels(config.cluster_name)
+        self.lock = threading.Lock()
+        """Guards `throttle`: the poller feeds it, metrics and /status read it."""
         self.poller = Poller(
             ClusterVolumeSource(self.client, clock),
             self.throttle,
@@ -68,10 +70,12 @@ class Exporter:
             config.check_interval.total_seconds(),
             archive=self.archive,
             on_duration=histogram.observe,
+            lock=self.lock,
         )
         self.registry.register(
             ThrottleCollector(
-                self.poller,
+                self.throttle,
+                self.lock,
                 config.cluster_name,
                 config.limit,
                 config.check_interval.total_seconds(),
@@ -99,7 +103,7 @@ class Exporter:
         Rendering is linear in the number of volumes (about 1 s at 24,000 volumes, see
         bench/metrics_render.py); between polls every scrape reuses the last text.
         """
-        with self.poller.lock:
+        with self.lock:
             factor = self.throttle.factor_at(self.clock())
             key = (self.throttle.state.observations_total, factor)
         if self._rendered is None or self._rendered[0] != key:
@@ -112,7 +116,7 @@ class Exporter:
         return generate_latest(self.live_registry)
 
     def status(self) -> dict:
-        with self.poller.lock:
+        with self.lock:
             return status_document(
                 self.throttle, self.clock(), self.config.cluster_name, self.config.limit
             )

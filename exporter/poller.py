@@ -26,6 +26,7 @@ class Poller:
         interval_seconds: float,
         archive: ArchiveWriter | None = None,
         on_duration: Callable[[float], None] = lambda seconds: None,
+        lock: threading.Lock | None = None,
     ) -> None:
         self.volume_source = volume_source
         self.throttle = throttle
@@ -33,7 +34,8 @@ class Poller:
         self.interval_seconds = interval_seconds
         self.archive = archive
         self.on_duration = on_duration
-        self.lock = threading.Lock()
+        self.lock = lock or threading.Lock()
+        """Guards `throttle`; whoever else reads it (metrics, /status) takes the same lock."""
         self.ready = threading.Event()
 
     def poll_once(self) -> Observation:

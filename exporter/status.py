@@ -48,7 +48,7 @@ def status_document(
             for entry in state.cached
         ],
         "unusable_log_dirs": [
-            {"broker_id": d.broker_id, "log_dir": d.path, "reason": d.unusable_reason}
+            {"broker_id": d.broker_id, "log_dir": d.log_dir, "reason": d.unusable_reason}
             for d in state.unusable
         ],
         "last_successful_poll": iso(state.last_success),

@@ -27,7 +27,7 @@ ORDER = ["time", "file", "line"]
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class FallbackRules:
     validity: float
     fallback_factor: float
     start_time: float
@@ -44,15 +44,15 @@ def number_observations(observations: DataFrame) -> DataFrame:
     return observations.withColumn("sseq", F.sum(F.col("ok").cast("long")).over(upto))
 
 
-def success_states(successes: DataFrame, volumes: VolumeHistory, policy: Policy) -> DataFrame:
+def success_states(successes: DataFrame, volumes: VolumeHistory, rules: FallbackRules) -> DataFrame:
     """Per success: its factor and the cumulative counters as of it."""
     by_seq = Window.partitionBy("cluster").orderBy("sseq")
     upto = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    previous = F.coalesce(F.lag("time").over(by_seq), F.lit(policy.start_time))
+    previous = F.coalesce(F.lag("time").over(by_seq), F.lit(rules.start_time))
     return (
         successes.select("cluster", "sseq", "time")
         .join(volumes.per_success, "sseq")
-        .withColumn("gap_fallback", (F.col("time") > previous + policy.validity).cast("long"))
+        .withColumn("gap_fallback", (F.col("time") > previous + rules.validity).cast("long"))
         .select(
             "cluster",
             "sseq",
@@ -75,7 +75,7 @@ def _is(stage, value: str):
 
 
 def grid_states(
-    numbered: DataFrame, states: DataFrame, policy: Policy, grid: EvaluationGrid
+    numbered: DataFrame, states: DataFrame, rules: FallbackRules, grid: EvaluationGrid
 ) -> DataFrame:
     """One row per emitted grid time with every global value the exporter would publish."""
     upto = (
@@ -94,12 +94,12 @@ def grid_states(
     )
     on_grid = explode_onto_grid(per_observation, ORDER, grid)
     joined = on_grid.join(states.drop("cluster"), "sseq", "left")
-    valid_from = F.coalesce(F.col("success_time"), F.lit(policy.start_time))
-    fallback = F.col("t") > valid_from + policy.validity
+    valid_from = F.coalesce(F.col("success_time"), F.lit(rules.start_time))
+    fallback = F.col("t") > valid_from + rules.validity
     zero = F.lit(0).cast("long")
     return joined.select(
         "t",
-        F.when(fallback, F.lit(policy.fallback_factor))
+        F.when(fallback, F.lit(rules.fallback_factor))
         .otherwise(F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)))
         .alias("throttle_factor"),
         (F.coalesce(F.col("closed_fallbacks"), zero) + fallback.cast("long")).alias(

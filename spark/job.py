@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
 from spark.archive_files import archive_files
 from spark.evaluation_grid import EvaluationGrid
-from spark.metric_catalog import catalog
 from spark.openmetrics_text import check_timestamp
 
 MAX_BAD_LINES_SHOWN = 20
@@ -101,7 +101,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from pyspark.sql import functions as F
 
     from spark.factor_history import (
-        Policy,
+        FallbackRules,
         grid_states,
         number_observations,
         success_states,
@@ -137,18 +137,18 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     check_timestamp(grid.time(grid.first))
     check_timestamp(grid.time(grid.last))
     say(f"evaluating {result.grid_times} grid times, every {grid.step}s")
-    policy = Policy(config.validity.total_seconds(), config.fallback_factor, stats["first"])
+    rules = FallbackRules(config.validity.total_seconds(), config.fallback_factor, stats["first"])
     successes = numbered.filter("ok").select("cluster", "sseq", "time", "log_dirs")
-    volumes = volume_history(successes, config.limit, policy.validity, stats["successes"] or 0)
+    volumes = volume_history(successes, config.limit, rules.validity, stats["successes"] or 0)
     volumes.merged.persist()  # read twice: per-success counts and the per-volume series
-    states = success_states(successes, volumes, policy)
+    states = success_states(successes, volumes, rules)
     labels = {"cluster": config.cluster_name}
     if request.scenario:
         labels["scenario"] = request.scenario
-    families = catalog(config.limit)
+    families = list(backfilled(config.limit))
     present = _present_families(families, stats["first_success"], grid)
     samples = sample_rows(
-        grid_states(numbered, states, policy, grid),
+        grid_states(numbered, states, rules, grid),
         volume_states(successes, volumes, grid),
         families,
         config.limit,
@@ -173,7 +173,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
 
 def _present_families(families, first_success: float | None, grid: EvaluationGrid) -> set[int]:
     """Every family has samples, except the last-success timestamp before any success."""
-    from kvq.contract.metric_samples import NAMESPACE
+    from kvq.contract.metric_families import NAMESPACE
 
     no_success = first_success is None or first_success > grid.time(grid.last_emitted())
     last_success = f"{NAMESPACE}_last_successful_poll_timestamp_seconds"

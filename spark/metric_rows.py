@@ -1,7 +1,7 @@
 """Grid states -> sample rows (family, sample name, label text, time, value) for every family.
 
 Which state column feeds which family is declared once here; the family list itself (names, types,
-help, order) comes from the exporter through `spark.metric_catalog`. A family the exporter gained
+help, order) is the static table `kvq.contract.metric_families`. A family the exporter gained
 but this table lacks stops the job with a clear message instead of silently missing.
 """
 
@@ -10,11 +10,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kvq.contract.metric_samples import NAMESPACE, UNUSABLE_REASONS
+from kvq.contract.metric_families import MetricFamily
 from kvq.model.limits import Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGES
-from kvq.model.volume import UNUSABLE_ERROR
-from spark.metric_catalog import FamilyInfo
+from kvq.model.volume import UNUSABLE_ERROR, UNUSABLE_REASONS
 
 _REASON_COLUMNS = {UNUSABLE_ERROR: "unusable_error"}
 GLOBAL: dict[str, list[tuple[dict[str, str], str]]] = {
@@ -66,14 +65,10 @@ def _label_text(labels: dict[str, Column]) -> Column:
     return F.concat(*parts, F.lit("}"))
 
 
-def _short(family: FamilyInfo) -> str:
-    return family.name.removeprefix(NAMESPACE + "_")
-
-
 def sample_rows(
     grid_states: DataFrame,
     volume_states: DataFrame,
-    catalog: list[FamilyInfo],
+    catalog: list[MetricFamily],
     limit: Limit,
     check_interval: float,
     base_labels: dict[str, str],
@@ -86,7 +81,7 @@ def sample_rows(
     global_samples: list[Column] = []
     volume_samples: list[Column] = []
     for index, family in enumerate(catalog):
-        short = _short(family)
+        short = family.short
         if short in GLOBAL:
             for extra, column in GLOBAL[short]:
                 labels = {**base, **{k: F.lit(v) for k, v in extra.items()}}

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark.metric_catalog import FamilyInfo
+from kvq.contract.metric_families import MetricFamily
 
 EOF_LINE = "# EOF\n"
 MAX_EPOCH_SECONDS = 10**11
@@ -56,7 +56,7 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
-def header_lines(family: FamilyInfo) -> str:
+def header_lines(family: MetricFamily) -> str:
     return f"# TYPE {family.name} {family.type}\n# HELP {family.name} {escape_help(family.help)}\n"
 
 
@@ -74,7 +74,7 @@ class Sample:
         return self.name, self.labels
 
 
-def write_openmetrics(path: Path, catalog: list[FamilyInfo], samples: Iterable[Sample]) -> int:
+def write_openmetrics(path: Path, catalog: list[MetricFamily], samples: Iterable[Sample]) -> int:
     """Write `samples` in promtool's order; returns the number of sample lines."""
     by_family: dict[str, dict[str, list[Sample]]] = {f.sample_name: {} for f in catalog}
     for sample in samples:

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.metric_catalog import FamilyInfo
+from kvq.contract.metric_families import MetricFamily
 from spark.openmetrics_text import EOF_LINE, MAX_EXACT_INTEGER, header_lines
 
 HEADER = T.StructType(
@@ -36,7 +36,7 @@ def _value_text(value):
 def write_openmetrics(
     spark: SparkSession,
     samples: DataFrame,
-    catalog: list[FamilyInfo],
+    catalog: list[MetricFamily],
     present: set[int],
     path: Path,
     work_dir: Path,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import requests
 
-from kvq.contract.metric_samples import NAMESPACE
+from kvq.contract.metric_families import NAMESPACE
 from spark.evaluation_grid import EvaluationGrid
 
 MAX_POINTS = 10_000

@@ -17,7 +17,13 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kvq.model.limits import Limit
-from kvq.model.volume import NO_ERROR, UNUSABLE_ERROR, UNUSABLE_NO_KIP827
+from kvq.model.volume import (
+    NO_ERROR,
+    UNUSABLE_ERROR,
+    UNUSABLE_NO_KIP827,
+    has_error,
+    lacks_size,
+)
 
 NO_NEXT = 2**62
 
@@ -31,7 +37,10 @@ class VolumeHistory:
 
 
 def described_log_dirs(successes: DataFrame) -> DataFrame:
-    """One row per log dir described by a success, with its unusable reason (null: a volume)."""
+    """One row per log dir described by a success, with its unusable reason (null: a volume).
+
+    The reason is the model's own rule (`has_error`, `lacks_size`) evaluated on Columns.
+    """
     d = F.col("d")
     rows = successes.select("cluster", "sseq", "time", F.explode("log_dirs").alias("d"))
     error_code = F.coalesce(d.error_code, F.lit(NO_ERROR))
@@ -43,8 +52,8 @@ def described_log_dirs(successes: DataFrame) -> DataFrame:
         d.path.alias("log_dir"),
         d.total_bytes.alias("total_bytes"),
         d.usable_bytes.alias("available_bytes"),
-        F.when(error_code != NO_ERROR, F.lit(UNUSABLE_ERROR))
-        .when((d.total_bytes <= 0) | (d.usable_bytes < 0), F.lit(UNUSABLE_NO_KIP827))
+        F.when(has_error(error_code), F.lit(UNUSABLE_ERROR))
+        .when(lacks_size(d.total_bytes, d.usable_bytes), F.lit(UNUSABLE_NO_KIP827))
         .alias("reason"),
     )
 

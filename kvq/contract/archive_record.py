@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from kvq.model.observation import Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 SCHEMA_VERSION = 1
 SUCCESS = "success"
@@ -38,7 +38,7 @@ def to_record(observation: Observation, cluster: str) -> dict[str, Any]:
         "log_dirs": [
             {
                 "broker_id": d.broker_id,
-                "path": d.path,
+                "path": d.log_dir,
                 "total_bytes": d.total_bytes,
                 "usable_bytes": d.usable_bytes,
                 "error_code": d.error_code,
@@ -64,7 +64,7 @@ def from_record(record: Any) -> tuple[str, Observation]:
         if outcome not in (SUCCESS, FAILURE):
             raise ArchiveRecordError(f"outcome must be success or failure, got {outcome!r}")
         log_dirs = tuple(
-            LogDir(
+            LogDirDescription(
                 int(d["broker_id"]),
                 str(d["path"]),
                 int(d["total_bytes"]),

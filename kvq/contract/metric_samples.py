@@ -1,7 +1,8 @@
 """The series the exporter publishes, as plain data: built from the policy state at a given time.
 
-One definition shared by the live Collector (which adds the poll-duration histogram) and the
-plain-Python replay of the backfill, so both publish exactly the same names, labels and values.
+Names, types, help texts and label names come from `kvq.contract.metric_families`; this module
+fills them with values. Shared by the live collector and the plain-Python replay of the backfill,
+so both publish exactly the same series.
 """
 
 from __future__ import annotations
@@ -9,25 +10,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kvq.model.limits import Limit, MinAvailableBytes
+from kvq.contract import metric_families as mf
+from kvq.model.limits import Limit
 from kvq.model.observation import STAGES
 from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.model.volume import UNUSABLE_ERROR, UNUSABLE_NO_KIP827
-
-NAMESPACE = "kafka_volume_quota"
-GAUGE = "gauge"
-COUNTER = "counter"
-UNUSABLE_REASONS = (UNUSABLE_ERROR, UNUSABLE_NO_KIP827)
+from kvq.model.volume import UNUSABLE_REASONS
 
 
 @dataclass(slots=True)
 class Family:
-    """One metric family: full name (counters without `_total`), type, help, labelled samples."""
+    """One metric family of the table with its labelled samples."""
 
-    name: str
-    type: str
-    help: str
+    family: mf.MetricFamily
     samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    @property
+    def type(self) -> str:
+        return self.family.type
+
+    @property
+    def help(self) -> str:
+        return self.family.help
 
     def add(self, value: float, **labels: str) -> Family:
         self.samples.append((labels, float(value)))
@@ -37,78 +44,55 @@ class Family:
 def families(
     source: ThrottleFactorSource, now: float, cluster: str, limit: Limit, check_interval: float
 ) -> Iterator[Family]:
-    """Every family the exporter publishes at `now` (reading the factor applies due expiry)."""
+    """Every family the exporter computes from the policy state at `now`, in table order.
+
+    Reading the factor applies due expiry. The live-only poll duration histogram is not here.
+    """
     factor = source.factor_at(now)
     state = source.state
     c = {"cluster": cluster}
 
-    def fam(name: str, kind: str, help_text: str) -> Family:
-        return Family(f"{NAMESPACE}_{name}", kind, help_text)
+    yield Family(mf.THROTTLE_FACTOR).add(factor.value, **c)
+    yield Family(mf.FALLBACK_APPLIED).add(state.fallback_applied_total, **c)
+    yield Family(mf.LIMIT_VIOLATED).add(state.limit_violated_total, **c)
+    yield Family(mf.ACTIVE_BROKERS).add(state.active_brokers, **c)
+    yield Family(mf.ACTIVE_LOG_DIRS).add(len(state.volumes), **c)
+    yield Family(mf.FALLBACK_ACTIVE).add(1 if factor.fallback else 0, **c)
+    yield Family(mf.CACHED_LOG_DIRS).add(len(state.cached), **c)
+    yield Family(mf.LOG_DIR_EVICTIONS).add(state.evictions_total, **c)
 
-    yield fam("throttle_factor", GAUGE, "Throttle factor in force (Strimzi ThrottleFactor).").add(
-        factor.value, **c
-    )
-    yield fam(
-        "fallback_throttle_factor_applied",
-        COUNTER,
-        "Times the fallback factor was applied (Strimzi FallbackThrottleFactorApplied).",
-    ).add(state.fallback_applied_total, **c)
-    yield fam(
-        "limit_violated",
-        COUNTER,
-        "Violating volumes summed over calculations (Strimzi LimitViolated).",
-    ).add(state.limit_violated_total, **c)
-    yield fam("active_brokers", GAUGE, "Brokers considered most recently (ActiveBrokers).").add(
-        state.active_brokers, **c
-    )
-    yield fam(
-        "active_log_dirs", GAUGE, "Volumes observed in the last calculation (ActiveLogDirs)."
-    ).add(len(state.volumes), **c)
-    yield fam("fallback_active", GAUGE, "1 while the fallback factor applies.").add(
-        1 if factor.fallback else 0, **c
-    )
-    yield fam(
-        "cached_log_dirs", GAUGE, "Volumes missing from the last observation, judged from cache."
-    ).add(len(state.cached), **c)
-    yield fam(
-        "log_dir_evictions", COUNTER, "Cached volumes dropped after the validity duration."
-    ).add(state.evictions_total, **c)
-
-    unusable = fam("unusable_log_dirs", GAUGE, "Log dirs that cannot be judged, by reason.")
+    unusable = Family(mf.UNUSABLE_LOG_DIRS)
     for reason in UNUSABLE_REASONS:
         count = sum(1 for d in state.unusable if d.unusable_reason == reason)
         unusable.add(count, reason=reason, **c)
     yield unusable
 
-    failures = fam("poll_failures", COUNTER, "Failed observations by the stage that failed.")
+    failures = Family(mf.POLL_FAILURES)
     for stage in STAGES:
         failures.add(state.failures_by_stage.get(stage, 0), stage=stage, **c)
     yield failures
 
     if state.last_success is not None:
-        yield fam(
-            "last_successful_poll_timestamp_seconds", GAUGE, "When the last observation succeeded."
-        ).add(state.last_success, **c)
-    if isinstance(limit, MinAvailableBytes):
-        yield fam("limit_bytes", GAUGE, "Configured min available bytes per volume.").add(
-            limit.threshold, **c
-        )
-    else:
-        yield fam("limit_ratio", GAUGE, "Configured min available ratio per volume.").add(
-            limit.threshold, **c
-        )
-    yield fam("check_interval_seconds", GAUGE, "Configured poll interval.").add(check_interval, **c)
+        yield Family(mf.LAST_SUCCESSFUL_POLL).add(state.last_success, **c)
+    yield Family(mf.limit_family(limit)).add(limit.threshold, **c)
+    yield Family(mf.CHECK_INTERVAL).add(check_interval, **c)
 
-    total = fam("log_dir_total_bytes", GAUGE, "Total bytes of the volume.")
-    available = fam("log_dir_available_bytes", GAUGE, "Available (usable) bytes of the volume.")
-    ratio = fam("log_dir_available_ratio", GAUGE, "Available bytes / total bytes.")
-    violating = fam("log_dir_violating", GAUGE, "1 if the volume violates the limit.")
+    total = Family(mf.LOG_DIR_TOTAL_BYTES)
+    available = Family(mf.LOG_DIR_AVAILABLE_BYTES)
+    ratio = Family(mf.LOG_DIR_AVAILABLE_RATIO)
+    violating = Family(mf.LOG_DIR_VIOLATING)
     violating_keys = {v.key for v in state.violating}
-    volumes = state.volumes + tuple(entry.volume for entry in state.cached)
-    for volume in sorted(volumes, key=lambda v: v.key):
+    for volume in judged_volumes(source):
         labels = {"broker_id": str(volume.broker_id), "log_dir": volume.log_dir, **c}
         total.add(volume.total_bytes, **labels)
         available.add(volume.available_bytes, **labels)
         ratio.add(volume.available_ratio, **labels)
         violating.add(1 if volume.key in violating_keys else 0, **labels)
     yield from (total, available, ratio, violating)
+
+
+def judged_volumes(source: ThrottleFactorSource) -> list:
+    """The volumes of the last calculation (observed and cached), sorted by (broker, log dir)."""
+    state = source.state
+    volumes = state.volumes + tuple(entry.volume for entry in state.cached)
+    return sorted(volumes, key=lambda v: v.key)

@@ -1,14 +1,21 @@
 """KafkaAdminSession: one kafka-python admin connection, made on first use, dropped after a failure.
 
 The exporter (DescribeLogDirs fan-out) and the enforcer (client quotas) both talk to Kafka through
-kafka-python's connection manager; this is the one place that creates, runs on and drops it.
+kafka-python's connection manager. This module is the one place that touches kafka-python's
+internals (the admin client's manager, its connections, its IO loop); everyone else uses:
+
+- `send(request, node_id)`: one request, within the session's timeout;
+- `send_to_each(node_ids, build, api)`: one request per node, all at once, each at the highest
+  version of `api` *that node* supports, under one deadline; per node its response or its error;
+- `api_versions(node_id)`: what that node's current connection negotiated (None: not asked yet).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka.admin import KafkaAdminClient
@@ -20,8 +27,33 @@ class KafkaUnavailable(Exception):
     """Kafka could not be reached or the call failed; the message is safe to log (no secrets)."""
 
 
+class UnsupportedApi(Exception):
+    """The node does not speak the API at all."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short, secret-free description of a client exception."""
+    if isinstance(exc, (KafkaUnavailable, UnsupportedApi)):
+        return str(exc)
+    text = str(exc).strip() or exc.__class__.__name__
+    name = exc.__class__.__name__
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def send_on(admin: KafkaAdminClient, request: Any, node_id: int | None = None) -> Any:
+    """Send `request` through an existing kafka-python admin client's own connections (to
+    `node_id`, or any broker); the version is negotiated unless the request carries one.
+    Raises what kafka-python raises. For tests driving a stock `KafkaAdminClient`."""
+    manager = admin._manager
+
+    async def call() -> Any:
+        return await manager.send(request, node_id=node_id)
+
+    return manager.run(call)
+
+
 class KafkaAdminSession:
-    """Runs coroutines on a lazily created kafka-python admin client's connection manager."""
+    """Sends requests on a lazily created kafka-python admin client's connection manager."""
 
     def __init__(
         self,
@@ -38,22 +70,116 @@ class KafkaAdminSession:
         self._factory = admin_factory
         self._admin: Any = None
         self._lock = threading.Lock()
+        self._versions: dict[int, tuple[object, dict[int, int]]] = {}
+        """node id -> (the connection that answered ApiVersions, api key -> max version)."""
 
     @property
     def bootstrap(self) -> str:
         return ",".join(self.kwargs.get("bootstrap_servers", []))
 
-    def run(self, coroutine_function: Callable[..., Any], *args: Any) -> Any:
-        """Run `coroutine_function(manager, *args)` on the client's IO loop and return its result.
+    def send(self, request: Any, node_id: int | None = None) -> Any:
+        """One request to `node_id` (None: any broker) within the session's timeout."""
+
+        async def call(manager: Any) -> Any:
+            return await manager.wait_for(manager.send(request, node_id=node_id), self.timeout_ms)
+
+        return self._run(call)
+
+    def send_to_each(
+        self,
+        node_ids: Iterable[int],
+        build: Callable[[int], Any],
+        api: Any,
+        timeout_seconds: float,
+    ) -> dict[int, Any]:
+        """`build(version)` sent to every node concurrently, at the highest version of `api` (a
+        kafka-python request class) that node supports; all within `timeout_seconds`.
+
+        Returns per node its response or the exception it failed with. Nodes the client's
+        metadata does not know yet are looked up first (one metadata refresh). Raises
+        KafkaUnavailable when Kafka cannot be reached at all.
+        """
+        ids = list(node_ids)
+
+        async def fan_out(manager: Any) -> dict[int, Any]:
+            deadline = time.monotonic() + timeout_seconds
+            if any(manager.cluster.broker_metadata(n) is None for n in ids):
+                try:
+                    refresh = manager.call_soon(manager.cluster.refresh_metadata)
+                    await manager.wait_for(refresh, _remaining_ms(deadline))
+                except Exception as exc:
+                    raise KafkaUnavailable(
+                        f"metadata refresh failed: {describe_error(exc)}"
+                    ) from None
+            pending = {
+                n: manager.call_soon(self._send_at_best_version, manager, n, build, api, deadline)
+                for n in ids
+            }
+            results: dict[int, Any] = {}
+            for node_id, future in pending.items():
+                try:
+                    results[node_id] = await manager.wait_for(future, _remaining_ms(deadline))
+                except Exception as exc:
+                    self._versions.pop(node_id, None)
+                    results[node_id] = exc
+            return results
+
+        return self._run(fan_out)
+
+    def api_versions(self, node_id: int) -> dict[int, int] | None:
+        """{api key: max version} the node's current connection answered, None if not asked."""
+        cached = self._versions.get(node_id)
+        return None if cached is None else dict(cached[1])
+
+    async def _send_at_best_version(
+        self, manager: Any, node_id: int, build: Callable[[int], Any], api: Any, deadline: float
+    ) -> Any:
+        if manager.cluster.broker_metadata(node_id) is None:
+            raise KafkaUnavailable(f"broker {node_id} is not in the metadata")
+        supported = await self._node_versions(manager, node_id, deadline)
+        if api.API_KEY not in supported:
+            raise UnsupportedApi(f"broker {node_id} does not support {api.__name__}")
+        version = min(supported[api.API_KEY], api.max_version)
+        return await manager.send(
+            build(version), node_id=node_id, request_timeout_ms=_remaining_ms(deadline)
+        )
+
+    async def _node_versions(self, manager: Any, node_id: int, deadline: float) -> dict[int, int]:
+        """Ask the node itself (ApiVersions v0) which versions it speaks, once per connection.
+
+        kafka-python applies the bootstrap broker's versions to every connection: in a mixed
+        cluster it would ask a new broker with an old version (DescribeLogDirs v3: no sizes).
+        A reconnected (restarted) node is asked again.
+        """
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        connection = manager._conns.get(node_id)
+        cached = self._versions.get(node_id)
+        if cached is not None and connection is not None and cached[0] is connection:
+            return cached[1]
+        response = await manager.send(
+            ApiVersionsRequest(version=0),
+            node_id=node_id,
+            request_timeout_ms=_remaining_ms(deadline),
+        )
+        supported = {k.api_key: k.max_version for k in response.api_keys}
+        self._versions[node_id] = (manager._conns.get(node_id), supported)
+        return supported
+
+    def _run(self, coroutine_function: Callable[[Any], Any]) -> Any:
+        """Run `coroutine_function(manager)` on the client's IO loop and return its result.
 
         Any failure drops the client (the next call connects afresh) and raises KafkaUnavailable.
         """
         manager = self._manager()
         try:
-            return manager.run(coroutine_function, manager, *args)
+            return manager.run(coroutine_function, manager)
+        except KafkaUnavailable:
+            self.close()
+            raise
         except Exception as exc:  # connection errors, timeouts, protocol errors
             self.close()
-            raise KafkaUnavailable(f"{type(exc).__name__}: {exc}") from None
+            raise KafkaUnavailable(describe_error(exc)) from None
 
     def _manager(self) -> Any:
         with self._lock:
@@ -62,13 +188,18 @@ class KafkaAdminSession:
                     self._admin = self._factory(**self.kwargs)
                 except Exception as exc:  # any bootstrap failure means 'down'
                     raise KafkaUnavailable(
-                        f"cannot reach Kafka at {self.bootstrap}: {type(exc).__name__}: {exc}"
+                        f"cannot reach Kafka at {self.bootstrap}: {describe_error(exc)}"
                     ) from None
             return self._admin._manager
 
     def close(self) -> None:
         with self._lock:
             admin, self._admin = self._admin, None
+            self._versions.clear()
         if admin is not None:
             with contextlib.suppress(Exception):  # closing a broken client may fail too
                 admin.close()
+
+
+def _remaining_ms(deadline: float) -> int:
+    return max(1, int((deadline - time.monotonic()) * 1000))

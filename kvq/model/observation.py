@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvq.model.volume import LogDir, Volume
+from kvq.model.volume import LogDirDescription, Volume
 
 STAGE_DESCRIBE_CLUSTER = "describe_cluster"
 STAGE_DESCRIBE_LOG_DIRS = "describe_log_dirs"
@@ -21,7 +21,7 @@ class Observation:
 
     time: float
     active_brokers: tuple[int, ...] = ()
-    log_dirs: tuple[LogDir, ...] = ()
+    log_dirs: tuple[LogDirDescription, ...] = ()
     failure_stage: str | None = None
     error: str | None = None
 
@@ -38,7 +38,7 @@ class Observation:
         return tuple(v for v in (d.to_volume() for d in self.log_dirs) if v is not None)
 
     @property
-    def unusable_log_dirs(self) -> tuple[LogDir, ...]:
+    def unusable_log_dirs(self) -> tuple[LogDirDescription, ...]:
         return tuple(d for d in self.log_dirs if d.unusable_reason is not None)
 
     @classmethod

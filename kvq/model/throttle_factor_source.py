@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, Observation
 from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
-from kvq.model.volume import LogDir, Volume
+from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import CachedVolume, VolumeCache
 
 
@@ -45,7 +45,7 @@ class ThrottleState:
     """Observed volumes of the last successful observation."""
     cached: tuple[CachedVolume, ...] = ()
     violating: tuple[Volume, ...] = ()
-    unusable: tuple[LogDir, ...] = ()
+    unusable: tuple[LogDirDescription, ...] = ()
     last_success: float | None = None
     last_failure: Observation | None = None
 

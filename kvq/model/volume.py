@@ -1,14 +1,31 @@
-"""Log dirs as brokers describe them, and the Volumes the proposal reasons about."""
+"""Log dirs as brokers describe them, and the Volumes the proposal reasons about.
+
+`has_error` and `lacks_size` decide whether a described log dir is a volume. They use only
+comparison and `|` operators, so the same functions judge plain numbers in the live exporter and
+Spark Columns in the backfill (as `Limit.is_violated` does): one definition of "unusable".
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 NO_ERROR = 0
 UNUSABLE_ERROR = "error"
 """The broker reported an error code for this log dir (e.g. KAFKA_STORAGE_ERROR, 56)."""
 UNUSABLE_NO_KIP827 = "no_kip827"
 """No total/usable bytes: a broker older than KIP-827 (Kafka < 3.3) reports -1."""
+UNUSABLE_REASONS = (UNUSABLE_ERROR, UNUSABLE_NO_KIP827)
+
+
+def has_error(error_code: Any) -> Any:
+    """True when the broker reported an error code for the log dir."""
+    return error_code != NO_ERROR
+
+
+def lacks_size(total_bytes: Any, usable_bytes: Any) -> Any:
+    """True when the broker reported no usable total/usable bytes for the log dir."""
+    return (total_bytes <= 0) | (usable_bytes < 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,18 +51,18 @@ class Volume:
 
 
 @dataclass(frozen=True, slots=True)
-class LogDir:
-    """One entry of a DescribeLogDirs (v4+) answer: a path with its total and usable bytes."""
+class LogDirDescription:
+    """One entry of a DescribeLogDirs (v4+) answer: a log dir with its total and usable bytes."""
 
     broker_id: int
-    path: str
+    log_dir: str
     total_bytes: int
     usable_bytes: int
     error_code: int = NO_ERROR
 
     @property
     def key(self) -> tuple[int, str]:
-        return (self.broker_id, self.path)
+        return (self.broker_id, self.log_dir)
 
     @property
     def unusable_reason(self) -> str | None:
@@ -54,13 +71,13 @@ class LogDir:
         A log dir with an error code, or without KIP-827 data (total/usable of -1, or no capacity at
         all), is counted and exposed but can never violate a limit.
         """
-        if self.error_code != NO_ERROR:
+        if has_error(self.error_code):
             return UNUSABLE_ERROR
-        if self.total_bytes <= 0 or self.usable_bytes < 0:
+        if lacks_size(self.total_bytes, self.usable_bytes):
             return UNUSABLE_NO_KIP827
         return None
 
     def to_volume(self) -> Volume | None:
         if self.unusable_reason is not None:
             return None
-        return Volume(self.broker_id, self.path, self.total_bytes, self.usable_bytes)
+        return Volume(self.broker_id, self.log_dir, self.total_bytes, self.usable_bytes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvq.model.volume import LogDir, Volume
+from kvq.model.volume import LogDirDescription, Volume
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class VolumeCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def merge(self, now: float, log_dirs: Iterable[LogDir]) -> CacheMerge:
+    def merge(self, now: float, log_dirs: Iterable[LogDirDescription]) -> CacheMerge:
         """Record a successful observation at `now` and return what the policy must judge.
 
         A log dir observed as unusable replaces its cached state (it is described, just not a

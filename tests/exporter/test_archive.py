@@ -6,14 +6,14 @@ import json
 from exporter.archive import ArchiveWriter, hour_path, repair_partial_line
 from kvq.contract.archive_record import from_line
 from kvq.model.observation import Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 HOUR = 3600.0
 T0 = 1763812800.0  # 2025-11-22T12:00:00Z
 
 
 def obs(time):
-    return Observation(time, (0,), (LogDir(0, "/d", 100, 50),))
+    return Observation(time, (0,), (LogDirDescription(0, "/d", 100, 50),))
 
 
 def test_one_line_per_poll_in_the_hour_file(tmp_path):

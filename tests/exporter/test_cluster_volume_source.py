@@ -3,7 +3,7 @@
 from exporter.cluster_client import Broker, ClusterError
 from exporter.cluster_volume_source import ClusterVolumeSource
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 
 class ScriptedClient:
@@ -27,7 +27,10 @@ def source(client):
 
 
 def test_every_broker_answered_is_a_successful_observation():
-    dirs = {1: [LogDir(1, "/a", 10, 5)], 2: [LogDir(2, "/a", 10, 5, error_code=56)]}
+    dirs = {
+        1: [LogDirDescription(1, "/a", 10, 5)],
+        2: [LogDirDescription(2, "/a", 10, 5, error_code=56)],
+    }
     observation = source(ScriptedClient([1, 2], dirs)).observe()
     assert observation.succeeded
     assert observation.time == 42.0
@@ -42,12 +45,14 @@ def test_describe_cluster_failure_fails_at_that_stage():
 
 
 def test_broker_that_did_not_answer_fails_the_observation_keeping_what_was_seen():
-    client = ScriptedClient([1, 2, 3], {1: [LogDir(1, "/a", 10, 5)], 2: ClusterError("refused")})
+    client = ScriptedClient(
+        [1, 2, 3], {1: [LogDirDescription(1, "/a", 10, 5)], 2: ClusterError("refused")}
+    )
     observation = source(client).observe()
     assert observation.failure_stage == STAGE_DESCRIBE_LOG_DIRS
     assert observation.error == "broker 2: refused; broker 3: no answer"
     assert observation.active_brokers == (1, 2, 3)
-    assert observation.log_dirs == (LogDir(1, "/a", 10, 5),)
+    assert observation.log_dirs == (LogDirDescription(1, "/a", 10, 5),)
 
 
 def test_no_active_brokers_is_not_a_healthy_cluster():

@@ -13,14 +13,14 @@ from devkit.archive_generator import write_config
 from devkit.python_replay import read_archive
 from kvq.contract.archive_record import to_line
 from kvq.model.observation import Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 from tests.spark.backfill_cli import run_backfill
 
 BAD_LINE = re.compile(r"bad line (.+?):(\d+): ")
 
 
 def good(time: float, cluster: str = "kafka") -> str:
-    return to_line(Observation(time, (0,), (LogDir(0, "/d", 100, 50),)), cluster)
+    return to_line(Observation(time, (0,), (LogDirDescription(0, "/d", 100, 50),)), cluster)
 
 
 @pytest.fixture

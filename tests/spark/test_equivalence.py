@@ -11,13 +11,13 @@ import responses
 from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.python_replay import read_archive, replay
 from kvq.contract.archive_record import to_line
+from kvq.contract.metric_families import backfilled
 from kvq.model.limits import MIN_AVAILABLE_BYTES
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 from kvq.settings.config import load_config
 from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
-from spark.metric_catalog import catalog
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
 
 NS = "kafka_volume_quota_"
@@ -37,7 +37,7 @@ def backfill_both(archive, config, output, step, start=None, end=None, scenario=
         grid = grid.only(gaps)
     reference = output / "replay.om"
     write_openmetrics(
-        reference, catalog(config.limit), replay(observations, config, grid, scenario)
+        reference, backfilled(config.limit), replay(observations, config, grid, scenario)
     )
     return read_openmetrics(result.openmetrics), read_openmetrics(reference), result
 
@@ -106,24 +106,36 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     equal timestamps, a fallback before the first success, unusable dirs never cached."""
     d0, d1 = "/data/0", "/data/1"
     bad_cluster, bad_dirs = STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
-    full = LogDir(1, d0, 1000, 10)
+    full = LogDirDescription(1, d0, 1000, 10)
     rows = [
         Observation.failed(700, bad_cluster, "x"),
         Observation.failed(760, bad_dirs, "x", active_brokers=(0, 1)),
         Observation.failed(850, bad_cluster, "x"),  # 850 > 700 + 120: fallback before success
-        Observation(1000, (0, 1), (LogDir(0, d0, 1000, 500), full, LogDir(1, d1, 1000, 5, 56))),
-        Observation(1060, (0,), (LogDir(0, d0, 1000, 400),)),  # broker 1 cached
-        Observation(1120, (0,), (LogDir(0, d0, 1000, 400),)),  # age == validity: still cached
-        Observation(1150, (0,), (LogDir(0, d0, 1000, 400),)),  # evicted
+        Observation(
+            1000,
+            (0, 1),
+            (LogDirDescription(0, d0, 1000, 500), full, LogDirDescription(1, d1, 1000, 5, 56)),
+        ),
+        Observation(1060, (0,), (LogDirDescription(0, d0, 1000, 400),)),  # broker 1 cached
+        Observation(
+            1120, (0,), (LogDirDescription(0, d0, 1000, 400),)
+        ),  # age == validity: still cached
+        Observation(1150, (0,), (LogDirDescription(0, d0, 1000, 400),)),  # evicted
         Observation.failed(1180, bad_cluster, "x"),
         Observation.failed(1270, bad_dirs, "x", active_brokers=(0, 1)),  # == expiry: no fallback
         Observation.failed(1300, bad_cluster, "x"),  # fallback
-        Observation(1330, (0,), (LogDir(0, d0, 1000, 100),)),  # violates (10%)
+        Observation(1330, (0,), (LogDirDescription(0, d0, 1000, 100),)),  # violates (10%)
         Observation.failed(1330, bad_dirs, "x", active_brokers=(0, 1, 2)),  # same time
-        Observation(1450, (0,), (LogDir(0, d0, 1000, 400),)),  # exactly at expiry: valid
-        Observation(1460, (0, 1), (LogDir(0, d0, 1000, 400), LogDir(1, d0, 1000, 600))),
-        Observation(1470, (0, 1), (LogDir(0, d0, 1000, 400), LogDir(1, d0, -1, -1))),
-        Observation(1480, (0,), (LogDir(0, d0, 1000, 400),)),  # unusable before: not cached
+        Observation(1450, (0,), (LogDirDescription(0, d0, 1000, 400),)),  # exactly at expiry: valid
+        Observation(
+            1460, (0, 1), (LogDirDescription(0, d0, 1000, 400), LogDirDescription(1, d0, 1000, 600))
+        ),
+        Observation(
+            1470, (0, 1), (LogDirDescription(0, d0, 1000, 400), LogDirDescription(1, d0, -1, -1))
+        ),
+        Observation(
+            1480, (0,), (LogDirDescription(0, d0, 1000, 400),)
+        ),  # unusable before: not cached
     ]
     write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
     config = load_config(

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
+from kvq.contract.metric_families import backfilled
 from kvq.model.limits import MinAvailableRatio
-from spark.metric_catalog import catalog
 from spark.openmetrics_text import (
     Sample,
     TimestampError,
@@ -40,7 +40,7 @@ def test_values_round_trip():
 
 
 def test_out_of_order_input_is_written_in_order_and_promtool_accepts_it(tmp_path):
-    families = catalog(MinAvailableRatio(0.05))
+    families = backfilled(MinAvailableRatio(0.05))
     labels = (("cluster", "kafka"),)
     samples = [
         Sample(NS + "limit_violated_total", labels, 1_763_596_920, 2.0),

@@ -6,12 +6,14 @@ import pytest
 
 from kvq.contract.archive_record import SCHEMA_VERSION, ArchiveRecordError, from_line, to_line
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 
 def test_success_round_trips_as_one_line():
     observation = Observation(
-        1763820000.25, (0, 1), (LogDir(0, "/d/0", 1000, 400), LogDir(1, "/d/1", -1, -1, 56))
+        1763820000.25,
+        (0, 1),
+        (LogDirDescription(0, "/d/0", 1000, 400), LogDirDescription(1, "/d/1", -1, -1, 56)),
     )
     line = to_line(observation, "prod")
     assert line.endswith("\n") and line.count("\n") == 1

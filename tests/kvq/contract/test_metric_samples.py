@@ -5,7 +5,7 @@ from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 LIMIT = MinAvailableRatio(0.1)
 
@@ -28,7 +28,11 @@ def make_source():
 
 def test_the_five_strimzi_metrics_and_per_volume_detail():
     s = make_source()
-    s.observe(Observation(10, (0, 1), (LogDir(0, "/a", 100, 5), LogDir(1, "/a", 100, 50))))
+    s.observe(
+        Observation(
+            10, (0, 1), (LogDirDescription(0, "/a", 100, 5), LogDirDescription(1, "/a", 100, 50))
+        )
+    )
     series = publish(s, 11)
     assert one(series, "kafka_volume_quota_throttle_factor") == 0.0
     assert one(series, "kafka_volume_quota_limit_violated") == 1
@@ -45,7 +49,7 @@ def test_the_five_strimzi_metrics_and_per_volume_detail():
 
 def test_every_sample_carries_the_cluster_label():
     s = make_source()
-    s.observe(Observation(1, (0,), (LogDir(0, "/a", 100, 50),)))
+    s.observe(Observation(1, (0,), (LogDirDescription(0, "/a", 100, 50),)))
     for family in families(s, 2, "prod", MinAvailableBytes(5), 60.0):
         assert family.samples, family.name
         assert all(labels["cluster"] == "prod" for labels, _ in family.samples)
@@ -53,7 +57,7 @@ def test_every_sample_carries_the_cluster_label():
 
 def test_fallback_shows_in_factor_gauge_and_counter():
     s = make_source()
-    s.observe(Observation(0, (0,), (LogDir(0, "/a", 100, 50),)))
+    s.observe(Observation(0, (0,), (LogDirDescription(0, "/a", 100, 50),)))
     s.observe(Observation.failed(200, STAGE_DESCRIBE_LOG_DIRS, "timeout"))
     series = publish(s, 200)
     assert one(series, "kafka_volume_quota_throttle_factor") == 0.0
@@ -66,11 +70,15 @@ def test_fallback_shows_in_factor_gauge_and_counter():
 
 def test_volumes_of_a_broker_gone_and_evicted_disappear():
     s = make_source()
-    s.observe(Observation(0, (0, 1), (LogDir(0, "/a", 100, 50), LogDir(1, "/a", 100, 50))))
-    s.observe(Observation(60, (0,), (LogDir(0, "/a", 100, 50),)))
+    s.observe(
+        Observation(
+            0, (0, 1), (LogDirDescription(0, "/a", 100, 50), LogDirDescription(1, "/a", 100, 50))
+        )
+    )
+    s.observe(Observation(60, (0,), (LogDirDescription(0, "/a", 100, 50),)))
     assert len(publish(s, 60)["kafka_volume_quota_log_dir_total_bytes"]) == 2
     assert one(publish(s, 60), "kafka_volume_quota_cached_log_dirs") == 1
-    s.observe(Observation(121, (0,), (LogDir(0, "/a", 100, 50),)))
+    s.observe(Observation(121, (0,), (LogDirDescription(0, "/a", 100, 50),)))
     series = publish(s, 121)
     assert len(series["kafka_volume_quota_log_dir_total_bytes"]) == 1
     assert one(series, "kafka_volume_quota_log_dir_evictions") == 1
@@ -78,7 +86,11 @@ def test_volumes_of_a_broker_gone_and_evicted_disappear():
 
 def test_unusable_log_dirs_are_counted_by_reason():
     s = make_source()
-    s.observe(Observation(0, (0, 1), (LogDir(0, "/a", -1, -1), LogDir(1, "/a", 9, 9, 56))))
+    s.observe(
+        Observation(
+            0, (0, 1), (LogDirDescription(0, "/a", -1, -1), LogDirDescription(1, "/a", 9, 9, 56))
+        )
+    )
     unusable = publish(s, 0)["kafka_volume_quota_unusable_log_dirs"]
     assert unusable == {
         (("cluster", "prod"), ("reason", "error")): 1,

@@ -6,7 +6,7 @@ from kvq.model.limits import MinAvailableBytes
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.model.volume import LogDir
+from kvq.model.volume import LogDirDescription
 
 MINUTE = 60.0
 LIMIT = MinAvailableBytes(100)
@@ -17,7 +17,7 @@ def source(validity=2 * MINUTE, fallback=0.0, start=0.0):
 
 
 def healthy(time, brokers=(1, 2)):
-    dirs = tuple(LogDir(b, f"/data/{b}", 1000, 500) for b in brokers)
+    dirs = tuple(LogDirDescription(b, f"/data/{b}", 1000, 500) for b in brokers)
     return Observation(time, tuple(brokers), dirs)
 
 
@@ -89,13 +89,21 @@ def test_without_any_answer_the_fallback_applies_after_validity_from_start():
 
 def test_violation_throttles_and_limit_violated_counts_volumes_per_calculation():
     s = source()
-    two_full = (LogDir(1, "/a", 1000, 100), LogDir(1, "/b", 1000, 50), LogDir(2, "/a", 1000, 900))
+    two_full = (
+        LogDirDescription(1, "/a", 1000, 100),
+        LogDirDescription(1, "/b", 1000, 50),
+        LogDirDescription(2, "/a", 1000, 900),
+    )
     s.observe(Observation(0, (1, 2), two_full))
     assert s.factor_at(0).value == 0.0
     assert s.state.limit_violated_total == 2
     s.observe(Observation(60, (1, 2), two_full))
     assert s.state.limit_violated_total == 4
-    freed = (LogDir(1, "/a", 1000, 900), LogDir(1, "/b", 1000, 900), LogDir(2, "/a", 1000, 900))
+    freed = (
+        LogDirDescription(1, "/a", 1000, 900),
+        LogDirDescription(1, "/b", 1000, 900),
+        LogDirDescription(2, "/a", 1000, 900),
+    )
     s.observe(Observation(120, (1, 2), freed))
     assert s.factor_at(120).value == 1.0
     assert s.state.limit_violated_total == 4
@@ -103,8 +111,8 @@ def test_violation_throttles_and_limit_violated_counts_volumes_per_calculation()
 
 def test_since_tracks_when_the_value_changed_not_each_calculation():
     s = source()
-    s.observe(Observation(0, (1,), (LogDir(1, "/a", 1000, 10),)))
-    s.observe(Observation(60, (1,), (LogDir(1, "/a", 1000, 10),)))
+    s.observe(Observation(0, (1,), (LogDirDescription(1, "/a", 1000, 10),)))
+    s.observe(Observation(60, (1,), (LogDirDescription(1, "/a", 1000, 10),)))
     factor = s.factor_at(61)
     assert (factor.value, factor.since, factor.calculated_at) == (0.0, 0, 60)
     assert factor.expires_at == 60 + 2 * MINUTE
@@ -118,11 +126,14 @@ def test_the_proposals_inconsistent_state_example_stays_safe():
     throttling from the cache until that state is older than the validity duration.
     """
     s = source(validity=2 * MINUTE, fallback=1.0)
-    full_on_2 = (LogDir(1, "/data/1", 1000, 500), LogDir(2, "/data/2", 1000, 10))
+    full_on_2 = (
+        LogDirDescription(1, "/data/1", 1000, 500),
+        LogDirDescription(2, "/data/2", 1000, 10),
+    )
     s.observe(Observation(0, (1, 2), full_on_2))
     assert s.factor_at(0).value == 0.0
 
-    only_1 = (LogDir(1, "/data/1", 1000, 500),)
+    only_1 = (LogDirDescription(1, "/data/1", 1000, 500),)
     s.observe(
         Observation.failed(
             60,
@@ -147,7 +158,7 @@ def test_the_proposals_inconsistent_state_example_stays_safe():
 
 def test_unusable_log_dirs_never_violate_and_are_exposed():
     s = source()
-    dirs = (LogDir(1, "/a", -1, -1), LogDir(2, "/a", 1000, 0, error_code=56))
+    dirs = (LogDirDescription(1, "/a", -1, -1), LogDirDescription(2, "/a", 1000, 0, error_code=56))
     s.observe(Observation(0, (1, 2), dirs))
     assert s.factor_at(0).value == 1.0
     assert s.state.volumes == ()

@@ -1,6 +1,6 @@
-"""Volume and LogDir: the proposal's Volume, and which described log dirs are not volumes."""
+"""Volume and LogDirDescription: the proposal's Volume, and which log dirs are not volumes."""
 
-from kvq.model.volume import UNUSABLE_ERROR, UNUSABLE_NO_KIP827, LogDir, Volume
+from kvq.model.volume import UNUSABLE_ERROR, UNUSABLE_NO_KIP827, LogDirDescription, Volume
 
 
 def test_volume_derives_used_bytes_and_available_ratio():
@@ -10,22 +10,22 @@ def test_volume_derives_used_bytes_and_available_ratio():
 
 
 def test_healthy_log_dir_is_a_volume():
-    log_dir = LogDir(2, "/data/2", total_bytes=100, usable_bytes=40)
+    log_dir = LogDirDescription(2, "/data/2", total_bytes=100, usable_bytes=40)
     assert log_dir.unusable_reason is None
     assert log_dir.to_volume() == Volume(2, "/data/2", 100, 40)
 
 
 def test_log_dir_with_an_error_code_is_not_a_volume():
-    log_dir = LogDir(2, "/data/2", 100, 40, error_code=56)  # KAFKA_STORAGE_ERROR
+    log_dir = LogDirDescription(2, "/data/2", 100, 40, error_code=56)  # KAFKA_STORAGE_ERROR
     assert log_dir.unusable_reason == UNUSABLE_ERROR
     assert log_dir.to_volume() is None
 
 
 def test_pre_kip827_broker_reports_minus_one_and_is_not_a_volume():
-    log_dir = LogDir(3, "/data/3", total_bytes=-1, usable_bytes=-1)
+    log_dir = LogDirDescription(3, "/data/3", total_bytes=-1, usable_bytes=-1)
     assert log_dir.unusable_reason == UNUSABLE_NO_KIP827
     assert log_dir.to_volume() is None
 
 
 def test_zero_total_bytes_cannot_give_a_ratio_so_is_not_a_volume():
-    assert LogDir(3, "/d", total_bytes=0, usable_bytes=0).to_volume() is None
+    assert LogDirDescription(3, "/d", total_bytes=0, usable_bytes=0).to_volume() is None

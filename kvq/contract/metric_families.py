@@ -1,0 +1,142 @@
+"""The metric families the exporter publishes: one static table of name, type, help and labels.
+
+Read by the exporter (`kvq.contract.metric_samples` fills it with values), by the Spark backfill
+(the same headers, in the same order) and by the fake exporter of the rule tests. A test checks the
+live `/metrics` exposition against this table, so a family cannot change in one place only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvq.model.limits import Limit, MinAvailableBytes
+
+NAMESPACE = "kafka_volume_quota"
+GAUGE = "gauge"
+COUNTER = "counter"
+HISTOGRAM = "histogram"
+
+CLUSTER = ("cluster",)
+PER_VOLUME = ("broker_id", "cluster", "log_dir")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricFamily:
+    """One family: `short` is its name without the namespace; counters without `_total`."""
+
+    short: str
+    type: str
+    help: str
+    labels: tuple[str, ...] = CLUSTER
+    """Label names, sorted (as the exposition writes them)."""
+    live_only: bool = False
+    """Measured by the running exporter itself (timings), so the backfill cannot rebuild it."""
+
+    @property
+    def name(self) -> str:
+        return f"{NAMESPACE}_{self.short}"
+
+    @property
+    def sample_name(self) -> str:
+        """The name its samples carry: counters end in `_total`."""
+        return self.name + "_total" if self.type == COUNTER else self.name
+
+
+POLL_DURATION = MetricFamily(
+    "poll_duration_seconds",
+    HISTOGRAM,
+    "Duration of one observation (DescribeCluster + DescribeLogDirs to all brokers).",
+    live_only=True,
+)
+THROTTLE_FACTOR = MetricFamily(
+    "throttle_factor", GAUGE, "Throttle factor in force (Strimzi ThrottleFactor)."
+)
+FALLBACK_APPLIED = MetricFamily(
+    "fallback_throttle_factor_applied",
+    COUNTER,
+    "Times the fallback factor was applied (Strimzi FallbackThrottleFactorApplied).",
+)
+LIMIT_VIOLATED = MetricFamily(
+    "limit_violated", COUNTER, "Violating volumes summed over calculations (Strimzi LimitViolated)."
+)
+ACTIVE_BROKERS = MetricFamily(
+    "active_brokers", GAUGE, "Brokers considered most recently (ActiveBrokers)."
+)
+ACTIVE_LOG_DIRS = MetricFamily(
+    "active_log_dirs", GAUGE, "Volumes observed in the last calculation (ActiveLogDirs)."
+)
+FALLBACK_ACTIVE = MetricFamily("fallback_active", GAUGE, "1 while the fallback factor applies.")
+CACHED_LOG_DIRS = MetricFamily(
+    "cached_log_dirs", GAUGE, "Volumes missing from the last observation, judged from cache."
+)
+LOG_DIR_EVICTIONS = MetricFamily(
+    "log_dir_evictions", COUNTER, "Cached volumes dropped after the validity duration."
+)
+UNUSABLE_LOG_DIRS = MetricFamily(
+    "unusable_log_dirs",
+    GAUGE,
+    "Log dirs that cannot be judged, by reason.",
+    ("cluster", "reason"),
+)
+POLL_FAILURES = MetricFamily(
+    "poll_failures", COUNTER, "Failed observations by the stage that failed.", ("cluster", "stage")
+)
+LAST_SUCCESSFUL_POLL = MetricFamily(
+    "last_successful_poll_timestamp_seconds", GAUGE, "When the last observation succeeded."
+)
+LIMIT_BYTES = MetricFamily("limit_bytes", GAUGE, "Configured min available bytes per volume.")
+LIMIT_RATIO = MetricFamily("limit_ratio", GAUGE, "Configured min available ratio per volume.")
+CHECK_INTERVAL = MetricFamily("check_interval_seconds", GAUGE, "Configured poll interval.")
+LOG_DIR_TOTAL_BYTES = MetricFamily(
+    "log_dir_total_bytes", GAUGE, "Total bytes of the volume.", PER_VOLUME
+)
+LOG_DIR_AVAILABLE_BYTES = MetricFamily(
+    "log_dir_available_bytes", GAUGE, "Available (usable) bytes of the volume.", PER_VOLUME
+)
+LOG_DIR_AVAILABLE_RATIO = MetricFamily(
+    "log_dir_available_ratio", GAUGE, "Available bytes / total bytes.", PER_VOLUME
+)
+LOG_DIR_VIOLATING = MetricFamily(
+    "log_dir_violating", GAUGE, "1 if the volume violates the limit.", PER_VOLUME
+)
+
+FAMILIES: tuple[MetricFamily, ...] = (
+    POLL_DURATION,
+    THROTTLE_FACTOR,
+    FALLBACK_APPLIED,
+    LIMIT_VIOLATED,
+    ACTIVE_BROKERS,
+    ACTIVE_LOG_DIRS,
+    FALLBACK_ACTIVE,
+    CACHED_LOG_DIRS,
+    LOG_DIR_EVICTIONS,
+    UNUSABLE_LOG_DIRS,
+    POLL_FAILURES,
+    LAST_SUCCESSFUL_POLL,
+    LIMIT_BYTES,
+    LIMIT_RATIO,
+    CHECK_INTERVAL,
+    LOG_DIR_TOTAL_BYTES,
+    LOG_DIR_AVAILABLE_BYTES,
+    LOG_DIR_AVAILABLE_RATIO,
+    LOG_DIR_VIOLATING,
+)
+"""Every family, in the order the exporter publishes them."""
+
+PER_VOLUME_FAMILIES = tuple(f for f in FAMILIES if f.labels == PER_VOLUME)
+
+
+def limit_family(limit: Limit) -> MetricFamily:
+    """The configured-limit gauge: bytes or ratio, whichever limit is configured."""
+    return LIMIT_BYTES if isinstance(limit, MinAvailableBytes) else LIMIT_RATIO
+
+
+def published(limit: Limit) -> tuple[MetricFamily, ...]:
+    """The families an exporter with `limit` configured publishes, in order."""
+    unused = LIMIT_RATIO if limit_family(limit) is LIMIT_BYTES else LIMIT_BYTES
+    return tuple(f for f in FAMILIES if f is not unused)
+
+
+def backfilled(limit: Limit) -> tuple[MetricFamily, ...]:
+    """The families the backfill rebuilds from the archive: all but the live-only timings."""
+    return tuple(f for f in published(limit) if not f.live_only)

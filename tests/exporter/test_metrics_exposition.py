@@ -1,0 +1,91 @@
+"""The exporter's /metrics text matches the metric table in kvq/contract/metric_families.py:
+the same families in the same order, the same HELP and TYPE lines, the same label names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from exporter.exporter_app import Exporter
+from kvq.contract.metric_families import FAMILIES, HISTOGRAM, published
+from kvq.model.observation import Observation
+from kvq.model.volume import LogDirDescription
+from kvq.settings.config import build_config
+
+P = "client.quota.callback.static."
+LIMITS = {
+    "ratio": (P + "storage.per.volume.limit.min.available.ratio", "0.1"),
+    "bytes": (P + "storage.per.volume.limit.min.available.bytes", "100"),
+}
+
+
+def exposition(limit: str) -> tuple[Exporter, str]:
+    key, value = LIMITS[limit]
+    config = build_config(
+        {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value}, environ={}
+    )
+    exporter = Exporter(config, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    exporter.throttle.observe(
+        Observation(
+            1000.0,
+            (0, 1),
+            (
+                LogDirDescription(0, "/data/a", 1000, 50),
+                LogDirDescription(1, "/data/a", 1000, 900),
+                LogDirDescription(1, "/data/b", -1, -1),
+                LogDirDescription(1, "/data/c", -1, -1, error_code=56),
+            ),
+        )
+    )
+    return exporter, exporter.render_metrics().decode()
+
+
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_help_and_type_lines_are_the_table_in_its_order(limit):
+    exporter, text = exposition(limit)
+    headers = [
+        line
+        for line in text.splitlines()
+        if line.startswith("# ") and not line.split()[2].endswith("_created")
+    ]
+    expected = []
+    for family in published(exporter.config.limit):
+        name = family.sample_name  # the 0.0.4 text format names counters with `_total`
+        expected += [f"# HELP {name} {family.help}", f"# TYPE {name} {family.type}"]
+    assert headers == expected
+
+
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_every_sample_carries_exactly_the_table_labels(limit):
+    exporter, text = exposition(limit)
+    by_sample_name = {f.sample_name: f for f in FAMILIES}
+    histograms = [f for f in FAMILIES if f.type == HISTOGRAM]
+    seen = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        match = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? \S+", line)
+        assert match, line
+        name, labels = match.group(1), match.group(2) or ""
+        label_names = tuple(n for n in re.findall(r'([a-z_]+)="', labels) if n != "le")
+        family = by_sample_name.get(name) or next(
+            f for f in histograms if name.startswith(f.name + "_")
+        )
+        assert label_names == family.labels, line
+        seen.add(family.name)
+    assert seen == {f.name for f in published(exporter.config.limit)}
+
+
+def test_the_fake_exporter_of_the_rule_tests_publishes_the_same_headers():
+    from devkit.fake_exporter import FakeExporter
+
+    def headers(text: str) -> list[str]:
+        return [
+            line
+            for line in text.splitlines()
+            if line.startswith("# ") and not line.split()[2].endswith("_created")
+        ]
+
+    _, real = exposition("ratio")
+    assert headers(FakeExporter(cluster="prod").render()) == headers(real)
