@@ -8,10 +8,10 @@ import re
 import pytest
 
 from exporter.exporter_app import Exporter
+from exporter.settings import ExporterSettings
 from kvq.contract.metric_families import FAMILIES, HISTOGRAM, published
 from kvq.model.observation import Observation
 from kvq.model.volume import LogDirDescription
-from kvq.settings.config import build_config
 
 P = "client.quota.callback.static."
 LIMITS = {
@@ -22,10 +22,10 @@ LIMITS = {
 
 def exposition(limit: str) -> tuple[Exporter, str]:
     key, value = LIMITS[limit]
-    config = build_config(
+    settings = ExporterSettings.build(
         {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value}, environ={}
     )
-    exporter = Exporter(config, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
     exporter.throttle.observe(
         Observation(
             1000.0,
