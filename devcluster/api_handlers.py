@@ -84,7 +84,9 @@ def metadata(broker: Broker, req: Request) -> ApiMessage:
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=[_Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=None) for b in live],
+        brokers=[
+            _Broker(node_id=b.broker_id, host=b.host, port=_port(b, req), rack=None) for b in live
+        ],
         cluster_id=cluster.cluster_id,
         controller_id=live[0].broker_id if live else -1,
         topics=topics,
@@ -92,6 +94,11 @@ def metadata(broker: Broker, req: Request) -> ApiMessage:
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
         response.authorized_operations = _CLUSTER_OPERATIONS
     return response
+
+
+def _port(broker: Broker, req: Request) -> int:
+    """Kafka lists each broker's endpoint of the listener the request came in on."""
+    return broker.port if req.session is None else broker.port_for(req.session.listener)
 
 
 def _metadata_topic(cluster, hosted, name, topic_id, version):
@@ -105,7 +112,7 @@ def _metadata_topic(cluster, hosted, name, topic_id, version):
         return _Topic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
     partitions = []
     for index, replicas in sorted(hosted[name].items()):
-        isr = [b for b in replicas if cluster.brokers[b].up]
+        isr = cluster.replicas.in_sync(name, index, replicas)
         leader = isr[0] if isr else -1
         partitions.append(
             _Partition(
@@ -153,7 +160,9 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
         cluster_id=cluster.cluster_id,
         controller_id=live[0].broker_id if live else -1,
         brokers=[
-            _Broker(broker_id=b.broker_id, host=b.host, port=b.port, rack=None, is_fenced=False)
+            _Broker(
+                broker_id=b.broker_id, host=b.host, port=_port(b, req), rack=None, is_fenced=False
+            )
             for b in listed
         ],
         authorized_operations=(
@@ -188,6 +197,8 @@ def describe_log_dirs(broker: Broker, req: Request) -> ApiMessage:
     for index, log_dir in enumerate(broker.log_dirs):
         path = str(log_dir.path)
         code = faults.log_dir_errors.get(index)
+        if code is None and log_dir.offline_reason is not None:
+            code = KAFKA_STORAGE_ERROR  # a write failed here: offline until brought back
         if code is None:
             try:
                 space = log_dir.space()  # also how a vanished directory shows up

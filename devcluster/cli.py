@@ -14,9 +14,11 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from .broker_configs import check_class_name
 from .cluster import DEFAULT_HOST, DevCluster
+from .sasl import SaslUsers
 
 DEFAULT_BASE_PORT = 19092
 DEFAULT_CONTROL_PORT = 19100
@@ -133,6 +135,15 @@ def parser() -> argparse.ArgumentParser:
         "broker running a quota plugin does (e.g. io.strimzi.kafka.quotas.StaticQuotaCallback); "
         "default: unset, as Kafka's built-in quotas",
     )
+    p.add_argument(
+        "--sasl-users",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="JSON object of SASL/PLAIN users, name -> password: every broker also opens a "
+        "SASL_PLAINTEXT listener (printed as sasl_bootstrap=...); users can be changed through "
+        "the control API (/sasl-users)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
     return p
 
@@ -157,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        users = None if args.sasl_users is None else SaslUsers.from_file(args.sasl_users)
         dc = DevCluster(
             brokers=args.brokers,
             log_dirs_per_broker=args.log_dirs_per_broker,
@@ -167,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             capacity_bytes=args.capacity_bytes,
             cluster_id=args.cluster_id,
             client_quota_callback_class=args.client_quota_callback_class,
+            sasl_users=users,
         )
         dc.start()
     except (ValueError, OSError) as exc:
@@ -175,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"bootstrap={dc.bootstrap}", flush=True)
         print(f"control={dc.control_url}", flush=True)
+        if users is not None:
+            print(f"sasl_bootstrap={dc.sasl_bootstrap}", flush=True)
         print("ready", flush=True)
         print(
             f"kvq-devcluster: {args.brokers} brokers of cluster {dc.cluster_id} up, data in "

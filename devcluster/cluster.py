@@ -17,11 +17,15 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kafka.errors import for_code
+
+from enforcer.quota_entity import QuotaEntity
 
 from .broker import Broker
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
@@ -29,12 +33,22 @@ from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_lim
 from .faults import KAFKA_STORAGE_ERROR, AlterFault
 from .log_dirs import DiskFull, LogDir
 from .quota_store import QuotaStore
+from .replicas import ReplicaStore
 from .request_counts import RequestCounter
+from .sasl import SaslUsers
+from .topics import (
+    TOPIC_ALREADY_EXISTS,
+    NewTopic,
+    TopicError,
+    TopicRegistry,
+    place_replicas,
+    validate_name,
+)
 from .validation import ControlError, boolean, optional_integer, require_object
 
 log = logging.getLogger(__name__)
 
-LOG_DIR_FIELDS = ("clear", "capacity_bytes", "usable_bytes", "fill_bytes")
+LOG_DIR_FIELDS = ("clear", "online", "capacity_bytes", "usable_bytes", "fill_bytes")
 DEFAULT_HOST = "127.0.0.1"
 _STARTUP_TIMEOUT_S = 60
 
@@ -42,7 +56,8 @@ _STARTUP_TIMEOUT_S = 60
 class DevCluster:
     """``base_port=0`` gives every broker a free port of its own, otherwise broker ``i`` listens on
     ``base_port + i``; ``control_port=0`` picks a free port, ``None`` runs no control API.
-    ``data_dir=None`` uses a temporary directory that ``stop()`` removes."""
+    ``data_dir=None`` uses a temporary directory that ``stop()`` removes. ``sasl_users`` (name ->
+    password, or a ``SaslUsers``) opens a SASL_PLAINTEXT listener on every broker too."""
 
     def __init__(
         self,
@@ -55,6 +70,7 @@ class DevCluster:
         capacity_bytes: int | None = None,
         cluster_id: str | None = None,
         client_quota_callback_class: str | None = None,
+        sasl_users: Mapping[str, str] | SaslUsers | None = None,
     ):
         check_arguments(brokers, log_dirs_per_broker, base_port, control_port, capacity_bytes)
         callback = check_class_name("client_quota_callback_class", client_quota_callback_class)
@@ -64,6 +80,15 @@ class DevCluster:
         self.data_dir = Path(data_dir).absolute()
         self.host = host
         self._control_port = control_port
+        self.sasl_users = (
+            sasl_users
+            if sasl_users is None or isinstance(sasl_users, SaslUsers)
+            else SaslUsers(sasl_users)
+        )
+        self.topic_registry = TopicRegistry(self.data_dir / "topics.json")
+        self.replicas = ReplicaStore(self)
+        self.storage_errors: list[dict[str, Any]] = []
+        self._producer_ids = 999
         self.brokers = [
             Broker(
                 self,
@@ -147,6 +172,7 @@ class DevCluster:
         if loop is not None and not loop.is_running():
             loop.close()
         self._loop = self._thread = None
+        self.replicas.close()
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -173,6 +199,13 @@ class DevCluster:
     bootstrap_servers = bootstrap
 
     @property
+    def sasl_bootstrap(self) -> str:
+        """``host:port,...`` of every broker's SASL_PLAINTEXT listener (needs ``sasl_users``)."""
+        if self.sasl_users is None:
+            raise ControlError(409, "this devcluster has no SASL listener: give it sasl_users")
+        return ",".join(f"{b.host}:{b.sasl_port}" for b in self.brokers)
+
+    @property
     def broker_ports(self) -> dict[int, int]:
         return {b.broker_id: b.port for b in self.brokers}
 
@@ -188,7 +221,50 @@ class DevCluster:
         return [b for b in self.brokers if b.up]
 
     def topics(self) -> dict[str, dict[int, list[int]]]:
-        """topic -> partition -> ids of the brokers whose log dirs hold it."""
+        """topic -> partition -> replica broker ids: the created topics (assignment order), and
+        partition directories found in log dirs (made by hand) for the others."""
+        out = self.topic_registry.all()
+        for topic, partitions in self._scanned_topics().items():
+            if topic not in out:
+                out[topic] = partitions
+        return out
+
+    def partition_replicas(self, topic: str, partition: int) -> list[int] | None:
+        found = self.topic_registry.replicas(topic, partition)
+        if found is None and self.topic_registry.get(topic) is None:
+            found = self._scanned_topics().get(topic, {}).get(partition)
+        return found
+
+    def producer_quotas(self) -> dict:
+        """The stored quotas as ``{QuotaEntity: {key: value}}`` (user / client-id entities)."""
+        return {
+            QuotaEntity.of(item["entity"]): item["values"]
+            for item in self.quotas.snapshot()
+            if "ip" not in item["entity"]
+        }
+
+    def create_topic(self, topic: NewTopic, validate_only: bool = False) -> dict[int, list[int]]:
+        """Check and (unless ``validate_only``) create a topic; its placement. TopicError."""
+        if topic.name in self.topics():
+            raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+        validate_name(topic.name)
+        live = [b.broker_id for b in self.live_brokers()]
+        placement = place_replicas(topic, live, start=self.topic_registry.partition_count())
+        if not validate_only:
+            self.replicas.create(topic.name, placement)
+            self.topic_registry.add(topic.name, placement)
+        return placement
+
+    def next_producer_id(self) -> int:
+        with self._lock:
+            self._producer_ids += 1
+            return self._producer_ids
+
+    def record_storage_error(self, broker_id: int, index: int) -> None:
+        """A write failed on this log dir (it is offline now); kept for ``state()``."""
+        self.storage_errors.append({"broker": broker_id, "log_dir": index, "time": time.time()})
+
+    def _scanned_topics(self) -> dict[str, dict[int, list[int]]]:
         out: dict[str, dict[int, list[int]]] = {}
         for broker in self.brokers:
             for index, log_dir in enumerate(broker.log_dirs):
@@ -291,12 +367,15 @@ class DevCluster:
         log_dir = self.log_dir(broker_id, index)
         body = require_object(_body(body, fields), LOG_DIR_FIELDS)
         clear = boolean("clear", body["clear"]) if "clear" in body else False
+        online = boolean("online", body["online"]) if "online" in body else False
         capacity = optional_integer("capacity_bytes", body.get("capacity_bytes"), 1)
         usable = optional_integer("usable_bytes", body.get("usable_bytes"), 0)
         fill = optional_integer("fill_bytes", body.get("fill_bytes"), 1)
         with self._lock:
             if clear:
                 log_dir.clear()
+            if online:
+                log_dir.offline_reason = None
             if "capacity_bytes" in body:
                 log_dir.capacity_bytes = capacity
             if "usable_bytes" in body:
@@ -310,7 +389,33 @@ class DevCluster:
                     f"log dir {log_dir.path} is full: wrote {exc.written} of {fill} bytes "
                     f"({exc.strerror}); the partial file stays",
                 ) from exc
+        if (clear or online) and self.brokers[broker_id].up:
+            self._run(self._catch_up(self.brokers[broker_id]))
         return self._log_dir_state(self.brokers[broker_id], index)
+
+    async def _catch_up(self, broker: Broker) -> None:
+        self.replicas.catch_up(broker)
+
+    # ---- SASL users (any thread) ---------------------------------------------------------------
+    def _require_sasl(self) -> SaslUsers:
+        if self.sasl_users is None:
+            raise ControlError(409, "this devcluster has no SASL listener: give it sasl_users")
+        return self.sasl_users
+
+    def sasl_user_names(self) -> list[str]:
+        return self._require_sasl().names()
+
+    def set_sasl_user(self, name: str, body: Any = None, **fields: Any) -> list[str]:
+        """Add or change a SASL/PLAIN user: ``{"password": "..."}``; returns the user names."""
+        body = require_object(_body(body, fields), ("password",))
+        users = self._require_sasl()
+        users.set(name, body["password"])
+        return users.names()
+
+    def remove_sasl_user(self, name: str) -> list[str]:
+        users = self._require_sasl()
+        users.remove(name)
+        return users.names()
 
     def quota_state(self) -> list[dict[str, Any]]:
         """``[{"entity": {"user": "alice", "client-id": None}, "values": {key: value}}]``"""
@@ -334,6 +439,10 @@ class DevCluster:
             "controller_id": live[0].broker_id if live else -1,
             "brokers": [self.broker_state(b.broker_id) for b in self.brokers],
             "quotas": self.quota_state(),
+            "topics": {
+                name: {str(p): r for p, r in parts.items()} for name, parts in self.topics().items()
+            },
+            "storage_errors": list(self.storage_errors),
             "faults": {
                 str(b.broker_id): b.faults.active() for b in self.brokers if b.faults.active()
             },
@@ -345,6 +454,7 @@ class DevCluster:
             "id": broker.broker_id,
             "host": broker.host,
             "port": broker.port,
+            "sasl_port": broker.sasl_port,
             "up": broker.up,
             "log_dirs": [self._log_dir_state(broker, i) for i in range(len(broker.log_dirs))],
             "faults": broker.faults.active(),
@@ -364,6 +474,9 @@ class DevCluster:
             "error_code": 0,
         }
         code = broker.faults.log_dir_errors.get(index)
+        if log_dir.offline_reason is not None:
+            code = code or KAFKA_STORAGE_ERROR
+            state["offline_reason"] = log_dir.offline_reason
         try:
             space = log_dir.space()
             state["total_bytes"], state["usable_bytes"] = space.total_bytes, space.usable_bytes

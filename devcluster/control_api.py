@@ -16,6 +16,9 @@
     PUT    /brokers/{id}/log-dirs/{index}   {"capacity_bytes": n, "usable_bytes": n,
                                              "fill_bytes": n, "clear": true}
     PUT    /brokers/{id}/config             {"client.quota.callback.class": "..." | null}
+    GET    /sasl-users                      SASL/PLAIN user names (never passwords)
+    PUT    /sasl-users/{name}               {"password": "..."}: add or change a user
+    DELETE /sasl-users/{name}               remove a user
     GET    /quotas                          the stored client quotas
     GET    /requests                        requests received, by API and broker
     DELETE /requests                        reset those counts
@@ -32,6 +35,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from .validation import ControlError
 
@@ -44,7 +48,7 @@ MAX_BODY_BYTES = 64 * 1024
 ENDPOINTS = (
     "GET /state, GET /brokers/{id}, POST /brokers/{id}/stop, POST /brokers/{id}/start, "
     "PUT /brokers/{id}/faults, PUT /brokers/{id}/log-dirs/{index}, PUT /brokers/{id}/config, "
-    "GET /quotas, "
+    "GET /sasl-users, PUT /sasl-users/{name}, DELETE /sasl-users/{name}, GET /quotas, "
     "GET /requests, DELETE /requests"
 )
 
@@ -56,6 +60,9 @@ def _routes(dc: DevCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
     return [
         r("GET", "/state", lambda _b: dc.state()),
         r("GET", "/quotas", lambda _b: dc.quota_state()),
+        r("GET", "/sasl-users", lambda _b: dc.sasl_user_names()),
+        r("PUT", "/sasl-users/([^/]+)", lambda b, name: dc.set_sasl_user(unquote(name), b)),
+        r("DELETE", "/sasl-users/([^/]+)", lambda _b, name: dc.remove_sasl_user(unquote(name))),
         r("GET", "/requests", lambda _b: dc.request_counts()),
         r("DELETE", "/requests", lambda _b: dc.reset_request_counts()),
         r("GET", r"/brokers/(\d+)", lambda _b, i: dc.broker_state(int(i))),

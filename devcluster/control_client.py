@@ -14,6 +14,7 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import quote
 
 
 class ControlClientError(RuntimeError):
@@ -41,7 +42,8 @@ class ControlClient:
         return self._call("GET", f"/brokers/{broker_id}")
 
     def set_log_dir(self, broker: int, index: int, **fields: Any) -> dict[str, Any]:
-        """Any of capacity_bytes, usable_bytes (None: unset), fill_bytes, clear=True."""
+        """Any of capacity_bytes, usable_bytes (None: unset), fill_bytes, clear=True,
+        online=True."""
         return self._call("PUT", f"/brokers/{broker}/log-dirs/{index}", fields)
 
     def stop_broker(self, broker_id: int) -> dict[str, Any]:
@@ -65,6 +67,15 @@ class ControlClient:
 
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)
+
+    def sasl_users(self) -> list[str]:
+        return self._call("GET", "/sasl-users")
+
+    def set_sasl_user(self, name: str, password: str) -> list[str]:
+        return self._call("PUT", f"/sasl-users/{quote(name, safe='')}", {"password": password})
+
+    def remove_sasl_user(self, name: str) -> list[str]:
+        return self._call("DELETE", f"/sasl-users/{quote(name, safe='')}")
 
     def quotas(self) -> list[dict[str, Any]]:
         return self._call("GET", "/quotas")

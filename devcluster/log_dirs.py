@@ -41,6 +41,9 @@ class LogDir:
     path: Path
     capacity_bytes: int | None = None
     pinned_usable_bytes: int | None = None
+    offline_reason: str | None = None
+    """Set when a write failed (Kafka's LogDirFailureChannel): the dir is offline until the control
+    API brings it back (``online`` or ``clear``)."""
 
     def __post_init__(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -58,6 +61,12 @@ class LogDir:
             return self.capacity_bytes, max(0, self.capacity_bytes - tree_size(self.path))
         st = os.statvfs(self.path)
         return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+    def virtual_usable_bytes(self) -> int | None:
+        """Free bytes of a virtual disk (a capacity), None on a real one (the write finds out)."""
+        if self.capacity_bytes is None:
+            return None
+        return max(0, self.capacity_bytes - tree_size(self.path))
 
     def fill(self, nbytes: int) -> Path:
         """Write a real file of ``nbytes`` bytes, as a disk of this size takes them: once the
@@ -97,11 +106,12 @@ class LogDir:
                 seq += 1
 
     def clear(self) -> None:
-        """Back to start-up state: remove fill files, unpin, restore the start-up capacity."""
+        """Back to start-up state: no fill files, unpinned, start-up capacity, online."""
         for f in self.path.glob(FILL_PREFIX + "*"):
             f.unlink(missing_ok=True)
         self.pinned_usable_bytes = None
         self.capacity_bytes = self.default_capacity_bytes
+        self.offline_reason = None
 
     def partitions(self) -> list[tuple[str, int, int]]:
         """(topic, partition, size in bytes) of every partition directory, sorted."""

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
@@ -30,7 +33,22 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.protocol.schemas.fields.codecs import Int32
+
+if TYPE_CHECKING:
+    from .sasl import Session
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 FRAME_SIZE_BYTES = Int32.size
@@ -59,7 +77,18 @@ APIS: dict[int, Api] = {
     ),
     ApiKey.AlterClientQuotas: Api(AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
     ApiKey.DescribeConfigs: Api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    ApiKey.Produce: Api(ProduceRequest, ProduceResponse, 3, 12),
+    ApiKey.CreateTopics: Api(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    ApiKey.InitProducerId: Api(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    ApiKey.SaslHandshake: Api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    ApiKey.SaslAuthenticate: Api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
 }
+
+
+# Listed in ApiVersions but not served (a request closes the connection): librdkafka writes
+# magic-2 record batches only to brokers listing Fetch v4+ next to Produce v3+ (its MsgVer2
+# feature), and a consumer is not needed here.
+ADVERTISED_ONLY: dict[int, tuple[int, int]] = {ApiKey.Fetch: (4, 12)}
 
 
 def api_name(api_key: int) -> str:
@@ -87,6 +116,13 @@ class Request:
     client_id: str | None
     body: ApiMessage | None
     """None only for an ApiVersions request of a version the broker does not know (KIP-511)."""
+    size: int = 0
+    """Bytes of the request (header and body), what a produce quota counts."""
+    session: Session | None = None
+    throttle_ms: int = 0
+    """Set by a handler whose quota was exceeded: the broker mutes the channel that long."""
+    close_after: bool = False
+    """Set by a handler when Kafka closes the connection after (or instead of) answering."""
 
     @property
     def name(self) -> str:
@@ -120,12 +156,14 @@ def decode_request(payload: bytes, max_version: dict[int, int] | None = None) ->
             f"unsupported {api.name} version {api_version} (supported {api.min_version}-{top})",
         )
     if not supported:
-        return Request(api_key, api_version, peek.correlation_id, peek.client_id, None)
+        return Request(
+            api_key, api_version, peek.correlation_id, peek.client_id, None, len(payload)
+        )
     try:
         body = api.request.decode(payload, version=api_version, header=True)
     except Exception as exc:  # malformed bytes: kafka-python raises various errors
         raise BadRequest(api_key, f"malformed {api.name} v{api_version} request: {exc}") from exc
-    return Request(api_key, api_version, peek.correlation_id, peek.client_id, body)
+    return Request(api_key, api_version, peek.correlation_id, peek.client_id, body, len(payload))
 
 
 def encode_response(response: ApiMessage, correlation_id: int) -> bytes:

@@ -94,8 +94,8 @@ def test_garbage_is_a_bad_request(raw, words):
 def test_unsupported_versions_and_apis_are_bad_requests():
     with pytest.raises(BadRequest, match=r"DescribeLogDirs version 0 \(supported 1-4\)"):
         decode_request(payload(DescribeLogDirsRequest(version=0, topics=[])))
-    header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=1, client_id="")
-    with pytest.raises(BadRequest, match="unsupported API Produce"):
+    header = RequestHeader(request_api_key=1, request_api_version=9, correlation_id=1, client_id="")
+    with pytest.raises(BadRequest, match="unsupported API Fetch"):
         decode_request(bytes(header.encode()))
     with pytest.raises(BadRequest, match=r"Metadata version 13 \(supported 0-12\)"):
         decode_request(payload(MetadataRequest(version=13, topics=None)), {3: 12})

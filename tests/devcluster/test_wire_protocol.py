@@ -2,8 +2,8 @@
 
 import pytest
 from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
 
 from devkit.devcluster_wire import api_versions_of_unknown_version, exchange
 
@@ -24,12 +24,18 @@ def test_api_versions_advertises_what_the_devcluster_implements(dc):
         [resp] = exchange(address(dc), [ApiVersionsRequest(version=version)])
         assert resp.error_code == 0
         assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == {
+            0: (3, 12),  # Produce
+            1: (4, 12),  # Fetch: listed (librdkafka then writes magic 2), not served
             3: (0, 13),  # Metadata
+            17: (0, 1),  # SaslHandshake
             18: (0, 4),  # ApiVersions
             32: (1, 4),  # DescribeConfigs
+            19: (2, 7),  # CreateTopics
+            22: (0, 5),  # InitProducerId
             35: (1, 4),  # DescribeLogDirs
             48: (0, 1),  # DescribeClientQuotas
             49: (0, 1),  # AlterClientQuotas
+            36: (0, 2),  # SaslAuthenticate
             60: (0, 2),  # DescribeCluster
         }
 
@@ -127,7 +133,7 @@ def test_an_unsupported_version_closes_the_connection(dc):
 
 
 def test_an_api_the_devcluster_does_not_implement_closes_the_connection(dc):
-    produce = ProduceRequest(version=9, acks=1, timeout_ms=100, topic_data=[])
+    fetch = FetchRequest(version=12, replica_id=-1, max_wait_ms=100, min_bytes=1, topics=[])
     with pytest.raises(ConnectionError):
-        exchange(address(dc), [produce, DescribeClusterRequest(version=1)])
-    assert dc.request_counts()["total"] == {"Produce": 1}
+        exchange(address(dc), [fetch, DescribeClusterRequest(version=1)])
+    assert dc.request_counts()["total"] == {"Fetch": 1}

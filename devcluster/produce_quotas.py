@@ -1,0 +1,174 @@
+"""Produce quotas as a Kafka broker enforces them (KIP-13, KIP-55, KIP-219).
+
+- Which quota: the first KIP-55 level holding ``producer_byte_rate`` for the connection's (user,
+  client-id), in the precedence order the enforcer plans for (``QuotaEntity.precedence``). The
+  level also decides who shares the budget, as DefaultQuotaCallback.quotaMetricTags does: levels
+  with a client-id component measure (user, client-id) together, user levels measure the user
+  across client-ids, client-id levels the client-id across users. No quota: unlimited.
+- The rate: Kafka's Rate over a WindowedSum of ``quota.window.num`` (11) samples of
+  ``quota.window.size.seconds`` (1 s); a window that has not yet seen 10 full samples counts as
+  if it had (Rate.windowSize).
+- Over quota (rate > bound after recording the request's size): ``throttle_time_ms = (rate -
+  bound) / bound x window size``, rounded (QuotaUtils.throttleTime); the response carries it at
+  once and the broker mutes the channel for that long.
+- Quota changes reach existing budgets within ``REFRESH_S``: the store is read again that often.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from enforcer.quota_entity import CLIENT_ID, USER, QuotaEntity
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+WINDOW_NUM = 11  # quota.window.num
+WINDOW_MS = 1000  # quota.window.size.seconds
+REFRESH_S = 0.25
+
+# Every KIP-55 level a client (user U, client-id C) can match, most specific first.
+_LEVELS = sorted(
+    (
+        QuotaEntity.of(pairs)
+        for pairs in (
+            [(USER, "U"), (CLIENT_ID, "C")],
+            [(USER, "U"), (CLIENT_ID, None)],
+            [(USER, "U")],
+            [(USER, None), (CLIENT_ID, "C")],
+            [(USER, None), (CLIENT_ID, None)],
+            [(USER, None)],
+            [(CLIENT_ID, "C")],
+            [(CLIENT_ID, None)],
+        )
+    ),
+    key=lambda e: e.precedence,
+)
+
+
+def candidates(user: str, client_id: str) -> list[QuotaEntity]:
+    """The entities whose quota could apply to (user, client-id), in KIP-55 precedence order."""
+    names = {"U": user, "C": client_id}
+    return [
+        QuotaEntity(tuple((t, None if n is None else names[n]) for t, n in level.components))
+        for level in _LEVELS
+    ]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Who shares a rate (Kafka's metric tags: "" = not part of the key) and its bound."""
+
+    user: str
+    client_id: str
+    bound: float | None
+
+
+def resolve(quotas: dict[QuotaEntity, dict[str, float]], user: str, client_id: str) -> Budget:
+    for entity in candidates(user, client_id):
+        value = quotas.get(entity, {}).get(PRODUCER_BYTE_RATE)
+        if value is None:
+            continue
+        types = entity.types
+        if USER in types and CLIENT_ID in types:
+            return Budget(user, client_id, value)
+        if USER in types:
+            return Budget(user, "", value)
+        return Budget("", client_id, value)
+    return Budget("", client_id, None)  # no quota: Kafka measures by client-id, unbounded
+
+
+@dataclass
+class _Sample:
+    start_ms: float
+    last_ms: float
+    value: float = 0.0
+    events: int = 0
+
+
+@dataclass
+class Rate:
+    """Kafka's Rate over a WindowedSum (SampledStat with one extra overlapping sample)."""
+
+    samples: list[_Sample] = field(default_factory=list)
+    current: int = 0
+
+    def record(self, value: float, now_ms: float) -> None:
+        if not self.samples:
+            self.samples.append(_Sample(now_ms, now_ms))
+        sample = self.samples[self.current]
+        if now_ms - sample.start_ms >= WINDOW_MS:
+            self.current = (self.current + 1) % (WINDOW_NUM + 1)
+            if self.current >= len(self.samples):
+                self.samples.append(_Sample(now_ms, now_ms))
+            else:
+                self.samples[self.current] = _Sample(now_ms, now_ms)
+            sample = self.samples[self.current]
+        sample.value += value
+        sample.events += 1
+        sample.last_ms = now_ms
+
+    def _purge(self, now_ms: float) -> None:
+        for i, sample in enumerate(self.samples):
+            if now_ms - sample.last_ms >= WINDOW_NUM * WINDOW_MS:
+                self.samples[i] = _Sample(now_ms, now_ms)
+
+    def window_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        if not self.samples:
+            self.samples.append(_Sample(now_ms, now_ms))
+        elapsed = now_ms - min(s.start_ms for s in self.samples)
+        full = int(elapsed // WINDOW_MS)
+        if full < WINDOW_NUM - 1:
+            elapsed += (WINDOW_NUM - 1 - full) * WINDOW_MS
+        return max(elapsed, 1.0)
+
+    def measure(self, now_ms: float) -> float:
+        """Bytes per second."""
+        window = self.window_ms(now_ms)  # purges first, as Kafka's measure does
+        return sum(s.value for s in self.samples) / (window / 1000)
+
+
+class ProduceQuotas:
+    """The produce quota manager of one broker: a Rate per budget (Kafka's sensors)."""
+
+    def __init__(
+        self,
+        read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._read_quotas = read_quotas
+        self._clock = clock
+        self._quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._read_at = float("-inf")
+        self._rates: dict[tuple[str, str], Rate] = {}
+        self._budgets: dict[tuple[str, str], Budget] = {}
+
+    def budget(self, user: str, client_id: str, now_s: float | None = None) -> Budget:
+        """The budget of (user, client-id), from quotas read at most ``REFRESH_S`` ago."""
+        now_s = self._clock() if now_s is None else now_s
+        if now_s - self._read_at >= REFRESH_S:
+            self._quotas = self._read_quotas()
+            self._budgets = {}
+            self._read_at = now_s
+        found = self._budgets.get((user, client_id))
+        if found is None:
+            found = self._budgets[(user, client_id)] = resolve(self._quotas, user, client_id)
+        return found
+
+    def record(self, user: str, client_id: str, nbytes: int) -> int:
+        """Record a produce request's size; the throttle time in ms (0 within quota)."""
+        now_s = self._clock()
+        budget = self.budget(user, client_id, now_s)
+        key = (budget.user, budget.client_id)
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = self._rates[key] = Rate()
+        now_ms = now_s * 1000
+        rate.record(nbytes, now_ms)
+        if budget.bound is None:
+            return 0
+        observed = rate.measure(now_ms)
+        if observed <= budget.bound:
+            return 0
+        return round((observed - budget.bound) / budget.bound * rate.window_ms(now_ms))

@@ -1,0 +1,215 @@
+"""Produce quotas (KIP-13/55/219) and SASL/PLAIN identities: Kafka's own test cases on a fake
+clock, then real librdkafka producers held to their quotas."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka.admin as ck
+import pytest
+from confluent_kafka import KafkaError
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import AlterClientQuotasRequest
+
+from devcluster.produce_quotas import ProduceQuotas, candidates
+from devkit.devcluster_wire import admin_send
+from devkit.producer_load import LoadProducer
+from enforcer.quota_entity import QuotaEntity
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep_ms(self, ms: float) -> None:
+        self.now += ms / 1000
+
+
+def quotas_of(table: dict) -> ProduceQuotas:
+    clock = Clock()
+    entities = {QuotaEntity.of(e): {"producer_byte_rate": v} for e, v in table.items()}
+    manager = ProduceQuotas(lambda: entities, clock)
+    manager.clock = clock
+    return manager
+
+
+def test_kafka_quota_violation_case():
+    # ClientQuotaManagerTest.testQuotaViolation: 500 B/s for <default user, default client>.
+    manager = quotas_of({(("user", None), ("client-id", None)): 500})
+    for _ in range(10):
+        assert manager.record("ANONYMOUS", "unknown", 400) == 0
+        manager.clock.sleep_ms(1000)
+    manager.clock.sleep_ms(500)
+    # 400*10 + 2000 + 300 = 6300 / 10.5 s = 600 B/s; (600 - 500) / 500 x 10.5 s = 2100 ms
+    assert manager.record("ANONYMOUS", "unknown", 2300) == 2100
+    manager.clock.sleep_ms(2100)
+    for _ in range(10):
+        manager.record("ANONYMOUS", "unknown", 400)
+        manager.clock.sleep_ms(1000)
+    assert manager.record("ANONYMOUS", "unknown", 0) == 0  # the burst rolled out
+
+
+def test_candidates_follow_kip_55_precedence():
+    labels = [e.label() for e in candidates("alice", "app")]
+    assert labels == [
+        "user=alice,client-id=app",
+        "user=alice,client-id=<default>",
+        "user=alice",
+        "user=<default>,client-id=app",
+        "user=<default>,client-id=<default>",
+        "user=<default>",
+        "client-id=app",
+        "client-id=<default>",
+    ]
+
+
+def test_who_shares_a_budget_follows_kafka_metric_tags():
+    manager = quotas_of(
+        {
+            (("user", "alice"),): 1000,
+            (("client-id", "shared"),): 2000,
+            (("user", "bob"), ("client-id", None)): 3000,
+        }
+    )
+    # A user quota is one budget for all of alice's client-ids.
+    assert (manager.budget("alice", "a").user, manager.budget("alice", "b").client_id) == (
+        "alice",
+        "",
+    )
+    # A client-id quota is one budget shared by every user of that client-id.
+    assert manager.budget("carol", "shared") == manager.budget("dave", "shared")
+    # user + default client-id: a budget per (user, client-id).
+    assert manager.budget("bob", "x").bound == 3000 and manager.budget("bob", "x").client_id == "x"
+    assert manager.budget("erin", "other").bound is None
+    # alice's two clients draw on one budget: together over 1000 B/s over 10 s, throttled.
+    assert manager.record("alice", "a", 6000) == 0
+    assert manager.record("alice", "b", 6000) > 0
+
+
+def test_quota_changes_apply_to_existing_budgets():
+    clock = Clock()
+    table = {QuotaEntity.user("alice"): {"producer_byte_rate": 1e9}}
+    manager = ProduceQuotas(lambda: dict(table), clock)
+    assert manager.record("alice", "c", 50_000) == 0
+    table[QuotaEntity.user("alice")] = {"producer_byte_rate": 1000}
+    assert manager.record("alice", "c", 1) == 0  # read at most REFRESH_S ago
+    clock.sleep_ms(300)
+    assert manager.record("alice", "c", 1) > 0
+
+
+# ---- real producers ---------------------------------------------------------------------------
+
+pytestmark = pytest.mark.integration
+USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture
+def dc(devcluster):
+    cluster = devcluster(brokers=1, log_dirs_per_broker=1, sasl_users=dict(USERS))
+    admin = ck.AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin.create_topics([ck.NewTopic("q", 1, 1)])["q"].result(10)
+    return cluster
+
+
+def set_quota(dc, entity: dict, rate: float | None) -> None:
+    E = AlterClientQuotasRequest.EntryData
+    ops = [E.OpData(key="producer_byte_rate", value=rate or 0.0, remove=rate is None)]
+    entry = E(
+        entity=[E.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()], ops=ops
+    )
+    admin = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)
+    try:
+        resp = admin_send(
+            admin, AlterClientQuotasRequest(version=1, entries=[entry], validate_only=False), 0
+        )
+    finally:
+        admin.close()
+    assert [e.error_code for e in resp.entries] == [0]
+
+
+def test_a_wrong_password_fails_authentication(dc):
+    errors = []
+    producer = LoadProducer(
+        dc.sasl_bootstrap, user="alice", password="wrong", error_cb=errors.append
+    )
+    try:
+        producer.send("q", b"x")
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            producer.producer.poll(0.05)
+    finally:
+        producer.close()
+    assert errors[0].code() == KafkaError._AUTHENTICATION
+    assert "Invalid username or password" in errors[0].str()
+
+
+def test_a_quota_holds_a_producer_to_about_its_rate_over_10_s(dc):
+    quota = 100_000
+    set_quota(dc, {"user": "alice"}, quota)
+    alice = LoadProducer(dc.sasl_bootstrap, user="alice", password=USERS["alice"])
+    bob = LoadProducer(dc.sasl_bootstrap, user="bob", password=USERS["bob"])
+    try:
+        start = time.monotonic()
+        for p in (alice, bob):
+            p.run_steady(["q"], rate=400_000)
+        time.sleep(10)  # the measurement period itself, not a wait for a condition
+        end = time.monotonic()
+        alice_rate, bob_rate = alice.log.rate(start, end), bob.log.rate(start, end)
+    finally:
+        alice.close()
+        bob.close()
+    # Kafka lets a new budget spend 10 windows' worth at once, then throttles: over 10 s about Q
+    # (value bytes are a little less than the request bytes the broker counts).
+    assert 0.6 * quota <= alice_rate <= 1.3 * quota, alice_rate
+    assert alice.log.throttles and max(ms for _, ms in alice.log.throttles) > 0
+    assert bob_rate > 3 * quota and not bob.log.throttles  # no quota for bob: never throttled
+    assert not alice.log.errors and not bob.log.errors
+
+
+def test_a_quota_change_reaches_a_connected_producer_within_a_second(dc):
+    producer = LoadProducer(dc.bootstrap, client_id="steady")  # PLAINTEXT: User:ANONYMOUS
+    try:
+        producer.run_steady(["q"], rate=300_000)
+        deadline = time.monotonic() + 10
+        while producer.log.acked_bytes() < 300_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not producer.log.throttles
+        set_quota(dc, {"user": None}, 20_000)  # default user quota covers ANONYMOUS
+        changed = time.monotonic()
+        deadline = changed + 5
+        while not producer.log.throttles and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert producer.log.throttles, "never throttled after the quota change"
+        first = producer.log.throttles[0][0]
+        assert first - changed < 1.5  # 1 s for the broker, plus librdkafka's next request
+        set_quota(dc, {"user": None}, None)
+    finally:
+        producer.close()
+
+
+def test_sasl_users_from_the_control_api_and_kafka_python(dc):
+    from kafka import KafkaProducer
+
+    from devcluster.control_client import ControlClient, ControlClientError
+
+    control = ControlClient(dc.control_url)
+    assert control.set_sasl_user("carol", "carol-secret") == ["alice", "bob", "carol"]
+    producer = KafkaProducer(
+        bootstrap_servers=dc.sasl_bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="carol",
+        sasl_plain_password="carol-secret",
+    )
+    try:
+        assert producer.send("q", b"from carol").get(10).offset == 0
+    finally:
+        producer.close(5)
+    assert control.remove_sasl_user("carol") == ["alice", "bob"]
+    assert "secret" not in str(control.state())
+    with pytest.raises(ControlClientError) as info:
+        control.remove_sasl_user("carol")
+    assert info.value.status == 404
