@@ -213,3 +213,21 @@ def test_sasl_users_from_the_control_api_and_kafka_python(dc):
     with pytest.raises(ControlClientError) as info:
         control.remove_sasl_user("carol")
     assert info.value.status == 404
+
+
+def test_a_broker_running_a_quota_plugin_ignores_client_quotas(devcluster):
+    cluster = devcluster(
+        brokers=1,
+        log_dirs_per_broker=1,
+        client_quota_callback_class="io.strimzi.kafka.quotas.StaticQuotaCallback",
+    )
+    admin = ck.AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept until the result
+    admin.create_topics([ck.NewTopic("p", 1, 1)])["p"].result(10)
+    set_quota(cluster, {"user": None}, 1000)
+    producer = LoadProducer(cluster.bootstrap)
+    try:
+        producer.send_for("p", 1.0)
+        assert producer.producer.flush(10) == 0
+    finally:
+        producer.close()
+    assert producer.log.acked_bytes() > 20_000 and not producer.log.throttles
