@@ -22,6 +22,11 @@ from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable
 
+MAX_PAIRS_PER_REQUEST = 10_000
+"""A KRaft controller turns each changed or removed (entity, key) pair of an AlterClientQuotas
+request into one record of a batch bounded at 10,000; one more and the whole request fails
+(POLICY_VIOLATION), validate_only too."""
+
 
 class QuotaClientError(RuntimeError):
     """Kafka could not be reached or refused the request; worth retrying later (503)."""
@@ -43,7 +48,8 @@ class QuotaClient(Protocol):
         """Every quota entity (all types) with its values."""
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
-        """Apply `changes` in one request; raise QuotaRejected/QuotaClientError on any error."""
+        """Apply `changes` in order, in requests of at most MAX_PAIRS_PER_REQUEST pairs; raise
+        QuotaRejected/QuotaClientError on any error (earlier requests stay applied)."""
 
     def close(self) -> None: ...
 
@@ -62,6 +68,11 @@ def _message(text: str | None) -> str:
 def describe_request() -> DescribeClientQuotasRequest:
     """All entities: no filter components, not strict."""
     return DescribeClientQuotasRequest(components=[], strict=False)
+
+
+def batches(changes: Sequence[Change], limit: int = MAX_PAIRS_PER_REQUEST) -> list[list[Change]]:
+    """`changes` in order, cut into runs of at most `limit` pairs (one pair per change)."""
+    return [list(changes[i : i + limit]) for i in range(0, len(changes), limit)]
 
 
 def alter_request(changes: Sequence[Change], validate_only: bool) -> AlterClientQuotasRequest:
@@ -134,8 +145,21 @@ class KafkaQuotaClient:
         return snapshot_from_response(self._send(describe_request()))
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
-        if changes:
-            check_alter_response(self._send(alter_request(changes, validate_only)))
+        """Every request is checked before the next is sent. Validation checks all batches and
+        reports every rejected entity at once."""
+        rejected: list[QuotaRejected] = []
+        for batch in batches(changes):
+            try:
+                check_alter_response(self._send(alter_request(batch, validate_only)))
+            except QuotaRejected as exc:
+                if not validate_only:
+                    raise
+                rejected.append(exc)
+        if rejected:
+            raise QuotaRejected(
+                [e for exc in rejected for e in exc.errors],
+                [e for exc in rejected for e in exc.entities],
+            )
 
     def close(self) -> None:
         self._session.close()
