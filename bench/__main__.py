@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench.enforcer_webhooks",
     "bench.detect_to_enforce",
     "bench.backfill",
+    "bench.produce_throughput",
 )
 
 
