@@ -10,7 +10,9 @@
   if it had (Rate.windowSize).
 - Over quota (rate > bound after recording the request's size): ``throttle_time_ms = (rate -
   bound) / bound x window size``, rounded (QuotaUtils.throttleTime); the response carries it at
-  once and the broker mutes the channel for that long.
+  once and the broker mutes the channel for that long. As in Kafka, the time is narrowed to a
+  32-bit int: a rate over about 195 kB/s against a 1 B/s quota wraps negative and is not
+  throttled at all (a Kafka behaviour a throttle to 1 B/s runs into).
 - Quota changes reach existing budgets within ``REFRESH_S``: the store is read again that often.
 """
 
@@ -171,4 +173,12 @@ class ProduceQuotas:
         observed = rate.measure(now_ms)
         if observed <= budget.bound:
             return 0
-        return round((observed - budget.bound) / budget.bound * rate.window_ms(now_ms))
+        throttle = round((observed - budget.bound) / budget.bound * rate.window_ms(now_ms))
+        # ClientQuotaManager.recordAndGetThrottleTimeMs narrows the long to an Int (throttleTime(
+        # e, timeMs).toInt): past 2^31 ms it wraps, and KafkaApis throttles only when it is > 0.
+        return max(0, _int32(throttle))
+
+
+def _int32(value: int) -> int:
+    """Java's long -> int narrowing: the low 32 bits, signed."""
+    return (value + 2**31) % 2**32 - 2**31

@@ -52,6 +52,15 @@ def test_kafka_quota_violation_case():
     assert manager.record("ANONYMOUS", "unknown", 0) == 0  # the burst rolled out
 
 
+def test_a_throttle_time_past_2_31_ms_wraps_as_kafka_narrows_it_to_an_int():
+    # (rate - 1) / 1 x 10 s windows: 10 s at 150 kB/s is 1.5e9 ms, still an int: throttled.
+    manager = quotas_of({(("user", None),): 1})
+    assert manager.record("u", "c", 1_500_000) == round((150_000 - 1) * 10_000)
+    # 10 s at 300 kB/s: 3e9 ms does not fit; Kafka's .toInt makes it negative: not throttled.
+    manager = quotas_of({(("user", None),): 1})
+    assert manager.record("u", "c", 3_000_000) == 0
+
+
 def test_candidates_follow_kip_55_precedence():
     labels = [e.label() for e in candidates("alice", "app")]
     assert labels == [
