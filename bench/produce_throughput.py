@@ -13,8 +13,8 @@ import argparse
 import os
 import tempfile
 import time
-from statistics import median
 from pathlib import Path
+from statistics import median
 
 MIB = 1 << 20
 
@@ -67,9 +67,7 @@ def produce_speed(work: Path, megabytes: int) -> tuple[float, int]:
             producer.close()
         if producer.log.errors:
             raise RuntimeError(f"produce errors: {dict(producer.log.errors)}")
-        on_disk = sum(
-            f.stat().st_size for f in (work / "data").rglob("00000000000000000000.log")
-        )
+        on_disk = sum(f.stat().st_size for f in (work / "data").rglob("00000000000000000000.log"))
         return producer.log.acked_bytes() / elapsed / 1e6, on_disk
 
 
