@@ -255,7 +255,9 @@ def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
         error_message=None,
         entries=[
             _Entry(
-                entity=[_Entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                entity=[
+                    _Entry.EntityData(entity_type=t, entity_name=n) for t, n in q.java_order(entity)
+                ],
                 values=[_Entry.ValueData(key=k, value=v) for k, v in sorted(values.items())],
             )
             for entity, values in found

@@ -240,7 +240,7 @@ class QuotaStore:
                 if c.match is None:
                     raise QuotaError(
                         INVALID_REQUEST,
-                        "Request specified MATCH_TYPE_EXACT, but set match to null.",
+                        "Request specified MATCH_TYPE_EXACT, but set match string to null.",
                     )
                 exact[c.entity_type] = c.match
             elif c.match_type == MATCH_DEFAULT:
@@ -259,7 +259,7 @@ class QuotaStore:
                     )
                 typed.add(c.entity_type)
             else:
-                raise QuotaError(INVALID_REQUEST, f"Unexpected match type: {c.match_type}")
+                raise QuotaError(INVALID_REQUEST, f"Unknown match type {c.match_type}")
         filtered = set(exact) | typed
         if IP in filtered and (USER in filtered or CLIENT_ID in filtered):
             raise QuotaError(

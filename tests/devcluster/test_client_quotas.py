@@ -4,6 +4,7 @@ import pytest
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from devcluster.control_client import ControlClient
+from devcluster.quota_store import entity_key
 from devkit.devcluster_wire import admin_send
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def describe(admin, *components, strict=False, node_id=None, version=1):
     resp = admin_send(admin, request, node_id)
     assert resp.error_code == 0, resp.error_message
     return {
-        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+        entity_key([(e.entity_type, e.entity_name) for e in entry.entity]): {
             v.key: v.value for v in entry.values
         }
         for entry in resp.entries
@@ -150,3 +151,15 @@ def test_alter_calls_are_counted(dc, admin):
         alter(admin, [Entry(entity=entity(user="a"), ops=[op("producer_byte_rate", rate)])])
     assert cc.requests()["total"]["AlterClientQuotas"] == 3
     assert sum(b.get("AlterClientQuotas", 0) for b in cc.requests()["by_broker"].values()) == 3
+
+
+def test_entities_are_answered_in_kafkas_map_order(admin):
+    """Kafka holds an entity in a HashMap: client-id comes before user on the wire."""
+    entry = Entry(entity=entity(user="u", client_id="c"), ops=[op("producer_byte_rate", 5.0)])
+    assert alter(admin, [entry]) == [(0, None)]
+    request = DescribeClientQuotasRequest(version=1, components=[], strict=False)
+    [described] = admin_send(admin, request).entries
+    assert [(e.entity_type, e.entity_name) for e in described.entity] == [
+        ("client-id", "c"),
+        ("user", "u"),
+    ]
