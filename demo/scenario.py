@@ -89,14 +89,30 @@ def throttled(quotas: dict, before: dict) -> bool:
     return all(quotas.get(e, {}).get(KEY) == 1.0 for e in [*held, default_user])
 
 
-def run(stack: DemoStack, timeline: Timeline, log: Callable[[str], None] = print) -> Outcome:
-    """Drive the loop once; raises TimeoutError naming the step that did not happen."""
+def run(
+    stack: DemoStack,
+    timeline: Timeline,
+    log: Callable[[str], None] = print,
+    fill_after_poll: bool = False,
+) -> Outcome:
+    """Drive the loop once; raises TimeoutError naming the step that did not happen.
+
+    `fill_after_poll`: cross the limit just after a poll ended, so the exporter sees it only a
+    whole poll interval later (the worst case of that wait)."""
     factor_series = f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}}'
     wait_until(lambda: stack.prometheus.query(factor_series), 30, what="Prometheus scraping")
     before = set_initial_quotas(stack)
     log(f"client quotas set: {len(before)} entities hold {KEY}")
     capacity = stack.capacity_bytes
     keep = int(capacity * stack.min_available_ratio) // 2  # half the limit stays available
+    if fill_after_poll:
+        last = stack.exporter_status()["last_successful_poll"]
+        wait_until(
+            lambda: stack.exporter_status()["last_successful_poll"] != last,
+            30,
+            interval=0.01,
+            what="the next poll",
+        )
     stack.control.set_log_dir(1, 0, fill_bytes=capacity - keep - _used(stack, 1, 0))
     timeline.mark(CROSSED)
     log(CROSSED)

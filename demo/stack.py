@@ -19,12 +19,12 @@ import requests
 
 from devcluster.control_client import ControlClient
 from devkit.alertmanager import Alertmanager
+from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.prometheus import run_prometheus
 from enforcer.quota_entity import ORIGINALS_USER
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = sorted((ROOT / "rules").glob("*.rules.yml"))
 P = "client.quota.callback.static."
 CLUSTER = "demo"
 ALERT = "KafkaVolumeQuotaThrottle"
@@ -41,6 +41,7 @@ class DemoStack:
         capacity_bytes: int = 100_000_000,
         min_available_ratio: float = 0.1,
         produce: int = 10_000_000,
+        loop: LoopSettings | None = None,
     ) -> None:
         self.work_dir = Path(work_dir)
         self.brokers = brokers
@@ -48,6 +49,8 @@ class DemoStack:
         self.capacity_bytes = capacity_bytes
         self.min_available_ratio = min_available_ratio
         self.produce = produce
+        self.loop = loop or demo()
+        """Poll, scrape, evaluation and Alertmanager timings (default: the demo's, all 1 s)."""
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -82,7 +85,8 @@ class DemoStack:
                     "kvq-exporter": [self.exporter_address],
                     "kvq-enforcer": [self.enforcer_address],
                 },
-                rule_files=RULES,
+                rule_files=self.loop.rule_files(self.work_dir),
+                interval=prometheus_duration(self.loop.scrape),
                 alertmanager_url=self.alertmanager.url,
                 # resend firing alerts every second (default 1m): a restarted Alertmanager
                 # learns them at once
@@ -113,7 +117,7 @@ class DemoStack:
         path.write_text(
             f"{P}kafka.admin.bootstrap.servers={self.bootstrap}\n"
             f"{P}storage.per.volume.limit.min.available.ratio={self.min_available_ratio}\n"
-            f"{P}storage.check.interval=PT1S\n"
+            f"{P}storage.check.interval={iso_duration(self.loop.poll)}\n"
             f"{P}throttle.factor.validity.duration=PT30S\n"
             f"{P}throttle.factor.fallback=1.0\n"
             f"{P}produce={self.produce}\n"
@@ -170,9 +174,9 @@ class DemoStack:
                         "receiver": "kvq-enforcer",
                         "matchers": [f'alertname="{ALERT}"'],
                         "group_by": ["cluster"],
-                        "group_wait": "1s",
-                        "group_interval": "1s",
-                        "repeat_interval": "1m",
+                        "group_wait": prometheus_duration(self.loop.group_wait),
+                        "group_interval": prometheus_duration(self.loop.group_interval),
+                        "repeat_interval": prometheus_duration(self.loop.repeat_interval),
                     }
                 ],
             },

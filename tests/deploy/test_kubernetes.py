@@ -312,3 +312,35 @@ def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_pa
                 url = f"http://127.0.0.1:{port}{path}"
                 wait_until(lambda url=url: http_ok(url), 30, what=f"{name} {path}")
             assert process.running
+
+
+def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
+    """The overlay's KafkaUsers, mounted PEM files and client properties are docs/strimzi.md's."""
+    docs = (ROOT / "docs" / "strimzi.md").read_text()
+    blocks = re.findall(r"```(yaml|properties)\n(.*?)```", docs, re.S)
+    documented_users = [
+        d
+        for kind, text in blocks
+        if kind == "yaml" and "kind: KafkaUser" in text
+        for d in yaml.safe_load_all(text)
+    ]
+    rendered = render(KUSTOMIZATIONS["strimzi"])
+    users = [d for d in rendered if d["kind"] == "KafkaUser"]
+    assert documented_users, "docs/strimzi.md shows no KafkaUser"
+    assert sorted((u["metadata"]["name"], u["apiVersion"], u["spec"]) for u in users) == sorted(
+        (u["metadata"]["name"], u["apiVersion"], u["spec"]) for u in documented_users
+    )
+    assert all(u["metadata"]["labels"] == {"strimzi.io/cluster": "my-cluster"} for u in users)
+    documented_properties: dict[str, str] = {}
+    for kind, text in blocks:
+        if kind == "properties":
+            documented_properties |= parse_properties(text)
+    for workload in workloads(rendered):
+        _, properties = properties_of(rendered, workload)
+        for key, value in documented_properties.items():
+            assert properties.get(key) == value, key
+        mounted = mounted_files(workload)
+        user = workload["metadata"]["name"]
+        assert mounted["/etc/kvq/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
+        assert mounted["/etc/kvq/kafka-user/user.key"] == f"Secret/{user}/user.key"
+        assert mounted["/etc/kvq/cluster-ca/ca.crt"] == "Secret/my-cluster-cluster-ca-cert/ca.crt"
