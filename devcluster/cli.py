@@ -10,11 +10,12 @@ Once everything listens it prints exactly three lines on stdout, for people and 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
 from pathlib import Path
+
+from kvq.settings.cli_support import new_parser, start_logging
 
 from .broker_configs import check_class_name
 from .cluster import DEFAULT_HOST, DevCluster
@@ -65,15 +66,15 @@ def _class_name(text: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="kvq-devcluster",
-        description="Run N Kafka brokers in one process: a Kafka wire-protocol server "
+    p = new_parser(
+        "kvq-devcluster",
+        "Run N Kafka brokers in one process: a Kafka wire-protocol server "
         "(ApiVersions, Metadata, DescribeCluster, DescribeLogDirs v1-v4, Describe/Alter"
         "ClientQuotas) whose log dirs are real directories, with client quotas stored as KRaft "
         "does and faults injected through a JSON control API. Prints bootstrap=..., control=... "
         "and ready on stdout once every port listens; SIGINT/SIGTERM stop it.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EPILOG,
+        log_level="warn",
     )
     p.add_argument(
         "--brokers", type=_count, default=3, metavar="N", help="brokers, ids 0..N-1 (default 3)"
@@ -159,11 +160,9 @@ def control_port(asked: int | None, base_port: int, brokers: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    if args.verbose and args.log_level == "warn":
+        args.log_level = "info"
+    start_logging(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

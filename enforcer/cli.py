@@ -37,7 +37,7 @@ from enforcer.settings import (
     EnforcerSettings,
 )
 from enforcer.webhook_app import enforcer_server
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 RETRY_INTERVAL_S = 30.0
@@ -194,9 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{BASIC_FILE} (a file of user:password lines) in {first.config.source}, "
             "or start with --insecure-no-auth"
         )
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    start_logging(args)
     journal = open_journal(first.journal)
 
     metrics = EnforcerMetrics(tuple(names))

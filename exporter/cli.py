@@ -20,6 +20,7 @@ from kvq.settings.cli_support import (
     load_or_exit,
     new_parser,
     print_effective,
+    start_logging,
 )
 from kvq.settings.config import CLUSTER_NAME
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
@@ -134,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_config:
         print_effective(settings)
         return 0
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # our own log says what failed
+    start_logging(args)
     check_archive_dir(settings)
     return poll_once(settings) if args.once else serve(settings, web_config)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
 from kvq.kafka.client_settings import librdkafka_config
+from kvq.kafka.librdkafka_log import LIBRDKAFKA_LOG
 from kvq.model.volume import LogDirDescription
 
 
@@ -38,18 +39,22 @@ class KafkaClusterClient:
         config = librdkafka_config(self._props)
         config.setdefault("socket.timeout.ms", str(int(timeout_seconds * 1000)))
         config.setdefault("client.id", "kvq-exporter")
+        config["logger"] = LIBRDKAFKA_LOG
         self._librdkafka = AdminClient(config)
         self._session = KafkaAdminSession(self._props, "kvq-exporter", int(timeout_seconds * 1000))
 
     def active_brokers(self) -> list[Broker]:
         """DescribeCluster: the brokers currently in the active set."""
-        if self._librdkafka is None:
+        client = self._librdkafka
+        if client is None:
             raise ClusterError("the cluster client is closed")
         try:
-            future = self._librdkafka.describe_cluster(request_timeout=self.timeout_seconds)
+            future = client.describe_cluster(request_timeout=self.timeout_seconds)
             description = future.result(timeout=self.timeout_seconds + 1)
         except Exception as exc:  # librdkafka raises KafkaException, futures TimeoutError
             raise ClusterError(describe_error(exc)) from None
+        finally:
+            client.poll(0)  # hands librdkafka's queued log lines to LIBRDKAFKA_LOG
         return sorted(
             (Broker(node.id, node.host, node.port) for node in description.nodes),
             key=lambda b: b.broker_id,
@@ -83,6 +88,8 @@ class KafkaClusterClient:
         """Close both clients; librdkafka has no close(): dropping the last reference destroys
         the handle and joins its threads (otherwise it reconnects to stopped brokers for ever)."""
         self._session.close()
+        if self._librdkafka is not None:
+            self._librdkafka.poll(0)
         self._librdkafka = None
 
 

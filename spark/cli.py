@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kvq.model.limits import MIN_AVAILABLE_RATIO
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser
+from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
 from kvq.settings.config import CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from spark.settings import BackfillSettings
@@ -164,6 +164,7 @@ def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    start_logging(args)
     require_pyspark()
     from spark.archive_files import ArchiveNotFound, archive_files
     from spark.job import BackfillError, BackfillRequest, run

@@ -39,7 +39,6 @@ _KAFKA_PYTHON_INTS = {
 _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
 
-
 _SILENT = logging.getLogger("kvq.kafka.settings-check")
 _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False

@@ -9,21 +9,34 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
+import kvq
 from kvq.settings.app_settings import AppSettings
 from kvq.settings.config import ConfigError
+from kvq.settings.logging_setup import add_logging_flags, setup_logging
 
 EXIT_CONFIG_ERROR = 2
 S = TypeVar("S", bound=AppSettings)
 
 
-def new_parser(prog: str, description: str | None, epilog: str) -> argparse.ArgumentParser:
-    """The parser every `kvq-*` command starts from: its docstring, an epilog of examples."""
-    return argparse.ArgumentParser(
+def new_parser(
+    prog: str, description: str | None, epilog: str, log_level: str = "info"
+) -> argparse.ArgumentParser:
+    """The parser every `kvq-*` command starts from: its docstring, an epilog of examples,
+    `--version`, `--log.level` (default `log_level`) and `--log.format`."""
+    parser = argparse.ArgumentParser(
         prog=prog,
         description=description,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {kvq.__version__}")
+    add_logging_flags(parser, log_level)
+    return parser
+
+
+def start_logging(args: argparse.Namespace) -> None:
+    """Set up logging as `--log.level` and `--log.format` ask."""
+    setup_logging(args.log_level, args.log_format)
 
 
 def load_or_exit(

@@ -1,0 +1,38 @@
+"""What every `kvq-*` command has, as Prometheus exporters do: --version and --log.* flags."""
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import kvq
+
+COMMANDS = ("kvq-exporter", "kvq-enforcer", "kvq-backfill", "kvq-devcluster")
+BIN = Path(sys.executable).parent
+
+
+def run(command, *args):
+    return subprocess.run(
+        [str(BIN / command), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_version_comes_from_the_package_metadata():
+    assert kvq.__version__ == version("kafka-volume-quotas")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_version(command):
+    result = run(command, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{command} {kvq.__version__}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_log_flags_are_in_the_help(command):
+    result = run(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--log.level {debug,info,warn,error}" in result.stdout
+    assert "--log.format {logfmt,json}" in result.stdout
