@@ -40,7 +40,7 @@ class EnforcerSettings(AppSettings):
         "quota keys scaled by the factor (comma-separated)",
     )
     prometheus_url: str | None = setting(
-        PROMETHEUS_URL, values.text, None, "confirm factors via this Prometheus"
+        PROMETHEUS_URL, values.http_url, None, "confirm factors via this Prometheus"
     )
     dry_run: bool = setting(
         DRY_RUN, values.boolean, "false", "validate and log plans, change nothing"

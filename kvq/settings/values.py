@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from kvq.settings.durations import parse_duration
 
@@ -105,6 +106,17 @@ def text(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
     return value.strip()
+
+
+def http_url(value: str) -> str:
+    """An http:// or https:// URL with a host, e.g. http://prometheus:9090."""
+    url = value.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            "must be an http:// or https:// URL with a host, e.g. http://prometheus:9090"
+        )
+    return url
 
 
 def names(value: str) -> tuple[str, ...]:

@@ -2,6 +2,8 @@
 
 from datetime import timedelta
 
+import pytest
+
 from enforcer.settings import EnforcerSettings
 from tests.properties_support import MINIMAL, config_errors
 
@@ -25,6 +27,12 @@ def test_bad_values_name_the_property_the_value_and_what_is_allowed():
     )
     assert errors[0] == "kvq.enforcer.dry.run=maybe: must be true or false"
     assert errors[1].startswith("kvq.enforcer.alert.expiry=12h: not an ISO 8601 duration")
+
+
+@pytest.mark.parametrize("url", ["prometheus:9090", "ftp://prometheus", "http://", "notaurl"])
+def test_the_prometheus_url_must_be_http_with_a_host(url):
+    (error,) = config_errors(EnforcerSettings, **{"kvq.enforcer.prometheus.url": url})
+    assert error.startswith(f"kvq.enforcer.prometheus.url={url}: must be an http:// or https://")
 
 
 def test_a_secret_is_masked_in_error_messages_too():
