@@ -21,6 +21,8 @@ class InMemoryQuotas:
         self.refused: set[QuotaEntity] = set()
         """Entities whose changes are rejected, as Kafka rejects an entity it cannot accept."""
         self.calls: list[str] = []
+        self.callbacks: dict[int, str] = {}
+        """Brokers with client.quota.callback.class set (Kafka then ignores client quotas)."""
         self._lock = threading.Lock()
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
@@ -52,6 +54,11 @@ class InMemoryQuotas:
                 self.values.get(entity, {}).pop(key, None)
             else:
                 self.values.setdefault(entity, {})[key] = float(value)
+
+    def quota_callbacks(self) -> dict[int, str]:
+        with self._lock:
+            self._check_up("describe_configs")
+            return dict(self.callbacks)
 
     def close(self) -> None:
         pass

@@ -43,6 +43,10 @@ class ApplyError(RuntimeError):
     """Kafka failed or did not end up in the planned state; the apply should be retried."""
 
 
+class QuotaCallbackActive(ApplyError):
+    """Brokers hand quota decisions to a plugin: the client quotas set have no effect."""
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
     cluster: str
@@ -152,6 +156,12 @@ class Applier:
                 self._failed(str(exc))
                 log.error("cluster %s: apply of factor %s failed: %s", self.cluster, factor, exc)
                 raise ApplyError(str(exc)) from None
+            except QuotaCallbackActive as exc:
+                self._failed(str(exc))
+                self.quota_callback = str(exc)
+                self.metrics.quota_callback.labels(self.cluster).set(1)
+                log.critical("cluster %s: %s", self.cluster, exc)
+                raise
             except ApplyError as exc:
                 self._failed(str(exc))
                 log.error("cluster %s: %s", self.cluster, exc)
@@ -161,6 +171,9 @@ class Applier:
                 self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
             self.last_error = None
             self.originals_unknown = None
+            if not result.idle:
+                self.quota_callback = None
+                self.metrics.quota_callback.labels(self.cluster).set(0)
             self.metrics.originals_unknown.labels(self.cluster).set(0)
             self.metrics.applies.labels(self.cluster).inc()
             if not result.dry_run:
@@ -224,6 +237,7 @@ class Applier:
             self.client.alter(todo, validate_only=True)
             for change in todo:
                 log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
+            self._check_quota_callback()
             return ApplyResult(self.cluster, factor, tuple(todo), drift, dry_run=True)
 
         if not active or discovered:
@@ -274,6 +288,7 @@ class Applier:
                 factor,
                 self.settle_due_in() or 0.0,
             )
+        self._check_quota_callback()
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         return ApplyResult(
             self.cluster,
@@ -284,6 +299,19 @@ class Applier:
             drifted=drifted,
             settling=not settled,
         )
+
+    def _check_quota_callback(self) -> None:
+        """Refuse to report success when brokers ignore client quotas (DescribeConfigs)."""
+        found = self.client.quota_callbacks()
+        if found:
+            classes = sorted(set(found.values()))
+            raise QuotaCallbackActive(
+                f"broker(s) {', '.join(map(str, sorted(found)))} set client.quota.callback.class="
+                f"{', '.join(classes)}: Kafka hands every quota decision to that plugin and "
+                "ignores client quotas, so the quotas set here have no effect; turn the plugin "
+                "off (Strimzi: spec.kafka.quotas.type other than strimzi) to let the enforcer "
+                "protect the disks"
+            )
 
     def _settled(self) -> bool:
         """No unanswered request can land any more (checked before trusting a verification)."""

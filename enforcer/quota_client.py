@@ -13,10 +13,12 @@ from typing import Any, Protocol
 
 import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest,
     DescribeClientQuotasRequest,
 )
+from kafka.protocol.metadata import MetadataRequest
 
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
@@ -51,7 +53,41 @@ class QuotaClient(Protocol):
         """Apply `changes` in order, in requests of at most MAX_PAIRS_PER_REQUEST pairs; raise
         QuotaRejected/QuotaClientError on any error (earlier requests stay applied)."""
 
+    def quota_callbacks(self) -> dict[int, str]:
+        """Brokers whose `client.quota.callback.class` is set, with the class; raise
+        QuotaClientError when no broker could be asked."""
+
     def close(self) -> None: ...
+
+
+QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
+BROKER_RESOURCE = 4
+
+
+def quota_callback_request(node_id: int) -> DescribeConfigsRequest:
+    """DescribeConfigs of one broker's `client.quota.callback.class` (sent to that broker)."""
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=BROKER_RESOURCE,
+        resource_name=str(node_id),
+        configuration_keys=[QUOTA_CALLBACK_CLASS],
+    )
+    return DescribeConfigsRequest(
+        resources=[resource], include_synonyms=False, include_documentation=False
+    )
+
+
+def quota_callback_from_response(response: Any) -> str | None:
+    """The class a broker reports (None: unset); QuotaClientError for an error code."""
+    for result in response.results:
+        if result.error_code:
+            raise QuotaClientError(
+                f"DescribeConfigs of broker {result.resource_name} failed: "
+                f"{_error_name(result.error_code)}{_message(result.error_message)}"
+            )
+        for config in result.configs:
+            if config.name == QUOTA_CALLBACK_CLASS and config.value:
+                return config.value
+    return None
 
 
 def _error_name(code: int) -> str:
@@ -161,12 +197,32 @@ class KafkaQuotaClient:
                 [e for exc in rejected for e in exc.entities],
             )
 
+    def quota_callbacks(self) -> dict[int, str]:
+        """Metadata for the brokers, then DescribeConfigs of each broker's own
+        `client.quota.callback.class` (a broker answers only for itself). Brokers that fail are
+        skipped unless all fail."""
+        brokers = sorted(b.node_id for b in self._send(MetadataRequest(topics=[])).brokers)
+        found, errors = {}, []
+        for node_id in brokers:
+            try:
+                value = quota_callback_from_response(
+                    self._send(quota_callback_request(node_id), node_id)
+                )
+            except QuotaClientError as exc:
+                errors.append(str(exc))
+                continue
+            if value:
+                found[node_id] = value
+        if errors and len(errors) == len(brokers):
+            raise QuotaClientError(f"cannot read {QUOTA_CALLBACK_CLASS} of any broker: {errors[0]}")
+        return found
+
     def close(self) -> None:
         self._session.close()
 
-    def _send(self, request: Any) -> Any:
+    def _send(self, request: Any, node_id: int | None = None) -> Any:
         try:
-            return self._session.send(request)
+            return self._session.send(request, node_id)
         except KafkaUnavailable as exc:
             raise QuotaClientError(
                 f"{type(request).__name__} to {self.bootstrap} failed: {exc}"

@@ -50,9 +50,14 @@ def test_throttle_then_restore_is_byte_exact(kafka, journal):
 
 def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
     make(kafka, journal).apply(0.5)
-    assert kafka.calls == ["describe", "alter", "validate", "alter", "describe"], (
-        "the originals are copied into Kafka before the plan is validated and applied"
-    )
+    assert kafka.calls == [
+        "describe",
+        "alter",
+        "validate",
+        "alter",
+        "describe",
+        "describe_configs",
+    ], "the originals are copied into Kafka before the plan is validated and applied"
 
 
 def test_repeats_and_lower_factors_never_compound(kafka, journal):
@@ -114,7 +119,7 @@ def test_excluded_principal_is_exempt_while_throttled_and_override_removed_after
 def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
     result = make(kafka, journal, dry_run=True).apply(0.0)
     assert result.dry_run and len(result.changes) == 3
-    assert kafka.calls == ["describe", "validate"]
+    assert kafka.calls == ["describe", "validate", "describe_configs"]
     assert kafka.values[ALICE][P] == 800.0
     assert journal.episodes.episode("c1") is None
 
@@ -260,3 +265,16 @@ def test_a_reconciler_putting_the_original_back_is_throttled_again_and_counted(k
     assert applier.metrics.drift_changes.labels("c1")._value.get() == 1
     applier.apply(1.0)
     assert kafka.values[ALICE][P] == 5000.0
+
+
+def test_a_quota_callback_on_the_brokers_refuses_to_report_applied(kafka, journal):
+    kafka.callbacks = {0: "io.strimzi.kafka.quotas.StaticQuotaCallback"}
+    applier = make(kafka, journal)
+    with pytest.raises(ApplyError, match="client.quota.callback.class=io.strimzi"):
+        applier.apply(0.5)
+    assert applier.quota_callback and applier.needs_reconcile
+    assert applier.metrics.quota_callback.labels("c1")._value.get() == 1
+    kafka.callbacks = {}
+    applier.apply(0.5)
+    assert applier.quota_callback is None
+    assert applier.metrics.quota_callback.labels("c1")._value.get() == 0

@@ -347,6 +347,25 @@ def test_unreadable_copy_of_the_originals_is_loud_never_200(dc, enforcer):
     assert quotas(dc)[key(user="alice")] == {P: 1000.0}, "nothing was changed"
 
 
+def test_quota_callback_on_the_brokers_is_refused_loudly_until_removed(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    plugin = "io.strimzi.kafka.quotas.StaticQuotaCallback"
+    for broker in range(3):
+        dc.set_broker_config(broker, {"client.quota.callback.class": plugin})
+    e = enforcer()
+    status, body = e.post(firing(0.5))
+    assert status == 503 and f"client.quota.callback.class={plugin}" in body["error"], body
+    assert e.health()["status"] == "failing"
+    assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 1.0
+    for broker in range(3):
+        dc.set_broker_config(broker, {"client.quota.callback.class": None})
+    status, body = e.post(firing(0.5))
+    assert status == 200, body
+    assert quotas(dc)[key(user="alice")] == {P: 500.0}
+    assert e.health()["status"] == "ok"
+    assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 0.0
+
+
 def _pending_rows(journal: Path) -> int:
     if not journal.exists():
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kafka.protocol.admin import DescribeConfigsResponse
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasResponse,
     DescribeClientQuotasResponse,
@@ -14,6 +15,8 @@ from enforcer.quota_client import (
     QuotaRejected,
     alter_request,
     check_alter_response,
+    quota_callback_from_response,
+    quota_callback_request,
     snapshot_from_response,
 )
 from enforcer.quota_entity import QuotaEntity
@@ -115,3 +118,45 @@ def test_round_trip_against_devcluster_and_errors_when_down(devcluster):
         assert client.describe() == {DEFAULT: {P: 500.0}}
     finally:
         client.close()
+
+
+def _configs_response(error_code=0, value=None):
+    result = DescribeConfigsResponse.DescribeConfigsResult
+    config = result.DescribeConfigsResourceResult
+    return DescribeConfigsResponse(
+        throttle_time_ms=0,
+        results=[
+            result(
+                error_code=error_code,
+                error_message="denied" if error_code else None,
+                resource_type=4,
+                resource_name="0",
+                configs=[
+                    config(
+                        name="client.quota.callback.class",
+                        value=value,
+                        read_only=True,
+                        config_source=4 if value else 5,
+                        is_sensitive=False,
+                        synonyms=[],
+                        config_type=8,
+                        documentation=None,
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def test_quota_callback_request_asks_one_broker_for_its_own_config():
+    (resource,) = quota_callback_request(7).resources
+    assert (resource.resource_type, resource.resource_name) == (4, "7")
+    assert resource.configuration_keys == ["client.quota.callback.class"]
+
+
+def test_quota_callback_from_response_set_unset_and_error():
+    plugin = "io.strimzi.kafka.quotas.StaticQuotaCallback"
+    assert quota_callback_from_response(_configs_response(value=plugin)) == plugin
+    assert quota_callback_from_response(_configs_response()) is None
+    with pytest.raises(QuotaClientError, match="broker 0 failed: .*denied"):
+        quota_callback_from_response(_configs_response(error_code=31))
