@@ -239,7 +239,9 @@ def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
     ]
     _Entry = DescribeClientQuotasResponse.EntryData
     try:
-        found = broker.cluster.quotas.describe(components, strict=req.body.strict)
+        found = broker.cluster.quotas.describe(
+            components, strict=req.body.strict, lag_s=broker.faults.quota_metadata_lag_ms / 1000
+        )
     except q.QuotaError as exc:
         return DescribeClientQuotasResponse(
             version=req.api_version,

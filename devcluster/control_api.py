@@ -12,6 +12,7 @@
                                                  "apply": "late" | "early", "error_code": c,
                                                  "entities": [...], "validate_only": b,
                                                  "count": k},
+                                             "quota_metadata_lag_ms": n,
                                              "clear": true}
     PUT    /brokers/{id}/log-dirs/{index}   {"capacity_bytes": n, "usable_bytes": n,
                                              "fill_bytes": n, "clear": true}

@@ -56,7 +56,8 @@ class ControlClient:
         """Any of latency_ms, log_dir_error={"index": i, "code": 56},
         max_describe_log_dirs_version, fail_describe_log_dirs, leave_before_describe_log_dirs,
         alter_client_quotas={"delay_ms": 6000, "error_code": 41, "entities": [...],
-        "validate_only": False, "count": 1} (None removes it), clear=True; returns the faults now
+        "validate_only": False, "count": 1} (None removes it), quota_metadata_lag_ms,
+        clear=True; returns the faults now
         active on that broker."""
         return self._call("PUT", f"/brokers/{broker_id}/faults", faults)
 

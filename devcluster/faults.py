@@ -16,6 +16,7 @@ INT16 = (-(2**15), 2**15 - 1)
 FIELDS = (
     "latency_ms",
     "alter_client_quotas",
+    "quota_metadata_lag_ms",
     "log_dir_error",
     "max_describe_log_dirs_version",
     "fail_describe_log_dirs",
@@ -37,6 +38,9 @@ class Faults:
     leave_before_describe_log_dirs: bool = False
     """One shot: the next DescribeLogDirs request stops the broker (as POST stop) and its
     connection closes unanswered: a broker that left between DescribeCluster and DescribeLogDirs."""
+    quota_metadata_lag_ms: int = 0
+    """DescribeClientQuotas on this broker sees quota changes only this long after they were
+    applied: a broker's metadata image lags the controller's commit."""
     alter_client_quotas: AlterFault | None = None
     """How this broker's AlterClientQuotas requests go wrong (late, failing); see AlterFault."""
 
@@ -69,6 +73,10 @@ class Faults:
                     "fail_describe_log_dirs must be true, false or a Kafka error code, "
                     f"got {value!r}",
                 )
+        if "quota_metadata_lag_ms" in body:
+            new.quota_metadata_lag_ms = integer(
+                "quota_metadata_lag_ms", body["quota_metadata_lag_ms"], 0, 600_000
+            )
         if "alter_client_quotas" in body:
             new.alter_client_quotas = AlterFault.parse(body["alter_client_quotas"])
         if "leave_before_describe_log_dirs" in body:
@@ -103,6 +111,8 @@ class Faults:
             out["fail_describe_log_dirs"] = self.fail_describe_log_dirs
         if self.leave_before_describe_log_dirs:
             out["leave_before_describe_log_dirs"] = True
+        if self.quota_metadata_lag_ms:
+            out["quota_metadata_lag_ms"] = self.quota_metadata_lag_ms
         if self.alter_client_quotas is not None:
             out["alter_client_quotas"] = self.alter_client_quotas.active()
         return out

@@ -28,6 +28,8 @@ import json
 import math
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,7 @@ _JAVA_MAP_ORDER = {CLIENT_ID: (0, ""), USER: (1, ""), IP: (3, "")}
 # QuorumController.MAX_RECORDS_PER_USER_OP: records one AlterClientQuotas may produce.
 MAX_RECORDS_PER_USER_OP = 10_000
 POLICY_VIOLATION_MESSAGE = "Request parameters do not satisfy the configured policy."
+HISTORY_S = 600.0  # how far back a lagging broker's view can reach (the lag fault's maximum)
 
 # An entity as a hashable value: sorted (type, name) pairs.
 Entity = tuple[tuple[str, str | None], ...]
@@ -124,6 +127,9 @@ class QuotaStore:
         self._path = path
         self._lock = threading.Lock()
         self._data: dict[Entity, dict[str, float]] = {}
+        # Applied changes, oldest first: (monotonic time, entity, key, value before, value after),
+        # to answer as a broker whose metadata lags (see ``describe``).
+        self._history: deque[tuple[float, Entity, str, float | None, float | None]] = deque()
         if path is not None and path.exists():
             for item in json.loads(path.read_text()):
                 self._data[entity_key(item["entity"])] = {
@@ -168,7 +174,12 @@ class QuotaStore:
                 records.extend((key, k, v) for k, v in entity_records)
                 results[key] = Result(key)
             if not validate_only and records:
+                now = time.monotonic()
+                while self._history and self._history[0][0] < now - HISTORY_S:
+                    self._history.popleft()
                 for key, quota_key, value in records:
+                    old = self._data.get(key, {}).get(quota_key)
+                    self._history.append((now, key, quota_key, old, value))
                     if value is None:
                         values = self._data[key]
                         del values[quota_key]
@@ -221,9 +232,12 @@ class QuotaStore:
 
     # ---- DescribeClientQuotas ----------------------------------------------------------------
     def describe(
-        self, components: Iterable[FilterComponent], strict: bool = False
+        self, components: Iterable[FilterComponent], strict: bool = False, lag_s: float = 0.0
     ) -> list[tuple[Entity, dict[str, float]]]:
-        """Entities matching the filter, with their values. Raises QuotaError like Kafka."""
+        """Entities matching the filter, with their values. Raises QuotaError like Kafka.
+
+        ``lag_s``: answer as a broker whose metadata image is that far behind the controller
+        (changes applied within the last ``lag_s`` seconds are not seen yet)."""
         exact: dict[str, str | None] = {}
         typed: set[str] = set()
         for c in components:
@@ -268,8 +282,9 @@ class QuotaStore:
                 "used with user or clientId filter component.",
             )
         with self._lock:
+            data = self._as_of(time.monotonic() - lag_s) if lag_s > 0 else self._data
             out = []
-            for key, values in self._data.items():
+            for key, values in data.items():
                 entity = dict(key)
                 if strict and len(entity) != len(filtered):
                     continue
@@ -279,6 +294,23 @@ class QuotaStore:
                     continue
                 out.append((key, dict(values)))
             return sorted(out, key=lambda kv: [(_type_order(t), n or "") for t, n in kv[0]])
+
+    def _as_of(self, moment: float) -> dict[Entity, dict[str, float]]:
+        """The quotas as they were at ``moment`` (monotonic): later changes undone."""
+        view = dict(self._data)
+        for when, key, quota_key, before, _ in reversed(self._history):
+            if when <= moment:
+                break
+            values = dict(view.get(key, {}))
+            if before is None:
+                values.pop(quota_key, None)
+            else:
+                values[quota_key] = before
+            if values:
+                view[key] = values
+            else:
+                view.pop(key, None)
+        return view
 
     def snapshot(self) -> list[dict]:
         """Everything stored, JSON-ready: ``[{"entity": {type: name}, "values": {key: value}}]``."""

@@ -169,3 +169,26 @@ def test_bad_alter_faults_are_400_naming_the_problem(cc, fault, words):
 def test_null_removes_the_fault(cc):
     cc.set_faults(0, alter_client_quotas={"error_code": 42})
     assert cc.set_faults(0, alter_client_quotas=None) == {}
+
+
+# ---- a broker whose metadata lags the controller ----------------------------------------------
+def described(dc, broker):
+    from kafka.protocol.admin import DescribeClientQuotasRequest
+
+    [resp] = exchange(
+        address(dc, broker), [DescribeClientQuotasRequest(version=1, components=[], strict=False)]
+    )
+    return {e.entity[0].entity_name: e.values[0].value for e in resp.entries}
+
+
+def test_a_lagging_broker_describes_quotas_as_they_were(dc, cc):
+    cc.set_faults(0, quota_metadata_lag_ms=3000)
+    exchange(address(dc, 1), [request({"alice": 100.0})])
+    assert described(dc, 0) == {}  # applied, not yet seen by the lagging broker
+    wait_until(lambda: described(dc, 0) == {"alice": 100.0})
+    [resp] = exchange(address(dc, 1), [request({"alice": 50.0, "bob": 7.0})])
+    assert [e.error_code for e in resp.entries] == [0, 0]
+    assert described(dc, 1) == {"alice": 50.0, "bob": 7.0}  # the controller's view
+    assert described(dc, 0) == {"alice": 100.0}  # not caught up yet
+    wait_until(lambda: described(dc, 0) == {"alice": 50.0, "bob": 7.0})
+    assert cc.broker(0)["faults"] == {"quota_metadata_lag_ms": 3000}

@@ -393,3 +393,22 @@ def test_a_failed_batch_answers_each_entry_with_its_entity_as_sent():
     assert len(results) == MAX_RECORDS_PER_USER_OP + 1
     assert results[0].entity == sent and results[0].error_code == POLICY_VIOLATION
     assert everything(store) == {}
+
+
+def test_a_lagging_view_undoes_the_changes_it_has_not_seen():
+    store = QuotaStore()
+    alter(store, ALICE, set_("producer_byte_rate", 100))
+    alter(store, APP, set_("producer_byte_rate", 5))
+    store._history = type(store._history)(
+        (when - 60, *rest) for when, *rest in store._history
+    )  # both changes a minute old
+    alter(store, ALICE, set_("producer_byte_rate", 50), set_("consumer_byte_rate", 9))
+    alter(store, APP, remove("producer_byte_rate"))
+    alter(store, DEFAULT_USER, set_("request_percentage", 10))
+    lagging = {e: v for e, v in store.describe([], lag_s=30)}
+    assert lagging == {ALICE: {"producer_byte_rate": 100.0}, APP: {"producer_byte_rate": 5.0}}
+    assert everything(store) == {
+        ALICE: {"producer_byte_rate": 50.0, "consumer_byte_rate": 9.0},
+        DEFAULT_USER: {"request_percentage": 10.0},
+    }
+    assert {e: v for e, v in store.describe([], lag_s=120)} == {}
