@@ -35,6 +35,7 @@ then drive it with the control API (see devcluster/README.md), e.g.
   curl -s -X PUT localhost:19100/brokers/0/log-dirs/1 -d '{"fill_bytes": 5000000}'
   curl -s -X PUT localhost:19100/brokers/2/faults -d '{"latency_ms": 500}'
   curl -s -X POST localhost:19100/brokers/1/stop
+  curl -s -X PUT localhost:19100/brokers/0/faults -d '{"alter_client_quotas": {"delay_ms": 6000}}'
 """
 
 
@@ -70,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
         "kvq-devcluster",
         "Run N Kafka brokers in one process: a Kafka wire-protocol server "
         "(ApiVersions, Metadata, DescribeCluster, DescribeLogDirs v1-v4, Describe/Alter"
-        "ClientQuotas) whose log dirs are real directories, with client quotas stored as KRaft "
+        "ClientQuotas, DescribeConfigs of brokers, CreateTopics, Produce) whose log dirs are real "
+        "directories, with client quotas stored as KRaft "
         "does and faults injected through a JSON control API. Prints bootstrap=..., control=... "
         "and ready on stdout once every port listens; SIGINT/SIGTERM stop it.",
         EPILOG,

@@ -412,3 +412,67 @@ def test_a_lagging_view_undoes_the_changes_it_has_not_seen():
         DEFAULT_USER: {"request_percentage": 10.0},
     }
     assert {e: v for e, v in store.describe([], lag_s=120)} == {}
+
+
+# ---- Kafka's ClientQuotaControlManagerTest, ported ----------------------------------------------
+@pytest.mark.parametrize(
+    "entity",
+    [
+        (("user", "user-1"), ("foo", "bar")),  # valid + unknown combo
+        (("foo", "bar"), ("ip", "1.2.3.4")),
+        (("user", "user-1"), ("ip", "1.2.3.4")),  # invalid combinations
+        (("client-id", "user-1"), ("ip", "1.2.3.4")),
+        (),  # empty
+        (("null", "null"),),
+    ],
+)
+def test_invalid_entities_make_no_record(entity):
+    store = QuotaStore()
+    alteration = Alteration(entity, (set_("producer_byte_rate", 10000.0),))
+    [result] = store.alter([alteration])
+    assert result.error_code == INVALID_REQUEST and everything(store) == {}
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        (set_("not.a.quota.key", 0.0), set_("request_percentage", 99.9)),
+        (set_("request_percentage", 99.9), set_("not.a.quota.key", 0.0)),
+    ],
+)
+def test_an_invalid_key_next_to_a_valid_one_makes_no_record(ops):
+    store = QuotaStore()
+    assert alter(store, (("user", "user-1"),), *ops).error_code == INVALID_REQUEST
+    assert everything(store) == {}
+
+
+def test_alter_and_remove_as_kafkas_test_does():
+    store = QuotaStore()
+    user = (("user", "user-1"),)
+    steps = [
+        ([set_("producer_byte_rate", 10000.0)], {"producer_byte_rate": 10000.0}),
+        (
+            [set_("producer_byte_rate", 10001.0), set_("consumer_byte_rate", 20000.0)],
+            {"producer_byte_rate": 10001.0, "consumer_byte_rate": 20000.0},
+        ),
+        ([remove("producer_byte_rate")], {"consumer_byte_rate": 20000.0}),
+        ([remove("request_percentage")], {"consumer_byte_rate": 20000.0}),
+        ([remove("consumer_byte_rate")], None),  # all quotas removed: the entity is gone
+        ([remove("consumer_byte_rate")], None),
+        (
+            [
+                set_("request_percentage", 99.0),
+                remove("controller_mutation_rate"),
+                set_("producer_byte_rate", 10002.0),
+                set_("consumer_byte_rate", 20001.0),
+            ],
+            {
+                "request_percentage": 99.0,
+                "producer_byte_rate": 10002.0,
+                "consumer_byte_rate": 20001.0,
+            },
+        ),
+    ]
+    for ops, expected in steps:
+        assert alter(store, user, *ops).error_code == 0
+        assert everything(store).get(user) == expected
