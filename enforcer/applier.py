@@ -34,9 +34,10 @@ from enforcer.quota_plan import (
 
 log = logging.getLogger("kvq.enforcer")
 
-SETTLE_S = 35.0
-"""How long an AlterClientQuotas that got no answer may still land: a broker forwards it to the
-controller for up to its `request.timeout.ms` (30 s by default), plus a margin."""
+SETTLE_S = 75.0
+"""How long an AlterClientQuotas that got no answer may still land: a broker keeps forwarding it
+to the controller for 60 s (BrokerServer's forwarding channel, retryTimeoutMs=60000) and the
+controller applies what it received without a deadline; plus a margin."""
 
 
 class ApplyError(RuntimeError):
@@ -105,6 +106,8 @@ class Applier:
         """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
         self._in_doubt_until: float | None = None
         """Monotonic time until which an unanswered AlterClientQuotas may still land."""
+        self._in_doubt: dict[Pair, list[float | None]] = {}
+        """Values unanswered requests may still set: ours when they land, never drift."""
         self._episode: Episode | None = None
         self._episode_loaded = False
 
@@ -129,6 +132,10 @@ class Applier:
             or not self._copy_checked
             or self._in_doubt_until is not None
         )
+
+    def settle_deadline(self) -> float | None:
+        """Monotonic time after which no unanswered request can land (None: none in doubt)."""
+        return self._in_doubt_until
 
     def settle_due_in(self) -> float | None:
         """Seconds until requests in doubt can no longer land (None: none in doubt)."""
@@ -196,6 +203,8 @@ class Applier:
             raise
         except QuotaClientError:
             self._in_doubt_until = self._monotonic() + self.settle_s
+            for change in todo:
+                self._in_doubt.setdefault((change.entity, change.key), []).append(change.value)
             raise
 
     def _apply(self, factor: float) -> ApplyResult:
@@ -203,6 +212,7 @@ class Applier:
         active = episode is not None and episode.active
         if not active and factor >= 1.0 and self._copy_checked and self._in_doubt_until is None:
             return ApplyResult(self.cluster, factor, idle=True)
+        described_at = self._monotonic()
         snapshot, copy = kafka_originals.split(self.client.describe())
         if not self.dry_run:
             episode = self._recover(episode, snapshot, copy, factor)
@@ -211,7 +221,7 @@ class Applier:
         if not active and factor >= 1.0:
             if not self.dry_run:
                 self._remove_copy(copy, keep=None)
-            return ApplyResult(self.cluster, factor, idle=self._settled())
+            return ApplyResult(self.cluster, factor, idle=self._settled(described_at))
         records = episode.pairs if active else {}
         originals = {pair: record.original for pair, record in records.items()}
         discovered = {}
@@ -224,7 +234,7 @@ class Applier:
         drift, reverted = {}, []
         for pair, record in records.items():
             value = current_value(snapshot, pair)
-            if record.drifted or record.holds_expected(value):
+            if record.drifted or record.holds_expected(value) or self._landed_late(pair, value):
                 continue
             if same_value(value, record.original):
                 reverted.append(pair)
@@ -266,8 +276,9 @@ class Applier:
                 if sendable:
                     self._alter(sendable)
             finally:
+                described_at = self._monotonic()
                 after = self._verify(desired, sendable, factor)
-        settled = self._settled()
+        settled = self._settled(described_at)
         complete = not rejected and settled
         self.episodes.confirm(self.cluster, _matching(desired, after), factor if complete else None)
         for change in sendable:
@@ -313,11 +324,16 @@ class Applier:
                 "protect the disks"
             )
 
-    def _settled(self) -> bool:
-        """No unanswered request can land any more (checked before trusting a verification)."""
-        if self._in_doubt_until is not None and self._monotonic() >= self._in_doubt_until:
+    def _settled(self, described_at: float) -> bool:
+        """True when the DescribeClientQuotas made at `described_at` is final: no unanswered
+        request could land after it."""
+        if self._in_doubt_until is not None and described_at >= self._in_doubt_until:
             self._in_doubt_until = None
+            self._in_doubt.clear()
         return self._in_doubt_until is None
+
+    def _landed_late(self, pair: Pair, value: float | None) -> bool:
+        return any(same_value(value, v) for v in self._in_doubt.get(pair, ()))
 
     def _recover(
         self, episode: Episode | None, snapshot: Snapshot, copy: KafkaOriginals, factor: float

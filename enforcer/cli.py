@@ -206,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             journal,
             metrics,
             dry_run=s.dry_run,
+            settle_s=s.alter_settle.total_seconds(),
         )
         for s in all_settings
     }

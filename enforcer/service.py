@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -44,6 +45,8 @@ class WebhookOutcome:
                     "changes": [c.describe() for c in r.changes],
                     "dry_run": r.dry_run,
                     "drift": len(r.drift),
+                    "reverted": r.reverted,
+                    "settling": r.settling,
                 }
                 for name, r in self.results.items()
             },
@@ -188,28 +191,32 @@ class Enforcer:
                 seen,
             )
 
-    def next_reconcile_in(self, interval: float) -> float:
-        """Seconds until the next round: the interval, or sooner when a request in doubt
-        settles."""
-        due = [d for a in self.appliers.values() if (d := a.settle_due_in()) is not None]
-        return min([interval, *(d + 0.05 for d in due)])
+    def settle_due(self, since: float) -> bool:
+        """A request in doubt could no longer land after a moment since `since` (monotonic):
+        time to verify again."""
+        now = time.monotonic()
+        deadlines = [a.settle_deadline() for a in self.appliers.values()]
+        return any(d is not None and since < d <= now for d in deadlines)
 
-    def reconcile_forever(self, stop: threading.Event, interval: float) -> None:
-        """The reconcile loop: one round now, then every `interval` s until `stop` is set."""
+    def reconcile_forever(self, stop: threading.Event, interval: float, tick: float = 0.5) -> None:
+        """The reconcile loop: one round now, then every `interval` s, and as soon as a request
+        in doubt settles (checked every `tick` s), until `stop` is set."""
+        next_round = last_round = 0.0
         while not stop.is_set():
-            try:
-                for cluster, error in self.reconcile().items():
-                    log.warning(
-                        "cluster %s: not reconciled yet (retry in %ss): %s",
-                        cluster,
-                        interval,
-                        error,
-                    )
-                wait = self.next_reconcile_in(interval)
-            except Exception:  # noqa: BLE001 - never let the loop die
-                log.exception("reconcile round failed; retrying in %ss", interval)
-                wait = interval
-            stop.wait(wait)
+            if time.monotonic() >= next_round or self.settle_due(last_round):
+                last_round = time.monotonic()
+                try:
+                    for cluster, error in self.reconcile().items():
+                        log.warning(
+                            "cluster %s: not reconciled yet (retry in %ss): %s",
+                            cluster,
+                            interval,
+                            error,
+                        )
+                except Exception:  # noqa: BLE001 - never let the loop die
+                    log.exception("reconcile round failed; retrying in %ss", interval)
+                next_round = time.monotonic() + interval
+            stop.wait(min(tick, interval))
 
     def health(self) -> dict[str, Any]:
         """`ok`; `degraded` while unfinished work cannot progress (Kafka or the journal fails);

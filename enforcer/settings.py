@@ -51,6 +51,13 @@ class EnforcerSettings(AppSettings):
         "PT12H",
         "forget a firing throttle alert Alertmanager has not re-sent for this long",
     )
+    alter_settle: timedelta = setting(
+        "kvq.enforcer.alter.settle",
+        values.positive_duration,
+        "PT75S",
+        "how long an AlterClientQuotas that got no answer may still be applied by Kafka; "
+        "applies and restores are verified again after it",
+    )
 
     @classmethod
     def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:

@@ -7,7 +7,9 @@ import pytest
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
+from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
+from enforcer.quota_client import QuotaClientError
 from enforcer.quota_entity import ORIGINALS_USER, QuotaEntity
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 
@@ -278,3 +280,44 @@ def test_a_quota_callback_on_the_brokers_refuses_to_report_applied(kafka, journa
     applier.apply(0.5)
     assert applier.quota_callback is None
     assert applier.metrics.quota_callback.labels("c1")._value.get() == 0
+
+
+def test_an_unanswered_alter_landing_late_is_ours_and_the_restore_waits_it_out(kafka, journal):
+    before = kafka.describe()
+    now = [0.0]
+    policy = QuotaPolicy((P,), {P: 1000}, frozenset())
+    applier = Applier(
+        "c1",
+        policy,
+        kafka,
+        journal,
+        EnforcerMetrics(("c1",)),
+        monotonic=lambda: now[0],
+        sleep=lambda _s: None,
+        settle_s=10.0,
+    )
+    applier.apply(0.5)
+    real_alter, unanswered = kafka.alter, []
+
+    def answer_lost(changes, validate_only=False):
+        if validate_only:
+            return real_alter(changes, True)
+        unanswered.append(list(changes))
+        raise QuotaClientError("AlterClientQuotasRequest timed out")
+
+    kafka.alter = answer_lost
+    with pytest.raises(ApplyError):
+        applier.apply(0.25)
+    kafka.alter = real_alter
+    result = applier.apply(1.0)
+    assert result.settling and split(kafka.describe())[0] == before
+    assert journal.episodes.episode("c1").active, "not restored while a request is in doubt"
+    real_alter(unanswered[0])  # Kafka applies the throttle after all
+    now[0] = 5.0
+    result = applier.apply(1.0)
+    assert result.drift == {}, "the late values are ours, not an operator's"
+    assert result.settling and split(kafka.describe())[0] == before
+    now[0] = 11.0
+    result = applier.apply(1.0)
+    assert not result.settling and not journal.episodes.episode("c1").active
+    assert kafka.describe() == before

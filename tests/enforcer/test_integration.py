@@ -366,6 +366,41 @@ def test_quota_callback_on_the_brokers_is_refused_loudly_until_removed(dc, enfor
     assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 0.0
 
 
+def test_a_throttle_kafka_applies_after_the_timeout_and_after_the_restore_is_undone(
+    devcluster, tmp_path
+):
+    """The throttle's AlterClientQuotas times out (1.5 s) but the broker applies it 3 s late,
+    after the resolve's restore: the restore is verified again once no request can land
+    (kvq.enforcer.alter.settle) and only then reported restored."""
+    dc = devcluster(brokers=1, log_dirs_per_broker=1)  # every request meets the fault
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    before = quotas(dc)
+    e = Enforcer(tmp_path, dc, {"kvq.enforcer.alter.settle": "PT4S"})
+    try:
+        e.start()
+        assert e.post(firing(0.5))[0] == 200
+        dc.set_faults(0, alter_client_quotas={"delay_ms": 3000, "validate_only": False, "count": 1})
+        status, body = e.post(firing(0.25))
+        assert status == 503, body
+        status, body = e.post(RESOLVED)
+        assert status == 200 and body["clusters"][CLUSTER]["settling"], body
+        assert e.status()["episode"]["state"] == "active", "not restored while in doubt"
+        wait_until(
+            lambda: quotas(dc)[key(user="alice")] == {P: 250.0},
+            timeout=20,
+            what="the late throttle landing after the restore",
+        )
+        wait_until(
+            lambda: e.status()["episode"]["state"] == "restored",
+            timeout=30,
+            what="the restore verified again and repeated after the settle time",
+        )
+        assert quotas(dc) == before
+        assert originals_copy(dc) == []
+    finally:
+        e.stop()
+
+
 def _pending_rows(journal: Path) -> int:
     if not journal.exists():
         return 0
