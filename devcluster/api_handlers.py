@@ -23,6 +23,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 
 from . import broker_configs as bc
+from . import cluster_acls as acl
 from . import quota_store as q
 from .faults import APPLY_EARLY, AlterFault
 from .protocol_codec import Request
@@ -92,8 +93,23 @@ def metadata(broker: Broker, req: Request) -> ApiMessage:
         topics=topics,
     )
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
-        response.authorized_operations = _CLUSTER_OPERATIONS
+        response.authorized_operations = _cluster_operations(broker, req)
     return response
+
+
+def _principal(req: Request) -> str:
+    return req.session.principal if req.session is not None else "User:ANONYMOUS"
+
+
+def _denied(broker: Broker, req: Request, operation: str) -> bool:
+    """True when the cluster has ACLs and the request's principal may not do ``operation``."""
+    acls = broker.cluster.acls
+    return acls is not None and not acls.allows(_principal(req), operation)
+
+
+def _cluster_operations(broker: Broker, req: Request) -> set[int]:
+    acls = broker.cluster.acls
+    return _CLUSTER_OPERATIONS if acls is None else acls.authorized_operations(_principal(req))
 
 
 def _port(broker: Broker, req: Request) -> int:
@@ -166,7 +182,7 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
             for b in listed
         ],
         authorized_operations=(
-            _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else None
+            _cluster_operations(broker, req) if body.include_cluster_authorized_operations else None
         ),
     )
 
@@ -174,6 +190,13 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
 def describe_log_dirs(broker: Broker, req: Request) -> ApiMessage:
     version = req.api_version
     faults = broker.faults
+    if _denied(broker, req, "Describe"):
+        return DescribeLogDirsResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=acl.CLUSTER_AUTHORIZATION_FAILED,
+            results=[],
+        )
     if faults.fail_describe_log_dirs is not None:
         # Kafka's error response: a top-level code (v3+), no results.
         return DescribeLogDirsResponse(
@@ -239,6 +262,10 @@ def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
     ]
     _Entry = DescribeClientQuotasResponse.EntryData
     try:
+        if _denied(broker, req, "DescribeConfigs"):
+            raise q.QuotaError(
+                acl.CLUSTER_AUTHORIZATION_FAILED, acl.CLUSTER_AUTHORIZATION_FAILED_MESSAGE
+            )
         found = broker.cluster.quotas.describe(
             components, strict=req.body.strict, lag_s=broker.faults.quota_metadata_lag_ms / 1000
         )
@@ -279,7 +306,11 @@ def alter_client_quotas(
         for entry in req.body.entries
     ]
     code = None if fault is None else fault.error_code
-    if code is not None and fault.entities is None:
+    if _denied(broker, req, "AlterConfigs"):  # the controller's check
+        results = q.failed_request(
+            alterations, acl.CLUSTER_AUTHORIZATION_FAILED, acl.CLUSTER_AUTHORIZATION_FAILED_MESSAGE
+        )
+    elif code is not None and fault.entities is None:
         results = q.failed_request(alterations, code, _error_description(code))
     else:
         forced = {e: (code, _error_description(code)) for e in fault.entities} if code else None
@@ -347,7 +378,11 @@ def describe_configs(broker: Broker, req: Request) -> ApiMessage:
     documentation = version >= 3 and body.include_documentation
     results = []
     for r in body.resources:
-        if r.resource_type == bc.BROKER:
+        if r.resource_type == bc.BROKER and _denied(broker, req, "DescribeConfigs"):
+            found = bc.ResourceResult(
+                acl.CLUSTER_AUTHORIZATION_FAILED, acl.CLUSTER_AUTHORIZATION_FAILED_MESSAGE
+            )
+        elif r.resource_type == bc.BROKER:
             found = bc.describe_broker(
                 broker.broker_id, r.resource_name, r.configuration_keys, config
             )

@@ -19,6 +19,7 @@ from kvq.settings.cli_support import new_parser, start_logging
 
 from .broker_configs import check_class_name
 from .cluster import DEFAULT_HOST, DevCluster
+from .cluster_acls import ClusterAcls
 from .sasl import SaslUsers
 
 DEFAULT_BASE_PORT = 19092
@@ -147,6 +148,16 @@ def parser() -> argparse.ArgumentParser:
         "SASL_PLAINTEXT listener (printed as sasl_bootstrap=...); users can be changed through "
         "the control API (/sasl-users)",
     )
+    p.add_argument(
+        "--cluster-acls",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='JSON object of ACLs on the cluster resource, {"User:kvq": ["Describe", '
+        '"DescribeConfigs", "AlterConfigs"]}: the brokers then authorize DescribeLogDirs, '
+        "DescribeConfigs, Describe/AlterClientQuotas as Kafka's StandardAuthorizer does "
+        "(default: no authorizer, everything allowed); changeable through the control API (/acls)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
     return p
 
@@ -170,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         users = None if args.sasl_users is None else SaslUsers.from_file(args.sasl_users)
+        acls = None if args.cluster_acls is None else ClusterAcls.from_file(args.cluster_acls)
         dc = DevCluster(
             brokers=args.brokers,
             log_dirs_per_broker=args.log_dirs_per_broker,
@@ -181,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster_id=args.cluster_id,
             client_quota_callback_class=args.client_quota_callback_class,
             sasl_users=users,
+            cluster_acls=acls,
         )
         dc.start()
     except (ValueError, OSError) as exc:

@@ -29,6 +29,7 @@ from enforcer.quota_entity import QuotaEntity
 
 from .broker import Broker
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
+from .cluster_acls import ClusterAcls
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
 from .faults import KAFKA_STORAGE_ERROR, AlterFault
 from .log_dirs import DiskFull, LogDir
@@ -71,6 +72,7 @@ class DevCluster:
         cluster_id: str | None = None,
         client_quota_callback_class: str | None = None,
         sasl_users: Mapping[str, str] | SaslUsers | None = None,
+        cluster_acls: Mapping[str, list[str]] | ClusterAcls | None = None,
     ):
         check_arguments(brokers, log_dirs_per_broker, base_port, control_port, capacity_bytes)
         callback = check_class_name("client_quota_callback_class", client_quota_callback_class)
@@ -80,6 +82,17 @@ class DevCluster:
         self.data_dir = Path(data_dir).absolute()
         self.host = host
         self._control_port = control_port
+        self.acls: ClusterAcls | None = None
+        """ACLs on the cluster resource; None: no authorizer (see ``cluster_acls``)."""
+        if cluster_acls is not None:
+            try:
+                self.acls = (
+                    cluster_acls
+                    if isinstance(cluster_acls, ClusterAcls)
+                    else ClusterAcls.parse(cluster_acls)
+                )
+            except ControlError as exc:
+                raise ValueError(exc.message) from None
         self.sasl_users = (
             sasl_users
             if sasl_users is None or isinstance(sasl_users, SaslUsers)
@@ -417,6 +430,16 @@ class DevCluster:
         users.remove(name)
         return users.names()
 
+    def acl_state(self) -> dict[str, list[str]] | None:
+        """The cluster ACLs, or None when the devcluster runs without an authorizer."""
+        acls = self.acls
+        return None if acls is None else acls.snapshot()
+
+    def set_acls(self, body: Any) -> dict[str, list[str]] | None:
+        """Replace the cluster ACLs (``{"User:name": ["Describe", ...]}``); None: no authorizer."""
+        self.acls = None if body is None else ClusterAcls.parse(body)
+        return self.acl_state()
+
     def quota_state(self) -> list[dict[str, Any]]:
         """``[{"entity": {"user": "alice", "client-id": None}, "values": {key: value}}]``"""
         return self.quotas.snapshot()
@@ -439,6 +462,7 @@ class DevCluster:
             "controller_id": live[0].broker_id if live else -1,
             "brokers": [self.broker_state(b.broker_id) for b in self.brokers],
             "quotas": self.quota_state(),
+            "acls": self.acl_state(),
             "topics": {
                 name: {str(p): r for p, r in parts.items()} for name, parts in self.topics().items()
             },

@@ -17,6 +17,9 @@
     PUT    /brokers/{id}/log-dirs/{index}   {"capacity_bytes": n, "usable_bytes": n,
                                              "fill_bytes": n, "clear": true}
     PUT    /brokers/{id}/config             {"client.quota.callback.class": "..." | null}
+    GET    /acls                            ACLs on the cluster resource (null: no authorizer)
+    PUT    /acls                            {"User:name": ["Describe", ...]}: replace them
+    DELETE /acls                            no authorizer: everything allowed
     GET    /sasl-users                      SASL/PLAIN user names (never passwords)
     PUT    /sasl-users/{name}               {"password": "..."}: add or change a user
     DELETE /sasl-users/{name}               remove a user
@@ -49,6 +52,7 @@ MAX_BODY_BYTES = 64 * 1024
 ENDPOINTS = (
     "GET /state, GET /brokers/{id}, POST /brokers/{id}/stop, POST /brokers/{id}/start, "
     "PUT /brokers/{id}/faults, PUT /brokers/{id}/log-dirs/{index}, PUT /brokers/{id}/config, "
+    "GET /acls, PUT /acls, DELETE /acls, "
     "GET /sasl-users, PUT /sasl-users/{name}, DELETE /sasl-users/{name}, GET /quotas, "
     "GET /requests, DELETE /requests"
 )
@@ -61,6 +65,9 @@ def _routes(dc: DevCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
     return [
         r("GET", "/state", lambda _b: dc.state()),
         r("GET", "/quotas", lambda _b: dc.quota_state()),
+        r("GET", "/acls", lambda _b: dc.acl_state()),
+        r("PUT", "/acls", lambda b: dc.set_acls(b)),
+        r("DELETE", "/acls", lambda _b: dc.set_acls(None)),
         r("GET", "/sasl-users", lambda _b: dc.sasl_user_names()),
         r("PUT", "/sasl-users/([^/]+)", lambda b, name: dc.set_sasl_user(unquote(name), b)),
         r("DELETE", "/sasl-users/([^/]+)", lambda _b, name: dc.remove_sasl_user(unquote(name))),

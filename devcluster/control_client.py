@@ -69,6 +69,15 @@ class ControlClient:
     def clear_faults(self, broker_id: int) -> dict[str, Any]:
         return self.set_faults(broker_id, clear=True)
 
+    def acls(self) -> dict[str, list[str]] | None:
+        return self._call("GET", "/acls")
+
+    def set_acls(self, acls: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        """Replace the cluster ACLs, ``{"User:kvq": ["Describe"]}``; None: no authorizer."""
+        if acls is None:
+            return self._call("DELETE", "/acls")
+        return self._call("PUT", "/acls", acls)
+
     def sasl_users(self) -> list[str]:
         return self._call("GET", "/sasl-users")
 

@@ -189,3 +189,16 @@ def test_a_control_port_given_among_the_broker_ports_is_an_error(tmp_path):
     result = subprocess.run(command(*args), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "control port 19100 is one of the broker ports 19092-19101" in result.stderr
+
+
+def test_a_bad_cluster_acls_file_exits_2_naming_it(tmp_path):
+    acls = tmp_path / "acls.json"
+    acls.write_text('{"User:kvq": ["Read"]}')
+    result = subprocess.run(
+        command("--data-dir", str(tmp_path), "--cluster-acls", str(acls)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"cluster ACLs file {acls}: unknown cluster operation(s) Read" in result.stderr
