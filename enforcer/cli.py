@@ -40,7 +40,6 @@ from enforcer.webhook_app import enforcer_server
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
-RETRY_INTERVAL_S = 30.0
 EPILOG = """\
 Each --config is one cluster's properties file (the Strimzi keys verbatim plus kvq.*), e.g.:
 
@@ -217,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         alert_name=first.alert_name,
         prometheus=PrometheusFactor(first.prometheus_url) if first.prometheus_url else None,
         alert_expiry=first.alert_expiry,
+        reconcile_interval=first.reconcile_interval.total_seconds(),
     )
     return serve(enforcer, credentials, first.listen, args.threads, web_config)
 
@@ -247,7 +247,7 @@ def serve(
     signal.signal(signal.SIGINT, shutdown)
     threading.Thread(
         target=enforcer.reconcile_forever,
-        args=(stop, RETRY_INTERVAL_S),
+        args=(stop, enforcer.reconcile_interval),
         name="kvq-reconcile",
         daemon=True,
     ).start()

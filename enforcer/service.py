@@ -65,8 +65,10 @@ class Enforcer:
         prometheus: PrometheusFactor | None = None,
         alert_expiry: timedelta = timedelta(hours=12),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        reconcile_interval: float = 30.0,
     ) -> None:
         self.alert_expiry = alert_expiry
+        self.reconcile_interval = reconcile_interval
         self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal

@@ -58,6 +58,12 @@ class EnforcerSettings(AppSettings):
         "how long an AlterClientQuotas that got no answer may still be applied by Kafka; "
         "applies and restores are verified again after it",
     )
+    reconcile_interval: timedelta = setting(
+        "kvq.enforcer.reconcile.interval",
+        values.positive_duration,
+        "PT30S",
+        "how often unfinished throttles, restores and failed applies are retried",
+    )
 
     @classmethod
     def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:

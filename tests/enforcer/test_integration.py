@@ -401,6 +401,54 @@ def test_a_throttle_kafka_applies_after_the_timeout_and_after_the_restore_is_und
         e.stop()
 
 
+def test_a_throttle_that_got_a_503_from_failing_alters_is_applied_by_the_loop(dc, enforcer):
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    e = enforcer(**{"kvq.enforcer.reconcile.interval": "PT0.5S"})
+    for broker in range(3):  # NOT_CONTROLLER for every real alter
+        dc.set_faults(broker, alter_client_quotas={"error_code": 41, "validate_only": False})
+    status, body = e.post(firing(0.5))
+    assert status == 503 and "NotControllerError" in body["error"], body
+    wait_until(lambda: e.health()["status"] == "degraded", what="/healthz degraded")
+    assert quotas(dc)[key(user="alice")] == {P: 1000.0}
+    for broker in range(3):
+        dc.set_faults(broker, alter_client_quotas=None)
+    wait_until(
+        lambda: quotas(dc)[key(user="alice")] == {P: 500.0}, what="the loop applying the throttle"
+    )
+    wait_until(lambda: e.health()["status"] == "ok", what="/healthz ok again")
+    assert e.metric("kafka_volume_quota_enforcer_reconcile_failures_total") > 0
+
+
+def test_the_loop_survives_a_journal_locked_longer_than_its_timeout(dc, enforcer):
+    """As `sqlite3 journal .backup` can: every journal write fails while the lock is held."""
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    e = enforcer(**{"kvq.enforcer.reconcile.interval": "PT0.5S"})
+    for broker in range(3):
+        dc.stop_broker(broker)
+    assert e.post(firing(0.5))[0] == 503, "the alert is journaled, Kafka is down"
+    locker = sqlite3.connect(e.journal, timeout=0, isolation_level=None)
+    try:
+        locker.execute("BEGIN EXCLUSIVE")
+        for broker in range(3):
+            dc.start_broker(broker)
+        wait_until(
+            lambda: e.metric("kafka_volume_quota_enforcer_reconcile_failures_total") >= 3,
+            timeout=60,
+            what="failed rounds while the journal is locked",
+        )
+        assert "locked" in " ".join(e.health()["problems"])
+        assert quotas(dc)[key(user="alice")] == {P: 1000.0}, "nothing changed unjournaled"
+        locker.execute("ROLLBACK")
+    finally:
+        locker.close()
+    wait_until(
+        lambda: quotas(dc)[key(user="alice")] == {P: 500.0},
+        timeout=30,
+        what="the loop carrying on once the lock is gone",
+    )
+    assert e.process.running
+
+
 def _pending_rows(journal: Path) -> int:
     if not journal.exists():
         return 0
