@@ -9,10 +9,11 @@ alerts over all groups, 1.0 when none fires.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from enforcer.webhook_payload import PayloadError, WebhookPayload
+from enforcer.webhook_payload import PayloadError, WebhookPayload, quoted
 
 FACTOR_ANNOTATION = "throttle_factor"
 CLUSTER_LABEL = "cluster"
@@ -65,16 +66,22 @@ def extract(payload: WebhookPayload, alert_name: str, clusters: Iterable[str]) -
     return Extracted(tuple(found), ignored)
 
 
+# What Prometheus' `{{ $value }}` prints for 0..1 (Go's %v: "0", "0.25", "1e-05"), nothing else:
+# Python's float() would also take "0.0_1", " 0.5", "nan" or non-ASCII digits.
+PLAIN_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", re.ASCII)
+
+
 def parse_factor(text: str | None, path: str) -> float:
     where = f"{path}.annotations.{FACTOR_ANNOTATION}"
     if text is None:
         raise PayloadError(f"{where} is missing: a firing throttle alert needs a factor 0..1")
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise PayloadError(f"{where}={text!r} is not a number; allowed: 0.0 to 1.0") from None
+    if not PLAIN_DECIMAL.fullmatch(text):
+        raise PayloadError(
+            f"{where}={quoted(text)} is not a plain decimal number; allowed: 0.0 to 1.0"
+        )
+    value = float(text)
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise PayloadError(f"{where}={text!r} is out of range; allowed: 0.0 to 1.0")
+        raise PayloadError(f"{where}={quoted(text)} is out of range; allowed: 0.0 to 1.0")
     return value
 
 

@@ -48,13 +48,30 @@ class WebhookPayload:
     group_labels: dict[str, str] = field(default_factory=dict)
 
 
+MAX_INT_DIGITS = 18
+
+
 def parse_webhook(body: bytes | str) -> WebhookPayload:
     """Decode JSON and validate the v4 shape; raises PayloadError."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PayloadError(f"body is not JSON: {exc}") from None
+        data = json.loads(body, parse_int=_bounded_int, parse_constant=_no_constant)
+    except RecursionError:
+        raise PayloadError("body is nested too deeply (a webhook is 4 levels deep)") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PayloadError(f"body is not JSON: {shorten(str(exc))}") from None
     return webhook_from_dict(data)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise PayloadError(
+            f"body has an integer of {len(text)} digits; at most {MAX_INT_DIGITS} are allowed"
+        )
+    return int(text)
+
+
+def _no_constant(name: str) -> float:
+    raise PayloadError(f"body holds {name}, which is not JSON")
 
 
 def webhook_from_dict(data: Any) -> WebhookPayload:
@@ -65,7 +82,7 @@ def webhook_from_dict(data: Any) -> WebhookPayload:
         raise PayloadError(f'$.version must be "4" (Alertmanager webhook v4), got {version!r}')
     alerts = data.get("alerts")
     if not isinstance(alerts, list):
-        raise PayloadError(f"$.alerts must be a list of alerts, got {_short(alerts)}")
+        raise PayloadError(f"$.alerts must be a list of alerts, got {quoted(alerts)}")
     truncated = data.get("truncatedAlerts", 0)
     if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
         raise PayloadError(f"$.truncatedAlerts must be a whole number >= 0, got {truncated!r}")
@@ -81,7 +98,7 @@ def webhook_from_dict(data: Any) -> WebhookPayload:
 
 def _alert(data: Any, path: str) -> Alert:
     if not isinstance(data, dict):
-        raise PayloadError(f"{path} must be an object, got {_short(data)}")
+        raise PayloadError(f"{path} must be an object, got {quoted(data)}")
     ends_at = _time(data, "endsAt", path)
     return Alert(
         status=_status(data, path),
@@ -93,17 +110,35 @@ def _alert(data: Any, path: str) -> Alert:
     )
 
 
+_IDENTIFIERS = ("groupKey", "fingerprint", "receiver")
+
+
 def _string(data: dict, key: str, path: str) -> str:
     value = data.get(key)
     if not isinstance(value, str):
-        raise PayloadError(f"{path}.{key} must be a string, got {_short(value)}")
+        raise PayloadError(f"{path}.{key} must be a string, got {quoted(value)}")
+    if not _encodable(value):
+        raise PayloadError(f"{path}.{key} holds a lone surrogate, not text: {quoted(value)}")
+    if key in _IDENTIFIERS and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise PayloadError(
+            f"{path}.{key} holds a control character (Alertmanager never sends one): "
+            f"{quoted(value)}"
+        )
     return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _status(data: dict, path: str) -> str:
     value = data.get("status")
     if value not in _STATUSES:
-        raise PayloadError(f'{path}.status must be "firing" or "resolved", got {_short(value)}')
+        raise PayloadError(f'{path}.status must be "firing" or "resolved", got {quoted(value)}')
     return value
 
 
@@ -111,7 +146,10 @@ def _labels(value: Any, path: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise PayloadError(f"{path} must be an object of strings, got {_short(value)}")
+        raise PayloadError(f"{path} must be an object of strings, got {quoted(value)}")
+    for k, v in value.items():
+        if not _encodable(k + v):
+            raise PayloadError(f"{path} holds a lone surrogate, not text: {quoted(k)}")
     return dict(value)
 
 
@@ -125,6 +163,11 @@ def _time(data: dict, key: str, path: str) -> datetime:
         ) from None
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def quoted(value: Any) -> str:
+    """The value for an error message: quoted, escaped (no newline, no surrogate), short."""
+    text = json.dumps(value) if not isinstance(value, str) else ascii(value)
+    return shorten(text)
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -43,7 +43,12 @@ def test_resolved_alerts_need_no_factor():
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("1.5", "out of range"), ("-0.1", "out of range"), ("nan", "out of range"), ("x", "not a")],
+    [
+        ("1.5", "out of range"),
+        ("-0.1", "not a plain decimal"),
+        ("nan", "not a plain decimal"),
+        ("x", "not a"),
+    ],
 )
 def test_bad_factor_is_a_payload_error_naming_value_and_range(value, message):
     body = throttle_webhook(cluster="a", factor=0.5)

@@ -95,7 +95,7 @@ def test_bad_payload_400_names_the_problem_and_nothing_changes(stack):
     body["alerts"][0]["annotations"]["throttle_factor"] = "lots"
     response = stack.post(body)
     assert response.status_code == 400
-    assert "throttle_factor='lots' is not a number" in response.json()["error"]
+    assert "throttle_factor='lots' is not a plain decimal number" in response.json()["error"]
     assert stack.kafka["prod-eu-1"].calls == []
     assert stack.post(b"{nope").status_code == 400
     assert stack.journal.alerts.firing_factors("prod-eu-1") == []
@@ -192,3 +192,65 @@ def test_alerts_in_separate_groups_combine_lowest_wins(stack):
     assert stack.kafka["prod-eu-1"].values[ALICE][P] == 200.0
     stack.post(throttle_webhook(factor=None, group_key="g2"))
     assert stack.kafka["prod-eu-1"].values[ALICE][P] == 400.0
+
+
+def _json_400(stack, body: bytes) -> dict:
+    before = stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome="bad_request")
+    response = stack.post(body)
+    assert response.status_code == 400, response.text[:300]
+    assert response.headers["Content-Type"] == "application/json"
+    after = stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome="bad_request")
+    assert after == before + 1
+    assert stack.kafka["prod-eu-1"].calls == []
+    return response.json()
+
+
+def test_hostile_json_is_a_json_400_counted_as_bad_request(stack):
+    deep = b'{"version": "4", "alerts": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    assert "nested" in _json_400(stack, deep)["error"]
+    huge = b'{"version": "4", "truncatedAlerts": 1' + b"0" * 5000 + b"}"
+    assert "digits" in _json_400(stack, huge)["error"]
+    assert "NaN" in _json_400(stack, b'{"version": "4", "truncatedAlerts": NaN}')["error"]
+
+
+@pytest.mark.parametrize("field", ["groupKey", "fingerprint", "receiver"])
+@pytest.mark.parametrize("bad", ["\ud800", "a\udfffb", "g\n2026-11-23 INFO forged line", "\x00"])
+def test_lone_surrogates_and_control_characters_in_identifiers_are_refused(stack, field, bad):
+    body = throttle_webhook(factor=0.5)
+    target = body["alerts"][0] if field == "fingerprint" else body
+    target[field] = bad
+    error = _json_400(stack, json.dumps(body).encode())["error"]
+    assert field in error
+    assert "\n" not in error and "\ud800" not in error
+
+
+def test_a_long_bad_factor_is_echoed_truncated(tmp_path, caplog):
+    stack = Stack(tmp_path, max_body=1024 * 1024)
+    try:
+        body = throttle_webhook(factor=0.5)
+        body["alerts"][0]["annotations"]["throttle_factor"] = "9" * 450_000
+        error = _json_400(stack, json.dumps(body).encode())["error"]
+        assert len(error) < 400 and "99999..." in error
+        assert max(len(r.getMessage()) for r in caplog.records) < 1000
+    finally:
+        stack.close()
+
+
+@pytest.mark.parametrize(
+    "factor",
+    ["0.0_1", "\u0660.\u0665", "\uff10.5", " 0.5", "0.5\n", "+0.5", "-0", "nan", "0x1", ""],
+)
+def test_only_plain_decimal_factors_are_accepted(stack, factor):
+    body = throttle_webhook(factor=0.5)
+    body["alerts"][0]["annotations"]["throttle_factor"] = factor
+    error = _json_400(stack, json.dumps(body).encode())["error"]
+    assert "plain decimal" in error
+
+
+@pytest.mark.parametrize(("factor", "value"), [("0", 0.0), ("0.25", 0.25), ("1e-05", 1e-05)])
+def test_factors_as_prometheus_prints_them_are_accepted(stack, factor, value):
+    body = throttle_webhook(factor=0.5)
+    body["alerts"][0]["annotations"]["throttle_factor"] = factor
+    response = stack.post(body)
+    assert response.status_code == 200, response.text
+    assert response.json()["clusters"]["prod-eu-1"]["factor"] == value
