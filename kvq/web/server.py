@@ -407,9 +407,9 @@ class WebServer:
         ]
         if not keep:
             lines.append("Connection: close")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        if not head_only and response.body:
-            writer.write(response.body)
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        # One write: a head and a body in two small segments wait out the client's delayed ACK.
+        writer.write(head if head_only or not response.body else head + response.body)
         try:
             await asyncio.wait_for(writer.drain(), self.limits.write_timeout)
         except TimeoutError:
