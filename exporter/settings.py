@@ -28,7 +28,11 @@ class ExporterSettings(AppSettings):
     )
     request_timeout: timedelta = setting(
         REQUEST_TIMEOUT,
-        values.positive_duration,
+        values.duration_between(
+            timedelta(milliseconds=10),
+            timedelta(minutes=5),
+            "librdkafka's socket.timeout.ms range",
+        ),
         "PT10S",
         "per-broker timeout of each Kafka call in a poll",
     )

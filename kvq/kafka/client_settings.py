@@ -35,6 +35,7 @@ _KAFKA_PYTHON_INTS = {
     "connections.max.idle.ms": "connections_max_idle_ms",
     "reconnect.backoff.ms": "reconnect_backoff_ms",
 }
+_JAVA_INT_MAX = 2**31 - 1
 # Java-only names librdkafka does not know, with their librdkafka equivalents.
 _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
@@ -89,9 +90,11 @@ def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[st
 def _integer_errors(props: Mapping[str, str]) -> list[str]:
     errors = []
     for key in sorted(_KAFKA_PYTHON_INTS.keys() & props.keys()):
-        if not props[key].strip().isdigit():
+        text = props[key].strip()
+        if not (text.isascii() and text.isdigit() and int(text) <= _JAVA_INT_MAX):
             errors.append(
-                f"kafka.admin.{key}={props[key]}: must be a whole number of milliseconds (>= 0)"
+                f"kafka.admin.{key}={props[key]}: must be a whole number of milliseconds from 0 "
+                f"to {_JAVA_INT_MAX} (a Java int, as Kafka's clients define it)"
             )
     return errors
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from kvq.settings.durations import parse_duration
+from kvq.settings.durations import format_duration, parse_duration
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
@@ -42,6 +43,20 @@ def number(text: str) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError("must be a finite number")
     return value
+
+
+def duration_between(low: timedelta, high: timedelta, why: str) -> Callable[[str], timedelta]:
+    """Parses durations from `low` to `high` inclusive; `why` says where the bounds come from."""
+
+    def parse(text: str) -> timedelta:
+        value = parse_duration(text)
+        if not low <= value <= high:
+            raise ValueError(
+                f"must be from {format_duration(low)} to {format_duration(high)} ({why})"
+            )
+        return value
+
+    return parse
 
 
 def positive_number(text: str) -> float:

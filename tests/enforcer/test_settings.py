@@ -50,3 +50,11 @@ def test_an_unparseable_jaas_line_is_a_config_error():
         EnforcerSettings, **{P + "kafka.admin.sasl.jaas.config": "GssapiLoginModule required;"}
     )
     assert error.startswith("kafka.admin.sasl.jaas.config: only PlainLoginModule")
+
+
+@pytest.mark.parametrize("value", ["5s", "-1", "99999999999999999999", "2147483648", "١٠"])
+def test_kafka_millisecond_settings_are_java_ints(value):
+    key = "client.quota.callback.static.kafka.admin.request.timeout.ms"
+    (error,) = config_errors(EnforcerSettings, **{key: value})
+    assert error.startswith(f"kafka.admin.request.timeout.ms={value}: must be a whole number")
+    assert "2147483647" in error

@@ -23,6 +23,15 @@ def test_bad_listen_names_property_value_and_what_is_allowed():
     assert error.startswith("kvq.exporter.listen=9898: must be HOST:PORT")
 
 
+@pytest.mark.parametrize("timeout", ["PT0.001S", "P3000D"])
+def test_the_request_timeout_stays_in_what_librdkafka_accepts(timeout):
+    (error,) = config_errors(ExporterSettings, **{"kvq.exporter.request.timeout": timeout})
+    assert error == (
+        f"kvq.exporter.request.timeout={timeout}: must be from PT0.01S to PT5M "
+        "(librdkafka's socket.timeout.ms range)"
+    )
+
+
 def test_a_typo_in_its_namespace_is_an_error_but_the_enforcers_keys_are_not():
     (error,) = config_errors(
         ExporterSettings, **{"kvq.exporter.lisen": "x", "kvq.enforcer.dry.run": "maybe"}
