@@ -6,9 +6,13 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   the byte-rate keys (Kafka stores them as longs and rejects 0). Where the original is unset the
   configured base (`produce`, `fetch`, `request`) stands in; with no base either, the quota is
   unlimited and only factor 0 limits it (to 1).
-- exempt: the user entity of each excluded principal. While throttled it keeps its own value, or
-  gets an explicit unlimited override so that no less specific throttled entity applies to it.
-- entities owned by an excluded user (user=U with any client-id) are never touched.
+- exempt: overrides that keep each excluded principal X at its original limits while the
+  default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
+  or gets the default user's original (unlimited when it had none); where X has no quota of its
+  own at `user=X` or `user=X,client-id=<default>`, every throttled `user=<default>,client-id=C`
+  and `user=<default>,client-id=<default>` gets its counterpart `user=X,client-id=C` /
+  `user=X,client-id=<default>` at the unthrottled value (for a mirror: the client-id original).
+- entities an excluded user holds itself are never changed.
 At factor 1.0 every pair gets its original back, and pairs that had no value are removed.
 
 Odd values Kafka may hold: NaN passes Kafka's validation and is stored; a broker compares
@@ -62,6 +66,12 @@ class QuotaPolicy:
         """The override entity of an excluded principal."""
         return entity.types == ("user",) and entity.name("user") in self.excluded_users
 
+    def override_source(self, entity: QuotaEntity) -> QuotaEntity | None:
+        """For an entity of an excluded principal, the default-user entity it stands in for."""
+        if "user" not in entity.types or entity.name("user") not in self.excluded_users:
+            return None
+        return QuotaEntity.of([(t, None if t == "user" else n) for t, n in entity.components])
+
     def untouched(self, entity: QuotaEntity) -> bool:
         """Entities the enforcer never changes: non user/client-id ones and excluded users' own."""
         if not entity.is_user_or_client or entity.is_originals_record:
@@ -104,7 +114,42 @@ def tracked_originals(
             mirror = shadow_mirror(entity)
             if mirror is not None and (mirror, key) not in pairs:
                 pairs[(mirror, key)] = None
+    for user in sorted(policy.excluded_users):
+        for key in policy.keys:
+            pairs.update(_counterparts(user, key, pairs, snapshot, known))
     return pairs
+
+
+def _counterparts(
+    user: str,
+    key: str,
+    pairs: Mapping[Pair, float | None],
+    snapshot: Snapshot,
+    known: Mapping[Pair, float | None],
+) -> dict[Pair, float | None]:
+    """`user=X,client-id=C` for every tracked `user=<default>,client-id=C` (C may be the default),
+    unless X holds the key itself at `user=X` or `user=X,client-id=<default>` (they outrank
+    every default-user entity) or at that very entity."""
+
+    def own(entity: QuotaEntity) -> bool:
+        """X's own value (originals first: mid-throttle Kafka holds our overrides)."""
+        if (entity, key) in known:
+            return known[(entity, key)] is not None
+        return snapshot.get(entity, {}).get(key) is not None
+
+    x_any = QuotaEntity.of({"user": user, "client-id": None})
+    if own(x_any) or own(QuotaEntity.user(user)):
+        return {}
+    out: dict[Pair, float | None] = {}
+    for entity, pair_key in list(pairs):
+        if pair_key != key or entity.types != ("user", "client-id"):
+            continue
+        if entity.name("user") is not None:
+            continue
+        counterpart = QuotaEntity.of({"user": user, "client-id": entity.name("client-id")})
+        if (counterpart, key) not in pairs and not own(counterpart):
+            out[(counterpart, key)] = known.get((counterpart, key))
+    return out
 
 
 DEFAULT_USER_DEFAULT_CLIENT = QuotaEntity.of({"user": None, "client-id": None})
@@ -141,14 +186,21 @@ def desired_value(
     entity, key = pair
     if factor >= 1.0:
         return original
-    if policy.exempt(entity):
-        return UNLIMITED if original is None else original
+    source = policy.override_source(entity)
+    if source is not None:
+        if original is not None:
+            return original
+        unthrottled = (originals or {}).get((source, key))
+        mirrored = _mirror_source(source)
+        if unthrottled is None and mirrored is not None:
+            unthrottled = (originals or {}).get((mirrored, key))
+        return UNLIMITED if unthrottled is None else unthrottled
     base = original
     if base is None and entity == policy.default_entity:
         base = policy.bases.get(key)
-    source = _mirror_source(entity)
-    if base is None and source is not None and originals:
-        base = originals.get((source, key))
+    mirrored = _mirror_source(entity)
+    if base is None and mirrored is not None and originals:
+        base = originals.get((mirrored, key))
     if base is None or not math.isfinite(base):
         if factor <= 0.0:
             return MINIMUM

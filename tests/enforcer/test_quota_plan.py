@@ -154,3 +154,38 @@ def test_client_id_created_mid_throttle_is_mirrored_using_the_journaled_original
     live = {DEFAULT: {P: 500.0}, CLIENT: {P: 90.0}}  # our own default-user value is in Kafka now
     discovered = tracked_originals(pol, live, known)
     assert (DEFAULT_BATCH, P) in discovered
+
+
+def test_an_excluded_user_keeps_its_original_limits_not_unlimited():
+    """admin was limited by the default user (and by user=<default>,client-id=batch for batch);
+    while everyone else is throttled, admin keeps exactly those limits."""
+    pol = policy(excluded={"admin"})
+    snapshot = {DEFAULT: {P: 800.0}, DEFAULT_BATCH: {P: 300.0}}
+    result = planned(pol, snapshot, 0.5)
+    assert result[(DEFAULT, P)] == 400.0 and result[(DEFAULT_BATCH, P)] == 150.0
+    assert result[(ADMIN, P)] == 800.0
+    assert result[(QuotaEntity.of({"user": "admin", "client-id": "batch"}), P)] == 300.0
+    restored = planned(pol, snapshot, 1.0)
+    assert restored[(ADMIN, P)] is None, "the overrides go with the restore"
+
+
+def test_an_excluded_user_with_its_own_user_quota_needs_no_other_override():
+    pol = policy(excluded={"admin"})
+    snapshot = {ADMIN: {P: 50.0}, DEFAULT_BATCH: {P: 300.0}}
+    result = planned(pol, snapshot, 0.5)
+    assert result[(ADMIN, P)] == 50.0
+    assert all(
+        entity.types != ("user", "client-id") or entity.name("user") != "admin"
+        for entity, _ in result
+    )
+
+
+def test_counterparts_of_default_user_entities_found_mid_throttle_use_the_originals():
+    pol = policy(excluded={"admin"})
+    first = tracked_originals(pol, {DEFAULT: {P: 800.0}})
+    throttled = {DEFAULT: {P: 400.0}, ADMIN: {P: 800.0}}
+    throttled[QuotaEntity.of({"user": None, "client-id": "late"})] = {P: 90.0}
+    found = tracked_originals(pol, throttled, first)
+    late_admin = QuotaEntity.of({"user": "admin", "client-id": "late"})
+    assert (late_admin, P) in found
+    assert plan(pol, {**found, **first}, 0.5)[(late_admin, P)] == 90.0
