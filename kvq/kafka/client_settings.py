@@ -8,6 +8,7 @@ differently; this is the one place that knows how.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,12 @@ _KAFKA_PYTHON_INTS = {
     "reconnect.backoff.ms": "reconnect_backoff_ms",
 }
 _JAVA_INT_MAX = 2**31 - 1
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_PEM_FILES = {  # kafka-python keyword: (librdkafka name, Java name) of the property it comes from
+    "ssl_cafile": ("ssl.ca.location", "ssl.truststore.location"),
+    "ssl_certfile": ("ssl.certificate.location", "ssl.keystore.location"),
+    "ssl_keyfile": ("ssl.key.location", "ssl.keystore.location"),
+}
 # Java-only names librdkafka does not know, with their librdkafka equivalents.
 _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
@@ -133,8 +140,33 @@ def problems(props: Mapping[str, str], librdkafka: bool) -> list[str]:
     PEM files) by creating a client that has no brokers to connect to.
     """
     translated, errors = _translated(props)
+    if not errors:
+        errors.extend(_kafka_python_errors(props, kafka_python_config(props)))
     if librdkafka and not errors:
         errors.extend(_librdkafka_errors(props, translated))
+    return errors
+
+
+def _kafka_python_errors(props: Mapping[str, str], config: Mapping[str, Any]) -> list[str]:
+    """What kafka-python would fail on only when it connects: protocol, mechanism, PEM files."""
+    from kafka.net.sasl import SASL_MECHANISMS
+
+    protocol = config.get("security_protocol", "PLAINTEXT")
+    if protocol not in _PROTOCOLS:
+        return [f"kafka.admin.security.protocol={protocol}: must be one of {', '.join(_PROTOCOLS)}"]
+    errors = []
+    mechanism = config.get("sasl_mechanism", "PLAIN")
+    if protocol.startswith("SASL_") and mechanism not in SASL_MECHANISMS:
+        errors.append(
+            f"kafka.admin.sasl.mechanism={mechanism}: must be one of "
+            f"{', '.join(sorted(SASL_MECHANISMS))}"
+        )
+    if protocol.endswith("SSL"):
+        for keyword, (name, java_name) in _PEM_FILES.items():
+            path = config.get(keyword)
+            if path is not None and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+                written = name if name in props else java_name
+                errors.append(f"kafka.admin.{written}={path}: no readable file there")
     return errors
 
 
@@ -165,7 +197,9 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
     """Keyword arguments for kafka-python's clients (unknown settings are left out)."""
     out: dict[str, Any] = {}
     for key, value in normalized(props).items():
-        if key in _KAFKA_PYTHON_NAMES:
+        if key == "security.protocol":
+            out["security_protocol"] = value.strip().upper()  # librdkafka ignores case too
+        elif key in _KAFKA_PYTHON_NAMES:
             out[_KAFKA_PYTHON_NAMES[key]] = value
         elif key in _KAFKA_PYTHON_INTS:
             out[_KAFKA_PYTHON_INTS[key]] = int(value.strip())
@@ -173,6 +207,6 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
             out["ssl_check_hostname"] = value.lower() == "https"
     if "bootstrap_servers" in out:
         out["bootstrap_servers"] = [s.strip() for s in out["bootstrap_servers"].split(",")]
-    if out.get("security_protocol", "PLAINTEXT").upper() in ("SSL", "SASL_SSL"):
+    if out.get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL"):
         out.setdefault("ssl_check_hostname", True)
     return out

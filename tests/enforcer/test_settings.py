@@ -58,3 +58,23 @@ def test_kafka_millisecond_settings_are_java_ints(value):
     (error,) = config_errors(EnforcerSettings, **{key: value})
     assert error.startswith(f"kafka.admin.request.timeout.ms={value}: must be a whole number")
     assert "2147483647" in error
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        ({"security.protocol": "BOGUS"}, "kafka.admin.security.protocol=BOGUS: must be one of"),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "FOO"},
+            "kafka.admin.sasl.mechanism=FOO: must be one of",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
+            "kafka.admin.ssl.ca.location=/nonexistent/ca.pem: no readable file there",
+        ),
+    ],
+)
+def test_what_kafka_python_fails_on_only_when_connecting_is_a_config_error(props, expected):
+    prefixed = {f"client.quota.callback.static.kafka.admin.{k}": v for k, v in props.items()}
+    (error,) = config_errors(EnforcerSettings, **prefixed)
+    assert error.startswith(expected)

@@ -53,8 +53,21 @@ def test_a_typo_in_its_namespace_is_an_error_but_the_enforcers_keys_are_not():
         ),
         ({"securty.protocol": "SSL"}, 'No such configuration property: "securty.protocol"'),
         (
+            {
+                "security.protocol": "SSL",
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": "/x",
+            },
+            "kafka.admin.ssl.truststore.location=/x: no readable file there",
+        ),
+        ({"security.protocol": "TLS"}, "security.protocol=TLS: must be one of PLAINTEXT, SSL"),
+        (
+            {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM"},
+            "kafka.admin.sasl.mechanism=SCRAM: must be one of",
+        ),
+        (
             {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
-            "ssl.ca.location failed",
+            "kafka.admin.ssl.ca.location=/nonexistent/ca.pem: no readable file there",
         ),
     ],
 )

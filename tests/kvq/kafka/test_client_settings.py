@@ -50,3 +50,7 @@ def test_disabled_hostname_verification_is_kept():
     props = {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": ""}
     assert kafka_python_config(props)["ssl_check_hostname"] is False
     assert librdkafka_config(props)["ssl.endpoint.identification.algorithm"] == "none"
+
+
+def test_the_security_protocol_is_case_insensitive_as_in_librdkafka():
+    assert kafka_python_config({"security.protocol": "sasl_ssl"})["security_protocol"] == "SASL_SSL"
