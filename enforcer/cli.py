@@ -37,7 +37,13 @@ from enforcer.settings import (
     EnforcerSettings,
 )
 from enforcer.webhook_app import enforcer_server
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
+from kvq.settings.cli_support import (
+    EXIT_CONFIG_ERROR,
+    load_or_exit,
+    new_parser,
+    print_effective,
+    start_logging,
+)
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 EPILOG = """\
@@ -74,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="FILE",
         help="properties file of one cluster; repeat for several clusters",
+    )
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="check everything start-up checks (settings, credentials files, journal), print "
+        "the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
     parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.enforcer.listen")
     parser.add_argument("--journal", metavar="PATH", help="overrides kvq.enforcer.journal")
@@ -149,6 +161,15 @@ def _fail(message: str) -> SystemExit:
 def open_journal(path: str) -> Journal:
     """The journal, checked page by page first: a corrupt one is a clear error, not a traceback
     on the first webhook."""
+    check_journal(path)
+    try:
+        return Journal(path)
+    except JournalError as exc:
+        raise _fail(str(exc)) from None
+
+
+def check_journal(path: str) -> None:
+    """Exit 2 when an existing journal fails SQLite's page-by-page check."""
     if Path(path).is_file():
         try:
             with contextlib.closing(sqlite3.connect(path)) as db:
@@ -161,10 +182,6 @@ def open_journal(path: str) -> Journal:
                 f"{JOURNAL}={path} is corrupt ({'; '.join(lines)}): restore it from a backup "
                 "or move it away"
             )
-    try:
-        return Journal(path)
-    except JournalError as exc:
-        raise _fail(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,6 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{BASIC_FILE} (a file of user:password lines) in {first.config.source}, "
             "or start with --insecure-no-auth"
         )
+    if args.check_config:
+        check_journal(first.journal)
+        for settings in all_settings:
+            print_effective(settings)
+        return 0
     start_logging(args)
     journal = open_journal(first.journal)
 

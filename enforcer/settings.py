@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
+from enforcer.quota_plan import KNOWN_KEYS
 from kvq.kafka.client_settings import problems
 from kvq.settings import values
 from kvq.settings.app_settings import AppSettings, setting
@@ -18,6 +19,17 @@ BASIC_FILE = "kvq.enforcer.auth.basic.file"
 PROMETHEUS_URL = "kvq.enforcer.prometheus.url"
 DRY_RUN = "kvq.enforcer.dry.run"
 QUOTA_KEYS = "kvq.enforcer.quota.keys"
+
+
+def quota_keys(text: str) -> tuple[str, ...]:
+    """Comma-separated client quota keys the factor scales; producer_byte_rate always is."""
+    keys = values.names(text)
+    unknown = [key for key in keys if key not in KNOWN_KEYS]
+    if unknown:
+        raise ValueError(
+            f"unknown quota key(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}"
+        )
+    return keys
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class EnforcerSettings(AppSettings):
     )
     quota_keys: tuple[str, ...] = setting(
         QUOTA_KEYS,
-        values.names,
+        quota_keys,
         "producer_byte_rate",
         "quota keys scaled by the factor (comma-separated)",
     )

@@ -134,3 +134,28 @@ def test_a_listen_host_that_does_not_resolve_is_a_clear_error(tmp_path, capsys):
 def test_threads_must_be_at_least_one(tmp_path, capsys):
     code, err = run(["--config", write_config(tmp_path), "--threads", "0"], capsys)
     assert code == 2 and "--threads" in err
+
+
+def test_check_config_prints_every_file_with_secrets_masked(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default journal would be created
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    first = write_config(tmp_path / "a", "eu-1", **{"kvq.enforcer.auth.bearer.token.file": token})
+    second = write_config(tmp_path / "b", "us-1")
+    assert main(["--config", first, "--config", second, "--check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "kvq.cluster.name=eu-1" in out and "kvq.cluster.name=us-1" in out
+    assert "kvq.enforcer.auth.bearer.token.file=********" in out
+    assert "kvq.enforcer.journal=kvq-enforcer-journal.sqlite3" in out
+    assert "s3cret-token" not in out
+    assert not (tmp_path / "kvq-enforcer-journal.sqlite3").exists()
+
+
+def test_check_config_fails_for_what_start_up_fails_on(tmp_path, capsys):
+    token = tmp_path / "token"
+    token.write_bytes(b"caf\xe9\n")
+    config = write_config(tmp_path, **{"kvq.enforcer.auth.bearer.token.file": token})
+    code, err = run(["--config", config, "--check-config"], capsys)
+    assert code == 2 and "cannot read: not UTF-8" in err
