@@ -280,7 +280,9 @@ class Applier:
                 after = self._verify(desired, sendable, factor)
         settled = self._settled(described_at)
         complete = not rejected and settled
-        self.episodes.confirm(self.cluster, _matching(desired, after), factor if complete else None)
+        confirmed = _matching(desired, after)
+        if todo or not _already_confirmed(episode, confirmed, factor if complete else None):
+            self.episodes.confirm(self.cluster, confirmed, factor if complete else None)
         for change in sendable:
             log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
         if rejected:
@@ -449,3 +451,18 @@ def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pai
         for pair, value in desired.items()
         if same_value(current_value(snapshot, pair), value)
     }
+
+
+def _already_confirmed(
+    episode: Episode, confirmed: dict[Pair, float | None], factor: float | None
+) -> bool:
+    """The journal already says exactly this (a repeated alert writes nothing)."""
+    if factor is not None and episode.applied != factor:
+        return False
+    for pair, value in confirmed.items():
+        record = episode.pairs.get(pair)
+        if record is None or record.pending_known or not record.applied_known:
+            return False
+        if not same_value(record.applied, value):
+            return False
+    return True

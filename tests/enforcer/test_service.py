@@ -157,3 +157,17 @@ def test_the_reconcile_loop_carries_on_after_errors(world, tmp_path):
         locker.close()
         loop.join(10)
     assert not loop.is_alive()
+
+
+def test_a_repeated_webhook_reads_each_journal_store_once(world, monkeypatch):
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    handle(enforcer, 0.5)
+    journal = enforcer.journal
+    reads, writes = [], []
+    real_read, real_write = journal.read, journal.write
+    monkeypatch.setattr(journal, "read", lambda q: reads.append(q) or real_read(q))
+    monkeypatch.setattr(journal, "write", lambda s: writes.append(s) or real_write(s))
+    handle(enforcer, 0.5)
+    assert len(writes) == 1, "the group's alerts (read and replaced in one transaction)"
+    assert len(reads) == 2, "the cluster's firing alerts, then its episode"
