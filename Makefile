@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint system-deps venv clean image manifests
+.PHONY: test demo bench lint system-deps venv clean image image-backfill manifests
 
 venv: $(STAMP)
 
@@ -45,7 +45,11 @@ bench: system-deps venv
 # The container image (Containerfile) built with buildah on a base made from Debian packages, then
 # checked: its kvq-exporter --version and one --once against a devcluster. Root; takes minutes.
 image: venv
-	$(SUDO) deploy/image/build.sh
+	$(SUDO) deploy/image/build.sh kvq
+
+# The backfill target (Java 17 + PySpark, ~1 GB), checked with one kvq-backfill of a generated archive.
+image-backfill: venv
+	$(SUDO) deploy/image/build.sh backfill
 
 # deploy/kubernetes/base/generated/ from rules/ and grafana/dashboards/ (a test checks it is current).
 manifests: venv

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# `make image`: build the Containerfile with buildah on a Python base made from Debian packages
-# (no image registry is needed), then check the built image: its kvq-exporter --version, and one
-# kvq-exporter --once (as the image's non-root user) against a devcluster started on loopback.
-# podman cannot run containers on every machine, so the check runs the image's files with
-# `buildah mount` + chroot, sharing the host's network (the devcluster listens on 127.0.0.1).
-# Usage: deploy/image/build.sh [TAG]   (as root; installs buildah and debootstrap when missing)
+# `make image` / `make image-backfill`: build a target of the Containerfile with buildah on a
+# Python base made from Debian packages (no image registry is needed), then check the built image:
+#   kvq       kvq-exporter --version, and one kvq-exporter --once against a devcluster
+#   backfill  kvq-backfill --version, and one backfill (Spark in the image's Java) of a generated
+#             archive, ending in a complete OpenMetrics file
+# Commands run as the image's user (uid 10001). podman cannot run containers on every machine, so
+# the check runs the image's files with `buildah mount` + chroot, sharing the host's network (the
+# devcluster listens on 127.0.0.1).
+# Usage: deploy/image/build.sh [kvq|backfill]  (as root; installs buildah and debootstrap if missing)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tag=${1:-localhost/kafka-volume-quotas:$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)}
+target=${1:-kvq}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+case "$target" in
+  kvq) tag=localhost/kafka-volume-quotas:$version ;;
+  backfill) tag=localhost/kafka-volume-quotas-backfill:$version ;;
+  *) echo "usage: $0 [kvq|backfill]" >&2; exit 2 ;;
+esac
 base=localhost/kvq-debian-python:bookworm
 venv_python=${VENV_PYTHON:-.venv/bin/python}
 started=$(date +%s)
@@ -23,9 +32,9 @@ host_files=()
 for f in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf; do
   [ -f "$f" ] && host_files+=(--volume "$f:$f:ro")
 done
-echo "== building $tag from Containerfile on $base"
+echo "== building $tag (target $target) from Containerfile on $base"
 buildah build --quiet --layers --isolation chroot --network host "${host_files[@]}" \
-  --build-arg PYTHON_IMAGE="$base" --target kvq -t "$tag" -f Containerfile . >/dev/null
+  --build-arg PYTHON_IMAGE="$base" --target "$target" -t "$tag" -f Containerfile . >/dev/null
 echo "   built in $(( $(date +%s) - started )) s"
 
 work=$(mktemp -d)
@@ -34,7 +43,7 @@ root=$(buildah mount "$ctr")
 devcluster_pid=""
 cleanup() {
   [ -n "$devcluster_pid" ] && kill "$devcluster_pid" 2>/dev/null && wait "$devcluster_pid" 2>/dev/null
-  umount "$root/proc" "$root/dev" 2>/dev/null || true
+  umount "$root/proc" "$root/dev" "$root/etc/hosts" 2>/dev/null || true
   buildah umount "$ctr" >/dev/null 2>&1 || true
   buildah rm "$ctr" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -42,32 +51,35 @@ cleanup() {
 trap cleanup EXIT
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
+touch "$root/etc/hosts"  # a container runtime provides /etc/hosts (localhost); so does this check
+mount --bind /etc/hosts "$root/etc/hosts"
 in_image() {  # run a command of the image as its user (uid 10001), with the image's environment
-  chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/tmp \
+  chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/tmp SPARK_LOCAL_IP=127.0.0.1 \
     PATH=/opt/kvq/bin:/usr/local/bin:/usr/bin:/bin KVQ_LISTEN_HOST=0.0.0.0 "$@"
 }
-
-echo "== image user: $(in_image /usr/bin/id -u):$(in_image /usr/bin/id -g)"
-echo "== kvq-exporter --version"
-in_image kvq-exporter --version
-
-"$venv_python" -m devcluster.cli --brokers 3 --data-dir "$work/kafka" --base-port 0 \
-  --control-port 0 >"$work/devcluster.out" 2>"$work/devcluster.err" &
-devcluster_pid=$!
-for _ in $(seq 100); do grep -q '^ready' "$work/devcluster.out" && break; sleep 0.1; done
-bootstrap=$(sed -n 's/^bootstrap=//p' "$work/devcluster.out")
-[ -n "$bootstrap" ] || { echo "devcluster did not start"; cat "$work/devcluster.err"; exit 1; }
 mkdir -p "$root/tmp/kvq"
-cat >"$root/tmp/kvq/kvq.properties" <<PROPERTIES
+chown 10001:10001 "$root/tmp/kvq"
+echo "== image user: $(in_image /usr/bin/id -u):$(in_image /usr/bin/id -g)"
+
+check_exporter() {
+  echo "== kvq-exporter --version"
+  in_image kvq-exporter --version
+  "$venv_python" -m devcluster.cli --brokers 3 --data-dir "$work/kafka" --base-port 0 \
+    --control-port 0 >"$work/devcluster.out" 2>"$work/devcluster.err" &
+  devcluster_pid=$!
+  for _ in $(seq 100); do grep -q '^ready' "$work/devcluster.out" && break; sleep 0.1; done
+  bootstrap=$(sed -n 's/^bootstrap=//p' "$work/devcluster.out")
+  [ -n "$bootstrap" ] || { echo "devcluster did not start"; cat "$work/devcluster.err"; exit 1; }
+  cat >"$root/tmp/kvq/kvq.properties" <<PROPERTIES
 client.quota.callback.static.kafka.admin.bootstrap.servers=$bootstrap
 client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.01
 kvq.cluster.name=image-check
 PROPERTIES
-echo "== kvq-exporter --once against devcluster $bootstrap"
-in_image kvq-exporter --config /tmp/kvq/kvq.properties --check-config \
-  | grep -E 'kvq.exporter.listen|storage.check.interval'
-in_image kvq-exporter --config /tmp/kvq/kvq.properties --once >"$work/once.json"
-python3 - "$work/once.json" <<'PY'
+  echo "== kvq-exporter --once against devcluster $bootstrap"
+  in_image kvq-exporter --config /tmp/kvq/kvq.properties --check-config \
+    | grep -E 'kvq.exporter.listen|storage.check.interval'
+  in_image kvq-exporter --config /tmp/kvq/kvq.properties --once >"$work/once.json"
+  python3 - "$work/once.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 obs = doc["observation"]
@@ -75,4 +87,24 @@ print(f"   outcome {obs['outcome']}, brokers {obs['active_brokers']}, "
       f"{len(obs['log_dirs'])} log dirs, throttle factor {doc['status']['throttle_factor']}")
 assert obs["outcome"] == "success", obs
 PY
+}
+
+check_backfill() {
+  echo "== kvq-backfill --version; java"
+  in_image kvq-backfill --version
+  in_image java -version 2>&1 | head -1
+  "$venv_python" -m devkit.archive_generator --out "$root/tmp/kvq/archive" --hours 1 \
+    --config "$root/tmp/kvq/kvq.properties" >/dev/null
+  chown -R 10001:10001 "$root/tmp/kvq"
+  echo "== kvq-backfill of a generated 1-hour archive (3 brokers x 2 log dirs, 30 s polls)"
+  in_image kvq-backfill --archive /tmp/kvq/archive --config /tmp/kvq/kvq.properties \
+    --output /tmp/kvq/out 2>"$work/backfill.err" | tail -1 \
+    || { tail -20 "$work/backfill.err"; exit 1; }
+  tail -1 "$root/tmp/kvq/out/kafka.om" | grep -qx '# EOF' \
+    || { echo "no complete OpenMetrics file"; exit 1; }
+  echo "   $(grep -c '^kafka_volume_quota_throttle_factor' "$root/tmp/kvq/out/kafka.om")" \
+    "throttle factor samples in out/kafka.om, ends with # EOF"
+}
+
+if [ "$target" = kvq ]; then check_exporter; else check_backfill; fi
 echo "== image $tag OK ($(( $(date +%s) - started )) s)"

@@ -344,3 +344,18 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
         assert mounted["/etc/kvq/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
         assert mounted["/etc/kvq/kafka-user/user.key"] == f"Secret/{user}/user.key"
         assert mounted["/etc/kvq/cluster-ca/ca.crt"] == "Secret/my-cluster-cluster-ca-cert/ca.crt"
+
+
+def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
+    """The AlertmanagerConfig and rules/alertmanager.example.yml recommend the same route."""
+    example = yaml.safe_load((ROOT / "rules" / "alertmanager.example.yml").read_text())
+    (route,) = [r for r in example["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
+    config = one(render(KUSTOMIZATIONS["base"]), "AlertmanagerConfig")["spec"]["route"]
+    assert (
+        config["groupBy"],
+        config["groupWait"],
+        config["groupInterval"],
+        config["repeatInterval"],
+    ) == (route["group_by"], route["group_wait"], route["group_interval"], route["repeat_interval"])
+    (receiver,) = [r for r in example["receivers"] if r["name"] == "kvq-enforcer"]
+    assert receiver["webhook_configs"][0]["send_resolved"] is True
