@@ -13,6 +13,7 @@ import traceback
 BENCHMARKS = (
     "bench.poll_fanout",
     "bench.metrics_render",
+    "bench.metrics_gzip",
     "bench.enforcer_webhooks",
     "bench.detect_to_enforce",
     "bench.backfill",

@@ -21,25 +21,36 @@ from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.volume import LogDirDescription
 
 
+def large_exporter(brokers: int, log_dirs_per_broker: int, listen: str = "127.0.0.1:0"):
+    """An Exporter (not started) holding one observation of brokers x log dirs volumes."""
+    limit = MinAvailableRatio(0.05)
+    log_dirs = tuple(
+        LogDirDescription(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i * 104729) % 10**12)
+        for b in range(brokers)
+        for i in range(log_dirs_per_broker)
+    )
+    observation = Observation(1000.0, tuple(range(brokers)), log_dirs)
+    p = "client.quota.callback.static."
+    settings = ExporterSettings.build(
+        {
+            p + "kafka.admin.bootstrap.servers": "unused:9092",
+            limit.property_name: "0.05",
+            "kvq.exporter.listen": listen,
+        },
+        environ={},
+    )
+    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    exporter.poller.throttle.observe(observation)
+    return exporter, observation, limit
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", type=int, default=2000)
     parser.add_argument("--log-dirs", type=int, default=12)
     args = parser.parse_args(argv)
-    limit = MinAvailableRatio(0.05)
-    log_dirs = tuple(
-        LogDirDescription(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i * 104729) % 10**12)
-        for b in range(args.brokers)
-        for i in range(args.log_dirs)
-    )
-    observation = Observation(1000.0, tuple(range(args.brokers)), log_dirs)
-    p = "client.quota.callback.static."
-    settings = ExporterSettings.build(
-        {p + "kafka.admin.bootstrap.servers": "unused:9092", limit.property_name: "0.05"},
-        environ={},
-    )
-    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
-    exporter.poller.throttle.observe(observation)
+    exporter, observation, limit = large_exporter(args.brokers, args.log_dirs)
+    log_dirs = observation.log_dirs
     throttle, registry = exporter.throttle, exporter.registry
 
     build = median_seconds(lambda: list(families(throttle, 1001.0, "bench", limit, 60)))

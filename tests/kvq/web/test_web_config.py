@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 from pathlib import Path
 
@@ -204,3 +205,20 @@ def test_invalid_tls_settings_are_refused(tmp_path, pki, extra, message):
 
 def test_no_file_means_plain_http_without_auth():
     assert load_web_config(None) is None
+
+
+def test_the_readme_example_loads_with_real_files(tmp_path, pki):
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    block = readme.split("**TLS and basic auth: `--web.config.file`**")[1]
+    block = block.split("```yaml\n", 1)[1].split("```", 1)[0]
+    for placeholder, real in (
+        ("/etc/kvq/tls/tls.crt", pki.server.cert),
+        ("/etc/kvq/tls/tls.key", pki.server.key),
+        ("/etc/kvq/tls/ca.crt", pki.ca),
+    ):
+        assert placeholder in block
+        block = block.replace(placeholder, str(real))
+    config = load_web_config(write(tmp_path, block))
+    header = "Basic " + base64.b64encode(b"prometheus:change-me").decode()
+    assert config.tls is not None and config.users.allows(header)
+    assert config.headers == {"X-Frame-Options": "deny"}
