@@ -359,3 +359,15 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     ) == (route["group_by"], route["group_wait"], route["group_interval"], route["repeat_interval"])
     (receiver,) = [r for r in example["receivers"] if r["name"] == "kvq-enforcer"]
     assert receiver["webhook_configs"][0]["send_resolved"] is True
+
+
+def test_generated_prometheus_rule_embeds_the_rules_file_byte_for_byte() -> None:
+    """The committed PrometheusRule's spec is the rules file's text, indented, plus the interval
+    lines of GROUP_INTERVALS (comments included, so a reviewer reads the same file)."""
+    text = (kubernetes_manifests.OUT / "prometheusrule.yaml").read_text()
+    spec = text.split("\nspec:\n", 1)[1]
+    added = {f"interval: {i}" for i in kubernetes_manifests.GROUP_INTERVALS.values()}
+    lines = [line for line in spec.splitlines(True) if line.strip() not in added]
+    unindented = "".join(line.removeprefix("  ") for line in lines)
+    assert unindented == (ROOT / "rules" / "kafka-volume-quotas.rules.yml").read_text()
+    assert len(lines) == len(spec.splitlines()) - len(kubernetes_manifests.GROUP_INTERVALS)
