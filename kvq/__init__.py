@@ -5,6 +5,8 @@
 - `kvq.settings`: properties files, ISO 8601 durations, the configuration loader, CLI support.
 - `kvq.kafka`: Kafka client settings and the one session that owns kafka-python's internals.
 - `kvq.contract`: what other programs read: metric families and the archive record.
+- `kvq.web`: the HTTP server of the exporter and the enforcer, its web config (TLS, basic auth)
+  and the metrics every server publishes (build info, process, connections).
 """
 
 from importlib.metadata import PackageNotFoundError, version
