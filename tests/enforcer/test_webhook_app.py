@@ -254,3 +254,29 @@ def test_factors_as_prometheus_prints_them_are_accepted(stack, factor, value):
     response = stack.post(body)
     assert response.status_code == 200, response.text
     assert response.json()["clusters"]["prod-eu-1"]["factor"] == value
+
+
+def test_metrics_have_build_info_and_process_gzip_and_pass_promtool(stack):
+    import gzip
+    import subprocess
+
+    stack.post(throttle_webhook(factor=0.5))
+    response = stack.http.get(
+        stack.server.url + "/metrics", headers={"Accept-Encoding": "gzip"}, stream=True
+    )
+    assert response.headers["Content-Encoding"] == "gzip"
+    text = gzip.decompress(response.raw.read()).decode()
+    assert 'program="kvq-enforcer"' in text and "process_cpu_seconds_total" in text
+    check = subprocess.run(
+        ["promtool", "check", "metrics"], input=text.encode(), capture_output=True
+    )
+    assert check.returncode == 0 and check.stdout + check.stderr == b"", check.stderr
+
+
+def test_landing_page_and_head(stack):
+    page = stack.get("/").text
+    for path in ("/metrics", "/status", "/ready", "/healthz"):
+        assert f'<a href="{path}">' in page
+    assert "/webhook" in page
+    head = stack.http.head(stack.server.url + "/ready")
+    assert head.status_code == 200 and head.content == b""
