@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench.poll_fanout",
     "bench.metrics_render",
     "bench.metrics_gzip",
+    "bench.http_idle_connections",
     "bench.enforcer_webhooks",
     "bench.detect_to_enforce",
     "bench.backfill",
