@@ -51,7 +51,7 @@ class Events:
         (0, Window(0.64, 0.655)),  # shorter: cached only
     )
     log_dir_error: tuple[int, int, Window] = (0, 1, Window(0.30, 0.35))
-    no_kip827: tuple[int, int, Window] = (0, 0, Window(0.90, 0.93))
+    unknown_size: tuple[int, int, Window] = (0, 0, Window(0.90, 0.93))
     bad_lines: tuple[float, ...] = (0.10, 0.40, 0.75)
 
 
@@ -112,7 +112,7 @@ def observation_at(plan: ArchivePlan, poll: int, rng: random.Random) -> Observat
             usable = int(total * _available_ratio(plan, broker, index, fraction, rng))
             error = 0
             eb, ei, ew = events.log_dir_error
-            kb, ki, kw = events.no_kip827
+            kb, ki, kw = events.unknown_size
             if (broker, index) == (eb, ei) and ew.holds(fraction):
                 total, usable, error = -1, -1, KAFKA_STORAGE_ERROR
             elif (broker, index) == (kb, ki) and kw.holds(fraction):

@@ -105,6 +105,8 @@ class FakeExporter:
             out.table(mf.FALLBACK_ACTIVE, [(c, int(self.fallback_factor is not None))])
             out.table(mf.CACHED_LOG_DIRS, [(c, 0)])
             out.table(mf.LOG_DIR_EVICTIONS, [(c, 0)])
+            out.table(mf.HELD_LOG_DIRS, [(c, 0)])
+            out.table(mf.VIOLATION_HOLD_EXPIRED, [(c, 0)])
             out.table(
                 mf.UNUSABLE_LOG_DIRS,
                 [({**c, "reason": r}, n) for r, n in sorted(self.unusable.items())],

@@ -78,6 +78,8 @@ def replay(
         config.validity.total_seconds(),
         config.fallback_factor,
         start_time=observations[0].time,
+        checking=config.check_interval.total_seconds() > 0,
+        hold_seconds=config.violation_hold.total_seconds(),
     )
     extra = (("scenario", scenario),) if scenario else ()
     check_interval = config.check_interval.total_seconds()

@@ -12,12 +12,13 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from exporter.archive import ArchiveWriter
 from exporter.cluster_client import KafkaClusterClient
 from exporter.cluster_volume_source import ClusterClient, ClusterVolumeSource
-from exporter.collector import ThrottleCollector
+from exporter.exposition import render_family, render_volumes
 from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_families import POLL_DURATION
+from kvq.contract.metric_samples import cluster_families, judged_volumes
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.web.server import Limits, WebServer
@@ -50,6 +51,8 @@ class Exporter:
             config.validity.total_seconds(),
             config.fallback_factor,
             start_time=clock(),
+            checking=config.check_interval.total_seconds() > 0,
+            hold_seconds=config.violation_hold.total_seconds(),
         )
         archive_dir = settings.archive_dir
         self.archive = ArchiveWriter(archive_dir, config.cluster_name) if archive_dir else None
@@ -72,16 +75,6 @@ class Exporter:
             on_duration=histogram.observe,
             lock=self.lock,
         )
-        self.registry.register(
-            ThrottleCollector(
-                self.throttle,
-                self.lock,
-                config.cluster_name,
-                config.limit,
-                config.check_interval.total_seconds(),
-                clock,
-            )
-        )
         self._rendered: tuple[object, bytes] | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -100,14 +93,33 @@ class Exporter:
     def render_metrics(self) -> bytes:
         """The exposition text; re-rendered only when the state or the factor in force changed.
 
-        Rendering is linear in the number of volumes (about 1 s at 24,000 volumes, see
-        bench/metrics_render.py); between polls every scrape reuses the last text.
+        The poll duration histogram comes from prometheus_client, every other family from
+        `exporter.exposition` (the first render at 24,000 volumes: see bench/metrics_render.py);
+        between polls every scrape reuses the last text.
         """
         with self.lock:
-            factor = self.throttle.factor_at(self.clock())
+            now = self.clock()
+            factor = self.throttle.factor_at(now)
             key = (self.throttle.state.observations_total, factor)
-        if self._rendered is None or self._rendered[0] != key:
-            self._rendered = (key, generate_latest(self.registry))
+            if self._rendered is not None and self._rendered[0] == key:
+                return self._rendered[1]
+            config = self.config
+            cluster = list(
+                cluster_families(
+                    self.throttle,
+                    now,
+                    config.cluster_name,
+                    config.limit,
+                    config.check_interval.total_seconds(),
+                )
+            )
+            state = self.throttle.state
+            volumes = judged_volumes(state)
+            violating = {v.key for v in state.violating}
+        text = "".join(map(render_family, cluster)) + render_volumes(
+            volumes, violating, config.cluster_name
+        )
+        self._rendered = (key, generate_latest(self.registry) + text.encode())
         return self._rendered[1]
 
     def render_live(self) -> bytes:

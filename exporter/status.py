@@ -18,11 +18,14 @@ def status_document(
 ) -> dict[str, Any]:
     factor = throttle.factor_at(now)
     state = throttle.state
+    hold_seconds = throttle.cache.hold_seconds
     failure = state.last_failure
     return {
         "cluster": cluster,
         "throttle_factor": factor.value,
-        "state": "fallback" if factor.fallback else "valid",
+        "state": "disabled"
+        if not throttle.checking
+        else ("fallback" if factor.fallback else "valid"),
         "since": iso(factor.since),
         "calculated_at": iso(factor.calculated_at),
         "expires_at": iso(factor.expires_at),
@@ -46,6 +49,26 @@ def status_document(
                 "seen_at": iso(entry.seen_at),
             }
             for entry in state.cached
+        ],
+        "held_log_dirs": [
+            {
+                "broker_id": entry.volume.broker_id,
+                "log_dir": entry.volume.log_dir,
+                "seen_at": iso(entry.seen_at),
+                "held_until": iso(entry.seen_at + hold_seconds),
+            }
+            for entry in state.held
+        ],
+        "violation_hold_expired": [
+            {
+                "broker_id": entry.volume.broker_id,
+                "log_dir": entry.volume.log_dir,
+                "seen_at": iso(entry.seen_at),
+                "hold_expired_at": iso(entry.seen_at + hold_seconds),
+                "problem": f"broker {entry.volume.broker_id} left while this volume violated "
+                "the limit and has not been seen since; the throttle no longer counts it",
+            }
+            for entry in state.hold_expired
         ],
         "unusable_log_dirs": [
             {"broker_id": d.broker_id, "log_dir": d.log_dir, "reason": d.unusable_reason}

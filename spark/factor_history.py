@@ -32,6 +32,8 @@ class FallbackRules:
     fallback_factor: float
     start_time: float
     """The first observation's time: the initial factor 1.0 is valid from here."""
+    checking: bool = True
+    """False with storage.check.interval=PT0S: factor 1.0 for good, never a fallback."""
 
 
 def number_observations(observations: DataFrame) -> DataFrame:
@@ -52,7 +54,10 @@ def success_states(successes: DataFrame, volumes: VolumeHistory, rules: Fallback
     return (
         successes.select("cluster", "sseq", "time")
         .join(volumes.per_success, "sseq")
-        .withColumn("gap_fallback", (F.col("time") > previous + rules.validity).cast("long"))
+        .withColumn(
+            "gap_fallback",
+            ((F.col("time") > previous + rules.validity) & F.lit(rules.checking)).cast("long"),
+        )
         .select(
             "cluster",
             "sseq",
@@ -63,8 +68,10 @@ def success_states(successes: DataFrame, volumes: VolumeHistory, rules: Fallback
             F.sum("gap_fallback").over(upto).alias("closed_fallbacks"),
             "n_observed",
             "n_cached",
+            "n_held",
+            "n_hold_expired",
             "unusable_error",
-            "unusable_no_kip827",
+            "unusable_unknown_size",
         )
     )
 
@@ -95,12 +102,13 @@ def grid_states(
     on_grid = explode_onto_grid(per_observation, ORDER, grid)
     joined = on_grid.join(states.drop("cluster"), "sseq", "left")
     valid_from = F.coalesce(F.col("success_time"), F.lit(rules.start_time))
-    fallback = F.col("t") > valid_from + rules.validity
+    fallback = (F.col("t") > valid_from + rules.validity) & F.lit(rules.checking)
+    calculated = F.coalesce(F.col("factor"), F.lit(UNTHROTTLED))
     zero = F.lit(0).cast("long")
     return joined.select(
         "t",
         F.when(fallback, F.lit(rules.fallback_factor))
-        .otherwise(F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)))
+        .otherwise(calculated if rules.checking else F.lit(UNTHROTTLED))
         .alias("throttle_factor"),
         (F.coalesce(F.col("closed_fallbacks"), zero) + fallback.cast("long")).alias(
             "fallback_total"
@@ -111,8 +119,10 @@ def grid_states(
         F.coalesce(F.col("active_brokers"), zero).alias("active_brokers"),
         F.coalesce(F.col("n_observed"), zero).alias("active_log_dirs"),
         F.coalesce(F.col("n_cached"), zero).alias("cached_log_dirs"),
+        F.coalesce(F.col("n_held"), zero).alias("held_log_dirs"),
+        F.coalesce(F.col("n_hold_expired"), zero).alias("hold_expired"),
         F.coalesce(F.col("unusable_error"), zero).alias("unusable_error"),
-        F.coalesce(F.col("unusable_no_kip827"), zero).alias("unusable_no_kip827"),
+        F.coalesce(F.col("unusable_unknown_size"), zero).alias("unusable_unknown_size"),
         F.col("failed_cluster"),
         F.col("failed_dirs"),
         F.col("success_time").alias("last_success"),

@@ -137,9 +137,20 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     check_timestamp(grid.time(grid.first))
     check_timestamp(grid.time(grid.last))
     say(f"evaluating {result.grid_times} grid times, every {grid.step}s")
-    rules = FallbackRules(config.validity.total_seconds(), config.fallback_factor, stats["first"])
+    rules = FallbackRules(
+        config.validity.total_seconds(),
+        config.fallback_factor,
+        stats["first"],
+        checking=config.check_interval.total_seconds() > 0,
+    )
     successes = numbered.filter("ok").select("cluster", "sseq", "time", "log_dirs")
-    volumes = volume_history(successes, config.limit, rules.validity, stats["successes"] or 0)
+    volumes = volume_history(
+        successes,
+        config.limit,
+        rules.validity,
+        config.violation_hold.total_seconds(),
+        stats["successes"] or 0,
+    )
     volumes.merged.persist()  # read twice: per-success counts and the per-volume series
     states = success_states(successes, volumes, rules)
     labels = {"cluster": config.cluster_name}

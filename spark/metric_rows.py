@@ -25,8 +25,10 @@ GLOBAL: dict[str, list[tuple[dict[str, str], str]]] = {
     "fallback_active": [({}, "fallback_active")],
     "cached_log_dirs": [({}, "cached_log_dirs")],
     "log_dir_evictions": [({}, "evictions_total")],
+    "held_log_dirs": [({}, "held_log_dirs")],
+    "violation_hold_expired_log_dirs": [({}, "hold_expired")],
     "unusable_log_dirs": [
-        ({"reason": r}, _REASON_COLUMNS.get(r, "unusable_no_kip827")) for r in UNUSABLE_REASONS
+        ({"reason": r}, _REASON_COLUMNS.get(r, "unusable_unknown_size")) for r in UNUSABLE_REASONS
     ],
     "poll_failures": [
         ({"stage": s}, {STAGE_DESCRIBE_CLUSTER: "failed_cluster"}.get(s, "failed_dirs"))
@@ -112,9 +114,7 @@ def sample_rows(
         "broker_id": F.col("broker_id").cast("string"),
         "log_dir": F.col("log_dir"),
     }
-    volumes = volume_states.withColumn(
-        "available_ratio", F.col("available_bytes") / F.col("total_bytes")
-    ).withColumn("_labels", _label_text(volume_labels))
+    volumes = volume_states.withColumn("_labels", _label_text(volume_labels))
     rows = [
         states.select("t", F.explode(F.array(*global_samples)).alias("s")),
         volumes.select("t", F.explode(F.array(*volume_samples)).alias("s")),

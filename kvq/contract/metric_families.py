@@ -72,6 +72,16 @@ CACHED_LOG_DIRS = MetricFamily(
 LOG_DIR_EVICTIONS = MetricFamily(
     "log_dir_evictions", COUNTER, "Cached volumes dropped after the validity duration."
 )
+HELD_LOG_DIRS = MetricFamily(
+    "held_log_dirs",
+    GAUGE,
+    "Cached volumes held violating beyond the validity: violating when their broker left.",
+)
+VIOLATION_HOLD_EXPIRED = MetricFamily(
+    "violation_hold_expired_log_dirs",
+    GAUGE,
+    "Violating volumes released after the hold expired, their broker still not seen again.",
+)
 UNUSABLE_LOG_DIRS = MetricFamily(
     "unusable_log_dirs",
     GAUGE,
@@ -110,6 +120,8 @@ FAMILIES: tuple[MetricFamily, ...] = (
     FALLBACK_ACTIVE,
     CACHED_LOG_DIRS,
     LOG_DIR_EVICTIONS,
+    HELD_LOG_DIRS,
+    VIOLATION_HOLD_EXPIRED,
     UNUSABLE_LOG_DIRS,
     POLL_FAILURES,
     LAST_SUCCESSFUL_POLL,

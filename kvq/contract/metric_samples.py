@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from kvq.contract import metric_families as mf
 from kvq.model.limits import Limit
 from kvq.model.observation import STAGES
-from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.model.volume import UNUSABLE_REASONS
+from kvq.model.throttle_factor_source import ThrottleFactorSource, ThrottleState
+from kvq.model.volume import UNUSABLE_REASONS, Volume
 
 
 @dataclass(slots=True)
@@ -48,6 +49,14 @@ def families(
 
     Reading the factor applies due expiry. The live-only poll duration histogram is not here.
     """
+    yield from cluster_families(source, now, cluster, limit, check_interval)
+    yield from volume_families(source, cluster)
+
+
+def cluster_families(
+    source: ThrottleFactorSource, now: float, cluster: str, limit: Limit, check_interval: float
+) -> Iterator[Family]:
+    """The families about the cluster as a whole (a few samples each), in table order."""
     factor = source.factor_at(now)
     state = source.state
     c = {"cluster": cluster}
@@ -60,6 +69,8 @@ def families(
     yield Family(mf.FALLBACK_ACTIVE).add(1 if factor.fallback else 0, **c)
     yield Family(mf.CACHED_LOG_DIRS).add(len(state.cached), **c)
     yield Family(mf.LOG_DIR_EVICTIONS).add(state.evictions_total, **c)
+    yield Family(mf.HELD_LOG_DIRS).add(len(state.held), **c)
+    yield Family(mf.VIOLATION_HOLD_EXPIRED).add(len(state.hold_expired), **c)
 
     unusable = Family(mf.UNUSABLE_LOG_DIRS)
     for reason in UNUSABLE_REASONS:
@@ -77,12 +88,17 @@ def families(
     yield Family(mf.limit_family(limit)).add(limit.threshold, **c)
     yield Family(mf.CHECK_INTERVAL).add(check_interval, **c)
 
+
+def volume_families(source: ThrottleFactorSource, cluster: str) -> Iterator[Family]:
+    """The per-volume families (`mf.PER_VOLUME_FAMILIES`), one sample per judged volume each."""
+    state = source.state
+    c = {"cluster": cluster}
     total = Family(mf.LOG_DIR_TOTAL_BYTES)
     available = Family(mf.LOG_DIR_AVAILABLE_BYTES)
     ratio = Family(mf.LOG_DIR_AVAILABLE_RATIO)
     violating = Family(mf.LOG_DIR_VIOLATING)
     violating_keys = {v.key for v in state.violating}
-    for volume in judged_volumes(source):
+    for volume in judged_volumes(state):
         labels = {"broker_id": str(volume.broker_id), "log_dir": volume.log_dir, **c}
         total.add(volume.total_bytes, **labels)
         available.add(volume.available_bytes, **labels)
@@ -91,8 +107,7 @@ def families(
     yield from (total, available, ratio, violating)
 
 
-def judged_volumes(source: ThrottleFactorSource) -> list:
+def judged_volumes(state: ThrottleState) -> list[Volume]:
     """The volumes of the last calculation (observed and cached), sorted by (broker, log dir)."""
-    state = source.state
     volumes = state.volumes + tuple(entry.volume for entry in state.cached)
-    return sorted(volumes, key=lambda v: v.key)
+    return sorted(volumes, key=attrgetter("broker_id", "log_dir"))

@@ -1,7 +1,9 @@
 """The two per-volume limits of the proposal: throttle when available <= threshold on any volume.
 
-`is_violated` uses only comparison and division operators, so the same method evaluates plain
-numbers in the live exporter and Spark Columns in the backfill: one definition of a violation.
+`is_violated(available_bytes, available_ratio)` uses only comparison operators, so the same method
+evaluates plain numbers in the live exporter and Spark Columns in the backfill: one definition of a
+violation. The ratio is the volume's (`Volume.available_ratio`: 0 for a volume of 0 bytes, as in
+the Strimzi plugin), so a volume reporting total 0 / usable 0 violates either limit.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class Limit(Protocol):
     @property
     def threshold(self) -> float: ...
 
-    def is_violated(self, available_bytes: Any, total_bytes: Any) -> Any: ...
+    def is_violated(self, available_bytes: Any, available_ratio: Any) -> Any: ...
 
     def violated_by(self, volume: Volume) -> bool: ...
 
@@ -40,11 +42,11 @@ class MinAvailableBytes:
     def threshold(self) -> float:
         return self.min_bytes
 
-    def is_violated(self, available_bytes: Any, total_bytes: Any) -> Any:
+    def is_violated(self, available_bytes: Any, available_ratio: Any) -> Any:
         return available_bytes <= self.min_bytes
 
     def violated_by(self, volume: Volume) -> bool:
-        return self.is_violated(volume.available_bytes, volume.total_bytes)
+        return self.is_violated(volume.available_bytes, volume.available_ratio)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +60,8 @@ class MinAvailableRatio:
     def threshold(self) -> float:
         return self.min_ratio
 
-    def is_violated(self, available_bytes: Any, total_bytes: Any) -> Any:
-        return available_bytes / total_bytes <= self.min_ratio
+    def is_violated(self, available_bytes: Any, available_ratio: Any) -> Any:
+        return available_ratio <= self.min_ratio
 
     def violated_by(self, volume: Volume) -> bool:
-        return self.is_violated(volume.available_bytes, volume.total_bytes)
+        return self.is_violated(volume.available_bytes, volume.available_ratio)

@@ -44,6 +44,11 @@ class ThrottleState:
     volumes: tuple[Volume, ...] = ()
     """Observed volumes of the last successful observation."""
     cached: tuple[CachedVolume, ...] = ()
+    """Volumes missing from the last successful observation, judged from cache (held included)."""
+    held: tuple[CachedVolume, ...] = ()
+    """Cached beyond the validity: violating when their broker left, which is still away."""
+    hold_expired: tuple[CachedVolume, ...] = ()
+    """Released after the violation hold expired; their broker has not been seen since."""
     violating: tuple[Volume, ...] = ()
     unusable: tuple[LogDirDescription, ...] = ()
     last_success: float | None = None
@@ -59,11 +64,18 @@ class ThrottleFactorSource:
         validity_seconds: float,
         fallback_factor: float,
         start_time: float,
+        checking: bool = True,
+        hold_seconds: float = 0.0,
     ) -> None:
+        """`checking=False` (storage.check.interval=PT0S) disables the check: the factor is 1.0
+        for good, the fallback never applies, nothing throttles (the plugin's behaviour).
+        `hold_seconds`: how long a volume violating when its broker left keeps violating while
+        that broker stays away (see `VolumeCache`)."""
         self.policy = policy
+        self.checking = checking
         self.validity_seconds = validity_seconds
         self.fallback_factor = fallback_factor
-        self.cache = VolumeCache(validity_seconds)
+        self.cache = VolumeCache(validity_seconds, hold_seconds, policy.limit.violated_by)
         self.state = ThrottleState()
         # Before any observation the factor is 1.0, valid from start: without any answer from the
         # cluster the fallback applies once the validity duration has passed.
@@ -91,6 +103,8 @@ class ThrottleFactorSource:
         state.evictions_total += len(merge.evicted)
         state.volumes = merge.observed
         state.cached = merge.cached
+        state.held = merge.held
+        state.hold_expired = merge.hold_expired
         state.violating = calculation.violating
         state.unusable = observation.unusable_log_dirs
         state.last_success = observation.time
@@ -107,6 +121,8 @@ class ThrottleFactorSource:
         The fallback starts the moment the calculated factor expires (`valid_from + validity`),
         however late it is noticed, so the history does not depend on how often it is read.
         """
+        if not self.checking:
+            return ThrottleFactor(UNTHROTTLED, False, self._value_since, None, None)
         expires_at = self._valid_from + self.validity_seconds
         if self._fallback_since is None and now > expires_at:
             self._fallback_since = expires_at

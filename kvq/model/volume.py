@@ -13,9 +13,10 @@ from typing import Any
 NO_ERROR = 0
 UNUSABLE_ERROR = "error"
 """The broker reported an error code for this log dir (e.g. KAFKA_STORAGE_ERROR, 56)."""
-UNUSABLE_NO_KIP827 = "no_kip827"
-"""No total/usable bytes: a broker older than KIP-827 (Kafka < 3.3) reports -1."""
-UNUSABLE_REASONS = (UNUSABLE_ERROR, UNUSABLE_NO_KIP827)
+UNUSABLE_UNKNOWN_SIZE = "unknown_size"
+"""Total or usable bytes of -1 (Kafka's UNKNOWN_VOLUME_BYTES): a broker older than KIP-827
+(Kafka < 3.3) or a DescribeLogDirs version before 4 carries no sizes."""
+UNUSABLE_REASONS = (UNUSABLE_ERROR, UNUSABLE_UNKNOWN_SIZE)
 
 
 def has_error(error_code: Any) -> Any:
@@ -24,8 +25,11 @@ def has_error(error_code: Any) -> Any:
 
 
 def lacks_size(total_bytes: Any, usable_bytes: Any) -> Any:
-    """True when the broker reported no usable total/usable bytes for the log dir."""
-    return (total_bytes <= 0) | (usable_bytes < 0)
+    """True when the broker reported no sizes (-1) for the log dir.
+
+    A log dir reporting total 0 / usable 0 has sizes: it is a volume with nothing available.
+    """
+    return (total_bytes < 0) | (usable_bytes < 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +47,8 @@ class Volume:
 
     @property
     def available_ratio(self) -> float:
-        return self.available_bytes / self.total_bytes
+        """available / total; 0.0 for a volume of 0 bytes (as the Strimzi plugin's VolumeUsage)."""
+        return self.available_bytes / self.total_bytes if self.total_bytes else 0.0
 
     @property
     def key(self) -> tuple[int, str]:
@@ -68,13 +73,13 @@ class LogDirDescription:
     def unusable_reason(self) -> str | None:
         """Why this log dir is not a Volume, or None when it is one.
 
-        A log dir with an error code, or without KIP-827 data (total/usable of -1, or no capacity at
-        all), is counted and exposed but can never violate a limit.
+        A log dir with an error code, or without sizes (total/usable of -1), is counted and
+        exposed but can never violate a limit.
         """
         if has_error(self.error_code):
             return UNUSABLE_ERROR
         if lacks_size(self.total_bytes, self.usable_bytes):
-            return UNUSABLE_NO_KIP827
+            return UNUSABLE_UNKNOWN_SIZE
         return None
 
     def to_volume(self) -> Volume | None:

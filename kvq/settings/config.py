@@ -38,7 +38,8 @@ CHECK_INTERVAL = PREFIX + "storage.check.interval"
 DEFAULT_CHECK_INTERVAL = "PT5S"
 """Ours, not the proposal's PT1M: a poll is one small request per broker, and every second of
 delay lets a disk fill (README "Reaction time"). A pasted broker line keeps its own value."""
-OLD_CHECK_INTERVAL = PREFIX + "storage.check-interval"
+PLUGIN_CHECK_INTERVAL = PREFIX + "storage.check-interval"
+"""The key the Strimzi plugin ships (whole seconds): an alias of CHECK_INTERVAL."""
 FALLBACK = PREFIX + "throttle.factor.fallback"
 VALIDITY = PREFIX + "throttle.factor.validity.duration"
 PRODUCE = PREFIX + "produce"
@@ -48,13 +49,18 @@ EXCLUDED = PREFIX + "excluded.principal.name.list"
 REMOVED_BY_PROPOSAL = (PREFIX + "storage.hard", PREFIX + "storage.soft")
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
+VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
+"""How long a volume violating when its broker left keeps violating while that broker is away."""
+VIOLATION_HOLD_DEFAULT = "PT1H"
+SHARED_KVQ_KEYS = (CLUSTER_NAME, VIOLATION_HOLD)
+"""The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
 
 _STATIC_KEYS = {
     BOOTSTRAP_SERVERS,
     CHECK_INTERVAL,
-    OLD_CHECK_INTERVAL,
+    PLUGIN_CHECK_INTERVAL,
     FALLBACK,
     VALIDITY,
     PRODUCE,
@@ -109,6 +115,7 @@ class Config:
     check_interval: timedelta
     validity: timedelta
     fallback_factor: float
+    violation_hold: timedelta
     limit: Limit
     produce: int | None
     fetch: int | None
@@ -119,12 +126,13 @@ class Config:
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
         shown = {key: shown_value(key, self.raw[key]) for key in self.properties}
-        for key in (OLD_CHECK_INTERVAL, *REMOVED_BY_PROPOSAL):
+        for key in (PLUGIN_CHECK_INTERVAL, *REMOVED_BY_PROPOSAL):
             shown.pop(key, None)
         shown[CHECK_INTERVAL] = format_duration(self.check_interval)
         shown[VALIDITY] = format_duration(self.validity)
         shown[FALLBACK] = repr(self.fallback_factor)
         shown.setdefault(CLUSTER_NAME, CLUSTER_NAME_DEFAULT)
+        shown[VIOLATION_HOLD] = format_duration(self.violation_hold)
         for setting in own:
             if setting.key not in shown and setting.default is not None:
                 shown[setting.key] = setting.default
@@ -255,23 +263,19 @@ def _read_shared(reader: _Reader, source: str) -> Config:
         )
     admin = {k[len(ADMIN_PREFIX) :]: v for k, v in properties.items() if k.startswith(ADMIN_PREFIX)}
 
-    if OLD_CHECK_INTERVAL in properties and CHECK_INTERVAL in properties:
+    if PLUGIN_CHECK_INTERVAL in properties and CHECK_INTERVAL in properties:
         errors.append(
-            f"{OLD_CHECK_INTERVAL} and {CHECK_INTERVAL} are both set; keep only "
+            f"{PLUGIN_CHECK_INTERVAL} and {CHECK_INTERVAL} are both set; keep only "
             f"{CHECK_INTERVAL} (ISO 8601, e.g. PT1M)"
         )
         check_interval = None
-    elif OLD_CHECK_INTERVAL in properties:
-        check_interval = get(OLD_CHECK_INTERVAL, values.seconds)
-        if check_interval is not None:
-            warnings.append(
-                f"{OLD_CHECK_INTERVAL} (seconds) is deprecated; use "
-                f"{CHECK_INTERVAL}={format_duration(check_interval)}"
-            )
+    elif PLUGIN_CHECK_INTERVAL in properties:
+        check_interval = get(PLUGIN_CHECK_INTERVAL, values.seconds)
     else:
         check_interval = get(CHECK_INTERVAL, values.duration, DEFAULT_CHECK_INTERVAL)
     validity = get(VALIDITY, values.positive_duration, "PT5M")
     fallback = get(FALLBACK, values.factor, "1.0")
+    violation_hold = get(VIOLATION_HOLD, values.duration, VIOLATION_HOLD_DEFAULT)
     limit = _limit(reader)
     produce = get(PRODUCE, values.positive_long)
     fetch = get(FETCH, values.positive_long)
@@ -299,6 +303,7 @@ def _read_shared(reader: _Reader, source: str) -> Config:
         check_interval=check_interval,
         validity=validity,
         fallback_factor=fallback,
+        violation_hold=violation_hold,
         limit=limit,
         produce=produce,
         fetch=fetch,
@@ -313,13 +318,13 @@ def _check_kvq_keys(reader: _Reader, namespace: str | None, own: set[str]) -> No
     namespaces are theirs to check."""
     own_prefix = f"kvq.{namespace}." if namespace else None
     for key in sorted(reader.properties):
-        if not key.startswith("kvq.") or key == CLUSTER_NAME or key in own:
+        if not key.startswith("kvq.") or key in SHARED_KVQ_KEYS or key in own:
             continue
         if own_prefix and key.startswith(own_prefix):
             known = ", ".join(sorted(own)) or "none"
             reader.errors.append(f"{key} is not a known setting; known: {known}")
         elif not any(key.startswith(f"kvq.{app}.") for app in APP_NAMESPACES):
-            known = ", ".join([CLUSTER_NAME, *(f"kvq.{app}.*" for app in APP_NAMESPACES)])
+            known = ", ".join([*SHARED_KVQ_KEYS, *(f"kvq.{app}.*" for app in APP_NAMESPACES)])
             reader.errors.append(f"{key} is not a known setting; known: {known}")
 
 

@@ -188,7 +188,7 @@ def test_log_dir_error_and_pre_kip827_broker_are_unusable_not_violating(cluster,
     status = exporter.status()
     assert status["throttle_factor"] == 1.0
     reasons = sorted((d["broker_id"], d["reason"]) for d in status["unusable_log_dirs"])
-    assert reasons == [(0, "error"), (2, "no_kip827"), (2, "no_kip827")]
+    assert reasons == [(0, "error"), (2, "unknown_size"), (2, "unknown_size")]
     assert status["active_log_dirs"] == 3
 
 
@@ -240,3 +240,35 @@ def test_stop_destroys_the_librdkafka_client(cluster):
     finally:
         exporter.stop()
     assert _librdkafka_threads() == before
+
+
+def test_a_full_broker_that_stops_keeps_the_throttle_until_back_or_the_hold_expires_loudly(
+    cluster, exporters
+):
+    """Strimzi plugin issue #40: validity PT3S, hold PT6S; broker 2 is full and stops."""
+    exporter = make_exporter(cluster, **{"kvq.departed.broker.violation.hold": "PT6S"})
+    exporters.append(exporter)
+    fill_to(cluster, 2, 0, 1000)
+    assert exporter.poller.poll_once().succeeded
+    seen_at = time.time()
+    control(cluster, "POST", "/brokers/2/stop")
+    wait_until(lambda: time.time() > seen_at + 3.2, what="validity to pass")
+    assert exporter.poller.poll_once().active_brokers == (0, 1)
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0  # held: the full disk still counts
+    assert [(h["broker_id"], h["log_dir"]) for h in status["held_log_dirs"]] == [
+        (2, str(cluster.log_dir_path(2, 0)))
+    ]
+    wait_until(lambda: time.time() > seen_at + 6.2, what="hold to pass")
+    assert exporter.poller.poll_once().succeeded
+    status = exporter.status()
+    assert status["throttle_factor"] == 1.0
+    assert [e["broker_id"] for e in status["violation_hold_expired"]] == [2]
+    metrics = exporter.render_metrics().decode()
+    assert 'kafka_volume_quota_violation_hold_expired_log_dirs{cluster="kafka"} 1.0' in metrics
+    control(cluster, "POST", "/brokers/2/start")
+    wait_until(
+        lambda: exporter.poller.poll_once().active_brokers == (0, 1, 2), what="broker 2 back"
+    )
+    status = exporter.status()
+    assert status["violation_hold_expired"] == [] and status["throttle_factor"] == 0.0

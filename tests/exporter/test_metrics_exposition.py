@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from devkit.exposition_reference import prometheus_client_text
 from exporter.exporter_app import Exporter
 from exporter.settings import ExporterSettings
 from kvq.contract.metric_families import FAMILIES, HISTOGRAM, published
@@ -89,3 +90,67 @@ def test_the_fake_exporter_of_the_rule_tests_publishes_the_same_headers():
 
     _, real = exposition("ratio")
     assert headers(FakeExporter(cluster="prod").render()) == headers(real)
+
+
+ODD_LOG_DIRS = ("/data/a", 'with "quotes"', "back\\slash", "new\nline", "ünïcödé", "")
+
+
+def test_the_direct_rendering_is_byte_identical_to_prometheus_client():
+    key, value = LIMITS["ratio"]
+    settings = ExporterSettings.build(
+        {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value, "kvq.cluster.name": "c"},
+        environ={},
+    )
+    exporter = Exporter(settings, client=object(), clock=lambda: 2001.0)  # type: ignore[arg-type]
+    dirs = [
+        LogDirDescription(b, d, total, free)
+        for b, (total, free) in enumerate([(10**12, 123456789), (1000, 7), (0, 0), (3, 1)])
+        for d in ODD_LOG_DIRS
+    ]
+    dirs.append(LogDirDescription(9, "/gone", -1, -1))
+    exporter.throttle.observe(Observation(1000.0, (0, 1, 2, 3, 9), tuple(dirs)))
+    exporter.throttle.observe(
+        Observation(2000.0, (0, 1), tuple(d for d in dirs if d.broker_id < 2))
+    )
+    text = exporter.render_metrics()
+    assert "cached_log_dirs" in text.decode() and 'log_dir="new\\nline"' in text.decode()
+    assert text == prometheus_client_text(exporter)
+
+
+def test_promtool_check_metrics_is_clean_at_scale():
+    import subprocess
+
+    key, value = LIMITS["bytes"]
+    settings = ExporterSettings.build(
+        {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value}, environ={}
+    )
+    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    dirs = tuple(
+        LogDirDescription(b, f"/var/lib/kafka/data-{i}", 10**12, (b * 7919 + i) % 10**12)
+        for b in range(200)
+        for i in range(12)
+    )
+    exporter.throttle.observe(Observation(1000.0, tuple(range(200)), dirs))
+    result = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=exporter.render_metrics(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_values_are_formatted_exactly_as_prometheus_client_formats_them():
+    import random
+
+    from prometheus_client.utils import floatToGoString
+
+    from exporter.exposition import format_value
+
+    rng = random.Random(7)
+    values = [0, 1, 999_999, 1_000_000, 10**12, 2**53 - 1, 2**53, 2**63 - 1, -1, -(10**7)]
+    values += [rng.randrange(10**k) for k in range(1, 19) for _ in range(200)]
+    values += [0.0, 1.0, 0.1, 1e-05, 1 / 3, 999_999.5, 1e6, 2.5e7, float("inf"), float("nan")]
+    values += [rng.random() * 10**k for k in range(-8, 9) for _ in range(200)]
+    for value in values:
+        assert format_value(value) == floatToGoString(value), value

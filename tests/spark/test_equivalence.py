@@ -75,7 +75,7 @@ def test_generated_history_matches_the_policy_core(spark, generated, tmp_path):
     assert peak(expected, "cached_log_dirs") == 2
     assert last_value(expected, "log_dir_evictions_total") == 2
     assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="error"}') == 1
-    assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="no_kip827"}') == 1
+    assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="unknown_size"}') == 1
     assert result.bad_lines == 3
     assert_same(got, expected)
 
@@ -138,8 +138,14 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
         ),  # unusable before: not cached
     ]
     write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
-    config = load_config(
-        write_config(tmp_path / "kvq.properties", ratio=0.2, validity="PT2M", fallback=0.25)
+    config = load_config(  # no violation hold: the validity boundaries alone
+        write_config(
+            tmp_path / "kvq.properties",
+            ratio=0.2,
+            validity="PT2M",
+            fallback=0.25,
+            extra={"kvq.departed.broker.violation.hold": "PT0S"},
+        )
     )
     got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 10)
     factor = expected[(NS + "throttle_factor", '{cluster="kafka"}')]
@@ -150,6 +156,82 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     assert last_value(expected, "log_dir_evictions_total") == 1
     assert expected[(NS + "cached_log_dirs", '{cluster="kafka"}')][1120] == 1
     assert expected[(NS + "active_brokers", '{cluster="kafka"}')][1330] == 3
+    assert_same(got, expected)
+
+
+def test_zero_sized_volume_violates_and_a_disabled_check_never_falls_back(spark, tmp_path):
+    """Total 0 / usable 0 is a volume with ratio 0 (it violates); with storage.check.interval=PT0S
+    the factor stays 1.0 and no fallback applies, however old the last success."""
+    rows = [
+        Observation(
+            1000, (0,), (LogDirDescription(0, "/d", 0, 0), LogDirDescription(0, "/e", -1, -1))
+        ),
+        Observation.failed(1060, STAGE_DESCRIBE_LOG_DIRS, "x", active_brokers=(0,)),
+        Observation.failed(1400, STAGE_DESCRIBE_CLUSTER, "x"),  # long after the validity
+    ]
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    checked = load_config(write_config(tmp_path / "on.properties", validity="PT2M", fallback=0.0))
+    got, expected, _ = backfill_both(tmp_path / "archive", checked, tmp_path / "on", 10)
+    key = '{broker_id="0",cluster="kafka",log_dir="/d"}'
+    assert expected[(NS + "log_dir_available_ratio", key)][1000] == 0.0
+    assert expected[(NS + "log_dir_violating", key)][1000] == 1.0
+    assert expected[(NS + "throttle_factor", '{cluster="kafka"}')][1000] == 0.0
+    assert peak(expected, "unusable_log_dirs", '{cluster="kafka",reason="unknown_size"}') == 1
+    assert last_value(expected, "fallback_throttle_factor_applied_total") == 1
+    assert_same(got, expected)
+
+    off = load_config(
+        write_config(tmp_path / "off.properties", validity="PT2M", fallback=0.0, interval="PT0S")
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", off, tmp_path / "off", 10)
+    assert set(expected[(NS + "throttle_factor", '{cluster="kafka"}')].values()) == {1.0}
+    assert last_value(expected, "fallback_throttle_factor_applied_total") == 0
+    assert_same(got, expected)
+
+
+def test_violation_hold_of_a_departed_full_broker(spark, tmp_path):
+    """Validity 2 minutes, hold 5: broker 1 leaves full and is held past the validity; broker 2
+    leaves full and its hold expires (reported until it is back); broker 3 leaves full, answers
+    again without that log dir, and its volume is evicted at the validity."""
+    full, ok = 10, 900
+
+    def dirs(*entries):
+        return tuple(LogDirDescription(b, d, 1000, free) for b, d, free in entries)
+
+    base = [(0, "/a", ok)]
+    rows = [
+        Observation(
+            1000,
+            (0, 1, 2, 3),
+            dirs(*base, (1, "/a", full), (2, "/a", full), (3, "/a", full), (3, "/b", ok)),
+        ),
+        Observation(1060, (0,), dirs(*base)),
+        Observation(1120, (0,), dirs(*base)),  # age == validity: cached
+        Observation(1180, (0, 3), dirs(*base, (3, "/b", ok))),  # 3 back without /a: evicted
+        Observation(1240, (0, 3), dirs(*base, (3, "/b", ok))),  # 1 and 2 held
+        Observation(1300, (0, 1, 3), dirs(*base, (1, "/a", ok), (3, "/b", ok))),  # 1 back, ok
+        Observation(1301, (0, 3), dirs(*base, (3, "/b", ok))),  # 2's hold expired: reported
+        Observation(1361, (0, 3), dirs(*base, (3, "/b", ok))),
+        Observation(1500, (0, 3), dirs(*base, (3, "/b", ok))),  # 1 (left fine) evicted
+        Observation(1560, (0, 2, 3), dirs(*base, (2, "/a", ok), (3, "/b", ok))),  # 2 back
+    ]
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(
+            tmp_path / "kvq.properties",
+            ratio=0.05,
+            validity="PT2M",
+            extra={"kvq.departed.broker.violation.hold": "PT5M"},
+        )
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 10)
+    c = '{cluster="kafka"}'
+    factor = expected[(NS + "throttle_factor", c)]
+    held = expected[(NS + "held_log_dirs", c)]
+    released = expected[(NS + "violation_hold_expired_log_dirs", c)]
+    assert held[1240] == 2 and factor[1240] == 0.0
+    assert max(released.values()) == 1 and released[1500] == 1 and released[1560] == 0
+    assert factor[1560] == 1.0
     assert_same(got, expected)
 
 

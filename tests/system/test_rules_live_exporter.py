@@ -142,7 +142,7 @@ def test_guard_health_alerts_follow_the_real_exporter(tmp_path: Path, exporter) 
         prom.wait_for(
             lambda: (
                 alert(unusable, "pending", reason="error")
-                and alert(unusable, "pending", reason="no_kip827")
+                and alert(unusable, "pending", reason="unknown_size")
             ),
             what="unusable log dirs pending",
         )

@@ -94,5 +94,5 @@ def test_unusable_log_dirs_are_counted_by_reason():
     unusable = publish(s, 0)["kafka_volume_quota_unusable_log_dirs"]
     assert unusable == {
         (("cluster", "prod"), ("reason", "error")): 1,
-        (("cluster", "prod"), ("reason", "no_kip827")): 1,
+        (("cluster", "prod"), ("reason", "unknown_size")): 1,
     }

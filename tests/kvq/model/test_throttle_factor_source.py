@@ -162,7 +162,7 @@ def test_unusable_log_dirs_never_violate_and_are_exposed():
     s.observe(Observation(0, (1, 2), dirs))
     assert s.factor_at(0).value == 1.0
     assert s.state.volumes == ()
-    assert sorted(d.unusable_reason for d in s.state.unusable) == ["error", "no_kip827"]
+    assert sorted(d.unusable_reason for d in s.state.unusable) == ["error", "unknown_size"]
 
 
 def test_active_brokers_is_what_the_latest_poll_past_describe_cluster_considered():

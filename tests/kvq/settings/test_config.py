@@ -15,7 +15,7 @@ from kvq.settings.config import (
     CHECK_INTERVAL,
     EXCLUDED,
     FALLBACK,
-    OLD_CHECK_INTERVAL,
+    PLUGIN_CHECK_INTERVAL,
     VALIDITY,
     ConfigError,
     build_config,
@@ -78,15 +78,16 @@ def test_zero_interval_disables_polling():
     assert config(**{CHECK_INTERVAL: "PT0S"}).check_interval == timedelta(0)
 
 
-def test_old_plugin_interval_in_seconds_is_accepted_with_a_deprecation_warning():
-    cfg = config(**{OLD_CHECK_INTERVAL: "30"})
+def test_the_plugins_shipped_interval_key_in_seconds_is_an_alias_without_warning():
+    cfg = config(**{PLUGIN_CHECK_INTERVAL: "30"})
     assert cfg.check_interval == timedelta(seconds=30)
-    assert any("deprecated" in w and "PT30S" in w for w in cfg.warnings)
+    assert cfg.warnings == ()
+    assert config(**{PLUGIN_CHECK_INTERVAL: "0"}).check_interval == timedelta(0)
 
 
 def test_both_interval_properties_is_an_error_naming_both():
-    (error,) = errors_of({**BASE, OLD_CHECK_INTERVAL: "30", CHECK_INTERVAL: "PT30S"})
-    assert OLD_CHECK_INTERVAL in error and CHECK_INTERVAL in error
+    (error,) = errors_of({**BASE, PLUGIN_CHECK_INTERVAL: "30", CHECK_INTERVAL: "PT30S"})
+    assert PLUGIN_CHECK_INTERVAL in error and CHECK_INTERVAL in error
 
 
 @pytest.mark.parametrize("limits", [{}, {MIN_AVAILABLE_BYTES: "5", MIN_AVAILABLE_RATIO: "0.05"}])
@@ -112,7 +113,7 @@ def test_zero_or_two_limits_is_an_error_naming_both_properties(limits):
         (VALIDITY, "5m", "ISO 8601"),
         (VALIDITY, "PT0S", "positive"),
         (CHECK_INTERVAL, "P1M", "no fixed length"),
-        (OLD_CHECK_INTERVAL, "-1", "whole number of seconds"),
+        (PLUGIN_CHECK_INTERVAL, "-1", "whole number of seconds"),
         (P + "produce", "0", "greater than 0"),
         (P + "request", "-3", "greater than 0"),
         (EXCLUDED, "admin;User:b", "'User:<name>'"),

@@ -1,0 +1,94 @@
+"""The exporter's `/metrics` text (Prometheus text format 0.0.4), written directly.
+
+Byte for byte what prometheus_client's `generate_latest` writes for the same families (a test
+holds it to that), but the per-volume families, four lines per volume (96,000 lines at 24,000
+volumes), are written in one pass: each volume's label text is built once and shared by its four
+lines, values are formatted as prometheus_client formats them (`floatToGoString`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from prometheus_client.utils import floatToGoString
+
+from kvq.contract import metric_families as mf
+from kvq.contract.metric_samples import Family
+from kvq.model.volume import Volume
+
+_ONE = floatToGoString(1)
+_ZERO = floatToGoString(0)
+
+
+def escape_label_value(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def header(family: mf.MetricFamily) -> str:
+    """`# HELP` and `# TYPE` as the 0.0.4 format writes them (counters named with `_total`)."""
+    name = family.sample_name
+    text = family.help.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {text}\n# TYPE {name} {family.type}\n"
+
+
+def render_family(family: Family) -> str:
+    """One family of a few samples; label names sorted, as prometheus_client writes them."""
+    name = family.family.sample_name
+    lines = [header(family.family)]
+    for labels, value in family.samples:
+        inner = ",".join(f'{k}="{escape_label_value(labels[k])}"' for k in sorted(labels))
+        label_text = "{" + inner + "}" if inner else ""
+        lines.append(f"{name}{label_text} {floatToGoString(value)}\n")
+    return "".join(lines)
+
+
+def format_value(value: float) -> str:
+    """`floatToGoString(value)` (Go's formatting, as prometheus_client writes values), with fast
+    paths for whole numbers of bytes and for ratios; anything else goes to prometheus_client."""
+    if type(value) is int:
+        if 0 <= value < 1_000_000:
+            return f"{value}.0"
+        if 1_000_000 <= value < _EXACT_INT:
+            digits = str(value)
+            mantissa = f"{digits[0]}.{digits[1:]}0".rstrip("0.")
+            return f"{mantissa}e+{len(digits) - 1:02d}"
+    elif type(value) is float and 0.0 <= value < 1_000_000.0:
+        return repr(value)
+    return floatToGoString(value)
+
+
+_EXACT_INT = 2**53
+"""Whole numbers below this are exact in a double, so repr(float(n)) is str(n) + '.0'."""
+
+
+def render_volumes(
+    volumes: Iterable[Volume], violating: Collection[tuple[int, str]], cluster: str
+) -> str:
+    """The four per-volume families for `volumes` (sorted by key), in table order."""
+    cluster_text = escape_label_value(cluster)
+    volumes = list(volumes)
+    labels = [
+        f'{{broker_id="{v.broker_id}",cluster="{cluster_text}",'
+        f'log_dir="{escape_label_value(v.log_dir)}"}} '
+        for v in volumes
+    ]
+    totals: dict[int, str] = {}  # most volumes of a cluster share a few disk sizes
+    for v in volumes:
+        if v.total_bytes not in totals:
+            totals[v.total_bytes] = format_value(v.total_bytes)
+    columns = (
+        (mf.LOG_DIR_TOTAL_BYTES, [totals[v.total_bytes] for v in volumes]),
+        (mf.LOG_DIR_AVAILABLE_BYTES, [format_value(v.available_bytes) for v in volumes]),
+        (mf.LOG_DIR_AVAILABLE_RATIO, [format_value(v.available_ratio) for v in volumes]),
+        (
+            mf.LOG_DIR_VIOLATING,
+            [_ONE if (v.broker_id, v.log_dir) in violating else _ZERO for v in volumes],
+        ),
+    )
+    parts = []
+    for family, values in columns:
+        parts.append(header(family))
+        if values:
+            name = family.sample_name
+            parts += [name, ("\n" + name).join(map(str.__add__, labels, values)), "\n"]
+    return "".join(parts)
