@@ -9,14 +9,14 @@ send half a request head are held, and the threads the server process used in ea
 from __future__ import annotations
 
 import argparse
-import contextlib
-import socket
 import statistics
 import threading
 import time
 
 import requests
 
+from devkit.processes import wait_until
+from devkit.web_clients import held_connections
 from kvq.web.server import Response, Route, WebServer
 
 
@@ -45,24 +45,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     server = WebServer("bench", "", ("127.0.0.1", 0), [route]).start()
     url = server.url + "/webhook"
-    socks: list[socket.socket] = []
+    half_head = b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-"
     try:
         alone = latencies(url, args.requests)
         threads_alone = threading.active_count()
-        for i in range(args.idle + args.slow):
-            sock = socket.create_connection(server.bound, timeout=10)
-            if i >= args.idle:
-                sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-")
-            socks.append(sock)
-        deadline = time.monotonic() + 30
-        while server.open_connections < len(socks) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        loaded = latencies(url, args.requests)
-        threads_loaded = threading.active_count()
+        with (
+            held_connections(server.bound, args.idle),
+            held_connections(server.bound, args.slow, half_head),
+        ):
+            wait_until(
+                lambda: server.open_connections >= args.idle + args.slow, what="connections held"
+            )
+            loaded = latencies(url, args.requests)
+            threads_loaded = threading.active_count()
     finally:
-        for sock in socks:
-            with contextlib.suppress(OSError):
-                sock.close()
         server.stop()
     held = f"{args.idle} idle + {args.slow} slow"
     print(f"HTTP request latency, {args.requests} sequential requests each")

@@ -7,12 +7,12 @@ import contextlib
 import socket
 import sys
 
-import bcrypt
 import pytest
 import requests
 
 from devkit.processes import ManagedProcess, free_port, wait_until
 from devkit.tls_certificates import make_pki
+from devkit.web_clients import held_connections, write_web_config
 from tests.enforcer.test_integration import (
     CLUSTER,
     REPO,
@@ -40,29 +40,16 @@ def enforcer(tmp_path, dc):
         e.stop()
 
 
-@contextlib.contextmanager
-def connections(port: int, count: int, first_bytes: bytes = b""):
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-            if first_bytes:
-                sock.sendall(first_bytes)
-            socks.append(sock)
-        yield socks
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 def open_connections(e: Enforcer) -> float:
     return e.metric("kafka_volume_quota_http_open_connections")
 
 
 def test_a_webhook_is_answered_while_500_idle_and_slow_connections_are_open(dc, enforcer):
     with (
-        connections(enforcer.port, 400),
-        connections(enforcer.port, 100, b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-"),
+        held_connections(("127.0.0.1", enforcer.port), 400),
+        held_connections(
+            ("127.0.0.1", enforcer.port), 100, b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-"
+        ),
     ):
         wait_until(lambda: open_connections(enforcer) >= 500, what="500 connections held")
         response = requests.post(
@@ -89,12 +76,7 @@ def test_an_unauthenticated_300_mb_post_is_refused_from_its_head(enforcer):
 
 def test_tls_and_basic_auth_from_the_web_config_and_the_token_for_the_webhook(tmp_path, dc):
     pki = make_pki(tmp_path / "pki")
-    hashed = bcrypt.hashpw(b"scrape", bcrypt.gensalt(rounds=10)).decode()
-    web = tmp_path / "web.yml"
-    web.write_text(
-        f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n"
-        f"basic_auth_users:\n  prometheus: '{hashed}'\n"
-    )
+    web = write_web_config(tmp_path / "web.yml", pki, prometheus="scrape")
     e = Enforcer(tmp_path, dc)
     port = free_port()
     argv = [sys.executable, "-m", "enforcer.cli", "--config", str(e.config)]

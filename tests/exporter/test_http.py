@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import bcrypt
 import pytest
 import requests
 
 from devcluster.cluster import DevCluster
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.tls_certificates import make_pki
+from devkit.web_clients import held_connections, write_web_config
 from exporter.exporter_app import Exporter
 from exporter.settings import ExporterSettings
 
@@ -71,10 +70,7 @@ def test_500_idle_connections_cost_no_thread_and_metrics_are_still_served(tmp_pa
         base = f"http://127.0.0.1:{port}"
         wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
         threads_before = threads_of(process.proc.pid)
-        socks = []
-        try:
-            for _ in range(500):
-                socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        with held_connections(("127.0.0.1", port), 500):
 
             def held() -> bool:
                 text = requests.get(base + "/metrics", timeout=5).text
@@ -83,9 +79,6 @@ def test_500_idle_connections_cost_no_thread_and_metrics_are_still_served(tmp_pa
             wait_until(held, what="500 idle connections held")
             assert threads_of(process.proc.pid) <= threads_before + 2
             assert requests.get(base + "/metrics", timeout=5).status_code == 200
-        finally:
-            for sock in socks:
-                sock.close()
 
 
 def test_metrics_gzip_head_landing_page_build_info_and_process(tmp_path, cluster):
@@ -136,12 +129,7 @@ def test_the_gzip_is_made_once_per_poll_not_per_scrape(cluster):
 
 def test_tls_and_basic_auth_from_web_config_file(tmp_path, cluster):
     pki = make_pki(tmp_path / "pki")
-    hashed = bcrypt.hashpw(b"scrape", bcrypt.gensalt(rounds=10)).decode()
-    web = tmp_path / "web.yml"
-    web.write_text(
-        f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n"
-        f"basic_auth_users:\n  prometheus: '{hashed}'\n"
-    )
+    web = write_web_config(tmp_path / "web.yml", pki, prometheus="scrape")
     with exporter_process(tmp_path, cluster, "--web.config.file", str(web)) as (process, port):
         url = f"https://127.0.0.1:{port}/metrics"
 

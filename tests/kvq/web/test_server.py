@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import socket
 import threading
@@ -12,6 +11,7 @@ import pytest
 import requests
 
 from devkit.processes import wait_until
+from devkit.web_clients import held_connections
 from kvq.web.server import Limits, Response, Route, WebServer
 
 BIG = b"".join(b'family_%d{label="value"} %d\n' % (i, i) for i in range(2000))
@@ -55,21 +55,6 @@ def server():
     s.stop()
 
 
-@contextlib.contextmanager
-def open_connections(server: WebServer, count: int, first_bytes: bytes = b""):
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.create_connection(server.bound, timeout=5)
-            if first_bytes:
-                sock.sendall(first_bytes)
-            socks.append(sock)
-        yield socks
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 def raw(server: WebServer, data: bytes, timeout: float = 5.0) -> bytes:
     """Send `data` on a new connection; everything the server answers until it closes."""
     with socket.create_connection(server.bound, timeout=timeout) as sock:
@@ -83,8 +68,8 @@ def raw(server: WebServer, data: bytes, timeout: float = 5.0) -> bytes:
 def test_500_idle_and_slow_connections_neither_block_a_request_nor_cost_threads(server):
     threads_before = threading.active_count()
     with (
-        open_connections(server, 400),
-        open_connections(server, 100, b"POST /post HTTP/1.1\r\nHost: x\r\n"),
+        held_connections(server.bound, 400),
+        held_connections(server.bound, 100, b"POST /post HTTP/1.1\r\nHost: x\r\n"),
     ):
         wait_until(lambda: server.open_connections >= 500, what="500 connections accepted")
         assert threading.active_count() <= threads_before + 1  # at most a lazily started worker
@@ -97,7 +82,7 @@ def test_500_idle_and_slow_connections_neither_block_a_request_nor_cost_threads(
 def test_idle_connections_are_closed_and_the_oldest_idle_makes_room_at_the_limit():
     server = make_server(Limits(max_connections=20, idle_timeout=0.5))
     try:
-        with open_connections(server, 20) as idle:
+        with held_connections(server.bound, 20) as idle:
             assert requests.get(server.url + "/metrics", timeout=5).status_code == 200
             assert server.dropped["evicted"] >= 1
             idle[-1].settimeout(5)
