@@ -37,7 +37,7 @@ test: system-deps venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: system-deps venv
-	$(PY) -m demo $(if $(KEEP),--keep,)
+	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 bench: system-deps venv
 	$(PY) -m bench

@@ -19,6 +19,7 @@ BENCHMARKS = (
     "bench.detect_to_enforce",
     "bench.backfill",
     "bench.produce_throughput",
+    "bench.producers_headroom",
 )
 
 

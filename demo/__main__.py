@@ -5,6 +5,7 @@ Starts a 3-broker devcluster (2 log dirs each, virtual capacity), the exporter (
 the enforcer; sets client quotas, fills one log dir past the limit, waits until Kafka's quotas are
 throttled, frees the space and waits until they are restored byte for byte. Exit code 0 only if
 the loop closed. `--keep` (make demo KEEP=1) keeps the stack up until Ctrl-C.
+`--scenario producers` (make demo SCENARIO=producers) runs demo/producers.py instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,20 @@ from demo.stack import DemoStack
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--scenario",
+        choices=("loop", "producers"),
+        default="loop",
+        help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
+        "producers fill a small disk, with kvq and then without it (demo/producers.py)",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.scenario == "producers":
+        from demo import producers
+
+        return producers.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="kvq-demo-") as work:

@@ -42,6 +42,9 @@ class DemoStack:
         min_available_ratio: float = 0.1,
         produce: int = 10_000_000,
         loop: LoopSettings | None = None,
+        sasl_users: dict[str, str] | None = None,
+        validity: str = "PT30S",
+        extra_properties: str = "",
     ) -> None:
         self.work_dir = Path(work_dir)
         self.brokers = brokers
@@ -51,6 +54,9 @@ class DemoStack:
         self.produce = produce
         self.loop = loop or demo()
         """Poll, scrape, evaluation and Alertmanager timings (default: the demo's, all 1 s)."""
+        self.sasl_users = sasl_users
+        self.validity = validity
+        self.extra_properties = extra_properties
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -101,15 +107,26 @@ class DemoStack:
         return process
 
     def _start_devcluster(self) -> None:
+        users_file = None
+        if self.sasl_users is not None:
+            users_file = self.work_dir / "sasl-users.json"
+            users_file.write_text(json.dumps(self.sasl_users))
         self.bootstrap, self.control_url = self._stack.enter_context(
             devcluster_process(
                 self.work_dir / "kafka-data",
                 self.brokers,
                 self.log_dirs_per_broker,
                 self.capacity_bytes,
+                sasl_users_file=users_file,
             )
         )
         self.control = ControlClient(self.control_url)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The brokers' SASL_PLAINTEXT listeners (the stack needs ``sasl_users``)."""
+        brokers = self.control.state()["brokers"]
+        return ",".join(f"{b['host']}:{b['sasl_port']}" for b in brokers)
 
     def _write_config(self) -> Path:
         (self.work_dir / "webhook.token").write_text(self.token + "\n")
@@ -118,7 +135,7 @@ class DemoStack:
             f"{P}kafka.admin.bootstrap.servers={self.bootstrap}\n"
             f"{P}storage.per.volume.limit.min.available.ratio={self.min_available_ratio}\n"
             f"{P}storage.check.interval={iso_duration(self.loop.poll)}\n"
-            f"{P}throttle.factor.validity.duration=PT30S\n"
+            f"{P}throttle.factor.validity.duration={self.validity}\n"
             f"{P}throttle.factor.fallback=1.0\n"
             f"{P}produce={self.produce}\n"
             f"{P}excluded.principal.name.list=User:replicator\n"
@@ -127,6 +144,7 @@ class DemoStack:
             f"kvq.exporter.archive.dir={self.work_dir / 'archive'}\n"
             f"kvq.enforcer.auth.bearer.token.file={self.work_dir / 'webhook.token'}\n"
             f"kvq.enforcer.journal={self.work_dir / 'enforcer-journal.sqlite3'}\n"
+            f"{self.extra_properties}"
         )
         return path
 
@@ -226,7 +244,11 @@ class DemoStack:
 
 @contextlib.contextmanager
 def devcluster_process(
-    data_dir: Path, brokers: int, log_dirs_per_broker: int, capacity_bytes: int | None = None
+    data_dir: Path,
+    brokers: int,
+    log_dirs_per_broker: int,
+    capacity_bytes: int | None = None,
+    sasl_users_file: Path | None = None,
 ) -> Iterator[tuple[str, str]]:
     """`kvq-devcluster` in its own process on free ports; yields (bootstrap, control URL)."""
     argv = [
@@ -236,6 +258,7 @@ def devcluster_process(
         "--data-dir", str(data_dir),
         "--base-port", "0", "--control-port", "0",
         *(["--capacity-bytes", str(capacity_bytes)] if capacity_bytes else []),
+        *(["--sasl-users", str(sasl_users_file)] if sasl_users_file else []),
     ]  # fmt: skip
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT

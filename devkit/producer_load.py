@@ -105,19 +105,24 @@ class LoadProducer:
             self.send(topic, value)
 
     def run_steady(self, topics: list[str], rate: float, size: int = 1000) -> None:
-        """Start offering ``rate`` value bytes/s round-robin over ``topics`` from a thread."""
+        """Start offering ``rate`` value bytes/s round-robin over ``topics`` from a thread.
+
+        Like an application whose ``produce()`` blocks while librdkafka's queue is full: what it
+        could not send while blocked is not sent in a burst afterwards (at most 1 s of it is)."""
         value = b"v" * size
 
         def loop() -> None:
             start = time.monotonic()
-            sent = 0
+            sent = 0.0
             i = 0
             while not self._stop.is_set():
                 due = (time.monotonic() - start) * rate
+                sent = max(sent, due - rate)  # blocked longer than 1 s: no catching up
                 while sent + size <= due and not self._stop.is_set():
-                    if self.send(topics[i % len(topics)], value):
-                        sent += size
-                        i += 1
+                    if not self.send(topics[i % len(topics)], value):
+                        break
+                    sent += size
+                    i += 1
                 self.producer.poll(0.005)
 
         self._thread = threading.Thread(target=loop, name=f"load-{self.client_id}", daemon=True)
@@ -138,5 +143,4 @@ class LoadProducer:
         self.producer.close()  # destroys the librdkafka handle now, not at garbage collection
 
 
-STORAGE_ERROR = KafkaError.KAFKA_STORAGE_ERROR
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
