@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, Protocol
 
@@ -403,6 +404,7 @@ class WebServer:
             f"HTTP/1.1 {response.status} {reason}",
             f"Content-Type: {response.content_type}",
             f"Content-Length: {len(response.body)}",
+            f"Date: {formatdate(usegmt=True)}",
             *(f"{k}: {v}" for k, v in {**self._extra_headers, **response.headers}.items()),
         ]
         if not keep:
