@@ -29,7 +29,14 @@ DESCRIPTION = (
     "Alertmanager webhook that sets Kafka client quotas to base x throttle factor while the "
     "KafkaVolumeQuotaThrottle alert fires and restores them exactly when it resolves."
 )
-REJECTED_OUTCOME = {401: "unauthorized", 413: "too_large"}
+REJECTED_OUTCOME = {
+    400: "bad_request",  # a malformed request head
+    401: "unauthorized",
+    408: "bad_request",  # head or body not sent in time
+    411: "bad_request",  # no Content-Length
+    413: "too_large",
+    417: "bad_request",  # an Expect other than 100-continue
+}
 log = logging.getLogger("kvq.enforcer")
 
 
@@ -79,7 +86,9 @@ def enforcer_routes(
             methods=("POST",),
             credentials=credentials,
             max_body=max_body,
-            on_rejected=lambda status: count(REJECTED_OUTCOME.get(status, "bad_request")),
+            on_rejected=lambda status: (
+                count(REJECTED_OUTCOME[status]) if status in REJECTED_OUTCOME else None
+            ),
         ),
         Route(
             "/status",

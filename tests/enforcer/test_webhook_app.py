@@ -280,3 +280,18 @@ def test_landing_page_and_head(stack):
     assert "/webhook" in page
     head = stack.http.head(stack.server.url + "/ready")
     assert head.status_code == 200 and head.content == b""
+
+
+def test_requests_refused_from_their_head_are_counted_by_outcome(stack):
+    url = stack.server.url + "/webhook"
+    assert stack.http.get(url).status_code == 405  # not a webhook at all: not counted
+    chunked = stack.http.post(url, data=iter([b"{}"]), headers=TOKEN)  # no Content-Length
+    assert chunked.status_code == 411
+    assert stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome="bad_request") == 1
+    assert (
+        sum(
+            stack.metric("kafka_volume_quota_enforcer_webhooks_total", outcome=o)
+            for o in ("unauthorized", "too_large", "error")
+        )
+        == 0
+    )
