@@ -8,7 +8,9 @@ from pathlib import Path
 import certifi
 import pytest
 
+from enforcer import cli as enforcer_cli
 from enforcer.settings import EnforcerSettings
+from exporter import cli as exporter_cli
 from exporter.settings import ExporterSettings
 from spark.settings import BackfillSettings
 from tests.properties_support import MINIMAL
@@ -62,3 +64,19 @@ def test_one_file_with_every_apps_settings_loads_in_every_app(tmp_path):
     assert enforcer.journal == "/var/lib/kvq/journal.sqlite3" and enforcer.dry_run
     assert backfill.step.total_seconds() == 300
     assert {s.config.cluster_name for s in (exporter, enforcer, backfill)} == {"eu-1"}
+
+
+HELP_EXAMPLE = re.compile(r"^  ((?:kvq|client\.quota)\.\S+=.*)$", re.M)
+
+
+@pytest.mark.parametrize(
+    ("epilog", "app"),
+    [(exporter_cli.EPILOG, ExporterSettings), (enforcer_cli.EPILOG, EnforcerSettings)],
+    ids=["kvq-exporter", "kvq-enforcer"],
+)
+def test_the_help_examples_load(tmp_path, epilog, app):
+    lines = HELP_EXAMPLE.findall(epilog)
+    assert len(lines) >= 5
+    path = tmp_path / "from-help.properties"
+    path.write_text("\n".join(lines) + "\n")
+    assert app.load(path, environ={}).config.warnings == ()
