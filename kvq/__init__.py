@@ -2,7 +2,8 @@
 
 - `kvq.model`: the pure decision core (volume, limits, observation, volume cache, throttle factor
   policy and source); no I/O, time passed in.
-- `kvq.settings`: properties files, ISO 8601 durations, the configuration loader, CLI support.
+- `kvq.settings`: properties files, durations, the shared config and each app's settings base,
+  CLI support and logging setup.
 - `kvq.kafka`: Kafka client settings and the one session that owns kafka-python's internals.
 - `kvq.contract`: what other programs read: metric families and the archive record.
 - `kvq.web`: the HTTP server of the exporter and the enforcer, its web config (TLS, basic auth)
