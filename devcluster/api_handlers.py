@@ -311,6 +311,8 @@ def alter_client_quotas(
             alterations, acl.CLUSTER_AUTHORIZATION_FAILED, acl.CLUSTER_AUTHORIZATION_FAILED_MESSAGE
         )
     elif code is not None and fault.entities is None:
+        if fault.applied:  # the answer is an error, the change happened all the same
+            broker.cluster.quotas.alter(alterations, validate_only=req.body.validate_only)
         results = q.failed_request(alterations, code, _error_description(code))
     else:
         forced = {e: (code, _error_description(code)) for e in fault.entities} if code else None

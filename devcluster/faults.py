@@ -125,7 +125,15 @@ def _error_code(name: str, value: Any) -> int:
     return code
 
 
-ALTER_FAULT_FIELDS = ("delay_ms", "apply", "error_code", "entities", "validate_only", "count")
+ALTER_FAULT_FIELDS = (
+    "delay_ms",
+    "apply",
+    "error_code",
+    "applied",
+    "entities",
+    "validate_only",
+    "count",
+)
 APPLY_LATE, APPLY_EARLY = "late", "early"
 
 
@@ -138,12 +146,15 @@ class AlterFault:
     that was slow to commit), with ``"early"`` it is applied on arrival and only the answer is late.
     Either way it is applied after a client that timed out gave up. ``error_code``: the request
     fails with that code, nothing applied: every entry, or only the entries whose entity is one of
-    ``entities`` (the others are applied). ``validate_only``: true or false limits the fault to
+    ``entities`` (the others are applied); with ``applied`` the whole request is applied all the
+    same, as when a broker's forwarding to the controller timed out (REQUEST_TIMED_OUT, 7) after the
+    controller had it. ``validate_only``: true or false limits the fault to
     such requests (default both). ``count``: the fault hits that many requests, then disarms."""
 
     delay_ms: int = 0
     apply: str = APPLY_LATE
     error_code: int | None = None
+    applied: bool = False
     entities: tuple[tuple[tuple[str, str | None], ...], ...] | None = None
     validate_only: bool | None = None
     count: int | None = None
@@ -166,6 +177,7 @@ class AlterFault:
                 if body.get("error_code") is None
                 else _error_code("alter_client_quotas.error_code", body["error_code"])
             ),
+            applied=boolean("alter_client_quotas.applied", body.get("applied", False)),
             entities=_entities(body["entities"]) if "entities" in body else None,
             validate_only=(
                 None
@@ -174,6 +186,10 @@ class AlterFault:
             ),
             count=optional_integer("alter_client_quotas.count", body.get("count"), 1),
         )
+        if fault.applied and (fault.error_code is None or fault.entities is not None):
+            raise ControlError(
+                400, "alter_client_quotas.applied needs an error_code for the whole request"
+            )
         if fault.entities is not None and fault.error_code is None:
             raise ControlError(400, "alter_client_quotas.entities needs an error_code")
         if not fault.delay_ms and fault.error_code is None:
@@ -198,6 +214,8 @@ class AlterFault:
             out["apply"] = self.apply
         if self.error_code is not None:
             out["error_code"] = self.error_code
+        if self.applied:
+            out["applied"] = True
         if self.entities is not None:
             out["entities"] = [dict(e) for e in self.entities]
         if self.validate_only is not None:

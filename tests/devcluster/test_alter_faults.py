@@ -157,6 +157,11 @@ def test_a_late_alter_does_not_hold_up_other_connections(dc, cc):
         ({"count": 2}, "needs a delay_ms > 0 or an error_code"),
         ({"error_code": 42, "count": 0}, "count must be >= 1"),
         ({"error_code": 42, "when": "now"}, "unknown field(s) when"),
+        ({"delay_ms": 10, "applied": True}, "applied needs an error_code"),
+        (
+            {"error_code": 42, "applied": True, "entities": [{"user": "a"}]},
+            "applied needs an error_code for the whole request",
+        ),
     ],
 )
 def test_bad_alter_faults_are_400_naming_the_problem(cc, fault, words):
@@ -192,3 +197,14 @@ def test_a_lagging_broker_describes_quotas_as_they_were(dc, cc):
     assert described(dc, 0) == {"alice": 100.0}  # not caught up yet
     wait_until(lambda: described(dc, 0) == {"alice": 50.0, "bob": 7.0})
     assert cc.broker(0)["faults"] == {"quota_metadata_lag_ms": 3000}
+
+
+def test_a_timed_out_forward_is_answered_with_an_error_but_applied(dc, cc):
+    """A broker gives up forwarding after 60 s (REQUEST_TIMED_OUT) while the controller has the
+    request: the client sees an error, the change is in Kafka."""
+    cc.set_faults(
+        0, alter_client_quotas={"error_code": REQUEST_TIMED_OUT, "applied": True, "count": 1}
+    )
+    [resp] = exchange(address(dc), [request({"frank": 4.0})])
+    assert [e.error_code for e in resp.entries] == [REQUEST_TIMED_OUT]
+    assert rates(cc) == {"frank": 4.0}
