@@ -8,18 +8,19 @@ a lost journal is recovered from Kafka instead of taking throttled values for or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from enforcer import kafka_originals
 from enforcer.journal import Episode, Journal, JournalError
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import (
     Change,
     Pair,
@@ -33,6 +34,7 @@ from enforcer.quota_plan import (
 )
 
 log = logging.getLogger("kvq.enforcer")
+T = TypeVar("T")
 
 SETTLE_S = 75.0
 """How long an AlterClientQuotas that got no answer may still land: a broker keeps forwarding it
@@ -148,31 +150,7 @@ class Applier:
         with self.lock:
             started = self._monotonic()
             try:
-                result = self._apply(factor)
-            except OriginalsUnknown as exc:
-                self._failed(str(exc))
-                self.originals_unknown = str(exc)
-                self.metrics.originals_unknown.labels(self.cluster).set(1)
-                log.critical(
-                    "cluster %s: CANNOT KNOW THE ORIGINAL QUOTAS, refusing to act: %s",
-                    self.cluster,
-                    exc,
-                )
-                raise ApplyError(f"originals unknown: {exc}") from None
-            except (QuotaClientError, JournalError) as exc:
-                self._failed(str(exc))
-                log.error("cluster %s: apply of factor %s failed: %s", self.cluster, factor, exc)
-                raise ApplyError(str(exc)) from None
-            except QuotaCallbackActive as exc:
-                self._failed(str(exc))
-                self.quota_callback = str(exc)
-                self.metrics.quota_callback.labels(self.cluster).set(1)
-                log.critical("cluster %s: %s", self.cluster, exc)
-                raise
-            except ApplyError as exc:
-                self._failed(str(exc))
-                log.error("cluster %s: %s", self.cluster, exc)
-                raise
+                result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
             finally:
                 self._episode_loaded = False
                 self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
@@ -188,6 +166,61 @@ class Applier:
                 if not result.settling:
                     self.metrics.applied_factor.labels(self.cluster).set(factor)
             return result
+
+    @property
+    def copy_checked(self) -> bool:
+        return self._copy_checked
+
+    def read_copy(self) -> float | None:
+        """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt
+        a throttle the journal does not know. Returns the factor its marker says was being
+        applied when one was adopted, else None. Raises ApplyError like `apply`."""
+        with self.lock:
+            try:
+                return self._guarded("reading Kafka's copy of the originals", self._read_copy)
+            finally:
+                self._episode_loaded = False
+
+    def _read_copy(self) -> float | None:
+        episode = self.episode()
+        snapshot, copy = kafka_originals.split(self.client.describe())
+        kafka_id = copy.current()
+        known = episode is not None and episode.active and episode.episode_id == kafka_id
+        factor = 1.0 if kafka_id is None else copy.factor(kafka_id)
+        if not self.dry_run:
+            self._recover(episode, snapshot, copy, factor)
+        self._copy_checked = True
+        return None if kafka_id is None or known else factor
+
+    def _guarded(self, what: str, action: Callable[[], T]) -> T:
+        """Run `action`; every failure is counted, logged, kept as `last_error` and raised as
+        ApplyError."""
+        try:
+            return action()
+        except OriginalsUnknown as exc:
+            self._failed(str(exc))
+            self.originals_unknown = str(exc)
+            self.metrics.originals_unknown.labels(self.cluster).set(1)
+            log.critical(
+                "cluster %s: CANNOT KNOW THE ORIGINAL QUOTAS, refusing to act: %s",
+                self.cluster,
+                exc,
+            )
+            raise ApplyError(f"originals unknown: {exc}") from None
+        except (QuotaClientError, JournalError) as exc:
+            self._failed(str(exc))
+            log.error("cluster %s: %s failed: %s", self.cluster, what, exc)
+            raise ApplyError(str(exc)) from None
+        except QuotaCallbackActive as exc:
+            self._failed(str(exc))
+            self.quota_callback = str(exc)
+            self.metrics.quota_callback.labels(self.cluster).set(1)
+            log.critical("cluster %s: %s", self.cluster, exc)
+            raise
+        except ApplyError as exc:
+            self._failed(str(exc))
+            log.error("cluster %s: %s", self.cluster, exc)
+            raise
 
     def _failed(self, message: str) -> None:
         self.metrics.apply_failures.labels(self.cluster).inc()
@@ -259,7 +292,8 @@ class Applier:
                 episode_id=episode_id or kafka_originals.new_episode_id(),
             )
             episode = self._reload()
-        written = self._copy_originals(episode, copy)
+        copy_changes = self._copy_changes(episode, copy, factor)
+        written = [c.entity for c in copy_changes if c.value is not None]
         if factor >= 1.0:
             reverted = []  # back at the original is what a restore wants
         self._report_undone(drift, reverted)
@@ -267,17 +301,21 @@ class Applier:
             self.episodes.mark_drift(self.cluster, drift)
         after = snapshot
         sendable, rejected = todo, []
-        if todo:
+        if not todo:
+            self._alter(copy_changes)
+        else:
             self.episodes.set_pending(
                 self.cluster, {(c.entity, c.key): c.value for c in todo}, factor
             )
             sendable, rejected = self._validated(todo)
-            try:
-                if sendable:
-                    self._alter(sendable)
-            finally:
-                described_at = self._monotonic()
-                after = self._verify(desired, sendable, factor)
+            try:  # the copy first, in the same request(s) as the changes that depend on it
+                self._alter(copy_changes + sendable)
+            except QuotaClientError:
+                with contextlib.suppress(ApplyError, QuotaClientError):
+                    self._verify(desired, sendable, factor)  # journals what did land
+                raise
+            described_at = self._monotonic()
+            after = self._verify(desired, sendable, factor)
         settled = self._settled(described_at)
         complete = not rejected and settled
         confirmed = _matching(desired, after)
@@ -377,14 +415,13 @@ class Applier:
         self.metrics.originals_recovered.labels(self.cluster).inc(len(missing))
         return self._reload()
 
-    def _copy_originals(self, episode: Episode, copy: KafkaOriginals) -> list[QuotaEntity]:
-        """Write what Kafka's copy lacks (records, then the marker) before any change; remove
-        leftovers of other episodes. Returns the entities written."""
+    def _copy_changes(self, episode: Episode, copy: KafkaOriginals, factor: float) -> list[Change]:
+        """What Kafka's copy lacks (records, then the marker naming `factor`), and the removal of
+        other episodes' leftovers: sent before, or with, any change of the plan."""
         originals = {pair: record.original for pair, record in episode.pairs.items()}
-        missing = kafka_originals.missing_records(episode.episode_id, originals, copy)
-        self._alter(missing)
-        self._remove_copy(copy, keep=episode.episode_id)
-        return [change.entity for change in missing]
+        missing = kafka_originals.missing_records(episode.episode_id, originals, copy, factor)
+        leftovers = copy.leftovers(keep=episode.episode_id)
+        return missing + kafka_originals.removals(leftovers)
 
     def _remove_copy(self, copy: KafkaOriginals, keep: str | None) -> None:
         leftovers = copy.leftovers(keep)

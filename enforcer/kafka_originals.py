@@ -10,7 +10,9 @@ but any non-empty user / client-id name. So the copy is a set of quota entities 
 data, each with `controller_mutation_rate=1` (a double key: any value > 0 is stored as is):
 
 - `client-id=episode=<id>`: the marker of throttle episode <id>; written after all its records,
-  removed first at the end, so records without a marker are leftovers and never trusted;
+  removed first at the end, so records without a marker are leftovers and never trusted. Its
+  value is 1 + the factor being applied (updated before each plan's changes; 2 while restoring),
+  so a lost journal also learns how far the cluster was throttled;
 - `client-id=<id> <json>`: one record per managed pair, `[[[type, name], ...], key, original]`
   with the original as text (`"1000.0"`, `"nan"`, `null` for unset: repr round-trips every
   double exactly).
@@ -19,6 +21,7 @@ data, each with `controller_mutation_rate=1` (a double key: any value > 0 is sto
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,10 +61,15 @@ class KafkaOriginals:
 
     episodes: dict[str, dict[Pair, float | None]] = field(default_factory=dict)
     """Records per episode id (marked or not)."""
-    marked: set[str] = field(default_factory=set)
+    marked: dict[str, float] = field(default_factory=dict)
+    """Marked episode ids with the factor their marker says is being applied."""
     entities: dict[str, set[QuotaEntity]] = field(default_factory=dict)
     """The record and marker entities per episode id, as Kafka holds them."""
     malformed: list[str] = field(default_factory=list)
+
+    def factor(self, episode_id: str) -> float:
+        """The factor the episode's marker says was being applied (1.0: restoring)."""
+        return self.marked.get(episode_id, 1.0)
 
     def current(self) -> str | None:
         """The one marked episode; OriginalsUnknown when the copy cannot be trusted."""
@@ -90,18 +98,19 @@ def split(full: Snapshot) -> tuple[dict[QuotaEntity, dict[str, float]], KafkaOri
         if not entity.is_originals_record:
             quotas[entity] = dict(values)
             continue
-        _read(entity, copy)
+        _read(entity, values, copy)
     return quotas, copy
 
 
-def _read(entity: QuotaEntity, copy: KafkaOriginals) -> None:
+def _read(entity: QuotaEntity, values: Mapping[str, float], copy: KafkaOriginals) -> None:
     name = entity.name(CLIENT_ID) if CLIENT_ID in entity.types else None
     if entity.types != (USER, CLIENT_ID) or name is None:
         copy.malformed.append(entity.label())
         return
     if name.startswith(_MARKER):
         episode_id = name[len(_MARKER) :]
-        copy.marked.add(episode_id)
+        value = float(values.get(RECORD_KEY, 2.0))
+        copy.marked[episode_id] = 1.0 if math.isnan(value) else min(max(value - 1.0, 0.0), 1.0)
         copy.entities.setdefault(episode_id, set()).add(entity)
         return
     episode_id, _, payload = name.partition(" ")
@@ -119,17 +128,22 @@ def _read(entity: QuotaEntity, copy: KafkaOriginals) -> None:
 
 
 def missing_records(
-    episode_id: str, originals: Mapping[Pair, float | None], copy: KafkaOriginals
+    episode_id: str,
+    originals: Mapping[Pair, float | None],
+    copy: KafkaOriginals,
+    factor: float,
 ) -> list[Change]:
-    """Records (then the marker) Kafka still lacks for this episode, in writing order."""
+    """Records Kafka still lacks for this episode, then the marker when it is missing or names
+    another factor, in writing order."""
     held = copy.episodes.get(episode_id, {})
     out = [
         Change(record_entity(episode_id, pair, original), RECORD_KEY, RECORD_VALUE)
         for pair, original in sorted(originals.items(), key=lambda item: item[0][0].label())
         if pair not in held or not same_value(held[pair], original)
     ]
-    if episode_id not in copy.marked:
-        out.append(Change(marker_entity(episode_id), RECORD_KEY, RECORD_VALUE))
+    factor = min(max(factor, 0.0), 1.0)
+    if copy.marked.get(episode_id) != factor:
+        out.append(Change(marker_entity(episode_id), RECORD_KEY, 1.0 + factor))
     return out
 
 

@@ -33,8 +33,8 @@ class RecordingClient(KafkaQuotaClient):
         self.sizes: list[int] = []
         self.die_after_alters = die_after_alters
 
-    def _send(self, request):
-        response = super()._send(request)
+    def _send(self, request, node_id=None):
+        response = super()._send(request, node_id)
         if isinstance(request, AlterClientQuotasRequest):
             self.sizes.append(sum(len(entry.ops) for entry in request.entries))
             if not request.validate_only and self.die_after_alters is not None:
@@ -74,8 +74,8 @@ def test_over_10000_pairs_in_requests_kafka_accepts_and_a_crash_between_two_stil
     """devcluster fails a whole AlterClientQuotas of more than 10,000 pairs, as Kafka does."""
     dc = devcluster(brokers=1, log_dirs_per_broker=1)
     before = _seed(dc, USERS)
-    # the copy of the originals (2 requests), then the plan's first real request; dies after it
-    dying = RecordingClient(dc.bootstrap, die_after_alters=2)
+    # the copy of the originals, then the plan, in order: 3 requests; dies after the second
+    dying = RecordingClient(dc.bootstrap, die_after_alters=1)
     journal = Journal(tmp_path / "j.sqlite3")
     try:
         with pytest.raises((Died, ApplyError)):

@@ -171,3 +171,47 @@ def test_a_repeated_webhook_reads_each_journal_store_once(world, monkeypatch):
     handle(enforcer, 0.5)
     assert len(writes) == 1, "the group's alerts (read and replaced in one transaction)"
     assert len(reads) == 2, "the cluster's firing alerts, then its episode"
+
+
+def test_a_throttle_recovered_from_kafka_is_held_until_alertmanager_speaks(world, tmp_path):
+    """The journal (and with it the firing alerts) is lost while throttled: the restarted
+    enforcer neither restores at once (the disk may still be full) nor forgets the originals."""
+    clock, kafka, new_enforcer = world
+    first = new_enforcer()
+    handle(first, 0.25)
+    assert kafka.values[ALICE][P] == 200.0
+    first.journal.close()
+    for path in tmp_path.glob("j.sqlite3*"):
+        path.unlink()
+    second = new_enforcer()
+    assert second.reconcile() == {}
+    assert kafka.values[ALICE][P] == 200.0, "held at the factor Kafka's copy names"
+    assert second.target("c1") == 0.25
+    third = new_enforcer()  # a restart while holding: still held
+    assert third.reconcile() == {} and kafka.values[ALICE][P] == 200.0
+    handle(third, None)  # Alertmanager: resolved
+    assert kafka.values[ALICE][P] == 800.0
+    assert third.target("c1") == 1.0
+
+
+def test_a_restore_interrupted_with_the_journal_lost_finishes_the_restore(world, tmp_path):
+    clock, kafka, new_enforcer = world
+    first = new_enforcer()
+    handle(first, 0.5)
+    real_alter = kafka.alter
+
+    def die_after_the_marker(changes, validate_only=False):
+        real_alter(changes, validate_only)
+        if not validate_only and any(c.entity.is_originals_record for c in changes):
+            raise SystemExit("killed")  # right after the marker says "restoring"
+
+    kafka.alter = die_after_the_marker
+    with pytest.raises(SystemExit):
+        handle(first, None)
+    kafka.alter = real_alter
+    first.journal.close()
+    for path in tmp_path.glob("j.sqlite3*"):
+        path.unlink()
+    second = new_enforcer()
+    assert second.reconcile() == {}
+    assert kafka.values == {ALICE: {P: 800.0}}, "restored, the copy removed"
