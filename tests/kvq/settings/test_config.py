@@ -17,6 +17,7 @@ from kvq.settings.config import (
     FALLBACK,
     PLUGIN_CHECK_INTERVAL,
     VALIDITY,
+    VIOLATION_HOLD,
     ConfigError,
     build_config,
     load_config,
@@ -226,3 +227,10 @@ def test_a_failing_value_with_a_trailing_comment_says_so():
     (error,) = errors_of({**BASE, FALLBACK: "1.0         # 0.0..1.0, default 1.0"})
     assert "looks like a trailing # comment" in error
     assert "put the comment on its own line" in error
+
+
+def test_violation_hold_defaults_to_an_hour_and_names_itself_when_bad():
+    assert config().violation_hold == timedelta(hours=1)
+    assert config(**{VIOLATION_HOLD: "PT0S"}).violation_hold == timedelta(0)
+    (error,) = errors_of({**BASE, VIOLATION_HOLD: "1h"})
+    assert VIOLATION_HOLD in error and "1h" in error
