@@ -129,7 +129,8 @@ def _metadata_topic(cluster, hosted, name, topic_id, version):
     partitions = []
     for index, replicas in sorted(hosted[name].items()):
         isr = cluster.replicas.in_sync(name, index, replicas)
-        leader = isr[0] if isr else -1
+        leader = cluster.replicas.leader(name, index, replicas)
+        leader = -1 if leader is None else leader
         partitions.append(
             _Partition(
                 error_code=0 if isr else LEADER_NOT_AVAILABLE,

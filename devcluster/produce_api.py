@@ -79,9 +79,9 @@ def _append(broker: Broker, topic: str, partition: int, records) -> tuple[int, i
     local = store.replica(broker.broker_id, topic, partition)
     if local is not None and not local.online:
         return KAFKA_STORAGE_ERROR, -1, f"log dir {local.log_dir.path} is offline"
-    in_sync = store.in_sync(topic, partition, replicas)
-    if not in_sync or in_sync[0] != broker.broker_id:
+    if store.leader(topic, partition, replicas) != broker.broker_id:
         return NOT_LEADER_OR_FOLLOWER, -1, None
+    in_sync = store.in_sync(topic, partition, replicas)
     if records is None:
         return 2, -1, "no records"
     try:

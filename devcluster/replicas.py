@@ -1,12 +1,13 @@
 """Where each replica lives, who is in sync, and the replicated append (synchronous replication).
 
 A replica is in sync when its broker is up and the log dir holding it is online (no write failed
-there, no injected log dir error). The leader is the first in-sync replica in the assignment order
-(Kafka's preferred leader). An append goes to the leader, then the same bytes to every other
-in-sync replica before the answer, so each broker's log dir grows as in Kafka with acks=all. A
-replica whose disk is full is dropped from the ISR and its dir taken offline; the produce fails
-with KAFKA_STORAGE_ERROR only when the leader's write fails. A replica that comes back (broker
-started, log dir back online) first copies what it missed from the leader.
+there, no injected log dir error). The first in-sync replica in assignment order (Kafka's preferred
+leader) leads, and keeps leading while in sync: a broker that comes back is a follower. An append
+goes to the leader, then the same bytes to every other in-sync replica before the answer, so each
+broker's log dir grows as in Kafka with acks=all. A replica whose disk is full is dropped from the
+ISR and its dir taken offline; the produce fails with KAFKA_STORAGE_ERROR only when the leader's
+write fails. A replica that comes back (broker started, log dir back online) first copies what it
+missed from the leader.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class ReplicaStore:
     def __init__(self, cluster: DevCluster):
         self._cluster = cluster
         self._replicas: dict[tuple[int, str, int], Replica] = {}
+        self._leaders: dict[tuple[str, int], int | None] = {}
 
     def create(self, topic: str, placement: dict[int, list[int]]) -> None:
         """Make each replica's partition directory and empty segment, in the broker's log dir
@@ -98,6 +100,17 @@ class ReplicaStore:
             if replica is not None and replica.online:
                 out.append(broker_id)
         return out
+
+    def leader(self, topic: str, partition: int, broker_ids: list[int]) -> int | None:
+        """The partition's leader: it stays where it is while in sync (Kafka moves leadership
+        back to the preferred replica only at its periodic rebalance, 5 minutes); otherwise the
+        first in-sync replica in assignment order takes over. None: no replica in sync."""
+        in_sync = self.in_sync(topic, partition, broker_ids)
+        key = (topic, partition)
+        current = self._leaders.get(key)
+        if current not in in_sync:
+            current = self._leaders[key] = in_sync[0] if in_sync else None
+        return current
 
     def append(self, leader_id: int, topic: str, partition: int, records: bytes, replicas):
         """Append to the leader and every in-sync follower; returns the base offset.

@@ -252,3 +252,27 @@ def test_a_real_full_disk_loses_nothing_written_before(devcluster, mount_tmpfs):
     kept = stored(segment(dc, 0, "tmpfs", 0))
     assert sum(len(v) for _, v in kept) == producer.log.acked_bytes() > 500_000
     assert dc.broker_state(0)["log_dirs"][0]["error_code"] == 56
+
+
+def test_a_leader_that_leaves_hands_over_and_comes_back_as_a_follower_that_catches_up(devcluster):
+    dc = devcluster(brokers=2, log_dirs_per_broker=1)
+    create(dc, ck.NewTopic("moving", 1, replica_assignment=[[0, 1]]))
+    producer = LoadProducer(dc.bootstrap)
+    try:
+        for i in range(20):
+            producer.send("moving", f"a{i}".encode())
+        assert producer.producer.flush(10) == 0
+        dc.stop_broker(0)
+        for i in range(20):
+            producer.send("moving", f"b{i}".encode())
+        assert producer.producer.flush(20) == 0
+        dc.start_broker(0)
+        md = ck.AdminClient({"bootstrap.servers": dc.bootstrap}).list_topics(timeout=10)
+        [partition] = md.topics["moving"].partitions.values()
+        assert (partition.leader, sorted(partition.isrs)) == (1, [0, 1])
+    finally:
+        producer.close()
+    assert not producer.log.errors
+    # What broker 0 missed was copied when it came back: both replicas hold the same bytes.
+    assert segment(dc, 0, "moving", 0).read_bytes() == segment(dc, 1, "moving", 0).read_bytes()
+    assert [o for o, _ in stored(segment(dc, 0, "moving", 0))] == list(range(40))
