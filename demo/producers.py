@@ -8,8 +8,10 @@ timeline, each producer's acknowledged rate before / while / after the throttle,
 headroom (usable bytes) reached on any volume and the bound predicted from the configured
 intervals: limit - R x (poll + scrape + evaluation + group_wait + apply), R the fullest volume's
 fill rate. Then the same load runs with the enforcer stopped, until the disk fills (the storage
-error). Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a storage
-error and the lowest headroom was at or above the bound.
+error). Meanwhile, while throttled, the full broker is stopped for longer than the validity
+duration and started again still full: the throttle must hold throughout (the violation hold).
+Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a storage error, the
+lowest headroom was at or above the bound and the throttle held through the restart.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ INTERVALS = {
     "apply": APPLY_SECONDS,
 }
 HOLD_SECONDS = 8  # how long the scenario keeps the cluster throttled before growing the disk
+VALIDITY_SECONDS = 5  # throttle.factor.validity.duration: how long a departed broker is cached
+AWAY_SECONDS = VALIDITY_SECONDS + 5  # the full broker stays stopped longer than that
+VIOLATION_HOLD = "PT1H"  # kvq.departed.broker.violation.hold (its default)
 
 
 @dataclass
@@ -137,6 +142,8 @@ class Run:
     load_started: float
     limit: int
     marks: dict[str, float] = field(default_factory=dict)
+    released: list[float] = field(default_factory=list)
+    """Moments the throttle was found released while the full broker was away or back."""
 
     def rate_table(self, phases: dict[str, tuple[float, float]]) -> str:
         head = f"  {'producer':24}" + "".join(f"{name:>14}" for name in phases)
@@ -159,6 +166,8 @@ def make_stack(work: Path) -> DemoStack:
         min_available_ratio=MIN_AVAILABLE_RATIO,
         loop=LOOP,
         sasl_users=USERS,
+        validity=f"PT{VALIDITY_SECONDS}S",
+        extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n",
     )
 
 
@@ -185,9 +194,9 @@ def start_load(stack: DemoStack, active: list) -> list[LoadProducer]:
             client_id=client_id,
             user=user,
             password=USERS[user],
-            # An application's buffer: while throttled the producer blocks once 1 MB is queued,
+            # An application's buffer: while throttled the producer blocks once 256 kB are queued,
             # rather than piling up a backlog that floods the disks after the restore.
-            **{"queue.buffering.max.kbytes": 1024},
+            **{"queue.buffering.max.kbytes": 256},
         )
         active.append(producer)
         producer.run_steady([topic], RATE / len(PRODUCERS), MESSAGE_BYTES)
@@ -200,7 +209,11 @@ def limit_bytes() -> int:
 
 
 def run_with_kvq(
-    stack: DemoStack, timeline: Timeline, log: Callable[[str], None], active: list
+    stack: DemoStack,
+    timeline: Timeline,
+    log: Callable[[str], None],
+    active: list,
+    restart: bool = True,
 ) -> Run:
     factor = f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}}'
     wait_until(lambda: stack.prometheus.query(factor), 30, what="Prometheus scraping")
@@ -233,6 +246,8 @@ def run_with_kvq(
         what="every producer throttled",
     )
     run.marks["held"] = timeline.mark("every producer throttled by the brokers")
+    if restart:
+        restart_full_broker(stack, run, log)
     time.sleep(HOLD_SECONDS)  # the throttle holding: the disk must not grow meanwhile
     stack.control.set_log_dir(0, 0, capacity_bytes=CAPACITY * 2)
     run.marks["grown"] = timeline.mark("operator doubled broker 0's volume")
@@ -246,6 +261,39 @@ def run_with_kvq(
     time.sleep(8)  # the 'after' measurement period
     run.marks["end"] = timeline.mark("load stopped")
     return run
+
+
+def restart_full_broker(stack: DemoStack, run: Run, log: Callable[[str], None]) -> None:
+    """Stop broker 0 (full, throttled) for longer than the validity duration: the throttle must
+    hold the whole time, and still hold once it is back, still below the limit."""
+    stack.control.stop_broker(0)
+    stopped = run.timeline.mark("broker 0 (the full one) stopped while throttled")
+    log(f"broker 0 stopped; away {AWAY_SECONDS} s (validity PT{VALIDITY_SECONDS}S)")
+    released = []
+    while time.monotonic() < stopped + AWAY_SECONDS:
+        status = stack.exporter_status()
+        if status["throttle_factor"] != 0.0 or not _throttled(stack):
+            released.append(time.monotonic())
+        if not run.marks.get("held_seen") and status.get("held_log_dirs"):
+            run.marks["held_seen"] = run.timeline.mark(
+                "exporter holds broker 0's violating volume (broker away)"
+            )
+        time.sleep(0.2)
+    run.timeline.mark(f"validity passed ({VALIDITY_SECONDS} s): still throttled")
+    stack.control.start_broker(0)
+    run.marks["back"] = run.timeline.mark("broker 0 started again (still below the limit)")
+    wait_until(
+        lambda: (
+            not stack.exporter_status().get("held_log_dirs")
+            and stack.exporter_status()["active_brokers"] == 3
+        ),
+        30,
+        what="broker 0 seen again",
+    )
+    if stack.exporter_status()["throttle_factor"] != 0.0 or not _throttled(stack):
+        released.append(time.monotonic())
+    run.marks["seen_again"] = run.timeline.mark("exporter sees broker 0 again: still violating")
+    run.released = released
 
 
 def run_without_kvq(
@@ -308,6 +356,7 @@ class Verdict:
     storage_errors: int
     delivery_errors: dict
     fill_seconds_without: float | None
+    released_during_restart: int = 0
 
     @property
     def ok(self) -> bool:
@@ -316,6 +365,7 @@ class Verdict:
             and self.storage_errors == 0
             and not self.delivery_errors
             and self.lowest >= self.bound
+            and self.released_during_restart == 0
         )
 
 
@@ -329,7 +379,7 @@ def judge(run: Run) -> Verdict:
         for code, count in p.log.errors.items():
             errors[code] = errors.get(code, 0) + count
     storage = run.watch.samples[-1].storage_errors if run.watch.samples else 0
-    return Verdict(lowest, volume, bound, rate, storage, errors, None)
+    return Verdict(lowest, volume, bound, rate, storage, errors, None, len(run.released))
 
 
 def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> None:
@@ -356,6 +406,12 @@ def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> N
     )
     out(f"storage errors                     {verdict.storage_errors:>12}")
     out(f"producer delivery errors           {verdict.delivery_errors or 'none':>12}")
+    if "back" in m:
+        held = "held" if not verdict.released_during_restart else "RELEASED"
+        out(
+            f"throttle while broker 0 was away {AWAY_SECONDS} s (> validity "
+            f"{VALIDITY_SECONDS} s) and after it came back: {held}"
+        )
     if without is not None:
         out("\ntimeline without kvq (enforcer stopped):")
         out(without.timeline.render())
