@@ -462,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if verdict.ok:
             print(
-                "\nPROTECTED: no volume reached 0 usable bytes, no storage error, headroom >= bound"
+                "\nPROTECTED: no volume reached 0 usable bytes, no storage error, headroom >= "
+                "bound, throttle held through the full broker's restart"
             )
             return 0
         print("\nNOT PROTECTED: see the numbers above", file=sys.stderr)
