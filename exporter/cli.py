@@ -77,15 +77,22 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {key: value for key, value in pairs.items() if value is not None}
 
 
-def check_archive_dir(settings: ExporterSettings) -> None:
-    """Exit 2 naming the setting when the archive directory cannot be created or written."""
+def check_archive_dir(settings: ExporterSettings, create: bool = True) -> None:
+    """Exit 2 naming the setting when the archive directory cannot be created or written.
+
+    Without `create` (`--check-config`) nothing is made: the directory, or the nearest existing
+    one above it that would hold it, must be writable."""
     if settings.archive_dir is None:
         return
     path = Path(settings.archive_dir)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, "not writable")
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{existing} is not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, f"{existing} is not writable")
     except OSError as exc:
         print(
             f"kvq-exporter: {ARCHIVE_DIR}={path}: cannot write there: {exc.strerror or exc}",
@@ -132,11 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = load_or_exit(ExporterSettings, args.config, flag_overrides(args))
     web_config = load_web_config_or_exit("kvq-exporter", args.web_config_file)
+    check_archive_dir(settings, create=not args.check_config)
     if args.check_config:
         print_effective(settings)
         return 0
     start_logging(args)
-    check_archive_dir(settings)
     return poll_once(settings) if args.once else serve(settings, web_config)
 
 

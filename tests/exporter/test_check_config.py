@@ -112,7 +112,19 @@ def test_an_archive_dir_that_cannot_be_written_is_a_clear_error(tmp_path):
         f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
         f"kvq.exporter.archive.dir={blocker}/archive\n"
     )
-    result = run("--config", str(path), "--once")
-    assert result.returncode == 2
-    assert f"kvq.exporter.archive.dir={blocker}/archive: cannot write there" in result.stderr
-    assert "Traceback" not in result.stderr
+    for mode in ("--once", "--check-config"):
+        result = run("--config", str(path), mode)
+        assert result.returncode == 2, mode
+        assert f"kvq.exporter.archive.dir={blocker}/archive: cannot write there" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_check_config_creates_no_archive_dir(tmp_path):
+    path = tmp_path / "kvq.properties"
+    path.write_text(
+        f"{P}kafka.admin.bootstrap.servers=127.0.0.1:1\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+        f"kvq.exporter.archive.dir={tmp_path}/new/archive\n"
+    )
+    assert run("--config", str(path), "--check-config").returncode == 0
+    assert not (tmp_path / "new").exists()
