@@ -32,14 +32,10 @@ from enforcer.quota_plan import (
     same_value,
     tracked_originals,
 )
+from enforcer.unanswered_alters import SETTLE_S, UnansweredAlters
 
 log = logging.getLogger("kvq.enforcer")
 T = TypeVar("T")
-
-SETTLE_S = 75.0
-"""How long an AlterClientQuotas that got no answer may still land: a broker keeps forwarding it
-to the controller for 60 s (BrokerServer's forwarding channel, retryTimeoutMs=60000) and the
-controller applies what it received without a deadline; plus a margin."""
 
 
 class ApplyError(RuntimeError):
@@ -88,7 +84,6 @@ class Applier:
         self._sleep = sleep
         self.verify_attempts = verify_attempts
         self.verify_delay_s = verify_delay_s
-        self.settle_s = settle_s
         self.cluster = cluster
         self.policy = policy
         self.client = client
@@ -106,10 +101,7 @@ class Applier:
         """Why the originals cannot be known (the enforcer must not report success)."""
         self._copy_checked = False
         """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
-        self._in_doubt_until: float | None = None
-        """Monotonic time until which an unanswered AlterClientQuotas may still land."""
-        self._in_doubt: dict[Pair, list[float | None]] = {}
-        """Values unanswered requests may still set: ours when they land, never drift."""
+        self.unanswered = UnansweredAlters(settle_s, monotonic)
         self._episode: Episode | None = None
         self._episode_loaded = False
 
@@ -132,18 +124,16 @@ class Applier:
             self.last_error
             or self.originals_unknown
             or not self._copy_checked
-            or self._in_doubt_until is not None
+            or self.unanswered.deadline is not None
         )
 
     def settle_deadline(self) -> float | None:
         """Monotonic time after which no unanswered request can land (None: none in doubt)."""
-        return self._in_doubt_until
+        return self.unanswered.deadline
 
     def settle_due_in(self) -> float | None:
         """Seconds until requests in doubt can no longer land (None: none in doubt)."""
-        if self._in_doubt_until is None:
-            return None
-        return max(0.0, self._in_doubt_until - self._monotonic())
+        return self.unanswered.due_in()
 
     def apply(self, factor: float) -> ApplyResult:
         """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
@@ -235,15 +225,13 @@ class Applier:
         except QuotaRejected:
             raise
         except QuotaClientError:
-            self._in_doubt_until = self._monotonic() + self.settle_s
-            for change in todo:
-                self._in_doubt.setdefault((change.entity, change.key), []).append(change.value)
+            self.unanswered.record(todo)
             raise
 
     def _apply(self, factor: float) -> ApplyResult:
         episode = self.episode()
         active = episode is not None and episode.active
-        if not active and factor >= 1.0 and self._copy_checked and self._in_doubt_until is None:
+        if not active and factor >= 1.0 and self._copy_checked and self.unanswered.deadline is None:
             return ApplyResult(self.cluster, factor, idle=True)
         described_at = self._monotonic()
         snapshot, copy = kafka_originals.split(self.client.describe())
@@ -254,7 +242,7 @@ class Applier:
         if not active and factor >= 1.0:
             if not self.dry_run:
                 self._remove_copy(copy, keep=None)
-            return ApplyResult(self.cluster, factor, idle=self._settled(described_at))
+            return ApplyResult(self.cluster, factor, idle=self.unanswered.final(described_at))
         records = episode.pairs if active else {}
         originals = {pair: record.original for pair, record in records.items()}
         discovered = {}
@@ -267,7 +255,11 @@ class Applier:
         drift, reverted = {}, []
         for pair, record in records.items():
             value = current_value(snapshot, pair)
-            if record.drifted or record.holds_expected(value) or self._landed_late(pair, value):
+            if (
+                record.drifted
+                or record.holds_expected(value)
+                or self.unanswered.may_have_set(pair, value)
+            ):
                 continue
             if same_value(value, record.original):
                 reverted.append(pair)
@@ -316,7 +308,7 @@ class Applier:
                 raise
             described_at = self._monotonic()
             after = self._verify(desired, sendable, factor)
-        settled = self._settled(described_at)
+        settled = self.unanswered.final(described_at)
         complete = not rejected and settled
         confirmed = _matching(desired, after)
         if todo or not _already_confirmed(episode, confirmed, factor if complete else None):
@@ -363,17 +355,6 @@ class Applier:
                 "off (Strimzi: spec.kafka.quotas.type other than strimzi) to let the enforcer "
                 "protect the disks"
             )
-
-    def _settled(self, described_at: float) -> bool:
-        """True when the DescribeClientQuotas made at `described_at` is final: no unanswered
-        request could land after it."""
-        if self._in_doubt_until is not None and described_at >= self._in_doubt_until:
-            self._in_doubt_until = None
-            self._in_doubt.clear()
-        return self._in_doubt_until is None
-
-    def _landed_late(self, pair: Pair, value: float | None) -> bool:
-        return any(same_value(value, v) for v in self._in_doubt.get(pair, ()))
 
     def _recover(
         self, episode: Episode | None, snapshot: Snapshot, copy: KafkaOriginals, factor: float
