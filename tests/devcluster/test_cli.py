@@ -202,3 +202,29 @@ def test_a_bad_cluster_acls_file_exits_2_naming_it(tmp_path):
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"cluster ACLs file {acls}: unknown cluster operation(s) Read" in result.stderr
+
+
+def test_sasl_users_file_opens_a_sasl_listener_printed_before_ready(start, tmp_path):
+    users = tmp_path / "users.json"
+    users.write_text('{"alice": "alice-secret"}')
+    dc = start(
+        "--brokers", "2", "--base-port", "0", "--control-port", "0", "--sasl-users", str(users)
+    )
+    values = dict(line.split("=", 1) for line in dc.lines[:-1])
+    assert len(values["sasl_bootstrap"].split(",")) == 2
+    assert values["sasl_bootstrap"] != values["bootstrap"]
+    assert ControlClient(dc.control).sasl_users() == ["alice"]
+    assert "alice-secret" not in "".join(dc.lines)
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [("[1, 2]", "expected a JSON object"), ("{", "SASL users file"), ('{"a": ""}', "non-empty")],
+)
+def test_a_bad_sasl_users_file_exits_2_naming_it(tmp_path, content, words):
+    users = tmp_path / "users.json"
+    users.write_text(content)
+    args = ["--data-dir", str(tmp_path / "d"), "--base-port", "0", "--sasl-users", str(users)]
+    result = subprocess.run(command(*args), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert words in result.stderr and str(users) in result.stderr

@@ -240,3 +240,65 @@ def test_a_broker_running_a_quota_plugin_ignores_client_quotas(devcluster):
     finally:
         producer.close()
     assert producer.log.acked_bytes() > 20_000 and not producer.log.throttles
+
+
+def sasl_address(dc) -> tuple[str, int]:
+    return "127.0.0.1", dc.brokers[0].sasl_port
+
+
+def test_a_sasl_listener_closes_a_connection_that_skips_authentication(dc):
+    from kafka.protocol.metadata import MetadataRequest
+
+    from devkit.devcluster_wire import exchange
+
+    with pytest.raises(ConnectionError):
+        exchange(sasl_address(dc), [MetadataRequest(version=12, topics=None)])
+    # On the PLAINTEXT listener the same request is answered (User:ANONYMOUS).
+    [resp] = exchange(("127.0.0.1", dc.brokers[0].port), [MetadataRequest(version=12, topics=None)])
+    assert [b.port for b in resp.brokers] == [dc.brokers[0].port]
+
+
+def test_sasl_authenticate_failures_are_answered_then_closed(dc):
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    from devkit.devcluster_wire import exchange
+
+    handshake = SaslHandshakeRequest(version=1, mechanism="PLAIN")
+    bad = SaslAuthenticateRequest(version=2, auth_bytes=b"\0alice\0nope")
+    shake, auth = exchange(sasl_address(dc), [handshake, bad])
+    assert (shake.error_code, shake.mechanisms) == (0, ["PLAIN"])
+    assert (auth.error_code, auth.error_message) == (
+        58,
+        "Authentication failed: Invalid username or password",
+    )
+    [scram] = exchange(
+        sasl_address(dc), [SaslHandshakeRequest(version=1, mechanism="SCRAM-SHA-256")]
+    )
+    assert (scram.error_code, scram.mechanisms) == (33, ["PLAIN"])
+    two_tokens = SaslAuthenticateRequest(version=0, auth_bytes=b"alice\0alice-secret")
+    _, auth = exchange(sasl_address(dc), [handshake, two_tokens])
+    assert auth.error_message == "Invalid SASL/PLAIN response: expected 3 tokens, got 2"
+
+
+def test_a_v0_handshake_takes_the_raw_token_in_a_bare_frame(dc):
+    import socket
+    import struct
+
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.sasl import SaslHandshakeRequest
+
+    from devkit.devcluster_wire import read_frame
+
+    with socket.create_connection(sasl_address(dc), timeout=10) as sock:
+        handshake = SaslHandshakeRequest(version=0, mechanism="PLAIN")
+        handshake.with_header(correlation_id=1, client_id="raw")
+        sock.sendall(bytes(handshake.encode(header=True, framed=True)))
+        read_frame(sock)
+        token = b"\0bob\0bob-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert sock.recv(4) == b"\0\0\0\0"  # an empty server token: authenticated
+        request = MetadataRequest(version=12, topics=None)
+        request.with_header(correlation_id=2, client_id="raw")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        resp = MetadataResponse.decode(read_frame(sock), version=12, header=True)
+    assert [b.port for b in resp.brokers] == [dc.brokers[0].sasl_port]
