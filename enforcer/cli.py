@@ -186,6 +186,7 @@ def check_journal(path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    start_logging(args)
     overrides = flag_overrides(args)
     all_settings = [load_or_exit(EnforcerSettings, path, overrides) for path in args.config]
     names = [s.config.cluster_name for s in all_settings]
@@ -215,7 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for settings in all_settings:
             print_effective(settings)
         return 0
-    start_logging(args)
     journal = open_journal(first.journal)
 
     metrics = EnforcerMetrics(tuple(names))

@@ -137,13 +137,13 @@ def serve(settings: ExporterSettings, web_config: WebConfig | None = None) -> in
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    start_logging(args)
     settings = load_or_exit(ExporterSettings, args.config, flag_overrides(args))
     web_config = load_web_config_or_exit("kvq-exporter", args.web_config_file)
     check_archive_dir(settings, create=not args.check_config)
     if args.check_config:
         print_effective(settings)
         return 0
-    start_logging(args)
     return poll_once(settings) if args.once else serve(settings, web_config)
 
 

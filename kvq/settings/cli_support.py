@@ -4,6 +4,7 @@ exiting 2 with its errors."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from kvq.settings.config import ConfigError
 from kvq.settings.logging_setup import add_logging_flags, setup_logging
 
 EXIT_CONFIG_ERROR = 2
+log = logging.getLogger("kvq.settings")
 S = TypeVar("S", bound=AppSettings)
 
 
@@ -42,14 +44,14 @@ def start_logging(args: argparse.Namespace) -> None:
 def load_or_exit(
     settings: type[S], path: str | Path, overrides: Mapping[str, str] | None = None
 ) -> S:
-    """Load an app's settings, print their warnings; on errors print them all and exit 2."""
+    """Load an app's settings and log their warnings; on errors print them all and exit 2."""
     try:
         loaded = settings.load(path, overrides)
     except ConfigError as exc:
         print(f"kvq: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
     for warning in loaded.config.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        log.warning("%s: %s", loaded.config.source, warning)
     return loaded
 
 
