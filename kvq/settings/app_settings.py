@@ -13,7 +13,7 @@ and gets them, validated with everything else (all errors at once), from `Export
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Self
 from kvq.settings.config import Config, Setting, read_config, read_with_overrides
 
 
-def setting(key: str, parse, default: str | None, help: str) -> Any:
+def setting(key: str, parse: Callable[[str], Any], default: str | None, help: str) -> Any:
     """A dataclass field holding the parsed value of property `key` (`default` when unset)."""
     return field(metadata={"setting": Setting(key, parse, default, help)})
 
