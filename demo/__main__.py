@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario == "producers":
         from demo import producers
 
+        if args.keep:
+            parser.error("--keep (KEEP=1) keeps the loop scenario's stack; producers stops its own")
         return producers.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
