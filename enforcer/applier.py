@@ -177,10 +177,12 @@ class Applier:
         kafka_id = copy.current()
         known = episode is not None and episode.active and episode.episode_id == kafka_id
         factor = 1.0 if kafka_id is None else copy.factor(kafka_id)
-        if not self.dry_run:
-            self._recover(episode, snapshot, copy, factor)
+        if self.dry_run or kafka_id is None or known:
+            self._copy_checked = True
+            return None
+        self._recover(episode, snapshot, copy, factor)
         self._copy_checked = True
-        return None if kafka_id is None or known else factor
+        return factor
 
     def _guarded(self, what: str, action: Callable[[], T]) -> T:
         """Run `action`; every failure is counted, logged, kept as `last_error` and raised as
