@@ -138,9 +138,11 @@ class ProduceQuotas:
         self,
         read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
         clock: Callable[[], float] = time.monotonic,
+        refresh_s: float = REFRESH_S,
     ):
         self._read_quotas = read_quotas
         self._clock = clock
+        self._refresh_s = refresh_s
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._read_at = float("-inf")
         self._rates: dict[tuple[str, str], Rate] = {}
@@ -149,7 +151,7 @@ class ProduceQuotas:
     def budget(self, user: str, client_id: str, now_s: float | None = None) -> Budget:
         """The budget of (user, client-id), from quotas read at most ``REFRESH_S`` ago."""
         now_s = self._clock() if now_s is None else now_s
-        if now_s - self._read_at >= REFRESH_S:
+        if now_s - self._read_at >= self._refresh_s:
             self._quotas = self._read_quotas()
             self._budgets = {}
             self._read_at = now_s

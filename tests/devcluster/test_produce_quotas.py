@@ -98,6 +98,71 @@ def test_who_shares_a_budget_follows_kafka_metric_tags():
     assert manager.record("alice", "b", 6000) > 0
 
 
+def test_kafka_quota_config_precedence_case():
+    # ClientQuotaManagerTest.testQuotaConfigPrecedence, on a frozen clock: `value` x 11 recorded,
+    # throttled when that over Kafka's 10 s minimum window exceeds the bound.
+    clock = Clock()
+    table: dict = {}
+
+    def put(entity, bound):
+        entity = QuotaEntity.of(entity)
+        if bound is None:
+            table.pop(entity, None)
+        else:
+            table[entity] = {"producer_byte_rate": bound}
+
+    manager = ProduceQuotas(lambda: dict(table), clock, refresh_s=0)
+
+    def check(user, client, bound, value, throttled):
+        assert manager.budget(user, client).bound == bound, (user, client)
+        assert (manager.record(user, client, value * 11) > 0) == throttled, (user, client, value)
+
+    U, C = "user", "client-id"
+    put([(U, None)], 1000)
+    put([(C, None)], 2000)
+    put([(U, None), (C, None)], 3000)
+    put([(U, "userA")], 4000)
+    put([(U, "userA"), (C, "client1")], 5000)
+    put([(U, "userB")], 6000)
+    put([(U, "userB"), (C, "client1")], 7000)
+    put([(U, "userB"), (C, None)], 8000)
+    put([(U, "userC")], 10000)
+    put([(C, "client1")], 9000)
+    check("userA", "client1", 5000, 4500, False)  # <user, client> over <user>
+    check("userA", "client2", 4000, 4500, True)  # <user> over <client> and defaults
+    check("userA", "client3", 4000, 0, True)  # <user> shared across the user's clients
+    check("userA", "client1", 5000, 0, False)  # <user, client> is its own budget
+    check("userB", "client1", 7000, 8000, True)
+    check("userB", "client2", 8000, 7000, False)  # default client of userB: per client
+    check("userB", "client3", 8000, 7000, False)
+    check("userD", "client1", 3000, 3500, True)  # default <user, client>
+    check("userD", "client2", 3000, 2500, False)
+    check("userE", "client1", 3000, 2500, False)
+    put([(U, None), (C, None)], None)
+    check("userD", "client1", 1000, 0, False)  # the budget changed: a new counter
+    check("userE", "client4", 1000, 1500, True)
+    check("userF", "client4", 1000, 800, False)  # default <user> shared across the user's clients
+    check("userF", "client5", 1000, 800, True)
+    put([(U, None)], None)
+    check("userF", "client4", 2000, 0, False)  # default <client-id>: per client-id, all users
+    check("userF", "client5", 2000, 0, False)
+    check("userF", "client5", 2000, 2500, True)
+    check("userG", "client5", 2000, 0, True)
+    put([(U, "userA")], 8000)
+    put([(U, "userA"), (C, "client1")], 10000)
+    check("userA", "client2", 8000, 0, False)
+    check("userA", "client2", 8000, 4500, True)  # the new value plus what was recorded before
+    check("userA", "client1", 10000, 0, False)
+    check("userA", "client1", 10000, 6000, True)
+    put([(U, "userA"), (C, "client1")], None)
+    check("userA", "client6", 8000, 0, True)  # the shared user budget
+    put([(U, "userA"), (C, "client6")], 11000)
+    check("userA", "client6", 11000, 8500, False)
+    put([(U, "userA"), (C, None)], 12000)
+    put([(U, "userA"), (C, "client6")], None)
+    check("userA", "client6", 12000, 4000, True)  # the new value plus what was recorded before
+
+
 def test_quota_changes_apply_to_existing_budgets():
     clock = Clock()
     table = {QuotaEntity.user("alice"): {"producer_byte_rate": 1e9}}
