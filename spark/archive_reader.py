@@ -43,36 +43,80 @@ RECORD = T.StructType(
 
 
 @dataclass(frozen=True)
-class ArchiveLines:
-    """`records`: parsed lines with `problem` (null when valid), `file`, `line`."""
+class ArchiveRows:
+    """The archive as one flat table, read once and cached: one row per line, or per (line, log
+    dir) of a successful observation. Columns: file, line, cluster, problem (null when valid), time,
+    ok, stage, brokers, pos (the log dir's position, null for a line without any), broker_id,
+    log_dir, total_bytes, available_bytes, error_code."""
 
-    records: DataFrame
+    rows: DataFrame
+
+    @property
+    def lines(self) -> DataFrame:
+        """One row per non-blank archive line."""
+        return self.rows.filter(F.col("pos").isNull() | (F.col("pos") == 0))
 
     @property
     def bad(self) -> DataFrame:
-        return self.records.filter(F.col("problem").isNotNull())
+        return self.lines.filter(F.col("problem").isNotNull())
 
     def observations(self, cluster: str) -> DataFrame:
-        """Valid records of `cluster` as observation rows (see module doc of factor_history)."""
-        r = F.col("r")
-        ok = r.outcome == SUCCESS
-        return self.records.filter(
-            F.col("problem").isNull() & (F.col("cluster") == cluster)
-        ).select(
-            F.col("cluster"),
-            r.time.alias("time"),
-            F.col("file"),
-            F.col("line"),
-            ok.alias("ok"),
-            F.when(~ok, r.failure_stage).alias("stage"),
-            F.when(
-                ok | (r.failure_stage != STAGE_DESCRIBE_CLUSTER),
-                F.size(F.coalesce(r.active_brokers, F.array().cast("array<bigint>"))),
-            ).alias("brokers"),
-            F.when(ok, F.coalesce(r.log_dirs, F.array().cast(T.ArrayType(LOG_DIR)))).alias(
-                "log_dirs"
-            ),
+        """One small row per valid observation of `cluster` (no log dirs)."""
+        return self.lines.filter(F.col("problem").isNull() & (F.col("cluster") == cluster)).select(
+            "cluster", "time", "file", "line", "ok", "stage", "brokers"
         )
+
+    def log_dirs(self, cluster: str) -> DataFrame:
+        """One row per log dir described by a successful observation of `cluster`."""
+        return self.rows.filter(
+            F.col("problem").isNull() & (F.col("cluster") == cluster) & F.col("pos").isNotNull()
+        ).select(
+            "cluster",
+            "file",
+            "line",
+            "broker_id",
+            "log_dir",
+            "total_bytes",
+            "available_bytes",
+            "error_code",
+        )
+
+
+def _flat(records: DataFrame) -> DataFrame:
+    r = F.col("r")
+    valid = F.col("problem").isNull()
+    ok = valid & (r.outcome == SUCCESS)
+    exploded = records.select(
+        "file",
+        "line",
+        "cluster",
+        "problem",
+        r.time.alias("time"),
+        ok.alias("ok"),
+        F.when(valid & ~ok, r.failure_stage).alias("stage"),
+        F.when(
+            ok | (r.failure_stage != STAGE_DESCRIBE_CLUSTER),
+            F.size(F.coalesce(r.active_brokers, F.array().cast("array<bigint>"))),
+        ).alias("brokers"),
+        F.posexplode_outer(F.when(ok, r.log_dirs)).alias("pos", "d"),
+    )
+    d = F.col("d")
+    return exploded.select(
+        "file",
+        "line",
+        "cluster",
+        "problem",
+        "time",
+        "ok",
+        "stage",
+        "brokers",
+        "pos",
+        d.broker_id.alias("broker_id"),
+        d.path.alias("log_dir"),
+        d.total_bytes.alias("total_bytes"),
+        d.usable_bytes.alias("available_bytes"),
+        d.error_code.alias("error_code"),
+    )
 
 
 def _problem(r: Column) -> Column:
@@ -119,7 +163,7 @@ def _plain_path(uri: Column) -> Column:
     return F.url_decode(encoded)
 
 
-def read_archive_lines(spark: SparkSession, files: list[Path]) -> ArchiveLines:
+def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:
     """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
     whole = spark.read.text([f"file://{p}" for p in files], wholetext=True)
     lines = whole.select(
@@ -141,4 +185,4 @@ def read_archive_lines(spark: SparkSession, files: list[Path]) -> ArchiveLines:
         F.coalesce(F.col("r.cluster"), F.lit("")).alias("cluster"),
         _problem(F.col("r")).alias("problem"),
     )
-    return ArchiveLines(records)
+    return ArchiveRows(_flat(records))

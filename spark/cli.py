@@ -22,7 +22,8 @@ What it does:
   Reads every *.jsonl / *.jsonl.gz under --archive (the exporter's --archive-dir), replays the
   observations through the same rules as the exporter (limit, validity, fallback, volume cache)
   with Spark, and writes what the exporter would have published at every grid time (multiples of
-  --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om.
+  --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om, for the
+  cluster --cluster-name or kvq.cluster.name names, else for every cluster in the archive.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
 
 Examples:
@@ -202,15 +203,23 @@ def main(argv: list[str] | None = None) -> int:
         master=args.master,
         prometheus_url=args.prometheus_url,
         max_bad_lines=args.max_bad_lines,
+        clusters=named_cluster(args.cluster_name, settings.config),
     )
     try:
         result = run(request, Progress())
     except BackfillError as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    if result.openmetrics is not None:
-        print(f"{result.openmetrics}: {result.samples} samples at {result.grid_times} times")
+    for output in result.outputs:
+        print(f"{output.openmetrics}: {output.samples} samples at {output.grid_times} times")
     return 0
+
+
+def named_cluster(flag: str | None, config) -> tuple[str, ...] | None:
+    """The cluster the flag or kvq.cluster.name names; None (every cluster found) otherwise."""
+    if flag is not None or CLUSTER_NAME in config.properties:
+        return (config.cluster_name,)
+    return None
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Write sample rows as ONE OpenMetrics file promtool accepts, sorted by Spark, not by the driver.
+"""Write sample lines as one OpenMetrics file per cluster, in parallel and in promtool's order.
 
-Rows are partitioned by family (a family never spans two part files) and sorted within each part
-by (family, header/sample, series labels, time); the driver concatenates the part files and
-appends `# EOF`. So families are never interleaved, each series is contiguous and in time order
-(promtool silently drops out-of-order samples), and timestamps are whole seconds (promtool reads
-milliseconds as seconds). No global sort: no sampling pass over the whole computation.
+Every task writes its lines into one part file per (cluster, family) in the order it holds them
+(Spark's concurrent writers: no sort, no shuffle), and every series is whole and time-ordered
+inside one task (`spark.metric_rows`). The driver then concatenates, per cluster, the families in
+catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`, streaming the part files in
+chunks (it never holds the data), and counts the sample lines on the way. So families are never
+interleaved, each series is contiguous and in time order (promtool silently drops out-of-order
+samples), and timestamps are whole seconds (promtool reads milliseconds as seconds).
 """
 
 from __future__ import annotations
@@ -13,80 +15,43 @@ import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from kvq.contract.metric_families import MetricFamily
-from spark.openmetrics_text import EOF_LINE, MAX_EXACT_INTEGER, header_lines
+from spark.openmetrics_text import EOF_LINE, header_lines
 
-HEADER = T.StructType(
-    [
-        T.StructField("family", T.IntegerType()),
-        T.StructField("part", T.IntegerType()),
-        T.StructField("text", T.StringType()),
-    ]
-)
+CHUNK = 4 << 20
 
 
-def _value_text(value):
-    whole = (value == F.floor(value)) & (F.abs(value) < F.lit(float(MAX_EXACT_INTEGER)))
-    return F.when(whole, value.cast("long").cast("string")).otherwise(value.cast("string"))
+def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: Path) -> None:
+    """`lines` (cluster_index, family, text) -> work_dir/cluster_index=C/family=F/part-*.
 
-
-def write_openmetrics(
-    spark: SparkSession,
-    samples: DataFrame,
-    catalog: list[MetricFamily],
-    present: set[int],
-    path: Path,
-    work_dir: Path,
-) -> int:
-    """Write `samples` (family, name, labels, t, value) to `path`; returns the sample count.
-
-    `present`: the catalog indexes of the families that have samples (their headers are written).
-    """
-    header_rows = []
-    for index, family in enumerate(catalog):
-        type_line, help_line = header_lines(family).splitlines()
-        header_rows += [(index, 0, type_line), (index, 1, help_line)]
-    headers = (
-        spark.createDataFrame(header_rows, HEADER)
-        .filter(F.col("family").isin(sorted(present)))
-        .select(
-            "family", "part", F.lit("").alias("labels"), F.lit(0).cast("long").alias("t"), "text"
-        )
-    )
-    lines = samples.select(
-        F.col("family").cast("int").alias("family"),
-        F.lit(2).alias("part"),
-        "labels",
-        F.col("t").cast("long").alias("t"),
-        F.concat(
-            "name",
-            "labels",
-            F.lit(" "),
-            _value_text(F.col("value")),
-            F.lit(" "),
-            F.col("t").cast("long").cast("string"),
-        ).alias("text"),
-    )
-    ordered = (
-        lines.unionByName(headers)
-        .repartition(max(1, len(present)), "family")
-        .sortWithinPartitions("family", "part", "labels", "t")
-        .select("text")
-    )
+    Each task keeps up to `writers` files open instead of sorting its rows by family, so the order
+    of the rows inside a task is the order in the files."""
+    spark.conf.set("spark.sql.optimizer.plannedWrite.enabled", "false")
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(writers))
     if work_dir.exists():
         shutil.rmtree(work_dir)
-    ordered.write.text(str(work_dir))
+    lines.write.partitionBy("cluster_index", "family").text(str(work_dir))
+
+
+def concatenate(work_dir: Path, cluster_index: int, catalog: list[MetricFamily], path: Path) -> int:
+    """One cluster's part files -> `path` with headers and `# EOF`; returns the sample count."""
     count = 0
-    with open(path, "w", encoding="utf-8") as out:
-        for part in sorted(work_dir.glob("part-*")):
-            with open(part, encoding="utf-8") as stream:
-                for line in stream:
-                    if not line.startswith("#"):
-                        count += 1
-                    out.write(line)
-        out.write(EOF_LINE)
-    shutil.rmtree(work_dir)
+    with open(path, "wb") as out:
+        for index, family in enumerate(catalog):
+            folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
+            parts = (
+                sorted(p for p in folder.glob("part-*") if p.stat().st_size)
+                if folder.is_dir()
+                else []
+            )
+            if not parts:
+                continue
+            out.write(header_lines(family).encode("utf-8"))
+            for part in parts:
+                with open(part, "rb") as stream:
+                    while chunk := stream.read(CHUNK):
+                        count += chunk.count(b"\n")
+                        out.write(chunk)
+        out.write(EOF_LINE.encode("utf-8"))
     return count

@@ -10,7 +10,6 @@ LOCAL_DEFAULTS = {
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",  # small data: fewer tasks,
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.enabled": "true",
 }

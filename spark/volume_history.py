@@ -1,20 +1,23 @@
-"""Per-volume history: the merged set (observed + cached) each successful observation judged.
+"""Per-volume history: each log dir's descriptions as runs on the success sequence and the grid.
 
-Mirrors `kvq.model.volume_cache.VolumeCache` with window functions, per (broker, log dir):
-- a log dir described usable at success v and absent from the next success starts a *gap episode*;
-- while absent, it is cached in each later success u with u <= v + validity;
-- it is evicted (counted once) at the first success after v + validity, unless described before;
-- being described again (usable or unusable) ends the episode without an eviction;
-- the violation hold: a volume violating at v stays (held) past v + validity until its broker
-  describes any log dir again or the first success after v + hold; a hold that ran out while the
-  broker stays away is counted (`n_hold_expired`) until that broker is back.
-Success numbers (`sseq`, 1, 2, ...) order the successes; windows partition by log dir, so the
-per-volume work spreads over the cluster.
+Mirrors `kvq.model.volume_cache.VolumeCache` with one window partitioned by volume (cluster,
+broker, log dir), so the per-volume work, 99% of the data, spreads over the cluster. A log dir
+described usable at success s (time T) stays in the merged set of every later success until the
+*end* of its run:
+- the next success describing it again (usable or not): no eviction;
+- else the first success later than T + validity (`expiry`), which evicts it (counted once);
+- the violation hold: if it violated at s, it stays (held) past the expiry until its broker
+  answers again (`back`: the broker's next success describing any log dir) or the first success
+  later than T + hold; a hold that runs out while the broker stays away is reported
+  (`hold_expired`) until that broker is back;
+- no end: to the last success.
+The successes strictly inside the run hold it as a cached volume; its series shows the values of s
+at grid indexes [k(s), k(end) - 1], where k(u) is the first grid index success u is visible at.
+Per success, the runs give small deltas (observed, cached, held, violating, evicted, unusable,
+hold expired) that the per-cluster windows of `spark.observation_history` sum up.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -28,17 +31,20 @@ from kvq.model.volume import (
     lacks_size,
 )
 
-NO_NEXT = 2**62
-
-
-@dataclass(frozen=True)
-class VolumeHistory:
-    merged: DataFrame
-    """sseq, broker_id, log_dir, total_bytes, available_bytes, cached, available_ratio,
-    violating."""
-    per_success: DataFrame
-    """sseq, n_observed, n_cached, n_held, n_violating, n_evicted, n_hold_expired, unusable_error,
-    unusable_unknown_size."""
+VOLUME = ["cluster", "broker_id", "log_dir"]
+NEVER = 2**62
+"""A success number later than any: an end that never comes."""
+DELTAS = (
+    "observed",
+    "violating",
+    "unusable_error",
+    "unusable_unknown_size",
+    "d_cached",
+    "d_cached_violating",
+    "d_held",
+    "d_hold_expired",
+    "evicted",
+)
 
 
 def available_ratio(available_bytes: Column, total_bytes: Column) -> Column:
@@ -46,201 +52,164 @@ def available_ratio(available_bytes: Column, total_bytes: Column) -> Column:
     return F.when(total_bytes == 0, F.lit(0.0)).otherwise(available_bytes / total_bytes)
 
 
-def described_log_dirs(successes: DataFrame) -> DataFrame:
-    """One row per log dir described by a success, with its unusable reason (null: a volume).
-
-    The reason is the model's own rule (`has_error`, `lacks_size`) evaluated on Columns.
-    """
-    d = F.col("d")
-    rows = successes.select("cluster", "sseq", "time", F.explode("log_dirs").alias("d"))
-    error_code = F.coalesce(d.error_code, F.lit(NO_ERROR))
-    return rows.select(
-        "cluster",
-        "sseq",
-        "time",
-        d.broker_id.alias("broker_id"),
-        d.path.alias("log_dir"),
-        d.total_bytes.alias("total_bytes"),
-        d.usable_bytes.alias("available_bytes"),
-        F.when(has_error(error_code), F.lit(UNUSABLE_ERROR))
-        .when(lacks_size(d.total_bytes, d.usable_bytes), F.lit(UNUSABLE_UNKNOWN_SIZE))
-        .alias("reason"),
+def _reason() -> Column:
+    """The model's own rule (`has_error`, `lacks_size`) on Columns; null for a volume."""
+    error_code = F.coalesce(F.col("error_code"), F.lit(NO_ERROR))
+    return F.when(has_error(error_code), F.lit(UNUSABLE_ERROR)).when(
+        lacks_size(F.col("total_bytes"), F.col("available_bytes")), F.lit(UNUSABLE_UNKNOWN_SIZE)
     )
 
 
-def _gap_episodes(described: DataFrame, last_sseq: int) -> DataFrame:
-    by_dir = Window.partitionBy("cluster", "broker_id", "log_dir").orderBy("sseq")
-    with_next = described.withColumn("next_described", F.lead("sseq").over(by_dir))
-    return with_next.filter(
-        F.col("reason").isNull()
-        & (F.col("sseq") < last_sseq)
-        & (F.col("next_described").isNull() | (F.col("next_described") > F.col("sseq") + 1))
-    )
-
-
-EPISODE = ["cluster", "broker_id", "log_dir", "sseq"]
-"""An episode is keyed by its log dir and the success that last described it."""
-
-
-def _first_success_after(
-    episodes: DataFrame, successes: DataFrame, seconds: float, column: str
+def described_log_dirs(
+    log_dirs: DataFrame, successes: DataFrame, limit: Limit, broadcast: bool = True
 ) -> DataFrame:
-    """Adds `column`: the first success strictly later than `time + seconds`."""
-    marks = successes.select(
-        "cluster",
-        F.lit(None).cast("long").alias("broker_id"),
-        F.lit(None).cast("string").alias("log_dir"),
-        F.lit(None).cast("long").alias("sseq"),
-        F.col("time").alias("at"),
-        F.lit(0).alias("kind"),
-        F.col("sseq").alias("mark"),
-    )
-    probes = episodes.select(
-        *EPISODE,
-        (F.col("time") + F.lit(seconds)).alias("at"),
-        F.lit(1).alias("kind"),
-        F.lit(None).cast("long").alias("mark"),
-    )
-    following = (
-        Window.partitionBy("cluster")
-        .orderBy("at", "kind")
-        .rowsBetween(Window.currentRow, Window.unboundedFollowing)
-    )
-    found = (
-        marks.unionByName(probes)
-        .withColumn(column, F.first("mark", ignorenulls=True).over(following))
-        .filter(F.col("kind") == 1)
-        .select(*EPISODE, column)
-    )
-    return episodes.join(found, EPISODE)
+    """Each described log dir with its success facts and its next description, partitioned by
+    volume and ordered by `sseq` (the one per-volume shuffle; cache it: it is read twice).
 
-
-def _broker_seen_again(episodes: DataFrame, described: DataFrame) -> DataFrame:
-    """Adds `broker_back_sseq`: the first success after the episode's that its broker answered
-    (described any log dir)."""
-    sightings = described.select(
-        "cluster",
-        "broker_id",
-        F.lit(None).cast("string").alias("log_dir"),
+    `log_dirs`: cluster, file, line, broker_id, log_dir, total_bytes, available_bytes, error_code;
+    `successes`: `spark.observation_history.success_table` (one small row per poll: broadcast
+    unless `broadcast` is False, for archives of millions of polls).
+    """
+    ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
+    described = log_dirs.join(
+        F.broadcast(successes) if broadcast else successes, ["cluster", "file", "line"]
+    ).select(
+        *VOLUME,
         "sseq",
-        F.lit(0).alias("kind"),
-        F.col("sseq").alias("mark"),
-    ).distinct()
-    probes = episodes.select(
-        *EPISODE, F.lit(1).alias("kind"), F.lit(None).cast("long").alias("mark")
+        "k",
+        "expiry_sseq",
+        "expiry_k",
+        "hold_sseq",
+        "hold_k",
+        "total_bytes",
+        "available_bytes",
+        _reason().alias("reason"),
     )
-    following = (
-        Window.partitionBy("cluster", "broker_id")
-        .orderBy("sseq", "kind")
-        .rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    usable = F.col("reason").isNull()
+    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    return described.select(
+        "*",
+        F.when(usable, ratio).alias("available_ratio"),
+        F.when(usable, limit.is_violated(F.col("available_bytes"), ratio))
+        .otherwise(False)
+        .alias("violating"),
+        F.lead("sseq").over(by_volume).alias("next_sseq"),
+        F.lead("k").over(by_volume).alias("next_k"),
     )
-    found = (
-        sightings.unionByName(probes)
-        .withColumn("broker_back_sseq", F.first("mark", ignorenulls=True).over(following))
-        .filter(F.col("kind") == 1)
-        .select(*EPISODE, "broker_back_sseq")
+
+
+def _departed_violating(described: DataFrame) -> DataFrame:
+    """For volumes violating when they went missing: when their broker answered again
+    (`back_sseq`, `back_k`; null: never). Small: one row per such departure."""
+    departures = described.filter(
+        F.col("violating")
+        & (F.col("next_sseq").isNull() | (F.col("next_sseq") > F.col("sseq") + 1))
+    ).select(*VOLUME, "sseq")
+    by_broker = Window.partitionBy("cluster", "broker_id").orderBy("sseq")
+    sightings = (
+        described.select("cluster", "broker_id", "sseq", "k")
+        .distinct()
+        .select(
+            "cluster",
+            "broker_id",
+            "sseq",
+            F.lead("sseq").over(by_broker).alias("back_sseq"),
+            F.lead("k").over(by_broker).alias("back_k"),
+        )
     )
-    return episodes.join(found, EPISODE)
+    return sightings.join(F.broadcast(departures), ["cluster", "broker_id", "sseq"])
 
 
 def _never(column: str) -> Column:
-    return F.coalesce(F.col(column), F.lit(NO_NEXT))
+    return F.coalesce(F.col(column), F.lit(NEVER))
 
 
-def volume_history(
-    successes: DataFrame, limit: Limit, validity: float, hold: float, last_sseq: int
-) -> VolumeHistory:
-    """`successes`: cluster, sseq, time, log_dirs of every successful observation.
+def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame:
+    """`described_log_dirs` + each description's run: end_sseq/end_k (null: never ends), evicted,
+    held_from/held_until, hold_expired_until (null: not released by an expired hold). Keeps the
+    partitioning and order of `described` (the departures are broadcast to it)."""
+    runs = described
+    if hold > validity:
+        runs = runs.join(F.broadcast(_departed_violating(described)), [*VOLUME, "sseq"], "left")
+    else:  # the hold never outlasts the validity: nothing is held
+        runs = runs.withColumn("back_sseq", F.lit(None).cast("long")).withColumn(
+            "back_k", F.lit(None).cast("long")
+        )
+    violating = F.col("violating")
+    expiry, back, hold_end, next_sseq = (
+        _never("expiry_sseq"),
+        _never("back_sseq"),
+        _never("hold_sseq"),
+        _never("next_sseq"),
+    )
+    until = F.least(back, hold_end)
+    evicted_at = F.when(violating, F.greatest(expiry, until)).otherwise(expiry)
+    evicted = F.col("reason").isNull() & (evicted_at < next_sseq)
+    end = F.when(evicted, evicted_at).otherwise(next_sseq)
+    end_k = (
+        F.when(~evicted, F.col("next_k"))
+        .when(evicted_at == expiry, F.col("expiry_k"))
+        .when(evicted_at == back, F.col("back_k"))
+        .otherwise(F.col("hold_k"))
+    )
+    held_until = F.least(until, end)
+    released = evicted & violating & F.lit(hold > validity) & (evicted_at < back)
+    return runs.select(
+        *VOLUME,
+        "sseq",
+        "k",
+        "reason",
+        "total_bytes",
+        "available_bytes",
+        "available_ratio",
+        "violating",
+        F.when(end < NEVER, end).alias("end_sseq"),
+        F.when(end < NEVER, end_k).alias("end_k"),
+        evicted.alias("evicted"),
+        F.when(violating & (expiry < held_until), expiry).alias("held_from"),
+        F.when(violating & (expiry < held_until) & (held_until < NEVER), held_until).alias(
+            "held_until"
+        ),
+        F.when(released, evicted_at).alias("released_at"),
+        F.when(released & (back < NEVER), back).alias("released_until"),
+    )
 
-    The violation hold (`kvq.model.volume_cache`): an episode whose volume violated when last
-    described ends, instead of at `expired_at` (first success after validity), at
-    max(expired_at, min(broker back, first success after the hold)).
-    """
-    described = described_log_dirs(successes)
-    episodes = _gap_episodes(described, last_sseq)
-    episodes = _first_success_after(episodes, successes, validity, "expired_at_sseq")
-    episodes = _first_success_after(episodes, successes, hold, "hold_expired_at_sseq")
-    episodes = _broker_seen_again(episodes, described).withColumn(
-        "violated",
-        limit.is_violated(
-            F.col("available_bytes"),
-            available_ratio(F.col("available_bytes"), F.col("total_bytes")),
+
+def _delta(at: Column, **values: Column) -> Column:
+    fields = [at.alias("sseq")]
+    for name in DELTAS:
+        fields.append(values.get(name, F.lit(0)).cast("long").alias(name))
+    return F.struct(*fields)
+
+
+def per_success(runs: DataFrame) -> DataFrame:
+    """cluster, sseq and the sums of DELTAS at that success (small: partial aggregation)."""
+    usable = F.col("reason").isNull()
+    sseq, end = F.col("sseq"), F.col("end_sseq")
+    violating = F.col("violating").cast("long")
+    cached = usable & (end.isNull() | (end > sseq + 1))
+    one = F.lit(1)
+    events = F.array(
+        _delta(
+            sseq,
+            observed=usable,
+            violating=violating,
+            unusable_error=F.col("reason") == UNUSABLE_ERROR,
+            unusable_unknown_size=F.col("reason") == UNUSABLE_UNKNOWN_SIZE,
+        ),
+        F.when(cached, _delta(sseq + 1, d_cached=one, d_cached_violating=violating)),
+        F.when(cached & end.isNotNull(), _delta(end, d_cached=-one, d_cached_violating=-violating)),
+        F.when(F.col("evicted"), _delta(end, evicted=one)),
+        F.when(F.col("held_from").isNotNull(), _delta(F.col("held_from"), d_held=one)),
+        F.when(F.col("held_until").isNotNull(), _delta(F.col("held_until"), d_held=-one)),
+        F.when(F.col("released_at").isNotNull(), _delta(F.col("released_at"), d_hold_expired=one)),
+        F.when(
+            F.col("released_until").isNotNull(),
+            _delta(F.col("released_until"), d_hold_expired=-one),
         ),
     )
-    held_until = F.greatest(
-        _never("expired_at_sseq"),
-        F.least(_never("broker_back_sseq"), _never("hold_expired_at_sseq")),
+    return (
+        runs.select("cluster", F.explode(F.filter(events, lambda e: e.isNotNull())).alias("e"))
+        .groupBy("cluster", "e.sseq")
+        .agg(*(F.sum(f"e.{name}").alias(name) for name in DELTAS))
     )
-    episodes = episodes.withColumn(
-        "evicted_at", F.when(F.col("violated"), held_until).otherwise(_never("expired_at_sseq"))
-    )
-    ends = F.least(_never("next_described"), F.col("evicted_at"), F.lit(last_sseq + 1))
-    cached = (
-        episodes.withColumn("_end", ends - 1)
-        .filter(F.col("_end") >= F.col("sseq") + 1)
-        .withColumn("_first_held", _never("expired_at_sseq"))
-        .withColumn("sseq", F.explode(F.sequence(F.col("sseq") + 1, F.col("_end"))))
-        .select(
-            "sseq",
-            "broker_id",
-            "log_dir",
-            "total_bytes",
-            "available_bytes",
-            (F.col("sseq") >= F.col("_first_held")).alias("held"),
-        )
-        .withColumn("cached", F.lit(True))
-    )
-    evictions = episodes.filter(
-        (F.col("evicted_at") < _never("next_described")) & (F.col("evicted_at") <= last_sseq)
-    )
-    evicted = evictions.groupBy(F.col("evicted_at").alias("sseq")).agg(
-        F.count("*").alias("n_evicted")
-    )
-    # Released by the hold while the broker stays away: reported until the broker is back.
-    hold_released = (
-        evictions.filter(
-            F.lit(hold > validity)
-            & F.col("violated")
-            & (_never("broker_back_sseq") > F.col("evicted_at"))
-        )
-        .withColumn("_until", F.least(_never("broker_back_sseq"), F.lit(last_sseq + 1)) - 1)
-        .select(F.explode(F.sequence(F.col("evicted_at"), F.col("_until"))).alias("sseq"))
-        .groupBy("sseq")
-        .agg(F.count("*").alias("n_hold_expired"))
-    )
-    observed = (
-        described.filter(F.col("reason").isNull())
-        .select("sseq", "broker_id", "log_dir", "total_bytes", "available_bytes")
-        .withColumn("held", F.lit(False))
-        .withColumn("cached", F.lit(False))
-    )
-    merged = (
-        observed.unionByName(cached)
-        .withColumn(
-            "available_ratio", available_ratio(F.col("available_bytes"), F.col("total_bytes"))
-        )
-        .withColumn(
-            "violating", limit.is_violated(F.col("available_bytes"), F.col("available_ratio"))
-        )
-    )
-    counts = merged.groupBy("sseq").agg(
-        F.sum((~F.col("cached")).cast("long")).alias("n_observed"),
-        F.sum(F.col("cached").cast("long")).alias("n_cached"),
-        F.sum(F.col("held").cast("long")).alias("n_held"),
-        F.sum(F.col("violating").cast("long")).alias("n_violating"),
-    )
-    unusable = described.groupBy("sseq").agg(
-        F.sum((F.col("reason") == UNUSABLE_ERROR).cast("long")).alias("unusable_error"),
-        F.sum((F.col("reason") == UNUSABLE_UNKNOWN_SIZE).cast("long")).alias(
-            "unusable_unknown_size"
-        ),
-    )
-    per_success = (
-        successes.select("sseq")
-        .join(counts, "sseq", "left")
-        .join(unusable, "sseq", "left")
-        .join(evicted, "sseq", "left")
-        .join(hold_released, "sseq", "left")
-        .na.fill(0)
-    )
-    return VolumeHistory(merged, per_success)

@@ -95,3 +95,20 @@ def test_cluster_name_flag_picks_the_cluster_as_the_exporter_flag_named_it(spark
     assert backfill(tmp_path, tmp_path / "archive", "--cluster-name", "prod-eu") == 0
     text = (tmp_path / "out" / "prod-eu.om").read_text()
     assert 'kafka_volume_quota_active_log_dirs{cluster="prod-eu"} 1 120' in text
+
+
+def test_without_a_cluster_name_every_cluster_gets_its_own_file(spark, tmp_path, capsys):
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "00.jsonl").write_text(
+        good(60, "prod-eu") + good(120, "prod-us") + good(180, "prod-eu") + good(240, "prod-us")
+    )
+    config = write_config(tmp_path / "kvq.properties")
+    unnamed = [line for line in config.read_text().splitlines() if "kvq.cluster.name" not in line]
+    config.write_text("\n".join(unnamed) + "\n")
+    assert run_backfill(tmp_path / "archive", config, tmp_path / "out", "--step", "PT1M") == 0
+    for cluster, other, last in (("prod-eu", "prod-us", 180), ("prod-us", "prod-eu", 240)):
+        text = (tmp_path / "out" / f"{cluster}.om").read_text()
+        assert f'kafka_volume_quota_active_log_dirs{{cluster="{cluster}"}} 1 {last}' in text
+        assert text.endswith("# EOF\n") and other not in text
+    out = capsys.readouterr().out
+    assert "prod-eu.om: " in out and "prod-us.om: " in out
