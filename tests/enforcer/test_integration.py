@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import signal
 import sqlite3
 import sys
@@ -447,6 +448,25 @@ def test_the_loop_survives_a_journal_locked_longer_than_its_timeout(dc, enforcer
         what="the loop carrying on once the lock is gone",
     )
     assert e.process.running
+
+
+def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(dc, enforcer):
+    """Kafka stores NaN for any key and accepts 2^63 for the long keys (decided in double)."""
+    seed(dc, {"user": "alice"}, producer_byte_rate=float("nan"))
+    seed(dc, {"user": "bob"}, producer_byte_rate=2.0**63)
+    e = enforcer()
+    status, body = e.post(firing(0.5))
+    assert status == 200, body
+    assert math.isnan(quotas(dc)[key(user="alice")][P]), "no effective limit stays so"
+    assert quotas(dc)[key(user="bob")] == {P: 2.0**62}
+    assert e.post(firing(0.0))[0] == 200
+    assert quotas(dc)[key(user="alice")] == {P: 1.0}
+    rows = {r["label"]: r for r in e.status()["entities"]}
+    assert rows["user=alice"]["original"] == "NaN", "JSON has no NaN: said as text"
+    assert e.post(RESOLVED)[0] == 200
+    after = quotas(dc)
+    assert math.isnan(after.pop(key(user="alice"))[P])
+    assert after == {key(user="bob"): {P: 2.0**63}}
 
 
 def _pending_rows(journal: Path) -> int:
