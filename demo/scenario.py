@@ -14,7 +14,7 @@ from demo.stack import ALERT, CLUSTER, DemoStack
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_entity import QuotaEntity
-from enforcer.quota_plan import Change
+from enforcer.quota_plan import BYTE_RATE_FLOOR, Change
 
 KEY = "producer_byte_rate"
 INITIAL_QUOTAS = {
@@ -60,7 +60,7 @@ class Outcome:
 CROSSED = "volume crossed the limit (devcluster broker 1, log dir 0)"
 SEEN = "exporter saw it: throttle factor 0"
 FIRED = f"{ALERT} firing in Prometheus"
-APPLIED = "quotas throttled in Kafka (every producer_byte_rate = 1 byte/s)"
+APPLIED = "quotas throttled in Kafka (every producer_byte_rate at the 8 KiB/s floor)"
 FREED = "space freed"
 RECOVERED = "exporter: throttle factor 1"
 RESOLVED = f"{ALERT} resolved"
@@ -83,10 +83,11 @@ def firing(stack: DemoStack) -> bool:
 
 
 def throttled(quotas: dict, before: dict) -> bool:
-    """Every entity that held a producer quota is at 1 byte/s, and so is the default user."""
+    """Every entity that held a producer quota is at the byte-rate floor, and so is the default
+    user (factor 0: the lowest rate Kafka still throttles reliably)."""
     held = [entity for entity, values in before.items() if KEY in values]
     default_user = (("user", None),)
-    return all(quotas.get(e, {}).get(KEY) == 1.0 for e in [*held, default_user])
+    return all(quotas.get(e, {}).get(KEY) == BYTE_RATE_FLOOR for e in [*held, default_user])
 
 
 def run(

@@ -150,7 +150,12 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         REQUEST_PERCENTAGE: config.request,
     }
     excluded = frozenset(p.removeprefix("User:") for p in config.excluded_principals)
-    return QuotaPolicy(keys=keys, bases=bases, excluded_users=excluded)
+    return QuotaPolicy(
+        keys=keys,
+        bases=bases,
+        excluded_users=excluded,
+        byte_rate_floor=float(settings.byte_rate_floor),
+    )
 
 
 def _fail(message: str) -> SystemExit:

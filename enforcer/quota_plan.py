@@ -2,10 +2,12 @@
 
 Three kinds of tracked values (a *pair* is one entity and one quota key):
 - throttled: every user/client-id entity that holds a managed key, plus the configured default
-  entity (default user) for every managed key. Value = max(original x factor, 1), rounded down for
-  the byte-rate keys (Kafka stores them as longs and rejects 0). Where the original is unset the
-  configured base (`produce`, `fetch`, `request`) stands in; with no base either, the quota is
-  unlimited and only factor 0 limits it (to 1).
+  entity (default user) for every managed key. Value = max(original x factor, minimum), rounded
+  down for the byte-rate keys (Kafka stores them as longs and rejects 0); the minimum is the
+  byte-rate floor (8 KiB/s by default, see BYTE_RATE_FLOOR) for the byte-rate keys and 1 for the
+  others, and never above the original. Where the original is unset the configured base
+  (`produce`, `fetch`, `request`) stands in; with no base either, the quota is unlimited and
+  only factor 0 limits it (to the minimum).
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -17,9 +19,9 @@ At factor 1.0 every pair gets its original back, and pairs that had no value are
 
 Odd values Kafka may hold: NaN passes Kafka's validation and is stored; a broker compares
 throughput against it and never throttles, so a NaN original is *no effective limit*: like an
-unset quota it stays as it is above factor 0 (unlimited x factor is unlimited) and becomes 1 at
-factor 0; the restore puts the NaN back. 2^63 (what `kafka-configs` stores for "unlimited" on the
-long keys) is an ordinary large number: it is scaled and restored exactly.
+unset quota it stays as it is above factor 0 (unlimited x factor is unlimited) and becomes the
+minimum at factor 0; the restore puts the NaN back. 2^63 (what `kafka-configs` stores for
+"unlimited" on the long keys) is an ordinary large number: it is scaled and restored exactly.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 KNOWN_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)
 INTEGRAL_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
 MINIMUM = 1.0
+BYTE_RATE_FLOOR = 8192.0
+"""Lowest byte rate a throttle sets. Kafka narrows the throttle time, (rate - quota) / quota x the
+~11 s quota window in ms, to a 32-bit int (ClientQuotaManager: `throttleTime(e, timeMs).toInt`)
+and throttles only when it is > 0: past 2^31 ms it wraps and the producer is not throttled at all.
+A quota Q is therefore only safe for rates below Q x 195,225; at 1 B/s a producer writing more
+than ~195 kB/s to one broker is never throttled. 8 KiB/s holds rates up to ~1.6 GB/s per quota
+entity and broker."""
 UNLIMITED = 9223372036854774784.0
 """The largest double not above Long.MAX_VALUE: Kafka's 'no limit', accepted for every key."""
 
@@ -53,6 +62,9 @@ class QuotaPolicy:
     """Configured unthrottled value per key for the default entity; None = unlimited."""
     excluded_users: frozenset[str] = frozenset()
     default_entity: QuotaEntity = QuotaEntity.default_user()
+    byte_rate_floor: float = MINIMUM
+    """The lowest value a throttle sets for the byte-rate keys; kvq-enforcer sets BYTE_RATE_FLOOR
+    (kvq.enforcer.throttle.byte.rate.floor)."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.keys if k not in KNOWN_KEYS]
@@ -61,6 +73,10 @@ class QuotaPolicy:
                 f"quota keys {list(self.keys)!r}: must include {PRODUCER_BYTE_RATE} and may add "
                 f"{', '.join(KNOWN_KEYS[1:])}"
             )
+
+    def minimum(self, key: str) -> float:
+        """The lowest value a throttle sets for `key`: the byte-rate floor, or 1."""
+        return self.byte_rate_floor if key in INTEGRAL_KEYS else MINIMUM
 
     def exempt(self, entity: QuotaEntity) -> bool:
         """The override entity of an excluded principal."""
@@ -203,17 +219,17 @@ def desired_value(
         base = originals.get((mirrored, key))
     if base is None or not math.isfinite(base):
         if factor <= 0.0:
-            return MINIMUM
+            return policy.minimum(key)
         return original
-    return scaled(base, factor, key)
+    return scaled(base, factor, key, policy.minimum(key))
 
 
-def scaled(base: float, factor: float, key: str) -> float:
-    """max(base x factor, 1), rounded down for long keys, never above the base itself."""
+def scaled(base: float, factor: float, key: str, minimum: float = MINIMUM) -> float:
+    """max(base x factor, minimum), rounded down for long keys, never above the base itself."""
     value = base * factor
     if key in INTEGRAL_KEYS:
         value = float(math.floor(value))
-    return max(value, min(MINIMUM, base))
+    return max(value, min(minimum, base))
 
 
 def plan(

@@ -70,6 +70,13 @@ class EnforcerSettings(AppSettings):
         "how long an AlterClientQuotas that got no answer may still be applied by Kafka; "
         "applies and restores are verified again after it",
     )
+    byte_rate_floor: int = setting(
+        "kvq.enforcer.throttle.byte.rate.floor",
+        values.positive_long,
+        "8192",
+        "lowest producer/consumer byte rate a throttle sets (Kafka does not throttle a client "
+        "whose rate is over ~195,000 x its quota: the throttle time overflows an int)",
+    )
     reconcile_interval: timedelta = setting(
         "kvq.enforcer.reconcile.interval",
         values.positive_duration,

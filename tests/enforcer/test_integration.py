@@ -84,8 +84,12 @@ class Enforcer:
             "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.05",
             "client.quota.callback.static.produce": "1048576",
             "kvq.enforcer.auth.bearer.token.file": str(tmp_path / "token"),
+            # The quotas seeded here are a few hundred bytes/s: a floor of 1 lets factor 0 reach
+            # them; test_factor_zero_stops_at_the_byte_rate_floor runs with the default floor.
+            "kvq.enforcer.throttle.byte.rate.floor": "1",
             **(extra or {}),
         }
+        props = {k: v for k, v in props.items() if v is not None}
         self.config = tmp_path / "enforcer.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.journal = tmp_path / "journal.sqlite3"
@@ -252,6 +256,22 @@ def test_factor_zero_clamps_every_value_to_one(dc, enforcer):
     values = [v for entity in quotas(dc).values() for v in entity.values()]
     assert values and set(values) == {1.0}
     assert quotas(dc)[key(user=None)] == {P: 1.0, C: 1.0}, "unlimited fetch x 0 is limited too"
+
+
+def test_factor_zero_stops_at_the_byte_rate_floor(dc, enforcer):
+    """With the default floor (8 KiB/s) factor 0 never sets a byte rate so low that Kafka's
+    throttle time overflows; quotas already below the floor keep their value; all restored."""
+    seed(dc, {"user": "alice"}, producer_byte_rate=1_000_000.0)
+    seed(dc, {"user": "bob"}, producer_byte_rate=4000.0)
+    before = quotas(dc)
+    e = enforcer(**{"kvq.enforcer.throttle.byte.rate.floor": None})
+    assert e.post(firing(0.0))[0] == 200
+    throttled = quotas(dc)
+    assert throttled[key(user="alice")] == {P: 8192.0}
+    assert throttled[key(user="bob")] == {P: 4000.0}
+    assert throttled[key(user=None)] == {P: 8192.0}, "the default user: produce base x 0"
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == before
 
 
 def test_the_same_alert_100_times_alters_once(dc, enforcer):
@@ -571,6 +591,7 @@ def test_one_enforcer_manages_several_clusters_by_their_label(dc, devcluster, en
         "kvq.cluster.name=prod-us-1\n"
         f"client.quota.callback.static.kafka.admin.bootstrap.servers={other.bootstrap}\n"
         "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05\n"
+        "kvq.enforcer.throttle.byte.rate.floor=1\n"
     )
     e = enforcer(more_configs=(second,))
     body = throttle_webhook(alerts=[("prod-us-1", 0.5), ("unmanaged", 0.0)], group_key="g")

@@ -71,8 +71,8 @@ def test_full_volume_throttles_every_quota_and_freeing_it_restores_them_exactly(
     throttled = outcome.throttled
     for entity, value in scenario.INITIAL_QUOTAS.items():
         assert outcome.before[entity]["producer_byte_rate"] == value
-        assert throttled[entity]["producer_byte_rate"] == 1.0  # factor 0 clamps to 1 byte/s
-    assert throttled[(("user", None),)]["producer_byte_rate"] == 1.0  # the default user too
+        assert throttled[entity]["producer_byte_rate"] == 8192.0  # factor 0: the byte-rate floor
+    assert throttled[(("user", None),)]["producer_byte_rate"] == 8192.0  # the default user too
     replicator = throttled[(("user", "replicator"),)]["producer_byte_rate"]
     assert replicator >= stack.produce  # the excluded principal stays unthrottled
     assert (("user", None),) not in outcome.restored and (("user", "replicator"),) not in (
