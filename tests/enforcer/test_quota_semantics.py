@@ -1,13 +1,20 @@
 """What a throttle means for every client, checked with Kafka's own resolution (KIP-55) over
-generated quota sets: the bounds the enforcer README states."""
+generated quota sets: the bounds the enforcer README states; and that any sequence of factors,
+with the journal lost on the way, ends in a byte-exact restore."""
 
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devkit.memory_quotas import InMemoryQuotas
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy, plan, tracked_originals
 
@@ -31,11 +38,12 @@ def chain(user: str, client: str) -> list[QuotaEntity]:
 
 
 def effective(snapshot, user: str, client: str) -> float | None:
-    """The limit Kafka applies to (user, client-id): None for none (or 'unlimited')."""
+    """The limit Kafka applies to (user, client-id): None when no entity holds the key, inf for
+    an explicit 'no limit' (NaN never throttles; 2^63-ish is beyond any rate)."""
     for entity in chain(user, client):
         value = snapshot.get(entity, {}).get(P)
         if value is not None:
-            return None if value >= UNLIMITED else value
+            return math.inf if math.isnan(value) or value >= UNLIMITED else value
     return None
 
 
@@ -61,10 +69,12 @@ ENTITIES = (
     + [QuotaEntity.of({"client-id": c}) for c in (*CLIENTS, None)]
 )
 
+quota_values = st.one_of(
+    st.integers(min_value=1, max_value=100_000).map(float),
+    st.sampled_from([math.nan, 2.0**63]),
+)
 snapshots = st.dictionaries(
-    st.sampled_from(ENTITIES),
-    st.integers(min_value=1, max_value=100_000).map(lambda v: {P: float(v)}),
-    max_size=8,
+    st.sampled_from(ENTITIES), quota_values.map(lambda v: {P: v}), max_size=8
 )
 
 
@@ -86,13 +96,54 @@ def test_every_client_is_limited_to_its_original_times_factor_and_excluded_users
             after = effective(throttled, user, client)
             where = f"user={user} client-id={client}: {before} -> {after}"
             if user in excluded:
-                assert after == before, "an excluded user keeps its original limit: " + where
+                assert _unlimited(after) == _unlimited(before), "excluded keeps its limit: " + where
                 continue
             if before is None:
-                before = base
-            if before is None:
-                expected = 1.0 if factor == 0.0 else None
-                assert after == expected, where
+                before = base  # nothing applied: the default user gets the base
+            if factor == 0.0:
+                assert after == 1.0, where
+            elif before is None or before == math.inf:
+                continue  # unlimited x factor is unlimited
             else:
                 assert after is not None, where
                 assert after <= max(math.floor(before * factor), 1.0), where
+
+
+def _unlimited(value: float | None) -> float:
+    return math.inf if value is None else value
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal quota sets, NaN equal to NaN."""
+    return {e: {k: repr(v) for k, v in vs.items()} for e, vs in a.items()} == {
+        e: {k: repr(v) for k, v in vs.items()} for e, vs in b.items()
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    snapshot=snapshots,
+    excluded=st.sets(st.sampled_from(USERS), max_size=1),
+    factors=st.lists(st.sampled_from([0.0, 0.1, 0.5, 0.99]), min_size=1, max_size=3),
+    lose_journal_after=st.one_of(st.none(), st.integers(min_value=0, max_value=2)),
+    base=st.sampled_from([None, 1000.0]),
+)
+def test_any_sequence_of_factors_and_a_lost_journal_restore_byte_exact(
+    snapshot, excluded, factors, lose_journal_after, base
+):
+    policy = QuotaPolicy((P,), {P: base}, frozenset(excluded))
+    kafka = InMemoryQuotas(snapshot)
+    with tempfile.TemporaryDirectory() as work:
+        journal = Journal(Path(work) / "j.sqlite3")
+        try:
+            applier = Applier("c1", policy, kafka, journal, EnforcerMetrics(("c1",)))
+            for step, factor in enumerate(factors):
+                applier.apply(factor)
+                if step == lose_journal_after:
+                    journal.close()
+                    journal = Journal(Path(work) / f"fresh-{step}.sqlite3")
+                    applier = Applier("c1", policy, kafka, journal, EnforcerMetrics(("c1",)))
+            applier.apply(1.0)
+        finally:
+            journal.close()
+    assert _same(kafka.describe(), snapshot)
