@@ -288,6 +288,7 @@ class Enforcer:
             "dry_run": applier.dry_run,
             "last_error": applier.last_error,
             "settling": applier.settle_due_in() is not None,
+            "held_from_kafka": cluster in self._recovered,
             "episode": None,
             "entities": [],
             "drift": 0,

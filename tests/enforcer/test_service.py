@@ -187,11 +187,13 @@ def test_a_throttle_recovered_from_kafka_is_held_until_alertmanager_speaks(world
     assert second.reconcile() == {}
     assert kafka.values[ALICE][P] == 200.0, "held at the factor Kafka's copy names"
     assert second.target("c1") == 0.25
+    assert second.status()["clusters"]["c1"]["held_from_kafka"]
     third = new_enforcer()  # a restart while holding: still held
     assert third.reconcile() == {} and kafka.values[ALICE][P] == 200.0
     handle(third, None)  # Alertmanager: resolved
     assert kafka.values[ALICE][P] == 800.0
     assert third.target("c1") == 1.0
+    assert not third.status()["clusters"]["c1"]["held_from_kafka"]
 
 
 def test_a_restore_interrupted_with_the_journal_lost_finishes_the_restore(world, tmp_path):
