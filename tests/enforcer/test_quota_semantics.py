@@ -84,11 +84,12 @@ snapshots = st.dictionaries(
     excluded=st.sets(st.sampled_from(USERS), max_size=2),
     factor=st.sampled_from([0.0, 0.1, 0.5, 0.99]),
     base=st.sampled_from([None, 1000.0]),
+    floor=st.sampled_from([1.0, 8192.0]),
 )
 def test_every_client_is_limited_to_its_original_times_factor_and_excluded_users_keep_theirs(
-    snapshot, excluded, factor, base
+    snapshot, excluded, factor, base, floor
 ):
-    policy = QuotaPolicy((P,), {P: base}, frozenset(excluded))
+    policy = QuotaPolicy((P,), {P: base}, frozenset(excluded), byte_rate_floor=floor)
     throttled = applied(snapshot, plan(policy, tracked_originals(policy, snapshot), factor))
     for user in (*USERS, "someone"):
         for client in (*CLIENTS, "other"):
@@ -100,13 +101,14 @@ def test_every_client_is_limited_to_its_original_times_factor_and_excluded_users
                 continue
             if before is None:
                 before = base  # nothing applied: the default user gets the base
+            lowest = floor if before is None else min(floor, before)  # below the floor: kept
             if factor == 0.0:
-                assert after == 1.0, where
+                assert after == lowest, where
             elif before is None or before == math.inf:
                 continue  # unlimited x factor is unlimited
             else:
                 assert after is not None, where
-                assert after <= max(math.floor(before * factor), 1.0), where
+                assert after <= max(math.floor(before * factor), lowest), where
 
 
 def _unlimited(value: float | None) -> float:
