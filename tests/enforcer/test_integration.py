@@ -489,6 +489,22 @@ def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(d
     assert after == {key(user="bob"): {P: 2.0**63}}
 
 
+def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_loop(dc, enforcer):
+    """As Strimzi's User Operator re-applying a KafkaUser's quota, or the Cluster Operator the
+    default user's: the value is exactly the original again while throttled."""
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    e = enforcer(**{"kvq.enforcer.reconcile.interval": "PT0.5S"})
+    assert e.post(firing(0.5))[0] == 200
+    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    wait_until(
+        lambda: quotas(dc)[key(user="alice")] == {P: 500.0}, what="throttled again by the loop"
+    )
+    assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 1.0
+    assert e.status()["drift"] == 0, "not the operator's value"
+    assert e.post(RESOLVED)[0] == 200
+    assert quotas(dc) == {key(user="alice"): {P: 1000.0}}
+
+
 def _pending_rows(journal: Path) -> int:
     if not journal.exists():
         return 0
