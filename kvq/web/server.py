@@ -263,11 +263,14 @@ class WebServer:
         try:
             while await self._one_request(connection, reader, writer):
                 pass
+            writer.close()  # graceful: what is buffered goes out, TLS sends close_notify
         except (ConnectionError, ssl.SSLError, OSError, asyncio.IncompleteReadError):
-            pass
+            writer.transport.abort()
+        except Exception:
+            log.exception("HTTP connection from %s failed", connection.peer)
+            writer.transport.abort()
         finally:
             self._connections.pop(connection, None)
-            writer.transport.abort()
 
     def _make_room(self, newcomer: _Connection) -> None:
         while len(self._connections) > self.limits.max_connections:
@@ -316,6 +319,8 @@ class WebServer:
             )
         except TimeoutError:
             self.dropped["read_timeout"] += 1
+            if route is not None and route.on_rejected is not None:
+                route.on_rejected(408)
             await self._send(writer, Response.error(408, "request not received in time"), False)
             return False
         except HTTPError as exc:
