@@ -91,6 +91,7 @@ class TLSFiles:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = self.min_version
         ctx.maximum_version = self.max_version
+        ctx.set_alpn_protocols(["http/1.1"])  # the only protocol served: say so in ALPN
         try:
             _load_chain(ctx, self)
             if self.client_ca_file or self.client_ca_pem:
