@@ -66,9 +66,10 @@ def number_observations(observations: DataFrame) -> DataFrame:
     )
 
 
-def _first_later_success(successes: DataFrame, seconds: float, name: str) -> DataFrame:
-    """cluster, sseq, `<name>_sseq`/`<name>_k`: the first success strictly later than time +
-    `seconds` (null when none), for every success."""
+def _first_success_from(successes: DataFrame, seconds: float, name: str) -> DataFrame:
+    """cluster, sseq, `<name>_sseq`/`<name>_k`: the first success at or after time + `seconds`
+    (null when none), for every success: a cached volume is expired at the boundary, as the
+    Strimzi plugin's CachingVolumeObserver and `kvq.model.volume_cache` judge it."""
     marks = successes.select(
         "cluster",
         F.col("time").alias("at"),
@@ -80,14 +81,14 @@ def _first_later_success(successes: DataFrame, seconds: float, name: str) -> Dat
     probes = successes.select(
         "cluster",
         (F.col("time") + F.lit(seconds)).alias("at"),
-        F.lit(1).alias("kind"),
+        F.lit(-1).alias("kind"),
         F.lit(None).cast("long").alias("mark"),
         F.lit(None).cast("long").alias("mark_k"),
         F.col("sseq").alias("probe"),
     )
     # Backwards in time, the nearest later success is the last mark seen so far: a running
     # aggregate (an unbounded *following* frame would cost quadratic time). At equal times the
-    # probe comes first (strictly later only) and the earliest of equal-time successes last.
+    # successes come first (at or after), the earliest of them last, then the probe.
     later_first = (
         Window.partitionBy("cluster")
         .orderBy(F.col("at").desc(), F.col("kind").desc(), F.col("mark").desc())
@@ -102,21 +103,21 @@ def _first_later_success(successes: DataFrame, seconds: float, name: str) -> Dat
             F.last("mark", ignorenulls=True).over(later_first).alias(f"{name}_sseq"),
             F.last("mark_k", ignorenulls=True).over(later_first).alias(f"{name}_k"),
         )
-        .filter(F.col("kind") == 1)
+        .filter(F.col("kind") == -1)
         .select("cluster", F.col("probe").alias("sseq"), f"{name}_sseq", f"{name}_k")
     )
 
 
 def success_table(numbered: DataFrame, rules: FallbackRules, step: int) -> DataFrame:
     """One row per success: cluster, sseq, time, file, line, `k` (the first grid index it is
-    visible at), and the first successes strictly later than time + validity (`expiry_*`: it
+    visible at), and the first successes at or after time + validity (`expiry_*`: it
     evicts a volume last described here) and time + hold (`hold_*`: a held one)."""
     successes = numbered.filter("ok").select(
         "cluster", "sseq", *ORDER, index_at_or_after(F.col("time"), step).alias("k")
     )
     return successes.join(
-        _first_later_success(successes, rules.validity, "expiry"), ["cluster", "sseq"]
-    ).join(_first_later_success(successes, rules.hold, "hold"), ["cluster", "sseq"])
+        _first_success_from(successes, rules.validity, "expiry"), ["cluster", "sseq"]
+    ).join(_first_success_from(successes, rules.hold, "hold"), ["cluster", "sseq"])
 
 
 def success_states(successes: DataFrame, per_success: DataFrame, rules: FallbackRules) -> DataFrame:

@@ -5,10 +5,11 @@ broker, log dir), so the per-volume work, 99% of the data, spreads over the clus
 described usable at success s (time T) stays in the merged set of every later success until the
 *end* of its run:
 - the next success describing it again (usable or not): no eviction;
-- else the first success later than T + validity (`expiry`), which evicts it (counted once);
+- else the first success at or after T + validity (`expiry`, the plugin's boundary), which
+  evicts it (counted once);
 - the violation hold: if it violated at s, it stays (held) past the expiry until its broker
   answers again (`back`: the broker's next success describing any log dir) or the first success
-  later than T + hold; a hold that runs out while the broker stays away is reported
+  at or after T + hold; a hold that runs out while the broker stays away is reported
   (`hold_expired`) until that broker is back;
 - no end: to the last success.
 The successes strictly inside the run hold it as a cached volume; its series shows the values of s

@@ -2,8 +2,8 @@
 
 The proposal's "inconsistent state" example: a broker leaves between DescribeCluster and
 DescribeLogDirs, or just left the active set. Its volumes are still on disk and may still be
-full, so the last seen state keeps counting until it is older than the validity duration;
-then it is evicted.
+full, so the last seen state keeps counting until it is as old as the validity duration;
+then it is evicted (at the boundary, as the plugin's CachingVolumeObserver).
 
 The violation hold (the Strimzi plugin's open issue #40): a volume that was *violating* when its
 broker was last seen is not evicted at the validity duration. It stays, and keeps violating, until
@@ -77,9 +77,10 @@ class VolumeCache:
         `brokers`: the brokers this observation saw (default: those that described a log dir;
         in a successful observation every active broker did).
         A log dir observed as unusable replaces its cached state (it is described, just not a
-        volume). A missing one stays while `now - seen_at <= validity`; after that it is evicted,
-        unless it is held: it violated when last seen, its broker has not been seen since, and
-        `now - seen_at <= hold`.
+        volume). A missing one stays while `now - seen_at < validity` (the Strimzi plugin's
+        CachingVolumeObserver: expired at the boundary); after that it is evicted, unless it is
+        held: it violated when last seen, its broker has not been seen since, and
+        `now - seen_at < hold`.
         """
         log_dirs = list(log_dirs)
         seen_brokers = set(d.broker_id for d in log_dirs) if brokers is None else set(brokers)
@@ -106,9 +107,9 @@ class VolumeCache:
                 )
             age = now - entry.seen_at
             holding = entry.violating and not entry.broker_seen_since
-            if age <= self.validity_seconds:
+            if age < self.validity_seconds:
                 cached.append(entry)
-            elif holding and age <= self.hold_seconds:
+            elif holding and age < self.hold_seconds:
                 cached.append(entry)
                 held.append(entry)
             else:

@@ -117,10 +117,10 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
             (LogDirDescription(0, d0, 1000, 500), full, LogDirDescription(1, d1, 1000, 5, 56)),
         ),
         Observation(1060, (0,), (LogDirDescription(0, d0, 1000, 400),)),  # broker 1 cached
-        Observation(
+        Observation(  # age == validity: evicted, at the boundary as the plugin's cache
             1120, (0,), (LogDirDescription(0, d0, 1000, 400),)
-        ),  # age == validity: still cached
-        Observation(1150, (0,), (LogDirDescription(0, d0, 1000, 400),)),  # evicted
+        ),
+        Observation(1150, (0,), (LogDirDescription(0, d0, 1000, 400),)),
         Observation.failed(1180, bad_cluster, "x"),
         Observation.failed(1270, bad_dirs, "x", active_brokers=(0, 1)),  # == expiry: no fallback
         Observation.failed(1300, bad_cluster, "x"),  # fallback
@@ -154,7 +154,9 @@ def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     )
     assert last_value(expected, "fallback_throttle_factor_applied_total") == 2
     assert last_value(expected, "log_dir_evictions_total") == 1
-    assert expected[(NS + "cached_log_dirs", '{cluster="kafka"}')][1120] == 1
+    cached = expected[(NS + "cached_log_dirs", '{cluster="kafka"}')]
+    assert cached[1110] == 1 and cached[1120] == 0
+    assert expected[(NS + "log_dir_evictions_total", '{cluster="kafka"}')][1120] == 1
     assert expected[(NS + "active_brokers", '{cluster="kafka"}')][1330] == 3
     assert_same(got, expected)
 
@@ -192,7 +194,7 @@ def test_zero_sized_volume_violates_and_a_disabled_check_never_falls_back(spark,
 def test_violation_hold_of_a_departed_full_broker(spark, tmp_path):
     """Validity 2 minutes, hold 5: broker 1 leaves full and is held past the validity; broker 2
     leaves full and its hold expires (reported until it is back); broker 3 leaves full, answers
-    again without that log dir, and its volume is evicted at the validity."""
+    again without that log dir, and its held volume is evicted then."""
     full, ok = 10, 900
 
     def dirs(*entries):
@@ -206,11 +208,12 @@ def test_violation_hold_of_a_departed_full_broker(spark, tmp_path):
             dirs(*base, (1, "/a", full), (2, "/a", full), (3, "/a", full), (3, "/b", ok)),
         ),
         Observation(1060, (0,), dirs(*base)),
-        Observation(1120, (0,), dirs(*base)),  # age == validity: cached
+        Observation(1120, (0,), dirs(*base)),  # age == validity: 1, 2, 3/a held; 3/b evicted
         Observation(1180, (0, 3), dirs(*base, (3, "/b", ok))),  # 3 back without /a: evicted
         Observation(1240, (0, 3), dirs(*base, (3, "/b", ok))),  # 1 and 2 held
-        Observation(1300, (0, 1, 3), dirs(*base, (1, "/a", ok), (3, "/b", ok))),  # 1 back, ok
-        Observation(1301, (0, 3), dirs(*base, (3, "/b", ok))),  # 2's hold expired: reported
+        # 1 back, fine; 2's hold (age == hold) ran out: released and reported
+        Observation(1300, (0, 1, 3), dirs(*base, (1, "/a", ok), (3, "/b", ok))),
+        Observation(1301, (0, 3), dirs(*base, (3, "/b", ok))),
         Observation(1361, (0, 3), dirs(*base, (3, "/b", ok))),
         Observation(1500, (0, 3), dirs(*base, (3, "/b", ok))),  # 1 (left fine) evicted
         Observation(1560, (0, 2, 3), dirs(*base, (2, "/a", ok), (3, "/b", ok))),  # 2 back

@@ -1,8 +1,8 @@
 """The Strimzi kafka-quotas-plugin's own test cases for the volume, limit and factor logic, ported.
 
 From AvailableBytesThrottleFactorPolicyTest, AvailableRatioThrottleFactorPolicyTest,
-PolicyBasedThrottleTest and FixedDurationExpiryPolicyTest (strimzi/kafka-quotas-plugin): the same
-inputs must give the same factor and counters here.
+PolicyBasedThrottleTest, FixedDurationExpiryPolicyTest and CachingVolumeObserverTest
+(strimzi/kafka-quotas-plugin): the same inputs must give the same factor, volumes and counters.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription, Volume
+from kvq.model.volume_cache import VolumeCache
 
 BYTES_LIMIT = 100
 MINUTE = 60.0
@@ -141,3 +142,53 @@ def test_check_interval_zero_disables_the_check_no_fallback_ever():
         factor = s.factor_at(now)
         assert (factor.value, factor.fallback) == (1.0, False)
     assert s.state.fallback_applied_total == 0
+
+
+DATA = "/var/lib/data"
+
+
+def described(broker: int, available: int, log_dir: str = DATA) -> LogDirDescription:
+    return LogDirDescription(broker, log_dir, 1000, available)
+
+
+def test_cache_passes_the_first_observation_through_unaltered():
+    merge = VolumeCache(MINUTE).merge(0.0, [])
+    assert (merge.volumes, merge.evicted) == ((), ())
+
+
+def test_cache_merges_the_cached_observation_of_a_missing_broker():
+    cache = VolumeCache(MINUTE)
+    cache.merge(0.0, [described(0, 1000), described(1, 1000)])
+    merge = cache.merge(1.0, [described(1, 500)])
+    assert set(merge.volumes) == {Volume(0, DATA, 1000, 1000), Volume(1, DATA, 1000, 500)}
+
+
+def test_cache_forwards_a_fresh_observation():
+    cache = VolumeCache(MINUTE)
+    cache.merge(0.0, [described(0, 1000), described(1, 1000)])
+    merge = cache.merge(1.0, [described(0, 500), described(1, 500)])
+    assert set(merge.volumes) == {Volume(0, DATA, 1000, 500), Volume(1, DATA, 1000, 500)}
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "kept"),
+    [(MINUTE - 1e-6, True), (MINUTE, False), (MINUTE + 1e-6, False)],
+    ids=["just before expiry", "exactly at the boundary", "after the boundary"],
+)
+def test_cache_entry_expiry_boundary(elapsed, kept):
+    """shouldUseOldCacheEntryJustBeforeExpiry / shouldExpireOldCacheEntriesOnUpdate...Boundary."""
+    cache = VolumeCache(MINUTE)
+    cache.merge(0.0, [described(0, 1000), described(1, 1000)])
+    merge = cache.merge(elapsed, [described(1, 500)])
+    expected = {Volume(1, DATA, 1000, 500)} | ({Volume(0, DATA, 1000, 1000)} if kept else set())
+    assert set(merge.volumes) == expected
+    assert len(merge.evicted) == (0 if kept else 1)  # shouldRecordCountOfEvictions...
+
+
+def test_cache_counts_its_entries_and_fewer_after_an_eviction():
+    """shouldCountNumberOfEntriesInCache / shouldReduceCountOfEntriesInCacheOnEviction."""
+    cache = VolumeCache(MINUTE)
+    cache.merge(0.0, [described(0, 1000), described(0, 1000, "/var/lib/data2"), described(1, 1000)])
+    assert len(cache) == 3
+    cache.merge(MINUTE + 1e-6, [described(1, 500)])
+    assert len(cache) == 1

@@ -43,10 +43,10 @@ def test_a_full_broker_that_restarts_keeps_the_cluster_throttled_until_it_is_bac
 def test_within_the_validity_it_is_the_ordinary_cache_and_not_held():
     s = source()
     poll(s, 0, b1=500, b2=50)
-    poll(s, VALIDITY, b1=500)  # age == validity: cached, not held yet
+    poll(s, VALIDITY - 1, b1=500)  # within the validity: cached, not held yet
     assert len(s.state.cached) == 1 and s.state.held == ()
-    poll(s, VALIDITY + 1, b1=500)
-    assert len(s.state.held) == 1
+    poll(s, VALIDITY, b1=500)  # from the validity on: held instead of evicted
+    assert len(s.state.held) == 1 and s.state.evictions_total == 0
 
 
 def test_a_departed_broker_that_did_not_violate_is_evicted_at_the_validity_as_before():
@@ -60,8 +60,8 @@ def test_a_departed_broker_that_did_not_violate_is_evicted_at_the_validity_as_be
 def test_the_hold_expires_loudly_and_the_report_stays_until_the_broker_is_seen_again():
     s = source()
     poll(s, 0, b1=500, b2=50)
-    assert poll(s, HOLD, b1=500) == 0.0  # age == hold: still held
-    assert poll(s, HOLD + 1, b1=500) == 1.0  # expired: released...
+    assert poll(s, HOLD - 1, b1=500) == 0.0  # still held
+    assert poll(s, HOLD, b1=500) == 1.0  # the hold has passed: released...
     assert [e.volume.key for e in s.state.hold_expired] == [(2, "/data")]  # ...and reported
     assert s.state.evictions_total == 1
     poll(s, HOLD + 2 * MINUTE, b1=500)

@@ -11,18 +11,16 @@ def test_observed_volumes_pass_through():
     assert (merge.cached, merge.evicted) == ((), ())
 
 
-def test_missing_log_dir_is_judged_from_cache_until_older_than_validity():
+def test_missing_log_dir_is_judged_from_cache_until_as_old_as_the_validity():
     cache = VolumeCache(validity_seconds=120)
     cache.merge(0, [LogDirDescription(1, "/a", 100, 50), LogDirDescription(2, "/a", 100, 1)])
     at_60 = cache.merge(60, [LogDirDescription(1, "/a", 100, 50)])
     assert [c.volume for c in at_60.cached] == [Volume(2, "/a", 100, 1)]
-    at_120 = cache.merge(
-        120, [LogDirDescription(1, "/a", 100, 50)]
-    )  # exactly the validity: still kept
-    assert len(at_120.cached) == 1 and at_120.evicted == ()
-    at_121 = cache.merge(121, [LogDirDescription(1, "/a", 100, 50)])
-    assert at_121.cached == ()
-    assert [e.volume.key for e in at_121.evicted] == [(2, "/a")]
+    at_119 = cache.merge(119.999, [LogDirDescription(1, "/a", 100, 50)])  # just before: kept
+    assert len(at_119.cached) == 1 and at_119.evicted == ()
+    at_120 = cache.merge(120, [LogDirDescription(1, "/a", 100, 50)])  # at the validity: evicted
+    assert at_120.cached == ()
+    assert [e.volume.key for e in at_120.evicted] == [(2, "/a")]
     assert cache.merge(200, [LogDirDescription(1, "/a", 100, 50)]).evicted == ()  # counted once
 
 
