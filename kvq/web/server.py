@@ -63,6 +63,7 @@ class Request:
     """Lower-case names; repeated headers joined with ", "."""
     body: bytes
     peer: str
+    """The client's address without the port ("127.0.0.1", "::1")."""
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ def environ_of(request: Request, server: tuple[str, int], scheme: str = "http") 
         "SERVER_NAME": host,
         "SERVER_PORT": str(port),
         "SERVER_PROTOCOL": "HTTP/1.1",
-        "REMOTE_ADDR": request.peer.rpartition(":")[0] or request.peer,
+        "REMOTE_ADDR": request.peer,
         "CONTENT_LENGTH": str(len(request.body)),
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scheme,

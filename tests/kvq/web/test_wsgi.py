@@ -83,3 +83,12 @@ def test_the_server_refuses_before_the_app_runs(server):
     )
     assert (unauthenticated.status_code, too_large.status_code) == (401, 413)
     assert server.calls == []
+
+
+def test_remote_addr_is_the_clients_address_ipv4_and_ipv6():
+    from kvq.web.server import Request
+    from kvq.web.wsgi import environ_of
+
+    for peer in ("127.0.0.1", "::1"):
+        request = Request("GET", "/", "", {}, b"", peer)
+        assert environ_of(request, ("127.0.0.1", 1))["REMOTE_ADDR"] == peer
