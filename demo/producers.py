@@ -33,8 +33,8 @@ from devkit import loop_settings
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from enforcer.quota_client import KafkaQuotaClient
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
+from kvq.kafka.quota_entity import QuotaEntity
 
 KEY = "producer_byte_rate"
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from demo.stack import ALERT, CLUSTER, DemoStack
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change
+from kvq.kafka.quota_entity import QuotaEntity
 
 KEY = "producer_byte_rate"
 INITIAL_QUOTAS = {

@@ -22,7 +22,7 @@ from devkit.alertmanager import Alertmanager
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.prometheus import run_prometheus
-from enforcer.quota_entity import ORIGINALS_USER
+from kvq.kafka.quota_entity import ORIGINALS_USER
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "client.quota.callback.static."

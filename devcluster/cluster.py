@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka.errors import for_code
 
-from enforcer.quota_entity import QuotaEntity
+from kvq.kafka.quota_entity import QuotaEntity
 
 from .broker import Broker
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from enforcer.quota_entity import CLIENT_ID, USER, QuotaEntity
+from kvq.kafka.quota_entity import CLIENT_ID, USER, QuotaEntity
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 WINDOW_NUM = 11  # quota.window.num

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Sequence
 
 from enforcer.quota_client import QuotaClientError, QuotaRejected
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import INTEGRAL_KEYS, KNOWN_KEYS, Change
+from kvq.kafka.quota_entity import QuotaEntity
 
 
 class InMemoryQuotas:

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Pair, same_value
+from kvq.kafka.quota_entity import QuotaEntity
 
 ACTIVE = "active"
 RESTORED = "restored"

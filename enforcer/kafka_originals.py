@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from enforcer.quota_entity import CLIENT_ID, ORIGINALS_USER, USER, QuotaEntity
 from enforcer.quota_plan import CONTROLLER_MUTATION_RATE, Change, Pair, Snapshot, same_value
+from kvq.kafka.quota_entity import CLIENT_ID, ORIGINALS_USER, USER, QuotaEntity
 
 RECORD_KEY = CONTROLLER_MUTATION_RATE
 RECORD_VALUE = 1.0

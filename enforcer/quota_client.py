@@ -20,9 +20,9 @@ from kafka.protocol.admin.client_quotas import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable
+from kvq.kafka.quota_entity import QuotaEntity
 
 MAX_PAIRS_PER_REQUEST = 10_000
 """A KRaft controller turns each changed or removed (entity, key) pair of an AlterClientQuotas

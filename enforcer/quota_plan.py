@@ -30,7 +30,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from enforcer.quota_entity import QuotaEntity
+from kvq.kafka.quota_entity import QuotaEntity
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"

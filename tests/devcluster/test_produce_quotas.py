@@ -14,7 +14,7 @@ from kafka.protocol.admin import AlterClientQuotasRequest
 from devcluster.produce_quotas import ProduceQuotas, candidates
 from devkit.devcluster_wire import admin_send
 from devkit.producer_load import LoadProducer
-from enforcer.quota_entity import QuotaEntity
+from kvq.kafka.quota_entity import QuotaEntity
 
 
 class Clock:

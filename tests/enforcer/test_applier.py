@@ -10,8 +10,8 @@ from enforcer.journal import Journal
 from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClientError
-from enforcer.quota_entity import ORIGINALS_USER, QuotaEntity
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
+from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 
 P = "producer_byte_rate"
 C = "controller_mutation_rate"

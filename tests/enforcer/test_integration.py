@@ -23,8 +23,8 @@ from devcluster.control_client import ControlClient
 from devcluster.quota_store import Alteration, Op
 from devkit.alertmanager import alertmanager, throttle_webhook
 from devkit.processes import ManagedProcess, free_port, wait_until
-from enforcer.quota_entity import ORIGINALS_USER
 from enforcer.quota_plan import UNLIMITED
+from kvq.kafka.quota_entity import ORIGINALS_USER
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from enforcer.journal import ACTIVE, RESTORED, Journal
-from enforcer.quota_entity import QuotaEntity
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 DEFAULT = QuotaEntity.default_user()
@@ -72,7 +72,7 @@ def test_a_write_survives_sigkill_right_after_it_returns(tmp_path):
         f"""
         import os, signal
         from enforcer.journal import Journal
-        from enforcer.quota_entity import QuotaEntity
+        from kvq.kafka.quota_entity import QuotaEntity
         j = Journal({str(path)!r})
         j.episodes.begin("c1", {{(QuotaEntity.user("alice"), "producer_byte_rate"): 800.0}}, 0.0)
         alice = (QuotaEntity.user("alice"), "producer_byte_rate")

@@ -11,8 +11,8 @@ from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import MAX_PAIRS_PER_REQUEST, KafkaQuotaClient
-from enforcer.quota_entity import ORIGINALS_USER
 from enforcer.quota_plan import QuotaPolicy
+from kvq.kafka.quota_entity import ORIGINALS_USER
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,10 @@ from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor, confirmed
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.service import Enforcer
 from enforcer.webhook_payload import webhook_from_dict
+from kvq.kafka.quota_entity import QuotaEntity
 
 URL = "http://prometheus.test:9090"
 

@@ -19,8 +19,8 @@ from enforcer.quota_client import (
     quota_callback_request,
     snapshot_from_response,
 )
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import Change
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")

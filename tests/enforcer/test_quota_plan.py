@@ -2,7 +2,6 @@
 
 import pytest
 
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import (
     UNLIMITED,
     Change,
@@ -12,6 +11,7 @@ from enforcer.quota_plan import (
     scaled,
     tracked_originals,
 )
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"

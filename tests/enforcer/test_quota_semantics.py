@@ -15,8 +15,8 @@ from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy, plan, tracked_originals
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 USERS = ("alice", "bob", "admin")

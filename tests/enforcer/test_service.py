@@ -15,10 +15,10 @@ from devkit.processes import wait_until
 from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.service import Enforcer
 from enforcer.webhook_payload import webhook_from_dict
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")

@@ -13,10 +13,10 @@ from enforcer.applier import Applier
 from enforcer.auth import Credentials
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_entity import QuotaEntity
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.service import Enforcer
 from enforcer.webhook_app import enforcer_server
+from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")

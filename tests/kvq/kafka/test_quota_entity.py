@@ -2,7 +2,7 @@
 
 import pytest
 
-from enforcer.quota_entity import QuotaEntity, parse_principal
+from kvq.kafka.quota_entity import QuotaEntity, parse_principal
 
 
 def E(**parts):  # noqa: N802 - reads like a constructor
