@@ -165,6 +165,8 @@ def _plain_path(uri: Column) -> Column:
 
 def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:
     """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
+    # The driver listed the files already: no parallel listing job over them again.
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(files) + 1))
     whole = spark.read.text([f"file://{p}" for p in files], wholetext=True)
     lines = whole.select(
         _plain_path(F.col("_metadata.file_path")).alias("file"),

@@ -10,6 +10,7 @@ no Python UDFs, so executors need no project code).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from collections.abc import Callable
@@ -164,7 +165,6 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from pyspark import StorageLevel
 
     from spark.archive_reader import ArchiveRows, read_archive
-    from spark.openmetrics_writer import concatenate, write_parts
     from spark.session import spark_session
 
     result = BackfillResult()
@@ -174,42 +174,11 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     say(f"reading {len(files)} archive files under {request.archive}")
     archive = ArchiveRows(read_archive(spark, files).rows.persist(StorageLevel.MEMORY_AND_DISK))
     cached = [archive.rows]
+    stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
+    tracking = stages(spark.sparkContext) if stages else contextlib.nullcontext()
     try:
-        found, result.bad_lines = _stats(archive.rows)
-        lines = sum(s.observations for s in found.values()) + result.bad_lines
-        clusters = _chosen_clusters(request, found)
-        others = {k: v.observations for k, v in found.items() if k not in clusters}
-        say(
-            f"read {lines} lines: "
-            + ", ".join(f"{found[c].observations} observations of cluster {c!r}" for c in clusters)
-            + f", {result.bad_lines} bad lines"
-            + (f", other clusters skipped: {others}" if others else "")
-        )
-        _report_bad_lines(archive, result.bad_lines, request, say)
-        _tune_shuffle(spark, sum(found[c].log_dirs for c in clusters))
-        plans = []
-        for index, cluster in enumerate(clusters):
-            plan = _cluster_plan(archive, request, cluster, index, found[cluster], cached, say)
-            if plan is not None:
-                plans.append(plan)
-        if not plans:
-            return result
-        request.output.mkdir(parents=True, exist_ok=True)
-        work_dir = request.output / ".spark-parts"
-        families = list(backfilled(request.config.limit))
-        union = plans[0][2]
-        for _, _, more in plans[1:]:
-            union = union.unionByName(more)
-        say("computing and writing the series")
-        write_parts(spark, union, len(families) * len(plans) + 8, work_dir)
-        for cluster, grid, _ in plans:
-            path = request.output / output_name(cluster, request.scenario)
-            samples = concatenate(work_dir, clusters.index(cluster), families, path)
-            result.outputs.append(
-                ClusterOutput(cluster, path, samples, len(grid), found[cluster].observations)
-            )
-            say(f"wrote {samples} samples at {len(grid)} times to {path}")
-        shutil.rmtree(work_dir)
+        with tracking:
+            _backfill(spark, archive, request, result, cached, say)
     finally:
         for frame in cached:
             frame.unpersist()
@@ -217,6 +186,49 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
         for output in result.outputs:
             result.blocks += _blocks(output.openmetrics, request.output / "blocks", say)
     return result
+
+
+def _backfill(
+    spark, archive, request: BackfillRequest, result: BackfillResult, cached, say
+) -> None:
+    """The Spark part of `run`: facts of the archive, then one write job for every cluster."""
+    from spark.openmetrics_writer import concatenate, write_parts
+
+    found, result.bad_lines = _stats(archive.rows)
+    lines = sum(s.observations for s in found.values()) + result.bad_lines
+    clusters = _chosen_clusters(request, found)
+    others = {k: v.observations for k, v in found.items() if k not in clusters}
+    say(
+        f"read {lines} lines: "
+        + ", ".join(f"{found[c].observations} observations of cluster {c!r}" for c in clusters)
+        + f", {result.bad_lines} bad lines"
+        + (f", other clusters skipped: {others}" if others else "")
+    )
+    _report_bad_lines(archive, result.bad_lines, request, say)
+    _tune_shuffle(spark, sum(found[c].log_dirs for c in clusters))
+    plans = []
+    for index, cluster in enumerate(clusters):
+        plan = _cluster_plan(archive, request, cluster, index, found[cluster], cached, say)
+        if plan is not None:
+            plans.append(plan)
+    if not plans:
+        return
+    request.output.mkdir(parents=True, exist_ok=True)
+    work_dir = request.output / ".spark-parts"
+    families = list(backfilled(request.config.limit))
+    union = plans[0][2]
+    for _, _, more in plans[1:]:
+        union = union.unionByName(more)
+    say("computing and writing the series")
+    write_parts(spark, union, len(families) * len(plans) + 8, work_dir)
+    for cluster, grid, _ in plans:
+        path = request.output / output_name(cluster, request.scenario)
+        samples = concatenate(work_dir, clusters.index(cluster), families, path)
+        result.outputs.append(
+            ClusterOutput(cluster, path, samples, len(grid), found[cluster].observations)
+        )
+        say(f"wrote {samples} samples at {len(grid)} times to {path}")
+    shutil.rmtree(work_dir)
 
 
 def _cluster_plan(
