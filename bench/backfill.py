@@ -1,21 +1,170 @@
-"""Spark backfill vs the plain-Python replay of the same history: same output, ratio, rows/s.
+"""The Spark backfill against its baselines, side by side in one run, as ratios (issue 15's goals).
 
-    python -m bench.backfill [--brokers 12] [--dirs 4] [--hours 48] [--interval 30] [--step 60]
+    python -m bench.backfill            # the 1M-row archive: scale-out, parse, replay
+    python -m bench.backfill --goals    # also 10M rows vs the replay and 13M rows in 3 minutes
 
-Generates an archive (N brokers x M log dirs polled every interval, with fill, broker stop,
-fallback and bad lines), then in one run: the plain-Python replay (exporter policy core + the
-Python OpenMetrics writer) and the Spark job (local[*], session started before timing), and checks
-that both wrote the same samples. The Spark job runs twice: cold (first run in a fresh
-JVM, what a one-shot `kvq-backfill` pays) and warm (JIT-compiled, closer to a long job).
+Every `kvq-backfill` run is the whole command in a fresh process (JVM start included), as a user
+runs it. The baselines: a single-threaded loop that only gunzips and parses the archive's lines
+(`json.loads`), and the plain-Python replay through the exporter's own policy core
+(`devkit.python_replay`, writing the same OpenMetrics). Archives come from
+`devkit.archive_generator` (fill, broker stops, fallback, bad lines). The load average is printed:
+on a shared machine the scale-out ratio is only as good as the cores that were free.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+SAMPLES = re.compile(r": (\d+) samples at (\d+) times")
+
+
+@dataclass(frozen=True)
+class Archive:
+    root: Path
+    config: Path
+    rows: int
+    megabytes: float
+    label: str
+
+
+def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, interval: float):
+    from devkit.archive_generator import ArchivePlan, generate, write_config
+
+    root = tmp / name
+    counts = generate(
+        ArchivePlan(brokers=brokers, dirs_per_broker=dirs, hours=hours, interval=interval),
+        root / "archive",
+    )
+    size = sum(p.stat().st_size for p in (root / "archive").rglob("*") if p.is_file())
+    config = write_config(root / "kvq.properties", interval=f"PT{interval:g}S")
+    rows = counts["observations"] * brokers * dirs
+    label = (
+        f"{brokers * dirs} volumes ({brokers} brokers x {dirs} log dirs), {hours / 24:g} days "
+        f"polled every {interval:g} s: {rows / 1e6:.2f}M log-dir rows, {size / 1e6:.0f} MB gzipped"
+    )
+    return Archive(root / "archive", config, rows, size / 1e6, label)
+
+
+def parse_seconds(archive: Archive) -> float:
+    """A single-threaded loop that only gunzips and parses every line."""
+    from spark.archive_files import archive_files, numbered_lines
+
+    started = time.perf_counter()
+    for path in archive_files(archive.root):
+        for _, line in numbered_lines(path):
+            with contextlib.suppress(ValueError):
+                json.loads(line)
+    return time.perf_counter() - started
+
+
+def backfill_seconds(archive: Archive, out: Path, master: str, step: int) -> tuple[float, int]:
+    """The whole `kvq-backfill` command in a fresh process: (seconds, samples written)."""
+    command = [
+        sys.executable, "-m", "spark.cli", "--archive", str(archive.root),
+        "--config", str(archive.config), "--output", str(out), "--master", master,
+        "--step", f"PT{step}S",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"kvq-backfill failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return seconds, sum(int(m.group(1)) for m in SAMPLES.finditer(done.stdout))
+
+
+def replay_seconds(archive: Archive, out: Path, step: int) -> tuple[float, int]:
+    """The plain-Python replay writing the same OpenMetrics: (seconds, samples written)."""
+    from devkit.python_replay import read_archive, replay
+    from kvq.contract.metric_families import backfilled
+    from kvq.settings.config import load_config
+    from spark.evaluation_grid import EvaluationGrid
+    from spark.openmetrics_text import write_openmetrics
+
+    config = load_config(archive.config)
+    started = time.perf_counter()
+    observations = read_archive(archive.root, config.cluster_name).observations
+    grid = EvaluationGrid.over(observations[0].time, observations[-1].time, step)
+    out.mkdir(parents=True, exist_ok=True)
+    samples = write_openmetrics(
+        out / f"{config.cluster_name}.om",
+        backfilled(config.limit),
+        replay(observations, config, grid),
+    )
+    return time.perf_counter() - started, samples
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
+def same_samples(a: Path, b: Path) -> bool:
+    from spark.openmetrics_text import read_openmetrics
+
+    return read_openmetrics(a) == read_openmetrics(b)
+
+
+def rate(rows: int, seconds: float) -> str:
+    return f"{seconds:7.1f} s  {rows / seconds / 1e3:8.0f}k log-dir rows/s"
+
+
+def one_million(tmp: Path, step: int) -> None:
+    archive = make_archive(tmp, "1m", brokers=12, dirs=4, hours=168, interval=30)
+    print(f"\n1M rows: {archive.label}; grid step {step} s; {load()}", flush=True)
+    parse = parse_seconds(archive)
+    print(
+        f"  single-threaded parse (gunzip + json.loads):  {rate(archive.rows, parse)}", flush=True
+    )
+    replay, replay_samples = replay_seconds(archive, tmp / "1m-replay", step)
+    print(
+        f"  plain-Python replay:                          {rate(archive.rows, replay)}", flush=True
+    )
+    one, _ = backfill_seconds(archive, tmp / "1m-local1", "local[1]", step)
+    print(f"  kvq-backfill --master local[1]:               {rate(archive.rows, one)}", flush=True)
+    two, samples = backfill_seconds(archive, tmp / "1m-local2", "local[2]", step)
+    print(f"  kvq-backfill --master local[2]:               {rate(archive.rows, two)}", flush=True)
+    same = same_samples(tmp / "1m-replay" / "kafka.om", tmp / "1m-local2" / "kafka.om")
+    print(
+        f"  same samples as the replay: {'yes' if same else 'NO'} ({samples} vs {replay_samples})"
+    )
+    print(f"  scale-out, local[1] / local[2] time:          {one / two:5.2f}x  (goal >= 1.6x)")
+    print(f"  kvq-backfill local[2] / single-threaded parse: {two / parse:5.1f}x  (goal <= 15x)")
+    print(f"  plain-Python replay / kvq-backfill local[2]:  {replay / two:5.2f}x  ({load()})")
+    if not same:
+        raise SystemExit("the Spark job and the replay disagree")
+
+
+def goals(tmp: Path, step: int) -> None:
+    ten = make_archive(tmp, "10m", brokers=75, dirs=4, hours=23 * 24, interval=60)
+    print(f"\n10M rows: {ten.label}; grid step {step} s; {load()}", flush=True)
+    replay, replay_samples = replay_seconds(ten, tmp / "10m-replay", step)
+    print(f"  plain-Python replay:                          {rate(ten.rows, replay)}", flush=True)
+    (tmp / "10m-replay" / "kafka.om").unlink()
+    spark, samples = backfill_seconds(ten, tmp / "10m-spark", "local[*]", step)
+    print(f"  kvq-backfill (local[*]):                      {rate(ten.rows, spark)}", flush=True)
+    print(f"  samples: {samples} (replay: {replay_samples})")
+    print(f"  plain-Python replay / kvq-backfill:           {replay / spark:5.2f}x  (goal >= 2x)")
+    (tmp / "10m-spark" / "kafka.om").unlink()
+
+    month = make_archive(tmp, "13m", brokers=75, dirs=4, hours=30 * 24, interval=60)
+    print(f"\n13M rows: {month.label}; grid step {step} s; {load()}", flush=True)
+    seconds, samples = backfill_seconds(month, tmp / "13m-spark", "local[*]", step)
+    print(f"  kvq-backfill (local[*]):                      {rate(month.rows, seconds)}  "
+          f"{samples} samples  (goal < 180 s)", flush=True)  # fmt: skip
+    per_row = (seconds / month.rows) / (spark / ten.rows)
+    print(
+        f"  time per row, 13M / 10M:                      {per_row:5.2f}x  (linear: 1.0; {load()})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,88 +173,22 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--brokers", type=int, default=12)
-    parser.add_argument("--dirs", type=int, default=4, help="log dirs per broker")
-    parser.add_argument("--hours", type=float, default=48.0)
-    parser.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
+    parser.add_argument("--goals", action="store_true", help="also the 10M- and 13M-row goals")
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
-    parser.add_argument("--verbose", action="store_true", help="show the Spark job's progress")
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
-
-    from devkit.archive_generator import ArchivePlan, generate, write_config
-    from devkit.python_replay import read_archive, replay
-    from kvq.contract.metric_families import backfilled
-    from kvq.settings.config import load_config
-    from spark.evaluation_grid import EvaluationGrid
-    from spark.job import BackfillRequest, run
-    from spark.openmetrics_text import read_openmetrics, write_openmetrics
-    from spark.progress import Progress
-    from spark.session import spark_session
-
-    with tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-") as tmp:
-        root = Path(tmp)
-        plan = ArchivePlan(
-            brokers=args.brokers,
-            dirs_per_broker=args.dirs,
-            hours=args.hours,
-            interval=args.interval,
-        )
-        counts = generate(plan, root / "archive")
-        size = sum(p.stat().st_size for p in (root / "archive").rglob("*") if p.is_file())
-        config = load_config(
-            write_config(root / "kvq.properties", interval=f"PT{args.interval:g}S")
-        )
-        log_dir_rows = counts["observations"] * args.brokers * args.dirs
-        print(
-            f"inputs: {args.brokers} brokers x {args.dirs} log dirs, {args.hours:g} h polled "
-            f"every {args.interval:g} s: {counts['observations']} observations "
-            f"({log_dir_rows} log-dir rows), {counts['files']} hourly files "
-            f"({size / 1e6:.1f} MB gzipped), {counts['bad_lines']} bad lines; "
-            f"grid step {args.step} s; {os.cpu_count()} cores"
-        )
-
-        started = time.perf_counter()
-        contents = read_archive(root / "archive", config.cluster_name)
-        observations = contents.observations
-        grid = EvaluationGrid.over(observations[0].time, observations[-1].time, args.step)
-        python_out = root / "python.om"
-        samples = write_openmetrics(
-            python_out, backfilled(config.limit), replay(observations, config, grid)
-        )
-        python_s = time.perf_counter() - started
-        print(
-            f"plain-Python replay: {python_s:8.2f} s  {samples} samples at {len(grid)} times  "
-            f"{log_dir_rows / python_s:10.0f} log-dir rows/s  {samples / python_s:10.0f} "
-            "samples/s"
-        )
-
-        started = time.perf_counter()
-        spark_session()
-        session_s = time.perf_counter() - started
-        print(f"Spark session start: {session_s:8.2f} s (not counted below)")
-        spark_times = []
-        for attempt in ("cold", "warm"):
-            started = time.perf_counter()
-            result = run(
-                BackfillRequest(root / "archive", config, root / "spark", args.step),
-                Progress() if args.verbose else (lambda message: None),
-            )
-            spark_times.append(time.perf_counter() - started)
-            spark_s = spark_times[-1]
-            print(
-                f"Spark job ({attempt} JVM): {spark_s:6.2f} s  {result.samples} samples at "
-                f"{result.grid_times} times  {log_dir_rows / spark_s:10.0f} log-dir rows/s  "
-                f"{result.samples / spark_s:10.0f} samples/s"
-            )
-
-        same = read_openmetrics(python_out) == read_openmetrics(result.openmetrics)
-        print(f"same output: {'yes' if same else 'NO'} ({samples} samples)")
-        for attempt, spark_s in zip(("cold", "warm"), spark_times, strict=True):
-            print(
-                f"ratio Spark ({attempt}) / plain Python: {spark_s / python_s:.2f}x the time "
-                f"({python_s / spark_s:.2f}x the speed)"
-            )
-    return 0 if same else 1
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+    work = (
+        contextlib.nullcontext(args.keep)
+        if args.keep
+        else tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-")
+    )
+    with work as tmp:
+        one_million(Path(tmp), args.step)
+        if args.goals:
+            goals(Path(tmp), args.step)
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import os
 from pyspark.sql import SparkSession
 
 LOCAL_DEFAULTS = {
-    "spark.driver.memory": "1g",
+    "spark.driver.memory": "2g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
