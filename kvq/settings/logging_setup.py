@@ -43,7 +43,7 @@ def add_logging_flags(parser: argparse.ArgumentParser, default_level: str = "inf
 
 def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | None = None) -> None:
     """Send records at `level` and up to `stream` (stderr) in `fmt`; replaces any earlier setup."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger()
     for old in root.handlers[:]:
@@ -52,6 +52,19 @@ def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | Non
     root.setLevel(LEVELS[level])
     for name in _QUIET:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record comes (as logging's last resort does), so
+    a stream swapped and closed later (a test's capture) is never written to."""
+
+    @property
+    def stream(self) -> TextIO:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
 
 
 def _fields(record: logging.LogRecord) -> dict[str, str]:

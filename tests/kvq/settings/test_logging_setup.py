@@ -3,6 +3,7 @@
 import io
 import json
 import logging
+import sys
 
 import pytest
 
@@ -55,3 +56,14 @@ def test_an_exception_stays_on_its_line(log_to):
         logging.getLogger("kvq.test").exception("failed")
     (line,) = stream.getvalue().splitlines()
     assert 'exc="Traceback' in line and "RuntimeError: boom" in line
+
+
+def test_records_go_to_the_stderr_of_the_moment(log_to, monkeypatch):
+    log_to()  # as a command sets it up, then stderr is swapped (and the old one closed)
+    setup_logging("info", "logfmt")
+    old, new = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", old)
+    old.close()
+    monkeypatch.setattr(sys, "stderr", new)
+    logging.getLogger("kvq.test").warning("after the swap")
+    assert "after the swap" in new.getvalue()
