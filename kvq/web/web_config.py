@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -128,6 +129,8 @@ def load_web_config(path: str | os.PathLike[str] | None) -> WebConfig | None:
         return None
     source = str(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block start-up for ever
+            raise WebConfigError(f"--web.config.file={source}: not a regular file")
         with open(path, "rb") as handle:
             raw = handle.read(1024 * 1024 + 1)
     except OSError as exc:

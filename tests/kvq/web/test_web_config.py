@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import bcrypt
@@ -222,3 +224,24 @@ def test_the_readme_example_loads_with_real_files(tmp_path, pki):
     header = "Basic " + base64.b64encode(b"prometheus:change-me").decode()
     assert config.tls is not None and config.users.allows(header)
     assert config.headers == {"X-Frame-Options": "deny"}
+
+
+def test_a_fifo_is_refused_instead_of_blocking_start_up(tmp_path):
+    fifo = tmp_path / "web.fifo"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_web_config(fifo)
+        except WebConfigError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # release the blocked open before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=10)
+        pytest.fail("reading a FIFO as --web.config.file blocked")
+    assert [str(e) for e in outcome] == [f"--web.config.file={fifo}: not a regular file"]
