@@ -9,6 +9,10 @@ elsewhere (tests/system/test_rules_live_exporter.py).
         fake.set_available(1, "/data/a", 10)       # below the limit: factor 0
         fake.set_available(2, "/data/b", 500_000, fill=1000)   # a disk filling at 1000 B/s
         fake.set_fallback(0.5)                     # the fallback factor applies
+        fake.held_log_dirs = 1                     # a departed broker's violating volume held
+
+Both servers also serve the families every kvq server publishes (build info, process, HTTP
+connections), made by the real collectors of kvq/web/standard_metrics.py.
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CollectorRegistry, generate_latest
+
 from kvq.contract import metric_families as mf
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
 from kvq.model.volume import UNUSABLE_REASONS
+from kvq.web.server import DROP_REASONS
+from kvq.web.standard_metrics import register_standard_metrics
 
 Labels = dict[str, str]
 
@@ -51,6 +59,8 @@ class FakeExporter:
     violated_total: int = 0
     fallback_applied_total: int = 0
     enforcer_applied_factor: float = 1.0
+    held_log_dirs: int = 0
+    hold_expired_log_dirs: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -105,8 +115,8 @@ class FakeExporter:
             out.table(mf.FALLBACK_ACTIVE, [(c, int(self.fallback_factor is not None))])
             out.table(mf.CACHED_LOG_DIRS, [(c, 0)])
             out.table(mf.LOG_DIR_EVICTIONS, [(c, 0)])
-            out.table(mf.HELD_LOG_DIRS, [(c, 0)])
-            out.table(mf.VIOLATION_HOLD_EXPIRED, [(c, 0)])
+            out.table(mf.HELD_LOG_DIRS, [(c, self.held_log_dirs)])
+            out.table(mf.VIOLATION_HOLD_EXPIRED, [(c, self.hold_expired_log_dirs)])
             out.table(
                 mf.UNUSABLE_LOG_DIRS,
                 [({**c, "reason": r}, n) for r, n in sorted(self.unusable.items())],
@@ -170,7 +180,11 @@ class FakeExporter:
 
     # --- serving ---
     def __enter__(self) -> FakeExporter:
-        self._servers = [_serve(self.render), _serve(self.render_enforcer)]
+        exporter, enforcer = _StandardMetrics("kvq-exporter"), _StandardMetrics("kvq-enforcer")
+        self._servers = [
+            _serve(lambda: self.render() + exporter.render()),
+            _serve(lambda: self.render_enforcer() + enforcer.render()),
+        ]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -187,6 +201,23 @@ class FakeExporter:
     def enforcer_target(self) -> str:
         """host:port of the enforcer-shaped /metrics."""
         return _address(self._servers[1])
+
+
+class _StandardMetrics:
+    """Build info, process and HTTP connection families from the real collectors, with a
+    connection count of 1 (the scrape) and one more idle timeout every third scrape."""
+
+    def __init__(self, program: str) -> None:
+        self.open_connections = 1
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self.scrapes = 0
+        self.registry = CollectorRegistry()
+        register_standard_metrics(self.registry, program, self)
+
+    def render(self) -> str:
+        self.scrapes += 1
+        self.dropped["idle_timeout"] = self.scrapes // 3
+        return generate_latest(self.registry).decode()
 
 
 def _serve(render: Callable[[], str]) -> ThreadingHTTPServer:

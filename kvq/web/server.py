@@ -41,6 +41,8 @@ log = logging.getLogger("kvq.web")
 LINGER_SECONDS = 1.0
 STOP_GRACE_SECONDS = 10.0
 LINGER_BYTES = 256 * 1024
+DROP_REASONS = ("idle_timeout", "read_timeout", "write_timeout", "evicted", "full")
+"""Why the server closed a connection (`kafka_volume_quota_http_connections_dropped_total`)."""
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -168,13 +170,7 @@ class WebServer:
             )
         self.threads = threads
         self.gzip = GzipCache()
-        self.dropped: dict[str, int] = {
-            "idle_timeout": 0,
-            "read_timeout": 0,
-            "write_timeout": 0,
-            "evicted": 0,
-            "full": 0,
-        }
+        self.dropped: dict[str, int] = dict.fromkeys(DROP_REASONS, 0)
         self._users = web_config.users if web_config else None
         self._extra_headers = dict(web_config.headers) if web_config else {}
         self._connections: dict[_Connection, None] = {}

@@ -18,11 +18,20 @@ import yaml
 from devkit import grafana
 from devkit.fake_exporter import FakeExporter
 from devkit.prometheus import run_prometheus
+from enforcer.metrics import EnforcerMetrics
+from kvq.contract.metric_families import FAMILIES
+from kvq.web.standard_metrics import BUILD_INFO, HTTP_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
 PROVISIONING = ROOT / "grafana" / "provisioning"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
+NOT_ON_THE_DASHBOARD = {
+    # the configured limit: shown as the per-volume effective limit the recording rules derive
+    "kafka_volume_quota_limit_bytes": "log_dir:kafka_volume_quota_limit_bytes:effective",
+    # every quota value set or removed: applies (and their failures) tell the operator more
+    "kafka_volume_quota_enforcer_quota_changes_total": "Enforcer: applies and failures",
+}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +100,28 @@ def test_dashboard_shows_what_the_issue_asks_for(dashboard: dict) -> None:
         "kafka_volume_quota_poll_failures_total",
     ):
         assert metric in exprs, metric
+
+
+def test_every_family_the_exporter_and_enforcer_publish_is_on_the_dashboard(
+    dashboard: dict,
+) -> None:
+    """A family added to the exporter or the enforcer gets a panel (or a reason here)."""
+    enforcer = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in EnforcerMetrics(clusters=("c1",)).registry.collect()
+    }
+    published = (
+        {family.sample_name for family in FAMILIES}
+        | enforcer
+        | {BUILD_INFO, HTTP_PREFIX + "open_connections", HTTP_PREFIX + "connections_dropped_total"}
+    )
+    exprs = " ".join(q.expr for q in grafana.queries(dashboard))
+    missing = {
+        name
+        for name in published - set(NOT_ON_THE_DASHBOARD)
+        if not re.search(rf"(?<![\w:]){name}(_bucket|_sum|_count)?(?![\w:])", exprs)
+    }
+    assert missing == set()
 
 
 def test_provisioning_files_point_at_the_dashboard() -> None:
