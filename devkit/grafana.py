@@ -34,8 +34,12 @@ CORE_PANELS = (
     "Available ratio per broker log dir",
     "Headroom above the limit per log dir",
     "Active brokers and log dirs",
+    "Violation hold of departed brokers",
     "Poll latency",
     "Poll failures",
+    "Versions running",
+    "HTTP connections",
+    "Process CPU and memory",
 )
 GRAFANA_INTERVALS = {
     "$__rate_interval": "30s",
