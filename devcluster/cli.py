@@ -72,9 +72,10 @@ def parser() -> argparse.ArgumentParser:
         "kvq-devcluster",
         "Run N Kafka brokers in one process: a Kafka wire-protocol server "
         "(ApiVersions, Metadata, DescribeCluster, DescribeLogDirs v1-v4, Describe/Alter"
-        "ClientQuotas, DescribeConfigs of brokers, CreateTopics, Produce) whose log dirs are real "
-        "directories, with client quotas stored as KRaft "
-        "does and faults injected through a JSON control API. Prints bootstrap=..., control=... "
+        "ClientQuotas, DescribeConfigs of brokers, CreateTopics, Produce with replication, "
+        "SASL/PLAIN) whose log dirs are real directories that produced bytes are written to, "
+        "with client quotas stored as KRaft does and produce quotas enforced as Kafka brokers "
+        "do, and faults injected through a JSON control API. Prints bootstrap=..., control=... "
         "and ready on stdout once every port listens; SIGINT/SIGTERM stop it.",
         EPILOG,
         log_level="warn",
