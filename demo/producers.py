@@ -194,9 +194,9 @@ def start_load(stack: DemoStack, active: list) -> list[LoadProducer]:
             client_id=client_id,
             user=user,
             password=USERS[user],
-            # An application's buffer: while throttled the producer blocks once 256 kB are queued,
+            # An application's buffer: while throttled the producer blocks once 64 kB are queued,
             # rather than piling up a backlog that floods the disks after the restore.
-            **{"queue.buffering.max.kbytes": 256},
+            **{"queue.buffering.max.kbytes": 64},
         )
         active.append(producer)
         producer.run_steady([topic], RATE / len(PRODUCERS), MESSAGE_BYTES)
@@ -256,7 +256,16 @@ def run_with_kvq(
     timeline.mark("exporter: throttle factor 1")
     wait_until(lambda: stack.quotas() == _originals(), 30, what="quotas restored")
     run.marks["restored"] = timeline.mark("quotas restored byte for byte")
-    wait_until(lambda: _recovered(producers, 3.0), 90, interval=0.2, what="producers back")
+    try:
+        wait_until(lambda: _recovered(producers, 3.0), 150, interval=0.2, what="producers back")
+    except TimeoutError as exc:
+        now = time.monotonic()
+        detail = "; ".join(
+            f"{p.client_id}: {p.log.rate(now - 3, now) / 1000:.0f} kB/s, last throttles "
+            f"{[(round(t - now, 1), ms) for t, ms in p.log.throttles[-2:]]}"
+            for p in producers
+        )
+        raise TimeoutError(f"{exc}: {detail}") from None
     run.marks["recovered"] = timeline.mark("producers back at their rate")
     time.sleep(8)  # the 'after' measurement period
     run.marks["end"] = timeline.mark("load stopped")
