@@ -27,13 +27,13 @@ from pathlib import Path
 
 import confluent_kafka.admin as ck
 
-from demo.scenario import Timeline, firing
+from demo.scenario import Timeline, firing, throttled
 from demo.stack import CLUSTER, DemoStack
 from devkit import loop_settings
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from enforcer.quota_client import KafkaQuotaClient
-from enforcer.quota_plan import Change
+from enforcer.quota_plan import BYTE_RATE_FLOOR, Change
 from kvq.kafka.quota_entity import QuotaEntity
 
 KEY = "producer_byte_rate"
@@ -65,7 +65,7 @@ INTERVALS = {
     "group_wait": LOOP.group_wait,
     "apply": APPLY_SECONDS,
 }
-HOLD_SECONDS = 8  # how long the scenario keeps the cluster throttled before growing the disk
+HOLD_SECONDS = 3  # how long the scenario keeps the cluster throttled before growing the disk
 VALIDITY_SECONDS = 5  # throttle.factor.validity.duration: how long a departed broker is cached
 AWAY_SECONDS = VALIDITY_SECONDS + 5  # the full broker stays stopped longer than that
 VIOLATION_HOLD = "PT1H"  # kvq.departed.broker.violation.hold (its default)
@@ -171,7 +171,8 @@ def make_stack(work: Path) -> DemoStack:
     )
 
 
-def prepare(stack: DemoStack) -> None:
+def prepare(stack: DemoStack) -> dict:
+    """Topics and the original quotas; returns Kafka's quotas as they are then."""
     admin = ck.AdminClient({"bootstrap.servers": stack.bootstrap, "log_level": 0})
     futures = admin.create_topics(
         [ck.NewTopic(name, len(a), replica_assignment=a) for name, a in TOPICS.items()]
@@ -183,6 +184,7 @@ def prepare(stack: DemoStack) -> None:
         client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in ORIGINAL_QUOTAS.items()])
     finally:
         client.close()
+    return stack.quotas()
 
 
 def start_load(stack: DemoStack, active: list) -> list[LoadProducer]:
@@ -217,7 +219,7 @@ def run_with_kvq(
 ) -> Run:
     factor = f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}}'
     wait_until(lambda: stack.prometheus.query(factor), 30, what="Prometheus scraping")
-    prepare(stack)
+    before = prepare(stack)
     watch = DiskWatch(stack).start()
     active.append(watch)
     limit = limit_bytes()
@@ -236,8 +238,10 @@ def run_with_kvq(
     run.marks["seen"] = timeline.mark("exporter: throttle factor 0")
     wait_until(lambda: firing(stack), 30, what="alert firing")
     run.marks["fired"] = timeline.mark("alert firing in Prometheus")
-    wait_until(lambda: _throttled(stack), 30, what="quotas throttled")
-    run.marks["applied"] = timeline.mark("quotas throttled in Kafka (1 byte/s)")
+    wait_until(lambda: throttled(stack.quotas(), before), 30, what="quotas throttled")
+    run.marks["applied"] = timeline.mark(
+        f"quotas throttled in Kafka ({BYTE_RATE_FLOOR:.0f} bytes/s, the enforcer's floor)"
+    )
     wait_until(
         lambda: all(
             any(t >= run.marks["applied"] - 1 for t, _ in p.log.throttles) for p in producers
@@ -247,14 +251,14 @@ def run_with_kvq(
     )
     run.marks["held"] = timeline.mark("every producer throttled by the brokers")
     if restart:
-        restart_full_broker(stack, run, log)
+        restart_full_broker(stack, run, log, before)
     time.sleep(HOLD_SECONDS)  # the throttle holding: the disk must not grow meanwhile
     stack.control.set_log_dir(0, 0, capacity_bytes=CAPACITY * 2)
     run.marks["grown"] = timeline.mark("operator doubled broker 0's volume")
     log("broker 0's volume grown; waiting for the restore")
     wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, 30, what="factor 1")
     timeline.mark("exporter: throttle factor 1")
-    wait_until(lambda: stack.quotas() == _originals(), 30, what="quotas restored")
+    wait_until(lambda: stack.quotas() == before, 30, what="quotas restored")
     run.marks["restored"] = timeline.mark("quotas restored byte for byte")
     try:
         wait_until(lambda: _recovered(producers, 3.0), 150, interval=0.2, what="producers back")
@@ -272,7 +276,9 @@ def run_with_kvq(
     return run
 
 
-def restart_full_broker(stack: DemoStack, run: Run, log: Callable[[str], None]) -> None:
+def restart_full_broker(
+    stack: DemoStack, run: Run, log: Callable[[str], None], before: dict
+) -> None:
     """Stop broker 0 (full, throttled) for longer than the validity duration: the throttle must
     hold the whole time, and still hold once it is back, still below the limit."""
     stack.control.stop_broker(0)
@@ -281,7 +287,7 @@ def restart_full_broker(stack: DemoStack, run: Run, log: Callable[[str], None]) 
     released = []
     while time.monotonic() < stopped + AWAY_SECONDS:
         status = stack.exporter_status()
-        if status["throttle_factor"] != 0.0 or not _throttled(stack):
+        if status["throttle_factor"] != 0.0 or not throttled(stack.quotas(), before):
             released.append(time.monotonic())
         if not run.marks.get("held_seen") and status.get("held_log_dirs"):
             run.marks["held_seen"] = run.timeline.mark(
@@ -299,7 +305,7 @@ def restart_full_broker(stack: DemoStack, run: Run, log: Callable[[str], None]) 
         30,
         what="broker 0 seen again",
     )
-    if stack.exporter_status()["throttle_factor"] != 0.0 or not _throttled(stack):
+    if stack.exporter_status()["throttle_factor"] != 0.0 or not throttled(stack.quotas(), before):
         released.append(time.monotonic())
     run.marks["seen_again"] = run.timeline.mark("exporter sees broker 0 again: still violating")
     run.released = released
@@ -328,16 +334,6 @@ def run_without_kvq(
     )
     run.marks["end"] = timeline.mark("load stopped")
     return run
-
-
-def _throttled(stack: DemoStack) -> bool:
-    quotas = stack.quotas()
-    wanted = [*ORIGINAL_QUOTAS, (("user", None),)]
-    return all(quotas.get(e, {}).get(KEY) == 1.0 for e in wanted)
-
-
-def _originals() -> dict:
-    return {tuple(sorted(e)): {KEY: v} for e, v in ORIGINAL_QUOTAS.items()}
 
 
 def _recovered(producers: list[LoadProducer], seconds: float) -> bool:
