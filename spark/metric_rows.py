@@ -55,9 +55,10 @@ class UnknownFamily(RuntimeError):
 
 
 def _escaped(value: Column) -> Column:
-    value = F.regexp_replace(value, r"\\", r"\\\\")
-    value = F.regexp_replace(value, "\n", r"\\n")
-    return F.regexp_replace(value, '"', r"\\\"")
+    """`spark.openmetrics_text.escape_label_value` on a Column (plain replacements, no regex)."""
+    for raw, escaped in (("\\", "\\\\"), ("\n", "\\n"), ('"', '\\"')):
+        value = F.replace(value, F.lit(raw), F.lit(escaped))
+    return value
 
 
 def _label_text(labels: dict[str, Column]) -> Column:

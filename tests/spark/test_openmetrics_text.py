@@ -1,4 +1,4 @@
-"""The OpenMetrics text rules promtool depends on (pure Python, shared by both writers)."""
+"""The OpenMetrics text rules promtool depends on, shared by both writers (Python and Spark)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from spark.openmetrics_text import (
     Sample,
     TimestampError,
     check_timestamp,
+    escape_label_value,
     format_value,
     label_text,
     read_openmetrics,
@@ -65,3 +66,14 @@ def test_out_of_order_input_is_written_in_order_and_promtool_accepts_it(tmp_path
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_spark_escapes_label_values_as_the_python_writer(spark):
+    from pyspark.sql import functions as F
+
+    from spark.metric_rows import _escaped
+
+    values = ["/var/lib/kafka", "a b+c", "x\\y", 'q"uote', "new\nline", '\\"\n\\\\']
+    frame = spark.createDataFrame([(v,) for v in values], "v string")
+    got = [row[0] for row in frame.select(_escaped(F.col("v"))).collect()]
+    assert got == [escape_label_value(v) for v in values]
