@@ -2,8 +2,8 @@
 
 No Grafana server is obtainable here (not in Debian, PyPI or npm): the JSON is validated
 structurally, and each PromQL expression is executed against Prometheus 2.42 scraping
-exporter-shaped metrics (tests/system/test_rules_live_exporter.py repeats this against the real
-exporter).
+exporter-shaped metrics, then scraping the real exporter and enforcer of the demo stack
+(tests/system/test_rules_live_exporter.py repeats this against the real exporter while throttled).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo.stack import CLUSTER as DEMO_CLUSTER
+from demo.stack import DemoStack
 from devkit import grafana
 from devkit.fake_exporter import FakeExporter
 from devkit.prometheus import run_prometheus
@@ -166,6 +168,35 @@ def test_every_query_runs_on_real_prometheus(tmp_path: Path, dashboard: dict) ->
                     what="every panel but the early-warning one has data",
                 )
     assert seen[-1] == expected
+
+
+@pytest.mark.e2e
+def test_every_panel_has_data_from_the_real_exporter_and_enforcer(
+    tmp_path: Path, dashboard: dict
+) -> None:
+    """The enforcer's and the Processes row's panels on the real processes' series: their joins
+    on (job, instance) hold with the labels Prometheus gives real targets."""
+    # Nothing fills in the calm demo stack, so no time to limit and no early warning.
+    no_trend = {"Predicted time to limit", "Low headroom and filling-up warnings"}
+    with DemoStack(tmp_path / "stack") as stack:
+        prom = stack.prometheus
+        prom.wait_for(
+            lambda: (
+                prom.query("rate(kafka_volume_quota_poll_duration_seconds_count[30s]) > 0")
+                and prom.query("rate(kafka_volume_quota_enforcer_webhooks_total[30s])")
+            ),
+            what="exporter and enforcer scraped a few times",
+        )
+        seen: list[set[str]] = []
+        with contextlib.suppress(TimeoutError):
+            prom.wait_for(
+                lambda: (
+                    seen.append(check_all_queries(prom, dashboard, DEMO_CLUSTER))
+                    or seen[-1] <= no_trend
+                ),
+                what="every panel with data but the trend ones",
+            )
+    assert seen[-1] <= no_trend
 
 
 def check_all_queries(prom, dashboard: dict, cluster: str) -> set[str]:
