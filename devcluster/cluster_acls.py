@@ -17,12 +17,11 @@ Topic and group ACLs are not modelled: topics stay open to every principal.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .validation import ControlError
+from .validation import ControlError, read_json_file
 
 # AclOperation: name -> code (the bits of authorized_operations)
 CODES = {
@@ -93,10 +92,7 @@ class ClusterAcls:
     @classmethod
     def from_file(cls, path: Path) -> ClusterAcls:
         """A JSON file holding what ``parse`` takes; ValueError naming the problem."""
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cluster ACLs file {path}: {exc}") from None
+        data = read_json_file(path, "cluster ACLs file")
         try:
             return cls.parse(data)
         except ControlError as exc:

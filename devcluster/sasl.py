@@ -12,7 +12,6 @@ control API; they are never logged or returned.
 from __future__ import annotations
 
 import hmac
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from .protocol_codec import Request
-from .validation import ControlError
+from .validation import ControlError, read_json_file
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -76,10 +75,7 @@ class SaslUsers:
     @classmethod
     def from_file(cls, path: Path) -> SaslUsers:
         """A JSON object ``{"alice": "alice-secret", ...}``; ValueError naming the problem."""
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"SASL users file {path}: {exc}") from None
+        data = read_json_file(path, "SASL users file")
         if not isinstance(data, dict):
             raise ValueError(f"SASL users file {path}: expected a JSON object name -> password")
         try:

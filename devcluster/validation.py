@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -45,3 +47,11 @@ def boolean(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ControlError(400, f"{name} must be true or false, got {value!r}")
     return value
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """The JSON value in a file; ValueError naming `what`, the file and the problem."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} {path}: {exc}") from None

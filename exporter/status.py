@@ -13,6 +13,17 @@ def iso(time: float | None) -> str | None:
     return None if time is None else datetime.fromtimestamp(time, UTC).isoformat()
 
 
+def seen(entry: Any, **more: Any) -> dict[str, Any]:
+    """A cached volume (broker, log dir, when last seen), with `more` fields."""
+    volume = entry.volume
+    return {
+        "broker_id": volume.broker_id,
+        "log_dir": volume.log_dir,
+        "seen_at": iso(entry.seen_at),
+        **more,
+    }
+
+
 def status_document(
     throttle: ThrottleFactorSource, now: float, cluster: str, limit: Limit
 ) -> dict[str, Any]:
@@ -42,32 +53,17 @@ def status_document(
         ],
         "active_brokers": state.active_brokers,
         "active_log_dirs": len(state.volumes),
-        "cached_log_dirs": [
-            {
-                "broker_id": entry.volume.broker_id,
-                "log_dir": entry.volume.log_dir,
-                "seen_at": iso(entry.seen_at),
-            }
-            for entry in state.cached
-        ],
+        "cached_log_dirs": [seen(entry) for entry in state.cached],
         "held_log_dirs": [
-            {
-                "broker_id": entry.volume.broker_id,
-                "log_dir": entry.volume.log_dir,
-                "seen_at": iso(entry.seen_at),
-                "held_until": iso(entry.seen_at + hold_seconds),
-            }
-            for entry in state.held
+            seen(entry, held_until=iso(entry.seen_at + hold_seconds)) for entry in state.held
         ],
         "violation_hold_expired": [
-            {
-                "broker_id": entry.volume.broker_id,
-                "log_dir": entry.volume.log_dir,
-                "seen_at": iso(entry.seen_at),
-                "hold_expired_at": iso(entry.seen_at + hold_seconds),
-                "problem": f"broker {entry.volume.broker_id} left while this volume violated "
+            seen(
+                entry,
+                hold_expired_at=iso(entry.seen_at + hold_seconds),
+                problem=f"broker {entry.volume.broker_id} left while this volume violated "
                 "the limit and has not been seen since; the throttle no longer counts it",
-            }
+            )
             for entry in state.hold_expired
         ],
         "unusable_log_dirs": [
