@@ -21,11 +21,15 @@ from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
 from spark.archive_files import archive_files
 from spark.evaluation_grid import EvaluationGrid
+from spark.global_series import write_global_parts
 from spark.openmetrics_text import check_timestamp
+from spark.openmetrics_writer import concatenate
+from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
+from spark.series_sources import EVENTS, GLOBAL, families
 
 MAX_BAD_LINES_SHOWN = 20
 ROWS_PER_SHUFFLE_PARTITION = 250_000
-"""Log-dir rows per shuffle partition (each one sorts its volumes' rows for the window)."""
+"""Log-dir rows per partition of the per-broker shuffle (each sorts its brokers' rows)."""
 BROADCAST_SUCCESSES = 2_000_000
 """Up to this many successful polls the success table is broadcast to the log-dir rows."""
 
@@ -81,62 +85,76 @@ class BackfillResult:
         return sum(o.grid_times for o in self.outputs)
 
 
+@dataclass
+class ClusterLines:
+    """The valid lines of one cluster (for the driver) and what they say about it."""
+
+    polls: list[PollLine] = field(default_factory=list)
+    successes: int = 0
+    log_dirs: int = 0
+    first: float = float("inf")
+    last: float = float("-inf")
+
+    def add(self, row, log_dirs: int) -> None:
+        self.polls.append(
+            PollLine(
+                row["time"],
+                row["file"],
+                row["line"],
+                row["ok"],
+                row["stage"],
+                row["brokers"],
+                row["observed"],
+                row["violating"],
+                row["unusable_error"],
+                row["unusable_unknown_size"],
+            )
+        )
+        self.successes += row["ok"]
+        self.log_dirs += log_dirs
+        self.first = min(self.first, row["time"])
+        self.last = max(self.last, row["time"])
+
+    @property
+    def observations(self) -> int:
+        return len(self.polls)
+
+
 @dataclass(frozen=True)
-class ClusterStats:
-    observations: int
-    successes: int
-    log_dirs: int
-    first: float
-    last: float
-    first_success: float | None
+class BadLine:
+    file: str
+    line: int
+    problem: str
+
+
+def _read_lines(rows) -> tuple[dict[str, ClusterLines], list[BadLine]]:
+    found: dict[str, ClusterLines] = {}
+    bad: list[BadLine] = []
+    for row in rows:
+        if row["problem"] is not None:
+            bad.append(BadLine(row["file"], row["line"], row["problem"]))
+        else:
+            found.setdefault(row["cluster"], ClusterLines()).add(row, row["log_dirs"])
+    return found, bad
 
 
 def output_name(cluster: str, scenario: str | None) -> str:
     return f"{cluster}.{scenario}.om" if scenario else f"{cluster}.om"
 
 
-def _stats(rows) -> tuple[dict[str, ClusterStats], int]:
-    """One pass over the cached archive: per-cluster facts of the valid lines, bad line count."""
-    from pyspark.sql import functions as F
-
-    is_line = F.col("pos").isNull() | (F.col("pos") == 0)
-    found = (
-        rows.groupBy("cluster", F.col("problem").isNull().alias("valid"))
-        .agg(
-            F.sum(is_line.cast("long")).alias("lines"),
-            F.sum(F.col("pos").isNotNull().cast("long")).alias("log_dirs"),
-            F.sum((is_line & F.col("ok")).cast("long")).alias("successes"),
-            F.min("time").alias("first"),
-            F.max("time").alias("last"),
-            F.min(F.when(F.col("ok"), F.col("time"))).alias("first_success"),
-        )
-        .collect()
-    )
-    clusters = {
-        r["cluster"]: ClusterStats(
-            r["lines"], r["successes"], r["log_dirs"], r["first"], r["last"], r["first_success"]
-        )
-        for r in found
-        if r["valid"]
-    }
-    return clusters, sum(r["lines"] for r in found if not r["valid"])
-
-
-def _report_bad_lines(archive, bad: int, request: BackfillRequest, say) -> None:
-    if not bad:
-        return
-    shown = archive.bad.orderBy("file", "line").limit(MAX_BAD_LINES_SHOWN).collect()
-    for row in shown:
-        say(f"bad line {row['file']}:{row['line']}: {row['problem']}")
-    if bad > len(shown):
-        say(f"... and {bad - len(shown)} more bad lines")
-    if request.max_bad_lines is not None and bad > request.max_bad_lines:
+def _report_bad_lines(bad: list[BadLine], request: BackfillRequest, say) -> None:
+    shown = sorted(bad, key=lambda b: (b.file, b.line))[:MAX_BAD_LINES_SHOWN]
+    for line in shown:
+        say(f"bad line {line.file}:{line.line}: {line.problem}")
+    if len(bad) > len(shown):
+        say(f"... and {len(bad) - len(shown)} more bad lines")
+    if request.max_bad_lines is not None and len(bad) > request.max_bad_lines:
         raise BackfillError(
-            f"{bad} bad archive lines, more than --max-bad-lines {request.max_bad_lines}"
+            f"{len(bad)} bad archive lines, more than --max-bad-lines {request.max_bad_lines}"
         )
 
 
-def _chosen_clusters(request: BackfillRequest, found: dict[str, ClusterStats]) -> list[str]:
+def _chosen_clusters(request: BackfillRequest, found: dict[str, ClusterLines]) -> list[str]:
     held = ", ".join(f"{k!r} ({v.observations})" for k, v in sorted(found.items())) or "none"
     if request.clusters is None:
         if not found:
@@ -151,20 +169,19 @@ def _chosen_clusters(request: BackfillRequest, found: dict[str, ClusterStats]) -
     return list(request.clusters)
 
 
-def _tune_shuffle(spark, log_dir_rows: int) -> None:
-    """Shuffle partitions for the input size, unless the user set them (spark-submit --conf)."""
-    if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        return
+def _partitions(spark, log_dir_rows: int) -> int:
+    """Partitions of the per-broker shuffle for the input size, unless the user set them."""
+    conf = spark.sparkContext.getConf()
+    if conf.contains("spark.sql.shuffle.partitions"):
+        return int(conf.get("spark.sql.shuffle.partitions"))
     cores = spark.sparkContext.defaultParallelism
     wanted = -(-log_dir_rows // ROWS_PER_SHUFFLE_PARTITION)
-    spark.conf.set("spark.sql.shuffle.partitions", str(max(2 * cores, min(wanted, 4000))))
+    return max(4 * cores, min(wanted, 4000))
 
 
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     """Run the backfill; raises BackfillError for problems the user must fix."""
-    from pyspark import StorageLevel
-
-    from spark.archive_reader import ArchiveRows, read_archive
+    from spark.archive_reader import read_archive
     from spark.session import spark_session
 
     result = BackfillResult()
@@ -172,120 +189,136 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     spark = spark_session(request.master)
     files = archive_files(request.archive)
     say(f"reading {len(files)} archive files under {request.archive}")
-    archive = ArchiveRows(read_archive(spark, files).rows.persist(StorageLevel.MEMORY_AND_DISK))
-    cached = [archive.rows]
+    archive = read_archive(spark, files)
     stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
-    tracking = stages(spark.sparkContext) if stages else contextlib.nullcontext()
-    try:
-        with tracking:
-            _backfill(spark, archive, request, result, cached, say)
-    finally:
-        for frame in cached:
-            frame.unpersist()
+    with stages(spark.sparkContext) if stages else contextlib.nullcontext():
+        _backfill(spark, archive, request, result, say)
     if request.blocks:
         for output in result.outputs:
             result.blocks += _blocks(output.openmetrics, request.output / "blocks", say)
     return result
 
 
-def _backfill(
-    spark, archive, request: BackfillRequest, result: BackfillResult, cached, say
-) -> None:
-    """The Spark part of `run`: facts of the archive, then one write job for every cluster."""
-    from spark.openmetrics_writer import concatenate, write_parts
+@dataclass(frozen=True)
+class _Plan:
+    cluster: str
+    grid: EvaluationGrid
+    history: PollHistory
 
-    found, result.bad_lines = _stats(archive.rows)
-    lines = sum(s.observations for s in found.values()) + result.bad_lines
+
+def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, say) -> None:
+    """The Spark part of `run`: the lines to the driver, then one write job for every cluster."""
+    config = request.config
+    found, bad = _read_lines(archive.lines(config.limit).collect())
+    result.bad_lines = len(bad)
     clusters = _chosen_clusters(request, found)
     others = {k: v.observations for k, v in found.items() if k not in clusters}
     say(
-        f"read {lines} lines: "
+        f"read {sum(v.observations for v in found.values()) + len(bad)} lines: "
         + ", ".join(f"{found[c].observations} observations of cluster {c!r}" for c in clusters)
-        + f", {result.bad_lines} bad lines"
+        + f", {len(bad)} bad lines"
         + (f", other clusters skipped: {others}" if others else "")
     )
-    _report_bad_lines(archive, result.bad_lines, request, say)
-    _tune_shuffle(spark, sum(found[c].log_dirs for c in clusters))
-    plans = []
-    for index, cluster in enumerate(clusters):
-        plan = _cluster_plan(archive, request, cluster, index, found[cluster], cached, say)
-        if plan is not None:
-            plans.append(plan)
+    _report_bad_lines(bad, request, say)
+    plans: list[_Plan] = []
+    for cluster in clusters:
+        lines = found[cluster]
+        say(
+            f"cluster {cluster!r}: {lines.observations} observations ({lines.successes} "
+            f"successful, {lines.log_dirs} log-dir rows) from {lines.first} to {lines.last}"
+        )
+        grid = _grid(request, cluster, lines.first, lines.last, say)
+        if grid is None:
+            continue
+        check_timestamp(grid.time(grid.first))
+        check_timestamp(grid.time(grid.last))
+        say(f"cluster {cluster!r}: evaluating {len(grid)} grid times, every {grid.step}s")
+        rules = FallbackRules(
+            config.validity.total_seconds(),
+            config.fallback_factor,
+            lines.first,
+            checking=config.check_interval.total_seconds() > 0,
+            hold=config.violation_hold.total_seconds(),
+        )
+        plans.append(_Plan(cluster, grid, PollHistory(lines.polls, rules, grid.step)))
     if not plans:
         return
     request.output.mkdir(parents=True, exist_ok=True)
     work_dir = request.output / ".spark-parts"
-    families = list(backfilled(request.config.limit))
-    union = plans[0][2]
-    for _, _, more in plans[1:]:
-        union = union.unionByName(more)
+    catalog = list(backfilled(config.limit))
     say("computing and writing the series")
-    write_parts(spark, union, len(families) * len(plans) + 8, work_dir)
-    for cluster, grid, _ in plans:
-        path = request.output / output_name(cluster, request.scenario)
-        samples = concatenate(work_dir, clusters.index(cluster), families, path)
-        result.outputs.append(
-            ClusterOutput(cluster, path, samples, len(grid), found[cluster].observations)
+    _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
+    check_interval = config.check_interval.total_seconds()
+    global_families = [(i, f) for i, f, short in families(catalog) if short in GLOBAL]
+    for index, plan in enumerate(plans):
+        folder = work_dir / f"cluster_index={index}"
+        labels = {"cluster": plan.cluster}
+        if request.scenario:
+            labels["scenario"] = request.scenario
+        states = list(plan.history.grid_states(plan.grid, read_events(folder / f"family={EVENTS}")))
+        write_global_parts(
+            lambda family, folder=folder: folder / f"family={family}",
+            global_families,
+            states,
+            config.limit,
+            check_interval,
+            labels,
         )
-        say(f"wrote {samples} samples at {len(grid)} times to {path}")
+        path = request.output / output_name(plan.cluster, request.scenario)
+        samples = concatenate(work_dir, index, catalog, path)
+        result.outputs.append(
+            ClusterOutput(
+                plan.cluster, path, samples, len(plan.grid), found[plan.cluster].observations
+            )
+        )
+        say(f"wrote {samples} samples at {len(plan.grid)} times to {path}")
     shutil.rmtree(work_dir)
 
 
-def _cluster_plan(
-    archive, request: BackfillRequest, cluster: str, index: int, stats, cached: list, say
-):
-    """(cluster, grid, lines) for one cluster, or None when Prometheus holds every grid time.
-
-    Appends the DataFrames it caches to `cached` (the caller unpersists them)."""
-    from pyspark.sql import functions as F
-
-    from spark.metric_rows import global_lines, volume_lines
-    from spark.observation_history import (
-        FallbackRules,
-        grid_states,
-        number_observations,
-        success_states,
-        success_table,
-    )
-    from spark.volume_history import described_log_dirs, per_success, volume_runs
+def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found) -> None:
+    """The one Spark job over the log-dir rows: per-volume series and run events, as part files."""
+    from spark.metric_rows import volume_lines
+    from spark.openmetrics_writer import write_parts
+    from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
-    say(
-        f"cluster {cluster!r}: {stats.observations} observations ({stats.successes} successful, "
-        f"{stats.log_dirs} log-dir rows) from {stats.first} to {stats.last}"
-    )
-    grid = _grid(request, cluster, stats.first, stats.last, say)
-    if grid is None:
-        return None
-    check_timestamp(grid.time(grid.first))
-    check_timestamp(grid.time(grid.last))
-    say(f"cluster {cluster!r}: evaluating {len(grid)} grid times, every {grid.step}s")
-    rules = FallbackRules(
-        config.validity.total_seconds(),
-        config.fallback_factor,
-        stats.first,
-        checking=config.check_interval.total_seconds() > 0,
-        hold=config.violation_hold.total_seconds(),
-    )
-    # Each of these is read by two or more branches of the one write job: cached, each is
-    # computed once (small: one row per poll; the runs: one row per log-dir row).
-    numbered = number_observations(archive.observations(cluster)).cache()
-    successes = success_table(numbered, rules, grid.step).cache()
+    rows = [
+        (p.cluster, s.file, s.line, index, s.sseq, s.k, s.expiry_sseq, s.expiry_k, s.hold_sseq,
+         s.hold_k)
+        for index, p in enumerate(plans)
+        for s in p.history.successes()
+    ]  # fmt: skip
+    successes = spark.createDataFrame(rows, SUCCESS_SCHEMA, verifySchema=False)
+    validity = config.validity.total_seconds()
+    hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
-        archive.log_dirs(cluster), successes, config.limit, stats.successes <= BROADCAST_SUCCESSES
-    ).cache()
-    cached.extend((numbered, successes, described))
-    runs = volume_runs(described, rules.validity, rules.hold)
-    states = success_states(successes, per_success(runs), rules)
-    labels = {"cluster": cluster}
-    if request.scenario:
-        labels["scenario"] = request.scenario
-    families = list(backfilled(config.limit))
-    check_interval = config.check_interval.total_seconds()
-    lines = global_lines(
-        grid_states(numbered, states, rules, grid), families, config.limit, check_interval, labels
-    ).unionByName(volume_lines(runs, grid, families, labels))
-    return cluster, grid, lines.withColumn("cluster_index", F.lit(index))
+        archive.log_dirs([p.cluster for p in plans]),
+        successes,
+        config.limit,
+        _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
+        hold_matters=hold > validity,
+        broadcast=len(rows) <= BROADCAST_SUCCESSES,
+    )
+    runs = volume_runs(described, validity, hold)
+    lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)
+    write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
+
+
+SUCCESS_SCHEMA = (
+    "cluster string, file string, line long, cluster_index int, sseq long, k long, "
+    "expiry_sseq long, expiry_k long, hold_sseq long, hold_k long"
+)
+
+
+def read_events(folder: Path) -> dict[int, VolumeDeltas]:
+    """The runs' event lines (`spark.volume_history.events`) summed per success."""
+    deltas: dict[int, VolumeDeltas] = {}
+    for part in sorted(folder.glob("part-*")) if folder.is_dir() else []:
+        with open(part, encoding="utf-8") as stream:
+            for line in stream:
+                sseq, *values = (int(v) for v in line.split())
+                deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + VolumeDeltas(*values)
+    return deltas
 
 
 def _grid(

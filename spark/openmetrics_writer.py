@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
 from spark.openmetrics_text import EOF_LINE, header_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 CHUNK = 4 << 20
 

@@ -1,9 +1,10 @@
 """Per-volume history: each log dir's descriptions as runs on the success sequence and the grid.
 
-Mirrors `kvq.model.volume_cache.VolumeCache` with one window partitioned by volume (cluster,
-broker, log dir), so the per-volume work, 99% of the data, spreads over the cluster. A log dir
-described usable at success s (time T) stays in the merged set of every later success until the
-*end* of its run:
+Mirrors `kvq.model.volume_cache.VolumeCache` with windows over the log-dir rows hash-partitioned
+by broker (cluster, broker_id): one shuffle serves both the per-volume window (a log dir's next
+description) and the per-broker one (when the broker answered again), and the per-volume work,
+99% of the data, spreads over as many tasks as there are brokers. A log dir described usable at
+success s (time T) stays in the merged set of every later success until the *end* of its run:
 - the next success describing it again (usable or not): no eviction;
 - else the first success at or after T + validity (`expiry`, the plugin's boundary), which
   evicts it (counted once);
@@ -14,8 +15,9 @@ described usable at success s (time T) stays in the merged set of every later su
 - no end: to the last success.
 The successes strictly inside the run hold it as a cached volume; its series shows the values of s
 at grid indexes [k(s), k(end) - 1], where k(u) is the first grid index success u is visible at.
-Per success, the runs give small deltas (observed, cached, held, violating, evicted, unusable,
-hold expired) that the per-cluster windows of `spark.observation_history` sum up.
+A run that leaves the next success without it yields a few *events* (cached, held, evicted, hold
+expired, each at a success) that `spark.poll_history` sums up on the driver; a volume described
+at every success yields none.
 """
 
 from __future__ import annotations
@@ -24,101 +26,91 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from kvq.model.limits import Limit
-from kvq.model.volume import (
-    NO_ERROR,
-    UNUSABLE_ERROR,
-    UNUSABLE_UNKNOWN_SIZE,
-    has_error,
-    lacks_size,
-)
+from spark.archive_reader import available_ratio, unusable_reason
 
 VOLUME = ["cluster", "broker_id", "log_dir"]
 NEVER = 2**62
 """A success number later than any: an end that never comes."""
-DELTAS = (
-    "observed",
-    "violating",
-    "unusable_error",
-    "unusable_unknown_size",
-    "d_cached",
-    "d_cached_violating",
-    "d_held",
-    "d_hold_expired",
-    "evicted",
-)
-
-
-def available_ratio(available_bytes: Column, total_bytes: Column) -> Column:
-    """`Volume.available_ratio` on Columns: available / total, 0.0 for a volume of 0 bytes."""
-    return F.when(total_bytes == 0, F.lit(0.0)).otherwise(available_bytes / total_bytes)
-
-
-def _reason() -> Column:
-    """The model's own rule (`has_error`, `lacks_size`) on Columns; null for a volume."""
-    error_code = F.coalesce(F.col("error_code"), F.lit(NO_ERROR))
-    return F.when(has_error(error_code), F.lit(UNUSABLE_ERROR)).when(
-        lacks_size(F.col("total_bytes"), F.col("available_bytes")), F.lit(UNUSABLE_UNKNOWN_SIZE)
-    )
 
 
 def described_log_dirs(
-    log_dirs: DataFrame, successes: DataFrame, limit: Limit, broadcast: bool = True
+    log_dirs: DataFrame,
+    successes: DataFrame,
+    limit: Limit,
+    partitions: int,
+    hold_matters: bool,
+    broadcast: bool = True,
 ) -> DataFrame:
-    """Each described log dir with its success facts and its next description, partitioned by
-    volume and ordered by `sseq` (the one per-volume shuffle; cache it: it is read twice).
+    """Each described log dir with its success facts, its next description and, when the hold
+    matters, when its broker answered next (`back_sseq`, `back_k`; only set where it is needed: a
+    violating log dir missing from the next success).
 
     `log_dirs`: cluster, file, line, broker_id, log_dir, total_bytes, available_bytes, error_code;
-    `successes`: `spark.observation_history.success_table` (one small row per poll: broadcast
-    unless `broadcast` is False, for archives of millions of polls).
+    `successes`: cluster, file, line, cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq,
+    hold_k (one small row per success: broadcast unless `broadcast` is False).
     """
     ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
-    described = log_dirs.join(
-        F.broadcast(successes) if broadcast else successes, ["cluster", "file", "line"]
-    ).select(
-        *VOLUME,
-        "sseq",
-        "k",
-        "expiry_sseq",
-        "expiry_k",
-        "hold_sseq",
-        "hold_k",
-        "total_bytes",
-        "available_bytes",
-        _reason().alias("reason"),
+    described = (
+        log_dirs.join(
+            F.broadcast(successes) if broadcast else successes, ["cluster", "file", "line"]
+        )
+        .select(
+            "cluster_index",
+            *VOLUME,
+            "sseq",
+            "k",
+            "expiry_sseq",
+            "expiry_k",
+            "hold_sseq",
+            "hold_k",
+            "total_bytes",
+            "available_bytes",
+            unusable_reason(
+                F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")
+            ).alias("reason"),
+        )
+        .repartition(partitions, "cluster", "broker_id")
     )
     usable = F.col("reason").isNull()
-    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
-    return described.select(
+    described = described.select(
         "*",
         F.when(usable, ratio).alias("available_ratio"),
         F.when(usable, limit.is_violated(F.col("available_bytes"), ratio))
         .otherwise(False)
         .alias("violating"),
-        F.lead("sseq").over(by_volume).alias("next_sseq"),
-        F.lead("k").over(by_volume).alias("next_k"),
     )
-
-
-def _departed_violating(described: DataFrame) -> DataFrame:
-    """For volumes violating when they went missing: when their broker answered again
-    (`back_sseq`, `back_k`; null: never). Small: one row per such departure."""
-    departures = described.filter(
-        F.col("violating")
-        & (F.col("next_sseq").isNull() | (F.col("next_sseq") > F.col("sseq") + 1))
-    ).select(*VOLUME, "sseq")
-    by_broker = Window.partitionBy("cluster", "broker_id").orderBy("sseq")
-    sightings = (
-        described.select("cluster", "broker_id", "sseq", "k")
-        .distinct()
-        .select(
-            "cluster",
-            "broker_id",
-            "sseq",
-            F.lead("sseq").over(by_broker).alias("back_sseq"),
-            F.lead("k").over(by_broker).alias("back_k"),
+    if hold_matters:
+        # The broker's next success after this one: the least later sseq among its rows (a
+        # growing frame over the descending order: linear, unlike a frame reaching forwards).
+        later = (
+            Window.partitionBy("cluster", "broker_id")
+            .orderBy(F.col("sseq").desc())
+            .rangeBetween(Window.unboundedPreceding, -1)
         )
+        back = F.min(F.struct("sseq", "k")).over(later)
+        described = described.select("*", back.sseq.alias("broker_sseq"), back.k.alias("broker_k"))
+    else:
+        described = described.select(
+            "*",
+            F.lit(None).cast("long").alias("broker_sseq"),
+            F.lit(None).cast("long").alias("broker_k"),
+        )
+    # Last, so that each partition comes out ordered by volume and success: every series whole
+    # and in time order for the writer (the explicit sort costs nothing when already so).
+    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    next_sseq = F.lead("sseq").over(by_volume)
+    departed = F.col("violating") & (next_sseq.isNull() | (next_sseq > F.col("sseq") + 1))
+    return (
+        described.select(
+            "*",
+            next_sseq.alias("next_sseq"),
+            F.lead("k").over(by_volume).alias("next_k"),
+            F.when(departed, F.col("broker_sseq")).alias("back_sseq"),
+            F.when(departed, F.col("broker_k")).alias("back_k"),
+        )
+        .drop("broker_sseq", "broker_k")
+        .sortWithinPartitions(*VOLUME, "sseq")
     )
-    return sightings.join(F.broadcast(departures), ["cluster", "broker_id", "sseq"])
 
 
 def _never(column: str) -> Column:
@@ -127,15 +119,9 @@ def _never(column: str) -> Column:
 
 def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame:
     """`described_log_dirs` + each description's run: end_sseq/end_k (null: never ends), evicted,
-    held_from/held_until, hold_expired_until (null: not released by an expired hold). Keeps the
-    partitioning and order of `described` (the departures are broadcast to it)."""
+    held_from/held_until, released_at/released_until (null: not released by an expired hold).
+    Keeps the partitioning of `described`."""
     runs = described
-    if hold > validity:
-        runs = runs.join(F.broadcast(_departed_violating(described)), [*VOLUME, "sseq"], "left")
-    else:  # the hold never outlasts the validity: nothing is held
-        runs = runs.withColumn("back_sseq", F.lit(None).cast("long")).withColumn(
-            "back_k", F.lit(None).cast("long")
-        )
     violating = F.col("violating")
     expiry, back, hold_end, next_sseq = (
         _never("expiry_sseq"),
@@ -156,6 +142,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     held_until = F.least(until, end)
     released = evicted & violating & F.lit(hold > validity) & (evicted_at < back)
     return runs.select(
+        "cluster_index",
         *VOLUME,
         "sseq",
         "k",
@@ -176,41 +163,31 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     )
 
 
-def _delta(at: Column, **values: Column) -> Column:
-    fields = [at.alias("sseq")]
-    for name in DELTAS:
-        fields.append(values.get(name, F.lit(0)).cast("long").alias(name))
-    return F.struct(*fields)
+EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted")
+"""The fields of an event line after its sseq (`spark.poll_history.VolumeDeltas`)."""
 
 
-def per_success(runs: DataFrame) -> DataFrame:
-    """cluster, sseq and the sums of DELTAS at that success (small: partial aggregation)."""
-    usable = F.col("reason").isNull()
+def _event(at: Column, **values: Column) -> Column:
+    """`sseq cached cached_violating held hold_expired evicted` as one line of text."""
+    fields = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
+    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in fields))
+
+
+def events() -> list[Column]:
+    """The run's events as text lines, null where there is none (all of them null for a volume
+    described at every success; unusable descriptions are never cached, so they yield none)."""
     sseq, end = F.col("sseq"), F.col("end_sseq")
     violating = F.col("violating").cast("long")
-    cached = usable & (end.isNull() | (end > sseq + 1))
+    cached = F.col("reason").isNull() & (end.isNull() | (end > sseq + 1))
     one = F.lit(1)
-    events = F.array(
-        _delta(
-            sseq,
-            observed=usable,
-            violating=violating,
-            unusable_error=F.col("reason") == UNUSABLE_ERROR,
-            unusable_unknown_size=F.col("reason") == UNUSABLE_UNKNOWN_SIZE,
-        ),
-        F.when(cached, _delta(sseq + 1, d_cached=one, d_cached_violating=violating)),
-        F.when(cached & end.isNotNull(), _delta(end, d_cached=-one, d_cached_violating=-violating)),
-        F.when(F.col("evicted"), _delta(end, evicted=one)),
-        F.when(F.col("held_from").isNotNull(), _delta(F.col("held_from"), d_held=one)),
-        F.when(F.col("held_until").isNotNull(), _delta(F.col("held_until"), d_held=-one)),
-        F.when(F.col("released_at").isNotNull(), _delta(F.col("released_at"), d_hold_expired=one)),
+    return [
+        F.when(cached, _event(sseq + 1, cached=one, cached_violating=violating)),
+        F.when(cached & end.isNotNull(), _event(end, cached=-one, cached_violating=-violating)),
+        F.when(F.col("evicted"), _event(end, evicted=one)),
+        F.when(F.col("held_from").isNotNull(), _event(F.col("held_from"), held=one)),
+        F.when(F.col("held_until").isNotNull(), _event(F.col("held_until"), held=-one)),
+        F.when(F.col("released_at").isNotNull(), _event(F.col("released_at"), hold_expired=one)),
         F.when(
-            F.col("released_until").isNotNull(),
-            _delta(F.col("released_until"), d_hold_expired=-one),
+            F.col("released_until").isNotNull(), _event(F.col("released_until"), hold_expired=-one)
         ),
-    )
-    return (
-        runs.select("cluster", F.explode(F.filter(events, lambda e: e.isNotNull())).alias("e"))
-        .groupBy("cluster", "e.sseq")
-        .agg(*(F.sum(f"e.{name}").alias(name) for name in DELTAS))
-    )
+    ]

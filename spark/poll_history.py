@@ -1,0 +1,233 @@
+"""The per-poll state of one cluster, on the driver: one small row per archive line.
+
+Mirrors `kvq.model.throttle_factor_source.ThrottleFactorSource` for everything that is one value
+per poll (the per-volume work, 99% of the rows, runs in Spark: `spark.volume_history`):
+- observations are ordered by (time, file, line); `sseq` numbers the successes (0: none yet);
+- every success knows the first grid index it is visible at (`k`) and the first success at or
+  after its time + validity (`expiry`: evicts a volume last described there) and + hold (`hold`);
+- a success's factor is 0.0 if any volume of its merged set violates (its own violating log dirs
+  plus the cached ones still violating), else 1.0;
+- at grid time t, with s the last success <= t (or the start time, the first observation's time,
+  before any): the fallback applies when t > s + validity;
+- the fallback counter at t = gaps between consecutive successes (the first one starting at the
+  start time) longer than validity, plus 1 while the fallback applies at t;
+- active brokers come from the latest observation not failed at describe_cluster.
+
+It is one sequential pass (a cluster's polls are a total order), as the exporter's own loop; a
+month of polls every minute is 43k rows and a few hundred milliseconds here.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
+from spark.evaluation_grid import EvaluationGrid, index_at_or_after
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackRules:
+    validity: float
+    fallback_factor: float
+    start_time: float
+    """The first observation's time: the initial factor 1.0 is valid from here."""
+    checking: bool = True
+    """False with storage.check.interval=PT0S: factor 1.0 for good, never a fallback."""
+    hold: float = 0.0
+    """The violation hold (kvq.departed.broker.violation.hold), seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class PollLine:
+    """One valid archive line of the cluster, its log dirs already counted (a success's)."""
+
+    time: float
+    file: str
+    line: int
+    ok: bool
+    stage: str | None = None
+    brokers: int | None = None
+    """How many active brokers it names; None when DescribeCluster failed."""
+    observed: int = 0
+    violating: int = 0
+    unusable_error: int = 0
+    unusable_unknown_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    """A success as the per-volume work needs it (`spark.volume_history`)."""
+
+    sseq: int
+    file: str
+    line: int
+    k: int
+    expiry_sseq: int | None
+    expiry_k: int | None
+    hold_sseq: int | None
+    hold_k: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeDeltas:
+    """What the volumes' runs change at one success, summed (the rare events of the runs)."""
+
+    cached: int = 0
+    cached_violating: int = 0
+    held: int = 0
+    hold_expired: int = 0
+    evicted: int = 0
+
+    def __add__(self, other: VolumeDeltas) -> VolumeDeltas:
+        return VolumeDeltas(
+            self.cached + other.cached,
+            self.cached_violating + other.cached_violating,
+            self.held + other.held,
+            self.hold_expired + other.hold_expired,
+            self.evicted + other.evicted,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GridState:
+    """Every global value the exporter publishes, at grid time `t`."""
+
+    t: int
+    throttle_factor: float
+    fallback_total: int
+    fallback_active: int
+    violated_total: int
+    evictions_total: int
+    active_brokers: int
+    active_log_dirs: int
+    cached_log_dirs: int
+    held_log_dirs: int
+    hold_expired: int
+    unusable_error: int
+    unusable_unknown_size: int
+    failed_cluster: int
+    failed_dirs: int
+    last_success: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _SuccessState:
+    time: float
+    factor: float
+    violated_total: int
+    evictions_total: int
+    closed_fallbacks: int
+    observed: int
+    cached: int
+    held: int
+    hold_expired: int
+    unusable_error: int
+    unusable_unknown_size: int
+
+
+class PollHistory:
+    """A cluster's polls in archive order, numbered; its successes; its state on the grid."""
+
+    def __init__(self, lines: list[PollLine], rules: FallbackRules, step: int) -> None:
+        self.rules = rules
+        self.step = step
+        self.lines = sorted(lines, key=lambda p: (p.time, p.file, p.line))
+        self._successes = [p for p in self.lines if p.ok]
+        self._success_times = [p.time for p in self._successes]
+
+    def successes(self) -> Iterator[Success]:
+        """Every success, numbered from 1, with its grid index, expiry and hold ends."""
+        for index, poll in enumerate(self._successes):
+            expiry = self._first_success_from(poll.time + self.rules.validity)
+            hold = self._first_success_from(poll.time + self.rules.hold)
+            yield Success(index + 1, poll.file, poll.line, self._k(poll.time), *expiry, *hold)
+
+    def _k(self, time: float) -> int:
+        return index_at_or_after(time, self.step)
+
+    def _first_success_from(self, time: float) -> tuple[int | None, int | None]:
+        """(sseq, k) of the first success at or after `time`, (None, None) when none."""
+        index = bisect_left(self._success_times, time)
+        if index == len(self._successes):
+            return None, None
+        return index + 1, self._k(self._successes[index].time)
+
+    def _success_states(self, deltas: Mapping[int, VolumeDeltas]) -> list[_SuccessState]:
+        rules = self.rules
+        states: list[_SuccessState] = []
+        total = VolumeDeltas()
+        violated = evictions = closed = 0
+        previous = rules.start_time
+        for sseq, poll in enumerate(self._successes, start=1):
+            change = deltas.get(sseq, VolumeDeltas())
+            total = total + change
+            violating = poll.violating + total.cached_violating
+            violated += violating
+            evictions += change.evicted
+            closed += int(rules.checking and poll.time > previous + rules.validity)
+            previous = poll.time
+            states.append(
+                _SuccessState(
+                    poll.time,
+                    THROTTLED if violating > 0 else UNTHROTTLED,
+                    violated,
+                    evictions,
+                    closed,
+                    poll.observed,
+                    total.cached,
+                    total.held,
+                    total.hold_expired,
+                    poll.unusable_error,
+                    poll.unusable_unknown_size,
+                )
+            )
+        return states
+
+    def grid_states(
+        self, grid: EvaluationGrid, deltas: Mapping[int, VolumeDeltas]
+    ) -> Iterator[GridState]:
+        """The state at every emitted grid time: what the last observation <= t left."""
+        rules = self.rules
+        states = self._success_states(deltas)
+        position = sseq = failed_cluster = failed_dirs = 0
+        active_brokers: int | None = None
+        for index in grid.indexes():
+            t = grid.time(index)
+            while position < len(self.lines) and self.lines[position].time <= t:
+                poll = self.lines[position]
+                sseq += poll.ok
+                failed_cluster += poll.stage == STAGE_DESCRIBE_CLUSTER
+                failed_dirs += poll.stage == STAGE_DESCRIBE_LOG_DIRS
+                if poll.brokers is not None:
+                    active_brokers = poll.brokers
+                position += 1
+            state = states[sseq - 1] if sseq else None
+            valid_from = state.time if state else rules.start_time
+            fallback = rules.checking and t > valid_from + rules.validity
+            if fallback:
+                factor = rules.fallback_factor
+            elif rules.checking and state:
+                factor = state.factor
+            else:
+                factor = UNTHROTTLED
+            yield GridState(
+                t,
+                factor,
+                (state.closed_fallbacks if state else 0) + fallback,
+                int(fallback),
+                state.violated_total if state else 0,
+                state.evictions_total if state else 0,
+                active_brokers or 0,
+                state.observed if state else 0,
+                state.cached if state else 0,
+                state.held if state else 0,
+                state.hold_expired if state else 0,
+                state.unusable_error if state else 0,
+                state.unusable_unknown_size if state else 0,
+                failed_cluster,
+                failed_dirs,
+                state.time if state else None,
+            )
