@@ -181,7 +181,9 @@ def _partitions(spark, log_dir_rows: int) -> int:
 
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     """Run the backfill; raises BackfillError for problems the user must fix."""
-    from spark.archive_reader import read_archive
+    from pyspark import StorageLevel
+
+    from spark.archive_reader import ArchiveRows, read_archive
     from spark.session import spark_session
 
     result = BackfillResult()
@@ -189,10 +191,15 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     spark = spark_session(request.master)
     files = archive_files(request.archive)
     say(f"reading {len(files)} archive files under {request.archive}")
-    archive = read_archive(spark, files)
+    # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once,
+    # cached as parsed (10M rows: 1.7 s to read back instead of 9 s to parse again).
+    archive = ArchiveRows(read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK))
     stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
-    with stages(spark.sparkContext) if stages else contextlib.nullcontext():
-        _backfill(spark, archive, request, result, say)
+    try:
+        with stages(spark.sparkContext) if stages else contextlib.nullcontext():
+            _backfill(spark, archive, request, result, say)
+    finally:
+        archive.records.unpersist()
     if request.blocks:
         for output in result.outputs:
             result.blocks += _blocks(output.openmetrics, request.output / "blocks", say)
@@ -292,12 +299,10 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     validity = config.validity.total_seconds()
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
-        archive.log_dirs([p.cluster for p in plans]),
-        successes,
+        archive.log_dirs(successes, broadcast=len(rows) <= BROADCAST_SUCCESSES),
         config.limit,
         _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
         hold_matters=hold > validity,
-        broadcast=len(rows) <= BROADCAST_SUCCESSES,
     )
     runs = volume_runs(described, validity, hold)
     lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)

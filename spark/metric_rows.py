@@ -107,24 +107,32 @@ def volume_lines(
     step = _per_cluster(grids, lambda g: g.step)
     lo = F.greatest(F.col("k"), first)
     hi = F.least(F.coalesce(F.col("end_k"), last + 1) - 1, last)
-    # One item per family with the run's grid range (none when the run is never on the grid),
-    # and one with the run's event lines if it has any (family EVENTS, a range of one); the
-    # items are exploded, then each over its range.
-    items = [
-        F.when(
-            hi >= lo,
-            _item(
-                index, _sample_prefix(family.sample_name, text, values[PER_VOLUME[short]]), lo, hi
-            ),
-        )
+    samples = [
+        (index, _sample_prefix(family.sample_name, text, values[PER_VOLUME[short]]))
         for index, family, short in families(catalog)
         if short in PER_VOLUME
     ]
-    happened = F.concat_ws("\n", *events())
+    # Each run's texts first, as columns of their own (small generated methods the JIT compiles;
+    # one expression holding them all is too big for it and runs interpreted, 2x slower), then
+    # one item per family with the run's grid range (none when the run is never on the grid) and
+    # one with the run's event lines if it has any (family EVENTS, a range of one); the items are
+    # exploded, then each over its range.
+    texts = runs.select(
+        "cluster_index",
+        step.alias("step"),
+        lo.alias("lo"),
+        hi.alias("hi"),
+        F.concat_ws("\n", *events()).alias("events"),
+        *(prefix.alias(f"prefix{index}") for index, prefix in samples),
+    )
+    lo, hi, happened = F.col("lo"), F.col("hi"), F.col("events")
+    items = [
+        F.when(hi >= lo, _item(index, F.col(f"prefix{index}"), lo, hi)) for index, _ in samples
+    ]
     items.append(F.when(happened != "", _item(EVENTS, happened, F.lit(0), F.lit(0))))
     item = F.col("item")
     exploded = (
-        runs.select("cluster_index", F.explode(F.array(*items)).alias("item"), step.alias("step"))
+        texts.select("cluster_index", "step", F.explode(F.array(*items)).alias("item"))
         .filter(item.isNotNull())
         .select("cluster_index", "item", "step", F.explode(F.sequence(item.lo, item.hi)).alias("k"))
     )

@@ -34,43 +34,31 @@ NEVER = 2**62
 
 
 def described_log_dirs(
-    log_dirs: DataFrame,
-    successes: DataFrame,
-    limit: Limit,
-    partitions: int,
-    hold_matters: bool,
-    broadcast: bool = True,
+    log_dirs: DataFrame, limit: Limit, partitions: int, hold_matters: bool
 ) -> DataFrame:
     """Each described log dir with its success facts, its next description and, when the hold
     matters, when its broker answered next (`back_sseq`, `back_k`; only set where it is needed: a
     violating log dir missing from the next success).
 
-    `log_dirs`: cluster, file, line, broker_id, log_dir, total_bytes, available_bytes, error_code;
-    `successes`: cluster, file, line, cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq,
-    hold_k (one small row per success: broadcast unless `broadcast` is False).
+    `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
+    cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
     """
     ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
-    described = (
-        log_dirs.join(
-            F.broadcast(successes) if broadcast else successes, ["cluster", "file", "line"]
-        )
-        .select(
-            "cluster_index",
-            *VOLUME,
-            "sseq",
-            "k",
-            "expiry_sseq",
-            "expiry_k",
-            "hold_sseq",
-            "hold_k",
-            "total_bytes",
-            "available_bytes",
-            unusable_reason(
-                F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")
-            ).alias("reason"),
-        )
-        .repartition(partitions, "cluster", "broker_id")
-    )
+    described = log_dirs.select(
+        "cluster_index",
+        *VOLUME,
+        "sseq",
+        "k",
+        "expiry_sseq",
+        "expiry_k",
+        "hold_sseq",
+        "hold_k",
+        "total_bytes",
+        "available_bytes",
+        unusable_reason(F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")).alias(
+            "reason"
+        ),
+    ).repartition(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(
         "*",
