@@ -83,6 +83,15 @@ def backfill_seconds(archive: Archive, out: Path, master: str, step: int) -> tup
     return seconds, sum(int(m.group(1)) for m in SAMPLES.finditer(done.stdout))
 
 
+def spark_floor_seconds(master: str) -> float:
+    """A fresh process that starts the same Spark session and runs one trivial job: what any
+    PySpark command costs before it has read a byte."""
+    code = f"from spark.session import spark_session; spark_session({master!r}).range(1).count()"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
 def replay_seconds(archive: Archive, out: Path | None, step: int) -> tuple[float, int]:
     """The plain-Python replay writing the same OpenMetrics: (seconds, samples written).
 
@@ -136,6 +145,12 @@ def one_million(tmp: Path, step: int) -> None:
     replay, replay_samples = replay_seconds(archive, tmp / "1m-replay", step)
     print(
         f"  plain-Python replay:                          {rate(archive.rows, replay)}", flush=True
+    )
+    floor = spark_floor_seconds("local[2]")
+    print(
+        f"  Spark session + one trivial job (no data):    {floor:7.1f} s  "
+        f"({floor / parse:.1f}x the parse before reading anything)",
+        flush=True,
     )
     one, _ = backfill_seconds(archive, tmp / "1m-local1", "local[1]", step)
     print(f"  kvq-backfill --master local[1]:               {rate(archive.rows, one)}", flush=True)

@@ -11,10 +11,11 @@ no Python UDFs, so executors need no project code).
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kvq.contract.metric_families import backfilled
@@ -28,7 +29,7 @@ from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDelta
 from spark.series_sources import EVENTS, GLOBAL, families
 
 MAX_BAD_LINES_SHOWN = 20
-ROWS_PER_SHUFFLE_PARTITION = 250_000
+ROWS_PER_SHUFFLE_PARTITION = 125_000
 """Log-dir rows per partition of the per-broker shuffle (each sorts its brokers' rows)."""
 BROADCAST_SUCCESSES = 2_000_000
 """Up to this many successful polls the success table is broadcast to the log-dir rows."""
@@ -176,7 +177,7 @@ def _partitions(spark, log_dir_rows: int) -> int:
         return int(conf.get("spark.sql.shuffle.partitions"))
     cores = spark.sparkContext.defaultParallelism
     wanted = -(-log_dir_rows // ROWS_PER_SHUFFLE_PARTITION)
-    return max(4 * cores, min(wanted, 4000))
+    return max(8 * cores, min(wanted, 4000))
 
 
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
@@ -289,24 +290,33 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
-    rows = [
-        (p.cluster, s.file, s.line, index, s.sseq, s.k, s.expiry_sseq, s.expiry_k, s.hold_sseq,
-         s.hold_k)
-        for index, p in enumerate(plans)
-        for s in p.history.successes()
-    ]  # fmt: skip
-    successes = spark.createDataFrame(rows, SUCCESS_SCHEMA, verifySchema=False)
+    # A small JSON file in the work dir rather than createDataFrame of Python rows, which starts
+    # Python workers to read them (a second on every run).
+    # Beside the parts (their write clears them); not a hidden name, which Spark would skip.
+    table = work_dir.with_name(".spark-successes") / "successes.json"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(table, "w", encoding="utf-8") as out:
+        for index, plan in enumerate(plans):
+            for s in plan.history.successes():
+                row = {"cluster": plan.cluster, "cluster_index": index, **asdict(s)}
+                out.write(json.dumps(row) + "\n")
+                count += 1
+    successes = spark.read.json(f"file://{table}", schema=SUCCESS_SCHEMA)
     validity = config.validity.total_seconds()
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
-        archive.log_dirs(successes, broadcast=len(rows) <= BROADCAST_SUCCESSES),
+        archive.log_dirs(successes, broadcast=count <= BROADCAST_SUCCESSES),
         config.limit,
         _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
         hold_matters=hold > validity,
     )
     runs = volume_runs(described, validity, hold)
     lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)
-    write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
+    try:
+        write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
+    finally:
+        shutil.rmtree(table.parent)
 
 
 SUCCESS_SCHEMA = (

@@ -55,5 +55,8 @@ def concatenate(work_dir: Path, cluster_index: int, catalog: list[MetricFamily],
                     while chunk := stream.read(CHUNK):
                         count += chunk.count(b"\n")
                         out.write(chunk)
+                # Gone at once: what the kernel has not written back of it yet never is, which
+                # leaves the disk to the output (10M rows: 5 GB of parts, 5 GB out).
+                part.unlink()
         out.write(EOF_LINE.encode("utf-8"))
     return count
