@@ -290,9 +290,9 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
-    # A small JSON file in the work dir rather than createDataFrame of Python rows, which starts
-    # Python workers to read them (a second on every run).
-    # Beside the parts (their write clears them); not a hidden name, which Spark would skip.
+    # The successes reach the executors as a small JSON file (createDataFrame of Python rows
+    # starts Python workers to read them: a second on every run), in a folder beside the parts
+    # (their write clears theirs) and under a name that is not hidden (Spark would skip it).
     table = work_dir.with_name(".spark-successes") / "successes.json"
     table.parent.mkdir(parents=True, exist_ok=True)
     count = 0
