@@ -19,18 +19,9 @@ from kvq.model.observation import Observation
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.settings.config import Config
-from spark.archive_files import archive_files, numbered_lines
+from spark.archive_files import BadLine, archive_files, numbered_lines
 from spark.evaluation_grid import EvaluationGrid
 from spark.openmetrics_text import Sample
-
-
-@dataclass(frozen=True, slots=True)
-class BadLine:
-    """An archive line that is not a valid record: where it is and why."""
-
-    file: str
-    line: int
-    reason: str
 
 
 @dataclass(slots=True)

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """An archive line that is not a valid record: where it is and why."""
+
+    file: str
+    line: int
+    reason: str
 
 
 class ArchiveNotFound(ValueError):

@@ -85,6 +85,11 @@ class EvaluationGrid:
         """Every emitted index, in order."""
         return (k for k in range(self.first, self.last + 1) if self.emitted(k))
 
+    def first_emitted(self) -> int:
+        if self.ranges is None:
+            return self.first
+        return min(max(lo, self.first) for lo, _ in self.ranges)
+
     def last_emitted(self) -> int:
         if self.ranges is None:
             return self.last

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
-from spark.archive_files import archive_files
+from spark.archive_files import BadLine, archive_files
 from spark.evaluation_grid import EvaluationGrid
-from spark.global_series import write_global_parts
+from spark.global_series import global_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
 from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
-from spark.series_sources import EVENTS, GLOBAL, families
+from spark.series_sources import EVENTS, GLOBAL
 
 MAX_BAD_LINES_SHOWN = 20
 ROWS_PER_SHUFFLE_PARTITION = 125_000
@@ -96,7 +96,7 @@ class ClusterLines:
     first: float = float("inf")
     last: float = float("-inf")
 
-    def add(self, row, log_dirs: int) -> None:
+    def add(self, row) -> None:
         self.polls.append(
             PollLine(
                 row["time"],
@@ -112,20 +112,13 @@ class ClusterLines:
             )
         )
         self.successes += row["ok"]
-        self.log_dirs += log_dirs
+        self.log_dirs += row["log_dirs"]
         self.first = min(self.first, row["time"])
         self.last = max(self.last, row["time"])
 
     @property
     def observations(self) -> int:
         return len(self.polls)
-
-
-@dataclass(frozen=True)
-class BadLine:
-    file: str
-    line: int
-    problem: str
 
 
 def _read_lines(rows) -> tuple[dict[str, ClusterLines], list[BadLine]]:
@@ -135,7 +128,7 @@ def _read_lines(rows) -> tuple[dict[str, ClusterLines], list[BadLine]]:
         if row["problem"] is not None:
             bad.append(BadLine(row["file"], row["line"], row["problem"]))
         else:
-            found.setdefault(row["cluster"], ClusterLines()).add(row, row["log_dirs"])
+            found.setdefault(row["cluster"], ClusterLines()).add(row)
     return found, bad
 
 
@@ -146,7 +139,7 @@ def output_name(cluster: str, scenario: str | None) -> str:
 def _report_bad_lines(bad: list[BadLine], request: BackfillRequest, say) -> None:
     shown = sorted(bad, key=lambda b: (b.file, b.line))[:MAX_BAD_LINES_SHOWN]
     for line in shown:
-        say(f"bad line {line.file}:{line.line}: {line.problem}")
+        say(f"bad line {line.file}:{line.line}: {line.reason}")
     if len(bad) > len(shown):
         say(f"... and {len(bad) - len(shown)} more bad lines")
     if request.max_bad_lines is not None and len(bad) > request.max_bad_lines:
@@ -257,23 +250,20 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     say("computing and writing the series")
     _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
     check_interval = config.check_interval.total_seconds()
-    global_families = [(i, f) for i, f, short in families(catalog) if short in GLOBAL]
     for index, plan in enumerate(plans):
         folder = work_dir / f"cluster_index={index}"
         labels = {"cluster": plan.cluster}
         if request.scenario:
             labels["scenario"] = request.scenario
         states = list(plan.history.grid_states(plan.grid, read_events(folder / f"family={EVENTS}")))
-        write_global_parts(
-            lambda family, folder=folder: folder / f"family={family}",
-            global_families,
-            states,
-            config.limit,
-            check_interval,
-            labels,
-        )
+
+        def driver_lines(family, states=states, labels=labels):
+            if family.short not in GLOBAL:
+                return None
+            return global_lines(family, states, config.limit, check_interval, labels)
+
         path = request.output / output_name(plan.cluster, request.scenario)
-        samples = concatenate(work_dir, index, catalog, path)
+        samples = concatenate(work_dir, index, catalog, path, driver_lines)
         result.outputs.append(
             ClusterOutput(
                 plan.cluster, path, samples, len(plan.grid), found[plan.cluster].observations

@@ -53,10 +53,6 @@ def _per_cluster(grids: list[EvaluationGrid], value) -> Column:
     return column
 
 
-def _first_emitted(grid: EvaluationGrid) -> int:
-    return max(grid.first, min((lo for lo, _ in grid.ranges or ()), default=grid.first))
-
-
 def _emitted(k: Column, grids: list[EvaluationGrid]) -> Column:
     """Whether grid index k is emitted, for the grids that emit only some ranges."""
     wanted = F.lit(True)
@@ -102,7 +98,7 @@ def volume_lines(
         "available_ratio": F.col("available_ratio"),
         "violating": F.col("violating").cast("long"),
     }
-    first = _per_cluster(grids, _first_emitted)
+    first = _per_cluster(grids, lambda g: g.first_emitted())
     last = _per_cluster(grids, lambda g: g.last_emitted())
     step = _per_cluster(grids, lambda g: g.step)
     lo = F.greatest(F.col("k"), first)

@@ -3,15 +3,17 @@
 Every task writes its lines into one part file per (cluster, family) in the order it holds them
 (Spark's concurrent writers: no sort, no shuffle), and every series is whole and time-ordered
 inside one task (`spark.metric_rows`). The driver then concatenates, per cluster, the families in
-catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`, streaming the part files in
-chunks (it never holds the data), and counts the sample lines on the way. So families are never
-interleaved, each series is contiguous and in time order (promtool silently drops out-of-order
-samples), and timestamps are whole seconds (promtool reads milliseconds as seconds).
+catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`: the cluster-wide families
+from its own lines, the others by streaming the part files in chunks (it never holds the data),
+counting the sample lines on the way. So families are never interleaved, each series is
+contiguous and in time order (promtool silently drops out-of-order samples), and timestamps are
+whole seconds (promtool reads milliseconds as seconds).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,21 +38,36 @@ def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: P
     lines.write.partitionBy("cluster_index", "family").text(str(work_dir))
 
 
-def concatenate(work_dir: Path, cluster_index: int, catalog: list[MetricFamily], path: Path) -> int:
-    """One cluster's part files -> `path` with headers and `# EOF`; returns the sample count."""
+def concatenate(
+    work_dir: Path,
+    cluster_index: int,
+    catalog: list[MetricFamily],
+    path: Path,
+    driver_lines: Callable[[MetricFamily], Iterable[str] | None],
+) -> int:
+    """One cluster's file at `path`: each family of `catalog` in order, from the lines the driver
+    has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
+    headers and `# EOF`; returns the sample count."""
     count = 0
     with open(path, "wb") as out:
         for index, family in enumerate(catalog):
+            header = header_lines(family).encode("utf-8")
+            lines = driver_lines(family)
+            if lines is not None:
+                for line in lines:
+                    out.write(header + line.encode("utf-8"))
+                    header = b""
+                    count += 1
+                continue
             folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
             parts = (
                 sorted(p for p in folder.glob("part-*") if p.stat().st_size)
                 if folder.is_dir()
                 else []
             )
-            if not parts:
-                continue
-            out.write(header_lines(family).encode("utf-8"))
             for part in parts:
+                out.write(header)
+                header = b""
                 with open(part, "rb") as stream:
                     while chunk := stream.read(CHUNK):
                         count += chunk.count(b"\n")
