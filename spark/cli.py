@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from datetime import UTC, datetime
@@ -166,8 +167,11 @@ def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_logging(args)
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # py4j's connection chatter
+        logging.getLogger("py4j").setLevel(logging.WARNING)
     require_pyspark()
     from spark.archive_files import ArchiveNotFound, archive_files
+    from spark.class_archive import ClassArchive
     from spark.job import BackfillError, BackfillRequest, run
     from spark.progress import Progress
 
@@ -204,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         prometheus_url=args.prometheus_url,
         max_bad_lines=args.max_bad_lines,
         clusters=named_cluster(args.cluster_name, settings.config),
+        classes=ClassArchive.for_this_install(),
     )
     try:
         result = run(request, Progress())

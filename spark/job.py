@@ -21,6 +21,7 @@ from pathlib import Path
 from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
 from spark.archive_files import BadLine, archive_files
+from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
 from spark.openmetrics_text import check_timestamp
@@ -55,6 +56,8 @@ class BackfillRequest:
     """None: bad lines are reported, never fatal; N: fail when more than N."""
     clusters: tuple[str, ...] | None = None
     """The clusters to backfill; None: every cluster the archive holds valid observations of."""
+    classes: ClassArchive | None = None
+    """A new local Spark JVM starts from this class archive (or writes it); None: no archive."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
 
     result = BackfillResult()
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    spark = spark_session(request.master)
+    spark = spark_session(request.master, classes=request.classes)
     files = archive_files(request.archive)
     say(f"reading {len(files)} archive files under {request.archive}")
     # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once,

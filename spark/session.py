@@ -6,6 +6,8 @@ import os
 
 from pyspark.sql import SparkSession
 
+from spark.class_archive import ClassArchive, keep_at_exit, prepare
+
 LOCAL_DEFAULTS = {
     "spark.driver.memory": "2g",
     "spark.ui.enabled": "false",
@@ -20,8 +22,14 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(master: str | None = None, app_name: str = "kvq-backfill") -> SparkSession:
-    """The active session if any, else a new one (local[*] unless `master` or spark-submit say)."""
+def spark_session(
+    master: str | None = None,
+    app_name: str = "kvq-backfill",
+    classes: ClassArchive | None = None,
+) -> SparkSession:
+    """The active session if any, else a new one (local[*] unless `master` or spark-submit say).
+
+    A new local JVM starts from `classes` (a class-data-sharing archive), or writes it at exit."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -30,10 +38,16 @@ def spark_session(master: str | None = None, app_name: str = "kvq-backfill") -> 
         builder = builder.master(master)
     elif not under_spark_submit():
         builder = builder.master("local[*]")
+    java_options = None
     if not under_spark_submit():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
+        java_options = prepare(classes)
+        if java_options:
+            builder = builder.config("spark.driver.extraJavaOptions", java_options)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if java_options and classes is not None:
+        keep_at_exit(classes, java_options, getattr(session.sparkContext._gateway, "proc", None))
     return session

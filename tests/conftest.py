@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from devcluster.cluster import DevCluster
+
+
+def pytest_configure(config):
+    """Caches (kvq-backfill's class archive) go to a temp dir, never the user's home."""
+    config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = config.kvq_cache
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "kvq_cache", ""), ignore_errors=True)
 
 
 @pytest.fixture

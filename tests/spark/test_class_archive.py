@@ -1,0 +1,74 @@
+"""A local backfill's JVM writes Spark's classes to an archive in the user's cache when it exits,
+the next one starts from it, and a damaged archive never stops a run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spark.class_archive import ClassArchive, cache_dir, mappable
+
+START = """
+from spark.class_archive import ClassArchive
+from spark.session import spark_session
+spark = spark_session("local[1]", classes=ClassArchive.for_this_install())
+arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print(spark.range(3).count())
+print(" ".join(arguments.getInputArguments()))
+"""
+
+
+def start_spark(cache_home) -> tuple[str, str]:
+    """A fresh process starting a local session with the class archive: (count, JVM options)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+    done = subprocess.run(
+        [sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, options = done.stdout.strip().splitlines()[-2:]
+    return count, options
+
+
+def test_the_cache_follows_xdg(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "kvq"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "kvq"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A cache in which a first run wrote the archive: (cache home, archive, that run's options)."""
+    home = tmp_path_factory.mktemp("cache")
+    archive = ClassArchive.for_this_install(home / "kvq")
+    assert archive is not None
+    count, options = start_spark(home)
+    assert count == "3"
+    return home, archive, options
+
+
+def test_the_first_run_writes_the_archive_the_next_starts_from_it(written):
+    home, archive, options = written
+    assert f"-XX:ArchiveClassesAtExit={archive.path}." in options
+    assert archive.path.is_file(), "the archive is published when the JVM exits"
+    assert [p.name for p in archive.path.parent.iterdir()] == [archive.path.name], "no temp left"
+
+    count, options = start_spark(home)
+    assert count == "3"
+    assert f"-XX:SharedArchiveFile={archive.path}" in options
+
+
+def test_a_truncated_archive_is_written_again_not_fatal(written, tmp_path):
+    """What a full disk or a half copy leaves; mapped as it is, the JVM dies of SIGBUS."""
+    _, archive, _ = written
+    damaged = ClassArchive.for_this_install(tmp_path / "kvq")
+    damaged.path.parent.mkdir()
+    damaged.path.write_bytes(archive.path.read_bytes()[: archive.path.stat().st_size // 3])
+
+    count, _ = start_spark(tmp_path)
+    assert count == "3"
+    assert mappable(damaged.path), "the damaged archive was removed and written again"
