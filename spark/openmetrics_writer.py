@@ -5,7 +5,8 @@ Every task writes its lines into one part file per (cluster, family) in the orde
 inside one task (`spark.metric_rows`). The driver then concatenates, per cluster, the families in
 catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`: the cluster-wide families
 from its own lines, the others by streaming the part files in chunks (it never holds the data),
-counting the sample lines on the way. So families are never interleaved, each series is
+counting the sample lines on the way, into a file written around the page cache
+(`spark.uncached_file`). So families are never interleaved, each series is
 contiguous and in time order (promtool silently drops out-of-order samples), and timestamps are
 whole seconds (promtool reads milliseconds as seconds).
 """
@@ -19,11 +20,10 @@ from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
 from spark.openmetrics_text import EOF_LINE, header_lines
+from spark.uncached_file import UncachedFile
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-CHUNK = 4 << 20
 
 
 def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: Path) -> None:
@@ -49,7 +49,7 @@ def concatenate(
     has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
     headers and `# EOF`; returns the sample count."""
     count = 0
-    with open(path, "wb") as out:
+    with UncachedFile(path) as out:
         for index, family in enumerate(catalog):
             header = header_lines(family).encode("utf-8")
             lines = driver_lines(family)
@@ -68,12 +68,8 @@ def concatenate(
             for part in parts:
                 out.write(header)
                 header = b""
-                with open(part, "rb") as stream:
-                    while chunk := stream.read(CHUNK):
-                        count += chunk.count(b"\n")
-                        out.write(chunk)
-                # Gone at once: what the kernel has not written back of it yet never is, which
-                # leaves the disk to the output (10M rows: 5 GB of parts, 5 GB out).
+                count += out.copy_from(part)
+                # Gone at once: what the kernel has not written back of it yet never is.
                 part.unlink()
         out.write(EOF_LINE.encode("utf-8"))
     return count
