@@ -79,6 +79,7 @@ class ClassArchive:
         """Let the JVM exit (it writes the archive as it does), then publish the archive.
 
         Called at interpreter exit: the JVM behind PySpark exits when its stdin closes."""
+        log.info("saving Spark's classes to %s for faster starts (once; takes a while)", self.path)
         if jvm.stdin is not None:
             jvm.stdin.close()
         try:
@@ -88,7 +89,7 @@ class ClassArchive:
         pending = self.pending
         if jvm.returncode == 0 and pending.is_file() and mappable(pending):
             pending.replace(self.path)
-            log.info("kept Spark's classes in %s for faster starts", self.path)
+            log.info("saved Spark's classes to %s", self.path)
         else:
             pending.unlink(missing_ok=True)
 

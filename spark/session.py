@@ -15,6 +15,9 @@ LOCAL_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.enabled": "true",
 }
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+"""The throughput collector for a batch job: 10M rows 79-89 s -> 74-76 s on 2 cores here
+(G1, the JVM's default, spends CPU on concurrent work and costlier write barriers)."""
 
 
 def under_spark_submit() -> bool:
@@ -38,16 +41,15 @@ def spark_session(
         builder = builder.master(master)
     elif not under_spark_submit():
         builder = builder.master("local[*]")
-    java_options = None
+    java_options = ""
     if not under_spark_submit():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-        java_options = prepare(classes)
-        if java_options:
-            builder = builder.config("spark.driver.extraJavaOptions", java_options)
+        java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    if java_options and classes is not None:
+    if classes is not None:
         keep_at_exit(classes, java_options, getattr(session.sparkContext._gateway, "proc", None))
     return session

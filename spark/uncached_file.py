@@ -13,6 +13,7 @@ import errno
 import fcntl
 import mmap
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
@@ -23,7 +24,10 @@ BUFFER = 16 << 20
 
 
 class UncachedFile:
-    """`write` bytes, or `copy_from` whole files, into `path`; `close` writes the unaligned tail."""
+    """`write` bytes, or `copy_from` whole files, into `path`; `close` writes the unaligned tail.
+
+    Two buffers: a thread writes the full one (the write releases the GIL) while the caller
+    fills the other, so reading the parts and writing the file overlap."""
 
     def __init__(self, path: Path) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -36,58 +40,75 @@ class UncachedFile:
                 raise
             self._fd = os.open(path, flags, 0o644)
             self.direct = False
-        self._buffer = mmap.mmap(-1, BUFFER)  # page-aligned
-        self._view = memoryview(self._buffer)
+        self._buffers = [mmap.mmap(-1, BUFFER) for _ in range(2)]  # page-aligned
+        self._views = [memoryview(b) for b in self._buffers]
+        self._filling = 0
         self._used = 0
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="uncached-file")
+        self._pending: Future[None] | None = None
 
     def write(self, data: bytes) -> None:
+        view = self._views[self._filling]
         while data:
-            room = BUFFER - self._used
-            taken = data[:room]
-            self._view[self._used : self._used + len(taken)] = taken
+            taken = data[: BUFFER - self._used]
+            view[self._used : self._used + len(taken)] = taken
             self._used += len(taken)
-            data = data[room:]
+            data = data[len(taken) :]
             if self._used == BUFFER:
-                self._flush(BUFFER)
+                self._hand_over()
+                view = self._views[self._filling]
 
     def copy_from(self, path: Path) -> int:
         """Append the whole file at `path`; returns the number of lines (newlines) copied."""
         lines = 0
         with open(path, "rb", buffering=0) as source:
-            while got := source.readinto(self._view[self._used :]):
-                lines += self._buffer[self._used : self._used + got].count(b"\n")
+            while got := source.readinto(self._views[self._filling][self._used :]):
+                buffer = self._buffers[self._filling]
+                lines += buffer[self._used : self._used + got].count(b"\n")
                 self._used += got
                 if self._used == BUFFER:
-                    self._flush(BUFFER)
+                    self._hand_over()
         return lines
 
     def close(self) -> None:
         if self._fd < 0:
             return
         try:
-            aligned = self._used - self._used % BLOCK
-            self._flush(aligned)
+            self._wait()
+            view, used = self._views[self._filling], self._used
+            aligned = used - used % BLOCK
+            self._write(view[:aligned])
             self._cached()
-            self._flush(self._used)
+            self._write(view[aligned:used])
         finally:
+            self._writer.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1
-            self._view.release()
-            self._buffer.close()
+            for view, buffer in zip(self._views, self._buffers, strict=True):
+                view.release()
+                buffer.close()
 
-    def _flush(self, end: int) -> None:
-        """Write buffer[:end] and keep what follows at the start of the buffer."""
+    def _hand_over(self) -> None:
+        """Queue the full buffer for writing and go on filling the other one."""
+        self._wait()  # the other buffer's write: done before it is filled again
+        self._pending = self._writer.submit(self._write, self._views[self._filling])
+        self._filling ^= 1
+        self._used = 0
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def _write(self, data: memoryview) -> None:
         done = 0
-        while done < end:
+        while done < len(data):
             try:
-                done += os.write(self._fd, self._view[done:end])
+                done += os.write(self._fd, data[done:])
             except OSError as exc:  # some file systems accept O_DIRECT at open, not at write
                 if exc.errno != errno.EINVAL or not self.direct:
                     raise
                 self._cached()
-        rest = self._used - end
-        self._view[:rest] = self._view[end : self._used]
-        self._used = rest
 
     def _cached(self) -> None:
         """From here on, through the page cache (the tail is not a whole block)."""
