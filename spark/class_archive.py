@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +24,16 @@ log = logging.getLogger(__name__)
 
 QUIET = "-Xlog:cds*=off"
 """The JVM warns for each class it cannot archive (hundreds of lines): nothing a user can act on."""
-
-
+STALE_SECONDS = 24 * 3600
+"""A temp archive this old belongs to no running JVM."""
 NO_CRASH_FILES = ("-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash")
 """A JVM that crashes on a damaged archive leaves no hs_err_pid*.log or core in the cwd."""
 
 
 def cache_dir() -> Path:
-    """`$XDG_CACHE_HOME/kvq`, else `~/.cache/kvq` (the XDG base directory convention)."""
+    """`$KVQ_CACHE_DIR`, else `$XDG_CACHE_HOME/kvq`, else `~/.cache/kvq` (XDG base directories)."""
+    if os.environ.get("KVQ_CACHE_DIR"):
+        return Path(os.environ["KVQ_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kvq"
 
@@ -86,6 +89,9 @@ class ClassArchive:
             jvm.wait(timeout=120)
         except subprocess.TimeoutExpired:
             log.warning("the Spark JVM did not exit in 120 s; its class archive is not kept")
+        except KeyboardInterrupt:  # the user does not want to wait: the next run saves it
+            jvm.kill()
+            jvm.wait()
         pending = self.pending
         if jvm.returncode == 0 and pending.is_file() and mappable(pending):
             pending.replace(self.path)
@@ -113,6 +119,9 @@ def prepare(archive: ClassArchive | None) -> str | None:
         return None
     try:
         archive.path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in archive.path.parent.glob(f"{archive.path.name}.*.tmp"):
+            if time.time() - stale.stat().st_mtime > STALE_SECONDS:  # a JVM that never exited
+                stale.unlink(missing_ok=True)
         if archive.path.is_file() and not mappable(archive.path):  # truncated: SIGBUS
             log.warning("removing the damaged class archive %s; this run writes it", archive.path)
             archive.path.unlink()

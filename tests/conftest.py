@@ -15,9 +15,9 @@ from devcluster.cluster import DevCluster
 
 
 def pytest_configure(config):
-    """Caches (kvq-backfill's class archive) go to a temp dir, never the user's home."""
+    """kvq's cache (kvq-backfill's class archive) goes to a temp dir, never the user's home."""
     config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")
-    os.environ["XDG_CACHE_HOME"] = config.kvq_cache
+    os.environ["KVQ_CACHE_DIR"] = config.kvq_cache
 
 
 def pytest_unconfigure(config):

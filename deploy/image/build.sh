@@ -53,9 +53,12 @@ mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
 touch "$root/etc/hosts"  # a container runtime provides /etc/hosts (localhost); so does this check
 mount --bind /etc/hosts "$root/etc/hosts"
+# The image's ENV (PATH, KVQ_LISTEN_HOST, KVQ_CACHE_DIR, ...): none of its values has a space.
+image_env=$(buildah inspect --type image --format '{{range .OCIv1.Config.Env}}{{.}} {{end}}' "$tag")
 in_image() {  # run a command of the image as its user (uid 10001), with the image's environment
+  # shellcheck disable=SC2086  # one word per variable
   chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/tmp SPARK_LOCAL_IP=127.0.0.1 \
-    PATH=/opt/kvq/bin:/usr/local/bin:/usr/bin:/bin KVQ_LISTEN_HOST=0.0.0.0 "$@"
+    $image_env "$@"
 }
 mkdir -p "$root/tmp/kvq"
 chown 10001:10001 "$root/tmp/kvq"
@@ -104,6 +107,10 @@ check_backfill() {
     || { echo "no complete OpenMetrics file"; exit 1; }
   echo "   $(grep -c '^kafka_volume_quota_throttle_factor' "$root/tmp/kvq/out/kafka.om")" \
     "throttle factor samples in out/kafka.om, ends with # EOF"
+  # The image's class archive (written at build time) is mapped, never written again per run.
+  if grep -q "saving Spark's classes\|no class archive\|damaged class archive" "$work/backfill.err"
+  then echo "the image's Spark class archive was not used:"; cat "$work/backfill.err"; exit 1; fi
+  echo "   Spark started from the image's class archive ($(in_image sh -c 'ls $KVQ_CACHE_DIR'))"
 }
 
 if [ "$target" = kvq ]; then check_exporter; else check_backfill; fi

@@ -21,9 +21,9 @@ print(" ".join(arguments.getInputArguments()))
 """
 
 
-def start_spark(cache_home) -> tuple[str, str]:
+def start_spark(cache) -> tuple[str, str]:
     """A fresh process starting a local session with the class archive: (count, JVM options)."""
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+    env = {**os.environ, "KVQ_CACHE_DIR": str(cache)}
     done = subprocess.run(
         [sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=240
     )
@@ -32,8 +32,11 @@ def start_spark(cache_home) -> tuple[str, str]:
     return count, options
 
 
-def test_the_cache_follows_xdg(tmp_path, monkeypatch):
+def test_the_cache_follows_kvq_then_xdg_then_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVQ_CACHE_DIR", str(tmp_path / "mine"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("KVQ_CACHE_DIR")
     assert cache_dir() == tmp_path / "kvq"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -42,22 +45,22 @@ def test_the_cache_follows_xdg(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    """A cache in which a first run wrote the archive: (cache home, archive, that run's options)."""
-    home = tmp_path_factory.mktemp("cache")
-    archive = ClassArchive.for_this_install(home / "kvq")
+    """A cache in which a first run wrote the archive: (cache, archive, that run's JVM options)."""
+    cache = tmp_path_factory.mktemp("cache")
+    archive = ClassArchive.for_this_install(cache)
     assert archive is not None
-    count, options = start_spark(home)
+    count, options = start_spark(cache)
     assert count == "3"
-    return home, archive, options
+    return cache, archive, options
 
 
 def test_the_first_run_writes_the_archive_the_next_starts_from_it(written):
-    home, archive, options = written
+    cache, archive, options = written
     assert f"-XX:ArchiveClassesAtExit={archive.path}." in options
     assert archive.path.is_file(), "the archive is published when the JVM exits"
-    assert [p.name for p in archive.path.parent.iterdir()] == [archive.path.name], "no temp left"
+    assert [p.name for p in cache.iterdir()] == [archive.path.name], "no temp left"
 
-    count, options = start_spark(home)
+    count, options = start_spark(cache)
     assert count == "3"
     assert f"-XX:SharedArchiveFile={archive.path}" in options
 
@@ -65,8 +68,7 @@ def test_the_first_run_writes_the_archive_the_next_starts_from_it(written):
 def test_a_truncated_archive_is_written_again_not_fatal(written, tmp_path):
     """What a full disk or a half copy leaves; mapped as it is, the JVM dies of SIGBUS."""
     _, archive, _ = written
-    damaged = ClassArchive.for_this_install(tmp_path / "kvq")
-    damaged.path.parent.mkdir()
+    damaged = ClassArchive.for_this_install(tmp_path)
     damaged.path.write_bytes(archive.path.read_bytes()[: archive.path.stat().st_size // 3])
 
     count, _ = start_spark(tmp_path)
