@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
 from kvq.settings.config import CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
+from kvq.settings.values import http_url
 from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1
@@ -147,6 +149,29 @@ def parse_step(text: str) -> int:
     return int(seconds)
 
 
+def parse_url(flag: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return http_url(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r} {exc}") from None
+
+
+def writable_folder(flag: str, text: str) -> Path:
+    """The folder at `text`, created if missing, checked writable before Spark starts."""
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{flag} {text} is a file; give a folder (created if missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {text} cannot be created: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {text} is not writable by this user")
+    return folder
+
+
 def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
     if scenario is not None and not SCENARIO_RE.match(scenario):
         raise UsageError(
@@ -186,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--start {args.start} is after --end {args.end}")
         if args.max_bad_lines is not None and args.max_bad_lines < 0:
             raise UsageError("--max-bad-lines must be 0 or more")
+        prometheus_url = parse_url("--prometheus-url", args.prometheus_url)
         archive_files(args.archive)
     except (UsageError, ArchiveNotFound) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
@@ -195,20 +221,21 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_or_exit(BackfillSettings, args.config, overrides)
     try:
         step = parse_step(args.step or format_duration(settings.step))
+        output = writable_folder("--output", args.output)  # last: it creates the folder
     except UsageError as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     request = BackfillRequest(
         archive=Path(args.archive),
         config=settings.config,
-        output=Path(args.output),
+        output=output,
         step=step,
         start=start,
         end=end,
         scenario=args.scenario,
         blocks=args.blocks,
         master=args.master,
-        prometheus_url=args.prometheus_url,
+        prometheus_url=prometheus_url,
         max_bad_lines=args.max_bad_lines,
         clusters=named_cluster(args.cluster_name, settings.config),
         classes=ClassArchive.for_this_install(),

@@ -70,3 +70,25 @@ def test_help_teaches_the_workflow_and_the_retention_pitfall():
     assert result.returncode == 0
     for needle in ("--scenario", "spark-submit", "--prometheus-url", "retention", "promtool"):
         assert needle in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("a-file", "is a file; give a folder"),
+        ("a-file/below", "cannot be created: Not a directory"),
+    ],
+)
+def test_a_bad_output_is_named_before_spark_starts(tmp_path, archive, capsys, output, message):
+    (tmp_path / "a-file").write_text("not a folder")
+    config = write_config(tmp_path / "kvq.properties")
+    assert run_backfill(archive, config, tmp_path / output) == 2
+    err = capsys.readouterr().err
+    assert f"--output {tmp_path / output} {message}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://prometheus:9090", "http://"])
+def test_a_bad_prometheus_url_is_named(tmp_path, archive, capsys, url):
+    assert run(tmp_path, archive, "--prometheus-url", url) == 2
+    err = capsys.readouterr().err
+    assert f"--prometheus-url {url!r} must be an http:// or https:// URL" in err
