@@ -85,15 +85,12 @@ def backfill_seconds(archive: Archive, out: Path, master: str, step: int) -> tup
     return seconds, sum(int(m.group(1)) for m in SAMPLES.finditer(done.stdout))
 
 
-def spark_floor_seconds(master: str) -> float:
-    """A fresh process that starts the same Spark session (class archive included) and runs one
-    trivial job: what any PySpark command costs before it has read a byte."""
-    code = (
-        "from spark.class_archive import ClassArchive; from spark.session import spark_session; "
-        f"spark_session({master!r}, classes=ClassArchive.for_this_install()).range(1).count()"
-    )
+def spark_floor_seconds() -> float:
+    """A fresh process that starts a local Spark session (class archive included) and runs one
+    trivial job (`python -m spark.class_archive`): what any PySpark command costs before it has
+    read a byte."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    subprocess.run([sys.executable, "-m", "spark.class_archive"], capture_output=True, check=True)
     return time.perf_counter() - started
 
 
@@ -200,7 +197,7 @@ def one_million(tmp: Path, step: int) -> None:
     print(
         f"  plain-Python replay:                          {rate(archive.rows, replay)}", flush=True
     )
-    floor = spark_floor_seconds("local[2]")
+    floor = spark_floor_seconds()
     print(
         f"  Spark session + one trivial job (no data):    {floor:7.1f} s  "
         f"({floor / parse:.1f}x the parse before reading anything)",

@@ -137,3 +137,16 @@ def keep_at_exit(archive: ClassArchive, java_options: str, jvm: subprocess.Popen
     """When `java_options` have the JVM write the archive, publish it as the interpreter exits."""
     if jvm is not None and "-XX:ArchiveClassesAtExit=" in java_options:
         atexit.register(archive.keep, jvm)
+
+
+def main() -> int:
+    """`python -m spark.class_archive`: start a local session from the archive (writing it when
+    missing) and run one trivial job: an image build's warm-up, the benchmark's session floor."""
+    from spark.session import spark_session
+
+    spark_session("local[1]", classes=ClassArchive.for_this_install()).range(1).count()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
