@@ -24,6 +24,7 @@ from spark.archive_files import BadLine, archive_files
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
+from spark.lz4_parts import text_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
 from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
@@ -322,10 +323,9 @@ def read_events(folder: Path) -> dict[int, VolumeDeltas]:
     """The runs' event lines (`spark.volume_history.events`) summed per success."""
     deltas: dict[int, VolumeDeltas] = {}
     for part in sorted(folder.glob("part-*")) if folder.is_dir() else []:
-        with open(part, encoding="utf-8") as stream:
-            for line in stream:
-                sseq, *values = (int(v) for v in line.split())
-                deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + VolumeDeltas(*values)
+        for line in text_lines(part):
+            sseq, *values = (int(v) for v in line.split())
+            deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + VolumeDeltas(*values)
     return deltas
 
 

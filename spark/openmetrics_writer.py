@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
+from spark.lz4_parts import CODEC, decompressed
 from spark.openmetrics_text import EOF_LINE, header_lines
 from spark.uncached_file import UncachedFile
 
@@ -35,7 +36,9 @@ def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: P
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(writers))
     if work_dir.exists():
         shutil.rmtree(work_dir)
-    lines.write.partitionBy("cluster_index", "family").text(str(work_dir))
+    lines.write.option("compression", CODEC).partitionBy("cluster_index", "family").text(
+        str(work_dir)
+    )
 
 
 def concatenate(
@@ -68,7 +71,9 @@ def concatenate(
             for part in parts:
                 out.write(header)
                 header = b""
-                count += out.copy_from(part)
+                for data in decompressed(part):
+                    count += data.count(b"\n")
+                    out.write(data)
                 # Gone at once: what the kernel has not written back of it yet never is.
                 part.unlink()
         out.write(EOF_LINE.encode("utf-8"))

@@ -24,7 +24,7 @@ BUFFER = 16 << 20
 
 
 class UncachedFile:
-    """`write` bytes, or `copy_from` whole files, into `path`; `close` writes the unaligned tail.
+    """`write` bytes into `path`; `close` writes the unaligned tail.
 
     Two buffers: a thread writes the full one (the write releases the GIL) while the caller
     fills the other, so reading the parts and writing the file overlap."""
@@ -48,27 +48,14 @@ class UncachedFile:
         self._pending: Future[None] | None = None
 
     def write(self, data: bytes) -> None:
-        view = self._views[self._filling]
+        data = memoryview(data)  # slices without copies
         while data:
             taken = data[: BUFFER - self._used]
-            view[self._used : self._used + len(taken)] = taken
+            self._views[self._filling][self._used : self._used + len(taken)] = taken
             self._used += len(taken)
             data = data[len(taken) :]
             if self._used == BUFFER:
                 self._hand_over()
-                view = self._views[self._filling]
-
-    def copy_from(self, path: Path) -> int:
-        """Append the whole file at `path`; returns the number of lines (newlines) copied."""
-        lines = 0
-        with open(path, "rb", buffering=0) as source:
-            while got := source.readinto(self._views[self._filling][self._used :]):
-                buffer = self._buffers[self._filling]
-                lines += buffer[self._used : self._used + got].count(b"\n")
-                self._used += got
-                if self._used == BUFFER:
-                    self._hand_over()
-        return lines
 
     def close(self) -> None:
         if self._fd < 0:
