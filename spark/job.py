@@ -24,7 +24,7 @@ from spark.archive_files import BadLine, archive_files
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
-from spark.lz4_parts import text_lines
+from spark.lz4_parts import CorruptPart, text_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
 from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
@@ -196,6 +196,8 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     try:
         with stages(spark.sparkContext) if stages else contextlib.nullcontext():
             _backfill(spark, archive, request, result, say)
+    except CorruptPart as exc:
+        raise BackfillError(f"{exc}; the part files are rewritten by running again") from None
     finally:
         archive.records.unpersist()
     if request.blocks:

@@ -4,9 +4,9 @@ Every task writes its lines into one part file per (cluster, family) in the orde
 (Spark's concurrent writers: no sort, no shuffle), and every series is whole and time-ordered
 inside one task (`spark.metric_rows`). The driver then concatenates, per cluster, the families in
 catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`: the cluster-wide families
-from its own lines, the others by streaming the part files in chunks (it never holds the data),
-counting the sample lines on the way, into a file written around the page cache
-(`spark.uncached_file`). So families are never interleaved, each series is
+from its own lines, the others by streaming the part files (LZ4, `spark.lz4_parts`) block by
+block (it never holds the data), counting the sample lines on the way, into a file written around
+the page cache (`spark.uncached_file`). So families are never interleaved, each series is
 contiguous and in time order (promtool silently drops out-of-order samples), and timestamps are
 whole seconds (promtool reads milliseconds as seconds).
 """
@@ -50,31 +50,45 @@ def concatenate(
 ) -> int:
     """One cluster's file at `path`: each family of `catalog` in order, from the lines the driver
     has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
-    headers and `# EOF`; returns the sample count."""
+    headers and `# EOF`; returns the sample count. On any error no file is left at `path`."""
+    try:
+        with UncachedFile(path) as out:
+            count = _families(out, work_dir, cluster_index, catalog, driver_lines)
+            out.write(EOF_LINE.encode("utf-8"))
+    except BaseException:
+        path.unlink(missing_ok=True)  # no partial file that looks like a backfill
+        raise
+    return count
+
+
+def _families(
+    out: UncachedFile,
+    work_dir: Path,
+    cluster_index: int,
+    catalog: list[MetricFamily],
+    driver_lines: Callable[[MetricFamily], Iterable[str] | None],
+) -> int:
+    """`concatenate`'s families, written to `out`; returns the sample count."""
     count = 0
-    with UncachedFile(path) as out:
-        for index, family in enumerate(catalog):
-            header = header_lines(family).encode("utf-8")
-            lines = driver_lines(family)
-            if lines is not None:
-                for line in lines:
-                    out.write(header + line.encode("utf-8"))
-                    header = b""
-                    count += 1
-                continue
-            folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
-            parts = (
-                sorted(p for p in folder.glob("part-*") if p.stat().st_size)
-                if folder.is_dir()
-                else []
-            )
-            for part in parts:
-                out.write(header)
+    for index, family in enumerate(catalog):
+        header = header_lines(family).encode("utf-8")
+        lines = driver_lines(family)
+        if lines is not None:
+            for line in lines:
+                out.write(header + line.encode("utf-8"))
                 header = b""
-                for data in decompressed(part):
-                    count += data.count(b"\n")
-                    out.write(data)
-                # Gone at once: what the kernel has not written back of it yet never is.
-                part.unlink()
-        out.write(EOF_LINE.encode("utf-8"))
+                count += 1
+            continue
+        folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
+        parts = (
+            sorted(p for p in folder.glob("part-*") if p.stat().st_size) if folder.is_dir() else []
+        )
+        for part in parts:
+            out.write(header)
+            header = b""
+            for data in decompressed(part):
+                count += data.count(b"\n")
+                out.write(data)
+            # Gone at once: what the kernel has not written back of it yet never is.
+            part.unlink()
     return count

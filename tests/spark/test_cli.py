@@ -92,3 +92,25 @@ def test_a_bad_prometheus_url_is_named(tmp_path, archive, capsys, url):
     assert run(tmp_path, archive, "--prometheus-url", url) == 2
     err = capsys.readouterr().err
     assert f"--prometheus-url {url!r} must be an http:// or https:// URL" in err
+
+
+def test_a_damaged_part_file_is_named_not_a_traceback(tmp_path, spark, capsys, monkeypatch):
+    """A part file damaged between Spark's write and the driver's concatenation (a full disk, a
+    shared file system losing a write) fails the run naming the file, with no partial output."""
+    from devkit.archive_generator import ArchivePlan, generate
+    from spark import openmetrics_writer
+
+    generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=2), tmp_path / "archive")
+    real_write = openmetrics_writer.write_parts
+
+    def write_then_damage(spark, lines, writers, work_dir):
+        real_write(spark, lines, writers, work_dir)
+        victim = max(work_dir.glob("*/family=*/part-*"), key=lambda p: p.stat().st_size)
+        victim.write_bytes(victim.read_bytes()[:-5])
+
+    monkeypatch.setattr(openmetrics_writer, "write_parts", write_then_damage)
+    assert run(tmp_path, tmp_path / "archive") == 1
+    err = capsys.readouterr().err
+    assert "part-" in err and "truncated" in err and "running again" in err
+    assert "Traceback" not in err
+    assert not list((tmp_path / "o").glob("*.om"))
