@@ -24,7 +24,7 @@ from spark.archive_files import BadLine, archive_files
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
-from spark.lz4_parts import CorruptPart, text_lines
+from spark.lz4_parts import CorruptPart, part_files, text_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
 from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
@@ -324,7 +324,7 @@ SUCCESS_SCHEMA = (
 def read_events(folder: Path) -> dict[int, VolumeDeltas]:
     """The runs' event lines (`spark.volume_history.events`) summed per success."""
     deltas: dict[int, VolumeDeltas] = {}
-    for part in sorted(folder.glob("part-*")) if folder.is_dir() else []:
+    for part in part_files(folder):
         for line in text_lines(part):
             sseq, *values = (int(v) for v in line.split())
             deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + VolumeDeltas(*values)

@@ -28,6 +28,13 @@ class CorruptPart(ValueError):
     """A part file that is not Hadoop-framed LZ4 (truncated, or not written by Spark's Lz4Codec)."""
 
 
+def part_files(folder: Path) -> list[Path]:
+    """The non-empty part files Spark wrote into `folder`, in task order (none: no folder)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("part-*") if p.stat().st_size)
+
+
 def decompressed(path: Path) -> Iterator[bytes]:
     """The uncompressed bytes of the part file at `path`, in pieces of at most a chunk."""
     with open(path, "rb") as stream:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
-from spark.lz4_parts import CODEC, decompressed
+from spark.lz4_parts import CODEC, decompressed, part_files
 from spark.openmetrics_text import EOF_LINE, header_lines
 from spark.uncached_file import UncachedFile
 
@@ -80,10 +80,7 @@ def _families(
                 count += 1
             continue
         folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
-        parts = (
-            sorted(p for p in folder.glob("part-*") if p.stat().st_size) if folder.is_dir() else []
-        )
-        for part in parts:
+        for part in part_files(folder):
             out.write(header)
             header = b""
             for data in decompressed(part):
