@@ -156,11 +156,15 @@ def _labels(value: Any, path: str) -> dict[str, str]:
 def _time(data: dict, key: str, path: str) -> datetime:
     text = _string(data, key, path)
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:  # alerts are ordered by these times: no guessing
         raise PayloadError(
-            f"{path}.{key} must be an RFC 3339 time like 2026-11-22T15:00:00Z, got {text!r}"
-        ) from None
+            f"{path}.{key} must be an RFC 3339 time with its offset like 2026-11-22T15:00:00Z, "
+            f"got {quoted(text)}"
+        )
+    return moment
 
 
 def quoted(value: Any) -> str:

@@ -162,13 +162,14 @@ def test_the_reconcile_loop_carries_on_after_errors(world, tmp_path):
 def test_a_repeated_webhook_reads_each_journal_store_once(world, monkeypatch):
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()
-    handle(enforcer, 0.5)
+    repeated = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5))  # same episode
+    enforcer.handle(repeated)
     journal = enforcer.journal
     reads, writes = [], []
     real_read, real_write = journal.read, journal.write
     monkeypatch.setattr(journal, "read", lambda q: reads.append(q) or real_read(q))
     monkeypatch.setattr(journal, "write", lambda s: writes.append(s) or real_write(s))
-    handle(enforcer, 0.5)
+    enforcer.handle(repeated)
     assert len(writes) == 1, "the group's alerts (read and replaced in one transaction)"
     assert len(reads) == 2, "the cluster's firing alerts, then its episode"
 
