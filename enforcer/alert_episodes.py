@@ -34,6 +34,7 @@ then it fires again) always has a later `startsAt` and throttles.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -95,9 +96,15 @@ class AlertEpisodes:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._heard: dict[tuple[str, str], Heard] | None = None
+        self._lock = threading.Lock()
+        """Webhooks and the reconcile loop's expiry change the table and its mirror together."""
 
     def stale(self, alerts: Iterable[ThrottleAlert]) -> set[tuple[str, str]]:
         """Record what `alerts` say; return the (cluster, fingerprint) of the stale ones."""
+        with self._lock:
+            return self._stale(alerts)
+
+    def _stale(self, alerts: Iterable[ThrottleAlert]) -> set[tuple[str, str]]:
         heard = self._loaded()
         changed: dict[tuple[str, str], Heard] = {}
         stale = set()
@@ -123,6 +130,10 @@ class AlertEpisodes:
     def expire(self, older_than: datetime, keep: int = MAX_REMEMBERED) -> None:
         """Forget alerts whose episodes did not change since `older_than`; keep at most `keep`
         (the most recently changed)."""
+        with self._lock:
+            self._expire(older_than, keep)
+
+    def _expire(self, older_than: datetime, keep: int) -> None:
         heard = self._loaded()
         cutoff = utc_stamp(older_than)
         if len(heard) <= keep and not any(h.changed_at < cutoff for h in heard.values()):
