@@ -29,9 +29,10 @@ class ThrottleAlert:
     fingerprint: str
     factor: float | None
     starts_at: datetime
-    """When the alert's episode started (the same in every notification of the episode)."""
+    """When the alert's episode started (Alertmanager may move it earlier while it fires)."""
     ends_at: datetime | None = None
-    """When the episode ended (resolved alerts; None while firing)."""
+    """When a resolved alert's episode ended; for a firing one None (or, from some Alertmanager
+    versions, a time in the future)."""
 
     @property
     def firing(self) -> bool:

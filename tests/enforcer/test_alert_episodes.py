@@ -136,8 +136,11 @@ def test_at_most_keep_alerts_are_remembered_the_most_recently_changed(journal, c
 
 
 @pytest.mark.parametrize("key", ["startsAt", "endsAt"])
-def test_a_time_without_an_offset_is_refused_naming_the_field(key):
+@pytest.mark.parametrize(
+    "text", ["2026-11-22T15:00:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"]
+)
+def test_a_time_without_an_offset_or_a_utc_equivalent_is_refused_naming_the_field(key, text):
     body = throttle_webhook(cluster="c1", factor=None)
-    body["alerts"][0][key] = "2026-11-22T15:00:00"
+    body["alerts"][0][key] = text
     with pytest.raises(PayloadError, match=rf"\$\.alerts\[0\]\.{key} must be .* offset"):
         webhook_from_dict(body)
