@@ -242,16 +242,36 @@ def captured_webhook(status: str = "firing") -> dict[str, Any]:
     return json.loads((DATA_DIR / f"alertmanager_webhook_{status}.json").read_text())
 
 
+_last_time = datetime.min.replace(tzinfo=UTC)
+_time_lock = threading.Lock()
+
+
+def fresh_time() -> datetime:
+    """Now (microseconds, UTC), always later than the previous call's: each body built without
+    explicit times is newer than the ones before, as Alertmanager's notifications are."""
+    global _last_time
+    with _time_lock:
+        _last_time = max(datetime.now(UTC), _last_time + timedelta(microseconds=1))
+        return _last_time
+
+
 def throttle_webhook(
     alerts: list[tuple[str, float | None]] | None = None,
     *,
     cluster: str = "prod-eu-1",
     factor: float | None = 0.0,
     group_key: str | None = None,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
 ) -> dict[str, Any]:
     """A captured body rewritten for throttle alerts; `alerts` lists (cluster, factor or None for
-    resolved). With no `alerts`: one alert for `cluster`, firing at `factor` (None: resolved)."""
+    resolved). With no `alerts`: one alert for `cluster`, firing at `factor` (None: resolved).
+
+    Times, as Alertmanager sends them: a firing alert has `startsAt` (default: now, so each body is
+    a new episode) and `endsAt` 0001-01-01; a resolved one `endsAt` (default: now) and the
+    episode's `startsAt` (default: its `endsAt`)."""
     items = alerts if alerts is not None else [(cluster, factor)]
+    now = fresh_time()
     firing_template = captured_webhook("firing")
     resolved_template = captured_webhook("resolved")
     body = firing_template if any(f is not None for _, f in items) else resolved_template
@@ -262,6 +282,10 @@ def throttle_webhook(
         alert["labels"]["cluster"] = name
         if value is not None:
             alert["annotations"]["throttle_factor"] = format(value, "g")
+            alert["startsAt"] = rfc3339(starts_at or now)
+        else:
+            alert["endsAt"] = rfc3339(ends_at or now)
+            alert["startsAt"] = rfc3339(starts_at or ends_at or now)
         alert["fingerprint"] = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()[:16]
         out_alerts.append(alert)
     body["alerts"] = out_alerts

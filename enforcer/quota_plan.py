@@ -67,6 +67,11 @@ class QuotaPolicy:
     (kvq.enforcer.throttle.byte.rate.floor)."""
 
     def __post_init__(self) -> None:
+        # Properties give whole numbers as ints (`produce=2000`): every value the plan computes
+        # must be a float (Change.describe, Kafka's doubles), so they are converted once here.
+        bases = {key: quota_value(value) for key, value in self.bases.items()}
+        object.__setattr__(self, "bases", bases)
+        object.__setattr__(self, "byte_rate_floor", float(self.byte_rate_floor))
         unknown = [k for k in self.keys if k not in KNOWN_KEYS]
         if unknown or PRODUCER_BYTE_RATE not in self.keys:
             raise ValueError(
@@ -111,12 +116,11 @@ def tracked_originals(
             continue
         for key in policy.keys:
             if key in values:
-                pairs[(entity, key)] = float(values[key])
+                pairs[(entity, key)] = quota_value(values[key])
     always = [policy.default_entity] + [QuotaEntity.user(u) for u in sorted(policy.excluded_users)]
     for entity in always:
         for key in policy.keys:
-            value = snapshot.get(entity, {}).get(key)
-            pairs[(entity, key)] = None if value is None else float(value)
+            pairs[(entity, key)] = current_value(snapshot, (entity, key))
 
     def original(pair: Pair) -> float | None:
         return known[pair] if pair in known else pairs.get(pair)
@@ -164,7 +168,7 @@ def _counterparts(
             continue
         counterpart = QuotaEntity.of({"user": user, "client-id": entity.name("client-id")})
         if (counterpart, key) not in pairs and not own(counterpart):
-            out[(counterpart, key)] = known.get((counterpart, key))
+            out[(counterpart, key)] = quota_value(known.get((counterpart, key)))
     return out
 
 
@@ -198,7 +202,17 @@ def desired_value(
     factor: float,
     originals: Mapping[Pair, float | None] | None = None,
 ) -> float | None:
-    """The value one pair should have at `factor` (None: no value)."""
+    """The value one pair should have at `factor` (None: no value), always a float."""
+    return quota_value(_desired(policy, pair, quota_value(original), factor, originals or {}))
+
+
+def _desired(
+    policy: QuotaPolicy,
+    pair: Pair,
+    original: float | None,
+    factor: float,
+    originals: Mapping[Pair, float | None],
+) -> float | None:
     entity, key = pair
     if factor >= 1.0:
         return original
@@ -206,10 +220,10 @@ def desired_value(
     if source is not None:
         if original is not None:
             return original
-        unthrottled = (originals or {}).get((source, key))
+        unthrottled = originals.get((source, key))
         mirrored = _mirror_source(source)
         if unthrottled is None and mirrored is not None:
-            unthrottled = (originals or {}).get((mirrored, key))
+            unthrottled = originals.get((mirrored, key))
         return UNLIMITED if unthrottled is None else unthrottled
     base = original
     if base is None and entity == policy.default_entity:
@@ -226,10 +240,10 @@ def desired_value(
 
 def scaled(base: float, factor: float, key: str, minimum: float = MINIMUM) -> float:
     """max(base x factor, minimum), rounded down for long keys, never above the base itself."""
-    value = base * factor
+    value = float(base) * factor
     if key in INTEGRAL_KEYS:
         value = float(math.floor(value))
-    return max(value, min(minimum, base))
+    return max(value, float(min(minimum, base)))
 
 
 def plan(
@@ -271,7 +285,12 @@ def changes(desired: Mapping[Pair, float | None], snapshot: Snapshot) -> list[Ch
 
 
 def current_value(snapshot: Snapshot, pair: Pair) -> float | None:
-    value = snapshot.get(pair[0], {}).get(pair[1])
+    return quota_value(snapshot.get(pair[0], {}).get(pair[1]))
+
+
+def quota_value(value: float | None) -> float | None:
+    """A quota value as the float Kafka stores (a double): ints from properties, from JSON or
+    from a caller become floats; None (unset) stays None."""
     return None if value is None else float(value)
 
 
@@ -283,4 +302,7 @@ def same_value(a: float | None, b: float | None) -> bool:
 
 
 def _number(value: float) -> str:
+    """A whole value without a fraction, as kafka-configs shows it; others as repr. An int is
+    accepted too (`int.is_integer` only exists from Python 3.12)."""
+    value = float(value)
     return str(int(value)) if value.is_integer() and abs(value) < 2**63 else repr(value)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from enforcer.alert_episodes import AlertEpisodes
 from enforcer.applier import Applier, ApplyError, ApplyResult
 from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
@@ -29,6 +30,8 @@ originals until Alertmanager says something about that cluster."""
 class WebhookOutcome:
     results: dict[str, ApplyResult]
     ignored: int
+    stale: int = 0
+    """Throttle alerts older than what the enforcer already heard (see alert_episodes.py)."""
 
     @property
     def outcome(self) -> str:
@@ -42,6 +45,7 @@ class WebhookOutcome:
         return {
             "outcome": self.outcome,
             "ignored_alerts": self.ignored,
+            "stale_alerts": self.stale,
             "clusters": {
                 name: {
                     "factor": r.factor,
@@ -76,6 +80,7 @@ class Enforcer:
         self.appliers = dict(appliers)
         self.journal = journal
         self.alerts = journal.alerts
+        self.alert_episodes = AlertEpisodes(journal)
         self.metrics = metrics
         self.alert_name = alert_name
         self.prometheus = prometheus
@@ -100,9 +105,18 @@ class Enforcer:
         found = extract(payload, self.alert_name, self.appliers)
         truncated = payload.truncated_alerts > 0
         with self._alerts_lock:
+            stale = self.alert_episodes.stale(found.throttle)
             named = self.alerts.update_group(  # also: last seen = now
                 payload.group_key,
-                lambda previous: next_group_state(previous, found.throttle, truncated),
+                lambda previous: next_group_state(previous, found.throttle, truncated, stale),
+            )
+        if stale:
+            log.warning(
+                "group %s: ignored %d alert(s) of episodes already resolved or superseded "
+                "(a late or retried notification): %s",
+                payload.group_key,
+                len(stale),
+                ", ".join(f"{cluster}/{fingerprint}" for cluster, fingerprint in sorted(stale)),
             )
         affected = named | {a.cluster for a in found.throttle}
         self._heard_from |= affected
@@ -120,7 +134,7 @@ class Enforcer:
                 errors.append(f"cluster {cluster}: {exc}")
         if errors:
             raise ApplyError("; ".join(errors))
-        return WebhookOutcome(results, found.ignored)
+        return WebhookOutcome(results, found.ignored, len(stale))
 
     def target(self, cluster: str) -> float:
         return target_factor(self.alerts.firing_factors(cluster))
@@ -208,6 +222,7 @@ class Enforcer:
         return unfinished or applier.needs_reconcile or self.target(cluster) < 1.0
 
     def _expire_alerts(self) -> None:
+        self.alert_episodes.expire(self._clock() - self.alert_expiry)
         for group, cluster, fingerprint, seen in self.alerts.expire(
             self._clock() - self.alert_expiry
         ):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from enforcer.webhook_payload import PayloadError, WebhookPayload, quoted
 
@@ -27,10 +28,19 @@ class ThrottleAlert:
     cluster: str
     fingerprint: str
     factor: float | None
+    starts_at: datetime
+    """When the alert's episode started (Alertmanager may move it earlier while it fires)."""
+    ends_at: datetime | None = None
+    """When a resolved alert's episode ended; for a firing one None (or, from some Alertmanager
+    versions, a time in the future)."""
 
     @property
     def firing(self) -> bool:
         return self.factor is not None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.cluster, self.fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +72,9 @@ def extract(payload: WebhookPayload, alert_name: str, clusters: Iterable[str]) -
         factor = (
             parse_factor(alert.annotations.get(FACTOR_ANNOTATION), path) if alert.firing else None
         )
-        found.append(ThrottleAlert(cluster, alert.fingerprint, factor))
+        found.append(
+            ThrottleAlert(cluster, alert.fingerprint, factor, alert.starts_at, alert.ends_at)
+        )
     return Extracted(tuple(found), ignored)
 
 
@@ -89,16 +101,21 @@ def next_group_state(
     previous: Mapping[tuple[str, str], float],
     alerts: Iterable[ThrottleAlert],
     truncated: bool,
+    stale: Collection[tuple[str, str]] = (),
 ) -> dict[tuple[str, str], float]:
     """The group's firing alerts, (cluster, fingerprint) -> factor, after this notification.
 
     A complete notification replaces the group's state; a truncated one only adds its firing
-    alerts and removes its resolved ones (unlisted alerts may still fire).
+    alerts and removes its resolved ones (unlisted alerts may still fire). A `stale` alert (one
+    the enforcer already heard newer news of, see alert_episodes.py) keeps its previous state.
     """
     state = dict(previous) if truncated else {}
     for alert in alerts:
-        key = (alert.cluster, alert.fingerprint)
-        if alert.firing:
+        key = alert.key
+        if key in stale:
+            if key in previous:
+                state[key] = previous[key]
+        elif alert.firing:
             state[key] = alert.factor
         else:
             state.pop(key, None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 FIRING = "firing"
@@ -154,12 +154,18 @@ def _labels(value: Any, path: str) -> dict[str, str]:
 
 
 def _time(data: dict, key: str, path: str) -> datetime:
+    """UTC. Alerts are ordered by these times (alert_episodes.py): no offset is not guessed, and
+    a time that has no UTC equivalent (year 9999 at -14:00) is refused too."""
     text = _string(data, key, path)
     try:
-        return datetime.fromisoformat(text)
-    except ValueError:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            raise ValueError(text)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise PayloadError(
-            f"{path}.{key} must be an RFC 3339 time like 2026-11-22T15:00:00Z, got {text!r}"
+            f"{path}.{key} must be an RFC 3339 time with its offset like 2026-11-22T15:00:00Z, "
+            f"got {quoted(text)}"
         ) from None
 
 

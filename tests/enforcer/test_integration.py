@@ -181,7 +181,10 @@ def firing(factor: float) -> dict:
     return throttle_webhook(cluster=CLUSTER, factor=factor)
 
 
-RESOLVED = throttle_webhook(cluster=CLUSTER, factor=None)
+def resolved() -> dict:
+    """Built when posted: a resolution ends the episodes fired before it (a body built earlier
+    would be older than they are, and ignored as stale)."""
+    return throttle_webhook(cluster=CLUSTER, factor=None)
 
 
 def test_defaults_only_throttle_and_restore(dc, enforcer):
@@ -189,7 +192,7 @@ def test_defaults_only_throttle_and_restore(dc, enforcer):
     status, body = e.post(firing(0.5))
     assert status == 200, body
     assert quotas(dc) == {key(user=None): {P: 524288.0}}
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == {}, "the default user's quota was unset before, so it is removed"
     assert e.process.stop() == 0, "SIGTERM stops the enforcer cleanly"
 
@@ -216,7 +219,7 @@ def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforce
     assert after[key(client_id="legacy")] == {P: 25000.0}
     assert after[key(client_id=None)] == {P: 20000.0}
     assert after[key(ip="10.0.0.1")] == {"connection_creation_rate": 5.0}
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == before
 
 
@@ -228,7 +231,7 @@ def test_client_id_quotas_are_not_lifted_by_the_new_default_user_quota(dc, enfor
     after = quotas(dc)
     assert after[key(user=None)] == {P: 524288.0}
     assert after[key(user=None, client_id="batch")] == {P: 25000.0}
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == {key(client_id="batch"): {P: 50000.0}}
 
 
@@ -244,7 +247,7 @@ def test_excluded_principals_stay_unthrottled_and_overrides_go_afterwards(dc, en
     assert after[key(user="CN=mm2,O=acme")] == {P: UNLIMITED}
     assert after[key(user="admin", client_id="tool")] == {P: 777.0}, "excluded user's own"
     assert after[key(user="svc")] == {P: 1.0}
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == before
 
 
@@ -270,7 +273,7 @@ def test_factor_zero_stops_at_the_byte_rate_floor(dc, enforcer):
     assert throttled[key(user="alice")] == {P: 8192.0}
     assert throttled[key(user="bob")] == {P: 4000.0}
     assert throttled[key(user=None)] == {P: 8192.0}, "the default user: produce base x 0"
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == before
 
 
@@ -314,7 +317,7 @@ def test_sigkill_after_the_journal_write_then_resolve_restores_everything(dc, en
         timeout=20,
         what="the restarted enforcer finishing the throttle from its journal",
     )
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == before
 
 
@@ -349,7 +352,7 @@ def test_journal_lost_while_throttled_restores_originals_from_kafka_and_never_co
     assert e.post(firing(0.25))[0] == 200
     assert quotas(dc)[key(user="alice")] == {P: 250.0}, "from the original 1000, not from 500"
     assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") > 0
-    status, body = e.post(RESOLVED)
+    status, body = e.post(resolved())
     assert status == 200, body
     assert quotas(dc) == before, "every original back exactly, the added quotas removed"
     assert originals_copy(dc) == [], "the copy goes once everything is restored"
@@ -360,7 +363,7 @@ def test_unreadable_copy_of_the_originals_is_loud_never_200(dc, enforcer):
     seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
     seed(dc, {"user": ORIGINALS_USER, "client-id": "not a record"}, controller_mutation_rate=1.0)
     e = enforcer()
-    status, body = e.post(RESOLVED)
+    status, body = e.post(resolved())
     assert status == 503 and "originals unknown" in body["error"], body
     health = e.health()
     assert health["status"] == "failing" and "originals unknown" in health["problems"][0]
@@ -403,7 +406,7 @@ def test_a_throttle_kafka_applies_after_the_timeout_and_after_the_restore_is_und
         dc.set_faults(0, alter_client_quotas={"delay_ms": 3000, "validate_only": False, "count": 1})
         status, body = e.post(firing(0.25))
         assert status == 503, body
-        status, body = e.post(RESOLVED)
+        status, body = e.post(resolved())
         assert status == 200 and body["clusters"][CLUSTER]["settling"], body
         assert e.status()["episode"]["state"] == "active", "not restored while in doubt"
         wait_until(
@@ -483,7 +486,7 @@ def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(d
     assert quotas(dc)[key(user="alice")] == {P: 1.0}
     rows = {r["label"]: r for r in e.status()["entities"]}
     assert rows["user=alice"]["original"] == "NaN", "JSON has no NaN: said as text"
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     after = quotas(dc)
     assert math.isnan(after.pop(key(user="alice"))[P])
     assert after == {key(user="bob"): {P: 2.0**63}}
@@ -501,7 +504,7 @@ def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_loop(dc, 
     )
     assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 1.0
     assert e.status()["drift"] == 0, "not the operator's value"
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == {key(user="alice"): {P: 1000.0}}
 
 
@@ -528,7 +531,7 @@ def test_operator_drift_is_kept_and_reported(dc, enforcer):
     assert status["drift"] == 1
     (row,) = [r for r in status["entities"] if r["drift"]]
     assert row["label"] == "user=alice" and row["original"] == 800.0 and row["current"] == 12345.0
-    assert e.post(RESOLVED)[0] == 200
+    assert e.post(resolved())[0] == 200
     assert quotas(dc) == {key(user="alice"): {P: 12345.0}, key(user="bob"): {P: 600.0}}
 
 

@@ -189,3 +189,99 @@ def test_counterparts_of_default_user_entities_found_mid_throttle_use_the_origin
     late_admin = QuotaEntity.of({"user": "admin", "client-id": "late"})
     assert (late_admin, P) in found
     assert plan(pol, {**found, **first}, 0.5)[(late_admin, P)] == 90.0
+
+
+# Issue 24 item 1: whole numbers arrive as ints (properties such as `produce=2000`, JSON, callers)
+# and once reached `float.is_integer()` (`int.is_integer` only exists from Python 3.12).
+FLOOR = 8192
+OPS = QuotaEntity.user("ops")
+OPS_ANY = QuotaEntity.of({"user": "ops", "client-id": None})
+AROUND_THE_FLOOR = [  # (original, factor, expected throttled value)
+    (20000, 0.0, 8192.0),
+    (20000, 0.5, 10000.0),
+    (20000, 0.25, 8192.0),
+    (8192, 0.0, 8192.0),
+    (8192, 0.5, 8192.0),
+    (1000, 0.0, 1000.0),
+    (1000, 0.5, 1000.0),
+]
+WHOLE_NUMBER_TYPES = pytest.mark.parametrize("kind", [int, float], ids=["int", "float"])
+
+
+def floored(produce=None, excluded=(), floor=FLOOR) -> QuotaPolicy:
+    return QuotaPolicy((P,), {P: produce}, frozenset(excluded), byte_rate_floor=floor)
+
+
+def described(result: dict) -> list[str]:
+    """What the enforcer logs and answers for a plan (once an AttributeError for an int)."""
+    return sorted(Change(entity, key, value).describe() for (entity, key), value in result.items())
+
+
+@WHOLE_NUMBER_TYPES
+@pytest.mark.parametrize(("original", "factor", "expected"), AROUND_THE_FLOOR)
+def test_the_floor_path_gives_floats_around_the_floor(kind, original, factor, expected):
+    pol = floored(floor=kind(FLOOR))
+    result = plan(pol, {(ALICE, P): kind(original), (DEFAULT, P): None}, factor)
+    assert result[(ALICE, P)] == expected and type(result[(ALICE, P)]) is float
+    assert f"user=alice producer_byte_rate = {int(expected)}" in described(result)
+
+
+@WHOLE_NUMBER_TYPES
+@pytest.mark.parametrize(("base", "factor", "expected"), AROUND_THE_FLOOR)
+def test_the_configured_base_path_gives_floats_around_the_floor(kind, base, factor, expected):
+    result = planned(floored(produce=kind(base)), {}, factor)
+    assert result == {(DEFAULT, P): expected} and type(result[(DEFAULT, P)]) is float
+    assert described(result) == [f"user=<default> producer_byte_rate = {int(expected)}"]
+
+
+@WHOLE_NUMBER_TYPES
+@pytest.mark.parametrize(("original", "factor", "expected"), AROUND_THE_FLOOR)
+def test_the_exclusion_path_keeps_the_default_users_original_as_a_float(
+    kind, original, factor, expected
+):
+    """The excluded user gets the default user's unthrottled value (and a counterpart of the
+    default client-id entity), whatever side of the floor it is on."""
+    snapshot = {DEFAULT: {P: kind(original)}, DEFAULT_ANY: {P: kind(original)}}
+    result = planned(floored(excluded=["ops"]), snapshot, factor)
+    assert result[(DEFAULT, P)] == expected
+    assert result[(OPS, P)] == float(original) and result[(OPS_ANY, P)] == float(original)
+    assert all(type(v) is float for v in result.values())
+    assert described(result) == sorted(
+        [
+            f"user=<default> producer_byte_rate = {int(expected)}",
+            f"user=<default>,client-id=<default> producer_byte_rate = {int(expected)}",
+            f"user=ops producer_byte_rate = {original}",
+            f"user=ops,client-id=<default> producer_byte_rate = {original}",
+        ]
+    )
+
+
+@WHOLE_NUMBER_TYPES
+@pytest.mark.parametrize("original", [20000, 8192, 1000])
+def test_an_excluded_users_own_whole_number_quota_is_kept_as_a_float(kind, original):
+    pol = floored(produce=kind(2000), excluded=["ops"])
+    result = planned(pol, {OPS: {P: kind(original)}}, 0.0)
+    assert result == {(DEFAULT, P): 2000.0, (OPS, P): float(original)}
+    assert all(type(v) is float for v in result.values())
+    assert changes(result, {OPS: {P: kind(original)}}) == [Change(DEFAULT, P, 2000.0)]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (2000, "2000"),
+        (2000.0, "2000"),
+        (UNLIMITED, "9223372036854774784"),
+        (2.0**63, repr(2.0**63)),
+        (0.5, "0.5"),
+        (2**63, repr(2.0**63)),
+    ],
+)
+def test_a_change_describes_ints_and_floats_alike(value, text):
+    assert Change(ALICE, P, value).describe() == f"user=alice producer_byte_rate = {text}"
+
+
+@pytest.mark.parametrize(("minimum", "expected"), [(1, 1.0), (FLOOR, 1000.0), (8192.0, 1000.0)])
+def test_scaled_gives_a_float_for_int_inputs(minimum, expected):
+    value = scaled(1000, 0.0, P, minimum)
+    assert value == expected and type(value) is float

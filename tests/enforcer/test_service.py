@@ -162,13 +162,14 @@ def test_the_reconcile_loop_carries_on_after_errors(world, tmp_path):
 def test_a_repeated_webhook_reads_each_journal_store_once(world, monkeypatch):
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()
-    handle(enforcer, 0.5)
+    repeated = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5))  # same episode
+    enforcer.handle(repeated)
     journal = enforcer.journal
     reads, writes = [], []
     real_read, real_write = journal.read, journal.write
     monkeypatch.setattr(journal, "read", lambda q: reads.append(q) or real_read(q))
     monkeypatch.setattr(journal, "write", lambda s: writes.append(s) or real_write(s))
-    handle(enforcer, 0.5)
+    enforcer.handle(repeated)
     assert len(writes) == 1, "the group's alerts (read and replaced in one transaction)"
     assert len(reads) == 2, "the cluster's firing alerts, then its episode"
 
@@ -217,3 +218,23 @@ def test_a_restore_interrupted_with_the_journal_lost_finishes_the_restore(world,
     second = new_enforcer()
     assert second.reconcile() == {}
     assert kafka.values == {ALICE: {P: 800.0}}, "restored, the copy removed"
+
+
+def test_a_remembered_resolution_is_forgotten_after_the_alert_expiry(world):
+    """A firing of an episode already resolved is ignored while the resolution is remembered;
+    the reconcile loop forgets it after kvq.enforcer.alert.expiry (12 h here), like alerts."""
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    start = datetime(2026, 11, 22, 14, 0, tzinfo=UTC)
+    body = throttle_webhook(cluster="c1", factor=None, starts_at=start, ends_at=clock.now)
+    enforcer.handle(webhook_from_dict(body))
+    stale = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5, starts_at=start))
+    assert enforcer.handle(stale).stale == 1
+    assert kafka.describe()[ALICE] == {P: 800.0}
+    clock.now += timedelta(hours=11)
+    enforcer.reconcile()
+    assert enforcer.handle(stale).stale == 1
+    clock.now += timedelta(hours=1, seconds=1)
+    enforcer.reconcile()
+    assert enforcer.handle(stale).stale == 0
+    assert kafka.describe()[ALICE] == {P: 400.0}

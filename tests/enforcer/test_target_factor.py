@@ -1,5 +1,7 @@
 """Which factor each cluster should have, from the throttle alerts of each Alertmanager group."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from devkit.alertmanager import captured_webhook, throttle_webhook
@@ -7,6 +9,7 @@ from enforcer.target_factor import ThrottleAlert, extract, next_group_state, tar
 from enforcer.webhook_payload import PayloadError, webhook_from_dict
 
 NAME = "KafkaVolumeQuotaThrottle"
+T0 = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
 
 
 def payload(**kwargs):
@@ -71,12 +74,12 @@ def test_firing_alert_without_factor_or_cluster_is_rejected():
 
 def test_complete_notification_replaces_the_group_state():
     before = {("a", "f1"): 0.0, ("a", "f2"): 0.5}
-    after = next_group_state(before, [ThrottleAlert("a", "f2", 0.5)], truncated=False)
+    after = next_group_state(before, [ThrottleAlert("a", "f2", 0.5, T0)], truncated=False)
     assert after == {("a", "f2"): 0.5}
 
 
 def test_truncated_notification_only_adds_and_removes_what_it_lists():
     before = {("a", "f1"): 0.0, ("a", "f2"): 0.5}
-    listed = [ThrottleAlert("a", "f2", None), ThrottleAlert("a", "f3", 0.7)]
+    listed = [ThrottleAlert("a", "f2", None, T0), ThrottleAlert("a", "f3", 0.7, T0)]
     after = next_group_state(before, listed, truncated=True)
     assert after == {("a", "f1"): 0.0, ("a", "f3"): 0.7}

@@ -1,0 +1,168 @@
+"""Stale notifications: what the enforcer already heard about each alert's episodes.
+
+Alertmanager can deliver a group's notifications out of order: a POST it gave up on (timeout) may
+still be waiting in the enforcer when the retry and the next notification are answered, and each
+replica of an HA pair sends on its own. A firing notification handled after the resolution of the
+same episode would throttle until kvq.enforcer.alert.expiry; a resolution of an old episode handled
+after the next episode's firing would lift a throttle the disk still needs.
+
+The alerts' own timestamps order them (never the enforcer's clock). An alert (one `fingerprint`:
+its label set) fires in episodes: a firing alert carries its episode's `startsAt`, a resolved one
+also its `endsAt`, and a new episode starts after the previous one ended. So, per (cluster,
+fingerprint), table `alert_episode` keeps the latest `startsAt` of a firing and the latest `endsAt`
+of a resolution heard, and a listed alert is **stale** when
+
+- firing, and its `startsAt` is at or before a resolution heard: its episode is over;
+- resolved, and its `endsAt` is before the start of a firing heard: it ended an older episode.
+
+Only starts are compared with ends: Alertmanager may move an episode's `startsAt` earlier while it
+fires (it keeps the earliest when merging what HA Prometheus replicas send), so two starts of the
+same episode may differ, and a firing is never judged by another firing.
+
+A stale alert changes nothing in its group's state. A changed row is written in its own
+transaction before the group's state: both writes are idempotent, so a crash between them is made
+good by Alertmanager's retry. A row that has not changed for kvq.enforcer.alert.expiry is forgotten
+(late deliveries come within minutes), and at most MAX_REMEMBERED rows are kept.
+
+Limitation: if Alertmanager itself resolves an alert that Prometheus stopped sending (a partition
+longer than the alert's `endsAt`, ~4 evaluation intervals) and Prometheus then resumes the same
+alert, Alertmanager sends it with the old `startsAt`, which is indistinguishable from a stale
+retry: it is ignored until the resolution's row expires. A new episode (Prometheus resolved it,
+then it fires again) always has a later `startsAt` and throttles.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from enforcer.journal import Journal
+from enforcer.journal import _stamp as utc_stamp
+from enforcer.target_factor import ThrottleAlert
+
+MAX_REMEMBERED = 10_000
+"""Rows kept at most (the newest seen): far above the throttle alerts a cluster ever has."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS alert_episode (
+    cluster TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    started_at TEXT,
+    ended_at TEXT,
+    changed_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, fingerprint)
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """The latest firing start and resolution end heard of for one alert (None: none yet), and
+    when that last changed (UTC stamps: fixed width, so they compare as text)."""
+
+    started_at: str | None = None
+    ended_at: str | None = None
+    changed_at: str = field(default="", compare=False)
+
+    def is_stale(self, alert: ThrottleAlert) -> bool:
+        if alert.firing:
+            return self.ended_at is not None and utc_stamp(alert.starts_at) <= self.ended_at
+        return self.started_at is not None and _end(alert) < self.started_at
+
+    def after(self, alert: ThrottleAlert) -> Heard:
+        """What is known once `alert` is heard too."""
+        if alert.firing:
+            return replace(self, started_at=_latest(self.started_at, utc_stamp(alert.starts_at)))
+        return replace(self, ended_at=_latest(self.ended_at, _end(alert)))
+
+
+def _end(alert: ThrottleAlert) -> str:
+    """A resolution's end (its start where Alertmanager sent none)."""
+    return utc_stamp(alert.ends_at or alert.starts_at)
+
+
+def _latest(known: str | None, heard: str) -> str:
+    return heard if known is None else max(known, heard)
+
+
+class AlertEpisodes:
+    """Table `alert_episode` of the journal, mirrored in memory (this process owns the journal):
+    a repeated notification, which changes nothing, costs no journal access. The table is created
+    on first use, so the journal's own schema and start-up are unchanged."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._heard: dict[tuple[str, str], Heard] | None = None
+        self._lock = threading.Lock()
+        """Webhooks and the reconcile loop's expiry change the table and its mirror together."""
+
+    def stale(self, alerts: Iterable[ThrottleAlert]) -> set[tuple[str, str]]:
+        """Record what `alerts` say; return the (cluster, fingerprint) of the stale ones."""
+        with self._lock:
+            return self._stale(alerts)
+
+    def _stale(self, alerts: Iterable[ThrottleAlert]) -> set[tuple[str, str]]:
+        heard = self._loaded()
+        changed: dict[tuple[str, str], Heard] = {}
+        stale = set()
+        for alert in alerts:
+            known = changed.get(alert.key) or heard.get(alert.key) or Heard()
+            if known.is_stale(alert):
+                stale.add(alert.key)  # tells nothing new
+                continue
+            after = known.after(alert)
+            if after != known:
+                changed[alert.key] = after
+        if changed:
+            now = self._journal.now()
+            self._journal.write(
+                lambda db: db.executemany(
+                    "INSERT OR REPLACE INTO alert_episode VALUES (?,?,?,?,?)",
+                    [(c, f, h.started_at, h.ended_at, now) for (c, f), h in changed.items()],
+                )
+            )
+            heard.update({key: replace(h, changed_at=now) for key, h in changed.items()})
+        return stale
+
+    def expire(self, older_than: datetime, keep: int = MAX_REMEMBERED) -> None:
+        """Forget alerts whose episodes did not change since `older_than`; keep at most `keep`
+        (the most recently changed)."""
+        with self._lock:
+            self._expire(older_than, keep)
+
+    def _expire(self, older_than: datetime, keep: int) -> None:
+        heard = self._loaded()
+        cutoff = utc_stamp(older_than)
+        if len(heard) <= keep and not any(h.changed_at < cutoff for h in heard.values()):
+            return
+
+        def run(db: sqlite3.Connection) -> dict[tuple[str, str], Heard]:
+            db.execute("DELETE FROM alert_episode WHERE changed_at < ?", (cutoff,))
+            db.execute(
+                "DELETE FROM alert_episode WHERE rowid NOT IN "
+                "(SELECT rowid FROM alert_episode ORDER BY changed_at DESC LIMIT ?)",
+                (keep,),
+            )
+            return _rows(db)
+
+        self._heard = self._journal.write(run)
+
+    def _loaded(self) -> dict[tuple[str, str], Heard]:
+        if self._heard is None:
+
+            def run(db: sqlite3.Connection) -> dict[tuple[str, str], Heard]:
+                db.execute(_SCHEMA)
+                return _rows(db)
+
+            self._heard = self._journal.write(run)
+        return self._heard
+
+
+def _rows(db: sqlite3.Connection) -> dict[tuple[str, str], Heard]:
+    rows = db.execute(
+        "SELECT cluster, fingerprint, started_at, ended_at, changed_at FROM alert_episode"
+    ).fetchall()
+    return {(c, f): Heard(s, e, at) for c, f, s, e, at in rows}

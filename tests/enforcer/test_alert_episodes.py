@@ -1,0 +1,146 @@
+"""Which throttle alerts are stale (issue 24, item 2): judged by the alerts' own times, remembered
+in the journal, bounded in age and size. The webhook bodies are Alertmanager's captured ones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from devkit.alertmanager import rfc3339, throttle_webhook
+from enforcer.alert_episodes import AlertEpisodes
+from enforcer.journal import Journal
+from enforcer.target_factor import ThrottleAlert, extract
+from enforcer.webhook_payload import PayloadError, webhook_from_dict
+
+T1 = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
+T2 = T1 + timedelta(minutes=20)
+T3 = T2 + timedelta(minutes=5)
+NAME = "KafkaVolumeQuotaThrottle"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def journal(tmp_path, clock):
+    opened = Journal(tmp_path / "j.sqlite3", clock=clock)
+    yield opened
+    opened.close()
+
+
+def alerts(factor: float | None, starts_at: datetime, ends_at: datetime | None = None, **more):
+    body = throttle_webhook(cluster="c1", factor=factor, starts_at=starts_at, ends_at=ends_at)
+    for alert in body["alerts"]:
+        alert.update(more)
+    return extract(webhook_from_dict(body), NAME, ["c1"]).throttle
+
+
+def firing(starts_at: datetime, **more) -> tuple[ThrottleAlert, ...]:
+    return alerts(0.5, starts_at, **more)
+
+
+def resolved(starts_at: datetime, ends_at: datetime) -> tuple[ThrottleAlert, ...]:
+    return alerts(None, starts_at, ends_at)
+
+
+def test_a_firing_of_an_episode_already_resolved_is_stale_a_new_episode_is_not(journal):
+    heard = AlertEpisodes(journal)
+    assert heard.stale(resolved(T1, T2)) == set()
+    (alert,) = firing(T1)
+    assert heard.stale([alert]) == {alert.key}
+    assert heard.stale(firing(T2)) == {alert.key}, "started when the episode ended: the same"
+    assert heard.stale(firing(T3)) == set(), "a new episode"
+
+
+def test_a_resolution_of_an_older_episode_is_stale_once_the_next_one_fired(journal):
+    heard = AlertEpisodes(journal)
+    assert heard.stale(firing(T3)) == set()
+    (alert,) = resolved(T1, T2)
+    assert heard.stale([alert]) == {alert.key}
+    assert heard.stale(resolved(T3, T3 + timedelta(minutes=1))) == set(), "ends the new one"
+
+
+def test_an_episode_whose_start_moves_earlier_is_still_the_same_episode(journal):
+    """Alertmanager keeps the earliest startsAt when merging what HA Prometheus replicas send:
+    later notifications of one episode may carry an earlier start than the first one."""
+    heard = AlertEpisodes(journal)
+    assert heard.stale(firing(T1 + timedelta(seconds=15))) == set()
+    assert heard.stale(firing(T1)) == set()
+    assert heard.stale(resolved(T1, T2)) == set()
+
+
+def test_a_firing_with_a_future_ends_at_is_judged_by_its_start(journal):
+    """Some Alertmanager versions send a firing alert's endsAt as a time in the future."""
+    heard = AlertEpisodes(journal)
+    later = rfc3339(T3 + timedelta(hours=1))
+    assert heard.stale(resolved(T1, T2)) == set()
+    (alert,) = firing(T1, endsAt=later)
+    assert alert.firing and heard.stale([alert]) == {alert.key}
+    assert heard.stale(firing(T3, endsAt=later)) == set()
+
+
+def test_a_repeated_notification_writes_nothing(journal, monkeypatch):
+    heard = AlertEpisodes(journal)
+    heard.stale(firing(T1))
+    writes = []
+    real_write = journal.write
+    monkeypatch.setattr(journal, "write", lambda s: writes.append(s) or real_write(s))
+    assert heard.stale(firing(T1)) == set()
+    assert writes == []
+
+
+def test_what_was_heard_survives_a_restart(tmp_path, journal, clock):
+    AlertEpisodes(journal).stale(resolved(T1, T2))
+    journal.close()
+    reopened = Journal(tmp_path / "j.sqlite3", clock=clock)
+    try:
+        (alert,) = firing(T1)
+        assert AlertEpisodes(reopened).stale([alert]) == {alert.key}
+    finally:
+        reopened.close()
+
+
+def test_an_alert_unchanged_for_the_expiry_is_forgotten(journal, clock):
+    heard = AlertEpisodes(journal)
+    heard.stale(resolved(T1, T2))
+    heard.expire(clock.now - timedelta(hours=12))
+    assert heard.stale(firing(T1)) != set(), "still remembered"
+    clock.now += timedelta(hours=12, seconds=1)
+    heard.expire(clock.now - timedelta(hours=12))
+    assert heard.stale(firing(T1)) == set(), "forgotten: a firing is taken as it comes"
+    assert AlertEpisodes(journal).stale(firing(T1)) == set(), "forgotten in the journal too"
+
+
+def test_at_most_keep_alerts_are_remembered_the_most_recently_changed(journal, clock):
+    heard = AlertEpisodes(journal)
+    fingerprints = [f"f{i}" for i in range(5)]
+    for fingerprint in fingerprints:
+        clock.now += timedelta(seconds=1)
+        (alert,) = resolved(T1, T2)
+        heard.stale([ThrottleAlert("c1", fingerprint, None, alert.starts_at, alert.ends_at)])
+    heard.expire(clock.now - timedelta(hours=12), keep=2)
+    for source in (heard, AlertEpisodes(journal)):
+        stale = source.stale([ThrottleAlert("c1", f, 0.5, T1) for f in fingerprints])
+        assert stale == {("c1", "f3"), ("c1", "f4")}
+
+
+@pytest.mark.parametrize("key", ["startsAt", "endsAt"])
+@pytest.mark.parametrize(
+    "text", ["2026-11-22T15:00:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"]
+)
+def test_a_time_without_an_offset_or_a_utc_equivalent_is_refused_naming_the_field(key, text):
+    body = throttle_webhook(cluster="c1", factor=None)
+    body["alerts"][0][key] = text
+    with pytest.raises(PayloadError, match=rf"\$\.alerts\[0\]\.{key} must be .* offset"):
+        webhook_from_dict(body)
