@@ -23,12 +23,17 @@ MIN_SECRET_LENGTH = 4
 log would make it unreadable while hiding little. They are still masked in a URL or after a
 secret-bearing key."""
 
+# Bounded and anchored so that a long line costs linear time, whatever it holds: a scheme starts
+# where no scheme character precedes it, and credentials end at the first `/` (which every `://`
+# holds); keys and values are not longer than these bounds.
 _URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#@]*(?:@[^\s/?#@]*)*)@"
+    r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://)"
+    r"(?P<userinfo>[^\s/?#@]*(?:@[^\s/?#@]*)*)@"
 )
+_SECRET_KEYWORDS = ("password", "passwd", "secret", "token", "credential")
 _SECRET_ITEM = re.compile(
-    r"""(?P<key>[\w.-]*(?:password|passwd|secret|token|credential)[\w.-]*['"]?\s*[:=]\s*)"""
-    r"""(?P<quote>['"])(?P<value>(?:(?!(?P=quote)).)*)(?P=quote)""",
+    r"""(?P<key>(?:password|passwd|secret|token|credential)[\w.-]{0,64}['"]?\s{0,8}[:=]\s{0,8})"""
+    r"""(?P<quote>['"])(?P<value>(?:(?!(?P=quote)).){0,1024}?)(?P=quote)""",
     re.IGNORECASE,
 )
 _remembered: tuple[str, ...] = ()
@@ -37,6 +42,8 @@ _remembered: tuple[str, ...] = ()
 def mask_url_credentials(text: str) -> str:
     """`text` with the password of every URL in it masked (`http://user:********@host`); a URL
     with a user name only (often a token) shows `http://********@host`."""
+    if "://" not in text:  # the cheap test first: most log lines hold no URL
+        return text
     return _URL_CREDENTIALS.sub(_masked_userinfo, text)
 
 
@@ -83,7 +90,10 @@ def forget_secrets() -> None:
 
 def redact(text: str, secrets: Iterable[str]) -> str:
     """`text` with URL credentials, secret-bearing items and each of `secrets` masked."""
-    text = _SECRET_ITEM.sub(_masked_item, mask_url_credentials(text))
+    text = mask_url_credentials(text)
+    lowered = text.lower()
+    if any(keyword in lowered for keyword in _SECRET_KEYWORDS):
+        text = _SECRET_ITEM.sub(_masked_item, text)
     for secret in secrets:
         if len(secret) >= MIN_SECRET_LENGTH and secret in text:
             text = text.replace(secret, MASK)
