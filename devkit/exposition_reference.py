@@ -30,7 +30,7 @@ def prometheus_client_text(exporter) -> bytes:
         config.check_interval.total_seconds(),
     )
     metrics = []
-    for family in built:
+    for family in [exporter.archive_family(), *built]:
         labels = list(family.family.labels)
         kind = CounterMetricFamily if family.type == COUNTER else GaugeMetricFamily
         metric = kind(family.name, family.help, labels=labels)

@@ -61,6 +61,7 @@ class FakeExporter:
     enforcer_applied_factor: float = 1.0
     held_log_dirs: int = 0
     hold_expired_log_dirs: int = 0
+    archive_write_failures: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -107,6 +108,7 @@ class FakeExporter:
             out.histogram(
                 mf.POLL_DURATION.short, c, self.scrapes, 0.004 * self.scrapes, mf.POLL_DURATION.help
             )
+            out.table(mf.ARCHIVE_WRITE_FAILURES, [(c, self.archive_write_failures)])
             out.table(mf.THROTTLE_FACTOR, [(c, self.factor(now))])
             out.table(mf.FALLBACK_APPLIED, [(c, self.fallback_applied_total)])
             out.table(mf.LIMIT_VIOLATED, [(c, self.violated_total)])

@@ -14,6 +14,7 @@ import hmac
 from enforcer.settings import BASIC_FILE as BASIC_SETTING
 from enforcer.settings import TOKEN_FILE as TOKEN_SETTING
 from kvq.settings.properties import read_text_file
+from kvq.settings.redaction import remember_secrets
 
 
 class AuthConfigError(ValueError):
@@ -62,6 +63,7 @@ class Credentials:
                 users[user] = password
             if not users:
                 raise AuthConfigError(f"{BASIC_SETTING}={basic_file}: no user:password lines")
+        remember_secrets([token or "", *users.values()])  # never in a log line
         return cls(token, users)
 
     def allows(self, header: str | None) -> bool:

@@ -13,6 +13,8 @@ import math
 
 import requests
 
+from kvq.settings.redaction import mask_url_credentials
+
 METRIC = "kafka_volume_quota_throttle_factor"
 log = logging.getLogger("kvq.enforcer")
 
@@ -24,6 +26,8 @@ class PrometheusFactor:
         self, url: str, timeout_s: float = 5.0, session: requests.Session | None = None
     ) -> None:
         self.url = url.rstrip("/")
+        self.shown_url = mask_url_credentials(self.url)
+        """What the log may say of `url`: its credentials masked."""
         self.timeout_s = timeout_s
         self.session = session or requests.Session()
 
@@ -42,7 +46,7 @@ class PrometheusFactor:
             )
             body = response.json()
         except (requests.RequestException, ValueError) as exc:
-            log.warning("cluster %s: Prometheus at %s not usable: %s", cluster, self.url, exc)
+            log.warning("cluster %s: Prometheus at %s not usable: %s", cluster, self.shown_url, exc)
             return None
         if response.status_code != 200 or body.get("status") != "success":
             log.warning(

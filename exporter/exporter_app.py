@@ -17,8 +17,8 @@ from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
-from kvq.contract.metric_families import POLL_DURATION
-from kvq.contract.metric_samples import cluster_families, judged_volumes
+from kvq.contract.metric_families import ARCHIVE_WRITE_FAILURES, POLL_DURATION
+from kvq.contract.metric_samples import Family, cluster_families, judged_volumes
 from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.web.server import Limits, WebServer
@@ -100,11 +100,12 @@ class Exporter:
         with self.lock:
             now = self.clock()
             factor = self.throttle.factor_at(now)
-            key = (self.throttle.state.observations_total, factor)
+            archive = self.archive_family()
+            key = (self.throttle.state.observations_total, factor, archive.samples[0][1])
             if self._rendered is not None and self._rendered[0] == key:
                 return self._rendered[1]
             config = self.config
-            cluster = list(
+            cluster = [archive] + list(
                 cluster_families(
                     self.throttle,
                     now,
@@ -121,6 +122,12 @@ class Exporter:
         )
         self._rendered = (key, generate_latest(self.registry) + text.encode())
         return self._rendered[1]
+
+    def archive_family(self) -> Family:
+        """The archive's write failures (0 without an archive): measured by this process, so
+        published live only, as the poll duration is."""
+        failures = self.archive.failures if self.archive is not None else 0
+        return Family(ARCHIVE_WRITE_FAILURES).add(failures, cluster=self.config.cluster_name)
 
     def render_live(self) -> bytes:
         """The families that change on every scrape (process, connections, build info): small,

@@ -14,6 +14,7 @@ from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
 from kvq.settings.config import CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
+from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
 from spark.settings import BackfillSettings
 
@@ -153,9 +154,11 @@ def parse_url(flag: str, text: str | None) -> str | None:
     if text is None:
         return None
     try:
-        return http_url(text)
+        url = http_url(text)
     except ValueError as exc:
-        raise UsageError(f"{flag} {text!r} {exc}") from None
+        raise UsageError(f"{flag} {mask_url_credentials(text)!r} {exc}") from None
+    remember_secrets([url])  # its credentials are masked in every log line
+    return url
 
 
 def writable_folder(flag: str, text: str) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
+from kvq.settings.redaction import mask_url_credentials
 from spark.archive_files import BadLine, archive_files
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
@@ -349,7 +350,8 @@ def _grid(
         except PrometheusError as exc:
             raise BackfillError(str(exc)) from None
         if not ranges:
-            say(f"{request.prometheus_url} already holds every grid time of {cluster!r}")
+            shown = mask_url_credentials(request.prometheus_url)
+            say(f"{shown} already holds every grid time of {cluster!r}")
             return None
         grid = grid.only(ranges)
         say(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import requests
 
 from kvq.contract.metric_families import NAMESPACE
+from kvq.settings.redaction import mask_url_credentials, redacted
 from spark.evaluation_grid import EvaluationGrid
 
 MAX_POINTS = 10_000
@@ -28,6 +29,7 @@ def coverage_query(labels: dict[str, str], step: int) -> str:
 
 def covered_times(url: str, query: str, start: int, end: int, step: int) -> set[int]:
     """Grid times in [start, end] at which `query` has a value."""
+    shown = mask_url_credentials(url)
     try:
         response = requests.get(
             url.rstrip("/") + "/api/v1/query_range",
@@ -35,16 +37,16 @@ def covered_times(url: str, query: str, start: int, end: int, step: int) -> set[
             timeout=TIMEOUT,
         )
     except requests.RequestException as exc:
-        raise PrometheusError(f"cannot reach Prometheus at {url}: {exc}") from None
+        raise PrometheusError(f"cannot reach Prometheus at {shown}: {redacted(str(exc))}") from None
     try:
         body = response.json()
     except ValueError:
         raise PrometheusError(
-            f"{url} answered HTTP {response.status_code} without JSON; is it Prometheus?"
+            f"{shown} answered HTTP {response.status_code} without JSON; is it Prometheus?"
         ) from None
     if response.status_code != 200 or body.get("status") != "success":
         raise PrometheusError(
-            f"Prometheus at {url} refused {query!r}: HTTP {response.status_code} "
+            f"Prometheus at {shown} refused {query!r}: HTTP {response.status_code} "
             f"{body.get('errorType', '')} {body.get('error', '')}".rstrip()
         )
     return {int(float(t)) for series in body["data"]["result"] for t, _ in series.get("values", [])}

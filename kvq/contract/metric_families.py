@@ -48,6 +48,12 @@ POLL_DURATION = MetricFamily(
     "Duration of one observation (DescribeCluster + DescribeLogDirs to all brokers).",
     live_only=True,
 )
+ARCHIVE_WRITE_FAILURES = MetricFamily(
+    "archive_write_failures",
+    COUNTER,
+    "Polls the archive could not record (disk full, ...), lost to the backfill; 0 without one.",
+    live_only=True,
+)
 THROTTLE_FACTOR = MetricFamily(
     "throttle_factor", GAUGE, "Throttle factor in force (Strimzi ThrottleFactor)."
 )
@@ -112,6 +118,7 @@ LOG_DIR_VIOLATING = MetricFamily(
 
 FAMILIES: tuple[MetricFamily, ...] = (
     POLL_DURATION,
+    ARCHIVE_WRITE_FAILURES,
     THROTTLE_FACTOR,
     FALLBACK_APPLIED,
     LIMIT_VIOLATED,

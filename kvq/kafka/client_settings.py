@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from kvq.settings.config import MASK, is_secret
-
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+from kvq.settings.config import JAAS_OPTION, secret_values
+from kvq.settings.redaction import redact
 
 # Java/librdkafka name -> kafka-python keyword (values passed through unchanged).
 _KAFKA_PYTHON_NAMES = {
@@ -85,7 +83,7 @@ def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[st
     jaas = props.get("sasl.jaas.config")
     if not jaas:
         return {}, []
-    options = dict(_JAAS_OPTION.findall(jaas))
+    options = dict(JAAS_OPTION.findall(jaas))
     if "username" not in options or "password" not in options:
         return {}, [
             "kafka.admin.sasl.jaas.config: only PlainLoginModule / ScramLoginModule with "
@@ -181,9 +179,7 @@ def _librdkafka_errors(props: Mapping[str, str], translated: Mapping[str, str]) 
         AdminClient(config)
     except KafkaException as exc:
         message = exc.args[0].str() if exc.args else str(exc)
-        for key, value in {**props, **translated}.items():
-            if is_secret(key) and len(value) >= 4:
-                message = message.replace(value, MASK)
+        message = redact(message, secret_values({**props, **translated}))
         return [f"kafka.admin.*: librdkafka refuses these settings: {message}"]
     return []
 

@@ -31,6 +31,7 @@ from kvq.model.limits import (
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
+from kvq.settings.redaction import MASK, mask_url_credentials, remember_secrets, url_secrets
 
 ADMIN_PREFIX = PREFIX + "kafka.admin."
 BOOTSTRAP_SERVERS = ADMIN_PREFIX + "bootstrap.servers"
@@ -76,7 +77,8 @@ _SECRET = re.compile(
     re.IGNORECASE,
 )
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-MASK = "********"
+JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+"""One `name="value"` option of a JAAS line (`sasl.jaas.config`)."""
 
 
 class ConfigError(ValueError):
@@ -148,8 +150,20 @@ def is_secret(key: str) -> bool:
 
 def shown_value(key: str, raw_value: str) -> str:
     """What may be printed of a property: `raw_value` as written (never a substituted
-    `${env:...}`), masked if the key is secret-bearing."""
-    return MASK if is_secret(key) else raw_value
+    `${env:...}`), masked if the key is secret-bearing, URL credentials masked otherwise."""
+    return MASK if is_secret(key) else mask_url_credentials(raw_value)
+
+
+def secret_values(properties: Mapping[str, str]) -> list[str]:
+    """Every secret in `properties`: the values of secret-bearing keys, the secret options of a
+    JAAS line (its password), and the credentials of any URL."""
+    secrets = []
+    for key, value in properties.items():
+        if is_secret(key):
+            secrets.append(value)
+            secrets += [option for name, option in JAAS_OPTION.findall(value) if is_secret(name)]
+        secrets += url_secrets(value)
+    return [secret for secret in secrets if secret]
 
 
 def read_with_overrides(path: str | Path, overrides: Mapping[str, str] | None) -> dict[str, str]:
@@ -201,6 +215,7 @@ def read_config(
     Raises ConfigError listing every problem.
     """
     reader = _Reader(raw, os.environ if environ is None else environ)
+    remember_secrets(secret_values(reader.properties))  # masked in every log line from now on
     config = _read_shared(reader, source)
     own_values = {s.key: reader.get(s.key, s.parse, s.default) for s in own}
     _check_kvq_keys(reader, namespace, {s.key for s in own})

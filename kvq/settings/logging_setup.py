@@ -1,7 +1,9 @@
 """One log format for every `kvq-*` command: `--log.level` and `--log.format logfmt|json`, as
 Prometheus exporters have them. Every line is one record on stderr; newlines inside a message are
 escaped, so a value cannot forge a second line. librdkafka's own lines come through here too
-(kvq.kafka.librdkafka_log.LIBRDKAFKA_LOG), instead of raw `%3|...|FAIL|` lines."""
+(kvq.kafka.librdkafka_log.LIBRDKAFKA_LOG), instead of raw `%3|...|FAIL|` lines. No line shows a
+secret, at any level: every record's final text (message and traceback, whichever logger wrote
+it: ours, kafka-python's config dump at debug, urllib3's) passes `kvq.settings.redaction`."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 from typing import TextIO
+
+from kvq.settings.redaction import redacted
 
 LEVELS = {
     "debug": logging.DEBUG,
@@ -73,10 +77,10 @@ def _fields(record: logging.LogRecord) -> dict[str, str]:
         "ts": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "level": _NAMES.get(record.levelno, "error"),
         "logger": record.name,
-        "msg": record.getMessage(),
+        "msg": redacted(record.getMessage()),
     }
     if record.exc_info:
-        fields["exc"] = logging.Formatter().formatException(record.exc_info)
+        fields["exc"] = redacted(logging.Formatter().formatException(record.exc_info))
     return fields
 
 
