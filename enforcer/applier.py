@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from enforcer import kafka_originals
-from enforcer.journal import Episode, Journal, JournalError
+from enforcer.journal import Episode, Journal, JournalError, PairRecord
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
@@ -101,7 +101,9 @@ class Applier:
         """Why the originals cannot be known (the enforcer must not report success)."""
         self._copy_checked = False
         """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
-        self.unanswered = UnansweredAlters(settle_s, monotonic)
+        self.unanswered = UnansweredAlters(
+            settle_s, monotonic, journal.unanswered, cluster, journal.unix_now
+        )
         self._episode: Episode | None = None
         self._episode_loaded = False
 
@@ -219,16 +221,20 @@ class Applier:
         self.last_error = message
 
     def _alter(self, todo: list[Change]) -> None:
-        """AlterClientQuotas; a request without an answer may still land: remember it."""
+        """AlterClientQuotas, journaled before it is sent: a request without an answer may still
+        land (also after a restart), so it is remembered until it is answered or settled."""
         if not todo:
             return
+        request = self.unanswered.sending(todo)  # durable before it is sent
         try:
             self.client.alter(todo)
         except QuotaRejected:
+            self.unanswered.answered(request)
             raise
         except QuotaClientError:
             self.unanswered.record(todo)
             raise
+        self.unanswered.answered(request)
 
     def _apply(self, factor: float) -> ApplyResult:
         episode = self.episode()
@@ -269,7 +275,7 @@ class Applier:
                 drift[pair] = value
         frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
         desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
-        todo = changes(desired, snapshot)
+        todo = changes(desired, _trusted_view(snapshot, desired, records))
         if self.dry_run:
             self.client.alter(todo, validate_only=True)
             for change in todo:
@@ -463,6 +469,31 @@ class Applier:
                 f"at factor {factor}: " + "; ".join(c.describe() for c in missing[:5])
             )
         return after
+
+
+_UNSEEN = -1.0
+"""Stands for a value not trusted as seen: Kafka holds no quota <= 0 and no plan sets one."""
+
+
+def _trusted_view(
+    snapshot: Snapshot, desired: dict[Pair, float | None], records: dict[Pair, PairRecord]
+) -> Snapshot:
+    """The snapshot, except where it shows a desired value the journal does not know to be in
+    Kafka (pending, or last confirmed at another value): a broker answers DescribeClientQuotas
+    from metadata that may lag the controller's, so it may show a value already replaced (the
+    original, during a restore right after a throttle). Those pairs are written again (Kafka
+    ignores a value it holds already) and verified."""
+    view = {entity: dict(values) for entity, values in snapshot.items()}
+    for pair, value in desired.items():
+        record = records.get(pair)
+        if record is None or not same_value(current_value(snapshot, pair), value):
+            continue
+        known = same_value(record.current_ours, value) and (
+            not record.pending_known or same_value(record.pending, value)
+        )
+        if not known:
+            view.setdefault(pair[0], {})[pair[1]] = _UNSEEN
+    return view
 
 
 def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:

@@ -8,6 +8,8 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
   confirmed in Kafka, the value about to be set (pending) and an operator's value (drift).
 - `FiringAlerts` (table `alert`): firing throttle alerts per Alertmanager group with the time they
   were last sent, so the target survives restarts and an alert no longer sent can expire.
+- `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
+  and not answered (yet), so a request that may still land is known after a restart.
 
 SQLite stores a NaN REAL as NULL, so non-finite values are written as text ('nan', 'inf').
 """
@@ -19,7 +21,7 @@ import math
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +66,20 @@ CREATE TABLE IF NOT EXISTS alert (
 );
 """
 _EPISODE_ID_COLUMN = "ALTER TABLE episode ADD COLUMN episode_id TEXT"
+_UNANSWERED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS unanswered_alter (
+    cluster TEXT NOT NULL,
+    request INTEGER NOT NULL,
+    sent_at REAL NOT NULL,
+    entity TEXT,
+    key TEXT,
+    value REAL
+);
+"""
+"""One row per request (entity NULL) and one per value it sets; no index: the table is empty but
+for requests in flight or in doubt."""
+_WAL_AUTOCHECKPOINT_PAGES = 1
+_WAL_SIZE_LIMIT_BYTES = 0
 
 
 class JournalError(RuntimeError):
@@ -145,7 +161,13 @@ class Journal:
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            # SQLite checkpoints the WAL only once it holds 1,000 pages (4 MB) and never shrinks
+            # it: on a small disk the WAL alone would fill it with stale copies of the same pages
+            # and no write could ever succeed again, even once space is freed. Checkpoint after
+            # every commit and keep the WAL file to one transaction's size.
+            self._db.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT_PAGES}")
+            self._db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT_BYTES}")
+            self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(episode)")}
             if "episode_id" not in columns:
                 self._db.execute(_EPISODE_ID_COLUMN)
@@ -155,6 +177,7 @@ class Journal:
             _fsync_dir(self.path.parent)
         self.alerts = FiringAlerts(self)
         self.episodes = ThrottleEpisodes(self)
+        self.unanswered = UnansweredRequests(self)
 
     def close(self) -> None:
         with self._lock:
@@ -162,6 +185,9 @@ class Journal:
 
     def now(self) -> str:
         return _stamp(self._clock())
+
+    def unix_now(self) -> float:
+        return self._clock().timestamp()
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -186,7 +212,16 @@ class Journal:
                 if self._db.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         self._db.execute("ROLLBACK")
+                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                    self._release_wal()
                 raise JournalError(f"cannot write journal {self.path}: {exc}") from None
+
+    def _release_wal(self) -> None:
+        """After a write failed on a full disk: give the frames it wrote to the WAL back to the
+        file system (they are past the last commit, never read), so the next write finds the
+        space again once other files freed some."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class FiringAlerts:
@@ -405,6 +440,60 @@ class ThrottleEpisodes:
                 "UPDATE episode SET state=?, applied=1.0, target=1.0, updated_at=? WHERE cluster=?",
                 (RESTORED, now, cluster),
             )
+        )
+
+
+class UnansweredRequests:
+    """AlterClientQuotas requests sent without an answer yet (table `unanswered_alter`): written
+    before a request is sent and removed when it is answered, so a request the enforcer died
+    waiting for is still known to be in doubt after a restart."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def sending(self, cluster: str, values: Iterable[tuple[Pair, float | None]]) -> int:
+        """Record a request about to be sent with the values it sets (those that matter if it
+        lands late); returns its number (for `answered`)."""
+        sent_at = self._journal.unix_now()
+
+        def run(db: sqlite3.Connection) -> int:
+            (last,) = db.execute(
+                "SELECT coalesce(max(request), 0) FROM unanswered_alter WHERE cluster=?",
+                (cluster,),
+            ).fetchone()
+            rows = [(cluster, last + 1, sent_at, None, None, None)]
+            rows += [(cluster, last + 1, sent_at, e.to_json(), k, _dump(v)) for (e, k), v in values]
+            db.executemany("INSERT INTO unanswered_alter VALUES (?,?,?,?,?,?)", rows)
+            return last + 1
+
+        return self._journal.write(run)
+
+    def answered(self, cluster: str, request: int) -> None:
+        self._journal.write(
+            lambda db: db.execute(
+                "DELETE FROM unanswered_alter WHERE cluster=? AND request=?", (cluster, request)
+            )
+        )
+
+    def in_doubt(self, cluster: str) -> list[tuple[float, Pair | None, float | None]]:
+        """(Unix time sent, pair, value) of every value a request without an answer carries,
+        and (Unix time sent, None, None) of every such request."""
+        rows = self._journal.read(
+            lambda db: db.execute(
+                "SELECT sent_at, entity, key, value FROM unanswered_alter WHERE cluster=? "
+                "ORDER BY request",
+                (cluster,),
+            ).fetchall()
+        )
+        return [
+            (t, None if e is None else (QuotaEntity.from_json(e), k), _load(v))
+            for t, e, k, v in rows
+        ]
+
+    def forget(self, cluster: str) -> None:
+        """None of the cluster's requests can land any more."""
+        self._journal.write(
+            lambda db: db.execute("DELETE FROM unanswered_alter WHERE cluster=?", (cluster,))
         )
 
 

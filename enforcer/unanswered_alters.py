@@ -5,12 +5,17 @@ channel, retryTimeoutMs=60000) and the controller applies what it received witho
 so a request the client gave up on can land after a later one. Until `settle_s` has passed since
 the last such request, the values it carries are the enforcer's own (never an operator's drift)
 and no verification of Kafka's state is final.
+
+Every request is journaled before it is sent and removed from the journal when it is answered,
+so after a crash (the enforcer killed while waiting, or after a timeout) the requests that may
+still land are known again, with `settle_s` counted from when they were sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from enforcer.journal import UnansweredRequests
 from enforcer.quota_plan import Change, Pair, same_value
 
 SETTLE_S = 75.0
@@ -18,17 +23,50 @@ SETTLE_S = 75.0
 
 
 class UnansweredAlters:
-    """What requests without an answer may still set, and until when."""
+    """What requests without an answer may still set, and until when; kept in the journal."""
 
-    def __init__(self, settle_s: float, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        settle_s: float,
+        monotonic: Callable[[], float],
+        journal: UnansweredRequests,
+        cluster: str,
+        unix_now: Callable[[], float],
+    ) -> None:
         self.settle_s = settle_s
         self._monotonic = monotonic
+        self._journal = journal
+        self._cluster = cluster
+        self._unix_now = unix_now
         self.deadline: float | None = None
         """Monotonic time after which none of them can land (None: none in doubt)."""
         self._values: dict[Pair, list[float | None]] = {}
+        self._load()
+
+    def _load(self) -> None:
+        """Take in the requests a previous run sent without getting an answer (JournalError
+        when the journal cannot be read). One sent longer than `settle_s` ago still waits for
+        one more DescribeClientQuotas."""
+        now, unix_now = self._monotonic(), self._unix_now()
+        for sent_at, pair, value in self._journal.in_doubt(self._cluster):
+            left = min(max(sent_at + self.settle_s - unix_now, 0.0), self.settle_s)
+            self.deadline = max(self.deadline or now, now + left)
+            if pair is not None:
+                self._values.setdefault(pair, []).append(value)
+
+    def sending(self, changes: Iterable[Change]) -> int:
+        """Journal `changes` before they are sent; returns the request's number. The values of
+        Kafka's copy of the originals are left out: a late one is repaired like any other
+        difference of the copy."""
+        values = [((c.entity, c.key), c.value) for c in changes if not c.entity.is_originals_record]
+        return self._journal.sending(self._cluster, values)
+
+    def answered(self, request: int) -> None:
+        """Kafka answered the request (applied or refused it): it cannot land later."""
+        self._journal.answered(self._cluster, request)
 
     def record(self, changes: Iterable[Change]) -> None:
-        """`changes` were sent and got no answer."""
+        """`changes` were sent and got no answer (they stay journaled)."""
         self.deadline = self._monotonic() + self.settle_s
         for change in changes:
             self._values.setdefault((change.entity, change.key), []).append(change.value)
@@ -40,6 +78,7 @@ class UnansweredAlters:
         """True when a DescribeClientQuotas made at `described_at` (monotonic) is final: no
         unanswered request could land after it. Forgets them once it is."""
         if self.deadline is not None and described_at >= self.deadline:
+            self._journal.forget(self._cluster)
             self.deadline = None
             self._values.clear()
         return self.deadline is None

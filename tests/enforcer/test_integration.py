@@ -321,7 +321,7 @@ def test_sigkill_after_the_journal_write_then_resolve_restores_everything(dc, en
     assert quotas(dc) == before
 
 
-def _lose_journal(journal: Path, how: str) -> None:
+def _lose_journal(journal: Path, how: str, earlier: Path) -> None:
     if how == "deleted":
         for path in journal.parent.glob(journal.name + "*"):
             path.unlink()
@@ -329,24 +329,37 @@ def _lose_journal(journal: Path, how: str) -> None:
         journal.write_bytes(b"")
         for path in journal.parent.glob(journal.name + "-*"):
             path.unlink()
-    else:  # the -wal file removed after a kill: the committed episode was only there
-        Path(f"{journal}-wal").unlink()
+    else:  # a copy from before the throttle put back (a backup restored, a volume snapshot)
+        for path in journal.parent.glob(journal.name + "-*"):
+            path.unlink()
+        journal.write_bytes(earlier.read_bytes())
 
 
-@pytest.mark.parametrize("how", ["deleted", "truncated", "wal_removed"])
+def _backup(journal: Path, to: Path) -> Path:
+    source, target = sqlite3.connect(journal), sqlite3.connect(to)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    return to
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "rolled_back"])
 def test_journal_lost_while_throttled_restores_originals_from_kafka_and_never_compounds(
-    dc, enforcer, how
+    dc, enforcer, how, tmp_path
 ):
     seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
     seed(dc, {"client-id": "app"}, consumer_byte_rate=3000.0, producer_byte_rate=2000.0)
     before = quotas(dc)
     e = enforcer(**{"kvq.enforcer.quota.keys": "producer_byte_rate,consumer_byte_rate"})
+    earlier = _backup(e.journal, tmp_path / "before-the-throttle.sqlite3")
     assert e.post(firing(0.5))[0] == 200
     assert quotas(dc)[key(user="alice")] == {P: 500.0}
     assert originals_copy(dc), "the originals are copied into Kafka while throttled"
     e.process.signal(signal.SIGKILL)
     e.process.proc.wait(10)
-    _lose_journal(e.journal, how)
+    _lose_journal(e.journal, how, earlier)
     e.start()
     assert e.post(firing(0.5))[0] == 200
     assert e.post(firing(0.25))[0] == 200
