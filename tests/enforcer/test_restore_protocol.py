@@ -20,12 +20,12 @@ from enforcer.quota_client import KafkaQuotaClient
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.enforcer.test_integration import (
     CLUSTER,
-    RESOLVED,
     Enforcer,
     firing,
     key,
     originals_copy,
     quotas,
+    resolved,
 )
 
 pytestmark = pytest.mark.integration
@@ -92,7 +92,7 @@ def test_a_restore_against_brokers_with_a_lagging_view_is_done_only_once_seen(
         answers: list[tuple[int, bool]] = []
 
         def resolve() -> bool:
-            status, _body = e.post(RESOLVED)
+            status, _body = e.post(resolved())
             answers.append((status, quotas(dc) == before))  # the controller's view
             return status == 200
 
@@ -134,7 +134,7 @@ def test_an_alter_in_doubt_when_the_enforcer_is_killed_is_waited_out_after_the_r
         e.process.signal(signal.SIGKILL)
         e.process.proc.wait(10)
         e.start()
-        status, body = e.post(RESOLVED)
+        status, body = e.post(resolved())
         assert status == 200 and body["clusters"][CLUSTER]["settling"], (
             f"the request sent before the kill may still land: {body}"
         )
@@ -192,11 +192,11 @@ def test_a_full_journal_disk_is_recovered_from_once_space_returns(devcluster, tm
             status, body = e.post(firing(0.5))
             assert status == 200, body
             filler = _fill(disk)
-            status, body = e.post(RESOLVED)
+            status, body = e.post(resolved())
             assert status >= 500 and "database or disk is full" in body["error"], body
             filler.unlink()
             wait_until(
-                lambda: e.post(RESOLVED)[0] == 200,
+                lambda: e.post(resolved())[0] == 200,
                 timeout=30,
                 interval=0.5,
                 what="a resolve answered 200 once the disk has space again",
