@@ -130,6 +130,7 @@ class Limits:
     max_pending_auth_checks: int = 16
     """bcrypt checks waiting or running at once; more are answered 429 without a check."""
     max_auth_checks_per_address: int = 2
+    """Of those, from one client address (the others keep their places)."""
 
 
 class HTTPError(Exception):
