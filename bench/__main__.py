@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench.metrics_render",
     "bench.metrics_gzip",
     "bench.http_idle_connections",
+    "bench.basic_auth_flood",
     "bench.enforcer_webhooks",
     "bench.detect_to_enforce",
     "bench.backfill",

@@ -1,9 +1,11 @@
 """HTTP basic auth against bcrypt hashes, as exporter-toolkit's `basic_auth_users` does.
 
 bcrypt is slow on purpose (cost 10 is ~50 ms here); a scraper that sends the same right password
-every 15 s pays it once: successful checks are remembered (as a keyed digest, never the
-password) and later ones are a dictionary look-up. An unknown user is checked against a decoy hash
-so the answer time does not tell which users exist.
+every 15 s pays it once: the answers of checks are remembered (as keyed digests, never the
+password), right and wrong ones apart so a crowd of wrong passwords cannot push a right one out,
+and `remembered(header)` answers them with a dictionary look-up, cheap enough for the event loop.
+An unknown user is checked against the costliest configured hash, so neither the answer nor its
+time tells which users exist.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Mapping
 import bcrypt
 
 CACHE_SIZE = 1024
-_DECOY = bcrypt.hashpw(b"kvq-decoy-password", bcrypt.gensalt(rounds=10))
 
 
 class BasicAuthError(ValueError):
@@ -42,16 +43,41 @@ def basic_credentials(header: str | None) -> tuple[bytes, bytes] | None:
     return (user, password) if sep else None
 
 
+class _Remembered:
+    """A bounded set of digests, the least recently used one forgotten first; thread-safe."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._digests: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, digest: bytes) -> bool:
+        with self._lock:
+            if digest not in self._digests:
+                return False
+            self._digests.move_to_end(digest)
+            return True
+
+    def add(self, digest: bytes) -> None:
+        with self._lock:
+            self._digests[digest] = None
+            while len(self._digests) > self._size:
+                self._digests.popitem(last=False)
+
+
 class BcryptUsers:
-    """user -> bcrypt hash; `allows(header)` may take one bcrypt round: call it off the loop."""
+    """user -> bcrypt hash. `remembered(header)` is instant; `check(header)` takes a bcrypt round
+    (run it off the event loop); `allows(header)` is the two in turn."""
 
     scheme = "Basic"
 
     def __init__(self, hashes: Mapping[str, bytes]) -> None:
         self._hashes = {user.encode(): hashed for user, hashed in hashes.items()}
+        # "$2b$12$...": the cost is the two digits after the second "$"
+        self._decoy = max(self._hashes.values(), key=lambda hashed: hashed[4:6])
         self._key = os.urandom(32)
-        self._ok: OrderedDict[bytes, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._right = _Remembered(CACHE_SIZE)
+        self._wrong = _Remembered(CACHE_SIZE)
 
     @classmethod
     def from_mapping(cls, data: object, where: str) -> BcryptUsers:
@@ -70,26 +96,36 @@ class BcryptUsers:
         return cls(hashes)
 
     def allows(self, header: str | None) -> bool:
+        known = self.remembered(header)
+        return self.check(header) if known is None else known
+
+    def remembered(self, header: str | None) -> bool | None:
+        """The remembered answer for these credentials (False for a header that is not Basic
+        credentials), None when only a bcrypt round can tell."""
+        pair = basic_credentials(header)
+        if pair is None:
+            return False
+        digest = self._digest(*pair)
+        if digest in self._right:
+            return True
+        return False if digest in self._wrong else None
+
+    def check(self, header: str | None) -> bool:
+        """One bcrypt round (tens to hundreds of milliseconds); the answer is remembered."""
         pair = basic_credentials(header)
         if pair is None:
             return False
         user, password = pair
-        digest = hmac.new(self._key, user + b"\0" + password, hashlib.sha256).digest()
-        with self._lock:
-            if digest in self._ok:
-                self._ok.move_to_end(digest)
-                return True
         hashed = self._hashes.get(user)
         try:
-            ok = bcrypt.checkpw(password, hashed or _DECOY) and hashed is not None
+            ok = bcrypt.checkpw(password, hashed or self._decoy) and hashed is not None
         except ValueError:  # a password over bcrypt's 72 bytes
-            return False
-        if ok:
-            with self._lock:
-                self._ok[digest] = None
-                while len(self._ok) > CACHE_SIZE:
-                    self._ok.popitem(last=False)
+            ok = False
+        (self._right if ok else self._wrong).add(self._digest(user, password))
         return ok
+
+    def _digest(self, user: bytes, password: bytes) -> bytes:
+        return hmac.new(self._key, user + b"\0" + password, hashlib.sha256).digest()
 
 
 def _is_bcrypt(text: str) -> bool:

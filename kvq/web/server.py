@@ -7,6 +7,11 @@ body, `write_timeout` to take the answer. At `max_connections` the connection th
 waiting longest without a request in progress is closed to make room, so no number of idle
 connections can keep a valid request out.
 
+Basic auth's remembered passwords are answered on the loop; a password that needs a bcrypt round
+waits in a bounded queue, fair between client addresses (`check_queue.py`): past
+`max_pending_auth_checks` pending, or `max_auth_checks_per_address` from one address, a request
+gets 429 at once, and a check whose client closed its connection is dropped before it runs.
+
 A request's route, method, credentials and Content-Length are checked from its head alone: a
 401, 405 or 413 is answered before a byte of the body is read, and a body is read (into memory,
 never spooled) only up to its route's `max_body`. Transfer-Encoding is refused (411): every
@@ -32,6 +37,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from kvq.web.check_queue import CheckQueue, QueueFull
 from kvq.web.gzip_cache import MIN_SIZE, GzipCache, accepts_gzip, gzip_member
 from kvq.web.landing_page import landing_page
 from kvq.web.web_config import WebConfig
@@ -41,7 +47,15 @@ log = logging.getLogger("kvq.web")
 LINGER_SECONDS = 1.0
 STOP_GRACE_SECONDS = 10.0
 LINGER_BYTES = 256 * 1024
-DROP_REASONS = ("idle_timeout", "read_timeout", "write_timeout", "evicted", "full")
+DROP_REASONS = (
+    "idle_timeout",
+    "read_timeout",
+    "write_timeout",
+    "evicted",
+    "full",
+    "auth_queue_full",
+    "auth_client_gone",
+)
 """Why the server closed a connection (`kafka_volume_quota_http_connections_dropped_total`)."""
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
@@ -113,6 +127,10 @@ class Limits:
     handshake_timeout: float = 10.0
     max_head_bytes: int = 16 * 1024
     max_headers: int = 100
+    max_pending_auth_checks: int = 16
+    """bcrypt checks waiting or running at once; more are answered 429 without a check."""
+    max_auth_checks_per_address: int = 2
+    """Of those, from one client address (the others keep their places)."""
 
 
 class HTTPError(Exception):
@@ -178,6 +196,8 @@ class WebServer:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._auth_pool: ThreadPoolExecutor | None = None
+        self.auth_checks: CheckQueue | None = None
+        """The bcrypt checks pending (None before `start()`)."""
         self.bound: tuple[str, int] | None = None
 
     @property
@@ -198,6 +218,11 @@ class WebServer:
         self.bound = sock.getsockname()[:2]
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{self.name}-worker")
         self._auth_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-auth")
+        self.auth_checks = CheckQueue(
+            self._auth_pool,
+            self.limits.max_pending_auth_checks,
+            self.limits.max_auth_checks_per_address,
+        )
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(sock, ssl_context, ready), name=f"{self.name}-http", daemon=True
@@ -306,7 +331,7 @@ class WebServer:
             head = self._parse_head(first + rest)
             path, _, query = head.target.partition("?")
             route = self.routes.get(path)
-            length = await self._admit(head, route)
+            length = await self._admit(head, route, connection, reader)
             if length and head.headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = (
@@ -324,6 +349,8 @@ class WebServer:
             if route is not None and route.on_rejected is not None:
                 route.on_rejected(exc.status)
             response = Response.error(exc.status, exc.message)
+            if exc.status == 429:
+                response.headers["Retry-After"] = "1"
             if exc.status == 401:
                 response.headers["WWW-Authenticate"] = self._challenge(route)
             if exc.status == 405 and route is not None:
@@ -342,7 +369,13 @@ class WebServer:
         await self._send(writer, response, keep, head_only=head.method == "HEAD")
         return keep
 
-    async def _admit(self, head: _Head, route: Route | None) -> int:
+    async def _admit(
+        self,
+        head: _Head,
+        route: Route | None,
+        connection: _Connection,
+        reader: asyncio.StreamReader,
+    ) -> int:
         """Route, method, credentials and size from the head; the body length to read."""
         if route is None:
             raise HTTPError(404, f"not found; endpoints: {', '.join(sorted(self.routes))}")
@@ -351,7 +384,7 @@ class WebServer:
         if "transfer-encoding" in head.headers:
             raise HTTPError(411, "send the body with a Content-Length (no Transfer-Encoding)")
         length = _content_length(head.headers.get("content-length"))
-        if not await self._authorized(route, head.headers.get("authorization")):
+        if not await self._authorized(route, head.headers.get("authorization"), connection, reader):
             raise HTTPError(401, "missing or wrong credentials")
         if length > route.max_body:
             raise HTTPError(413, f"body of {length} bytes over the limit of {route.max_body}")
@@ -360,17 +393,40 @@ class WebServer:
             raise HTTPError(417, f"unsupported Expect: {expect[:40]!r}")
         return length
 
-    async def _authorized(self, route: Route, header: str | None) -> bool:
+    async def _authorized(
+        self,
+        route: Route,
+        header: str | None,
+        connection: _Connection,
+        reader: asyncio.StreamReader,
+    ) -> bool:
         if route.credentials is None and self._users is None:
             return True
         if route.credentials is not None and route.credentials.allows(header):
             return True
         if self._users is None or not header:
             return False
-        # bcrypt takes ~50 ms: off the loop, on a thread of its own so a flood of wrong
-        # passwords cannot occupy the workers that answer webhooks with a valid token.
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._auth_pool, self._users.allows, header)
+        users = self._users
+        known = users.remembered(header)  # a dictionary look-up: never waits behind bcrypt
+        if known is not None:
+            return known
+        # bcrypt takes 50-500 ms: off the loop, on a thread of its own so a flood of wrong
+        # passwords cannot occupy the workers that answer webhooks with a valid token, and
+        # through a bounded queue so it cannot pile up work either.
+        assert self.auth_checks is not None
+        try:
+            answer = await self.auth_checks.run(
+                connection.peer,
+                lambda: users.check(header),
+                lambda: reader.at_eof() or connection.writer.transport.is_closing(),
+            )
+        except QueueFull:
+            self.dropped["auth_queue_full"] += 1
+            raise HTTPError(429, "too many password checks pending; retry later") from None
+        if answer is None:
+            self.dropped["auth_client_gone"] += 1
+            raise ConnectionResetError("the client left before its password was checked")
+        return answer
 
     def _challenge(self, route: Route | None) -> str:
         schemes: list[str] = []

@@ -54,7 +54,8 @@ class ConnectionCollector(Collector):
             HTTP_PREFIX + "connections_dropped",
             "HTTP connections closed by the server: idle_timeout, read_timeout (slow request), "
             "write_timeout (slow reader), evicted (oldest idle one at the connection limit), "
-            "full (limit reached with every connection busy).",
+            "full (limit reached with every connection busy), auth_queue_full (429: too many "
+            "bcrypt password checks pending), auth_client_gone (client left before its check).",
             labels=["reason"],
         )
         for reason, count in sorted(self.dropped.items()):
