@@ -141,7 +141,9 @@ def test_every_test_the_inventory_names_exists() -> None:
             assert f"def {name}(" in (ROOT / path).read_text(), f"{path}::{name}"
 
 
-def run(argv: list[str] | str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str] | str, cwd: Path, timeout: float = 120, **kwargs
+) -> subprocess.CompletedProcess:
     """A command as a user's shell runs it (the project's console scripts on PATH)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env["PYTHONPATH"] = str(ROOT)
@@ -151,7 +153,7 @@ def run(argv: list[str] | str, cwd: Path, **kwargs) -> subprocess.CompletedProce
         shell=isinstance(argv, str),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={**env, **kwargs.pop("env", {})},
         **kwargs,
     )

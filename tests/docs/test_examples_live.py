@@ -285,6 +285,7 @@ def test_the_devcluster_readme_commands_answer_as_shown(tmp_path) -> None:
 
 # --- the backfill -----------------------------------------------------------------------------
 
+SPARK_TIMEOUT = pytest.mark.timeout(900)  # a Spark run takes minutes on a loaded 2-core machine
 ITEM_9 = pytest.mark.xfail(
     strict=True, reason="issue 24 item 9: a relative --output fails (Wrong FS: file://out/...)"
 )
@@ -304,12 +305,13 @@ def backfill(line: str, tmp_path: Path) -> subprocess.CompletedProcess:
     line = localize(line, tmp_path / "root").replace(
         " A ", f" {tmp_path}/root/var/lib/kvq/archive "
     )
-    result = run(line, tmp_path, env=ENV)
+    result = run(line, tmp_path, timeout=900, env=ENV)  # Spark: minutes on a loaded machine
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     return result
 
 
 @ITEM_9
+@SPARK_TIMEOUT
 def test_the_backfill_how_to(tmp_path) -> None:
     """spark/README's three steps: the backfill as shown, then `cp -r out/blocks/* ...` into a
     Prometheus' storage (kept for 10 years, the pitfall), which then answers for the archive."""
@@ -355,6 +357,7 @@ def what_if_examples() -> list:
 
 
 @ITEM_9
+@SPARK_TIMEOUT
 @pytest.mark.parametrize(("command", "output"), what_if_examples())
 def test_the_backfill_what_if_examples(tmp_path, command, output) -> None:
     """The what-if replay of October 2026 as shown, on an archive of two hours in it: every
