@@ -364,7 +364,7 @@ def test_the_backfill_what_if_examples(tmp_path, command, output) -> None:
     series carries scenario="ratio5"."""
     archive_and_config(tmp_path, 1_791_590_400.0)  # 2026-10-10T00:00:00Z
     backfill(command, tmp_path)
-    text = (tmp_path / output / "prod-eu-1.om").read_text()
+    text = (tmp_path / output / "prod-eu-1.ratio5.om").read_text()  # <cluster>.<scenario>.om
     samples = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert samples and all('scenario="ratio5"' in line for line in samples)
     assert list((tmp_path / output / "blocks").iterdir())
