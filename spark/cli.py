@@ -26,8 +26,9 @@ What it does:
   Reads every *.jsonl / *.jsonl.gz under --archive (the exporter's --archive-dir), replays the
   observations through the same rules as the exporter (limit, validity, fallback, volume cache)
   with Spark, and writes what the exporter would have published at every grid time (multiples of
-  --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om, for the
-  cluster --cluster-name or kvq.cluster.name names, else for every cluster in the archive.
+  --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om
+  (OUTPUT/<cluster>.<scenario>.om with --scenario), for the cluster --cluster-name or
+  kvq.cluster.name names, else for every cluster in the archive.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
 
 Examples:

@@ -1,0 +1,495 @@
+"""Every example a user copies from the documentation runs as shown: command lines are run,
+configuration files loaded by the program that reads them, manifests rendered and validated.
+Examples that need a running Kafka, Prometheus or Spark are in test_examples_live.py; the
+inventory below says, for every fenced block of every page, which test runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from devcluster import cli as devcluster_cli
+from devkit.prometheus import PROMTOOL
+from enforcer import cli as enforcer_cli
+from exporter import cli as exporter_cli
+from kvq.contract.archive_record import from_line
+from kvq.kafka.quota_entity import ORIGINALS_USER
+from spark import cli as backfill_cli
+from tests.docs.blocks import DOCS, ROOT, Block, block, blocks, commands, localize
+
+HERE = "tests/docs/test_examples.py"
+LIVE = "tests/docs/test_examples_live.py"
+STRIMZI_OVERLAY = (
+    "tests/deploy/test_kubernetes.py::test_strimzi_overlay_is_the_setup_docs_strimzi_describes"
+)
+# (page, a text only that block holds) -> the test that runs it, or why nothing can run it.
+INVENTORY: dict[tuple[str, str], str] = {
+    ("README.md", "make demo   #"): f"{HERE}::test_make_targets_of_the_readme_exist",
+    ("README.md", "detect-to-enforce latency"): (
+        "tests/system/test_e2e_loop.py (the demo's scenario, every step asserted): its output"
+    ),
+    ("README.md", "timeline with kvq:"): (
+        "tests/system/test_producers_scenario.py (python -m demo --scenario producers): output"
+    ),
+    ("README.md", "kubectl apply -k my-kvq/"): f"{HERE}::test_the_install_steps_render_the_overlay",
+    ("README.md", "# my-kvq/kustomization.yaml"): (
+        f"{HERE}::test_the_install_steps_render_the_overlay"
+    ),
+    ("README.md", "Kafka brokers ──DescribeCluster"): "a diagram",
+    ("README.md", "--check-config   # effective"): (
+        f"{HERE}::test_the_readme_configuration_passes_both_check_config_commands"
+    ),
+    ("README.md", "--- the Strimzi proposal's properties"): (
+        "tests/test_properties_files.py::test_every_readme_properties_block_loads_in_every_app; "
+        f"{HERE}::test_the_readme_configuration_passes_both_check_config_commands; "
+        f"{LIVE}::test_shipped_configuration_runs_against_a_cluster"
+    ),
+    ("README.md", "tls_server_config:"): (
+        "tests/kvq/web/test_web_config.py::test_the_readme_example_loads_with_real_files"
+    ),
+    ("README.md", "kvq-exporter --config kvq.properties [--listen"): (
+        f"{HERE}::test_every_usage_synopsis_parses"
+    ),
+    ("README.md", '{"schema": 1,'): f"{HERE}::test_the_archive_record_example_reads",
+    ("enforcer/README.md", "Alertmanager ──POST /webhook"): "a diagram",
+    ("enforcer/README.md", "kvq-enforcer --config kvq.properties [--config"): (
+        f"{HERE}::test_every_usage_synopsis_parses"
+    ),
+    ("enforcer/README.md", "receivers:"): (
+        f"{HERE}::test_the_alertmanager_receivers_are_valid; "
+        f"{LIVE}::test_the_enforcer_readme_receiver_delivers_alerts"
+    ),
+    ("enforcer/README.md", "1 user=U,client-id=C"): "a table of KIP-55 precedence levels",
+    ("spark/README.md", "archive (*.jsonl"): "a diagram",
+    ("spark/README.md", "# 1. the series"): f"{LIVE}::test_the_backfill_how_to",
+    ("spark/README.md", "--scenario ratio5"): f"{LIVE}::test_the_backfill_what_if_examples",
+    ("rules/README.md", "promtool check rules"): f"{HERE}::test_the_rules_readme_commands",
+    ("rules/README.md", "# prometheus.yml"): f"{HERE}::test_the_prometheus_configuration_example",
+    ("grafana/README.md", "docker run"): f"{HERE}::test_the_grafana_container_mounts",
+    ("devcluster/README.md", "kvq-devcluster --brokers N"): (
+        f"{HERE}::test_every_usage_synopsis_parses"
+    ),
+    ("devcluster/README.md", "bootstrap=127.0.0.1:19092"): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", "from devcluster.cluster import DevCluster"): (
+        f"{HERE}::test_the_devcluster_python_example_runs"
+    ),
+    ("devcluster/README.md", '"cluster_id": "OYk'): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", "brokers/0/log-dirs/0"): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", "brokers/1/faults"): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", "brokers/0/config"): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", "# every alter fails with NOT_CONTROLLER"): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", '"client-id": null}, "values"'): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("devcluster/README.md", '{"by_broker"'): (
+        f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
+    ),
+    ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
+    ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
+    ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",
+    ("docs/strimzi.md", "ssl.ca.location"): (
+        f"{STRIMZI_OVERLAY}; "
+        f"{LIVE}::test_shipped_configuration_runs_against_a_cluster (the overlay's file)"
+    ),
+    ("docs/strimzi.md", "excluded.principal.name.list=User:CN=my-cluster-kafka"): (
+        f"{STRIMZI_OVERLAY}; "
+        f"{LIVE}::test_shipped_configuration_runs_against_a_cluster (the overlay's file)"
+    ),
+    ("docs/strimzi.md", "- alert: KafkaControllerVolumeFillingUp"): (
+        f"{HERE}::test_the_strimzi_controller_volume_alert"
+    ),
+}
+
+
+def all_blocks() -> list[Block]:
+    return [b for doc in DOCS for b in blocks(doc)]
+
+
+def test_every_example_block_has_a_test() -> None:
+    """A new block in a page fails here until it is added to INVENTORY with its test."""
+    claimed: dict[str, list[str]] = {b.where: [] for b in all_blocks()}
+    for (doc, text), claim in INVENTORY.items():
+        claimed[block(doc, text).where].append(claim)
+    assert {where: c for where, c in claimed.items() if len(c) != 1} == {}
+
+
+def test_every_test_the_inventory_names_exists() -> None:
+    for claim in INVENTORY.values():
+        for path, name in re.findall(r"(tests/[\w/]+\.py)::(test_\w+)", claim):
+            assert f"def {name}(" in (ROOT / path).read_text(), f"{path}::{name}"
+
+
+def run(
+    argv: list[str] | str, cwd: Path, timeout: float = 120, **kwargs
+) -> subprocess.CompletedProcess:
+    """A command as a user's shell runs it (the project's console scripts on PATH)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        shell=isinstance(argv, str),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**env, **kwargs.pop("env", {})},
+        **kwargs,
+    )
+
+
+def test_make_targets_of_the_readme_exist() -> None:
+    """`make demo` runs `python -m demo` (tests/system runs that scenario); `make test` runs
+    ruff and pytest. `make -n` shows the commands without running them."""
+    (example,) = [b for b in blocks("README.md") if b.text.startswith("make demo")]
+    for line in commands(example, "make"):
+        result = run(["make", "-n", *shlex.split(line)[1:]], ROOT)
+        assert result.returncode == 0, result.stderr
+        target = shlex.split(line)[1]
+        expected = {"demo": "-m demo", "test": "-m pytest"}[target]
+        assert expected in result.stdout
+
+
+# --- usage synopses ---------------------------------------------------------------------------
+
+# What a reader puts for each placeholder of a synopsis.
+PLACEHOLDERS = {"N": "3", "M": "2", "B": "100000000", "DIR": "/tmp/kvq", "ID": "abc"}
+PARSERS = {
+    "kvq-exporter": exporter_cli.build_parser,
+    "kvq-enforcer": enforcer_cli.build_parser,
+    "kvq-devcluster": devcluster_cli.parser,
+}
+# Flags that every command has, documented once under "Flags every command has".
+COMMON_FLAGS = {"-h", "--help", "--version", "--log.level", "--log.format"}
+SYNOPSES = [
+    ("README.md", "kvq-exporter --config kvq.properties [--listen"),
+    ("enforcer/README.md", "kvq-enforcer --config kvq.properties [--config"),
+    ("devcluster/README.md", "kvq-devcluster --brokers N"),
+]
+
+
+@pytest.mark.parametrize(("doc", "text"), SYNOPSES, ids=[s[0] for s in SYNOPSES])
+def test_every_usage_synopsis_parses(doc, text) -> None:
+    """The synopsis with every optional part filled in parses, and it lists every flag of the
+    program (but the ones every command has)."""
+    synopsis = block(doc, text).text
+    program, *words = shlex.split(re.sub(r"\\\n", " ", synopsis))
+    argv = []
+    for word in words:
+        word = word.strip("[]")
+        if word in ("...", "", "--version"):  # --version would print and exit
+            continue
+        argv.append(PLACEHOLDERS.get(word, word.split("|")[0]))
+    parser = PARSERS[program]()
+    parser.parse_args(argv)  # exits 2 (fails the test) on an unknown flag or a bad value
+    flags = {s for a in parser._actions for s in a.option_strings} - COMMON_FLAGS
+    listed = {w for w in argv if w.startswith("-")}
+    # a flag with a short and a long spelling (-v, --verbose) is listed once
+    spellings = [set(a.option_strings) for a in parser._actions]
+    missing = {f for f in flags if not any(f in s and s & listed for s in spellings)}
+    assert missing == set(), f"{doc}: the synopsis of {program} does not list {sorted(missing)}"
+
+
+# --- the configuration and its checks ---------------------------------------------------------
+
+
+def test_the_readme_configuration_passes_both_check_config_commands(tmp_path) -> None:
+    """`kvq-exporter/kvq-enforcer --config kvq.properties --check-config` with the README's
+    properties pasted as kvq.properties (its files placed under tmp_path): exit 0, secrets
+    masked, the environment's password never printed."""
+    properties = block("README.md", "--- the Strimzi proposal's properties")
+    (tmp_path / "kvq.properties").write_text(localize(properties.text, tmp_path / "root"))
+    checks = commands(block("README.md", "--check-config   # effective"), "kvq-exporter")
+    checks += commands(block("README.md", "--check-config   # effective"), "kvq-enforcer")
+    assert len(checks) == 2
+    for command in checks:
+        result = run(command, tmp_path, env={"KVQ_KAFKA_PASSWORD": "s3cret-from-env"})
+        assert result.returncode == 0, f"{command}:\n{result.stdout}{result.stderr}"
+        assert "kvq.cluster.name=prod-eu-1" in result.stdout
+        assert "s3cret-from-env" not in result.stdout + result.stderr
+
+
+HELP_CHECK = re.compile(r"^Check it first:\s+(.*)$", re.M)
+
+
+def test_the_exporter_help_example_passes_its_check_command(tmp_path) -> None:
+    """`kvq-exporter --help` shows a properties file and the command that checks it."""
+    lines = re.findall(r"^  ((?:kvq|client\.quota)\.\S+=.*)$", exporter_cli.EPILOG, re.M)
+    (tmp_path / "kvq.properties").write_text("\n".join(lines) + "\n")
+    (command,) = HELP_CHECK.findall(exporter_cli.EPILOG)
+    result = run(command, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_archive_record_example_reads() -> None:
+    """The README's archive line is a record the backfill reads (one JSON line)."""
+    example = block("README.md", '{"schema": 1,').text
+    line = json.dumps(json.loads(example))
+    cluster, observation = from_line(line)
+    assert cluster == "prod-eu-1" and observation.succeeded
+    (log_dir,) = observation.log_dirs
+    assert (log_dir.total_bytes, log_dir.usable_bytes) == (107374182400, 5368709120)
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+
+
+def kubectl_lines(example: Block) -> list[str]:
+    return commands(example, "kubectl")
+
+
+def test_the_install_steps_render_the_overlay(tmp_path) -> None:
+    """The README's install steps, in a directory holding this checkout as
+    `kafka-volume-quotas` and `my-kvq/` as shown: the namespace and Secrets the steps create
+    (`--dry-run=client`, no cluster needed) are the ones the rendered manifests use, the
+    overlay renders valid Kubernetes with the image and labels it names, and the Deployment
+    `rollout status` waits for exists."""
+    (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
+    overlay = tmp_path / "my-kvq"
+    overlay.mkdir()
+    kustomization = block("README.md", "# my-kvq/kustomization.yaml").text
+    (overlay / "kustomization.yaml").write_text(kustomization)
+    base_properties = ROOT / "deploy" / "kubernetes" / "base" / "config" / "kvq.properties"
+    (overlay / "kvq.properties").write_text(base_properties.read_text())
+    steps = kubectl_lines(block("README.md", "kubectl apply -k my-kvq/"))
+    created: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
+    secret_keys: dict[str, set[str]] = {}
+    for step in steps:
+        words = shlex.split(step)
+        if "create" not in words:
+            continue
+        result = run([*words, "--dry-run=client", "-o", "json"], tmp_path)
+        assert result.returncode == 0, f"{step}: {result.stderr}"
+        made = json.loads(result.stdout)
+        metadata = made["metadata"]
+        created.add((made["kind"], metadata.get("namespace", ""), metadata["name"]))
+        if made["kind"] == "Secret":
+            secret_keys[metadata["name"]] = set(made["data"])
+    (render,) = [s for s in steps if s.startswith("kubectl kustomize")]
+    result = run(shlex.split(render.split("|")[0]), tmp_path)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    version = kubernetes_validate.latest_version()
+    custom = {"PrometheusRule", "ServiceMonitor", "AlertmanagerConfig"}
+    for doc in docs:
+        if doc["kind"] not in custom:
+            kubernetes_validate.validate(doc, version, strict=True)
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    namespaces = {d["metadata"].get("namespace") for d in docs} - {None}
+    assert {("Namespace", "", n) for n in namespaces} <= created
+    used: dict[str, set[str]] = {}
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            pod = doc["spec"]["template"]["spec"]
+            for container in pod["containers"]:
+                assert container["image"] == "registry.example.com/kafka-volume-quotas:0.1.0"
+                for env in container.get("env", []):
+                    ref = env["valueFrom"]["secretKeyRef"]
+                    used.setdefault(ref["name"], set()).add(ref["key"])
+            for volume in pod.get("volumes", []):
+                if "secret" in volume:
+                    name = volume["secret"]["secretName"]
+                    keys = {i["key"] for i in volume["secret"].get("items", [])}
+                    used.setdefault(name, set()).update(keys)
+        if doc["kind"] == "AlertmanagerConfig":
+            for receiver in doc["spec"]["receivers"]:
+                for hook in receiver.get("webhookConfigs", []):
+                    credentials = hook["httpConfig"]["authorization"]["credentials"]
+                    used.setdefault(credentials["name"], set()).add(credentials["key"])
+    assert used == secret_keys, "the Secrets the steps create are not those the pods use"
+    (rollout,) = [s for s in steps if " rollout status " in s]
+    namespace, name = re.search(r"-n (\S+) rollout status deploy/(\S+)", rollout).groups()
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
+                   if d["kind"] == "Deployment"}  # fmt: skip
+    assert (namespace, name) in deployments
+
+
+def strimzi_yaml(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(block("docs/strimzi.md", text).text) if d]
+
+
+def test_the_strimzi_kafka_resource() -> None:
+    """The Kafka resource keeps the quota plugin off and makes the User Operator ignore the
+    enforcer's copy of the originals (no Strimzi CRD schema here: the facts that matter)."""
+    (kafka,) = strimzi_yaml("kind: Kafka\n")
+    spec = kafka["spec"]
+    assert spec["kafka"]["quotas"]["type"] == "kafka"
+    assert "client.quota.callback.class" not in (spec["kafka"].get("config") or {})
+    env = spec["entityOperator"]["template"]["userOperatorContainer"]["env"]
+    (pattern,) = [e["value"] for e in env if e["name"] == "STRIMZI_IGNORED_USERS_PATTERN"]
+    assert re.search(pattern, ORIGINALS_USER)
+    (listener,) = spec["kafka"]["listeners"]
+    assert listener["tls"] and listener["authentication"]["type"] == "tls"
+    bootstrap = block("docs/strimzi.md", "ssl.ca.location").text
+    assert f"my-cluster-kafka-bootstrap:{listener['port']}" in bootstrap
+
+
+def test_the_strimzi_certificate_mounts() -> None:
+    """The pod snippet's mounts and volumes are the Strimzi overlay's (the exporter's pod)."""
+    (snippet,) = strimzi_yaml("volumeMounts:")
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "deploy/kubernetes/overlays/strimzi")],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    (exporter,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
+    pod = exporter["spec"]["template"]["spec"]
+    (documented,) = snippet["containers"]
+    (container,) = pod["containers"]
+    for mount in documented["volumeMounts"]:
+        assert mount in container["volumeMounts"], mount
+    for volume in snippet["volumes"]:
+        assert volume in pod["volumes"], volume
+
+
+def test_the_strimzi_controller_volume_alert(tmp_path) -> None:
+    """The controller-volume alert is a valid rule (promtool), and fires below 10 % free."""
+    rule_text = block("docs/strimzi.md", "- alert: KafkaControllerVolumeFillingUp").text
+    (rule,) = yaml.safe_load(rule_text)
+    rules = tmp_path / "controller.rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "kafka-controllers", "rules": [rule]}]}))
+    check = run([PROMTOOL, "check", "rules", str(rules)], tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    pvc = 'namespace="kafka", persistentvolumeclaim="data-0-my-cluster-controller-3"'
+    series = {
+        f"kubelet_volume_stats_available_bytes{{{pvc}}}": "50+0x20",
+        f"kubelet_volume_stats_capacity_bytes{{{pvc}}}": "1000+0x20",
+    }
+    test = {
+        "rule_files": [rules.name],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "alert_rule_test": [
+                {"eval_time": "4m", "alertname": rule["alert"], "exp_alerts": []},
+                {"eval_time": "6m", "alertname": rule["alert"], "exp_alerts": [{
+                    "exp_labels": {"severity": "critical", "namespace": "kafka",
+                                   "persistentvolumeclaim": "data-0-my-cluster-controller-3"},
+                    "exp_annotations": {"summary": "KRaft controller volume "
+                        "data-0-my-cluster-controller-3 has under 10% free: kvq cannot see or "
+                        "protect it"},
+                }]},
+            ],
+        }],
+    }  # fmt: skip
+    (tmp_path / "controller.test.yml").write_text(yaml.safe_dump(test))
+    result = run([PROMTOOL, "test", "rules", "controller.test.yml"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- rules, Alertmanager, Prometheus, Grafana -------------------------------------------------
+
+
+def test_the_rules_readme_commands() -> None:
+    """Run as shown, from the repository's root (the paths are relative to it)."""
+    example = block("rules/README.md", "promtool check rules")
+    lines = [line for line in example.text.splitlines() if line.strip()]
+    assert len(lines) == 4
+    for line in lines:
+        result = run(line, ROOT)  # through a shell: `rules/tests/*.yml` is a glob
+        assert result.returncode == 0, f"{line}:\n{result.stdout}{result.stderr}"
+    assert run(lines[-1], ROOT).stdout.strip().split(",") == ["kvq-enforcer", "team-kafka"]
+
+
+def test_the_prometheus_configuration_example(tmp_path) -> None:
+    """The rules README's prometheus.yml (rule file path moved under tmp_path) passes
+    `promtool check config`, loads every rule, and evaluates the throttle alert at the
+    recommended 5 s (README "Reaction time"), not at Prometheus' default of 1 m."""
+    example = block("rules/README.md", "# prometheus.yml").text
+    rule_file = "/etc/prometheus/rules/kafka-volume-quotas.rules.yml"
+    assert rule_file in example
+    local = tmp_path / "root" / rule_file.lstrip("/")
+    local.parent.mkdir(parents=True)
+    local.write_text((ROOT / "rules" / "kafka-volume-quotas.rules.yml").read_text())
+    (tmp_path / "prometheus.yml").write_text(example.replace(rule_file, str(local)))
+    result = run([PROMTOOL, "check", "config", "prometheus.yml"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 28 rules found" in result.stdout
+    config = yaml.safe_load(example)
+    rules = yaml.safe_load(local.read_text())
+    (throttle,) = [g for g in rules["groups"] if g["name"] == "kafka-volume-quotas.throttle"]
+    evaluation = throttle.get("interval") or config.get("global", {}).get("evaluation_interval")
+    assert evaluation == "5s", f"the throttle alert is evaluated every {evaluation or '1m'}"
+    (exporter,) = [j for j in config["scrape_configs"] if j["job_name"] == "kvq-exporter"]
+    assert exporter["scrape_interval"] == "5s"
+
+
+def test_the_alertmanager_receivers_are_valid(tmp_path) -> None:
+    """The enforcer README's receiver and the one `kvq-enforcer --help` prints, each under a
+    route to it, pass `amtool check-config` (credentials file placed under tmp_path)."""
+    documented = block("enforcer/README.md", "receivers:").text
+    printed = enforcer_cli.EPILOG.split("Alertmanager receiver", 1)[1].split("\n\n", 1)[1]
+    printed = printed.split("\n\n", 1)[0]
+    for n, receivers in enumerate((documented, textwrap.dedent(printed))):
+        text = localize(receivers, tmp_path / "root")
+        path = tmp_path / f"alertmanager-{n}.yml"
+        path.write_text("route: {receiver: kvq-enforcer}\n" + text)
+        result = run(["amtool", "check-config", str(path)], tmp_path)
+        assert result.returncode == 0, f"{receivers}\n{result.stdout}{result.stderr}"
+        (hook,) = yaml.safe_load(text)["receivers"][0]["webhook_configs"]
+        assert hook["url"].endswith(":9899/webhook")
+        assert hook.get("send_resolved", True) is True  # Alertmanager's default is true
+
+
+def test_the_grafana_container_mounts() -> None:
+    """The `docker run` mounts (run from the repository's root: `$PWD/grafana/...`) exist and
+    put the dashboards where the dashboard provider looks for them."""
+    example = block("grafana/README.md", "docker run").text
+    mounts = re.findall(r'-v "\$PWD/([^:]+):([^:]+):ro"', example)
+    assert len(mounts) == 3
+    for host, _ in mounts:
+        assert (ROOT / host).is_dir(), host
+    provider = yaml.safe_load((ROOT / "grafana/provisioning/dashboards/kafka-volume-quotas.yml")
+                              .read_text())  # fmt: skip
+    (dashboards,) = [c for h, c in mounts if h == "grafana/dashboards"]
+    assert provider["providers"][0]["options"]["path"] == dashboards
+    for host, container in mounts:
+        if host.startswith("grafana/provisioning/"):
+            assert container == "/etc/grafana/provisioning/" + host.rsplit("/", 1)[1]
+
+
+def test_the_devcluster_python_example_runs(tmp_path) -> None:
+    """The README's Python lines, run with `tmp_path` as the data dir."""
+    example = block("devcluster/README.md", "from devcluster.cluster import DevCluster").text
+    namespace: dict = {"tmp_path": tmp_path}
+    exec(compile(example, "devcluster/README.md", "exec"), namespace)  # noqa: S102
+    dc = namespace["dc"]
+    assert len(dc.bootstrap.split(",")) == 3
+    assert dc.log_dir_path(0, 1) == tmp_path / "broker-0" / "logdir-1"
+
+
+def test_the_backfill_help_examples_are_the_readmes(tmp_path) -> None:
+    """`kvq-backfill --help`'s first example is the README's how-to (run by the live tests),
+    and every example's flags exist."""
+    epilog = backfill_cli.build_parser().epilog or ""
+    joined = re.sub(r"\\\n\s*", "", epilog)
+    lines = [line.strip() for line in joined.splitlines()]
+    lines = [line for line in lines if line.startswith("kvq-backfill")]
+    how_to = commands(block("spark/README.md", "# 1. the series"), "kvq-backfill")
+    assert lines[0] == how_to[0]
+    parser = backfill_cli.build_parser()
+    for line in lines:
+        argv = [w for w in shlex.split(line)[1:] if w != "..."]
+        known = {s for a in parser._actions for s in a.option_strings}
+        assert {w for w in argv if w.startswith("--")} <= known, line
