@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError
@@ -18,9 +17,9 @@ from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.client_settings import librdkafka_config
+from tests.kafka_support import CHECKPOINT_SLACK, described, mounted_paths, usable_bytes
 
 LOG_DIR_BYTES = 32 << 20
-PAGE = 4096
 
 
 @pytest.fixture(scope="module")
@@ -38,25 +37,6 @@ def cluster_client(one_node):
     client.close()
 
 
-def usable_bytes(path: Path) -> int:
-    """What Java's FileStore.getUsableSpace() answers: f_bavail x f_frsize."""
-    stats = os.statvfs(path)
-    return stats.f_bavail * stats.f_frsize
-
-
-def mounted_paths() -> set[str]:
-    with open("/proc/mounts") as mounts:
-        return {line.split()[1] for line in mounts}
-
-
-def described(client: KafkaClusterClient, broker_id: int) -> dict[str, tuple[int, int]]:
-    """{log dir: (total bytes, usable bytes)} of one broker, through the exporter's client."""
-    answer = client.describe_log_dirs([broker_id])[broker_id]
-    assert not isinstance(answer, Exception), answer
-    assert all(d.error_code == 0 for d in answer)
-    return {d.log_dir: (d.total_bytes, d.usable_bytes) for d in answer}
-
-
 def test_one_node_reports_its_tmpfs_log_dirs_in_describe_log_dirs_v4(one_node, cluster_client):
     assert one_node.real_file_systems, "as root the log dirs are tmpfs mounts"
     assert [b.broker_id for b in cluster_client.active_brokers()] == [0]
@@ -67,8 +47,7 @@ def test_one_node_reports_its_tmpfs_log_dirs_in_describe_log_dirs_v4(one_node, c
     for path in log_dirs:
         total, usable = sizes[str(path)]
         assert total == LOG_DIR_BYTES
-        # Kafka rewrites small checkpoint files now and then: a few pages either way
-        assert abs(usable - usable_bytes(path)) <= 16 * PAGE
+        assert abs(usable - usable_bytes(path)) <= CHECKPOINT_SLACK
 
 
 def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(one_node, cluster_client):
