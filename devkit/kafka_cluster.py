@@ -32,7 +32,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,11 @@ SMALL_MACHINE = {
     "share.coordinator.state.topic.min.isr": "1",
 }
 """Broker defaults sized for a few brokers on two cores; a caller's properties override them."""
+STRIMZI_QUOTA_CALLBACK = "io.strimzi.kafka.quotas.StaticQuotaCallback"
+STRIMZI_PREFIX = "client.quota.callback.static."
+
+
+NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
 
 
 class KafkaClusterError(RuntimeError):
@@ -116,7 +121,10 @@ class KafkaCluster:
     log_dirs_per_node: int = 2
     log_dir_bytes: int | None = 64 << 20
     users: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_USERS))
-    broker_properties: Mapping[str, str] = field(default_factory=dict)
+    broker_properties: Mapping[str, str] | NodeProperties = field(default_factory=dict)
+    """Added to (and overriding) every node's server.properties; a function of the cluster and
+    the node when a value needs the ports, which are chosen at start (the Strimzi plugin's
+    `client.quota.callback.static.kafka.admin.bootstrap.servers`)."""
     jvm_options: Sequence[str] = JVM_OPTIONS
     host: str = "127.0.0.1"
     ready_timeout: float = 240.0
@@ -283,6 +291,9 @@ class KafkaCluster:
         jaas = plain_jaas(ADMIN, self.users)
         replication = str(min(3, self.nodes))
         voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in self.node_list)
+        extra = self.broker_properties
+        if callable(extra):
+            extra = extra(self, node)
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -309,7 +320,7 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": replication,
             "share.coordinator.state.topic.replication.factor": replication,
             **SMALL_MACHINE,
-            **self.broker_properties,
+            **extra,
         }
 
     def _format(self) -> None:
@@ -406,6 +417,21 @@ class KafkaCluster:
             done = subprocess.run(["umount", str(path)], capture_output=True, check=False)
             if done.returncode != 0:  # still busy: detach now, freed when the last user closes
                 subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+def strimzi_quota_callback(static: Mapping[str, str]) -> NodeProperties:
+    """Broker properties that make the Strimzi plugin every node's quota callback, with `static`
+    (keys after `client.quota.callback.static.`, e.g. `produce`, `storage.check-interval`); its
+    admin client reads log dirs through the node's own PLAINTEXT listener."""
+
+    def properties(cluster: KafkaCluster, node: KafkaNode) -> dict[str, str]:
+        return {
+            "client.quota.callback.class": STRIMZI_QUOTA_CALLBACK,
+            f"{STRIMZI_PREFIX}kafka.admin.bootstrap.servers": f"{cluster.host}:{node.plain_port}",
+            **{f"{STRIMZI_PREFIX}{key}": value for key, value in static.items()},
+        }
+
+    return properties
 
 
 def new_cluster_id() -> str:

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from devkit.kafka_cluster import KafkaCluster, KafkaClusterError
+from devkit.kafka_cluster import KafkaCluster, KafkaClusterError, strimzi_quota_callback
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from exporter.cluster_client import KafkaClusterClient
@@ -64,6 +64,7 @@ def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(one_node, cluster_
     finally:
         producer.close()
     assert producer.log.acked_bytes() == 2_000_000 and not producer.log.errors
+    assert not producer.log.throttles, "no quota is set"
     after = described(cluster_client, 0)
     written = sum(before[d][1] - after[d][1] for d in after)
     assert written >= 2_000_000
@@ -82,6 +83,29 @@ def test_a_wrong_password_is_refused(one_node):
         timeout=30,
         what="an authentication error",
     )
+
+
+def test_the_strimzi_plugin_runs_as_the_quota_callback_when_configured(tmp_path, kafka_dist):
+    """Plugin 0.3.1 on Kafka 4.1: its static produce quota (100 kB/s) throttles a 3 MB burst at
+    once, where the unquoted 2 MB above is not throttled."""
+    plugin = strimzi_quota_callback({"produce": "100000", "storage.check-interval": "5"})
+    with KafkaCluster(
+        tmp_path, nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist, broker_properties=plugin
+    ) as kafka:
+        producer = LoadProducer(kafka.sasl_bootstrap, user="alice", password="alice-secret")
+        try:
+            for _ in range(3000):
+                while not producer.send("burst", b"x" * 1000):
+                    pass
+            wait_until(
+                lambda: producer.producer.poll(0.1) is not None and producer.log.throttles,
+                timeout=60,
+                what="a throttle time from the plugin's quota",
+            )
+        finally:
+            producer.close()
+        server_log = (kafka.node(0).logs_dir / "server.log").read_text()
+    assert "ClassNotFoundException" not in server_log and "NoSuchMethodError" not in server_log
 
 
 @pytest.fixture(scope="module")
