@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.kafka_dist import KafkaDist, fetch
-from devkit.processes import ManagedProcess, free_port
+from devkit.processes import ManagedProcess, server_port
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,8 @@ class KafkaCluster:
 
     def start(self) -> KafkaCluster:
         """Prepare, format and start every node, then wait until the cluster is ready."""
+        if self.node_list:
+            raise KafkaClusterError(f"this cluster in {self.work_dir} was started before")
         try:
             self.dist = self.dist or fetch()
             self._lay_out()
@@ -203,6 +205,8 @@ class KafkaCluster:
 
     def stop(self) -> None:
         """Stop every JVM (all at once, SIGKILL after `stop_timeout`) and unmount every tmpfs."""
+        for node in self.node_list:
+            node.wanted = False
         running = [n.process for n in self.node_list if n.process is not None]
         for process in running:
             process.signal(signal.SIGTERM)
@@ -233,17 +237,16 @@ class KafkaCluster:
         patience = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + patience
         session = KafkaAdminSession(self.admin_properties, "kvq-devkit-ready", 2000)
-        last = "no answer yet"
         try:
             while True:
                 self._check_alive()
                 expected = sorted(n.node_id for n in self.node_list if n.wanted)
-                last = self._describe_cluster_gap(session, expected) or ""
-                if not last:
+                gap = self._describe_cluster_gap(session, expected)
+                if gap is None:
                     return
                 if time.monotonic() > deadline:
                     raise KafkaClusterError(
-                        f"Kafka nodes {expected} not ready after {patience:.0f} s ({last}); "
+                        f"Kafka nodes {expected} not ready after {patience:.0f} s ({gap}); "
                         f"logs in {self.work_dir}/node-*/logs"
                     )
                 time.sleep(0.2)
@@ -266,17 +269,14 @@ class KafkaCluster:
                 "not root: Kafka's log dirs are plain directories, not %d-byte tmpfs",
                 self.log_dir_bytes,
             )
+        ports: list[int] = []
+        for _ in range(3 * self.nodes):
+            ports.append(server_port(self.host, avoid=ports))
         for node_id in range(self.nodes):
             home = self.work_dir / f"node-{node_id}"
             log_dirs = tuple(home / f"data-{index}" for index in range(self.log_dirs_per_node))
-            node = KafkaNode(
-                node_id,
-                home,
-                free_port(self.host),
-                free_port(self.host),
-                free_port(self.host),
-                log_dirs,
-            )
+            plain, sasl, controller = ports[3 * node_id : 3 * node_id + 3]
+            node = KafkaNode(node_id, home, plain, sasl, controller, log_dirs)
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devkit.kafka_cluster import KafkaCluster, KafkaClusterError, strimzi_quota_callback
-from devkit.processes import wait_until
+from devkit.processes import ephemeral_port_floor, wait_until
 from devkit.producer_load import LoadProducer
 from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.client_settings import librdkafka_config
@@ -35,6 +35,14 @@ def cluster_client(one_node):
     client = KafkaClusterClient(one_node.admin_properties, timeout_seconds=10)
     yield client
     client.close()
+
+
+def test_every_port_lies_below_the_ephemeral_range(one_node):
+    """An ephemeral port picked at lay-out was sometimes taken by an outgoing connection (of the
+    other nodes, say) before the JVM bound it seconds later: "Address already in use"."""
+    node = one_node.node(0)
+    for port in (node.plain_port, node.sasl_port, node.controller_port):
+        assert 1024 <= port < ephemeral_port_floor()
 
 
 def test_one_node_reports_its_tmpfs_log_dirs_in_describe_log_dirs_v4(one_node, cluster_client):
@@ -150,7 +158,7 @@ def test_a_stopped_node_leaves_the_cluster_and_comes_back(three_nodes):
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # about one run in four librdkafka refreshes its metadata in time
     reason="exporter bug found on real Kafka: KRaft brokers name a random live broker as the "
     "controller in Metadata; librdkafka's describe_cluster waits for that broker, so once it "
     "stops every poll times out until librdkafka refreshes its metadata (minutes)",
