@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint system-deps venv clean image image-backfill manifests
+.PHONY: test demo bench lint system-deps kafka-deps venv clean image image-backfill manifests
 
 venv: $(STAMP)
 
@@ -16,27 +16,34 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
-# Debian's Prometheus/promtool/Alertmanager and a Java runtime for PySpark, installed only when missing.
+# Debian's Prometheus/promtool/Alertmanager, a Java runtime (PySpark, Kafka) and Maven (Kafka's jars),
+# installed only when missing.
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
+# Apache Kafka 4.1 and the Strimzi quota plugin (devkit/kafka/pom.xml) from Maven Central into
+# ~/.cache/kvq/kafka (or $KVQ_KAFKA_CACHE): ~10 s the first time, nothing once cached.
+kafka-deps: system-deps venv
+	@$(PY) -m devkit.kafka_dist >/dev/null
+
 lint: venv
 	$(VENV)/bin/ruff check .
 
-test: system-deps venv
+test: system-deps venv kafka-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-demo: system-deps venv
+demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 bench: system-deps venv

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 
@@ -19,6 +20,32 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def server_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """A TCP port free on `host` now and below the kernel's ephemeral range, for a server that
+    binds it seconds later or binds it again after a restart. `free_port` hands out an ephemeral
+    port, which any outgoing connection (of the cluster's own nodes, say) may take meanwhile."""
+    low = ephemeral_port_floor()
+    for _ in range(1000):
+        port = random.randrange(max(1024, low - 12000), low)
+        if port in avoid:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port on {host} below {low}")
+
+
+def ephemeral_port_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def wait_until(

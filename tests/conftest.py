@@ -15,7 +15,11 @@ from devcluster.cluster import DevCluster
 
 
 def pytest_configure(config):
-    """kvq's cache (kvq-backfill's class archive) goes to a temp dir, never the user's home."""
+    """kvq's cache (kvq-backfill's class archive) goes to a temp dir, never the user's home.
+    Kafka's jars stay where `make kafka-deps` put them (a download cache, not test state)."""
+    from devkit.kafka_dist import CACHE_ENV, dist_cache_root
+
+    os.environ[CACHE_ENV] = str(dist_cache_root())
     config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")
     os.environ["KVQ_CACHE_DIR"] = config.kvq_cache
 
@@ -97,3 +101,11 @@ def spark():
     from spark.session import spark_session
 
     return spark_session()
+
+
+@pytest.fixture(scope="session")
+def kafka_dist():
+    """Apache Kafka's jars (fetched with Maven on first use; `make test` fetches them first)."""
+    from devkit.kafka_dist import fetch
+
+    return fetch()

@@ -1,0 +1,469 @@
+"""A real Apache Kafka cluster on loopback: N KRaft nodes in combined mode, small real disks.
+
+    with KafkaCluster(tmp_path, nodes=3, log_dir_bytes=64 << 20) as kafka:
+        exporter_properties = kafka.admin_properties        # SASL/PLAIN as the super user
+        kafka.log_dirs(0)                                   # node 0's two data log dirs (tmpfs)
+        kafka.stop_node(2); kafka.start_node(2)             # a broker restarted
+
+Every node is broker and controller (`process.roles=broker,controller`) with static
+`controller.quorum.voters`, formatted by `kafka.tools.StorageTool` before its first start. Each
+node keeps its metadata log in a plain directory apart from its data log dirs: Kafka halts a broker
+whose metadata log dir fails, while a full data log dir only goes offline. As root each data log
+dir is a tmpfs of `log_dir_bytes` (a real small file system: ENOSPC, sizes in DescribeLogDirs);
+otherwise plain directories, with a warning. Listeners: `PLAIN` (PLAINTEXT, principal ANONYMOUS),
+`SASL` (SASL_PLAINTEXT, PLAIN mechanism, the given users; brokers replicate over it as the super
+user) and `CONTROLLER` (SASL too). The StandardAuthorizer is on with `User:admin` as super user and
+`allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
+
+Ready means every running node answers DescribeCluster listing every running node, unfenced. Each
+node's logs (`server.log`: log4j2 WARN and up; `console-N.log`: the JVM's stdout/stderr of its Nth
+start; `format.log`) stay under `work_dir/node-<id>/logs` after the cluster stops. Leaving the
+context (or `stop()`) stops every JVM (SIGTERM to all at once, SIGKILL to the process group after
+a timeout) and unmounts every tmpfs, also when the start failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devkit.kafka_dist import KafkaDist, fetch
+from devkit.processes import ManagedProcess, server_port
+
+log = logging.getLogger(__name__)
+
+ADMIN = "admin"
+DEFAULT_USERS = {ADMIN: "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+"""Per node on a 2-core machine: a 512 MB heap (Kafka's script gives 1 GB), the serial collector
+and C1 only, so three brokers leave CPU for the test that drives them."""
+STORAGE_TOOL_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+SMALL_MACHINE = {
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "background.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+}
+"""Broker defaults sized for a few brokers on two cores; a caller's properties override them."""
+STRIMZI_QUOTA_CALLBACK = "io.strimzi.kafka.quotas.StaticQuotaCallback"
+STRIMZI_PREFIX = "client.quota.callback.static."
+
+
+NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
+
+
+class KafkaClusterError(RuntimeError):
+    """The cluster could not be started; the message names the node and where its logs are."""
+
+
+@dataclass
+class KafkaNode:
+    """One combined broker+controller: its ports, its directories and its JVM."""
+
+    node_id: int
+    home: Path
+    plain_port: int
+    sasl_port: int
+    controller_port: int
+    log_dirs: tuple[Path, ...]
+    process: ManagedProcess | None = None
+    starts: int = 0
+    wanted: bool = False
+    """Started and not stopped on purpose: its JVM should be running."""
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.home / "metadata"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.running
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of this node's newest console log and of its server.log."""
+        parts = []
+        for path in (self.logs_dir / f"console-{self.starts}.log", self.logs_dir / "server.log"):
+            if path.is_file():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {path}\n" + "\n".join(text))
+        return "\n".join(parts)
+
+
+@dataclass
+class KafkaCluster:
+    """An N-node KRaft cluster of real Kafka brokers; see the module docstring."""
+
+    work_dir: Path
+    nodes: int = 1
+    log_dirs_per_node: int = 2
+    log_dir_bytes: int | None = 64 << 20
+    users: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_USERS))
+    broker_properties: Mapping[str, str] | NodeProperties = field(default_factory=dict)
+    """Added to (and overriding) every node's server.properties; a function of the cluster and
+    the node when a value needs the ports, which are chosen at start (the Strimzi plugin's
+    `client.quota.callback.static.kafka.admin.bootstrap.servers`)."""
+    jvm_options: Sequence[str] = JVM_OPTIONS
+    host: str = "127.0.0.1"
+    ready_timeout: float = 240.0
+    stop_timeout: float = 20.0
+    dist: KafkaDist | None = None
+    cluster_id: str = field(default_factory=lambda: new_cluster_id())
+    node_list: list[KafkaNode] = field(default_factory=list, init=False)
+    mounts: list[Path] = field(default_factory=list, init=False)
+    real_file_systems: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.log_dirs_per_node < 1:
+            raise ValueError(
+                f"nodes={self.nodes}, log_dirs_per_node={self.log_dirs_per_node}: both must be >= 1"
+            )
+        if ADMIN not in self.users:
+            raise ValueError(f"users must include the super user {ADMIN!r}")
+        self.work_dir = Path(self.work_dir)
+
+    # ---- what tests use -------------------------------------------------------------------------
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [node.node_id for node in self.node_list]
+
+    @property
+    def bootstrap(self) -> str:
+        """`host:port,...` of every node's PLAINTEXT listener (principal User:ANONYMOUS)."""
+        return ",".join(f"{self.host}:{n.plain_port}" for n in self.node_list)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """`host:port,...` of every node's SASL_PLAINTEXT (PLAIN) listener."""
+        return ",".join(f"{self.host}:{n.sasl_port}" for n in self.node_list)
+
+    def client_properties(self, user: str = ADMIN) -> dict[str, str]:
+        """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
+        return {
+            "bootstrap.servers": self.sasl_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": self.users[user],
+        }
+
+    @property
+    def admin_properties(self) -> dict[str, str]:
+        """What the exporter and the enforcer need: the super user over SASL."""
+        return self.client_properties(ADMIN)
+
+    def node(self, node_id: int) -> KafkaNode:
+        for node in self.node_list:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"no node {node_id}: nodes are {self.node_ids}")
+
+    def log_dirs(self, node_id: int) -> tuple[Path, ...]:
+        """The node's data log dirs (its `log.dirs`, each a tmpfs mount point when mounted)."""
+        return self.node(node_id).log_dirs
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> KafkaCluster:
+        """Prepare, format and start every node, then wait until the cluster is ready."""
+        if self.node_list:
+            raise KafkaClusterError(f"this cluster in {self.work_dir} was started before")
+        try:
+            self.dist = self.dist or fetch()
+            self._lay_out()
+            self._format()
+            for node in self.node_list:
+                self._launch(node)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every JVM (all at once, SIGKILL after `stop_timeout`) and unmount every tmpfs."""
+        for node in self.node_list:
+            node.wanted = False
+        running = [n.process for n in self.node_list if n.process is not None]
+        for process in running:
+            process.signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for process in running:
+            process.stop(timeout=max(0.1, deadline - time.monotonic()))
+        self._unmount_all()
+
+    def stop_node(self, node_id: int) -> None:
+        """Stop one node (controlled shutdown on SIGTERM; SIGKILL after `stop_timeout`)."""
+        node = self.node(node_id)
+        node.wanted = False
+        if node.process is not None:
+            node.process.stop(timeout=self.stop_timeout)
+
+    def start_node(self, node_id: int) -> None:
+        """Start a stopped node again with its data, and wait until every running node sees it."""
+        node = self.node(node_id)
+        if node.running:
+            raise KafkaClusterError(f"node {node_id} is already running")
+        self._launch(node)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Until every node that should run answers DescribeCluster listing exactly those nodes."""
+        from kvq.kafka.admin_session import KafkaAdminSession
+
+        patience = self.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + patience
+        session = KafkaAdminSession(self.admin_properties, "kvq-devkit-ready", 2000)
+        try:
+            while True:
+                self._check_alive()
+                expected = sorted(n.node_id for n in self.node_list if n.wanted)
+                gap = self._describe_cluster_gap(session, expected)
+                if gap is None:
+                    return
+                if time.monotonic() > deadline:
+                    raise KafkaClusterError(
+                        f"Kafka nodes {expected} not ready after {patience:.0f} s ({gap}); "
+                        f"logs in {self.work_dir}/node-*/logs"
+                    )
+                time.sleep(0.2)
+        finally:
+            session.close()
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- steps ----------------------------------------------------------------------------------
+
+    def _lay_out(self) -> None:
+        """Ports, directories (tmpfs log dirs as root) and server.properties of every node."""
+        self.real_file_systems = self.log_dir_bytes is not None and os.geteuid() == 0
+        if self.log_dir_bytes is not None and not self.real_file_systems:
+            log.warning(
+                "not root: Kafka's log dirs are plain directories, not %d-byte tmpfs",
+                self.log_dir_bytes,
+            )
+        ports: list[int] = []
+        for _ in range(3 * self.nodes):
+            ports.append(server_port(self.host, avoid=ports))
+        for node_id in range(self.nodes):
+            home = self.work_dir / f"node-{node_id}"
+            log_dirs = tuple(home / f"data-{index}" for index in range(self.log_dirs_per_node))
+            plain, sasl, controller = ports[3 * node_id : 3 * node_id + 3]
+            node = KafkaNode(node_id, home, plain, sasl, controller, log_dirs)
+            self.node_list.append(node)
+            for path in (node.metadata_dir, node.logs_dir, *log_dirs):
+                path.mkdir(parents=True, exist_ok=True)
+            if self.real_file_systems:
+                for path in log_dirs:
+                    self._mount_tmpfs(path)
+        for node in self.node_list:
+            write_properties(node.config_path, self._server_properties(node))
+
+    def _server_properties(self, node: KafkaNode) -> dict[str, str]:
+        host = self.host
+        jaas = plain_jaas(ADMIN, self.users)
+        replication = str(min(3, self.nodes))
+        voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in self.node_list)
+        extra = self.broker_properties
+        if callable(extra):
+            extra = extra(self, node)
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAIN://{host}:{node.plain_port},SASL://{host}:{node.sasl_port},"
+            f"CONTROLLER://{host}:{node.controller_port}",
+            "advertised.listeners": f"PLAIN://{host}:{node.plain_port},"
+            f"SASL://{host}:{node.sasl_port}",
+            "listener.security.protocol.map": "PLAIN:PLAINTEXT,SASL:SASL_PLAINTEXT,"
+            "CONTROLLER:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "SASL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.sasl.plain.sasl.jaas.config": jaas,
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{ADMIN}",
+            "allow.everyone.if.no.acl.found": "true",
+            "metadata.log.dir": str(node.metadata_dir),
+            "log.dirs": ",".join(str(path) for path in node.log_dirs),
+            "offsets.topic.replication.factor": replication,
+            "transaction.state.log.replication.factor": replication,
+            "share.coordinator.state.topic.replication.factor": replication,
+            **SMALL_MACHINE,
+            **extra,
+        }
+
+    def _format(self) -> None:
+        """`StorageTool format` for every node, the JVMs side by side (static voters: no
+        --standalone)."""
+        assert self.dist is not None
+        running: list[tuple[KafkaNode, subprocess.Popen, Any]] = []
+        try:
+            for node in self.node_list:
+                argv = self.dist.java_argv(
+                    "kafka.tools.StorageTool",
+                    ["format", "-t", self.cluster_id, "-c", str(node.config_path)],
+                    node.logs_dir,
+                    list(STORAGE_TOOL_OPTIONS),
+                )
+                output = open(node.logs_dir / "format.log", "wb")  # noqa: SIM115 - closed below
+                process = subprocess.Popen(
+                    argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                )
+                running.append((node, process, output))
+            for node, process, _ in running:
+                if process.wait(timeout=self.ready_timeout) != 0:
+                    text = (node.logs_dir / "format.log").read_text(errors="replace")
+                    raise KafkaClusterError(
+                        f"formatting node {node.node_id} failed (exit {process.returncode}; "
+                        f"{node.logs_dir}/format.log): {_last_line(text)}"
+                    )
+        finally:
+            for _, process, output in running:
+                if process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                output.close()
+
+    def _launch(self, node: KafkaNode) -> None:
+        assert self.dist is not None
+        node.starts += 1
+        argv = self.dist.java_argv(
+            "kafka.Kafka", [str(node.config_path)], node.logs_dir, list(self.jvm_options)
+        )
+        node.process = ManagedProcess(argv, node.logs_dir / f"console-{node.starts}.log")
+        node.wanted = True
+
+    def _check_alive(self) -> None:
+        """Fail at once, with the node's log, when a node's JVM has exited unasked."""
+        for node in self.node_list:
+            if node.wanted and node.process is not None and not node.running:
+                raise KafkaClusterError(
+                    f"Kafka node {node.node_id} exited with {node.process.proc.returncode}; "
+                    f"logs in {node.logs_dir}\n{node.log_tail()}"
+                )
+
+    def _describe_cluster_gap(self, session: Any, expected: list[int]) -> str | None:
+        """None when every expected node lists exactly the expected nodes; else what is missing."""
+        from kafka.protocol.admin import DescribeClusterRequest
+
+        from kvq.kafka.admin_session import KafkaUnavailable, describe_error
+
+        try:
+            answers = session.send_to_each(
+                expected,
+                lambda version: DescribeClusterRequest(version=version),
+                DescribeClusterRequest,
+                3.0,
+            )
+        except KafkaUnavailable as exc:
+            return str(exc)
+        for node_id in expected:
+            answer = answers.get(node_id)
+            if isinstance(answer, Exception):
+                return f"node {node_id}: {describe_error(answer)}"
+            if answer.error_code != 0:
+                return f"node {node_id}: DescribeCluster error {answer.error_code}"
+            listed = sorted(broker.broker_id for broker in answer.brokers)
+            if listed != expected:
+                return f"node {node_id} lists brokers {listed}"
+        return None
+
+    def _mount_tmpfs(self, path: Path) -> None:
+        self.mounts.append(path)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={self.log_dir_bytes}", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            self.mounts.pop()
+            raise KafkaClusterError(f"mount -t tmpfs at {path} failed: {done.stderr.strip()}")
+
+    def _unmount_all(self) -> None:
+        while self.mounts:
+            path = self.mounts.pop()
+            done = subprocess.run(["umount", str(path)], capture_output=True, check=False)
+            if done.returncode != 0:  # still busy: detach now, freed when the last user closes
+                subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+def strimzi_quota_callback(static: Mapping[str, str]) -> NodeProperties:
+    """Broker properties that make the Strimzi plugin every node's quota callback, with `static`
+    (keys after `client.quota.callback.static.`, e.g. `produce`, `storage.check-interval`); its
+    admin client reads log dirs through the node's own PLAINTEXT listener."""
+
+    def properties(cluster: KafkaCluster, node: KafkaNode) -> dict[str, str]:
+        return {
+            "client.quota.callback.class": STRIMZI_QUOTA_CALLBACK,
+            f"{STRIMZI_PREFIX}kafka.admin.bootstrap.servers": f"{cluster.host}:{node.plain_port}",
+            **{f"{STRIMZI_PREFIX}{key}": value for key, value in static.items()},
+        }
+
+    return properties
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding. Like Kafka's
+    `Uuid.randomUuid()`, never one starting with '-', which command lines take for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def plain_jaas(login_user: str, users: Mapping[str, str]) -> str:
+    """A PlainLoginModule JAAS entry: the broker logs in as `login_user` and accepts `users`."""
+    accepted = " ".join(f'user_{name}="{_jaas_quote(pw)}"' for name, pw in users.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{login_user}" password="{_jaas_quote(users[login_user])}" {accepted};'
+    )
+
+
+def _jaas_quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def write_properties(path: Path, properties: Mapping[str, str]) -> None:
+    """A Java properties file (backslashes escaped), written whole or not at all."""
+    lines = [f"{key}={value.replace(chr(92), chr(92) * 2)}" for key, value in properties.items()]
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(path)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"

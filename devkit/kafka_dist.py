@@ -1,0 +1,191 @@
+"""Apache Kafka's jars (and the Strimzi quota plugin) from Maven Central, cached outside the repo.
+
+`devkit/kafka/pom.xml` pins the versions; Maven resolves them (through `~/.m2`, Maven's own cache)
+and copies every runtime jar into `<cache>/kafka-<version>-<pom hash>/lib`. The copy is made in a
+temporary directory beside it and renamed into place when complete, so an interrupted fetch leaves
+nothing that looks finished; a changed pom gets a new directory. Once cached, a fetch is a stat.
+
+    python -m devkit.kafka_dist     # what `make kafka-deps` runs: prints the directory
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark.class_archive import cache_dir, java_binary
+
+POM = Path(__file__).parent / "kafka" / "pom.xml"
+LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2.properties"
+CACHE_ENV = "KVQ_KAFKA_CACHE"
+"""Where distributions are cached; default `<kvq cache>/kafka`. The test run keeps it pointed at
+the user's cache while it moves the rest of kvq's cache to a temp dir (tests/conftest.py)."""
+MAVEN_SECONDS = 900
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+_TEMP_MARK = ".partial-"
+
+
+class KafkaDistError(RuntimeError):
+    """Kafka's jars could not be fetched; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class KafkaDist:
+    """A complete, cached set of Kafka's runtime jars."""
+
+    home: Path
+
+    @property
+    def lib(self) -> Path:
+        return self.home / "lib"
+
+    @property
+    def classpath(self) -> str:
+        """Every jar in `lib` (the JVM expands `dir/*`)."""
+        return f"{self.lib}/*"
+
+    def java_argv(
+        self, main_class: str, args: list[str], logs_dir: Path, jvm_options: list[str]
+    ) -> list[str]:
+        """A `java` command line as Kafka's scripts build it: our log4j2 config, the logs dir."""
+        java = java_binary()
+        if java is None:
+            raise KafkaDistError("no java found (JAVA_HOME or PATH): apt-get install default-jre")
+        return [
+            str(java),
+            *jvm_options,
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            f"-Dkafka.logs.dir={logs_dir}",
+            "-cp",
+            self.classpath,
+            main_class,
+            *args,
+        ]
+
+
+def pom_property(name: str, pom: Path = POM) -> str:
+    """A `<properties>` value of the pom (the one place versions are written)."""
+    value = ElementTree.parse(pom).getroot().findtext(f"m:properties/m:{name}", None, _POM_NS)
+    if not value:
+        raise KafkaDistError(f"{pom}: no <{name}> property")
+    return value
+
+
+KAFKA_VERSION = pom_property("kafka.version")
+QUOTAS_PLUGIN_VERSION = pom_property("quotas.plugin.version")
+
+
+def dist_cache_root() -> Path:
+    """`$KVQ_KAFKA_CACHE`, else `kafka/` in kvq's cache directory."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured) if configured else cache_dir() / "kafka"
+
+
+def dist_dir(root: Path | None = None, pom: Path = POM) -> Path:
+    """The distribution's directory for this pom: a changed pom never reuses an old copy."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    return (root or dist_cache_root()) / f"kafka-{pom_property('kafka.version', pom)}-{digest}"
+
+
+def is_complete(home: Path, version: str = KAFKA_VERSION) -> bool:
+    return (home / "lib" / f"kafka_2.13-{version}.jar").is_file()
+
+
+def fetch(root: Path | None = None, mvn: str = "mvn", pom: Path = POM) -> KafkaDist:
+    """The cached distribution, fetched with Maven first if it is not there yet."""
+    home = dist_dir(root, pom)
+    version = pom_property("kafka.version", pom)
+    if is_complete(home, version):
+        return KafkaDist(home)
+    home.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(home)
+    partial = home.with_name(f"{home.name}{_TEMP_MARK}{os.getpid()}")
+    try:
+        _copy_dependencies(mvn, pom, partial / "lib", version)
+        try:
+            partial.rename(home)
+        except OSError:
+            if not is_complete(home, version):  # another fetch won the race: use its copy
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    if not is_complete(home, version):
+        raise KafkaDistError(f"Maven finished but {home}/lib has no kafka_2.13-{version}.jar")
+    return KafkaDist(home)
+
+
+def _copy_dependencies(mvn: str, pom: Path, target: Path, version: str) -> None:
+    executable = shutil.which(mvn)
+    if executable is None:
+        raise KafkaDistError(f"Maven ({mvn}) is not installed: apt-get install maven")
+    argv = [
+        executable,
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={target}",
+    ]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=MAVEN_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise KafkaDistError(
+            f"Maven did not finish fetching Kafka {version} in {MAVEN_SECONDS} s"
+        ) from None
+    if done.returncode != 0:
+        raise KafkaDistError(
+            f"Maven could not fetch Kafka {version} (exit {done.returncode}): "
+            f"{_maven_reason(done.stdout + done.stderr)}"
+        )
+
+
+def _maven_reason(output: str) -> str:
+    """Maven's first error line, without its colour codes and log prefix."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    for line in plain.splitlines():
+        if line.startswith("[ERROR]") and line[7:].strip():
+            return line[7:].split(" -> [Help")[0].strip()
+    tail = [line for line in plain.splitlines() if line.strip()]
+    return tail[-1].strip() if tail else "no output"
+
+
+def _remove_abandoned(home: Path) -> None:
+    """Partial copies left by fetches that were killed (their process is gone)."""
+    for partial in home.parent.glob(f"{home.name}{_TEMP_MARK}*"):
+        pid = partial.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def main() -> int:
+    try:
+        dist = fetch()
+    except KafkaDistError as exc:
+        print(f"kafka-deps: {exc}", file=sys.stderr)
+        return 1
+    print(dist.home)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""A real Apache Kafka cluster (KRaft, combined mode) started from Maven's jars: the exporter's own
+cluster client sees its brokers and the tmpfs sizes of its log dirs, SASL producers write real
+bytes, and nothing of it is left running or mounted afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from devkit.kafka_cluster import KafkaCluster, KafkaClusterError, strimzi_quota_callback
+from devkit.processes import ephemeral_port_floor, wait_until
+from devkit.producer_load import LoadProducer
+from exporter.cluster_client import KafkaClusterClient
+from kvq.kafka.client_settings import librdkafka_config
+from tests.kafka_support import CHECKPOINT_SLACK, described, mounted_paths, usable_bytes
+
+LOG_DIR_BYTES = 32 << 20
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory, kafka_dist):
+    with KafkaCluster(
+        tmp_path_factory.mktemp("kafka-1"), nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist
+    ) as kafka:
+        yield kafka
+
+
+@pytest.fixture
+def cluster_client(one_node):
+    client = KafkaClusterClient(one_node.admin_properties, timeout_seconds=10)
+    yield client
+    client.close()
+
+
+def test_every_port_lies_below_the_ephemeral_range(one_node):
+    """An ephemeral port picked at lay-out was sometimes taken by an outgoing connection (of the
+    other nodes, say) before the JVM bound it seconds later: "Address already in use"."""
+    node = one_node.node(0)
+    for port in (node.plain_port, node.sasl_port, node.controller_port):
+        assert 1024 <= port < ephemeral_port_floor()
+
+
+def test_one_node_reports_its_tmpfs_log_dirs_in_describe_log_dirs_v4(one_node, cluster_client):
+    assert one_node.real_file_systems, "as root the log dirs are tmpfs mounts"
+    assert [b.broker_id for b in cluster_client.active_brokers()] == [0]
+    log_dirs = one_node.log_dirs(0)
+    assert {str(p) for p in log_dirs} <= mounted_paths()
+    sizes = described(cluster_client, 0)
+    assert sorted(sizes) == sorted(str(p) for p in log_dirs)  # the metadata dir is not among them
+    for path in log_dirs:
+        total, usable = sizes[str(path)]
+        assert total == LOG_DIR_BYTES
+        assert abs(usable - usable_bytes(path)) <= CHECKPOINT_SLACK
+
+
+def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(one_node, cluster_client):
+    admin = AdminClient(librdkafka_config(one_node.admin_properties))
+    [created] = admin.create_topics([NewTopic("bytes", 1, 1)]).values()
+    created.result(timeout=60)
+    before = described(cluster_client, 0)
+    producer = LoadProducer(one_node.sasl_bootstrap, user="alice", password="alice-secret")
+    try:
+        for _ in range(2000):
+            while not producer.send("bytes", os.urandom(1000)):
+                pass
+        assert producer.producer.flush(60) == 0
+    finally:
+        producer.close()
+    assert producer.log.acked_bytes() == 2_000_000 and not producer.log.errors
+    assert not producer.log.throttles, "no quota is set"
+    after = described(cluster_client, 0)
+    written = sum(before[d][1] - after[d][1] for d in after)
+    assert written >= 2_000_000
+    assert all(after[d][0] == LOG_DIR_BYTES for d in after)
+
+
+def test_a_wrong_password_is_refused(one_node):
+    errors: list[KafkaError] = []
+    properties = {**one_node.client_properties("alice"), "sasl.password": "not-alice-secret"}
+    admin = AdminClient({**librdkafka_config(properties), "error_cb": errors.append})
+    wait_until(
+        lambda: (
+            admin.poll(0.1) is not None
+            and any(e.code() == KafkaError._AUTHENTICATION for e in errors)
+        ),
+        timeout=30,
+        what="an authentication error",
+    )
+
+
+def test_the_strimzi_plugin_runs_as_the_quota_callback_when_configured(tmp_path, kafka_dist):
+    """Plugin 0.3.1 on Kafka 4.1: its static produce quota (100 kB/s) throttles a 3 MB burst at
+    once, where the unquoted 2 MB above is not throttled."""
+    plugin = strimzi_quota_callback({"produce": "100000", "storage.check-interval": "5"})
+    with KafkaCluster(
+        tmp_path, nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist, broker_properties=plugin
+    ) as kafka:
+        producer = LoadProducer(kafka.sasl_bootstrap, user="alice", password="alice-secret")
+        try:
+            for _ in range(3000):
+                while not producer.send("burst", b"x" * 1000):
+                    pass
+            wait_until(
+                lambda: producer.producer.poll(0.1) is not None and producer.log.throttles,
+                timeout=60,
+                what="a throttle time from the plugin's quota",
+            )
+        finally:
+            producer.close()
+        server_log = (kafka.node(0).logs_dir / "server.log").read_text()
+    assert "ClassNotFoundException" not in server_log and "NoSuchMethodError" not in server_log
+
+
+@pytest.fixture(scope="module")
+def three_nodes(tmp_path_factory, kafka_dist):
+    with KafkaCluster(
+        tmp_path_factory.mktemp("kafka-3"), nodes=3, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist
+    ) as kafka:
+        yield kafka
+
+
+@contextlib.contextmanager
+def exporter_client(kafka: KafkaCluster) -> Iterator[KafkaClusterClient]:
+    client = KafkaClusterClient(kafka.admin_properties, timeout_seconds=10)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def active_ids(kafka: KafkaCluster) -> list[int]:
+    """The brokers a freshly connected exporter client sees."""
+    with exporter_client(kafka) as client:
+        return [b.broker_id for b in client.active_brokers()]
+
+
+def test_three_nodes_see_each_other_with_their_log_dirs(three_nodes):
+    with exporter_client(three_nodes) as client:
+        assert [b.broker_id for b in client.active_brokers()] == [0, 1, 2]
+        for node_id in three_nodes.node_ids:
+            sizes = described(client, node_id)
+            assert sorted(sizes) == sorted(str(p) for p in three_nodes.log_dirs(node_id))
+            assert {total for total, _ in sizes.values()} == {LOG_DIR_BYTES}
+
+
+def test_a_stopped_node_leaves_the_cluster_and_comes_back(three_nodes):
+    three_nodes.stop_node(2)
+    assert not three_nodes.node(2).running
+    three_nodes.wait_ready()  # nodes 0 and 1 list only each other
+    assert active_ids(three_nodes) == [0, 1]
+    three_nodes.start_node(2)
+    assert active_ids(three_nodes) == [0, 1, 2]
+
+
+@pytest.mark.xfail(
+    strict=False,  # about one run in four librdkafka refreshes its metadata in time
+    reason="exporter bug found on real Kafka: KRaft brokers name a random live broker as the "
+    "controller in Metadata; librdkafka's describe_cluster waits for that broker, so once it "
+    "stops every poll times out until librdkafka refreshes its metadata (minutes)",
+)
+def test_the_exporter_still_sees_the_brokers_after_its_controller_broker_stops(three_nodes):
+    with exporter_client(three_nodes) as client:
+        named = client._librdkafka.describe_cluster().result(timeout=30).controller.id
+        three_nodes.stop_node(named)
+        try:
+            three_nodes.wait_ready()
+            survivors = sorted(set(three_nodes.node_ids) - {named})
+            wait_until(
+                lambda: [b.broker_id for b in client.active_brokers()] == survivors,
+                timeout=25,
+                what=f"the exporter's client to see {survivors} after node {named} stopped",
+            )
+        finally:
+            three_nodes.start_node(named)
+
+
+def test_leaving_the_context_stops_every_jvm_and_unmounts_even_on_failure(tmp_path, kafka_dist):
+    kafka = KafkaCluster(tmp_path, nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist)
+    with pytest.raises(RuntimeError, match="the test failed"), kafka:
+        processes = [node.process for node in kafka.node_list]
+        mounts = {str(p) for p in kafka.log_dirs(0)}
+        assert mounts <= mounted_paths()
+        raise RuntimeError("the test failed")
+    assert all(p is not None and not p.running for p in processes)
+    assert not mounts & mounted_paths()
+    assert (kafka.node(0).logs_dir / "server.log").is_file(), "logs are kept"
+
+
+def test_a_node_that_cannot_start_fails_at_once_naming_its_logs(tmp_path, kafka_dist):
+    kafka = KafkaCluster(
+        tmp_path, nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist, jvm_options=["-Xmx1k"]
+    )
+    with pytest.raises(KafkaClusterError) as failure:
+        kafka.start()
+    message = str(failure.value)
+    assert "node 0 exited" in message and str(kafka.node(0).logs_dir) in message
+    assert "heap" in message  # the JVM's own reason, from the node's console log
+    assert not {str(p) for p in kafka.log_dirs(0)} & mounted_paths()
+    assert not kafka.node(0).running
