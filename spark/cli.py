@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # py4j's connection chatter
         logging.getLogger("py4j").setLevel(logging.WARNING)
     require_pyspark()
-    from spark.archive_files import ArchiveNotFound, archive_files
+    from spark.archive_files import ArchiveError, archive_files
     from spark.class_archive import ClassArchive
     from spark.job import BackfillError, BackfillRequest, run
     from spark.progress import Progress
@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_bad_lines is not None and args.max_bad_lines < 0:
             raise UsageError("--max-bad-lines must be 0 or more")
         prometheus_url = parse_url("--prometheus-url", args.prometheus_url)
-        archive_files(args.archive)
-    except (UsageError, ArchiveNotFound) as exc:
+        archive_files(args.archive)  # every folder listed, every file readable
+    except (UsageError, ArchiveError) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     if args.cluster_name is not None:
