@@ -28,6 +28,8 @@ What it does:
   --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om, for the
   cluster --cluster-name or kvq.cluster.name names, else for every cluster in the archive.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
+  An unreadable or damaged archive file, an impossible poll time (milliseconds, in the future) or
+  more than 1,000,000 grid times per cluster stop the run naming the file (narrow: --start/--end).
 
 Examples:
   # the history, then TSDB blocks for Prometheus

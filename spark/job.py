@@ -249,11 +249,12 @@ def _unreadable_archive_file(error: Exception) -> BackfillError | None:
     if failed is None:
         return None
     path = unquote(re.sub("^file:(//)?", "", failed.group(1)))
-    cause = JAVA_CAUSE.search(text)
+    causes = JAVA_CAUSE.findall(text, failed.end())
     reason = "see Spark's log"
-    if cause is not None:
-        exception = cause.group(1).rsplit(".", 1)[-1]
-        reason = f"{cause.group(2)} ({exception})" if cause.group(2) else exception
+    if causes:  # the last is the root cause (Hadoop's, under Spark's wrappers)
+        exception, message = causes[-1]
+        exception = exception.rsplit(".", 1)[-1]
+        reason = f"{message} ({exception})" if message else exception
     return BackfillError(f"archive file {path} cannot be read: {reason}")
 
 
