@@ -1,4 +1,5 @@
-"""Which files of an archive directory hold observations: *.jsonl and *.jsonl.gz, recursively."""
+"""Which files of an archive directory hold observations (*.jsonl and *.jsonl.gz, recursively),
+checked readable, and which of its .gz files are not whole gzip data."""
 
 from __future__ import annotations
 
