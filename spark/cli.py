@@ -30,6 +30,8 @@ What it does:
   (OUTPUT/<cluster>.<scenario>.om with --scenario), for the cluster --cluster-name or
   kvq.cluster.name names, else for every cluster in the archive.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
+  An unreadable or damaged archive file, an impossible poll time (milliseconds, in the future) or
+  more than 1,000,000 grid times per cluster stop the run naming the file (narrow: --start/--end).
 
 Examples:
   # the history, then TSDB blocks for Prometheus
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # py4j's connection chatter
         logging.getLogger("py4j").setLevel(logging.WARNING)
     require_pyspark()
-    from spark.archive_files import ArchiveNotFound, archive_files
+    from spark.archive_files import ArchiveError, archive_files
     from spark.class_archive import ClassArchive
     from spark.job import BackfillError, BackfillRequest, run
     from spark.progress import Progress
@@ -216,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_bad_lines is not None and args.max_bad_lines < 0:
             raise UsageError("--max-bad-lines must be 0 or more")
         prometheus_url = parse_url("--prometheus-url", args.prometheus_url)
-        archive_files(args.archive)
-    except (UsageError, ArchiveNotFound) as exc:
+        archive_files(args.archive)  # every folder listed, every file readable
+    except (UsageError, ArchiveError) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     if args.cluster_name is not None:

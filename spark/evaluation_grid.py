@@ -11,10 +11,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+MAX_GRID_TIMES = 1_000_000
+"""Grid times per cluster and run (a year at PT1M is 525,600): past it the work (every series at
+every time) runs for hours and the driver's state outgrows its memory, and an archive spanning
+that long usually holds a poll time written by a wrong clock. --start/--end or --step bound it."""
 
 
 class EmptyGrid(ValueError):
     """The requested range holds no evaluation time inside the archive's span."""
+
+
+class GridTooLarge(ValueError):
+    """The requested range holds more than MAX_GRID_TIMES evaluation times."""
+
+
+def utc_text(seconds: float) -> str:
+    """`2026-10-01T00:00:00Z` for seconds since the epoch; the number itself when out of range."""
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (ValueError, OverflowError, OSError):
+        return repr(seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def index_at_or_after(time: float, step: int) -> int:
@@ -55,8 +74,10 @@ class EvaluationGrid:
         step: int,
         start: float | None = None,
         end: float | None = None,
+        max_times: int = MAX_GRID_TIMES,
     ) -> EvaluationGrid:
-        """The grid of `step` seconds over [start, end] clipped to the archive's span."""
+        """The grid of `step` seconds over [start, end] clipped to the archive's span; its size is
+        counted before anything is built from it (raises GridTooLarge past `max_times`)."""
         if step < 1:
             raise ValueError("the step must be a whole number of seconds >= 1")
         low = first_observation if start is None else max(start, first_observation)
@@ -66,6 +87,12 @@ class EvaluationGrid:
             raise EmptyGrid(
                 f"no evaluation time (multiple of {step}s) between {low} and {high}; the archive "
                 f"spans {first_observation} to {last_observation} (seconds since the epoch)"
+            )
+        count = grid.last - grid.first + 1
+        if count > max_times:
+            raise GridTooLarge(
+                f"{count} grid times every {step}s from {utc_text(grid.time(grid.first))} to "
+                f"{utc_text(grid.time(grid.last))}, more than {max_times} per run"
             )
         return grid
 
@@ -81,9 +108,24 @@ class EvaluationGrid:
             return False
         return self.ranges is None or any(lo <= index <= hi for lo, hi in self.ranges)
 
+    def _spans(self) -> list[tuple[int, int]]:
+        """The emitted indexes as disjoint inclusive ranges, in order."""
+        if self.ranges is None:
+            return [(self.first, self.last)]
+        spans: list[tuple[int, int]] = []
+        for lo, hi in sorted(self.ranges):
+            lo, hi = max(lo, self.first), min(hi, self.last)
+            if lo > hi:
+                continue
+            if spans and lo <= spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], max(hi, spans[-1][1]))
+            else:
+                spans.append((lo, hi))
+        return spans
+
     def indexes(self) -> Iterator[int]:
-        """Every emitted index, in order."""
-        return (k for k in range(self.first, self.last + 1) if self.emitted(k))
+        """Every emitted index, in order (one pass over each range, however many there are)."""
+        return (k for lo, hi in self._spans() for k in range(lo, hi + 1))
 
     def first_emitted(self) -> int:
         if self.ranges is None:
@@ -96,4 +138,4 @@ class EvaluationGrid:
         return max(min(hi, self.last) for _, hi in self.ranges)
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.indexes())
+        return sum(hi - lo + 1 for lo, hi in self._spans())

@@ -12,23 +12,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import sys
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
 from kvq.settings.redaction import mask_url_credentials
-from spark.archive_files import BadLine, archive_files
+from spark.archive_files import ArchiveError, BadLine, archive_files, damaged_files, one_line
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
 from spark.lz4_parts import CorruptPart, part_files, text_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
-from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
+from spark.poll_history import (
+    FallbackRules,
+    PollHistory,
+    PollLine,
+    VolumeDeltas,
+    impossible_time,
+)
 from spark.series_sources import EVENTS, GLOBAL
 
 MAX_BAD_LINES_SHOWN = 20
@@ -186,9 +196,25 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from spark.session import spark_session
 
     result = BackfillResult()
+    try:
+        files = archive_files(request.archive)
+    except ArchiveError as exc:
+        raise BackfillError(str(exc)) from None
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    spark = spark_session(request.master, classes=request.classes)
-    files = archive_files(request.archive)
+    # Every .gz is inflated once on the driver while the JVM starts: Hadoop's codec would fail
+    # the read task on a damaged one with a Java stack trace naming the file only deep inside.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvq-gzip-check") as checking:
+        damaged = checking.submit(damaged_files, files)
+        spark = spark_session(request.master, classes=request.classes)
+        problems = damaged.result()
+    if problems:
+        raise BackfillError(
+            one_line(
+                "damaged archive file",
+                problems,
+                "restore each from a copy or move it out of the archive directory",
+            )
+        )
     say(f"reading {len(files)} archive files under {request.archive}")
     # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once,
     # cached as parsed (10M rows: 1.7 s to read back instead of 9 s to parse again).
@@ -199,12 +225,54 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
             _backfill(spark, archive, request, result, say)
     except CorruptPart as exc:
         raise BackfillError(f"{exc}; the part files are rewritten by running again") from None
+    except Exception as exc:  # a Spark job failed: when reading an archive file, name it
+        unreadable = _unreadable_archive_file(exc)
+        if unreadable is None:
+            raise
+        raise unreadable from None
     finally:
         archive.records.unpersist()
     if request.blocks:
         for output in result.outputs:
             result.blocks += _blocks(output.openmetrics, request.output / "blocks", say)
     return result
+
+
+READ_FAILURE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
+JAVA_CAUSE = re.compile(r"Caused by: ([\w.$]+)(?:: (.*))?")
+
+
+def _unreadable_archive_file(error: Exception) -> BackfillError | None:
+    """A Spark read task's failure (a file changed after the driver's checks, or executors that
+    see other permissions) as one line naming the file and the cause; None for other errors."""
+    text = str(error)
+    failed = READ_FAILURE.search(text)
+    if failed is None:
+        return None
+    path = unquote(re.sub("^file:(//)?", "", failed.group(1)))
+    causes = JAVA_CAUSE.findall(text, failed.end())
+    reason = "see Spark's log"
+    if causes:  # the last is the root cause (Hadoop's, under Spark's wrappers)
+        exception, message = causes[-1]
+        exception = exception.rsplit(".", 1)[-1]
+        reason = f"{message} ({exception})" if message else exception
+    return BackfillError(f"archive file {path} cannot be read: {reason}")
+
+
+def _check_poll_times(cluster: str, lines: ClusterLines, now: float) -> None:
+    """Refuse poll times no exporter can have written (`impossible_time`), naming the lines."""
+    found = [
+        (poll, why) for poll in lines.polls if (why := impossible_time(poll.time, now)) is not None
+    ]
+    if not found:
+        return
+    poll, why = min(found, key=lambda item: (item[0].file, item[0].line))
+    others = len(found) - 1
+    more = f"; and {others} more line{'s' * (others > 1)} of cluster {cluster!r}" if others else ""
+    raise BackfillError(
+        f"{poll.file}:{poll.line}: poll time {poll.time!r} {why}{more}; fix or remove the line "
+        "(the exporter archives seconds since the epoch, from its clock)"
+    )
 
 
 @dataclass(frozen=True)
@@ -229,13 +297,15 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     )
     _report_bad_lines(bad, request, say)
     plans: list[_Plan] = []
+    now = time.time()
     for cluster in clusters:
         lines = found[cluster]
+        _check_poll_times(cluster, lines, now)
         say(
             f"cluster {cluster!r}: {lines.observations} observations ({lines.successes} "
             f"successful, {lines.log_dirs} log-dir rows) from {lines.first} to {lines.last}"
         )
-        grid = _grid(request, cluster, lines.first, lines.last, say)
+        grid = _grid(request, cluster, lines, say)
         if grid is None:
             continue
         check_timestamp(grid.time(grid.first))
@@ -333,14 +403,25 @@ def read_events(folder: Path) -> dict[int, VolumeDeltas]:
 
 
 def _grid(
-    request: BackfillRequest, cluster: str, first: float, last: float, say
+    request: BackfillRequest, cluster: str, lines: ClusterLines, say
 ) -> EvaluationGrid | None:
-    from spark.evaluation_grid import EmptyGrid
+    from spark.evaluation_grid import EmptyGrid, GridTooLarge, utc_text
 
     try:
-        grid = EvaluationGrid.over(first, last, request.step, request.start, request.end)
+        grid = EvaluationGrid.over(
+            lines.first, lines.last, request.step, request.start, request.end
+        )
     except EmptyGrid as exc:
         raise BackfillError(f"cluster {cluster!r}: {exc}") from None
+    except GridTooLarge as exc:
+        first = min(lines.polls, key=lambda p: (p.time, p.file, p.line))
+        last = max(lines.polls, key=lambda p: (p.time, p.file, p.line))
+        raise BackfillError(
+            f"cluster {cluster!r}: {exc}; its first observation is {utc_text(first.time)} "
+            f"({first.file}:{first.line}), its last {utc_text(last.time)} "
+            f"({last.file}:{last.line}); narrow the range with --start/--end or take a larger "
+            "--step"
+        ) from None
     if request.prometheus_url:
         from spark.prometheus_gaps import PrometheusError, missing_ranges
 

@@ -19,13 +19,19 @@ month of polls every minute is 43k rows and a few hundred milliseconds here.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
 from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
-from spark.evaluation_grid import EvaluationGrid, index_at_or_after
+from spark.evaluation_grid import EvaluationGrid, index_at_or_after, utc_text
+from spark.openmetrics_text import MAX_EPOCH_SECONDS
+
+CLOCK_SKEW = 86_400.0
+"""How far past this machine's clock a poll time may lie (another host's clock, set wrong by
+hours): a day. Later times cannot have been polled yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,23 @@ class PollLine:
     violating: int = 0
     unusable_error: int = 0
     unusable_unknown_size: int = 0
+
+
+def impossible_time(time: float, now: float) -> str | None:
+    """Why `time` cannot be when a poll completed (None when it can): a millisecond time, a time
+    after now (plus CLOCK_SKEW) or before 1970 (no Prometheus timestamp). One such line would
+    stretch the grid over years that no poll observed. A possible time years before the rest (a
+    clock set back) is bounded by the grid's size instead (`EvaluationGrid.over`): tests and
+    replays use small times, and nothing but the span makes such a time wrong."""
+    if math.isnan(time):
+        return "is not a number"
+    if time >= MAX_EPOCH_SECONDS:
+        return "looks like milliseconds"
+    if time > now + CLOCK_SKEW:
+        return f"({utc_text(time)}) is in the future: this machine's clock says {utc_text(now)}"
+    if time < 0:
+        return "is before 1970, which no Prometheus timestamp can hold"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
