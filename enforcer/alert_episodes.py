@@ -22,7 +22,7 @@ fires (it keeps the earliest when merging what HA Prometheus replicas send), so 
 same episode may differ, and a firing is never judged by another firing.
 
 Why the window: Alertmanager resolves an alert itself when Prometheus stops sending it (a partition
-longer than the alert's `endsAt`, ~4 evaluation intervals); when Prometheus then resumes the same,
+longer than the alert's `endsAt`, 4 minutes by default); when Prometheus then resumes the same,
 still active, alert, Alertmanager sends it with its old `startsAt`, exactly like a late retry. A
 retry comes within seconds (Alertmanager cancels a notification and its retries at the next
 group_interval, at least 10 s, plus 15 s per HA peer position); a resumed alert is re-sent every
