@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         alert_name=first.alert_name,
         prometheus=PrometheusFactor(first.prometheus_url) if first.prometheus_url else None,
         alert_expiry=first.alert_expiry,
+        stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
     )
     return serve(enforcer, credentials, first.listen, args.threads, web_config)

@@ -33,30 +33,22 @@ class PrometheusFactor:
 
     @staticmethod
     def query_for(cluster: str) -> str:
-        escaped = cluster.replace("\\", "\\\\").replace('"', '\\"')
-        return f'min({METRIC}{{cluster="{escaped}"}})'
+        return f"min({METRIC}{{cluster={_promql_string(cluster)}}})"
+
+    @staticmethod
+    def throttling_query(cluster: str, alert_name: str) -> str:
+        """Non-empty while the throttle alert fires for `cluster` or its factor is below 1."""
+        alert = f"alertname={_promql_string(alert_name)},cluster={_promql_string(cluster)}"
+        return (
+            f'count(ALERTS{{{alert},alertstate="firing"}}) '
+            f"or {PrometheusFactor.query_for(cluster)} < 1"
+        )
 
     def current(self, cluster: str) -> float | None:
         """The factor Prometheus sees now, or None (no series, error, bad answer)."""
-        try:
-            response = self.session.get(
-                f"{self.url}/api/v1/query",
-                params={"query": self.query_for(cluster)},
-                timeout=self.timeout_s,
-            )
-            body = response.json()
-        except (requests.RequestException, ValueError) as exc:
-            log.warning("cluster %s: Prometheus at %s not usable: %s", cluster, self.shown_url, exc)
+        result = self._instant(cluster, self.query_for(cluster))
+        if result is None:
             return None
-        if response.status_code != 200 or body.get("status") != "success":
-            log.warning(
-                "cluster %s: Prometheus answered %s: %s",
-                cluster,
-                response.status_code,
-                body.get("error", body),
-            )
-            return None
-        result = (body.get("data") or {}).get("result") or []
         try:
             value = float(result[0]["value"][1])
         except (IndexError, KeyError, TypeError, ValueError):
@@ -66,6 +58,43 @@ class PrometheusFactor:
             log.warning("cluster %s: Prometheus factor %r is out of 0..1; ignored", cluster, value)
             return None
         return value
+
+    def throttling(self, cluster: str, alert_name: str) -> bool | None:
+        """Whether Prometheus has `alert_name` firing for `cluster` now, or the cluster's factor
+        below 1; None when Prometheus cannot answer."""
+        result = self._instant(cluster, self.throttling_query(cluster, alert_name))
+        return None if result is None else len(result) > 0
+
+    def _instant(self, cluster: str, query: str) -> list | None:
+        """The result vector of an instant query; None (logged) when there is none."""
+        try:
+            response = self.session.get(
+                f"{self.url}/api/v1/query", params={"query": query}, timeout=self.timeout_s
+            )
+            body = response.json()
+        except (requests.RequestException, ValueError) as exc:
+            log.warning("cluster %s: Prometheus at %s not usable: %s", cluster, self.shown_url, exc)
+            return None
+        if not isinstance(body, dict):
+            body = {"error": f"not a JSON object: {str(body)[:60]}"}
+        if response.status_code != 200 or body.get("status") != "success":
+            log.warning(
+                "cluster %s: Prometheus answered %s: %s",
+                cluster,
+                response.status_code,
+                body.get("error", body),
+            )
+            return None
+        result = (body.get("data") or {}).get("result")
+        if not isinstance(result, list):
+            log.warning("cluster %s: Prometheus answered no vector: %.60s", cluster, body)
+            return None
+        return result
+
+
+def _promql_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 def confirmed(

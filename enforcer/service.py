@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from enforcer.alert_episodes import AlertEpisodes
+from enforcer.alert_episodes import DEFAULT_WINDOW, AlertEpisodes
 from enforcer.applier import Applier, ApplyError, ApplyResult
 from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor, confirmed
 from enforcer.quota_plan import UNLIMITED, same_value
-from enforcer.target_factor import extract, next_group_state, target_factor
+from enforcer.target_factor import ThrottleAlert, extract, next_group_state, target_factor
 from enforcer.webhook_payload import WebhookPayload
 
 log = logging.getLogger("kvq.enforcer")
@@ -73,6 +73,7 @@ class Enforcer:
         alert_expiry: timedelta = timedelta(hours=12),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reconcile_interval: float = 30.0,
+        stale_window: timedelta = DEFAULT_WINDOW,
     ) -> None:
         self.alert_expiry = alert_expiry
         self.reconcile_interval = reconcile_interval
@@ -80,7 +81,7 @@ class Enforcer:
         self.appliers = dict(appliers)
         self.journal = journal
         self.alerts = journal.alerts
-        self.alert_episodes = AlertEpisodes(journal)
+        self.alert_episodes = AlertEpisodes(journal, stale_window, clock)
         self.metrics = metrics
         self.alert_name = alert_name
         self.prometheus = prometheus
@@ -104,8 +105,9 @@ class Enforcer:
         """
         found = extract(payload, self.alert_name, self.appliers)
         truncated = payload.truncated_alerts > 0
+        throttling = self._throttling_per_prometheus(found.throttle)
         with self._alerts_lock:
-            stale = self.alert_episodes.stale(found.throttle)
+            stale = self.alert_episodes.stale(found.throttle, throttling)
             named = self.alerts.update_group(  # also: last seen = now
                 payload.group_key,
                 lambda previous: next_group_state(previous, found.throttle, truncated, stale),
@@ -135,6 +137,31 @@ class Enforcer:
         if errors:
             raise ApplyError("; ".join(errors))
         return WebhookOutcome(results, found.ignored, len(stale))
+
+    def _throttling_per_prometheus(self, alerts: tuple[ThrottleAlert, ...]) -> set[str]:
+        """Clusters of firing `alerts` about to be ignored as stale for which Prometheus says the
+        throttle is on now: the episode is not over (Alertmanager resolved an alert Prometheus
+        could not send it, then got it again with its old startsAt). Where Prometheus cannot
+        answer, the stale judgement stands."""
+        if self.prometheus is None:
+            return set()
+        throttling = set()
+        for cluster in sorted(self.alert_episodes.stale_firings(alerts)):
+            answer = self.prometheus.throttling(cluster, self.alert_name)
+            if answer is None:
+                log.warning(
+                    "cluster %s: cannot confirm with Prometheus that a firing alert's episode "
+                    "is over; ignoring it as stale",
+                    cluster,
+                )
+            elif answer:
+                log.warning(
+                    "cluster %s: a firing alert of an episode already resolved, but Prometheus "
+                    "says the throttle is on: applying it",
+                    cluster,
+                )
+                throttling.add(cluster)
+        return throttling
 
     def target(self, cluster: str) -> float:
         return target_factor(self.alerts.firing_factors(cluster))

@@ -19,6 +19,9 @@ BASIC_FILE = "kvq.enforcer.auth.basic.file"
 PROMETHEUS_URL = "kvq.enforcer.prometheus.url"
 DRY_RUN = "kvq.enforcer.dry.run"
 QUOTA_KEYS = "kvq.enforcer.quota.keys"
+STALE_WINDOW = "kvq.enforcer.stale.window"
+REPEAT_INTERVAL = timedelta(minutes=5)
+"""The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
 
 def quota_keys(text: str) -> tuple[str, ...]:
@@ -30,6 +33,18 @@ def quota_keys(text: str) -> tuple[str, ...]:
             f"unknown quota key(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}"
         )
     return keys
+
+
+def stale_window(text: str) -> timedelta:
+    """How long after a resolution a firing of the same episode is a late retry (ignored); a
+    resumed alert's repeat must arrive after it, so it is kept below the route's repeat_interval."""
+    value = values.positive_duration(text)
+    if value >= REPEAT_INTERVAL:
+        raise ValueError(
+            "must be below PT5M (the enforcer route's repeat_interval): an alert Alertmanager "
+            "resumes throttles only with the first repeat after the window; default PT2M"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,13 @@ class EnforcerSettings(AppSettings):
         values.positive_duration,
         "PT12H",
         "forget a firing throttle alert Alertmanager has not re-sent for this long",
+    )
+    stale_window: timedelta = setting(
+        STALE_WINDOW,
+        stale_window,
+        "PT2M",
+        "a firing alert of an episode already resolved is ignored (a late retry) only if it "
+        "arrives this soon after the resolution; later it throttles (Alertmanager resumed it)",
     )
     alter_settle: timedelta = setting(
         "kvq.enforcer.alter.settle",

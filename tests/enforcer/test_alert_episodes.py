@@ -3,6 +3,7 @@ in the journal, bounded in age and size. The webhook bodies are Alertmanager's c
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from devkit.alertmanager import rfc3339, throttle_webhook
 from enforcer.alert_episodes import AlertEpisodes
 from enforcer.journal import Journal
+from enforcer.journal import _stamp as utc_stamp
 from enforcer.target_factor import ThrottleAlert, extract
 from enforcer.webhook_payload import PayloadError, webhook_from_dict
 
@@ -54,8 +56,8 @@ def resolved(starts_at: datetime, ends_at: datetime) -> tuple[ThrottleAlert, ...
     return alerts(None, starts_at, ends_at)
 
 
-def test_a_firing_of_an_episode_already_resolved_is_stale_a_new_episode_is_not(journal):
-    heard = AlertEpisodes(journal)
+def test_a_firing_of_an_episode_already_resolved_is_stale_a_new_episode_is_not(journal, clock):
+    heard = AlertEpisodes(journal, clock=clock)
     assert heard.stale(resolved(T1, T2)) == set()
     (alert,) = firing(T1)
     assert heard.stale([alert]) == {alert.key}
@@ -63,26 +65,26 @@ def test_a_firing_of_an_episode_already_resolved_is_stale_a_new_episode_is_not(j
     assert heard.stale(firing(T3)) == set(), "a new episode"
 
 
-def test_a_resolution_of_an_older_episode_is_stale_once_the_next_one_fired(journal):
-    heard = AlertEpisodes(journal)
+def test_a_resolution_of_an_older_episode_is_stale_once_the_next_one_fired(journal, clock):
+    heard = AlertEpisodes(journal, clock=clock)
     assert heard.stale(firing(T3)) == set()
     (alert,) = resolved(T1, T2)
     assert heard.stale([alert]) == {alert.key}
     assert heard.stale(resolved(T3, T3 + timedelta(minutes=1))) == set(), "ends the new one"
 
 
-def test_an_episode_whose_start_moves_earlier_is_still_the_same_episode(journal):
+def test_an_episode_whose_start_moves_earlier_is_still_the_same_episode(journal, clock):
     """Alertmanager keeps the earliest startsAt when merging what HA Prometheus replicas send:
     later notifications of one episode may carry an earlier start than the first one."""
-    heard = AlertEpisodes(journal)
+    heard = AlertEpisodes(journal, clock=clock)
     assert heard.stale(firing(T1 + timedelta(seconds=15))) == set()
     assert heard.stale(firing(T1)) == set()
     assert heard.stale(resolved(T1, T2)) == set()
 
 
-def test_a_firing_with_a_future_ends_at_is_judged_by_its_start(journal):
+def test_a_firing_with_a_future_ends_at_is_judged_by_its_start(journal, clock):
     """Some Alertmanager versions send a firing alert's endsAt as a time in the future."""
-    heard = AlertEpisodes(journal)
+    heard = AlertEpisodes(journal, clock=clock)
     later = rfc3339(T3 + timedelta(hours=1))
     assert heard.stale(resolved(T1, T2)) == set()
     (alert,) = firing(T1, endsAt=later)
@@ -90,8 +92,85 @@ def test_a_firing_with_a_future_ends_at_is_judged_by_its_start(journal):
     assert heard.stale(firing(T3, endsAt=later)) == set()
 
 
-def test_a_repeated_notification_writes_nothing(journal, monkeypatch):
-    heard = AlertEpisodes(journal)
+def test_a_firing_is_stale_only_within_the_window_after_its_resolution_arrived(journal, clock):
+    """Alertmanager resolves an alert Prometheus stopped sending and, when Prometheus resumes
+    it, sends it with its old startsAt: after kvq.enforcer.stale.window that is no late retry."""
+    heard = AlertEpisodes(journal, window=timedelta(minutes=2), clock=clock)
+    (resolution,) = resolved(T1, T2)
+    assert heard.stale([resolution]) == set()
+    clock.now += timedelta(minutes=1, seconds=59)
+    (alert,) = firing(T1)
+    assert heard.stale([alert]) == {alert.key}, "a retry"
+    assert heard.stale([resolution]) == set()  # heard again: the window still counts from before
+    clock.now += timedelta(seconds=1)
+    assert heard.stale([alert]) == set(), "a resumed alert"
+    assert heard.stale([alert]) == set(), "and its repeats"
+
+
+def test_a_later_resolution_opens_a_new_window(journal, clock):
+    heard = AlertEpisodes(journal, window=timedelta(minutes=2), clock=clock)
+    heard.stale(resolved(T1, T2))
+    clock.now += timedelta(minutes=10)
+    heard.stale(resolved(T1, T3))  # the resumed alert resolved again, by Prometheus this time
+    clock.now += timedelta(seconds=30)
+    (alert,) = firing(T1)
+    assert heard.stale([alert]) == {alert.key}
+
+
+def test_a_resolution_received_later_than_now_does_not_make_a_firing_stale(journal, clock):
+    """The clock was set back: ignoring firings until it catches up could let a disk fill."""
+    heard = AlertEpisodes(journal, clock=clock)
+    heard.stale(resolved(T1, T2))
+    clock.now -= timedelta(seconds=1)
+    assert heard.stale(firing(T1)) == set()
+
+
+def test_a_cluster_prometheus_says_is_throttling_has_no_stale_firings(journal, clock):
+    heard = AlertEpisodes(journal, clock=clock)
+    heard.stale(resolved(T1, T2))
+    (alert,) = firing(T1)
+    assert heard.stale_firings([alert]) == {"c1"}
+    assert heard.stale([alert], throttling={"c2"}) == {alert.key}
+    assert heard.stale([alert], throttling={"c1"}) == set()
+    (resolution,) = resolved(T1, T2)
+    heard.stale(firing(T3))
+    assert heard.stale([resolution], throttling={"c1"}) == {resolution.key}, "firings only"
+
+
+def test_stale_firings_records_nothing(journal, clock):
+    heard = AlertEpisodes(journal, clock=clock)
+    assert heard.stale_firings(resolved(T1, T2)) == set()
+    assert heard.stale_firings(firing(T3)) == set()
+    assert heard.stale(resolved(T1, T2)) == set(), "no firing was recorded"
+    assert heard.stale_firings(firing(T1)) == {"c1"}
+    assert heard.stale(resolved(T1, T2 + timedelta(seconds=1))) == set()
+
+
+def test_a_table_written_before_receipts_were_kept_gets_the_column(tmp_path, journal, clock):
+    """Such a row's resolution has no receipt time: no firing is judged stale by it."""
+
+    def old_table(db: sqlite3.Connection) -> None:
+        db.execute(
+            "CREATE TABLE alert_episode (cluster TEXT NOT NULL, fingerprint TEXT NOT NULL, "
+            "started_at TEXT, ended_at TEXT, changed_at TEXT NOT NULL, "
+            "PRIMARY KEY (cluster, fingerprint))"
+        )
+        db.execute(
+            "INSERT INTO alert_episode VALUES ('c1', 'old', NULL, ?, ?)",
+            (utc_stamp(T2), utc_stamp(clock.now)),
+        )
+
+    journal.write(old_table)
+    heard = AlertEpisodes(journal, clock=clock)
+    assert heard.stale([ThrottleAlert("c1", "old", 0.5, T1)]) == set()
+    (resolution,) = resolved(T1, T2)
+    heard.stale([resolution])
+    (alert,) = firing(T1)
+    assert AlertEpisodes(journal, clock=clock).stale([alert]) == {alert.key}
+
+
+def test_a_repeated_notification_writes_nothing(journal, clock, monkeypatch):
+    heard = AlertEpisodes(journal, clock=clock)
     heard.stale(firing(T1))
     writes = []
     real_write = journal.write
@@ -101,36 +180,36 @@ def test_a_repeated_notification_writes_nothing(journal, monkeypatch):
 
 
 def test_what_was_heard_survives_a_restart(tmp_path, journal, clock):
-    AlertEpisodes(journal).stale(resolved(T1, T2))
+    AlertEpisodes(journal, clock=clock).stale(resolved(T1, T2))
     journal.close()
     reopened = Journal(tmp_path / "j.sqlite3", clock=clock)
     try:
         (alert,) = firing(T1)
-        assert AlertEpisodes(reopened).stale([alert]) == {alert.key}
+        assert AlertEpisodes(reopened, clock=clock).stale([alert]) == {alert.key}
     finally:
         reopened.close()
 
 
 def test_an_alert_unchanged_for_the_expiry_is_forgotten(journal, clock):
-    heard = AlertEpisodes(journal)
-    heard.stale(resolved(T1, T2))
+    heard = AlertEpisodes(journal, clock=clock)
+    heard.stale(firing(T3))
     heard.expire(clock.now - timedelta(hours=12))
-    assert heard.stale(firing(T1)) != set(), "still remembered"
+    assert heard.stale(resolved(T1, T2)) != set(), "still remembered"
     clock.now += timedelta(hours=12, seconds=1)
     heard.expire(clock.now - timedelta(hours=12))
-    assert heard.stale(firing(T1)) == set(), "forgotten: a firing is taken as it comes"
-    assert AlertEpisodes(journal).stale(firing(T1)) == set(), "forgotten in the journal too"
+    assert AlertEpisodes(journal, clock=clock).stale(resolved(T1, T2)) == set(), "in the journal"
+    assert heard.stale(resolved(T1, T2)) == set(), "forgotten: a resolution is taken as it comes"
 
 
 def test_at_most_keep_alerts_are_remembered_the_most_recently_changed(journal, clock):
-    heard = AlertEpisodes(journal)
+    heard = AlertEpisodes(journal, clock=clock)
     fingerprints = [f"f{i}" for i in range(5)]
     for fingerprint in fingerprints:
         clock.now += timedelta(seconds=1)
         (alert,) = resolved(T1, T2)
         heard.stale([ThrottleAlert("c1", fingerprint, None, alert.starts_at, alert.ends_at)])
     heard.expire(clock.now - timedelta(hours=12), keep=2)
-    for source in (heard, AlertEpisodes(journal)):
+    for source in (heard, AlertEpisodes(journal, clock=clock)):
         stale = source.stale([ThrottleAlert("c1", f, 0.5, T1) for f in fingerprints])
         assert stale == {("c1", "f3"), ("c1", "f4")}
 

@@ -1,8 +1,12 @@
-"""Confirming a lower factor with Prometheus' instant query API (mocked with `responses`)."""
+"""Confirming a lower factor, and a firing judged stale, with Prometheus' instant query API
+(mocked with `responses`)."""
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
 import responses
+from responses import matchers
 
 from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
@@ -87,4 +91,87 @@ def test_enforcer_uses_prometheus_fresher_factor_before_throttling(api, tmp_path
     enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=None)))
     assert kafka.values[alice]["producer_byte_rate"] == 800.0
     assert len(api.calls) == 1, "raising the factor back to 1 needs no confirmation"
+    journal.close()
+
+
+def test_throttling_asks_for_the_firing_alert_or_a_factor_below_one(api):
+    api.get(f"{URL}/api/v1/query", json=vector(1))
+    assert PrometheusFactor(URL).throttling('a"b', "KafkaVolumeQuotaThrottle") is True
+    assert api.calls[0].request.params["query"] == (
+        'count(ALERTS{alertname="KafkaVolumeQuotaThrottle",cluster="a\\"b",alertstate="firing"})'
+        ' or min(kafka_volume_quota_throttle_factor{cluster="a\\"b"}) < 1'
+    )
+
+
+def test_throttling_is_false_on_an_empty_answer_and_unknown_when_prometheus_cannot_answer(api):
+    prometheus = PrometheusFactor(URL)
+    api.get(f"{URL}/api/v1/query", json=vector())
+    assert prometheus.throttling("c1", "KafkaVolumeQuotaThrottle") is False
+    for answer in (
+        {"json": {"status": "error", "error": "bad query"}, "status": 400},
+        {"json": ["not", "an", "object"]},
+        {"json": {"status": "success", "data": {"result": "3"}}},
+        {"body": requests.ConnectionError("refused")},
+    ):
+        api.replace(responses.GET, f"{URL}/api/v1/query", **answer)
+        assert prometheus.throttling("c1", "KafkaVolumeQuotaThrottle") is None
+
+
+THROTTLING = PrometheusFactor.throttling_query("c1", "KafkaVolumeQuotaThrottle")
+
+
+def stale_world(tmp_path):
+    """An enforcer (confirming with Prometheus) that received the resolution of an episode."""
+    kafka = InMemoryQuotas({QuotaEntity.user("alice"): {"producer_byte_rate": 800.0}})
+    journal = Journal(tmp_path / "j.sqlite3")
+    metrics = EnforcerMetrics(("c1",))
+    applier = Applier("c1", QuotaPolicy(("producer_byte_rate",), {}), kafka, journal, metrics)
+    enforcer = Enforcer({"c1": applier}, journal, metrics, prometheus=PrometheusFactor(URL))
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    resolution = throttle_webhook(cluster="c1", factor=None, starts_at=start, ends_at=start)
+    enforcer.handle(webhook_from_dict(resolution))
+    late = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5, starts_at=start))
+    return kafka, journal, enforcer, late
+
+
+def answer(api, query: str, body) -> None:
+    api.get(f"{URL}/api/v1/query", match=[matchers.query_param_matcher({"query": query})], **body)
+
+
+def test_a_stale_judged_firing_throttles_when_prometheus_says_the_throttle_is_on(api, tmp_path):
+    """Alertmanager resolved the alert itself and, Prometheus reaching it again, re-sends it
+    with its old startsAt within the stale window: Prometheus knows it still fires."""
+    kafka, journal, enforcer, late = stale_world(tmp_path)
+    answer(api, THROTTLING, {"json": vector(1)})
+    answer(api, PrometheusFactor.query_for("c1"), {"json": vector(0.5)})
+    outcome = enforcer.handle(late)
+    assert outcome.stale == 0
+    assert kafka.values[QuotaEntity.user("alice")]["producer_byte_rate"] == 400.0
+    journal.close()
+
+
+@pytest.mark.parametrize(
+    "prometheus_says",
+    [{"json": vector()}, {"body": requests.ConnectionError("refused")}],
+    ids=["nothing fires", "unreachable"],
+)
+def test_a_stale_firing_stays_ignored_unless_prometheus_says_the_throttle_is_on(
+    api, tmp_path, caplog, prometheus_says
+):
+    kafka, journal, enforcer, late = stale_world(tmp_path)
+    answer(api, THROTTLING, prometheus_says)
+    assert enforcer.handle(late).stale == 1
+    assert kafka.values[QuotaEntity.user("alice")]["producer_byte_rate"] == 800.0
+    if "body" in prometheus_says:
+        assert "cannot confirm with Prometheus" in caplog.text
+    journal.close()
+
+
+def test_a_firing_that_is_not_stale_does_not_ask_whether_it_throttles(api, tmp_path):
+    kafka, journal, enforcer, _ = stale_world(tmp_path)
+    answer(api, PrometheusFactor.query_for("c1"), {"json": vector(0.5)})
+    enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5)))
+    assert [call.request.params["query"] for call in api.calls] == [
+        PrometheusFactor.query_for("c1")
+    ]
     journal.close()

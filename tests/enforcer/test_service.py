@@ -220,21 +220,43 @@ def test_a_restore_interrupted_with_the_journal_lost_finishes_the_restore(world,
     assert kafka.values == {ALICE: {P: 800.0}}, "restored, the copy removed"
 
 
-def test_a_remembered_resolution_is_forgotten_after_the_alert_expiry(world):
-    """A firing of an episode already resolved is ignored while the resolution is remembered;
-    the reconcile loop forgets it after kvq.enforcer.alert.expiry (12 h here), like alerts."""
+def test_a_resumed_alert_throttles_once_the_stale_window_after_its_resolution_passed(world):
+    """Alertmanager resolved the alert itself (Prometheus could not reach it), then got it again
+    and sends it with its old startsAt: ignored as a late retry within kvq.enforcer.stale.window
+    (PT2M) of the resolution's receipt, applied after it (the repeat at repeat_interval)."""
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()
     start = datetime(2026, 11, 22, 14, 0, tzinfo=UTC)
     body = throttle_webhook(cluster="c1", factor=None, starts_at=start, ends_at=clock.now)
     enforcer.handle(webhook_from_dict(body))
-    stale = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5, starts_at=start))
-    assert enforcer.handle(stale).stale == 1
+    resumed = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5, starts_at=start))
+    clock.now += timedelta(minutes=1, seconds=59)
+    assert enforcer.handle(resumed).stale == 1, "a retry comes within the window"
     assert kafka.describe()[ALICE] == {P: 800.0}
+    clock.now += timedelta(seconds=1)
+    assert enforcer.handle(resumed).stale == 0
+    assert kafka.describe()[ALICE] == {P: 400.0}
+    clock.now += timedelta(minutes=5)
+    assert enforcer.handle(resumed).stale == 0, "and each repeat keeps it"
+    assert kafka.describe()[ALICE] == {P: 400.0}
+
+
+def test_a_remembered_firing_start_is_forgotten_after_the_alert_expiry(world):
+    """A resolution of an episode older than a firing heard is ignored while that firing is
+    remembered; the reconcile loop forgets it after kvq.enforcer.alert.expiry (12 h here)."""
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    old_start = datetime(2026, 11, 22, 14, 0, tzinfo=UTC)
+    new_start = old_start + timedelta(minutes=30)
+    firing = throttle_webhook(cluster="c1", factor=0.5, starts_at=new_start)
+    enforcer.handle(webhook_from_dict(firing))
+    old_end = old_start + timedelta(minutes=10)
+    old = throttle_webhook(cluster="c1", factor=None, starts_at=old_start, ends_at=old_end)
+    assert enforcer.handle(webhook_from_dict(old)).stale == 1
+    assert kafka.describe()[ALICE] == {P: 400.0}
     clock.now += timedelta(hours=11)
     enforcer.reconcile()
-    assert enforcer.handle(stale).stale == 1
+    assert enforcer.handle(webhook_from_dict(old)).stale == 1
     clock.now += timedelta(hours=1, seconds=1)
     enforcer.reconcile()
-    assert enforcer.handle(stale).stale == 0
-    assert kafka.describe()[ALICE] == {P: 400.0}
+    assert enforcer.handle(webhook_from_dict(old)).stale == 0, "forgotten: taken as it comes"

@@ -19,6 +19,7 @@ def test_defaults():
     assert settings.quota_keys == ("producer_byte_rate",)
     assert settings.dry_run is False
     assert settings.alert_expiry == timedelta(hours=12)
+    assert settings.stale_window == timedelta(minutes=2)
 
 
 def test_bad_values_name_the_property_the_value_and_what_is_allowed():
@@ -27,6 +28,23 @@ def test_bad_values_name_the_property_the_value_and_what_is_allowed():
     )
     assert errors[0] == "kvq.enforcer.dry.run=maybe: must be true or false"
     assert errors[1].startswith("kvq.enforcer.alert.expiry=12h: not an ISO 8601 duration")
+
+
+@pytest.mark.parametrize(
+    ("text", "allowed"),
+    [
+        ("PT0S", "must be a positive ISO 8601 duration"),
+        ("2m", "not an ISO 8601 duration"),
+        ("PT5M", "must be below PT5M (the enforcer route's repeat_interval)"),
+    ],
+)
+def test_the_stale_window_is_positive_and_below_the_routes_repeat_interval(text, allowed):
+    (error,) = config_errors(EnforcerSettings, **{"kvq.enforcer.stale.window": text})
+    assert error.startswith(f"kvq.enforcer.stale.window={text}: {allowed}")
+    settings = EnforcerSettings.build(
+        {**MINIMAL, "kvq.enforcer.stale.window": "PT0.5S"}, environ={}
+    )
+    assert settings.stale_window == timedelta(milliseconds=500)
 
 
 @pytest.mark.parametrize("url", ["prometheus:9090", "ftp://prometheus", "http://", "notaurl"])

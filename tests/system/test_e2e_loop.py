@@ -1,15 +1,19 @@
 """End to end: devcluster, exporter, Prometheus, Alertmanager and the enforcer, all real processes.
 
 The demo's scenario with every step asserted, plus restarts of Alertmanager and of the enforcer
-while throttled, and duplicate notifications that must not change Kafka again.
+while throttled, duplicate notifications that must not change Kafka again, and Prometheus' alerts
+not reaching Alertmanager for a while.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 
 import pytest
 import requests
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo import scenario
@@ -111,3 +115,41 @@ def test_enforcer_killed_while_throttled_restores_everything_after_restart(stack
     stack.start_enforcer()  # same port and journal
     free_and_wait_for_restore(stack, before)
     assert alter_calls(stack) > 0
+
+
+@contextlib.contextmanager
+def alerts_not_reaching_alertmanager(stack: DemoStack) -> Iterator[None]:
+    """Prometheus keeps evaluating but sends its alerts nowhere (its `alerting` section removed)
+    until the block ends, as in a network partition between the two."""
+    config = stack.prometheus.config_path
+    text = config.read_text()
+    without_alerting = yaml.safe_load(text)
+    del without_alerting["alerting"]
+    config.write_text(yaml.safe_dump(without_alerting, sort_keys=False))
+    stack.prometheus.reload()
+    try:
+        yield
+    finally:
+        config.write_text(text)
+        stack.prometheus.reload()
+
+
+def alertmanager_starts_at(stack: DemoStack) -> str:
+    (alert,) = requests.get(stack.alertmanager.url + "/api/v2/alerts", timeout=5).json()
+    return alert["startsAt"]
+
+
+def test_an_alert_alertmanager_resolved_in_a_partition_throttles_when_it_comes_back(tmp_path):
+    """Alertmanager resolves the alert Prometheus no longer sends (its endsAt, 4 s in the demo,
+    passes), the enforcer restores; when Prometheus reaches it again, Alertmanager fires the
+    still active alert with its old startsAt, which the enforcer once ignored as a stale retry
+    for kvq.enforcer.alert.expiry (12 h) while the disk stayed full."""
+    stale_window = "kvq.enforcer.stale.window=PT0.5S\n"  # the resumed alert comes later
+    with DemoStack(tmp_path / "stack", extra_properties=stale_window) as stack:
+        before = throttle(stack)
+        started = alertmanager_starts_at(stack)
+        with alerts_not_reaching_alertmanager(stack):
+            wait_until(lambda: stack.quotas() == before, 60, what="the resolved alert restoring")
+        wait_until(lambda: scenario.throttled(stack.quotas(), before), 30, what="throttled again")
+        assert alertmanager_starts_at(stack) == started, "the alert came back with its old start"
+        free_and_wait_for_restore(stack, before)
