@@ -260,19 +260,7 @@ class Applier:
                 for pair, value in tracked_originals(self.policy, snapshot, originals).items()
                 if pair not in originals
             }
-        drift, reverted = {}, []
-        for pair, record in records.items():
-            value = current_value(snapshot, pair)
-            if (
-                record.drifted
-                or record.holds_expected(value)
-                or self.unanswered.may_have_set(pair, value)
-            ):
-                continue
-            if same_value(value, record.original):
-                reverted.append(pair)
-            else:
-                drift[pair] = value
+        drift, reverted = self._changed_by_others(episode, records, snapshot, copy)
         frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
         desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
         todo = changes(desired, _trusted_view(snapshot, desired, records))
@@ -350,6 +338,40 @@ class Applier:
             drifted=drifted,
             settling=not settled,
         )
+
+    def _changed_by_others(
+        self,
+        episode: Episode | None,
+        records: dict[Pair, PairRecord],
+        snapshot: Snapshot,
+        copy: KafkaOriginals,
+    ) -> tuple[dict[Pair, float | None], list[Pair]]:
+        """Tracked values someone else changed: (an operator's new values, pairs a reconciler
+        reset to their original).
+
+        Brokers answer from metadata that may lag the controller's by different amounts, so a
+        view may show any value this episode wrote before (the 0.5 throttle after 0.25 was
+        applied): that is ours, not settled yet, and simply written again by the plan. The
+        original counts as reset only in a view that holds this pair's record in Kafka's copy of
+        the originals, which went out with (or before) the pair's first throttled value: a view
+        without it is from before the throttle (a lagging broker), not a reconciler."""
+        drift: dict[Pair, float | None] = {}
+        reverted: list[Pair] = []
+        held = copy.episodes.get(episode.episode_id or "", {}) if episode is not None else {}
+        for pair, record in records.items():
+            value = current_value(snapshot, pair)
+            if (
+                record.drifted
+                or record.holds_expected(value)
+                or record.wrote(value)
+                or self.unanswered.may_have_set(pair, value)
+            ):
+                continue
+            if not same_value(value, record.original):
+                drift[pair] = value
+            elif pair in held:
+                reverted.append(pair)
+        return drift, reverted
 
     def _check_quota_callback(self) -> None:
         """Refuse to report success when brokers ignore client quotas (DescribeConfigs)."""

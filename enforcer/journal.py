@@ -5,7 +5,8 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
 
 - `ThrottleEpisodes` (tables `episode`, `pair`): per cluster one throttle from its first change
   to its full restore; per (entity, key) of it the original value (NULL: unset), the value last
-  confirmed in Kafka, the value about to be set (pending) and an operator's value (drift).
+  confirmed in Kafka, the value about to be set (pending), an operator's value (drift) and the
+  last values the enforcer wrote during the episode (a lagging broker may still show them).
 - `FiringAlerts` (table `alert`): firing throttle alerts per Alertmanager group with the time they
   were last sent, so the target survives restarts and an alert no longer sent can expire.
 - `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
@@ -17,6 +18,7 @@ SQLite stores a NaN REAL as NULL, so non-finite values are written as text ('nan
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sqlite3
@@ -65,7 +67,12 @@ CREATE TABLE IF NOT EXISTS alert (
     PRIMARY KEY (group_key, cluster, fingerprint)
 );
 """
-_EPISODE_ID_COLUMN = "ALTER TABLE episode ADD COLUMN episode_id TEXT"
+_ADDED_COLUMNS = (("episode", "episode_id", "TEXT"), ("pair", "written", "TEXT"))
+"""(table, column, type) added after the first release: a journal written before gets them when
+it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive)."""
+WRITTEN_KEPT = 8
+"""How many of the latest different values the enforcer wrote to a pair during an episode are
+remembered: a broker's view lagging further behind than that many changes is not expected."""
 _UNANSWERED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS unanswered_alter (
     cluster TEXT NOT NULL,
@@ -95,6 +102,9 @@ class PairRecord:
     pending_known: bool = False
     drift: float | None = None
     drifted: bool = False
+    written: tuple[float | None, ...] = ()
+    """The last WRITTEN_KEPT different values the enforcer sent for this pair during the episode,
+    oldest first (pending ones included: they may have landed)."""
 
     def expected(self) -> list[float | None]:
         """Values Kafka may hold without anyone but us having changed them."""
@@ -105,6 +115,11 @@ class PairRecord:
 
     def holds_expected(self, value: float | None) -> bool:
         return any(same_value(value, v) for v in self.expected())
+
+    def wrote(self, value: float | None) -> bool:
+        """`value` is one the enforcer itself wrote during the episode: a broker whose metadata
+        lags may still show it after a later write replaced it (never an operator's change)."""
+        return any(same_value(value, v) for v in self.written)
 
     @property
     def current_ours(self) -> float | None:
@@ -168,9 +183,7 @@ class Journal:
             self._db.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT_PAGES}")
             self._db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT_BYTES}")
             self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(episode)")}
-            if "episode_id" not in columns:
-                self._db.execute(_EPISODE_ID_COLUMN)
+            _add_missing_columns(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         if created:
@@ -310,7 +323,7 @@ class ThrottleEpisodes:
                 return None, []
             rows = db.execute(
                 "SELECT entity, key, original, applied, applied_known, pending, pending_known, "
-                "drift, drifted FROM pair WHERE cluster=? ORDER BY entity, key",
+                "drift, drifted, written FROM pair WHERE cluster=? ORDER BY entity, key",
                 (cluster,),
             ).fetchall()
             return row, rows
@@ -320,9 +333,9 @@ class ThrottleEpisodes:
             return None
         pairs = {
             (QuotaEntity.from_json(e), k): PairRecord(
-                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd)
+                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd), _values(w)
             )
-            for e, k, o, a, ak, p, pk, d, dd in rows
+            for e, k, o, a, ak, p, pk, d, dd, w in rows
         }
         return Episode(cluster, *row, pairs=pairs)
 
@@ -388,16 +401,29 @@ class ThrottleEpisodes:
     def set_pending(
         self, cluster: str, pending: Mapping[Pair, float | None], target: float
     ) -> None:
-        """Record what is about to be set, before sending it."""
+        """Record what is about to be set, before sending it (also among the values written
+        during the episode)."""
         now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
             db.execute(
                 "UPDATE episode SET target=?, updated_at=? WHERE cluster=?", (target, now, cluster)
             )
+            written = dict(
+                ((e, k), w)
+                for e, k, w in db.execute(
+                    "SELECT entity, key, written FROM pair WHERE cluster=?", (cluster,)
+                )
+            )
+            rows = []
+            for (entity, key), value in pending.items():
+                e = entity.to_json()
+                kept = _remembered(_values(written.get((e, key))), value)
+                rows.append((_dump(value), kept, cluster, e, key))
             db.executemany(
-                "UPDATE pair SET pending=?, pending_known=1 WHERE cluster=? AND entity=? AND key=?",
-                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in pending.items()],
+                "UPDATE pair SET pending=?, pending_known=1, written=? "
+                "WHERE cluster=? AND entity=? AND key=?",
+                rows,
             )
 
         self._journal.write(run)
@@ -433,14 +459,18 @@ class ThrottleEpisodes:
         self._journal.write(run)
 
     def finish(self, cluster: str) -> None:
-        """Everything is restored: the episode stays readable (status) until the next one."""
+        """Everything is restored: the episode stays readable (status) until the next one; the
+        values written during it are forgotten."""
         now = self._journal.now()
-        self._journal.write(
-            lambda db: db.execute(
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(
                 "UPDATE episode SET state=?, applied=1.0, target=1.0, updated_at=? WHERE cluster=?",
                 (RESTORED, now, cluster),
             )
-        )
+            db.execute("UPDATE pair SET written=NULL WHERE cluster=?", (cluster,))
+
+        self._journal.write(run)
 
 
 class UnansweredRequests:
@@ -508,6 +538,28 @@ def _load(value: float | str | None) -> float | None:
     if isinstance(value, str):
         return float(value)
     return value
+
+
+def _values(text: str | None) -> tuple[float | None, ...]:
+    """The values of a `pair.written` column (NULL: none)."""
+    if not text:
+        return ()
+    return tuple(None if v is None else float(v) for v in json.loads(text))
+
+
+def _remembered(values: tuple[float | None, ...], value: float | None) -> str:
+    """`values` with `value` as the latest (moved there if already in), the oldest beyond
+    WRITTEN_KEPT dropped; as the column's JSON text."""
+    kept = [v for v in values if not same_value(v, value)] + [value]
+    return json.dumps([None if v is None else repr(float(v)) for v in kept[-WRITTEN_KEPT:]])
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring a journal written by an earlier version up to the current tables (additive only)."""
+    for table, column, kind in _ADDED_COLUMNS:
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in columns:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def _stamp(moment: datetime) -> str:

@@ -316,3 +316,47 @@ def test_an_unanswered_alter_landing_late_is_ours_and_the_restore_waits_it_out(k
     result = applier.apply(1.0)
     assert not result.settling and not journal.episodes.episode("c1").active
     assert kafka.describe() == before
+
+
+def _serve_next_describe(kafka, view):
+    """The next DescribeClientQuotas is answered from `view`, as by a broker whose metadata lags
+    (the ones after it by the up-to-date controller state)."""
+    real = type(kafka).describe
+
+    def lagging():
+        kafka.describe = lambda: real(kafka)
+        real(kafka)  # counted like the real call
+        return {entity: dict(values) for entity, values in view.items()}
+
+    kafka.describe = lagging
+
+
+def test_an_older_value_of_ours_a_lagging_broker_shows_is_written_again_never_drift(kafka, journal):
+    before = kafka.describe()
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    at_half = kafka.describe()
+    applier.apply(0.25)
+    _serve_next_describe(kafka, at_half)
+    result = applier.apply(0.25)
+    assert result.drift == {} and result.reverted == 0
+    assert [c.value for c in result.changes if c.entity == ALICE] == [200.0], "written again"
+    _serve_next_describe(kafka, at_half)
+    result = applier.apply(1.0)
+    assert result.drift == {}
+    assert kafka.describe() == before, "every original back, nothing left at 0.5x"
+    assert applier.metrics.drift_changes.labels("c1")._value.get() == 0
+
+
+def test_a_view_from_before_the_throttle_is_no_reconciler_but_a_reset_after_it_is(kafka, journal):
+    before = kafka.describe()
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    _serve_next_describe(kafka, before)  # no copy of the originals yet: from before the throttle
+    result = applier.apply(0.5)
+    assert result.reverted == 0 and result.drift == {}
+    assert kafka.values[ALICE][P] == 400.0, "throttled again all the same"
+    assert applier.metrics.reverted.labels("c1")._value.get() == 0
+    kafka.set(ALICE, P, 800.0)  # a reconciler: the copy shows the view is after the throttle
+    assert applier.apply(0.5).reverted == 1
+    assert applier.metrics.reverted.labels("c1")._value.get() == 1

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from enforcer.journal import ACTIVE, RESTORED, Journal
+from enforcer.journal import ACTIVE, RESTORED, WRITTEN_KEPT, Journal
 from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
@@ -96,3 +96,51 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         journal.write(broken)
     assert journal.alerts.firing_factors("c1") == []
+
+
+def test_values_written_during_an_episode_are_remembered_bounded_and_forgotten_at_its_end(
+    tmp_path,
+):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.episodes.begin("c1", {(ALICE, P): 800.0}, 0.5)
+    for value in (400.0, 200.0, 400.0, float("nan"), None):
+        journal.episodes.set_pending("c1", {(ALICE, P): value}, 0.5)
+    record = journal.episodes.episode("c1").pairs[(ALICE, P)]
+    assert record.written[:2] == (200.0, 400.0) and record.written[3] is None
+    assert record.wrote(float("nan")) and record.wrote(None) and not record.wrote(800.0)
+    for value in range(WRITTEN_KEPT + 3):
+        journal.episodes.set_pending("c1", {(ALICE, P): float(value)}, 0.5)
+    record = journal.episodes.episode("c1").pairs[(ALICE, P)]
+    assert record.written == tuple(float(v) for v in range(3, WRITTEN_KEPT + 3))
+    journal.episodes.finish("c1")
+    assert journal.episodes.episode("c1").pairs[(ALICE, P)].written == ()
+
+
+def test_a_journal_from_before_the_written_values_opens_and_works(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE episode (cluster TEXT PRIMARY KEY, state TEXT NOT NULL,
+            started_at TEXT NOT NULL, updated_at TEXT NOT NULL, target REAL, applied REAL,
+            episode_id TEXT);
+        CREATE TABLE pair (cluster TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
+            original REAL, applied REAL, applied_known INTEGER NOT NULL DEFAULT 0, pending REAL,
+            pending_known INTEGER NOT NULL DEFAULT 0, drift REAL,
+            drifted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (cluster, entity, key));
+        """
+    )
+    old.execute(
+        "INSERT INTO episode VALUES ('c1', 'active', 't0', 't0', 0.5, 0.5, 'e1')",
+    )
+    old.execute(
+        "INSERT INTO pair VALUES ('c1', ?, ?, 800.0, 400.0, 1, NULL, 0, NULL, 0)",
+        (ALICE.to_json(), P),
+    )
+    old.commit()
+    old.close()
+    journal = Journal(path)
+    record = journal.episodes.episode("c1").pairs[(ALICE, P)]
+    assert record.original == 800.0 and record.current_ours == 400.0 and record.written == ()
+    journal.episodes.set_pending("c1", {(ALICE, P): 200.0}, 0.25)
+    assert journal.episodes.episode("c1").pairs[(ALICE, P)].written == (200.0,)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from devcluster.control_client import ControlClient
 from devcluster.quota_store import Alteration, Op
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
@@ -68,6 +69,133 @@ def _wait_until_brokers_show(dc, user: str, values: dict) -> None:
         )
     finally:
         client.close()
+
+
+GAP_S = 5.0
+"""Time between two changes the lagging views below reach back to (each broker's view stays
+between them for 2.5 s or more)."""
+BEHIND_S = (0.5, 1.5, 2.5)
+"""How far into that time each of the three brokers' views reaches back: three different lags."""
+
+
+def _wait_past(moment: float) -> None:
+    """Let monotonic time pass `moment`: the lagging views reach back into a span of time that
+    has to have passed first (there is no state to wait for)."""
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+def _views_go_back_to(dc, moments: list[float]) -> None:
+    """From now on broker b answers DescribeClientQuotas from its view as it was at `moments[b]`
+    (monotonic), catching up at the speed of time: its lag is set to now - moments[b] through
+    devcluster's control API. Which broker the enforcer asks is kafka-python's random choice, so
+    every broker lags (each by a different amount) to make the old view certain."""
+    control = ControlClient(dc.control_url)
+    for broker, moment in enumerate(moments):
+        control.set_faults(broker, quota_metadata_lag_ms=int((time.monotonic() - moment) * 1000))
+
+
+def _view(dc, broker: int, user: str) -> dict:
+    """What broker `broker`'s lagging view holds for `user` now."""
+    lag_s = dc.broker(broker).faults.quota_metadata_lag_ms / 1000
+    entity = (("user", user),)
+    return dict(dc.quotas.describe([], lag_s=lag_s)).get(entity, {})
+
+
+def _resolve_until_200(e: Enforcer, dc, before: dict) -> None:
+    """Resolve until answered 200; every 200 must come with the originals back in Kafka."""
+    answers: list[tuple[int, bool]] = []
+
+    def resolve() -> bool:
+        status, _body = e.post(resolved())
+        answers.append((status, quotas(dc) == before))  # the controller's view
+        return status == 200
+
+    wait_until(resolve, timeout=30, interval=0.2, what="a resolve answered 200")
+    assert all(restored for status, restored in answers if status == 200), (
+        f"a 200 while Kafka still held throttled values: {answers}"
+    )
+
+
+def test_an_older_throttle_a_lagging_broker_still_shows_is_ours_never_an_operators_change(
+    devcluster, tmp_path
+):
+    """Throttled at 0.5, then at 0.25 (applied and seen); then the brokers asked next lag behind
+    by different amounts and still show the 0.5 values the enforcer itself set. Those are not an
+    operator's changes: the repeated alert and the resolve write the planned values again and
+    the restore finishes only once Kafka is seen to hold every original. A value nobody but an
+    operator set (user-00002) is still kept and counted."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
+    }
+    with _started(Enforcer(tmp_path, dc, settings)) as e:
+        assert e.post(firing(0.5))[0] == 200
+        half_seen = time.monotonic()
+        dc.quotas.alter([Alteration((("user", "user-00002"),), (Op(P, 12_345.0),))])
+        _wait_past(half_seen + GAP_S)
+        status, body = e.post(firing(0.25))
+        assert status == 200 and body["clusters"][CLUSTER]["drift"] == 1, body
+        assert quotas(dc)[key(user="user-00001")] == {P: 25_000.0, C: 12_500.0}
+        _views_go_back_to(dc, [half_seen + behind for behind in BEHIND_S])
+        for broker in range(3):
+            assert _view(dc, broker, "user-00001") == {P: 50_000.0, C: 25_000.0}, broker
+
+        e.post(firing(0.25))  # Alertmanager's repeat, answered from the lagging views
+        assert e.status()["drift"] == 1, "only the operator's value is drift"
+        _resolve_until_200(e, dc, {**before, key(user="user-00002"): {P: 12_345.0}})
+
+        assert quotas(dc) == {**before, key(user="user-00002"): {P: 12_345.0}}
+        assert e.metric("kafka_volume_quota_enforcer_drift_changes_total") == 1.0
+        assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 0.0
+        assert originals_copy(dc) == [], "the copy goes once the originals were seen"
+        assert e.status()["episode"]["state"] == "restored"
+
+
+def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler(
+    devcluster, tmp_path
+):
+    """Right after a throttle the brokers asked next still show the originals (their views are
+    from before it, each lagging by a different amount). The enforcer writes the throttle again,
+    but does not count (or alert on) the originals as a reconciler's undoing; a real reconciler
+    putting an original back afterwards still is counted."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    seeded = time.monotonic()
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT1H",
+    }
+    with _started(Enforcer(tmp_path, dc, settings)) as e:
+        _wait_past(seeded + GAP_S)
+        fired = time.monotonic()
+        assert e.post(firing(0.5))[0] == 200
+        _views_go_back_to(dc, [fired - GAP_S + behind for behind in BEHIND_S])
+        for broker in range(3):
+            assert _view(dc, broker, "user-00001") == before[key(user="user-00001")], broker
+
+        wait_until(
+            lambda: e.post(firing(0.5))[0] == 200,  # Alertmanager's repeats
+            timeout=30,
+            interval=0.2,
+            what="the repeated alert answered 200 once the views caught up",
+        )
+        assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 0.0, (
+            "a lagging view is no reconciler"
+        )
+        assert e.metric("kafka_volume_quota_enforcer_drift_changes_total") == 0.0
+        assert quotas(dc)[key(user="user-00001")] == {P: 50_000.0, C: 25_000.0}
+
+        control = ControlClient(dc.control_url)
+        for broker in range(3):
+            control.set_faults(broker, quota_metadata_lag_ms=0)
+        dc.quotas.alter([Alteration((("user", "user-00001"),), (Op(P, 100_001.0),))])
+        assert e.post(firing(0.5))[0] == 200
+        assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 1.0
+        assert quotas(dc)[key(user="user-00001")] == {P: 50_000.0, C: 25_000.0}
+        _resolve_until_200(e, dc, before)
+        assert quotas(dc) == before
 
 
 @pytest.mark.parametrize("lag_ms", [1200, 1500, 3000])
