@@ -17,6 +17,7 @@ THREE_CLUSTERS = CHART / "ci" / "three-clusters-values.yaml"
 KUSTOMIZATIONS = {
     "kustomize-base": ROOT / "deploy" / "kubernetes",
     "kustomize-strimzi": ROOT / "deploy" / "kubernetes" / "overlays" / "strimzi",
+    "kustomize-helm-chart": ROOT / "deploy" / "kubernetes" / "examples" / "helm-chart",
 }
 HELM_RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "helm-one-cluster": ("kafka-volume-quotas", ()),
@@ -32,9 +33,10 @@ def documents(text: str) -> list[dict]:
 
 
 def kustomize_text(path: Path) -> str:
-    result = subprocess.run(
-        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=60
-    )
+    """kubectl kustomize, with helm for a kustomization that inflates the chart (helmCharts)."""
+    helm = ["--enable-helm", "--helm-command", kubernetes_manifests.helm_binary()]
+    command = ["kubectl", "kustomize", *helm, str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
