@@ -4,20 +4,23 @@ Operator's default (OnNamespace) routes them, and clear refusals of bad values."
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
 import yaml
 
-from devkit import kubernetes_manifests
+from devkit import kubeconform, kubernetes_manifests
 from tests.deploy.rendering import (
     CHART,
     HELM_RELEASES,
     KUSTOMIZATIONS,
+    ROOT,
     THREE_CLUSTERS,
     arguments,
     command_of,
     config_files,
+    kustomize_text,
     mounted_file,
     namespace_of,
     one,
@@ -26,6 +29,7 @@ from tests.deploy.rendering import (
 )
 
 AMTOOL = "/usr/bin/amtool"
+BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
 CLUSTERS = ["east", "west", "central"]
 
 
@@ -261,3 +265,44 @@ def test_the_same_secret_for_two_clusters_is_one_variable(tmp_path) -> None:
     ]
     (enforcer,) = [w for w in workloads(docs) if command_of(w) == "kvq-enforcer"]
     assert enforcer["spec"]["template"]["spec"]["containers"][0]["env"] == shared
+
+
+def readme_block(first_line: str) -> str:
+    """The README's code block that starts with this line."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^( *)```(?:yaml|sh)\n(.*?)^\1```", text, re.S | re.M)
+    (block,) = [
+        "".join(line.removeprefix(indent) for line in body.splitlines(True))
+        for indent, body in blocks
+        if body.lstrip().startswith(first_line)
+    ]
+    return block
+
+
+def test_readme_values_render_and_validate(tmp_path) -> None:
+    values = tmp_path / "my-values.yaml"
+    values.write_text(readme_block("# my-values.yaml"))
+    text = kubernetes_manifests.helm_template("-f", str(values))
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert one(docs, "Deployment")["metadata"]["name"] == "kvq-exporter-kafka"
+    assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_readme_kustomize_overlay_renders_and_validates(tmp_path) -> None:
+    """The README's overlay, next to a checkout, with its own kvq.properties."""
+    (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
+    overlay = tmp_path / "my-kvq"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(readme_block("# my-kvq/kustomization.yaml"))
+    properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+    overlay.joinpath("kvq.properties").write_text(properties)
+    text = kustomize_text(overlay)
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    (exporter,) = exporters(docs)
+    assert exporter["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example.com/kafka-volume-quotas:0.1.0"
+    )
+    ((text_read, _),) = config_files(docs, exporter)
+    assert text_read == properties
