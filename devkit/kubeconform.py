@@ -122,8 +122,11 @@ def kubeconform(manifests: str, skip: tuple[str, ...] = ()) -> list[str]:
 
 
 def _run(manifests: str, schemas: Path, skip: tuple[str, ...]) -> list[str]:
+    binary = TOOLS_BIN / "kubeconform"
+    if not binary.exists():
+        raise FileNotFoundError(f"{binary} is missing: run `make tools`")
     command = [
-        str(TOOLS_BIN / "kubeconform"),
+        str(binary),
         "-strict",
         "-summary",
         "-output", "text",
