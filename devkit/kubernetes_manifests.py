@@ -16,6 +16,7 @@ One source of truth: rules/ and grafana/dashboards/ hold the rules and the dashb
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -89,10 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     for files in (chart_files, lambda: {BASE_RENDER: base_render()}):
         for path, text in files().items():
             if _read(path) != text:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                _write(path, text)
                 print(f"wrote {path.relative_to(ROOT)}")
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a temp file beside it, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
 
 
 def _read(path: Path) -> str | None:

@@ -239,11 +239,22 @@ def password(variable: str, secret: str) -> list[dict]:
             'env name "KVQ_PASSWORD" differs between clusters',
         ),
         (
+            {"clusters": [{"name": "east", "properties": {"k.jaas.config": "a\nb"}}]},
+            "clusters: east: the property k.jaas.config holds a line break",
+        ),
+        (
             {"prometheusRule": {"groupIntervals": {"kafka-volume-quotas.throtle": "5s"}}},
             'no rule group "kafka-volume-quotas.throtle"',
         ),
     ],
-    ids=["duplicate-name", "bad-name", "number-property", "env-clash", "unknown-group"],
+    ids=[
+        "duplicate-name",
+        "bad-name",
+        "number-property",
+        "env-clash",
+        "multi-line-property",
+        "unknown-group",
+    ],
 )
 def test_bad_values_are_refused_naming_the_value(values, message, tmp_path) -> None:
     result = helm("template", "kvq", str(CHART), "-f", values_file(tmp_path, values))
