@@ -32,7 +32,7 @@ system-deps:
 # helm and kubeconform are Go modules: built from the Go module proxy into the venv's bin (only when
 # that version is missing there), and the Prometheus Operator's CRDs taken from its Go module, for
 # the chart's tests (tests/deploy). Needs Go (`go version`); the first build takes minutes.
-GO ?= go
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
 HELM_VERSION := v3.22.0
 KUBECONFORM_VERSION := v0.8.0
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
