@@ -84,7 +84,7 @@ def test_three_clusters_are_three_exporters_and_one_enforcer_for_all(three) -> N
     assert mounted_file(enforcer, "/etc/kvq/central/user.key") == (
         "Secret/kvq-kafka-central-tls/user.key"
     )
-    west = dict(files)[next(t for t, p in files if p["kvq.cluster.name"] == "west")]
+    west = next(p for _, p in files if p["kvq.cluster.name"] == "west")
     ratio = "client.quota.callback.static.storage.per.volume.limit.min.available.ratio"
     assert west[ratio] == "0.1"  # its own, over the common 0.05
     assert files[0][1][ratio] == "0.05"
