@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint system-deps kafka-deps venv clean image image-backfill manifests
+.PHONY: test demo bench lint system-deps kafka-deps venv tools clean image image-backfill manifests
 
 venv: $(STAMP)
 
@@ -36,10 +36,38 @@ system-deps:
 kafka-deps: system-deps venv
 	@$(PY) -m devkit.kafka_dist >/dev/null
 
+# helm and kubeconform are Go modules: built from the Go module proxy into the venv's bin (only when
+# that version is missing there), and the Prometheus Operator's CRDs taken from its Go module, for
+# the chart's tests (tests/deploy). Needs Go (`go version`); the first build takes minutes.
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+HELM_VERSION := v3.22.0
+KUBECONFORM_VERSION := v0.8.0
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+TOOLS_BIN := $(abspath $(VENV))/bin
+CRDS := $(VENV)/share/prometheus-operator-crds
+
+tools: $(VENV)/.helm-$(HELM_VERSION) $(VENV)/.kubeconform-$(KUBECONFORM_VERSION) $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION)
+
+$(VENV)/.helm-$(HELM_VERSION): | $(STAMP)
+	GOBIN=$(TOOLS_BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@touch $@
+
+$(VENV)/.kubeconform-$(KUBECONFORM_VERSION): | $(STAMP)
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	@touch $@
+
+$(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
+	@dir=$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
+	  | $(PY) -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	rm -rf $(CRDS) && mkdir -p $(CRDS) && \
+	cp "$$dir"/example/prometheus-operator-crd/*.yaml $(CRDS)/ && chmod u+w $(CRDS)/*.yaml && \
+	echo "prometheus-operator $(PROMETHEUS_OPERATOR_VERSION) CRDs in $(CRDS)"
+	@touch $@
+
 lint: venv
 	$(VENV)/bin/ruff check .
 
-test: system-deps venv kafka-deps
+test: system-deps venv kafka-deps tools
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -58,8 +86,9 @@ image: venv
 image-backfill: venv
 	$(SUDO) deploy/image/build.sh backfill
 
-# deploy/kubernetes/base/generated/ from rules/ and grafana/dashboards/ (a test checks it is current).
-manifests: venv
+# The chart's copies of rules/ and grafana/dashboards/, and deploy/kubernetes/base/generated/ rendered
+# from the chart with `helm template` (a test checks they are current).
+manifests: venv tools
 	$(PY) -m devkit.kubernetes_manifests
 
 clean:

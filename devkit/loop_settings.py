@@ -17,10 +17,10 @@ import yaml
 
 from kvq.settings.config import CHECK_INTERVAL
 from kvq.settings.durations import parse_duration
-from kvq.settings.properties import read_properties
+from kvq.settings.properties import parse_properties
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ROOT / "deploy" / "kubernetes" / "base"
+BASE_RENDER = ROOT / "deploy" / "kubernetes" / "base" / "generated" / "kafka-volume-quotas.yaml"
 THROTTLE_ALERT = "KafkaVolumeQuotaThrottle"
 
 
@@ -78,23 +78,35 @@ def _documents(path: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def _named(documents: list[dict], kind: str, component: str | None = None) -> dict:
+    """The one object of this kind (of this app.kubernetes.io/component, if given)."""
+    (found,) = [
+        d
+        for d in documents
+        if d["kind"] == kind
+        and component in (None, d["metadata"]["labels"].get("app.kubernetes.io/component"))
+    ]
+    return found
+
+
 def demo() -> LoopSettings:
     """The demo stack: everything every second."""
     return LoopSettings("demo (all 1 s)", 1.0, 1.0, 1.0, 1.0, 1.0, 60.0, ())
 
 
-def recommended(base: Path = BASE) -> LoopSettings:
-    """What deploy/kubernetes/base ships (README "Reaction time")."""
-    properties = read_properties(base / "config" / "kvq.properties")
-    (monitor,) = _documents(base / "exporter" / "servicemonitor.yaml")
-    (endpoint,) = monitor["spec"]["endpoints"]
-    (rule,) = _documents(base / "generated" / "prometheusrule.yaml")
-    groups = tuple(rule["spec"]["groups"])
+def recommended(render: Path = BASE_RENDER) -> LoopSettings:
+    """What deploy/kubernetes/base ships, the chart's defaults (README "Reaction time")."""
+    documents = _documents(render)
+    (config_map,) = [
+        d for d in documents if d["kind"] == "ConfigMap" and "kvq.properties" in d["data"]
+    ]
+    properties = parse_properties(config_map["data"]["kvq.properties"])
+    (endpoint,) = _named(documents, "ServiceMonitor", "exporter")["spec"]["endpoints"]
+    groups = tuple(_named(documents, "PrometheusRule")["spec"]["groups"])
     (throttle_group,) = [
         g for g in groups if any(r.get("alert") == THROTTLE_ALERT for r in g["rules"])
     ]
-    (alertmanager,) = _documents(base / "monitoring" / "alertmanagerconfig.yaml")
-    route = alertmanager["spec"]["route"]
+    route = _named(documents, "AlertmanagerConfig")["spec"]["route"]
     return LoopSettings(
         name="recommended (deploy/kubernetes)",
         poll=_seconds(properties[CHECK_INTERVAL]),

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = (ROOT / "Containerfile").read_text()
-BASE = ROOT / "deploy" / "kubernetes" / "base"
+BASE_RENDER = ROOT / "deploy" / "kubernetes" / "base" / "generated" / "kafka-volume-quotas.yaml"
 
 
 def stages() -> dict[str, str]:
@@ -23,15 +23,18 @@ def stages() -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def manifest(path: str) -> dict:
-    return yaml.safe_load((BASE / path).read_text())
+def pods() -> list[dict]:
+    """The exporter's Deployment and the enforcer's StatefulSet the manifests ship."""
+    docs = yaml.safe_load_all(BASE_RENDER.read_text())
+    return [d for d in docs if d and d["kind"] in ("Deployment", "StatefulSet")]
 
 
 def test_default_target_is_the_non_root_server_image() -> None:
     named = stages()
     assert list(named)[-1] == "kvq", "the last stage is what a plain build produces"
-    pods = [manifest("exporter/deployment.yaml"), manifest("enforcer/statefulset.yaml")]
-    uids = {p["spec"]["template"]["spec"]["securityContext"]["runAsUser"] for p in pods}
+    workloads = pods()
+    assert len(workloads) == 2
+    uids = {p["spec"]["template"]["spec"]["securityContext"]["runAsUser"] for p in workloads}
     (uid,) = uids
     for target in ("kvq", "backfill"):
         assert f"USER {uid}:{uid}" in named[target]
@@ -39,7 +42,7 @@ def test_default_target_is_the_non_root_server_image() -> None:
     assert "KVQ_LISTEN_HOST=0.0.0.0" in named["runtime"]
     ports = {
         c["ports"][0]["containerPort"]
-        for p in pods
+        for p in workloads
         for c in p["spec"]["template"]["spec"]["containers"]
     }
     assert re.search(r"^EXPOSE (.*)$", named["kvq"], re.M).group(1).split() == [

@@ -1,5 +1,7 @@
-"""deploy/kubernetes: what `kubectl kustomize` renders is valid Kubernetes, carries the project's
-own rules and dashboard unchanged, and runs the apps with commands, flags, ports they have."""
+"""deploy/: what the chart (helm template, one and three Kafka clusters) and the kustomize paths
+(the base rendered from the chart, the Strimzi overlay) render is valid Kubernetes and valid
+Prometheus Operator resources (unknown fields rejected), carries the project's own rules and
+dashboard, and runs the apps with commands, flags, ports they have."""
 
 from __future__ import annotations
 
@@ -11,103 +13,111 @@ import sys
 import tomllib
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
-from devkit import kubernetes_manifests
+from devkit import kubeconform, kubernetes_manifests
 from devkit.processes import free_port, http_ok, managed, wait_until
 from devkit.prometheus import PROMTOOL
 from enforcer.settings import EnforcerSettings
 from exporter.settings import ExporterSettings
 from kvq.settings.properties import parse_properties
+from tests.deploy.rendering import (
+    CLIS,
+    ROOT,
+    SOURCES,
+    arguments,
+    command_of,
+    config_files,
+    containers,
+    is_mounted,
+    mounted_files,
+    namespace_of,
+    one,
+    render,
+    render_text,
+    workloads,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-KUSTOMIZATIONS = {
-    "base": ROOT / "deploy" / "kubernetes",
-    "strimzi": ROOT / "deploy" / "kubernetes" / "overlays" / "strimzi",
-}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-CLIS = {"kvq-exporter": "exporter.cli", "kvq-enforcer": "enforcer.cli"}
 BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
-CUSTOM_KINDS = {"PrometheusRule", "ServiceMonitor", "AlertmanagerConfig", "KafkaUser"}
+STRIMZI_KINDS = ("KafkaUser",)
+"""No schema of Strimzi's CRDs here: their required fields are checked below."""
 
 
-def render(path: Path) -> list[dict]:
-    result = subprocess.run(
-        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+@pytest.fixture(scope="module", params=SOURCES)
+def source(request) -> str:
+    return request.param
 
 
-@pytest.fixture(scope="module", params=sorted(KUSTOMIZATIONS))
-def rendered(request) -> list[dict]:
-    return render(KUSTOMIZATIONS[request.param])
+@pytest.fixture(scope="module")
+def rendered_text(source) -> str:
+    return render_text(source)
 
 
-def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
-    found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
-    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
-    return found[0]
+@pytest.fixture(scope="module")
+def rendered(rendered_text) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(rendered_text) if doc]
 
 
-def workloads(docs: list[dict]) -> list[dict]:
-    return [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
-
-
-def containers(docs: list[dict]) -> list[tuple[dict, dict]]:
-    return [(w, c) for w in workloads(docs) for c in w["spec"]["template"]["spec"]["containers"]]
-
-
-def test_generated_manifests_are_current() -> None:
+def test_generated_files_are_current() -> None:
     for path, text in kubernetes_manifests.generated().items():
         assert path.read_text() == text, f"run `make manifests`: {path} is stale"
 
 
-def test_builtin_kinds_validate_against_the_kubernetes_schemas(rendered) -> None:
-    version = kubernetes_validate.latest_version()
-    builtin = [d for d in rendered if d["kind"] not in CUSTOM_KINDS]
-    assert {d["kind"] for d in builtin} >= {"Deployment", "StatefulSet", "Service", "ConfigMap"}
-    for doc in builtin:
-        kubernetes_validate.validate(doc, version, strict=True)
+def test_every_object_validates_strictly(rendered_text, rendered) -> None:
+    """kubeconform -strict: Kubernetes' schemas and the Prometheus Operator's CRD schemas, every
+    object closed (an unknown field is an error), no kind without a schema."""
+    assert kubeconform.kubeconform(rendered_text, skip=STRIMZI_KINDS) == []
+    kinds = {d["kind"] for d in rendered}
+    assert kinds >= {"Deployment", "StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget"}
+    assert kinds >= {"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
 
 
-def test_custom_resources_have_their_required_fields(rendered) -> None:
-    """No schemas for these CRDs offline: their required fields, checked here."""
-    for doc in rendered:
-        if doc["kind"] not in CUSTOM_KINDS:
+def test_validation_rejects_unknown_fields() -> None:
+    """The check above would catch a misspelt field, in a built-in kind and in a CRD."""
+    docs = render(SOURCES[0])
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
+    monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
+    monitor["spec"]["endpoints"][0]["intervall"] = "5s"
+    problems = kubeconform.kubeconform(yaml.safe_dump_all([deployment, monitor]))
+    assert len(problems) == 2, problems
+    assert "livenessprobe" in problems[0] + problems[1]
+    assert "intervall" in problems[0] + problems[1]
+
+
+def test_strimzi_kafka_users_have_their_required_fields() -> None:
+    for doc in render("kustomize-strimzi"):
+        if doc["kind"] not in STRIMZI_KINDS:
             continue
-        assert doc["metadata"]["name"] and doc["metadata"]["namespace"]
         spec = doc["spec"]
-        if doc["kind"] == "ServiceMonitor":
-            assert spec["selector"]["matchLabels"] and spec["endpoints"]
-            assert all(e["port"] and e["interval"].endswith("s") for e in spec["endpoints"])
-        elif doc["kind"] == "PrometheusRule":
-            assert all(g["name"] and g["rules"] for g in spec["groups"])
-        elif doc["kind"] == "AlertmanagerConfig":
-            names = {r["name"] for r in spec["receivers"]}
-            assert spec["route"]["receiver"] in names
-        elif doc["kind"] == "KafkaUser":
-            assert doc["metadata"]["labels"]["strimzi.io/cluster"]
-            assert spec["authentication"]["type"] in ("tls", "tls-external", "scram-sha-512")
-            for acl in spec["authorization"]["acls"]:
-                assert acl["resource"]["type"] in ("topic", "group", "cluster", "transactionalId")
-                assert set(acl["operations"]) <= {
-                    "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
-                    "AlterConfigs", "DescribeConfigs", "IdempotentWrite", "All",
-                }  # fmt: skip
+        assert doc["metadata"]["labels"]["strimzi.io/cluster"]
+        assert spec["authentication"]["type"] in ("tls", "tls-external", "scram-sha-512")
+        for acl in spec["authorization"]["acls"]:
+            assert acl["resource"]["type"] in ("topic", "group", "cluster", "transactionalId")
+            assert set(acl["operations"]) <= {
+                "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+                "AlterConfigs", "DescribeConfigs", "IdempotentWrite", "All",
+            }  # fmt: skip
 
 
-def test_prometheus_rule_holds_the_rules_file_unchanged(rendered, tmp_path) -> None:
-    """Every group's rules are the file's (every string byte for byte); only the recommended
-    group intervals are added. Extracted, they pass `promtool check rules`."""
+def test_prometheus_rule_holds_the_rules_file_with_the_namespace_label(
+    rendered, source, tmp_path
+) -> None:
+    """Every group's rules are the file's; added are only the recommended group intervals and, on
+    every alert, `namespace` = the namespace of the AlertmanagerConfig (the Prometheus Operator's
+    default OnNamespace strategy routes only those alerts to it). Extracted, they pass
+    `promtool check rules`."""
     rule = one(rendered, "PrometheusRule")
-    source = yaml.safe_load((ROOT / "rules" / "kafka-volume-quotas.rules.yml").read_text())
+    namespace = namespace_of(source, one(rendered, "AlertmanagerConfig"))
+    source_groups = yaml.safe_load((ROOT / "rules" / "kafka-volume-quotas.rules.yml").read_text())
     groups = rule["spec"]["groups"]
+    alerts = [r for g in groups for r in g["rules"] if "alert" in r]
+    assert alerts and {r["labels"].pop("namespace") for r in alerts} == {namespace}
     intervals = {g["name"]: g.pop("interval") for g in groups if "interval" in g}
-    assert intervals == kubernetes_manifests.GROUP_INTERVALS
-    assert groups == source["groups"]
+    assert intervals == {"kafka-volume-quotas.throttle": "5s"}
+    assert groups == source_groups["groups"]
     extracted = tmp_path / "extracted.rules.yml"
     extracted.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     check = subprocess.run(
@@ -117,7 +127,11 @@ def test_prometheus_rule_holds_the_rules_file_unchanged(rendered, tmp_path) -> N
 
 
 def test_dashboard_config_map_is_the_dashboard_file(rendered) -> None:
-    config_map = one(rendered, "ConfigMap", "kafka-volume-quotas-dashboards")
+    (config_map,) = [
+        d
+        for d in rendered
+        if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"]
+    ]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     files = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
     assert config_map["data"] == {path.name: path.read_text() for path in files}
@@ -126,7 +140,7 @@ def test_dashboard_config_map_is_the_dashboard_file(rendered) -> None:
 
 
 def test_every_container_runs_non_root_on_a_read_only_root(rendered) -> None:
-    assert len(containers(rendered)) == 2
+    assert {command_of(w) for w in workloads(rendered)} == set(CLIS)
     for workload, container in containers(rendered):
         pod = workload["spec"]["template"]["spec"]
         security = {**pod.get("securityContext", {}), **container["securityContext"]}
@@ -143,7 +157,7 @@ def test_containers_run_the_apps_with_flags_and_ports_they_have(rendered) -> Non
     for _, container in containers(rendered):
         (command,) = container["command"]
         assert command in PYPROJECT["project"]["scripts"]
-        assert container["image"] == f"kafka-volume-quotas:{version}"
+        assert container["image"].endswith(f"kafka-volume-quotas:{version}")
         cli = importlib.import_module(CLIS[command])
         args = cli.build_parser().parse_args(container["args"])  # exits on an unknown flag
         _, port = args.listen.rsplit(":", 1)
@@ -154,51 +168,35 @@ def test_containers_run_the_apps_with_flags_and_ports_they_have(rendered) -> Non
                 assert container[probe]["httpGet"]["port"] == declared["name"]
 
 
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return selector.items() <= labels.items()
+
+
 def test_services_and_monitors_reach_the_pods(rendered) -> None:
+    """Each workload has its own Service (no other workload's pods behind it), and a
+    ServiceMonitor scrapes /metrics on a port that Service has."""
     for workload in workloads(rendered):
-        name = workload["metadata"]["name"]
         pod_labels = workload["spec"]["template"]["metadata"]["labels"]
-        service = one(rendered, "Service", name)
-        assert service["spec"]["selector"].items() <= pod_labels.items()
+        assert _selects(workload["spec"]["selector"]["matchLabels"], pod_labels)
+        service = one(rendered, "Service", workload["metadata"]["name"])
+        assert _selects(service["spec"]["selector"], pod_labels)
+        others = [w for w in workloads(rendered) if w is not workload]
+        assert not any(
+            _selects(service["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])
+            for w in others
+        )
         (container,) = workload["spec"]["template"]["spec"]["containers"]
         port_names = {p["name"] for p in container["ports"]}
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
-        monitor = one(rendered, "ServiceMonitor", name)
-        assert monitor["spec"]["selector"]["matchLabels"].items() <= (
-            service["metadata"]["labels"].items()
-        )
+        (monitor,) = [
+            m
+            for m in rendered
+            if m["kind"] == "ServiceMonitor"
+            and _selects(m["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+        ]
         service_ports = {p["name"] for p in service["spec"]["ports"]}
         assert {e["port"] for e in monitor["spec"]["endpoints"]} <= service_ports
         assert all(e["path"] == "/metrics" for e in monitor["spec"]["endpoints"])
-
-
-def mounted_files(workload: dict) -> dict[str, str]:
-    """Path in the container -> 'kind/name/key' of every file a volume puts there."""
-    pod = workload["spec"]["template"]["spec"]
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    files = {}
-    for mount in pod["containers"][0]["volumeMounts"]:
-        volume = volumes.get(mount["name"], {})
-        if "secret" in volume:
-            source, name = "Secret", volume["secret"]["secretName"]
-            items = volume["secret"].get("items")
-        elif "configMap" in volume:
-            source, name = "ConfigMap", volume["configMap"]["name"]
-            items = volume["configMap"].get("items")
-        else:
-            continue
-        for item in items or [{"key": k, "path": k} for k in ("kvq.properties",)]:
-            files[f"{mount['mountPath']}/{item['path']}"] = f"{source}/{name}/{item['key']}"
-    return files
-
-
-def properties_of(rendered: list[dict], workload: dict) -> tuple[str, dict[str, str]]:
-    """The text of the properties file the container's --config names, and its properties."""
-    container = workload["spec"]["template"]["spec"]["containers"][0]
-    config_path = container["args"][container["args"].index("--config") + 1]
-    kind, name, key = mounted_files(workload)[config_path].split("/")
-    text = one(rendered, kind, name)["data"][key]
-    return text, parse_properties(text)
 
 
 SETTINGS = {"kvq-exporter": ExporterSettings, "kvq-enforcer": EnforcerSettings}
@@ -221,32 +219,33 @@ def pem_files(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("command", sorted(CLIS))
 def test_properties_load_with_the_secrets_the_pod_gets(rendered, command, pem_files) -> None:
-    """The ConfigMap's properties are a valid configuration for the app once the `${env:...}`
-    it names are filled from the container's Secret-backed environment; every file it names is
-    mounted into the container (here: PEM files of the same kind stand in for them)."""
-    (workload,) = [w for w in workloads(rendered) if w["metadata"]["name"] == command]
-    container = workload["spec"]["template"]["spec"]["containers"][0]
-    text, properties = properties_of(rendered, workload)
-    env = {e["name"] for e in container.get("env", []) if "secretKeyRef" in e["valueFrom"]}
-    referenced = {n for v in properties.values() for n in re.findall(r"\$\{env:(\w+)\}", v)}
-    assert referenced <= env, "a ${env:...} that the pod does not set from a Secret"
-    mounted = mounted_files(workload)
-    own = "kvq.enforcer." if command == "kvq-enforcer" else "kvq.exporter."
-    for key, value in properties.items():
-        if key.endswith(".location") or (key.startswith(own) and key.endswith(".file")):
-            assert value in mounted, f"{key}={value} is not mounted"
-    stand_ins = {
-        key: str(pem_files["key" if key.endswith("key.location") else "cert"])
-        for key in properties
-        if key.endswith(".location")
-    }
-    settings = SETTINGS[command].build(
-        {**properties, **stand_ins}, "ConfigMap", {name: "from-a-secret" for name in referenced}
-    )
-    assert settings.config.cluster_name
+    """Every properties file the container's --config names is a valid configuration for the app
+    once the `${env:...}` it names are filled from the container's Secret-backed environment;
+    every file it names is mounted into the container (PEM files of the same kind stand in)."""
+    for workload in [w for w in workloads(rendered) if command_of(w) == command]:
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"] for e in container.get("env", []) if "secretKeyRef" in e["valueFrom"]}
+        own = "kvq.enforcer." if command == "kvq-enforcer" else "kvq.exporter."
+        for _, properties in config_files(rendered, workload):
+            referenced = {n for v in properties.values() for n in re.findall(r"\$\{env:(\w+)\}", v)}
+            assert referenced <= env, "a ${env:...} that the pod does not set from a Secret"
+            for key, value in properties.items():
+                if key.endswith(".location") or (key.startswith(own) and key.endswith(".file")):
+                    assert is_mounted(workload, value), f"{key}={value} is not mounted"
+            stand_ins = {
+                key: str(pem_files["key" if key.endswith("key.location") else "cert"])
+                for key in properties
+                if key.endswith(".location")
+            }
+            settings = SETTINGS[command].build(
+                {**properties, **stand_ins}, "ConfigMap", dict.fromkeys(referenced, "from-a-secret")
+            )
+            assert settings.config.cluster_name
 
 
-def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(rendered) -> None:
+def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
+    rendered, source
+) -> None:
     config = one(rendered, "AlertmanagerConfig")
     route = config["spec"]["route"]
     (matcher,) = route["matchers"]
@@ -265,38 +264,46 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(r
     (receiver,) = [r for r in config["spec"]["receivers"] if r["name"] == route["receiver"]]
     (webhook,) = receiver["webhookConfigs"]
     assert webhook["sendResolved"] is True
-    enforcer = one(rendered, "StatefulSet", "kvq-enforcer")
-    service = one(rendered, "Service", "kvq-enforcer")
+    (enforcer,) = [w for w in workloads(rendered) if command_of(w) == "kvq-enforcer"]
+    service = one(rendered, "Service", enforcer["metadata"]["name"])
     (port,) = service["spec"]["ports"]
-    name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
-    assert webhook["url"] == f"http://{name}.{namespace}.svc:{port['port']}/webhook"
-    assert config["metadata"]["namespace"] == namespace
-    credentials = webhook["httpConfig"]["authorization"]["credentials"]
-    _, properties = properties_of(rendered, enforcer)
-    token_file = properties["kvq.enforcer.auth.bearer.token.file"]
-    assert mounted_files(enforcer)[token_file] == (
-        f"Secret/{credentials['name']}/{credentials['key']}"
+    namespace = namespace_of(source, service)
+    assert (
+        webhook["url"]
+        == f"http://{service['metadata']['name']}.{namespace}.svc:{port['port']}/webhook"
     )
+    assert namespace_of(source, config) == namespace
+    credentials = webhook["httpConfig"]["authorization"]["credentials"]
+    for _, properties in config_files(rendered, enforcer):
+        token_file = properties["kvq.enforcer.auth.bearer.token.file"]
+        assert mounted_files(enforcer)[token_file] == (
+            f"Secret/{credentials['name']}/{credentials['key']}"
+        )
 
 
 @pytest.mark.integration
 def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_path) -> None:
-    """The base's containers, run as they are written (only the listen address and the files'
-    places moved to this test's), answer every probe path and /metrics with 200."""
-    docs = render(KUSTOMIZATIONS["base"])
+    """The chart's containers (three Kafka clusters), run as they are written (only the listen
+    address and the files' places moved to this test's), answer every probe path and /metrics
+    with 200; the enforcer with one --config per cluster."""
+    docs = render("helm-three-clusters")
     cluster = devcluster(brokers=2)
     token = tmp_path / "token"
     token.write_text("t0ken\n")
-    config = tmp_path / "kvq.properties"
-    config.write_text(
-        f"{BOOTSTRAP}={cluster.bootstrap}\n"
-        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.01\n"
-        f"kvq.enforcer.auth.bearer.token.file={token}\n"
-        f"kvq.enforcer.journal={tmp_path / 'journal.sqlite3'}\n"
-    )
     for workload, container in containers(docs):
         args = list(container["args"])
-        args[args.index("--config") + 1] = str(config)
+        for index, name in enumerate(arguments(container, "--config")):
+            config = tmp_path / Path(name).name
+            cluster_name = config_files(docs, workload)[index][1]["kvq.cluster.name"]
+            config.write_text(
+                f"{BOOTSTRAP}={cluster.bootstrap}\n"
+                "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.01\n"
+                f"kvq.cluster.name={cluster_name}\n"
+                f"kvq.enforcer.auth.bearer.token.file={token}\n"
+            )
+            args[args.index(name)] = str(config)
+        if "--journal" in args:
+            args[args.index("--journal") + 1] = str(tmp_path / "journal.sqlite3")
         port = free_port()
         args[args.index("--listen") + 1] = f"127.0.0.1:{port}"
         argv = [sys.executable, "-m", CLIS[container["command"][0]], *args]
@@ -324,7 +331,7 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
         if kind == "yaml" and "kind: KafkaUser" in text
         for d in yaml.safe_load_all(text)
     ]
-    rendered = render(KUSTOMIZATIONS["strimzi"])
+    rendered = render("kustomize-strimzi")
     users = [d for d in rendered if d["kind"] == "KafkaUser"]
     assert documented_users, "docs/strimzi.md shows no KafkaUser"
     assert sorted((u["metadata"]["name"], u["apiVersion"], u["spec"]) for u in users) == sorted(
@@ -336,11 +343,11 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
         if kind == "properties":
             documented_properties |= parse_properties(text)
     for workload in workloads(rendered):
-        _, properties = properties_of(rendered, workload)
+        ((_, properties),) = config_files(rendered, workload)
         for key, value in documented_properties.items():
             assert properties.get(key) == value, key
         mounted = mounted_files(workload)
-        user = workload["metadata"]["name"]
+        user = command_of(workload)  # the KafkaUser of each component is named after it
         assert mounted["/etc/kvq/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
         assert mounted["/etc/kvq/kafka-user/user.key"] == f"Secret/{user}/user.key"
         assert mounted["/etc/kvq/cluster-ca/ca.crt"] == "Secret/my-cluster-cluster-ca-cert/ca.crt"
@@ -350,7 +357,7 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     """The AlertmanagerConfig and rules/alertmanager.example.yml recommend the same route."""
     example = yaml.safe_load((ROOT / "rules" / "alertmanager.example.yml").read_text())
     (route,) = [r for r in example["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
-    config = one(render(KUSTOMIZATIONS["base"]), "AlertmanagerConfig")["spec"]["route"]
+    config = one(render("helm-one-cluster"), "AlertmanagerConfig")["spec"]["route"]
     assert (
         config["groupBy"],
         config["groupWait"],
@@ -359,15 +366,3 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     ) == (route["group_by"], route["group_wait"], route["group_interval"], route["repeat_interval"])
     (receiver,) = [r for r in example["receivers"] if r["name"] == "kvq-enforcer"]
     assert receiver["webhook_configs"][0]["send_resolved"] is True
-
-
-def test_generated_prometheus_rule_embeds_the_rules_file_byte_for_byte() -> None:
-    """The committed PrometheusRule's spec is the rules file's text, indented, plus the interval
-    lines of GROUP_INTERVALS (comments included, so a reviewer reads the same file)."""
-    text = (kubernetes_manifests.OUT / "prometheusrule.yaml").read_text()
-    spec = text.split("\nspec:\n", 1)[1]
-    added = {f"interval: {i}" for i in kubernetes_manifests.GROUP_INTERVALS.values()}
-    lines = [line for line in spec.splitlines(True) if line.strip() not in added]
-    unindented = "".join(line.removeprefix("  ") for line in lines)
-    assert unindented == (ROOT / "rules" / "kafka-volume-quotas.rules.yml").read_text()
-    assert len(lines) == len(spec.splitlines()) - len(kubernetes_manifests.GROUP_INTERVALS)

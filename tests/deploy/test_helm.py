@@ -1,0 +1,319 @@
+"""deploy/helm/kafka-volume-quotas: `helm lint`, what one and three Kafka clusters render (the
+checks every render gets are in test_kubernetes.py), alerts routed by namespace as the Prometheus
+Operator's default (OnNamespace) routes them, and clear refusals of bad values."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from devkit import kubeconform, kubernetes_manifests
+from tests.deploy.rendering import (
+    CHART,
+    HELM_RELEASES,
+    KUSTOMIZATIONS,
+    ROOT,
+    THREE_CLUSTERS,
+    arguments,
+    command_of,
+    config_files,
+    kustomize_text,
+    mounted_file,
+    namespace_of,
+    one,
+    render,
+    workloads,
+)
+
+AMTOOL = "/usr/bin/amtool"
+BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
+CLUSTERS = ["east", "west", "central"]
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [kubernetes_manifests.helm_binary(), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("values", [(), ("-f", str(THREE_CLUSTERS))], ids=["one", "three"])
+def test_helm_lint_is_clean(values) -> None:
+    result = helm("lint", str(CHART), "--strict", *values)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def three() -> list[dict]:
+    return render("helm-three-clusters")
+
+
+def exporters(docs: list[dict]) -> list[dict]:
+    return [w for w in workloads(docs) if command_of(w) == "kvq-exporter"]
+
+
+def test_three_clusters_are_three_exporters_and_one_enforcer_for_all(three) -> None:
+    """Each cluster: an exporter reading only its own properties (its kvq.cluster.name, its
+    password variable); the enforcer: one --config per cluster, every cluster's variables and
+    volumes, --listen and --journal as flags, the same token file in every file."""
+    names = {}
+    for exporter in exporters(three):
+        ((_, properties),) = config_files(three, exporter)
+        names[properties["kvq.cluster.name"]] = exporter
+    assert sorted(names) == sorted(CLUSTERS)
+    for cluster, exporter in names.items():
+        assert exporter["metadata"]["name"] == f"kvq-exporter-{cluster}"
+        container = exporter["spec"]["template"]["spec"]["containers"][0]
+        env = [e["name"] for e in container.get("env", [])]
+        assert env == ([f"KVQ_{cluster.upper()}_PASSWORD"] if cluster != "central" else [])
+    (enforcer,) = [w for w in workloads(three) if command_of(w) == "kvq-enforcer"]
+    assert enforcer["kind"] == "StatefulSet" and enforcer["spec"]["replicas"] == 1
+    container = enforcer["spec"]["template"]["spec"]["containers"][0]
+    files = config_files(three, enforcer)
+    assert [properties["kvq.cluster.name"] for _, properties in files] == CLUSTERS
+    assert len(arguments(container, "--config")) == 3
+    assert arguments(container, "--listen") == ["0.0.0.0:9899"]
+    assert arguments(container, "--journal") == ["/var/lib/kvq/enforcer-journal.sqlite3"]
+    assert {p["kvq.enforcer.auth.bearer.token.file"] for _, p in files} == {
+        "/etc/kvq/webhook/token"
+    }
+    assert [e["name"] for e in container["env"]] == ["KVQ_EAST_PASSWORD", "KVQ_WEST_PASSWORD"]
+    assert mounted_file(enforcer, "/etc/kvq/central/user.key") == (
+        "Secret/kvq-kafka-central-tls/user.key"
+    )
+    west = next(p for _, p in files if p["kvq.cluster.name"] == "west")
+    ratio = "client.quota.callback.static.storage.per.volume.limit.min.available.ratio"
+    assert west[ratio] == "0.1"  # its own, over the common 0.05
+    assert files[0][1][ratio] == "0.05"
+
+
+def test_three_clusters_have_disruption_budgets_priority_and_network_policy(three) -> None:
+    for workload in workloads(three):
+        pod = workload["spec"]["template"]
+        (budget,) = [
+            b
+            for b in three
+            if b["kind"] == "PodDisruptionBudget"
+            and b["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        ]
+        assert budget["spec"]["minAvailable"] == 1
+        assert pod["spec"]["priorityClassName"] == one(three, "PriorityClass")["metadata"]["name"]
+    assert all(e["spec"]["replicas"] == 2 for e in exporters(three))
+    policy = one(three, "NetworkPolicy")
+    for workload in workloads(three):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    monitors = [d for d in three if d["kind"] in ("ServiceMonitor", "PrometheusRule")]
+    assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors)
+
+
+def operator_alertmanager_config(config: dict, namespace: str) -> dict:
+    """The alertmanager.yml the Prometheus Operator generates from this AlertmanagerConfig
+    under its default alertmanagerConfigMatcherStrategy OnNamespace (pkg/alertmanager/amcfg.go,
+    namespaceEnforcer): the route gets the matcher namespace="<its namespace>" and continue,
+    each inhibition rule gets it on both sides; names are prefixed namespace/name/."""
+    prefix = f"{namespace}/{config['metadata']['name']}/"
+    own = f'namespace="{namespace}"'
+
+    def matchers(items: list[dict]) -> list[str]:
+        return [f'{m["name"]}{m.get("matchType", "=")}"{m["value"]}"' for m in items] + [own]
+
+    route = config["spec"]["route"]
+    receivers = [{"name": "null"}]
+    for receiver in config["spec"]["receivers"]:
+        (webhook,) = receiver["webhookConfigs"]
+        receivers.append(
+            {"name": prefix + receiver["name"], "webhook_configs": [{"url": webhook["url"]}]}
+        )
+    return {
+        "route": {
+            "receiver": "null",
+            "routes": [
+                {
+                    "receiver": prefix + route["receiver"],
+                    "matchers": matchers(route["matchers"]),
+                    "group_by": route["groupBy"],
+                    "group_wait": route["groupWait"],
+                    "group_interval": route["groupInterval"],
+                    "repeat_interval": route["repeatInterval"],
+                    "continue": True,
+                }
+            ],
+        },
+        "receivers": receivers,
+        "inhibit_rules": [
+            {
+                "source_matchers": matchers(rule["sourceMatch"]),
+                "target_matchers": matchers(rule["targetMatch"]),
+                "equal": rule["equal"],
+            }
+            for rule in config["spec"]["inhibitRules"]
+        ],
+    }
+
+
+def routed_to(config_file, labels: dict[str, str]) -> list[str]:
+    """The receivers Alertmanager (amtool) routes an alert with these labels to."""
+    pairs = [f"{name}={value}" for name, value in labels.items()]
+    result = subprocess.run(
+        [AMTOOL, "config", "routes", "test", f"--config.file={config_file}", *pairs],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("source", [*sorted(HELM_RELEASES), *sorted(KUSTOMIZATIONS)])
+def test_throttle_alert_reaches_the_enforcer_under_on_namespace(source, tmp_path) -> None:
+    """The alert as the PrometheusRule makes it (its expression keeps only `cluster`, the rule
+    adds its static labels) reaches the enforcer's receiver in the Alertmanager configuration
+    the operator generates by default, and the early warnings it inhibits carry the same
+    `namespace`. Without the label the alert would go to the default receiver only."""
+    docs = render(source)
+    config = one(docs, "AlertmanagerConfig")
+    namespace = namespace_of(source, config)
+    generated = tmp_path / "alertmanager.yml"
+    generated.write_text(yaml.safe_dump(operator_alertmanager_config(config, namespace)))
+    check = subprocess.run(
+        [AMTOOL, "check-config", str(generated)], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    alerts = {
+        r["alert"]: r["labels"]
+        for g in one(docs, "PrometheusRule")["spec"]["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    }
+    throttle = {"alertname": "KafkaVolumeQuotaThrottle", **alerts["KafkaVolumeQuotaThrottle"]}
+    enforcer = f"{namespace}/kvq-enforcer/kvq-enforcer"
+    assert routed_to(generated, throttle | {"cluster": "east"}) == [enforcer]
+    without = {k: v for k, v in throttle.items() if k != "namespace"}
+    assert routed_to(generated, without | {"cluster": "east"}) == ["null"]
+    for early_warning in ("KafkaLogDirLowHeadroom", "KafkaLogDirFillingUp"):
+        assert alerts[early_warning]["namespace"] == namespace
+
+
+def values_file(tmp_path, values: dict):
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def cluster(name: str, **more) -> dict:
+    return {"name": name, "properties": {"k.bootstrap.servers": "k:9092"}, **more}
+
+
+def password(variable: str, secret: str) -> list[dict]:
+    return [{"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"clusters": [cluster("east"), cluster("east")]},
+            'the name "east" is given twice',
+        ),
+        (
+            {"clusters": [cluster("East_1")]},
+            "'/clusters/0/name': 'East_1' does not match pattern",
+        ),
+        (
+            {"clusters": [{"name": "east", "properties": {"client.quota.produce": 10485760}}]},
+            "got number, want string",
+        ),
+        (
+            {
+                "clusters": [
+                    cluster("east", env=password("KVQ_PASSWORD", "east")),
+                    cluster("west", env=password("KVQ_PASSWORD", "west")),
+                ]
+            },
+            'env name "KVQ_PASSWORD" differs between clusters',
+        ),
+        (
+            {"clusters": [{"name": "east", "properties": {"k.jaas.config": "a\nb"}}]},
+            "clusters: east: the property k.jaas.config holds a line break",
+        ),
+        (
+            {"prometheusRule": {"groupIntervals": {"kafka-volume-quotas.throtle": "5s"}}},
+            'no rule group "kafka-volume-quotas.throtle"',
+        ),
+    ],
+    ids=[
+        "duplicate-name",
+        "bad-name",
+        "number-property",
+        "env-clash",
+        "multi-line-property",
+        "unknown-group",
+    ],
+)
+def test_bad_values_are_refused_naming_the_value(values, message, tmp_path) -> None:
+    result = helm("template", "kvq", str(CHART), "-f", values_file(tmp_path, values))
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_the_same_secret_for_two_clusters_is_one_variable(tmp_path) -> None:
+    """Two clusters may share a variable when it comes from the same place: the enforcer gets it
+    once."""
+    shared = password("KVQ_PASSWORD", "kvq")
+    values = {"clusters": [cluster("east", env=shared), cluster("west", env=shared)]}
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            kubernetes_manifests.helm_template("-f", values_file(tmp_path, values))
+        )
+        if d
+    ]
+    (enforcer,) = [w for w in workloads(docs) if command_of(w) == "kvq-enforcer"]
+    assert enforcer["spec"]["template"]["spec"]["containers"][0]["env"] == shared
+
+
+def readme_block(first_line: str) -> str:
+    """The README's code block that starts with this line."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^( *)```(?:yaml|sh)\n(.*?)^\1```", text, re.S | re.M)
+    (block,) = [
+        "".join(line.removeprefix(indent) for line in body.splitlines(True))
+        for indent, body in blocks
+        if body.lstrip().startswith(first_line)
+    ]
+    return block
+
+
+def test_readme_values_render_and_validate(tmp_path) -> None:
+    values = tmp_path / "my-values.yaml"
+    values.write_text(readme_block("# my-values.yaml"))
+    text = kubernetes_manifests.helm_template("-f", str(values))
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert one(docs, "Deployment")["metadata"]["name"] == "kvq-exporter-kafka"
+    assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_readme_kustomize_overlay_renders_and_validates(tmp_path) -> None:
+    """The README's overlay, next to a checkout, with its own kvq.properties."""
+    (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
+    overlay = tmp_path / "my-kvq"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(readme_block("# my-kvq/kustomization.yaml"))
+    properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+    overlay.joinpath("kvq.properties").write_text(properties)
+    text = kustomize_text(overlay)
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    (exporter,) = exporters(docs)
+    assert exporter["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example.com/kafka-volume-quotas:0.1.0"
+    )
+    ((text_read, _),) = config_files(docs, exporter)
+    assert text_read == properties
