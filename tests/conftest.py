@@ -109,3 +109,17 @@ def kafka_dist():
     from devkit.kafka_dist import fetch
 
     return fetch()
+
+
+@pytest.fixture(scope="session")
+def shared_kafka(tmp_path_factory, kafka_dist):
+    """One real 3-node Apache Kafka cluster for the whole run (SASL users admin/alice/bob, 64 MiB
+    tmpfs log dirs), for tests that leave it as they found it: quotas they set are removed, topics
+    have unique names. A test that fills a disk or stops a node starts a cluster of its own.
+    Started on first use (~15-30 s), stopped at the end of the run."""
+    from devkit.kafka_cluster import KafkaCluster
+
+    with KafkaCluster(
+        tmp_path_factory.mktemp("shared-kafka"), nodes=3, log_dir_bytes=64 << 20, dist=kafka_dist
+    ) as kafka:
+        yield kafka
