@@ -179,6 +179,18 @@ def _partitions(spark, log_dir_rows: int) -> int:
     return max(8 * cores, min(wanted, 4000))
 
 
+PARTS = ".spark-parts"
+SUCCESSES = ".spark-successes"
+BLOCKS = "blocks"
+PENDING_BLOCKS = ".blocks.tmp"
+OLD_BLOCKS = ".blocks.old"
+
+
+def work_folders(output: Path) -> tuple[Path, ...]:
+    """The folders a run writes under `output` and removes before it ends."""
+    return (output / PARTS, output / SUCCESSES, output / PENDING_BLOCKS, output / OLD_BLOCKS)
+
+
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     """Run the backfill; raises BackfillError for problems the user must fix.
 
@@ -187,36 +199,24 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     Spark task writes into the work folders while they are removed (or after)."""
     from spark.session import stop_local_jvm
 
-    result = BackfillResult()
     try:
-        _run(request, result, say)
+        return _run(request, say)
     except KeyboardInterrupt:
         stop_local_jvm()
         raise
     finally:
         for folder in work_folders(request.output):
             shutil.rmtree(folder, ignore_errors=True)
-    return result
 
 
-def work_folders(output: Path) -> tuple[Path, ...]:
-    """The folders a run writes under `output` and removes before it ends."""
-    return (output / PARTS, output / SUCCESSES, output / PENDING_BLOCKS, output / OLD_BLOCKS)
-
-
-PARTS = ".spark-parts"
-SUCCESSES = ".spark-successes"
-BLOCKS = "blocks"
-PENDING_BLOCKS = ".blocks.tmp"
-OLD_BLOCKS = ".blocks.old"
-
-
-def _run(request: BackfillRequest, result: BackfillResult, say: Callable[[str], None]) -> None:
+def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
+    """`run`, but for the clean-up."""
     from pyspark import StorageLevel
 
     from spark.archive_reader import ArchiveRows, read_archive
     from spark.session import spark_session
 
+    result = BackfillResult()
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
     spark = spark_session(request.master, classes=request.classes)
     files = archive_files(request.archive)
@@ -231,12 +231,13 @@ def _run(request: BackfillRequest, result: BackfillResult, say: Callable[[str], 
     except CorruptPart as exc:
         raise BackfillError(f"{exc}; the part files are rewritten by running again") from None
     finally:
-        # Not while an interrupt unwinds: the JVM is stopped next, and the call it interrupted
-        # left its connection to the JVM mid-answer.
+        # Not while an interrupt unwinds: the call it interrupted left this thread's connection
+        # to the JVM mid-answer (a call now would wait for the job, then read its answer).
         if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
             archive.records.unpersist()
     if request.blocks and result.outputs:
         result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
+    return result
 
 
 @dataclass(frozen=True)
