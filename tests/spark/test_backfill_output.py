@@ -218,6 +218,7 @@ def test_an_interrupt_leaves_no_jvm_no_partial_file_and_no_debris(archive, cwd, 
     name = signal.Signals(signum).name
     assert code == 128 + signum, err
     assert f"kvq-backfill: stopped by {name}" in err and "Traceback" not in err, err
+    assert "saving Spark's classes" not in err  # the stopped JVM saved none
     assert not left, f"still running after kvq-backfill exited: {left}"
     assert list((cwd / "out").iterdir()) == [], "a partial file or a work folder is left"
     assert not list(cache.glob("*.tmp")), "a partial class archive is left"
