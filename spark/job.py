@@ -353,12 +353,13 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
     except Exception as exc:  # Spark's, with the JVM's stack trace in its text
         cause = io_cause(str(exc))
-        if cause is None:
+        if cause is None or SPARK_READ_FAILURE in str(exc):  # an archive file's, not the parts'
             raise
         raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
 
 
 JAVA_IO_CAUSE = re.compile(r"Caused by: java\.io\.IOException: (.+)")
+SPARK_READ_FAILURE = "Encountered error while reading file"
 
 
 def io_cause(java_trace: str) -> str | None:
