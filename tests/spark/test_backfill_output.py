@@ -91,34 +91,42 @@ class Backfill:
                 return
         pytest.fail(f"kvq-backfill ended before printing {text!r}:\n{''.join(self.err)}")
 
-    def finish(self) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) once it has exited."""
-        out = self.process.stdout.read()
+    def finish(self) -> tuple[int, str, str, dict[int, str]]:
+        """(exit code, stdout, stderr, what of the run was still running when it exited)."""
         code = self.process.wait(WAIT_SECONDS)
+        left = run_processes(self.marker)
+        self.stop_leftovers()  # they hold its pipes open
+        out = self.process.stdout.read()
         self._reader.join(WAIT_SECONDS)
-        return code, out, "".join(self.err)
+        return code, out, "".join(self.err), left
 
     def stop_leftovers(self) -> None:
-        """Kill whatever of this run is still running (a failed test leaves no JVM either)."""
+        """Whatever of this run still runs: a JVM still exiting by itself (a finished run's exits
+        once it sees its stdin closed) gets 30 s, then it is killed, as after a failed test."""
+        for _ in range(300):
+            if self.process.poll() is not None and not run_processes(self.marker):
+                return
+            time.sleep(0.1)  # polling: another process's exit has no event to wait on here
         for pid in run_processes(self.marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        if self.process.poll() is None:
-            self.process.wait()
+        self.process.wait()
 
 
 def backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     run = Backfill(cwd, *flags, env=env)
     try:
-        return run.finish()
+        code, out, err, _ = run.finish()
     finally:
         run.stop_leftovers()
+    return code, out, err
 
 
 def block_names(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir() if p.is_dir()}
 
 
+@pytest.mark.timeout(900)  # two runs, on two shared cores
 def test_the_readme_how_to_from_a_fresh_folder_and_a_second_run_replaces_the_blocks(archive, cwd):
     """README step 1 as shown (relative --config and --output), its step 2 (`cp -r
     out/blocks/* ...`), then a second run into the same output: only its blocks are there."""
@@ -211,8 +219,7 @@ def test_an_interrupt_leaves_no_jvm_no_partial_file_and_no_debris(archive, cwd, 
     try:
         reached(run)
         run.process.send_signal(signum)
-        code, _, err = run.finish()
-        left = run_processes(run.marker)
+        code, _, err, left = run.finish()
     finally:
         run.stop_leftovers()
     name = signal.Signals(signum).name
