@@ -82,6 +82,16 @@ class ClassArchive:
         """Let the JVM exit (it writes the archive as it does), then publish the archive.
 
         Called at interpreter exit: the JVM behind PySpark exits when its stdin closes."""
+        if jvm.poll() is None:  # else stopped already (an interrupted run)
+            self._wait_for(jvm)
+        pending = self.pending
+        if jvm.returncode == 0 and pending.is_file() and mappable(pending):
+            pending.replace(self.path)
+            log.info("saved Spark's classes to %s", self.path)
+        else:
+            pending.unlink(missing_ok=True)
+
+    def _wait_for(self, jvm: subprocess.Popen) -> None:
         log.info("saving Spark's classes to %s for faster starts (once; takes a while)", self.path)
         if jvm.stdin is not None:
             jvm.stdin.close()
@@ -92,12 +102,6 @@ class ClassArchive:
         except KeyboardInterrupt:  # the user does not want to wait: the next run saves it
             jvm.kill()
             jvm.wait()
-        pending = self.pending
-        if jvm.returncode == 0 and pending.is_file() and mappable(pending):
-            pending.replace(self.path)
-            log.info("saved Spark's classes to %s", self.path)
-        else:
-            pending.unlink(missing_ok=True)
 
 
 def mappable(path: Path) -> bool:

@@ -16,6 +16,7 @@ from kvq.settings.config import CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
+from spark import interrupts
 from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1
@@ -165,7 +166,7 @@ def parse_url(flag: str, text: str | None) -> str | None:
 
 
 def writable_folder(flag: str, text: str) -> Path:
-    """The folder at `text`, created if missing, checked writable before Spark starts."""
+    """The folder at `text` (absolute), created if missing, checked writable before Spark starts."""
     folder = Path(text)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{flag} {text} is a file; give a folder (created if missing)")
@@ -175,7 +176,7 @@ def writable_folder(flag: str, text: str) -> Path:
         raise UsageError(f"{flag} {text} cannot be created: {exc.strerror}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {text} is not writable by this user")
-    return folder
+    return folder.resolve()  # Spark's paths are absolute (spark.hadoop_paths)
 
 
 def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
@@ -247,10 +248,18 @@ def main(argv: list[str] | None = None) -> int:
         classes=ClassArchive.for_this_install(),
     )
     try:
-        result = run(request, Progress())
+        with interrupts.raised():
+            result = run(request, Progress())
     except BackfillError as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except interrupts.Interrupted as exc:
+        print(
+            f"kvq-backfill: stopped by {exc.name}; Spark is stopped and no partial output is "
+            "left (files completed before it are kept)",
+            file=sys.stderr,
+        )
+        return exc.exit_code
     for output in result.outputs:
         print(f"{output.openmetrics}: {output.samples} samples at {output.grid_times} times")
     return 0

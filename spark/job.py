@@ -29,6 +29,7 @@ from spark.archive_files import ArchiveError, BadLine, archive_files, damaged_fi
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines
+from spark.hadoop_paths import hadoop_read_path
 from spark.lz4_parts import CorruptPart, part_files, text_lines
 from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
@@ -188,8 +189,38 @@ def _partitions(spark, log_dir_rows: int) -> int:
     return max(8 * cores, min(wanted, 4000))
 
 
+PARTS = ".spark-parts"
+SUCCESSES = ".spark-successes"
+BLOCKS = "blocks"
+PENDING_BLOCKS = ".blocks.tmp"
+OLD_BLOCKS = ".blocks.old"
+
+
+def work_folders(output: Path) -> tuple[Path, ...]:
+    """The folders a run writes under `output` and removes before it ends."""
+    return (output / PARTS, output / SUCCESSES, output / PENDING_BLOCKS, output / OLD_BLOCKS)
+
+
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
-    """Run the backfill; raises BackfillError for problems the user must fix."""
+    """Run the backfill; raises BackfillError for problems the user must fix.
+
+    However it ends (an error, SIGINT or SIGTERM: `spark.interrupts`), it leaves no work folder
+    and no partial file in the output; interrupted, it stops the JVM it started first, so that no
+    Spark task writes into the work folders while they are removed (or after)."""
+    from spark.session import stop_local_jvm
+
+    try:
+        return _run(request, say)
+    except KeyboardInterrupt:
+        stop_local_jvm()
+        raise
+    finally:
+        for folder in work_folders(request.output):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
+    """`run`, but for the clean-up."""
     from pyspark import StorageLevel
 
     from spark.archive_reader import ArchiveRows, read_archive
@@ -231,10 +262,12 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
             raise
         raise unreadable from None
     finally:
-        archive.records.unpersist()
-    if request.blocks:
-        for output in result.outputs:
-            result.blocks += _blocks(output.openmetrics, request.output / "blocks", say)
+        # Not while an interrupt unwinds: the call it interrupted left this thread's connection
+        # to the JVM mid-answer (a call now would wait for the job, then read its answer).
+        if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            archive.records.unpersist()
+    if request.blocks and result.outputs:
+        result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
     return result
 
 
@@ -322,7 +355,7 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     if not plans:
         return
     request.output.mkdir(parents=True, exist_ok=True)
-    work_dir = request.output / ".spark-parts"
+    work_dir = request.output / PARTS
     catalog = list(backfilled(config.limit))
     say("computing and writing the series")
     _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
@@ -340,14 +373,17 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
             return global_lines(family, states, config.limit, check_interval, labels)
 
         path = request.output / output_name(plan.cluster, request.scenario)
-        samples = concatenate(work_dir, index, catalog, path, driver_lines)
+        say(f"writing {path}")
+        try:
+            samples = concatenate(work_dir, index, catalog, path, driver_lines)
+        except OSError as exc:  # a full or failing disk: Python's own writes and reads
+            raise BackfillError(f"cannot write {path}: {exc.strerror or exc}") from None
         result.outputs.append(
             ClusterOutput(
                 plan.cluster, path, samples, len(plan.grid), found[plan.cluster].observations
             )
         )
         say(f"wrote {samples} samples at {len(plan.grid)} times to {path}")
-    shutil.rmtree(work_dir)
 
 
 def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found) -> None:
@@ -360,16 +396,19 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     # The successes reach the executors as a small JSON file (createDataFrame of Python rows
     # starts Python workers to read them: a second on every run), in a folder beside the parts
     # (their write clears theirs) and under a name that is not hidden (Spark would skip it).
-    table = work_dir.with_name(".spark-successes") / "successes.json"
-    table.parent.mkdir(parents=True, exist_ok=True)
+    table = work_dir.with_name(SUCCESSES) / "successes.json"
     count = 0
-    with open(table, "w", encoding="utf-8") as out:
-        for index, plan in enumerate(plans):
-            for s in plan.history.successes():
-                row = {"cluster": plan.cluster, "cluster_index": index, **asdict(s)}
-                out.write(json.dumps(row) + "\n")
-                count += 1
-    successes = spark.read.json(f"file://{table}", schema=SUCCESS_SCHEMA)
+    try:
+        table.parent.mkdir(parents=True, exist_ok=True)
+        with open(table, "w", encoding="utf-8") as out:
+            for index, plan in enumerate(plans):
+                for s in plan.history.successes():
+                    row = {"cluster": plan.cluster, "cluster_index": index, **asdict(s)}
+                    out.write(json.dumps(row) + "\n")
+                    count += 1
+    except OSError as exc:
+        raise BackfillError(f"cannot write {table}: {exc.strerror or exc}") from None
+    successes = spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
     validity = config.validity.total_seconds()
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
@@ -382,8 +421,21 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)
     try:
         write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
-    finally:
-        shutil.rmtree(table.parent)
+    except Exception as exc:  # Spark's, with the JVM's stack trace in its text
+        cause = io_cause(str(exc))
+        if cause is None or SPARK_READ_FAILURE in str(exc):  # an archive file's, not the parts'
+            raise
+        raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
+
+
+JAVA_IO_CAUSE = re.compile(r"Caused by: java\.io\.IOException: (.+)")
+SPARK_READ_FAILURE = "Encountered error while reading file"
+
+
+def io_cause(java_trace: str) -> str | None:
+    """The innermost I/O error of a Java stack trace (a full disk: "No space left on device")."""
+    found = JAVA_IO_CAUSE.findall(java_trace)
+    return found[-1].strip() if found else None
 
 
 SUCCESS_SCHEMA = (
@@ -442,14 +494,30 @@ def _grid(
     return grid
 
 
-def _blocks(path: Path, blocks_dir: Path, say) -> list[Path]:
+def _blocks(openmetrics: list[Path], output: Path, say) -> list[Path]:
+    """TSDB blocks of `openmetrics` in output/blocks, replacing the blocks a previous run left
+    there (over the same times: both would be loaded). Built in a folder of their own, swapped in
+    once all are built: a failed or interrupted run leaves the previous blocks as they were."""
     from spark.promtool_blocks import PromtoolError, create_blocks, how_to_load
 
+    blocks_dir, pending, old = output / BLOCKS, output / PENDING_BLOCKS, output / OLD_BLOCKS
     say(f"building TSDB blocks with promtool into {blocks_dir}")
+    shutil.rmtree(pending, ignore_errors=True)
+    built: list[str] = []
     try:
-        blocks = create_blocks(path, blocks_dir)
+        for path in openmetrics:
+            built += [block.name for block in create_blocks(path, pending)]
     except PromtoolError as exc:
         raise BackfillError(str(exc)) from None
-    say(f"promtool created {len(blocks)} block(s)")
+    replaced = blocks_dir.exists()
+    if replaced:
+        shutil.rmtree(old, ignore_errors=True)
+        blocks_dir.rename(old)
+    pending.rename(blocks_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    say(
+        f"promtool created {len(built)} block(s)"
+        + (f"; the previous run's blocks in {blocks_dir} are replaced" if replaced else "")
+    )
     print(how_to_load(blocks_dir), file=sys.stdout)
-    return blocks
+    return [blocks_dir / name for name in built]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
+from spark.hadoop_paths import hadoop_path
 from spark.lz4_parts import CODEC, decompressed, part_files
 from spark.openmetrics_text import EOF_LINE, header_lines
 from spark.uncached_file import UncachedFile
@@ -37,7 +38,7 @@ def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: P
     if work_dir.exists():
         shutil.rmtree(work_dir)
     lines.write.option("compression", CODEC).partitionBy("cluster_index", "family").text(
-        str(work_dir)
+        hadoop_path(work_dir)
     )
 
 
@@ -50,15 +51,26 @@ def concatenate(
 ) -> int:
     """One cluster's file at `path`: each family of `catalog` in order, from the lines the driver
     has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
-    headers and `# EOF`; returns the sample count. On any error no file is left at `path`."""
+    headers and `# EOF`; returns the sample count.
+
+    Written under a temporary name beside `path` and renamed once complete: `path` is only ever
+    absent, a previous run's whole file, or this run's whole file, whatever stops the run."""
+    pending = pending_path(path)
     try:
-        with UncachedFile(path) as out:
+        with UncachedFile(pending) as out:
             count = _families(out, work_dir, cluster_index, catalog, driver_lines)
             out.write(EOF_LINE.encode("utf-8"))
+        pending.replace(path)
     except BaseException:
-        path.unlink(missing_ok=True)  # no partial file that looks like a backfill
+        pending.unlink(missing_ok=True)
         raise
     return count
+
+
+def pending_path(path: Path) -> Path:
+    """Where `path` is written before it is complete: hidden (not `*.om`), one name per output,
+    so a run killed outright (SIGKILL) leaves at most one, which the next run overwrites."""
+    return path.with_name(f".{path.name}.tmp")
 
 
 def _families(

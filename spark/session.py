@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from spark import interrupts
 from spark.class_archive import ClassArchive, keep_at_exit, prepare
 
 LOCAL_DEFAULTS = {
@@ -18,6 +21,9 @@ LOCAL_DEFAULTS = {
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """The throughput collector for a batch job: 10M rows 79-89 s -> 74-76 s on 2 cores here
 (G1, the JVM's default, spends CPU on concurrent work and costlier write barriers)."""
+STOP_SECONDS = 5.0
+"""How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
+folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""
 
 
 def under_spark_submit() -> bool:
@@ -48,8 +54,30 @@ def spark_session(
             builder = builder.config(key, value)
         java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    if classes is not None:
-        keep_at_exit(classes, java_options, getattr(session.sparkContext._gateway, "proc", None))
+    with interrupts.deferred():  # a JVM is stopped only once its process is known
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        if classes is not None:
+            keep_at_exit(classes, java_options, local_jvm())
     return session
+
+
+def local_jvm() -> subprocess.Popen | None:
+    """The JVM this process started for Spark; None under spark-submit or before Spark starts."""
+    return getattr(SparkContext._gateway, "proc", None)
+
+
+def stop_local_jvm() -> None:
+    """End the JVM this process started, at once (an interrupted run): SIGTERM, so its shutdown
+    hooks remove Spark's temp folders, then SIGKILL after `STOP_SECONDS` (a JVM saving its class
+    archive: the next run saves it). Left alone, it would outlive this process (with parent 1)
+    until it notices its stdin closed, and not at all while a job keeps it busy."""
+    jvm = local_jvm()
+    if jvm is None or jvm.poll() is not None:
+        return
+    jvm.terminate()
+    try:
+        jvm.wait(STOP_SECONDS)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):  # or a second Ctrl-C: no waiting
+        jvm.kill()
+        jvm.wait()

@@ -9,6 +9,7 @@ network file systems) or the platform lacks it, the file is written through the 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import mmap
@@ -58,6 +59,7 @@ class UncachedFile:
                 self._hand_over()
 
     def close(self) -> None:
+        """Write what is left and flush the file to disk (it is renamed into place next)."""
         if self._fd < 0:
             return
         try:
@@ -67,12 +69,22 @@ class UncachedFile:
             self._write(view[:aligned])
             self._cached()
             self._write(view[aligned:used])
+            os.fsync(self._fd)
         finally:
-            self._writer.shutdown(wait=True)
-            os.close(self._fd)
-            self._fd = -1
-            for view, buffer in zip(self._views, self._buffers, strict=True):
-                view.release()
+            self._release()
+
+    def _release(self) -> None:
+        """Close the file and free the buffers, written or not (after a failure: not)."""
+        if self._fd < 0:
+            return
+        self._writer.shutdown(wait=True)  # a write under way still uses a buffer
+        os.close(self._fd)
+        self._fd = -1
+        for view, buffer in zip(self._views, self._buffers, strict=True):
+            view.release()
+            # A failed write's traceback still holds a slice of it ("cannot close: exported
+            # pointers exist"): the buffer is then freed with the traceback instead.
+            with contextlib.suppress(BufferError):
                 buffer.close()
 
     def _hand_over(self) -> None:
@@ -113,4 +125,7 @@ class UncachedFile:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.close()
+        if error is None:
+            self.close()
+        else:
+            self._release()  # the file is removed: no point writing its tail

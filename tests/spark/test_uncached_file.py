@@ -73,3 +73,11 @@ def test_through_the_cache_where_direct_io_is_refused(tmp_path, monkeypatch):
 def test_an_unwritable_place_is_an_error_not_a_silent_loss(tmp_path):
     with pytest.raises(FileNotFoundError):
         UncachedFile(tmp_path / "missing" / "out.om")
+
+
+def test_a_full_disk_raises_its_write_error_only(tmp_path, mount_tmpfs):
+    """ENOSPC, not a BufferError from freeing a buffer the failed write's traceback still holds."""
+    mount_tmpfs(tmp_path / "small", "64k")
+    with pytest.raises(OSError) as failure, UncachedFile(tmp_path / "small" / "out") as file:
+        file.write(part(BUFFER // 8, 16))  # two buffers' worth
+    assert failure.value.errno == errno.ENOSPC

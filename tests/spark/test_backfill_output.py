@@ -1,0 +1,254 @@
+"""kvq-backfill's output as users meet it: the README's relative paths, a second --blocks run,
+SIGINT/SIGTERM at each stage (what Ctrl-C, Kubernetes and `timeout` send), a full output disk.
+
+Real `kvq-backfill` processes on a generated archive. Every process a run starts (Python, the
+JVM, its launcher) inherits a marker in its environment; after the run exits, none may be left."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from devkit.archive_generator import ArchivePlan, generate, write_config
+from tests.spark.backfill_cli import run_backfill
+
+REPO = Path(__file__).resolve().parents[2]
+MARKER = "KVQ_BACKFILL_TEST_RUN"
+WAIT_SECONDS = 300
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("backfill-output")
+    generate(ArchivePlan(brokers=3, dirs_per_broker=2, hours=2), folder / "archive")
+    write_config(folder / "kvq.properties")
+    return folder / "archive"
+
+
+@pytest.fixture
+def cwd(tmp_path, archive) -> Path:
+    """A fresh working directory holding kvq.properties, as in the README's how-to."""
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    shutil.copy(archive.with_name("kvq.properties"), folder / "kvq.properties")
+    return folder
+
+
+def run_processes(marker: str) -> dict[int, str]:
+    """pid -> command line of every process whose environment holds `marker`."""
+    wanted = f"{MARKER}={marker}".encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:  # exited meanwhile
+            continue
+        if wanted in environment:
+            found[int(entry)] = command.decode(errors="replace")[:200]
+    return found
+
+
+class Backfill:
+    """A `kvq-backfill` process started in `cwd`, its stderr read line by line as it comes."""
+
+    def __init__(self, cwd: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+        self.marker = str(cwd)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spark.cli", *flags],
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(REPO), MARKER: self.marker, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.err: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.err.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_for_line(self, text: str) -> None:
+        while (line := self._lines.get(timeout=WAIT_SECONDS)) is not None:
+            if text in line:
+                return
+        pytest.fail(f"kvq-backfill ended before printing {text!r}:\n{''.join(self.err)}")
+
+    def finish(self) -> tuple[int, str, str, dict[int, str]]:
+        """(exit code, stdout, stderr, what of the run was still running when it exited)."""
+        code = self.process.wait(WAIT_SECONDS)
+        left = run_processes(self.marker)
+        self.stop_leftovers()  # they hold its pipes open
+        out = self.process.stdout.read()
+        self._reader.join(WAIT_SECONDS)
+        return code, out, "".join(self.err), left
+
+    def stop_leftovers(self) -> None:
+        """Whatever of this run still runs: a JVM still exiting by itself (a finished run's exits
+        once it sees its stdin closed) gets 30 s, then it is killed, as after a failed test."""
+        for _ in range(300):
+            if self.process.poll() is not None and not run_processes(self.marker):
+                return
+            time.sleep(0.1)  # polling: another process's exit has no event to wait on here
+        for pid in run_processes(self.marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    run = Backfill(cwd, *flags, env=env)
+    try:
+        code, out, err, _ = run.finish()
+    finally:
+        run.stop_leftovers()
+    return code, out, err
+
+
+def block_names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.is_dir()}
+
+
+@pytest.mark.timeout(900)  # two runs, on two shared cores
+def test_the_readme_how_to_from_a_fresh_folder_and_a_second_run_replaces_the_blocks(archive, cwd):
+    """README step 1 as shown (relative --config and --output), its step 2 (`cp -r
+    out/blocks/* ...`), then a second run into the same output: only its blocks are there."""
+    flags = ("--archive", str(archive), "--config", "kvq.properties", "--blocks")
+    code, out, err = backfill(cwd, *flags, "--output", "out")
+    assert code == 0, err
+    assert (cwd / "out" / "kafka.om").read_text().endswith("# EOF\n")
+    first = block_names(cwd / "out" / "blocks")
+    assert len(first) == 1
+    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
+    (cwd / "prometheus-data").mkdir()
+    subprocess.run("cp -r out/blocks/* prometheus-data/", shell=True, cwd=cwd, check=True)
+    assert block_names(cwd / "prometheus-data") == first
+
+    code, out, err = backfill(cwd, *flags, "--output", "./out")
+    assert code == 0, err
+    second = block_names(cwd / "out" / "blocks")
+    assert len(second) == 1 and not second & first, "the first run's block is still there"
+    listing = subprocess.run(
+        ["promtool", "tsdb", "list", "out/blocks"], cwd=cwd, capture_output=True, text=True
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert [line.split()[0] for line in listing.stdout.splitlines()[1:]] == sorted(second)
+    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
+    assert "replaced" in err and f"cp -r {cwd / 'out' / 'blocks'}/*" in out
+
+
+@pytest.mark.parametrize("output", ["out", "./out", "../x/out"])
+def test_a_relative_output_is_resolved_against_the_cwd(
+    archive, tmp_path, spark, monkeypatch, output
+):
+    """In-process, so Spark's JVM runs in another directory than the one the paths are
+    relative to: every path handed to it must be absolute."""
+    here = tmp_path / "x"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code = run_backfill(archive, archive.with_name("kvq.properties"), Path(output))
+    assert code == 0
+    written = here / "out"
+    assert (written / "kafka.om").read_text().endswith("# EOF\n")
+    assert [p.name for p in written.iterdir()] == ["kafka.om"]
+
+
+def test_an_output_folder_with_glob_characters_in_its_name(archive, tmp_path, spark):
+    """Spark expands {a,b} in the paths it reads (the successes table under the output)."""
+    output = tmp_path / "run {1,2} [a]*"
+    assert run_backfill(archive, archive.with_name("kvq.properties"), output) == 0
+    assert [p.name for p in output.iterdir()] == ["kafka.om"]
+
+
+def jvm_started(run: Backfill) -> None:
+    """Wait until this run's JVM process exists (Spark is starting)."""
+    run.wait_for_line("starting Spark")
+    for _ in range(WAIT_SECONDS * 10):
+        if any("java" in c for p, c in run_processes(run.marker).items() if p != run.process.pid):
+            return
+        if run.process.poll() is not None:
+            pytest.fail(f"kvq-backfill ended while Spark started:\n{''.join(run.err)}")
+        time.sleep(0.1)  # polling: a process appearing has no event to wait on
+    pytest.fail("no JVM started")
+
+
+STAGES = {
+    # SIGINT while the JVM starts (and writes its class archive at exit: the longest-lived case)
+    "spark-starting": (signal.SIGINT, jvm_started, ()),
+    # SIGTERM while the Spark job writes the part files
+    "spark-job": (
+        signal.SIGTERM,
+        lambda run: run.wait_for_line("computing and writing the series"),
+        (),
+    ),
+    # SIGTERM while the driver writes kafka.om (30 MB at a 1 s step: ~1 s here)
+    "concatenation": (
+        signal.SIGTERM,
+        lambda run: run.wait_for_line("writing "),
+        ("--step", "PT1S"),
+    ),
+}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_an_interrupt_leaves_no_jvm_no_partial_file_and_no_debris(archive, cwd, stage):
+    signum, reached, flags = STAGES[stage]
+    cache = cwd.parent / "class-cache"  # empty: the JVM would write its class archive at exit
+    run = Backfill(
+        cwd,
+        *("--archive", str(archive), "--config", "kvq.properties", "--output", "out", *flags),
+        env={"KVQ_CACHE_DIR": str(cache)},
+    )
+    try:
+        reached(run)
+        run.process.send_signal(signum)
+        code, _, err, left = run.finish()
+    finally:
+        run.stop_leftovers()
+    name = signal.Signals(signum).name
+    assert code == 128 + signum, err
+    assert f"kvq-backfill: stopped by {name}" in err and "Traceback" not in err, err
+    assert "saving Spark's classes" not in err  # the stopped JVM saved none
+    assert not left, f"still running after kvq-backfill exited: {left}"
+    assert list((cwd / "out").iterdir()) == [], "a partial file or a work folder is left"
+    assert not list(cache.glob("*.tmp")), "a partial class archive is left"
+
+
+@pytest.mark.parametrize(
+    ("size", "failing"),
+    [
+        ("256k", "kafka.om"),  # the part files (128k) fit, the OpenMetrics file (500k) does not
+        ("96k", ".spark-parts"),  # the successes table (52k) fits, Spark's part files do not
+    ],
+)
+def test_a_full_output_disk_is_one_line_naming_the_file(archive, cwd, mount_tmpfs, size, failing):
+    out = cwd / "out"
+    mount_tmpfs(out, size)
+    code, _, err = backfill(
+        cwd, "--archive", str(archive), "--config", "kvq.properties", "--output", "out"
+    )
+    assert code == 1, err
+    said = [line for line in err.splitlines() if line.startswith("kvq-backfill: ")]
+    assert said == [
+        f"kvq-backfill: cannot write {'the part files in ' if failing == '.spark-parts' else ''}"
+        f"{out / failing}: No space left on device"
+    ], err
+    assert "Traceback" not in err and "BufferError" not in err
+    assert list(out.iterdir()) == [], "a partial file or a work folder is left"
