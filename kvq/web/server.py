@@ -550,6 +550,13 @@ def _reason(status: int) -> str:
 
 def _bind(address: tuple[str, int]) -> socket.socket:
     host, port = address
+    if not host:  # `:PORT`: every interface, IPv6 and IPv4 where the system has both (as Go)
+        if socket.has_dualstack_ipv6():
+            with contextlib.suppress(OSError):
+                return socket.create_server(
+                    ("", port), family=socket.AF_INET6, backlog=1024, dualstack_ipv6=True
+                )
+        return socket.create_server(("", port), family=socket.AF_INET, backlog=1024)
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
     return socket.create_server((host, port), family=family, backlog=1024)
 
