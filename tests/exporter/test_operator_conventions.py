@@ -1,0 +1,123 @@
+"""`kvq-exporter` with the flags and logs a Prometheus exporter's operator expects:
+`--web.listen-address :PORT`, `--web.telemetry-path`, JSON-only logs that report changes, not
+every poll."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from devcluster.cluster import DevCluster
+from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+
+P = "client.quota.callback.static."
+POLLS = re.compile(r"^kafka_volume_quota_poll_duration_seconds_count\{[^}]*\} (\S+)$", re.M)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with DevCluster(brokers=2, log_dirs_per_broker=2, data_dir=tmp_path / "data") as dc:
+        yield dc
+
+
+def write_config(tmp_path, bootstrap: str):
+    path = tmp_path / "kvq.properties"
+    path.write_text(
+        f"{P}kafka.admin.bootstrap.servers={bootstrap}\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+        f"{P}storage.check.interval=PT0.2S\n"
+        "kvq.cluster.name=conventions\n"
+    )
+    return path
+
+
+def polls(url: str) -> float:
+    return float(POLLS.search(requests.get(url, timeout=5).text).group(1))
+
+
+def test_every_interface_telemetry_path_and_json_logs_of_changes_only(tmp_path, cluster):
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "exporter.cli",
+        "--config",
+        str(write_config(tmp_path, cluster.bootstrap)),
+    ]
+    argv += ["--web.listen-address", f":{port}", "--web.telemetry-path", "/kvq/metrics"]
+    argv += ["--log.format", "json"]
+    process = ManagedProcess(argv, tmp_path / "exporter.log")
+    try:
+        # 127.0.0.2 reaches a socket bound to every interface, not one bound to 127.0.0.1
+        base = f"http://127.0.0.2:{port}"
+        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
+        metrics = base + "/kvq/metrics"
+        assert 'kafka_volume_quota_throttle_factor{cluster="conventions"} 1.0' in (
+            requests.get(metrics, timeout=5).text
+        )
+        assert requests.get(base + "/metrics", timeout=5).status_code == 404
+        assert 'href="/kvq/metrics"' in requests.get(base + "/", timeout=5).text
+        start = polls(metrics)
+        wait_until(lambda: polls(metrics) >= start + 5, timeout=30, what="5 more polls")
+        cluster.set_log_dir(0, 0, usable_bytes=0)  # a full volume: the factor changes to 0
+        wait_until(
+            lambda: 'throttle_factor{cluster="conventions"} 0.0' in requests.get(metrics).text,
+            timeout=30,
+            what="factor 0",
+        )
+        changed = polls(metrics)
+        wait_until(lambda: polls(metrics) >= changed + 5, timeout=30, what="5 more polls")
+        process.signal(signal.SIGTERM)
+        assert process.proc.wait(timeout=20) == 0
+    finally:
+        process.stop()
+    records = [json.loads(line) for line in process.log_text().splitlines()]  # JSON only
+    serving = [r for r in records if r["msg"].startswith("serving ")]
+    assert len(serving) == 1 and serving[0]["msg"].endswith("/kvq/metrics for cluster conventions")
+    polls_logged = [r for r in records if r["msg"].startswith("poll ok")]
+    assert [(r["level"], r["msg"]) for r in polls_logged] == [
+        ("info", "poll ok: 2 brokers, 4 log dirs, factor 1.0"),
+        ("info", "poll ok: 2 brokers, 4 log dirs, factor 0.0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        (
+            "--web.listen-address",
+            "9898",
+            "argument --web.listen-address/--listen: '9898': must be HOST:PORT",
+        ),
+        ("--listen", "host:http", "argument --web.listen-address/--listen: 'host:http'"),
+        (
+            "--web.telemetry-path",
+            "metrics",
+            "argument --web.telemetry-path: 'metrics': must be a URL path",
+        ),
+        (
+            "--web.telemetry-path",
+            "/status",
+            "argument --web.telemetry-path: '/status' is already served",
+        ),
+        ("--cluster-name", "a b", "argument --cluster-name: 'a b': must start with a letter"),
+    ],
+)
+def test_a_bad_flag_value_is_refused_naming_the_flag(tmp_path, flag, value, says):
+    config = write_config(tmp_path, "127.0.0.1:1")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), flag, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("kvq-exporter: error: ") and says in last, result.stderr
+    assert "kvq.exporter.listen" not in last and "kvq.cluster.name" not in last
