@@ -121,3 +121,47 @@ def test_a_bad_flag_value_is_refused_naming_the_flag(tmp_path, flag, value, says
     last = result.stderr.splitlines()[-1]
     assert last.startswith("kvq-exporter: error: ") and says in last, result.stderr
     assert "kvq.exporter.listen" not in last and "kvq.cluster.name" not in last
+
+
+def check_config(tmp_path, *lines: str) -> subprocess.CompletedProcess:
+    config = write_config(tmp_path, "127.0.0.1:1")
+    config.write_text(config.read_text() + "".join(f"{line}\n" for line in lines))
+    return subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_typo_in_a_plugin_key_is_an_error_naming_the_file_and_the_key(tmp_path):
+    result = check_config(tmp_path, f"{P}excluded.principal.names.list=User:admin")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"kvq-exporter: 1 configuration error(s) in {tmp_path}")
+    assert (
+        f"{P}excluded.principal.names.list is not a property of the quota plugin; "
+        f"did you mean {P}excluded.principal.name.list?"
+    ) in result.stderr
+
+
+def test_a_plugin_key_we_ignore_is_a_warning_that_says_so(tmp_path):
+    result = check_config(tmp_path, f"{P}kafka.clientIdPrefix=__strimzi")
+    assert result.returncode == 0, result.stderr
+    assert "level=warn" in result.stderr
+    assert "kafka.clientIdPrefix is a Strimzi plugin key this tool ignores" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("written", "suggested"), [("5s", "PT5S"), ("PT5", "PT5S"), ("30", "PT30S")]
+)
+def test_a_duration_slip_gets_a_did_you_mean(tmp_path, written, suggested):
+    result = check_config(tmp_path, f"{P}throttle.factor.validity.duration={written}")
+    assert result.returncode == 2
+    assert f"validity.duration={written}: not an ISO 8601 duration" in result.stderr
+    assert f"did you mean {suggested}?" in result.stderr
+
+
+def test_a_lowercase_duration_is_accepted_as_javas_duration_parse_accepts_it(tmp_path):
+    result = check_config(tmp_path, f"{P}throttle.factor.validity.duration=pt5s")
+    assert result.returncode == 0, result.stderr
+    assert f"{P}throttle.factor.validity.duration=PT5S" in result.stdout
