@@ -165,3 +165,21 @@ def test_a_lowercase_duration_is_accepted_as_javas_duration_parse_accepts_it(tmp
     result = check_config(tmp_path, f"{P}throttle.factor.validity.duration=pt5s")
     assert result.returncode == 0, result.stderr
     assert f"{P}throttle.factor.validity.duration=PT5S" in result.stdout
+
+
+def test_a_web_config_file_node_exporter_takes_starts_with_warnings(tmp_path):
+    web = tmp_path / "web.yml"
+    web.write_text(
+        "http_server_config: {http2: true}\nrate_limit: {burst: 10, interval: 1s}\n"
+        "tls_server_config: {}\n"
+    )
+    config = write_config(tmp_path, "127.0.0.1:1")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--check-config"]
+        + ["--web.config.file", str(web)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"--web.config.file={web}: http_server_config.http2 is ignored" in result.stderr
