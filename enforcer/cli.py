@@ -17,6 +17,7 @@ from pathlib import Path
 from enforcer.applier import Applier
 from enforcer.auth import AuthConfigError, Credentials
 from enforcer.journal import Journal, JournalError
+from enforcer.journal_filesystem import wal_problem
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
@@ -229,7 +230,11 @@ def open_journal(path: str) -> Journal:
 
 
 def check_journal(path: str) -> None:
-    """Exit 2 when an existing journal fails SQLite's page-by-page check."""
+    """Exit 2 when the journal is on a file system where SQLite's WAL cannot work, or when an
+    existing journal fails SQLite's page-by-page check."""
+    problem = wal_problem(path)  # first: a dead network mount would hang or fail the rest
+    if problem:
+        raise _fail(f"{JOURNAL}={path} {problem}")
     if Path(path).is_file():
         try:
             with contextlib.closing(sqlite3.connect(path)) as db:
