@@ -81,6 +81,10 @@ def _certificate(name, issuer_key, issuer_cert, ca=False, server=False):
             ),
             critical=False,
         )
+    elif not ca:  # a client names itself, for client_allowed_sans
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False
+        )
     cert = builder.sign(issuer_key or key, hashes.SHA256())
     return key, cert
 

@@ -11,11 +11,13 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
 from enforcer.applier import Applier
 from enforcer.auth import AuthConfigError, Credentials
 from enforcer.journal import Journal, JournalError
+from enforcer.journal_filesystem import wal_problem
 from enforcer.metrics import EnforcerMetrics
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
@@ -36,14 +38,18 @@ from enforcer.settings import (
     TOKEN_FILE,
     EnforcerSettings,
 )
-from enforcer.webhook_app import enforcer_server
+from enforcer.webhook_app import OTHER_PATHS, enforcer_server
+from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_web_flags,
+    flag_value,
     load_or_exit,
     new_parser,
     print_effective,
     start_logging,
 )
+from kvq.settings.config import shown_value
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 EPILOG = """\
@@ -68,8 +74,22 @@ Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation
           http_config: {authorization: {credentials_file: /etc/kvq/webhook.token}}
 
 Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
-Several clusters: repeat --config; --listen/--journal/auth come from the first file.
+Several clusters: repeat --config. What the one server has once (listen address, journal,
+webhook credentials, alert name and expiry, Prometheus URL, reconcile interval) must be the same
+in every file, or be set by a flag; files that disagree are refused.
 """
+
+SERVER_WIDE = (
+    "listen",
+    "journal",
+    "token_file",
+    "basic_file",
+    "alert_name",
+    "prometheus_url",
+    "alert_expiry",
+    "reconcile_interval",
+)
+"""EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,8 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="check everything start-up checks (settings, credentials files, journal), print "
         "the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.enforcer.listen")
-    parser.add_argument("--journal", metavar="PATH", help="overrides kvq.enforcer.journal")
+    add_web_flags(parser, LISTEN, OTHER_PATHS)
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        type=flag_value(values.text),
+        help="overrides kvq.enforcer.journal",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -97,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--prometheus-url",
         metavar="URL",
+        type=flag_value(values.http_url),
         help="confirm a lower factor with this Prometheus first (kvq.enforcer.prometheus.url)",
     )
     parser.add_argument(
@@ -139,6 +165,36 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def server_wide_disagreement(all_settings: Sequence[EnforcerSettings]) -> str | None:
+    """What two --config files say differently about a SERVER_WIDE setting, or None."""
+    first = all_settings[0]
+    for field in fields(EnforcerSettings):
+        if field.name not in SERVER_WIDE:
+            continue
+        key = field.metadata["setting"].key
+        for other in all_settings[1:]:
+            if getattr(other, field.name) != getattr(first, field.name):
+                return (
+                    f"{key} differs between {first.config.source} ({_written(first, key)}) and "
+                    f"{other.config.source} ({_written(other, key)}); the server has one: set it "
+                    "alike in every --config file"
+                    + (f" or with {SERVER_WIDE_FLAGS[key]}" if key in SERVER_WIDE_FLAGS else "")
+                )
+    return None
+
+
+SERVER_WIDE_FLAGS = {
+    LISTEN: "--web.listen-address",
+    JOURNAL: "--journal",
+    PROMETHEUS_URL: "--prometheus-url",
+}
+
+
+def _written(settings: EnforcerSettings, key: str) -> str:
+    raw = settings.config.raw
+    return f"{key}={shown_value(key, raw[key])}" if key in raw else "unset: the default"
+
+
 def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
     config = settings.config
     keys = settings.quota_keys
@@ -174,7 +230,11 @@ def open_journal(path: str) -> Journal:
 
 
 def check_journal(path: str) -> None:
-    """Exit 2 when an existing journal fails SQLite's page-by-page check."""
+    """Exit 2 when the journal is on a file system where SQLite's WAL cannot work, or when an
+    existing journal fails SQLite's page-by-page check."""
+    problem = wal_problem(path)  # first: a dead network mount would hang or fail the rest
+    if problem:
+        raise _fail(f"{JOURNAL}={path} {problem}")
     if Path(path).is_file():
         try:
             with contextlib.closing(sqlite3.connect(path)) as db:
@@ -198,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise _fail(f"kvq.cluster.name must differ between --config files; repeated: {duplicates}")
+    disagreement = server_wide_disagreement(all_settings)
+    if disagreement:
+        raise _fail(disagreement)
     first = all_settings[0]
     web_config = load_web_config_or_exit("kvq-enforcer", args.web_config_file)
     policies = {}
@@ -246,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
     )
-    return serve(enforcer, credentials, first.listen, args.threads, web_config)
+    return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
 
 
 def serve(
@@ -255,10 +318,13 @@ def serve(
     listen: tuple[str, int],
     threads: int,
     web_config: WebConfig | None = None,
+    metrics_path: str = "/metrics",
 ) -> int:
     """Serve until SIGTERM/SIGINT; reconcile at start and retry failures."""
     log = logging.getLogger("kvq.enforcer")
-    server = enforcer_server(enforcer, credentials, listen, web_config, threads)
+    server = enforcer_server(
+        enforcer, credentials, listen, web_config, threads, metrics_path=metrics_path
+    )
     host, port = listen
     try:
         server.start()

@@ -224,7 +224,15 @@ class Enforcer:
                     self.reconcile_errors.pop(cluster, None)
                     continue
                 result = self.enforce(cluster)
-                log.info("cluster %s: reconciled at factor %s", cluster, result.factor)
+                # a round that changed something is news; holding a throttle in place (every
+                # interval while it lasts) is routine
+                changed = result.changes or result.reverted
+                log.log(
+                    logging.INFO if changed else logging.DEBUG,
+                    "cluster %s: reconciled at factor %s",
+                    cluster,
+                    result.factor,
+                )
                 self.reconcile_errors.pop(cluster, None)
             except ApplyError as exc:
                 errors[cluster] = str(exc)

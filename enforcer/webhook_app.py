@@ -34,6 +34,8 @@ from kvq.web.web_config import WebConfig
 from kvq.web.wsgi import wsgi_handler
 
 DEFAULT_MAX_BODY = 1024 * 1024
+OTHER_PATHS = ("/webhook", "/status", "/ready", "/healthz")
+"""What the server serves besides the metrics (whose path `--web.telemetry-path` sets)."""
 DESCRIPTION = (
     "Alertmanager webhook that sets Kafka client quotas to base x throttle factor while the "
     "KafkaVolumeQuotaThrottle alert fires and restores them exactly when it resolves."
@@ -115,6 +117,7 @@ def enforcer_routes(
     max_body: int = DEFAULT_MAX_BODY,
     address: tuple[str, int] = ("127.0.0.1", 0),
     scheme: str = "http",
+    metrics_path: str = "/metrics",
 ) -> list[Route]:
     """The routes: the Flask app behind the server's checks, and /metrics served directly.
 
@@ -143,7 +146,7 @@ def enforcer_routes(
             credentials=credentials,
         ),
         Route(
-            "/metrics",
+            metrics_path,
             lambda _r: Response(200, metrics.render(), metrics.content_type, compressible=True),
             "Prometheus metrics (gzip when asked)",
         ),
@@ -160,6 +163,7 @@ def enforcer_server(
     threads: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
     limits: Limits | None = None,
+    metrics_path: str = "/metrics",
 ) -> WebServer:
     """The enforcer's server (not started); its registry also gets build info and process."""
     server = WebServer(
@@ -172,6 +176,7 @@ def enforcer_server(
             max_body,
             address,
             web_config.scheme if web_config else "http",
+            metrics_path,
         ),
         web_config,
         limits,

@@ -13,10 +13,14 @@ import threading
 from pathlib import Path
 
 from exporter.exporter_app import Exporter
+from exporter.http_server import OTHER_PATHS
 from exporter.settings import ARCHIVE_DIR, LISTEN, ExporterSettings
 from kvq.contract.archive_record import to_record
+from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_web_flags,
+    flag_value,
     load_or_exit,
     new_parser,
     print_effective,
@@ -49,9 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    parser.add_argument("--listen", metavar="HOST:PORT", help="overrides kvq.exporter.listen")
-    parser.add_argument("--cluster-name", metavar="NAME", help="overrides kvq.cluster.name")
-    parser.add_argument("--archive-dir", metavar="DIR", help="overrides kvq.exporter.archive.dir")
+    add_web_flags(parser, LISTEN, OTHER_PATHS)
+    parser.add_argument(
+        "--cluster-name",
+        metavar="NAME",
+        type=flag_value(values.label_value),
+        help="overrides kvq.cluster.name",
+    )
+    parser.add_argument(
+        "--archive-dir",
+        metavar="DIR",
+        type=flag_value(values.text),
+        help="overrides kvq.exporter.archive.dir",
+    )
     parser.add_argument(
         "--web.config.file",
         dest="web_config_file",
@@ -116,19 +130,22 @@ def poll_once(settings: ExporterSettings) -> int:
     return 0 if observation.succeeded else 1
 
 
-def serve(settings: ExporterSettings, web_config: WebConfig | None = None) -> int:
+def serve(
+    settings: ExporterSettings,
+    web_config: WebConfig | None = None,
+    metrics_path: str = "/metrics",
+) -> int:
     """Serve until SIGTERM or SIGINT, then stop polling, close the archive and exit 0."""
-    exporter = Exporter(settings, web_config=web_config)
+    exporter = Exporter(settings, web_config=web_config, metrics_path=metrics_path)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        server = exporter.start()
+        exporter.start()
     except OSError as exc:
         host, port = settings.listen
         print(f"kvq-exporter: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 1
-    print(f"kvq-exporter: serving {server.url}/metrics", file=sys.stderr, flush=True)
     stop.wait()
     log.info("stopping")
     exporter.stop()
@@ -144,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_config:
         print_effective(settings)
         return 0
-    return poll_once(settings) if args.once else serve(settings, web_config)
+    if args.once:
+        return poll_once(settings)
+    return serve(settings, web_config, args.telemetry_path)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ class Exporter:
         clock: Callable[[], float] = time.time,
         web_config: WebConfig | None = None,
         limits: Limits | None = None,
+        metrics_path: str = "/metrics",
     ) -> None:
         self.settings = settings
         self.config = config = settings.config
@@ -81,7 +82,11 @@ class Exporter:
         self.server: WebServer = exporter_server(
             settings.listen,
             exporter_routes(
-                self.render_metrics, self.render_live, self.poller.ready.is_set, self.status
+                self.render_metrics,
+                self.render_live,
+                self.poller.ready.is_set,
+                self.status,
+                metrics_path,
             ),
             web_config,
             limits,
@@ -89,6 +94,7 @@ class Exporter:
         self.live_registry = CollectorRegistry(auto_describe=False)
         register_standard_metrics(self.live_registry, "kvq-exporter", self.server)
         self._serving = False
+        self.metrics_path = metrics_path
 
     def render_metrics(self) -> bytes:
         """The exposition text; re-rendered only when the state or the factor in force changed.
@@ -147,7 +153,12 @@ class Exporter:
             self._thread(self.poller.run, "kvq-poll"),
             self._thread(self.poller.watch_expiry, "kvq-expiry"),
         ]
-        log.info("serving %s/metrics for cluster %s", self.server.url, self.config.cluster_name)
+        log.info(
+            "serving %s%s for cluster %s",
+            self.server.url,
+            self.metrics_path,
+            self.config.cluster_name,
+        )
         return self.server
 
     def _thread(self, target, name: str) -> threading.Thread:

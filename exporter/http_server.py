@@ -14,6 +14,8 @@ DESCRIPTION = (
     "Publishes the throttle factor of one Kafka cluster, computed from the free space of every "
     "log dir of every broker, for Prometheus."
 )
+OTHER_PATHS = ("/status", "/ready", "/healthz")
+"""What the server serves besides the metrics (whose path `--web.telemetry-path` sets)."""
 
 
 def exporter_routes(
@@ -21,6 +23,7 @@ def exporter_routes(
     render_live: Callable[[], bytes],
     is_ready: Callable[[], bool],
     status: Callable[[], dict[str, Any]],
+    metrics_path: str = "/metrics",
 ) -> list[Route]:
     def ready(_request) -> Response:
         if is_ready():
@@ -29,7 +32,7 @@ def exporter_routes(
 
     return [
         Route(
-            "/metrics",
+            metrics_path,
             lambda _r: Response(
                 200, render_metrics(), CONTENT_TYPE_LATEST, compressible=True, tail=render_live()
             ),

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from exporter.archive import ArchiveWriter
 from exporter.cluster_volume_source import ClusterVolumeSource
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_source import ThrottleFactorSource
+from kvq.model.throttle_factor_source import ThrottleFactor, ThrottleFactorSource
 
 log = logging.getLogger("kvq.exporter")
 
@@ -37,6 +37,10 @@ class Poller:
         self.lock = lock or threading.Lock()
         """Guards `throttle`; whoever else reads it (metrics, /status) takes the same lock."""
         self.ready = threading.Event()
+        self._last_outcome: tuple | None = None
+        """What the last poll found, as logged (a poll finding the same is logged at debug)."""
+        self._failures = 0
+        """Polls failed in a row."""
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
@@ -52,21 +56,45 @@ class Poller:
                 log.error("archive write failed: %s", exc)
         if observation.succeeded:
             self.ready.set()
-            log.info(
-                "poll ok: %d brokers, %d log dirs, factor %s",
-                len(observation.active_brokers),
-                len(observation.log_dirs),
-                factor.value,
-            )
-        else:
-            log.warning(
-                "poll failed at %s: %s (factor %s%s)",
-                observation.failure_stage,
-                observation.error,
-                factor.value,
-                ", fallback" if factor.fallback else "",
-            )
+        self._log_outcome(observation, factor)
         return observation
+
+    def _log_outcome(self, observation: Observation, factor: ThrottleFactor) -> None:
+        """Log a poll at info (a failure at warn) only when what it found differs from the poll
+        before: the factor or its fallback, the number of brokers or log dirs, failing or
+        recovering, a different failure. A poll like the last one is routine: debug (a poll
+        every 5 s at info would be ~17,000 lines a day)."""
+        fallback = ", fallback" if factor.fallback else ""
+        if observation.succeeded:
+            brokers, dirs = len(observation.active_brokers), len(observation.log_dirs)
+            outcome: tuple = ("ok", brokers, dirs, factor.value, factor.fallback)
+            level = logging.INFO if outcome != self._last_outcome else logging.DEBUG
+            again = f" again after {self._failures} failed polls" if self._failures else ""
+            log.log(
+                level,
+                "poll ok%s: %d brokers, %d log dirs, factor %s%s",
+                again,
+                brokers,
+                dirs,
+                factor.value,
+                fallback,
+            )
+            self._failures = 0
+        else:
+            stage, error = observation.failure_stage, observation.error
+            outcome = ("failed", stage, error, factor.value, factor.fallback)
+            level = logging.WARNING if outcome != self._last_outcome else logging.DEBUG
+            self._failures += 1
+            log.log(
+                level,
+                "poll failed at %s: %s (factor %s%s; %d failed polls in a row)",
+                stage,
+                error,
+                factor.value,
+                fallback,
+                self._failures,
+            )
+        self._last_outcome = outcome
 
     def run(self, stop: threading.Event) -> None:
         """Poll every interval until `stop` is set (an interval of 0 disables polling)."""

@@ -46,12 +46,15 @@ Examples:
   # only the ranges Prometheus has no data for
   kvq-backfill ... --prometheus-url http://prometheus:9090 --blocks
 
-  # on a cluster (archive and output on shared storage)
-  spark-submit --master spark://host:7077 spark/cli.py --archive ... --config ... --output ...
+  # on a cluster (archive and output on shared storage): spark-submit runs the installed module
+  spark-submit --master spark://host:7077 \\
+      "$(python -c 'import spark.cli; print(spark.cli.__file__)')" \\
+      --archive ... --config ... --output ...
 
-Loading the blocks: copy OUTPUT/blocks/* into Prometheus's --storage.tsdb.path and restart it.
-Prometheus DELETES blocks older than --storage.tsdb.retention.time (default 15d) when it starts:
-raise the retention first to reach back to your oldest sample.
+Loading the blocks: raise Prometheus's --storage.tsdb.retention.time first to reach back to your
+oldest sample (Prometheus DELETES blocks older than it, default 15d, as it loads them), then copy
+OUTPUT/blocks/* into its --storage.tsdb.path: a running Prometheus loads new blocks within a
+minute, no restart needed.
 
 Faster starts: the first local run saves Spark's classes (~170 MB) in $KVQ_CACHE_DIR, else
 $XDG_CACHE_HOME/kvq, else ~/.cache/kvq; later runs start from them. Delete it to reclaim the space.

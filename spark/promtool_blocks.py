@@ -44,9 +44,9 @@ def how_to_load(blocks_dir: Path) -> str:
     """What to do with the blocks, printed after they are built."""
     return (
         f"TSDB blocks are in {blocks_dir}. To load them:\n"
-        f"  1. copy them into Prometheus's data dir:  cp -r {blocks_dir}/* <storage.tsdb.path>/\n"
-        "  2. make sure --storage.tsdb.retention.time reaches back to the oldest sample:\n"
-        "     Prometheus DELETES blocks older than its retention when it starts (default 15d)\n"
-        "  3. restart Prometheus (or wait for its next compaction); the blocks are merged with\n"
-        "     existing data, overlapping blocks included (Prometheus >= 2.39 merges them)."
+        "  1. first make sure --storage.tsdb.retention.time reaches back to the oldest sample:\n"
+        "     Prometheus DELETES blocks older than its retention as it loads them (default 15d)\n"
+        f"  2. copy them into Prometheus's data dir:  cp -r {blocks_dir}/* <storage.tsdb.path>/\n"
+        "  3. that is all: a running Prometheus loads new blocks within a minute, no restart;\n"
+        "     they are merged with existing data, overlapping blocks included (Prometheus >= 2.39)."
     )

@@ -36,3 +36,22 @@ def test_log_flags_are_in_the_help(command):
     assert result.returncode == 0, result.stderr
     assert "--log.level {debug,info,warn,error}" in result.stdout
     assert "--log.format {logfmt,json}" in result.stdout
+
+
+@pytest.mark.parametrize("command", ("kvq-exporter", "kvq-enforcer", "kvq-backfill"))
+def test_a_config_error_names_the_program_not_kvq(command, tmp_path):
+    config = tmp_path / "kvq.properties"
+    config.write_text("kvq.cluster.name=a b\n")
+    (tmp_path / "kafka.jsonl").write_text("")
+    archive = ["--archive", str(tmp_path), "--output", str(tmp_path / "out")]
+    result = run(command, "--config", str(config), *(archive if command == "kvq-backfill" else ()))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{command}: "), result.stderr
+    assert "kvq.cluster.name=a b" in result.stderr
+
+
+def test_a_devcluster_error_names_the_program(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run("kvq-devcluster", "--data-dir", str(tmp_path / "file" / "data"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("kvq-devcluster: "), result.stderr

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,6 +15,7 @@ import kvq
 from kvq.settings.app_settings import AppSettings
 from kvq.settings.config import ConfigError
 from kvq.settings.logging_setup import add_logging_flags, setup_logging
+from kvq.settings.values import listen
 
 EXIT_CONFIG_ERROR = 2
 log = logging.getLogger("kvq.settings")
@@ -41,14 +43,72 @@ def start_logging(args: argparse.Namespace) -> None:
     setup_logging(args.log_level, args.log_format)
 
 
+def flag_value(parse: Callable[[str], object]) -> Callable[[str], str]:
+    """argparse `type` of a flag that overrides a property: the value is checked with the
+    property's parser, so a bad one is refused by argparse naming the flag (exit 2), not the
+    property; it is kept as written, for the properties it overrides."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        return text
+
+    return check
+
+
+_PATH = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+
+
+def telemetry_path(taken: Sequence[str]) -> Callable[[str], str]:
+    """argparse `type` of `--web.telemetry-path`: an absolute URL path, not one of `taken`."""
+
+    def check(text: str) -> str:
+        if not _PATH.match(text) or text == "/":
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: must be a URL path below /, e.g. /metrics (no spaces, ? or #)"
+            )
+        if text in taken:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is already served; taken: {', '.join(['/', *taken])}"
+            )
+        return text
+
+    return check
+
+
+def add_web_flags(parser: argparse.ArgumentParser, setting: str, taken: Sequence[str]) -> None:
+    """`--web.listen-address` (alias `--listen`) and `--web.telemetry-path`, as Prometheus
+    exporters spell them; `setting` is the property the address overrides, `taken` the paths the
+    server has besides /metrics."""
+    parser.add_argument(
+        "--web.listen-address",
+        "--listen",
+        dest="listen",
+        metavar="[HOST]:PORT",
+        type=flag_value(listen),
+        help=f"address to serve on; :PORT means every interface (overrides {setting})",
+    )
+    parser.add_argument(
+        "--web.telemetry-path",
+        dest="telemetry_path",
+        metavar="PATH",
+        default="/metrics",
+        type=telemetry_path(taken),
+        help="path of the Prometheus metrics (default /metrics)",
+    )
+
+
 def load_or_exit(
     settings: type[S], path: str | Path, overrides: Mapping[str, str] | None = None
 ) -> S:
-    """Load an app's settings and log their warnings; on errors print them all and exit 2."""
+    """Load an app's settings and log their warnings; on errors print them all, each line
+    naming the program (`kvq-<app>:`), and exit 2."""
     try:
         loaded = settings.load(path, overrides)
     except ConfigError as exc:
-        print(f"kvq: {exc}", file=sys.stderr)
+        print(f"kvq-{settings.NAMESPACE}: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
     for warning in loaded.config.warnings:
         log.warning("%s: %s", loaded.config.source, warning)

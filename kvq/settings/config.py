@@ -12,9 +12,10 @@ are never printed.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -48,6 +49,26 @@ FETCH = PREFIX + "fetch"
 REQUEST = PREFIX + "request"
 EXCLUDED = PREFIX + "excluded.principal.name.list"
 REMOVED_BY_PROPOSAL = (PREFIX + "storage.hard", PREFIX + "storage.soft")
+_AGGREGATE_LIMITS = (
+    f"the proposal removed aggregate soft/hard limits; use {MIN_AVAILABLE_BYTES} or "
+    f"{MIN_AVAILABLE_RATIO} (early warning is an alert rule)"
+)
+IGNORED_PLUGIN_KEYS = {
+    **dict.fromkeys(REMOVED_BY_PROPOSAL, _AGGREGATE_LIMITS),
+    **{
+        f"{PREFIX}storage.{level}.free-{unit}": _AGGREGATE_LIMITS
+        for level in ("hard", "soft")
+        for unit in ("bytes", "percent")
+    },
+    PREFIX + "storage.percentages": _AGGREGATE_LIMITS,
+    PREFIX + "storage.volume.source": "every log dir is read from the brokers (DescribeLogDirs)",
+    PREFIX + "kafka.clientIdPrefix": (
+        "kvq names its own Kafka clients; set kafka.admin.client.id to choose the client id"
+    ),
+}
+"""Keys the Strimzi plugin has (or had: storage.hard/soft and their free-* variants, the volume
+source) that we deliberately do not use: pasted broker lines carry them, so they are warnings that
+say why, not errors. Every other unknown `client.quota.callback.static.*` key is an error."""
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
@@ -70,7 +91,6 @@ _STATIC_KEYS = {
     EXCLUDED,
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
-    *REMOVED_BY_PROPOSAL,
 }
 _SECRET = re.compile(
     r"(password|secret|jaas|token|credential|oauthbearer\.config|(^|\.)key(\.pem)?$)",
@@ -128,7 +148,7 @@ class Config:
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
         shown = {key: shown_value(key, self.raw[key]) for key in self.properties}
-        for key in (PLUGIN_CHECK_INTERVAL, *REMOVED_BY_PROPOSAL):
+        for key in (PLUGIN_CHECK_INTERVAL, *IGNORED_PLUGIN_KEYS):
             shown.pop(key, None)
         shown[CHECK_INTERVAL] = format_duration(self.check_interval)
         shown[VALIDITY] = format_duration(self.validity)
@@ -298,15 +318,19 @@ def _read_shared(reader: _Reader, source: str) -> Config:
     excluded = get(EXCLUDED, values.principals) or ()
     cluster_name = get(CLUSTER_NAME, values.label_value, CLUSTER_NAME_DEFAULT)
 
-    for key in REMOVED_BY_PROPOSAL:
-        if key in properties:
-            warnings.append(
-                f"{key} is ignored: the proposal removed aggregate soft/hard limits; use "
-                f"{MIN_AVAILABLE_BYTES} or {MIN_AVAILABLE_RATIO} (early warning is an alert rule)"
-            )
     for key in sorted(properties):
-        if key.startswith(PREFIX) and key not in _STATIC_KEYS and not key.startswith(ADMIN_PREFIX):
-            warnings.append(f"{key} is not a property this tool knows; it is ignored")
+        if key in IGNORED_PLUGIN_KEYS:
+            warnings.append(
+                f"{key} is a Strimzi plugin key this tool ignores: {IGNORED_PLUGIN_KEYS[key]}"
+            )
+        elif (
+            key.startswith(PREFIX) and key not in _STATIC_KEYS and not key.startswith(ADMIN_PREFIX)
+        ):
+            errors.append(
+                f"{key} is not a property of the quota plugin{did_you_mean(key, _STATIC_KEYS)} "
+                f"(known: {', '.join(sorted(k.removeprefix(PREFIX) for k in _STATIC_KEYS))}, "
+                "kafka.admin.*)"
+            )
 
     return Config(
         source=source,
@@ -328,6 +352,12 @@ def _read_shared(reader: _Reader, source: str) -> Config:
     )
 
 
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """`; did you mean <closest>?` when a known key is close to `key` (a typo), else ""."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def _check_kvq_keys(reader: _Reader, namespace: str | None, own: set[str]) -> None:
     """Unknown `kvq.` namespaces and typos in the app's own namespace are errors; the other apps'
     namespaces are theirs to check."""
@@ -337,10 +367,12 @@ def _check_kvq_keys(reader: _Reader, namespace: str | None, own: set[str]) -> No
             continue
         if own_prefix and key.startswith(own_prefix):
             known = ", ".join(sorted(own)) or "none"
-            reader.errors.append(f"{key} is not a known setting; known: {known}")
+            hint = did_you_mean(key, own)
+            reader.errors.append(f"{key} is not a known setting{hint} (known: {known})")
         elif not any(key.startswith(f"kvq.{app}.") for app in APP_NAMESPACES):
             known = ", ".join([*SHARED_KVQ_KEYS, *(f"kvq.{app}.*" for app in APP_NAMESPACES)])
-            reader.errors.append(f"{key} is not a known setting; known: {known}")
+            hint = did_you_mean(key, SHARED_KVQ_KEYS)
+            reader.errors.append(f"{key} is not a known setting{hint} (known: {known})")
 
 
 def _limit(reader: _Reader) -> Limit | None:

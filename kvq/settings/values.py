@@ -111,9 +111,12 @@ def default_listen(port: int) -> str:
 
 
 def listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[IPv6]:PORT`, or `:PORT` for every interface (host "") as in Go."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:9898 (port 0..65535)")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(
+            "must be HOST:PORT, e.g. 127.0.0.1:9898, or :PORT for every interface (port 0..65535)"
+        )
     return host.strip("[]"), int(port)
 
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from kvq.web.check_queue import CheckQueue, QueueFull
 from kvq.web.gzip_cache import MIN_SIZE, GzipCache, accepts_gzip, gzip_member
 from kvq.web.landing_page import landing_page
-from kvq.web.web_config import WebConfig
+from kvq.web.web_config import WebConfig, san_allowed
 
 log = logging.getLogger("kvq.web")
 
@@ -191,6 +191,9 @@ class WebServer:
         self.dropped: dict[str, int] = dict.fromkeys(DROP_REASONS, 0)
         self._users = web_config.users if web_config else None
         self._extra_headers = dict(web_config.headers) if web_config else {}
+        limit = web_config.rate_limit if web_config else None
+        self._rate_limit = limit.bucket() if limit else None
+        self._allowed_sans = web_config.tls.allowed_sans if web_config and web_config.tls else ()
         self._connections: dict[_Connection, None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -279,6 +282,12 @@ class WebServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         peer = writer.get_extra_info("peername")
+        if self._allowed_sans and not san_allowed(
+            writer.get_extra_info("peercert"), self._allowed_sans
+        ):
+            log.debug("closed a TLS connection from %s: no allowed client SAN", peer)
+            writer.transport.abort()
+            return
         connection = _Connection(writer, str(peer[0]) if peer else "")
         self._connections[connection] = None
         self._make_room(connection)
@@ -377,6 +386,8 @@ class WebServer:
         reader: asyncio.StreamReader,
     ) -> int:
         """Route, method, credentials and size from the head; the body length to read."""
+        if self._rate_limit is not None and not self._rate_limit.allow():
+            raise HTTPError(429, "rate limit exceeded (rate_limit of --web.config.file)")
         if route is None:
             raise HTTPError(404, f"not found; endpoints: {', '.join(sorted(self.routes))}")
         if head.method not in _allowed(route):
@@ -550,6 +561,13 @@ def _reason(status: int) -> str:
 
 def _bind(address: tuple[str, int]) -> socket.socket:
     host, port = address
+    if not host:  # `:PORT`: every interface, IPv6 and IPv4 where the system has both (as Go)
+        if socket.has_dualstack_ipv6():
+            with contextlib.suppress(OSError):
+                return socket.create_server(
+                    ("", port), family=socket.AF_INET6, backlog=1024, dualstack_ipv6=True
+                )
+        return socket.create_server(("", port), family=socket.AF_INET, backlog=1024)
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
     return socket.create_server((host, port), family=family, backlog=1024)
 

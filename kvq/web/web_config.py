@@ -12,18 +12,25 @@ The same YAML file a node_exporter or kafka_exporter takes works here:
 
 As in exporter-toolkit, unknown keys are errors, TLS is on when any TLS key is set, the minimum
 version defaults to TLS 1.2, and certificate files are re-read when they change (rotation by
-cert-manager needs no restart). Keys exporter-toolkit knows but Python's ssl module cannot honour
-(Go cipher-suite names, curve preferences, a client certificate requested but not verified) are
-refused with a message saying so, never silently ignored.
+cert-manager needs no restart). Every key of exporter-toolkit's Config is accepted, so a file a
+node_exporter takes works here: `rate_limit` (one token bucket for all requests, 429 past it) and
+`client_allowed_sans` are honoured; what Python's ssl module cannot set (Go cipher-suite names,
+curve preferences, `prefer_server_cipher_suites`, which Go itself ignores since 1.18) and
+`http2: true` (this server speaks HTTP/1.1) are ignored with a warning that says so. A client
+certificate requested but not verified cannot be asked for with Python's ssl: refused.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
+import re
 import ssl
 import stat
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,8 @@ import yaml
 
 from kvq.settings.cli_support import EXIT_CONFIG_ERROR
 from kvq.web.basic_auth import BasicAuthError, BcryptUsers
+
+log = logging.getLogger("kvq.web")
 
 TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
@@ -56,14 +65,19 @@ TLS_KEYS = {
     "client_auth_type",
     "min_version",
     "max_version",
+    "client_allowed_sans",
 }
-UNSUPPORTED_TLS_KEYS = {
-    "cipher_suites": "Go cipher-suite names have no OpenSSL equivalent here; remove the key",
-    "curve_preferences": "not settable through Python's ssl module; remove the key",
-    "client_allowed_sans": "not supported; use a dedicated client CA instead",
+IGNORED_TLS_KEYS = {
+    "cipher_suites": "Go cipher-suite names are not settable here; OpenSSL's defaults for the "
+    "TLS versions allowed apply",
+    "curve_preferences": "not settable through Python's ssl module; OpenSSL's defaults apply",
+    "prefer_server_cipher_suites": "Go ignores it too since Go 1.18",
 }
 HTTP_KEYS = {"http2", "headers"}
-TOP_KEYS = {"tls_server_config", "http_server_config", "basic_auth_users"}
+RATE_LIMIT_KEYS = {"burst", "interval"}
+TOP_KEYS = {"tls_server_config", "http_server_config", "rate_limit", "basic_auth_users"}
+_GO_DURATION = re.compile(r"(?:([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h))+")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class WebConfigError(ValueError):
@@ -83,6 +97,9 @@ class TLSFiles:
     verify_mode: ssl.VerifyMode
     min_version: ssl.TLSVersion
     max_version: ssl.TLSVersion
+    allowed_sans: tuple[str, ...] = ()
+    """`client_allowed_sans`: a client certificate must name one of these (DNS, email, IP or
+    URI); empty: any certificate the CA signed."""
 
     def files(self) -> tuple[Path, ...]:
         return tuple(p for p in (self.cert_file, self.key_file, self.client_ca_file) if p)
@@ -106,6 +123,38 @@ class TLSFiles:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """`rate_limit`: a token bucket of `burst` requests refilled one per `interval` seconds, for
+    all requests together (exporter-toolkit's golang.org/x/time/rate limiter)."""
+
+    burst: int
+    interval: float
+
+    def bucket(self) -> TokenBucket:
+        return TokenBucket(self.burst, self.interval)
+
+
+class TokenBucket:
+    """Not thread-safe: the server's event loop is its only user."""
+
+    def __init__(self, burst: int, interval: float) -> None:
+        self.burst = burst
+        self.interval = interval
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+
+    def allow(self) -> bool:
+        """Take a token if there is one."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+@dataclass(frozen=True)
 class WebConfig:
     """The parsed file: TLS (None = plain HTTP), bcrypt users, extra response headers."""
 
@@ -113,6 +162,9 @@ class WebConfig:
     tls: TLSFiles | None = None
     users: BcryptUsers | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    rate_limit: RateLimit | None = None
+    warnings: tuple[str, ...] = ()
+    """Keys accepted for exporter-toolkit's sake but not honoured, each saying why."""
 
     @property
     def scheme(self) -> str:
@@ -151,23 +203,36 @@ def load_web_config(path: str | os.PathLike[str] | None) -> WebConfig | None:
 
 
 def load_web_config_or_exit(program: str, path: str | None) -> WebConfig | None:
-    """`load_web_config` for a command line: on error print it and exit 2."""
+    """`load_web_config` for a command line: on error print it and exit 2; log its warnings."""
     try:
-        return load_web_config(path)
+        config = load_web_config(path)
     except WebConfigError as exc:
         print(f"{program}: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
+    for warning in config.warnings if config else ():
+        log.warning("--web.config.file=%s: %s", path, warning)
+    return config
 
 
 def _parse(data: Any, base: Path, source: str) -> WebConfig:
     _mapping(data, "the file", TOP_KEYS)
     tls_data = data.get("tls_server_config") or {}
-    _mapping(tls_data, "tls_server_config", TLS_KEYS | set(UNSUPPORTED_TLS_KEYS))
-    for key, why in UNSUPPORTED_TLS_KEYS.items():
-        if key in tls_data:
-            raise WebConfigError(f"tls_server_config.{key}: {why}")
+    _mapping(tls_data, "tls_server_config", TLS_KEYS | set(IGNORED_TLS_KEYS))
+    warnings = [
+        f"tls_server_config.{key} is ignored: {why}"
+        for key, why in IGNORED_TLS_KEYS.items()
+        if key in tls_data
+    ]
     http_data = data.get("http_server_config") or {}
     _mapping(http_data, "http_server_config", HTTP_KEYS)
+    http2 = http_data.get("http2", False)
+    if not isinstance(http2, bool):
+        raise WebConfigError("http_server_config.http2 must be true or false")
+    if http2:
+        warnings.append(
+            "http_server_config.http2 is ignored: this server speaks HTTP/1.1 only (as "
+            "Prometheus scrapes)"
+        )
     headers = http_data.get("headers") or {}
     if not isinstance(headers, dict) or not all(
         isinstance(k, str) and isinstance(v, str) and _header_safe(k + v)
@@ -184,6 +249,38 @@ def _parse(data: Any, base: Path, source: str) -> WebConfig:
         tls=_tls(tls_data, base) if tls_data else None,
         users=checker,
         headers=dict(headers),
+        rate_limit=_rate_limit(data.get("rate_limit") or {}),
+        warnings=tuple(warnings),
+    )
+
+
+def _rate_limit(data: Any) -> RateLimit | None:
+    """`rate_limit: {burst: N, interval: 1s}`; no interval (or 0) means no limit, as in Go."""
+    _mapping(data, "rate_limit", RATE_LIMIT_KEYS)
+    interval = _go_duration(data.get("interval", 0))
+    if interval == 0:
+        return None
+    burst = data.get("burst", 0)
+    if not isinstance(burst, int) or isinstance(burst, bool) or burst < 1:
+        raise WebConfigError(
+            f"rate_limit.burst={burst!r} must be a whole number of at least 1 (with an interval, "
+            "a burst of 0 would refuse every request)"
+        )
+    return RateLimit(burst, interval)
+
+
+def _go_duration(value: Any) -> float:
+    """Seconds in a Go duration as YAML gives it to exporter-toolkit: `1s`, `100ms`, `1m30s`, or
+    a whole number of nanoseconds."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value / 1e9
+    if isinstance(value, str) and _GO_DURATION.fullmatch(value.strip()):
+        parts = re.findall(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)", value)
+        return sum(float(number) * _GO_UNITS[unit] for number, unit in parts)
+    if value == "0":
+        return 0.0
+    raise WebConfigError(
+        f"rate_limit.interval={value!r} must be a Go duration, e.g. 1s, 100ms or 1m30s"
     )
 
 
@@ -230,7 +327,46 @@ def _tls(data: dict, base: Path) -> TLSFiles:
         verify_mode=verify,
         min_version=_version(data, "min_version", "TLS12"),
         max_version=_version(data, "max_version", "TLS13"),
+        allowed_sans=_allowed_sans(data, verify),
     )
+
+
+def _allowed_sans(data: dict, verify: ssl.VerifyMode) -> tuple[str, ...]:
+    sans = data.get("client_allowed_sans") or []
+    if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
+        raise WebConfigError("tls_server_config.client_allowed_sans must be a list of names")
+    if sans and verify == ssl.CERT_NONE:
+        raise WebConfigError(
+            "tls_server_config.client_allowed_sans needs client certificates: set "
+            "client_auth_type: RequireAndVerifyClientCert and client_ca_file"
+        )
+    return tuple(sans)
+
+
+def san_allowed(peer_certificate: dict | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a verified client certificate (`SSLSocket.getpeercert()`) names one of `allowed`
+    among its DNS, email, IP or URI subject alternative names, as exporter-toolkit checks it.
+    No certificate is refused: the list is there to restrict who may connect."""
+    if not peer_certificate:
+        return False
+    for kind, value in peer_certificate.get("subjectAltName", ()):
+        if kind == "IP Address":
+            try:
+                address = ipaddress.ip_address(value.strip())
+            except ValueError:
+                continue
+            if any(_same_ip(address, name) for name in allowed):
+                return True
+        elif kind in ("DNS", "email", "URI") and value in allowed:
+            return True
+    return False
+
+
+def _same_ip(address: ipaddress.IPv4Address | ipaddress.IPv6Address, name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name) == address
+    except ValueError:
+        return False
 
 
 class ReloadingContext:

@@ -57,7 +57,7 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("README.md", "tls_server_config:"): (
         "tests/kvq/web/test_web_config.py::test_the_readme_example_loads_with_real_files"
     ),
-    ("README.md", "kvq-exporter --config kvq.properties [--listen"): (
+    ("README.md", "kvq-exporter --config kvq.properties [--web.listen-address"): (
         f"{HERE}::test_every_usage_synopsis_parses"
     ),
     ("README.md", '{"schema": 1,'): f"{HERE}::test_the_archive_record_example_reads",
@@ -183,7 +183,7 @@ PARSERS = {
 # Flags that every command has, documented once under "Flags every command has".
 COMMON_FLAGS = {"-h", "--help", "--version", "--log.level", "--log.format"}
 SYNOPSES = [
-    ("README.md", "kvq-exporter --config kvq.properties [--listen"),
+    ("README.md", "kvq-exporter --config kvq.properties [--web.listen-address"),
     ("enforcer/README.md", "kvq-enforcer --config kvq.properties [--config"),
     ("devcluster/README.md", "kvq-devcluster --brokers N"),
 ]

@@ -142,8 +142,9 @@ def test_check_config_prints_every_file_with_secrets_masked(tmp_path, capsys, mo
     token.write_text("s3cret-token\n")
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
-    first = write_config(tmp_path / "a", "eu-1", **{"kvq.enforcer.auth.bearer.token.file": token})
-    second = write_config(tmp_path / "b", "us-1")
+    auth = {"kvq.enforcer.auth.bearer.token.file": token}  # server-wide: alike in both files
+    first = write_config(tmp_path / "a", "eu-1", **auth)
+    second = write_config(tmp_path / "b", "us-1", **auth)
     assert main(["--config", first, "--config", second, "--check-config"]) == 0
     out = capsys.readouterr().out
     assert "kvq.cluster.name=eu-1" in out and "kvq.cluster.name=us-1" in out
@@ -159,3 +160,27 @@ def test_check_config_fails_for_what_start_up_fails_on(tmp_path, capsys):
     config = write_config(tmp_path, **{"kvq.enforcer.auth.bearer.token.file": token})
     code, err = run(["--config", config, "--check-config"], capsys)
     assert code == 2 and "cannot read: not UTF-8" in err
+
+
+def test_files_that_disagree_on_a_server_wide_setting_are_refused_naming_both(tmp_path, capsys):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    a = write_config(tmp_path / "a", "eu-1", **{"kvq.enforcer.journal": tmp_path / "a.sqlite3"})
+    b = write_config(tmp_path / "b", "us-1", **{"kvq.enforcer.journal": tmp_path / "b.sqlite3"})
+    argv = ["--config", a, "--config", b, "--insecure-no-auth", "--check-config"]
+    code, err = run(argv, capsys)
+    assert code == 2
+    assert err.startswith(f"kvq-enforcer: kvq.enforcer.journal differs between {a} (")
+    assert f"a.sqlite3) and {b} (kvq.enforcer.journal=" in err and "--journal" in err
+    # a flag sets it for every cluster: nothing left to disagree on
+    assert main([*argv, "--journal", str(tmp_path / "one.sqlite3")]) == 0
+    capsys.readouterr()
+    c = write_config(tmp_path / "b", "ap-1", **{"kvq.enforcer.listen": "127.0.0.1:9999"})
+    code, err = run(["--config", a, "--config", c, "--insecure-no-auth", "--check-config"], capsys)
+    assert code == 2 and "kvq.enforcer.listen differs" in err and "unset: the default" in err
+
+
+def test_a_config_error_starts_with_the_program_name(tmp_path, capsys):
+    config = write_config(tmp_path, **{"kvq.enforcer.dry.run": "perhaps"})
+    code, err = run(["--config", config], capsys)
+    assert code == 2 and err.startswith("kvq-enforcer: 1 configuration error(s) in ")

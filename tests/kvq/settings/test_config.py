@@ -140,12 +140,27 @@ def test_every_error_is_reported_at_once():
     assert len(errors) == 5  # bootstrap, limit, fallback, validity, unknown kvq key
 
 
-def test_unknown_kvq_namespace_is_an_error_but_unknown_plugin_key_a_warning():
+def test_unknown_kvq_namespace_and_unknown_plugin_key_are_errors_with_a_did_you_mean():
     (error,) = errors_of({**BASE, "kvq.exporer.listen": "x"})
     assert "kvq.exporer.listen is not a known setting" in error
     assert "kvq.exporter.*" in error
-    cfg = config(**{P + "storage.chek.interval": "PT1M"})
-    assert any("storage.chek.interval" in w and "ignored" in w for w in cfg.warnings)
+    (error,) = errors_of({**BASE, P + "excluded.principal.names.list": "User:admin"})
+    assert error.startswith(
+        f"{P}excluded.principal.names.list is not a property of the quota plugin; "
+        f"did you mean {EXCLUDED}?"
+    )
+    (error,) = errors_of({**BASE, P + "storage.chek.interval": "PT1M"})
+    assert f"did you mean {P}storage.check.interval?" in error
+
+
+def test_plugin_keys_we_deliberately_ignore_are_warnings_naming_them_as_such():
+    cfg = config(**{P + "kafka.clientIdPrefix": "__strimzi", P + "storage.volume.source": "x"})
+    assert sorted(cfg.warnings) == [
+        f"{P}kafka.clientIdPrefix is a Strimzi plugin key this tool ignores: kvq names its own "
+        "Kafka clients; set kafka.admin.client.id to choose the client id",
+        f"{P}storage.volume.source is a Strimzi plugin key this tool ignores: every log dir is "
+        "read from the brokers (DescribeLogDirs)",
+    ]
 
 
 def test_removed_soft_and_hard_limits_are_ignored_with_a_warning():

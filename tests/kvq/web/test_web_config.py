@@ -175,7 +175,10 @@ def test_headers_from_http_server_config_are_sent(tmp_path):
         ("tls_server_confg: {}", "unknown key(s) tls_server_confg"),
         ("basic_auth_users: {u: plaintext}", "basic_auth_users.u: not a bcrypt hash"),
         ("basic_auth_users: [u]", "basic_auth_users must map user names"),
-        ("tls_server_config: {cert_file: a, key_file: b, cipher_suites: [X]}", "cipher_suites"),
+        ("rate_limit: {interval: 1s}", "rate_limit.burst=0 must be a whole number of at least 1"),
+        ("rate_limit: {burst: 2, interval: soon}", "rate_limit.interval='soon' must be a Go"),
+        ("rate_limit: {brust: 2}", "unknown key(s) brust in rate_limit"),
+        ("http_server_config: {http2: maybe}", "http2 must be true or false"),
         (": : :", "not valid YAML"),
         (
             "tls_server_config: {cert_file: /nonexistent.crt, key_file: /nonexistent.key}",
@@ -245,3 +248,70 @@ def test_a_fifo_is_refused_instead_of_blocking_start_up(tmp_path):
         reader.join(timeout=10)
         pytest.fail("reading a FIFO as --web.config.file blocked")
     assert [str(e) for e in outcome] == [f"--web.config.file={fifo}: not a regular file"]
+
+
+NODE_EXPORTER_FILE = """\
+tls_server_config:
+  cert_file: {cert}
+  key_file: {key}
+  client_ca_file: {ca}
+  client_auth_type: RequireAndVerifyClientCert
+  client_allowed_sans: [prometheus]
+  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]
+  curve_preferences: [X25519]
+  prefer_server_cipher_suites: true
+  min_version: TLS12
+http_server_config:
+  http2: true
+  headers: {{X-Frame-Options: deny}}
+rate_limit:
+  burst: 3
+  interval: 1m
+"""
+
+
+def test_a_file_node_exporter_takes_loads_with_warnings_for_what_is_not_honoured(tmp_path, pki):
+    """Every key of exporter-toolkit's Config (web/tls_config.go) is accepted."""
+    text = NODE_EXPORTER_FILE.format(cert=pki.server.cert, key=pki.server.key, ca=pki.ca)
+    config = load_web_config(write(tmp_path, text))
+    assert [w.split(" is ignored")[0] for w in config.warnings] == [
+        "tls_server_config.cipher_suites",
+        "tls_server_config.curve_preferences",
+        "tls_server_config.prefer_server_cipher_suites",
+        "http_server_config.http2",
+    ]
+    assert config.tls.allowed_sans == ("prometheus",)
+    assert (config.rate_limit.burst, config.rate_limit.interval) == (3, 60.0)
+
+
+def test_client_allowed_sans_lets_in_only_a_certificate_naming_one(tmp_path, pki):
+    base = tls_yaml(
+        pki, f"  client_ca_file: {pki.ca}\n  client_auth_type: RequireAndVerifyClientCert\n"
+    )
+    client = (str(pki.client.cert), str(pki.client.key))  # SAN DNS:prometheus
+    for allowed, reaches in (("[prometheus]", True), ("[grafana, 127.0.0.1]", False)):
+        server = serve(
+            load_web_config(write(tmp_path, base + f"  client_allowed_sans: {allowed}\n"))
+        )
+        try:
+            url = server.url + "/metrics"
+            if reaches:
+                assert requests.get(url, verify=pki.ca, cert=client, timeout=5).status_code == 200
+            else:
+                with pytest.raises(requests.exceptions.ConnectionError):
+                    requests.get(url, verify=pki.ca, cert=client, timeout=5)
+        finally:
+            server.stop()
+
+
+def test_rate_limit_answers_429_past_the_burst_for_every_client_together(tmp_path):
+    server = serve(load_web_config(write(tmp_path, "rate_limit: {burst: 3, interval: 1h}\n")))
+    try:
+        statuses = [requests.get(server.url + "/metrics", timeout=5).status_code for _ in range(5)]
+    finally:
+        server.stop()
+    assert statuses == [200, 200, 200, 429, 429]
+
+
+def test_no_rate_limit_without_an_interval(tmp_path):
+    assert load_web_config(write(tmp_path, "rate_limit: {burst: 0}\n")).rate_limit is None

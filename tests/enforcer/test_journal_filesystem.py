@@ -1,0 +1,93 @@
+"""The journal is SQLite in WAL mode: a journal on a network file system is refused at start-up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from enforcer.journal_filesystem import mount_of
+
+P = "client.quota.callback.static."
+
+
+def enforcer(tmp_path: Path, journal: Path, *flags: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "kvq.properties"
+    config.write_text(
+        f"{P}kafka.admin.bootstrap.servers=127.0.0.1:1\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+    )
+    argv = [sys.executable, "-m", "enforcer.cli", "--config", str(config), "--insecure-no-auth"]
+    return subprocess.run(
+        [*argv, "--journal", str(journal), *flags], capture_output=True, text=True, timeout=60
+    )
+
+
+@contextlib.contextmanager
+def mounted(where: Path, *mount_args: str, pass_fds=()):
+    where.mkdir()
+    result = subprocess.run(
+        ["mount", *mount_args, str(where)], pass_fds=pass_fds, capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount here: {result.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+@contextlib.contextmanager
+def sshfs_like_mount(where: Path):
+    """A real FUSE mount of type fuse.sshfs, as `sshfs host:/srv DIR` makes, whose daemon is
+    gone (nothing answers on it): the check must tell its type without touching it."""
+    if os.geteuid() != 0 or not Path("/dev/fuse").exists() or not shutil.which("mount"):
+        pytest.skip("needs root and /dev/fuse")
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    try:
+        options = f"fd={fd},rootmode=40000,user_id=0,group_id=0"
+        with mounted(where, "-t", "fuse.sshfs", "-o", options, "kvq@nas:/srv", pass_fds=(fd,)):
+            os.close(fd)
+            fd = -1
+            yield where
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("flags", [(), ("--check-config",)])
+def test_a_journal_on_sshfs_is_refused_naming_the_file_system(tmp_path, flags):
+    with sshfs_like_mount(tmp_path / "remote") as remote:
+        result = enforcer(tmp_path, remote / "journal.sqlite3", *flags)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"kvq-enforcer: kvq.enforcer.journal={remote}/journal.sqlite3 is on a fuse.sshfs file "
+        f"system (kvq@nas:/srv at {remote}), where SQLite's WAL mode does not work"
+    ), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_journal_on_a_local_file_system_is_accepted(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount")
+    with mounted(tmp_path / "local", "-t", "tmpfs", "-o", "size=8m", "tmpfs") as local:
+        result = enforcer(tmp_path, local / "journal.sqlite3", "--check-config")
+    assert result.returncode == 0, result.stderr
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+41 22 0:40 / /var/lib/kvq rw,relatime shared:20 - nfs4 nas:/export/kvq rw,vers=4.2
+42 41 0:41 / /var/lib/kvq/local\\040disk rw - ext4 /dev/sdb1 rw
+"""
+
+
+def test_the_mount_holding_a_path_is_the_deepest_one():
+    assert mount_of("/var/lib/kvq/journal.sqlite3", MOUNTINFO).fs_type == "nfs4"
+    assert mount_of("/var/lib/kvq/local disk/j.sqlite3", MOUNTINFO).fs_type == "ext4"
+    assert mount_of("/var/lib/kvqx/j.sqlite3", MOUNTINFO).mount_point == "/"
