@@ -1,7 +1,8 @@
 """Poll fan-out: DescribeLogDirs to 200 brokers with 20 ms latency each.
 
 Compares, in one run on one devcluster: the exporter's concurrent fan-out, kafka-python's stock
-sequential `describe_log_dirs`, and one round trip to a single broker.
+sequential `describe_log_dirs`, and one round trip to a single broker; and what a whole poll costs
+(the exporter's DescribeCluster, then the fan-out).
     python -m bench.poll_fanout [--brokers 200] [--latency-ms 20] [--rounds 3]
 """
 
@@ -46,6 +47,12 @@ def main(argv: list[str] | None = None) -> None:
             warm = ours.describe_log_dirs(ids)  # connect to every broker once
             assert not any(isinstance(r, ClusterError) for r in warm.values()), warm
             stock.describe_log_dirs(topic_partitions={}, brokers=ids)
+            assert [b.broker_id for b in ours.active_brokers()] == ids
+            members = median_seconds(ours.active_brokers, args.rounds)
+            poll = median_seconds(
+                lambda: ours.describe_log_dirs(b.broker_id for b in ours.active_brokers()),
+                args.rounds,
+            )
             fan_out = median_seconds(lambda: ours.describe_log_dirs(ids), args.rounds)
             single = median_seconds(lambda: ours.describe_log_dirs([0]), args.rounds)
             sequential = median_seconds(
@@ -59,6 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  one round trip (1 broker)            {single * 1000:8.1f} ms")
     print(f"  exporter fan-out ({args.brokers} brokers)     {fan_out * 1000:8.1f} ms")
     print(f"  kafka-python sequential ({args.brokers})      {sequential * 1000:8.1f} ms")
+    print(f"  active brokers (DescribeCluster)     {members * 1000:8.1f} ms")
+    print(f"  whole poll (active brokers + fan-out){poll * 1000:8.1f} ms")
     print(f"  fan-out / one round trip             {fan_out / single:8.2f}x")
     print(f"  sequential / fan-out                 {sequential / fan_out:8.1f}x")
 

@@ -7,6 +7,7 @@ Each handler takes the answering broker and the decoded request and returns the 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -146,10 +147,14 @@ def _metadata_topic(cluster, hosted, name, topic_id, version):
 
 
 def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
+    """As a Kafka 4.1 broker (KafkaApis.handleDescribeCluster, AuthHelper): brokers only
+    (EndpointType 1); the unfenced brokers, and with v2's IncludeFencedBrokers the stopped ones
+    too, still registered and fenced; a random live broker as "controller"."""
     cluster = broker.cluster
     body = req.body
     version = req.api_version
     if version >= 1 and body.endpoint_type != 1:
+        # Kafka's error answer leaves every other field at its default: EndpointType 1, ClusterId ""
         mismatched = body.endpoint_type == 2
         return DescribeClusterResponse(
             version=version,
@@ -160,13 +165,13 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
                 if mismatched
                 else f"Unsupported endpoint type {body.endpoint_type}"
             ),
-            endpoint_type=body.endpoint_type,
-            cluster_id=cluster.cluster_id,
+            endpoint_type=1,
+            cluster_id="",
             brokers=[],
         )
     live = cluster.live_brokers()
-    # A stopped broker is gone (unregistered), even for a v2 request including fenced brokers.
-    listed = live
+    with_fenced = version >= 2 and body.include_fenced_brokers
+    listed = cluster.brokers if with_fenced else live
     _Broker = DescribeClusterResponse.DescribeClusterBroker
     return DescribeClusterResponse(
         version=version,
@@ -175,10 +180,15 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
         error_message=None,
         endpoint_type=1,
         cluster_id=cluster.cluster_id,
-        controller_id=live[0].broker_id if live else -1,
+        # KRaft brokers have no controller to name: Kafka picks a random unfenced broker per answer
+        controller_id=random.choice(live).broker_id if live else -1,
         brokers=[
             _Broker(
-                broker_id=b.broker_id, host=b.host, port=_port(b, req), rack=None, is_fenced=False
+                broker_id=b.broker_id,
+                host=b.host,
+                port=_port(b, req),
+                rack=None,
+                is_fenced=not b.up,
             )
             for b in listed
         ],

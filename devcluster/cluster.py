@@ -315,7 +315,9 @@ class DevCluster:
         return broker.log_dirs[index]
 
     def stop_broker(self, broker_id: int) -> dict[str, Any]:
-        """Close the broker's port and connections; it disappears from Metadata/DescribeCluster."""
+        """Close the broker's port and connections; it disappears from Metadata and DescribeCluster
+        (listed as fenced only when a v2 DescribeCluster asks for fenced brokers, as Kafka keeps a
+        stopped broker registered)."""
         self._run(self.broker(broker_id).stop())
         return self.broker_state(broker_id)
 

@@ -1,9 +1,12 @@
-"""The one adapter between the exporter and Kafka.
+"""The one adapter between the exporter and Kafka, on the kafka-python session (kvq.kafka).
 
-confluent-kafka (librdkafka) answers "which brokers are active" (its describe_cluster sends
-Metadata); librdkafka has no DescribeLogDirs, so kafka-python 3.x sends DescribeLogDirs v4+ with
-`topics=[]` (directory totals only) to every active broker at once, each with its own deadline:
-a poll costs about one round trip, not one per broker.
+"Which brokers are active" is Kafka's DescribeCluster (KIP-700), asked of any one broker that
+answers: the one that answered last, else the others in turn. (librdkafka's describe_cluster sends
+Metadata and then waits for the broker that Metadata names as the controller; a KRaft broker names a
+random live broker there, so once that broker stopped every call timed out until librdkafka
+refreshed its metadata, for up to minutes: no observation, and the throttle factor fell back.)
+DescribeLogDirs v4+ with `topics=[]` (directory totals only) goes to every active broker at once,
+each with its own deadline: a poll costs about one round trip, not one per broker.
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
-from kvq.kafka.client_settings import librdkafka_config
-from kvq.kafka.librdkafka_log import LIBRDKAFKA_LOG
 from kvq.model.volume import LogDirDescription
 
 
@@ -29,34 +30,37 @@ class Broker:
 
 
 class KafkaClusterClient:
-    """Active brokers through librdkafka; every broker's log dirs through kafka-python."""
+    """Active brokers (DescribeCluster) and every broker's log dirs (DescribeLogDirs)."""
 
     def __init__(self, admin_properties: Mapping[str, str], timeout_seconds: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self._props = dict(admin_properties)
         self.timeout_seconds = timeout_seconds
-        config = librdkafka_config(self._props)
-        config.setdefault("socket.timeout.ms", str(int(timeout_seconds * 1000)))
-        config.setdefault("client.id", "kvq-exporter")
-        config["logger"] = LIBRDKAFKA_LOG
-        self._librdkafka = AdminClient(config)
-        self._session = KafkaAdminSession(self._props, "kvq-exporter", int(timeout_seconds * 1000))
+        self._session = KafkaAdminSession(
+            admin_properties, "kvq-exporter", int(timeout_seconds * 1000)
+        )
+        self._closed = False
 
     def active_brokers(self) -> list[Broker]:
-        """DescribeCluster: the brokers currently in the active set."""
-        client = self._librdkafka
-        if client is None:
+        """DescribeCluster: the unfenced brokers, as one broker's metadata image lists them,
+        with their endpoints on the listener the exporter connects to."""
+        from kafka.protocol.admin import DescribeClusterRequest
+
+        if self._closed:
             raise ClusterError("the cluster client is closed")
         try:
-            future = client.describe_cluster(request_timeout=self.timeout_seconds)
-            description = future.result(timeout=self.timeout_seconds + 1)
-        except Exception as exc:  # librdkafka raises KafkaException, futures TimeoutError
-            raise ClusterError(describe_error(exc)) from None
-        finally:
-            client.poll(0)  # hands librdkafka's queued log lines to LIBRDKAFKA_LOG
+            response = self._session.send_to_any(
+                lambda version: DescribeClusterRequest(version=version),
+                DescribeClusterRequest,
+                self.timeout_seconds,
+            )
+        except KafkaUnavailable as exc:
+            raise ClusterError(str(exc)) from None
+        if response.error_code:
+            raise ClusterError(
+                f"DescribeCluster error {_error_name(response.error_code)}: "
+                f"{response.error_message}"
+            )
         return sorted(
-            (Broker(node.id, node.host, node.port) for node in description.nodes),
+            (Broker(b.broker_id, b.host, b.port) for b in response.brokers),
             key=lambda b: b.broker_id,
         )
 
@@ -85,22 +89,16 @@ class KafkaClusterClient:
         }
 
     def close(self) -> None:
-        """Close both clients; librdkafka has no close(): dropping the last reference destroys
-        the handle and joins its threads (otherwise it reconnects to stopped brokers for ever)."""
+        """Close the session's connections; later calls fail instead of reconnecting."""
+        self._closed = True
         self._session.close()
-        if self._librdkafka is not None:
-            self._librdkafka.poll(0)
-        self._librdkafka = None
 
 
 def _log_dirs(broker_id: int, response) -> list[LogDirDescription] | ClusterError:
     """Check the top-level error code; keep each log dir's own error code on its description."""
     top_error = getattr(response, "error_code", 0) or 0
     if top_error:
-        from kafka import errors
-
-        name = errors.for_code(top_error).__name__
-        return ClusterError(f"broker {broker_id}: DescribeLogDirs error {top_error} ({name})")
+        return ClusterError(f"broker {broker_id}: DescribeLogDirs error {_error_name(top_error)}")
     return [
         LogDirDescription(
             broker_id=broker_id,
@@ -111,3 +109,10 @@ def _log_dirs(broker_id: int, response) -> list[LogDirDescription] | ClusterErro
         )
         for result in response.results
     ]
+
+
+def _error_name(code: int) -> str:
+    """'41 (NotControllerError)': a Kafka error code with kafka-python's name for it."""
+    from kafka import errors
+
+    return f"{code} ({errors.for_code(code).__name__})"

@@ -39,6 +39,6 @@ class ExporterSettings(AppSettings):
 
     @classmethod
     def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:
-        """librdkafka (cluster membership) and kafka-python (DescribeLogDirs) must both accept
-        the `kafka.admin.*` settings."""
+        """kafka-python must accept the `kafka.admin.*` settings; librdkafka checks them too, as
+        it reads PEM contents kafka-python would only fail on when it connects."""
         return problems(admin_properties, librdkafka=True)

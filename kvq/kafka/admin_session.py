@@ -5,6 +5,9 @@ kafka-python's connection manager. This module is the one place that touches kaf
 internals (the admin client's manager, its connections, its IO loop); everyone else uses:
 
 - `send(request, node_id)`: one request, within the session's timeout;
+- `send_to_any(build, api)`: one request that any broker can answer, to the broker that answered
+  last, else to the others and the bootstrap brokers in turn, each try with its own share of one
+  deadline: a stopped broker costs a refused connection, not the call;
 - `send_to_each(node_ids, build, api)`: one request per node, all at once, each at the highest
   version of `api` *that node* supports, under one deadline; per node its response or its error;
 - `api_versions(node_id)`: what that node's current connection negotiated (None: not asked yet).
@@ -13,6 +16,7 @@ internals (the admin client's manager, its connections, its IO loop); everyone e
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +25,13 @@ from typing import Any
 from kafka.admin import KafkaAdminClient
 
 from kvq.kafka.client_settings import kafka_python_config
+
+NodeId = int | str
+"""A broker's id, or kafka-python's name for a bootstrap address ('bootstrap-0')."""
+
+MAX_HUNG_TRIES = 3
+"""`send_to_any` keeps time for this many tries that hang (a broker that accepts but never
+answers); tries that fail at once cost nothing."""
 
 
 class KafkaUnavailable(Exception):
@@ -70,8 +81,10 @@ class KafkaAdminSession:
         self._factory = admin_factory
         self._admin: Any = None
         self._lock = threading.Lock()
-        self._versions: dict[int, tuple[object, dict[int, int]]] = {}
+        self._versions: dict[NodeId, tuple[object, dict[int, int]]] = {}
         """node id -> (the connection that answered ApiVersions, api key -> max version)."""
+        self.answered_last: NodeId | None = None
+        """The node that answered the last `send_to_any` (asked first next time)."""
 
     @property
     def bootstrap(self) -> str:
@@ -126,13 +139,64 @@ class KafkaAdminSession:
 
         return self._run(fan_out)
 
+    def send_to_any(self, build: Callable[[int], Any], api: Any, timeout_seconds: float) -> Any:
+        """`build(version)` to one broker, at the highest version of `api` it supports.
+
+        Tried in turn: the broker that answered last, the other brokers the session's metadata
+        lists (those already connected first), then the bootstrap brokers; all within
+        `timeout_seconds`. A try that fails (refused, reconnect backoff, unsupported API) moves on
+        at once; one that hangs gets at most its share of what is left, shared with the next
+        MAX_HUNG_TRIES - 1 candidates, so one hung broker cannot use up the whole call. Raises
+        KafkaUnavailable naming every broker tried when none answered.
+        """
+
+        async def ask_any(manager: Any) -> Any:
+            deadline = time.monotonic() + timeout_seconds
+            candidates = self._candidates(manager)
+            failures: list[str] = []
+            for index, node_id in enumerate(candidates):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                share = left / min(MAX_HUNG_TRIES, len(candidates) - index)
+                try_deadline = time.monotonic() + share
+                attempt = manager.call_soon(
+                    self._send_at_best_version, manager, node_id, build, api, try_deadline
+                )
+                try:
+                    response = await manager.wait_for(attempt, _remaining_ms(try_deadline))
+                except Exception as exc:
+                    self._versions.pop(node_id, None)
+                    failures.append(f"{node_id}: {describe_error(exc)}")
+                    continue
+                self.answered_last = node_id
+                return response
+            tried = "; ".join(failures) or f"no time left of {timeout_seconds:g} s"
+            raise KafkaUnavailable(f"no broker answered {api.__name__} ({tried})")
+
+        return self._run(ask_any)
+
+    def _candidates(self, manager: Any) -> list[NodeId]:
+        """Who `send_to_any` asks, in order: the last to answer, connected brokers, the other
+        brokers (shuffled, so many exporters spread), the bootstrap brokers."""
+        known = [broker.node_id for broker in manager.cluster.brokers()]
+        random.shuffle(known)
+        connections = manager._conns
+
+        def connected(node_id: NodeId) -> bool:
+            connection = connections.get(node_id)
+            return connection is not None and connection.connected
+
+        ordered = sorted(known, key=lambda n: (n != self.answered_last, not connected(n)))
+        return ordered + [broker.node_id for broker in manager.cluster.bootstrap_brokers()]
+
     def api_versions(self, node_id: int) -> dict[int, int] | None:
         """{api key: max version} the node's current connection answered, None if not asked."""
         cached = self._versions.get(node_id)
         return None if cached is None else dict(cached[1])
 
     async def _send_at_best_version(
-        self, manager: Any, node_id: int, build: Callable[[int], Any], api: Any, deadline: float
+        self, manager: Any, node_id: NodeId, build: Callable[[int], Any], api: Any, deadline: float
     ) -> Any:
         if manager.cluster.broker_metadata(node_id) is None:
             raise KafkaUnavailable(f"broker {node_id} is not in the metadata")
@@ -144,7 +208,9 @@ class KafkaAdminSession:
             build(version), node_id=node_id, request_timeout_ms=_remaining_ms(deadline)
         )
 
-    async def _node_versions(self, manager: Any, node_id: int, deadline: float) -> dict[int, int]:
+    async def _node_versions(
+        self, manager: Any, node_id: NodeId, deadline: float
+    ) -> dict[int, int]:
         """Ask the node itself (ApiVersions v0) which versions it speaks, once per connection.
 
         kafka-python applies the bootstrap broker's versions to every connection: in a mixed

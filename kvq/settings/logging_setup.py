@@ -1,9 +1,8 @@
 """One log format for every `kvq-*` command: `--log.level` and `--log.format logfmt|json`, as
 Prometheus exporters have them. Every line is one record on stderr; newlines inside a message are
-escaped, so a value cannot forge a second line. librdkafka's own lines come through here too
-(kvq.kafka.librdkafka_log.LIBRDKAFKA_LOG), instead of raw `%3|...|FAIL|` lines. No line shows a
-secret, at any level: every record's final text (message and traceback, whichever logger wrote
-it: ours, kafka-python's config dump at debug, urllib3's) passes `kvq.settings.redaction`."""
+escaped, so a value cannot forge a second line. No line shows a secret, at any level: every
+record's final text (message and traceback, whichever logger wrote it: ours, kafka-python's config
+dump at debug, urllib3's) passes `kvq.settings.redaction`."""
 
 from __future__ import annotations
 

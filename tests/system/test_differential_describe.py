@@ -1,4 +1,5 @@
-"""What the exporter reads, asked of devcluster and of real Apache Kafka alike: the same answers.
+"""What the exporter reads (DescribeCluster, DescribeLogDirs v4), asked of devcluster and of real
+Apache Kafka alike: the same answers.
 
 Each test runs once per backend (the `backend` parameter); both serve one broker with two log
 dirs, each a tmpfs of LOG_DIR_BYTES, behind a SASL/PLAIN listener, and are read through the
@@ -12,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
 from devkit.kafka_cluster import DEFAULT_USERS, KafkaCluster
 from exporter.cluster_client import KafkaClusterClient
+from kvq.kafka.admin_session import KafkaAdminSession
 from tests.kafka_support import CHECKPOINT_SLACK, described, usable_bytes
 
 LOG_DIR_BYTES = 16 << 20
@@ -67,6 +69,56 @@ def test_describe_cluster_lists_the_broker_at_the_listener_asked(backend, client
     [broker] = client.active_brokers()
     assert broker.broker_id == 0
     assert f"{broker.host}:{broker.port}" == backend.admin_properties["bootstrap.servers"]
+
+
+@pytest.fixture
+def session(backend) -> Iterator[KafkaAdminSession]:
+    session = KafkaAdminSession(backend.admin_properties, "kvq-differential", 10_000)
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_cluster_at_each_version(backend, session, version):
+    response = session.send(DescribeClusterRequest(version=version), node_id=0)
+    assert (response.error_code, response.error_message) == (0, None)
+    assert [(b.broker_id, f"{b.host}:{b.port}", b.rack) for b in response.brokers] == [
+        (0, backend.admin_properties["bootstrap.servers"], None)
+    ]
+    assert response.controller_id == 0 and response.cluster_id
+    assert response.authorized_operations is None  # not asked: Kafka's INT32 minimum
+    if version >= 1:
+        assert response.endpoint_type == 1
+    if version >= 2:
+        assert not response.brokers[0].is_fenced
+    asked = DescribeClusterRequest(version=version, include_cluster_authorized_operations=True)
+    # the super user holds every cluster operation: CREATE ALTER DESCRIBE CLUSTER_ACTION
+    # DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE
+    assert session.send(asked, node_id=0).authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+
+
+@pytest.mark.parametrize(
+    ("endpoint_type", "error_code", "message"),
+    [
+        (
+            2,
+            114,  # MISMATCHED_ENDPOINT_TYPE
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            "type CONTROLLER",
+        ),
+        (3, 115, "Unsupported endpoint type 3"),  # UNSUPPORTED_ENDPOINT_TYPE
+        (0, 115, "Unsupported endpoint type 0"),
+    ],
+)
+def test_describe_cluster_of_other_endpoints_is_refused_by_a_broker(
+    session, endpoint_type, error_code, message
+):
+    """A broker answers for brokers only (KIP-919); the rest of its error answer is defaults."""
+    request = DescribeClusterRequest(version=1, endpoint_type=endpoint_type)
+    response = session.send(request, node_id=0)
+    assert (response.error_code, response.error_message) == (error_code, message)
+    assert (response.endpoint_type, response.cluster_id, response.controller_id) == (1, "", -1)
+    assert response.brokers == []
 
 
 def test_describe_log_dirs_v4_reports_each_file_system_s_total_and_usable_bytes(backend, client):
