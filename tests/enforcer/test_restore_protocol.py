@@ -284,6 +284,43 @@ def test_a_throttle_answered_from_views_older_than_it_keeps_its_originals_and_fi
         assert "journal lost" not in e.process.log_text()
 
 
+def test_a_restart_right_after_a_restore_does_not_take_the_old_episode_back_from_lagging_views(
+    devcluster, tmp_path
+):
+    """The enforcer restarts while every broker's view still shows the episode it restored just
+    before (copy and throttled values). Reading Kafka's copy at start must not take that episode
+    for one whose journal was lost: nothing is held or throttled again, the operator's change
+    made after the restore stays."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT0.5S",
+    }
+    e = Enforcer(tmp_path, dc, settings)
+    with _started(e):
+        assert e.post(firing(0.5))[0] == 200
+        throttled = time.monotonic()
+        _wait_past(throttled + 3 * GAP_S)  # the restarted enforcer's reads reach back to here
+        _resolve_until_200(e, dc, before)
+        _operator_changes_user_00001(dc)
+        operators = {**before, key(user="user-00001"): {P: OPERATOR_P, C: 50_001.0}}
+        e.stop()
+        _views_go_back_to(dc, [throttled + behind for behind in SOON_BEHIND_S])
+        for broker in range(3):
+            assert _markers(dc, broker), f"broker {broker} still shows the restored episode"
+        e.start()
+        assert quotas(dc) == operators, "nothing throttled again from the old episode"
+        assert not e.status()["held_from_kafka"]
+        _caught_up(dc)
+        wait_until(lambda: e.health()["status"] == "ok", what="/healthz ok once caught up")
+        assert quotas(dc) == operators
+        assert originals_copy(dc) == []
+        assert e.status()["target_factor"] == 1.0 and not e.status()["held_from_kafka"]
+        assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") == 0.0
+        assert "journal lost" not in e.process.log_text()
+
+
 def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler(
     devcluster, tmp_path
 ):
