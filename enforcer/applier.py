@@ -175,7 +175,7 @@ class Applier:
 
     def _read_copy(self) -> float | None:
         episode = self.episode()
-        snapshot, copy = kafka_originals.split(self.client.describe())
+        _described_at, snapshot, copy = self._caught_up_view()
         kafka_id = copy.current()
         known = episode is not None and episode.active and episode.episode_id == kafka_id
         factor = 1.0 if kafka_id is None else copy.factor(kafka_id)
@@ -185,6 +185,38 @@ class Applier:
         self._recover(episode, snapshot, copy, factor)
         self._copy_checked = True
         return factor
+
+    def _caught_up_view(self) -> tuple[float, Snapshot, KafkaOriginals]:
+        """(monotonic time asked, the quotas, Kafka's copy of the originals) of a
+        DescribeClientQuotas answer that shows no episode the journal knows as finished.
+
+        A broker's metadata may lag behind the controller's: its view can still show the copy of
+        an episode already restored (whose marker was removed before the journal finished it),
+        with that episode's throttled values. That is no throttle whose journal was lost, and
+        none of its values may become originals: describe again a few times, then fail the apply
+        (retried later). The finished episode's entities are removed again on the way, in case
+        it is a removal Kafka lost rather than a lagging view."""
+        episode = self.episode()
+        active_id = episode.episode_id if episode is not None and episode.active else None
+        finished: frozenset[str] | None = None  # read from the journal only when needed
+        shown: list[str] = []
+        for attempt in range(self.verify_attempts):
+            described_at = self._monotonic()
+            snapshot, copy = kafka_originals.split(self.client.describe())
+            others = set(copy.marked) - {active_id}
+            if others and finished is None and not self.dry_run:
+                finished = self.episodes.finished_ids(self.cluster)
+            shown = sorted(others & (finished or frozenset()))
+            if not shown:
+                return described_at, snapshot, copy
+            if attempt + 1 < self.verify_attempts:
+                self._sleep(self.verify_delay_s)
+        self._alter(kafka_originals.removals(e for i in shown for e in copy.entities[i]))
+        raise ApplyError(
+            "the brokers' view of the quotas lags behind: it still shows Kafka's copy of the "
+            f"originals of episode(s) {', '.join(shown)}, already restored (removed again in "
+            "case the removal was lost); not acting on that view, retrying later"
+        )
 
     def _guarded(self, what: str, action: Callable[[], T]) -> T:
         """Run `action`; every failure is counted, logged, kept as `last_error` and raised as
@@ -241,8 +273,7 @@ class Applier:
         active = episode is not None and episode.active
         if not active and factor >= 1.0 and self._copy_checked and self.unanswered.deadline is None:
             return ApplyResult(self.cluster, factor, idle=True)
-        described_at = self._monotonic()
-        snapshot, copy = kafka_originals.split(self.client.describe())
+        described_at, snapshot, copy = self._caught_up_view()
         if not self.dry_run:
             episode = self._recover(episode, snapshot, copy, factor)
         self._copy_checked = True
@@ -351,17 +382,20 @@ class Applier:
 
         Brokers answer from metadata that may lag the controller's by different amounts, so a
         view may show any value this episode wrote before (the 0.5 throttle after 0.25 was
-        applied): that is ours, not settled yet, and simply written again by the plan. The
-        original counts as reset only in a view that holds this pair's record in Kafka's copy of
-        the originals, which went out with (or before) the pair's first throttled value: a view
-        without it is from before the throttle (a lagging broker), not a reconciler."""
+        applied): that is ours, not settled yet, and simply written again by the plan. A change
+        counts only in a view that holds this pair's record in Kafka's copy of the originals,
+        which went out with (or before) the pair's first throttled value: a view without it is
+        from before the throttle (a lagging broker) and shows what the throttle replaced (the
+        original, a value an operator set before it, an earlier episode's throttle), neither a
+        reconciler's reset nor an operator's change made while throttled."""
         drift: dict[Pair, float | None] = {}
         reverted: list[Pair] = []
         held = copy.episodes.get(episode.episode_id or "", {}) if episode is not None else {}
         for pair, record in records.items():
             value = current_value(snapshot, pair)
             if (
-                record.drifted
+                pair not in held
+                or record.drifted
                 or record.holds_expected(value)
                 or record.wrote(value)
                 or self.unanswered.may_have_set(pair, value)
@@ -369,7 +403,7 @@ class Applier:
                 continue
             if not same_value(value, record.original):
                 drift[pair] = value
-            elif pair in held:
+            else:
                 reverted.append(pair)
         return drift, reverted
 

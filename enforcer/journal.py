@@ -7,6 +7,9 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
   to its full restore; per (entity, key) of it the original value (NULL: unset), the value last
   confirmed in Kafka, the value about to be set (pending), an operator's value (drift) and the
   last values the enforcer wrote during the episode (a lagging broker may still show them).
+- `finished_episode`: the ids of the last FINISHED_KEPT episodes restored per cluster: a broker
+  whose metadata lags may still show a finished episode's copy of the originals in Kafka, which
+  is then known to be a leftover, not a throttle whose journal was lost.
 - `FiringAlerts` (table `alert`): firing throttle alerts per Alertmanager group with the time they
   were last sent, so the target survives restarts and an alert no longer sent can expire.
 - `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
@@ -73,6 +76,18 @@ it is opened. `pair.written` is a JSON list of the values written (text: NaN and
 WRITTEN_KEPT = 8
 """How many of the latest different values the enforcer wrote to a pair during an episode are
 remembered: a broker's view lagging further behind than that many changes is not expected."""
+_FINISHED_SCHEMA = """
+CREATE TABLE finished_episode (
+    cluster TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, episode_id)
+);
+"""
+FINISHED_KEPT = 32
+"""How many finished episode ids are remembered per cluster. A finished episode's copy shows up
+only in a view lagging seconds behind, and Alertmanager sends a group at most every
+group_interval (10 s or more), so 32 episodes span minutes at the very least."""
 _UNANSWERED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS unanswered_alter (
     cluster TEXT NOT NULL,
@@ -184,6 +199,7 @@ class Journal:
             self._db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT_BYTES}")
             self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA)
             _add_missing_columns(self._db)
+            _add_finished_episodes(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         if created:
@@ -460,7 +476,7 @@ class ThrottleEpisodes:
 
     def finish(self, cluster: str) -> None:
         """Everything is restored: the episode stays readable (status) until the next one; the
-        values written during it are forgotten."""
+        values written during it are forgotten, its id is remembered as finished."""
         now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
@@ -469,8 +485,28 @@ class ThrottleEpisodes:
                 (RESTORED, now, cluster),
             )
             db.execute("UPDATE pair SET written=NULL WHERE cluster=?", (cluster,))
+            db.execute(
+                "INSERT OR REPLACE INTO finished_episode SELECT cluster, episode_id, ? "
+                "FROM episode WHERE cluster=? AND episode_id IS NOT NULL",
+                (now, cluster),
+            )
+            db.execute(
+                "DELETE FROM finished_episode WHERE cluster=? AND episode_id NOT IN ("
+                "SELECT episode_id FROM finished_episode WHERE cluster=? "
+                "ORDER BY finished_at DESC LIMIT ?)",
+                (cluster, cluster, FINISHED_KEPT),
+            )
 
         self._journal.write(run)
+
+    def finished_ids(self, cluster: str) -> frozenset[str]:
+        """Ids of the cluster's last FINISHED_KEPT finished (restored) episodes."""
+        rows = self._journal.read(
+            lambda db: db.execute(
+                "SELECT episode_id FROM finished_episode WHERE cluster=?", (cluster,)
+            ).fetchall()
+        )
+        return frozenset(r[0] for r in rows)
 
 
 class UnansweredRequests:
@@ -560,6 +596,31 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
         columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         if column not in columns:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _add_finished_episodes(db: sqlite3.Connection) -> None:
+    """Create table `finished_episode` in a journal written by an earlier version, remembering
+    the restored episode it still holds as finished (one transaction)."""
+
+    def exists() -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='finished_episode'"
+        return db.execute(query).fetchone() is not None
+
+    if exists():
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not exists():  # another process may have added it meanwhile
+            db.execute(_FINISHED_SCHEMA)
+            db.execute(
+                "INSERT INTO finished_episode SELECT cluster, episode_id, updated_at "
+                "FROM episode WHERE state=? AND episode_id IS NOT NULL",
+                (RESTORED,),
+            )
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _stamp(moment: datetime) -> str:

@@ -1,6 +1,7 @@
 """Applying factors to one cluster: journal-first, validate, alter, verify, exact restore."""
 
 import math
+import sqlite3
 
 import pytest
 
@@ -237,6 +238,59 @@ def test_resolve_with_a_lost_journal_asks_kafka_and_restores(kafka, tmp_path):
     result = make(kafka, fresh).apply(1.0)
     assert not result.idle and kafka.values[ALICE][P] == 800.0 and DEFAULT not in kafka.values
     fresh.close()
+
+
+def _copy_of(kafka) -> dict:
+    return {e: v for e, v in kafka.values.items() if e.is_originals_record}
+
+
+def test_a_finished_episodes_copy_still_in_kafka_is_removed_again_never_recovered(kafka, journal):
+    """A removal Kafka lost (or a broker lagging behind it): the finished episode's copy is a
+    leftover. Nothing is planned from that view; the copy is removed again, then the next
+    throttle starts from what Kafka holds, the operator's new value included."""
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    finished_copy = _copy_of(kafka)
+    applier.apply(1.0)
+    assert _copy_of(kafka) == {}
+    kafka.values.update(finished_copy)  # the removal lost
+    kafka.set(ALICE, P, 2000.0)  # an operator, between the episodes
+    with pytest.raises(ApplyError, match="still shows Kafka's copy of the originals of episode"):
+        applier.apply(0.5)
+    assert _copy_of(kafka) == {} and kafka.values[ALICE][P] == 2000.0, "removed, nothing planned"
+    applier.apply(0.5)
+    assert kafka.values[ALICE][P] == 1000.0, "from the operator's value"
+    assert applier.metrics.originals_recovered.labels("c1")._value.get() == 0
+    applier.apply(1.0)
+    assert kafka.values[ALICE][P] == 2000.0
+
+
+def test_a_journal_rolled_back_to_after_an_episode_still_recovers_the_next_one(kafka, tmp_path):
+    """The copy put back knows episode A as finished but not B, which throttles now: B's marker
+    is recovered from Kafka as for any journal that lost it."""
+    path = tmp_path / "journal.sqlite3"
+    first = Journal(path)
+    applier = make(kafka, first)
+    applier.apply(0.5)
+    applier.apply(1.0)
+    source, backup = sqlite3.connect(path), sqlite3.connect(tmp_path / "after-a.sqlite3")
+    source.backup(backup)
+    source.close()
+    backup.close()
+    kafka.set(ALICE, P, 2000.0)
+    applier.apply(0.5)
+    first.close()
+    for stale in tmp_path.glob("journal.sqlite3*"):
+        stale.unlink()
+    (tmp_path / "after-a.sqlite3").rename(path)
+    rolled_back = Journal(path)
+    applier = make(kafka, rolled_back)
+    applier.apply(0.25)
+    assert kafka.values[ALICE][P] == 500.0, "from B's original 2000, not from 1000"
+    assert applier.metrics.originals_recovered.labels("c1")._value.get() > 0
+    applier.apply(1.0)
+    assert kafka.values[ALICE][P] == 2000.0 and _copy_of(kafka) == {}
+    rolled_back.close()
 
 
 def test_unreadable_copy_refuses_to_act(kafka, journal):

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from enforcer.journal import ACTIVE, RESTORED, WRITTEN_KEPT, Journal
+from enforcer.journal import ACTIVE, FINISHED_KEPT, RESTORED, WRITTEN_KEPT, Journal
 from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
@@ -116,8 +116,22 @@ def test_values_written_during_an_episode_are_remembered_bounded_and_forgotten_a
     assert journal.episodes.episode("c1").pairs[(ALICE, P)].written == ()
 
 
-def test_a_journal_from_before_the_written_values_opens_and_works(tmp_path):
+def test_finished_episode_ids_are_remembered_durably_and_bounded(tmp_path):
+    """A lagging broker may still show a finished episode's copy in Kafka: its id is known."""
     path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    for n in range(FINISHED_KEPT + 2):
+        journal.episodes.begin("c1", {(ALICE, P): 800.0}, 0.5, episode_id=f"e{n}")
+        journal.episodes.finish("c1")
+    journal.episodes.begin("c2", {(ALICE, P): 800.0}, 0.5, episode_id="other")
+    assert journal.episodes.finished_ids("c2") == frozenset(), "active: not finished"
+    journal.close()
+    reopened = Journal(path)
+    kept = reopened.episodes.finished_ids("c1")
+    assert kept == {f"e{n}" for n in range(2, FINISHED_KEPT + 2)}, "the latest, after a restart"
+
+
+def _journal_from_before_the_written_values(path, state: str = "active") -> None:
     old = sqlite3.connect(path)
     old.executescript(
         """
@@ -130,17 +144,31 @@ def test_a_journal_from_before_the_written_values_opens_and_works(tmp_path):
             drifted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (cluster, entity, key));
         """
     )
-    old.execute(
-        "INSERT INTO episode VALUES ('c1', 'active', 't0', 't0', 0.5, 0.5, 'e1')",
-    )
+    old.execute("INSERT INTO episode VALUES ('c1', ?, 't0', 't0', 0.5, 0.5, 'e1')", (state,))
     old.execute(
         "INSERT INTO pair VALUES ('c1', ?, ?, 800.0, 400.0, 1, NULL, 0, NULL, 0)",
         (ALICE.to_json(), P),
     )
     old.commit()
     old.close()
+
+
+def test_a_journal_from_before_the_written_values_opens_and_works(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    _journal_from_before_the_written_values(path)
     journal = Journal(path)
     record = journal.episodes.episode("c1").pairs[(ALICE, P)]
     assert record.original == 800.0 and record.current_ours == 400.0 and record.written == ()
     journal.episodes.set_pending("c1", {(ALICE, P): 200.0}, 0.25)
     assert journal.episodes.episode("c1").pairs[(ALICE, P)].written == (200.0,)
+
+
+def test_a_journal_from_before_finished_ids_knows_its_restored_episode_as_finished(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    _journal_from_before_the_written_values(path, state=RESTORED)
+    journal = Journal(path)
+    assert journal.episodes.finished_ids("c1") == {"e1"}
+    journal.episodes.begin("c1", {(ALICE, P): 900.0}, 0.5, episode_id="e2")
+    journal.episodes.finish("c1")
+    journal.close()
+    assert Journal(path).episodes.finished_ids("c1") == {"e1", "e2"}

@@ -18,7 +18,7 @@ from devcluster.control_client import ControlClient
 from devcluster.quota_store import Alteration, Op
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
-from kvq.kafka.quota_entity import QuotaEntity
+from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 from tests.enforcer.test_integration import (
     CLUSTER,
     Enforcer,
@@ -101,6 +101,25 @@ def _view(dc, broker: int, user: str) -> dict:
     return dict(dc.quotas.describe([], lag_s=lag_s)).get(entity, {})
 
 
+def _markers(dc, broker: int | None = None) -> set[str]:
+    """The episode markers of Kafka's copy of the originals that broker `broker`'s lagging view
+    holds now (None: the controller's)."""
+    lag_s = 0.0 if broker is None else dc.broker(broker).faults.quota_metadata_lag_ms / 1000
+    return {
+        dict(entity)["client-id"]
+        for entity, _values in dc.quotas.describe([], lag_s=lag_s)
+        if dict(entity).get("user") == ORIGINALS_USER
+        and dict(entity)["client-id"].startswith("episode=")
+    }
+
+
+def _caught_up(dc) -> None:
+    """Every broker's view reaches the controller's again."""
+    control = ControlClient(dc.control_url)
+    for broker in range(3):
+        control.set_faults(broker, quota_metadata_lag_ms=0)
+
+
 def _resolve_until_200(e: Enforcer, dc, before: dict) -> None:
     """Resolve until answered 200; every 200 must come with the originals back in Kafka."""
     answers: list[tuple[int, bool]] = []
@@ -151,6 +170,155 @@ def test_an_older_throttle_a_lagging_broker_still_shows_is_ours_never_an_operato
         assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 0.0
         assert originals_copy(dc) == [], "the copy goes once the originals were seen"
         assert e.status()["episode"]["state"] == "restored"
+
+
+SOON_BEHIND_S = (0.3, 0.6, 0.9)
+"""Like BEHIND_S, but leaving each view GAP_S - 0.9 s before the next change: a webhook whose
+verification fails against them takes a few seconds."""
+OPERATOR_P = 200_000.0
+"""user-00001's producer_byte_rate as an operator sets it between two throttles (was 100,001)."""
+
+
+def _throttle_then_restore(e: Enforcer, dc, before: dict) -> tuple[float, float, dict]:
+    """Episode A: throttled at 0.5 and, GAP_S later, restored (no lag: at once). Returns when A's
+    throttle was seen, when its restore (and the removal of its copy) was answered, and the
+    quotas an operator's change made right after that restore leaves."""
+    assert e.post(firing(0.5))[0] == 200
+    throttled = time.monotonic()
+    assert len(_markers(dc)) == 1
+    _wait_past(throttled + GAP_S)
+    _resolve_until_200(e, dc, before)
+    restored = time.monotonic()
+    assert originals_copy(dc) == []
+    return throttled, restored, {**before, key(user="user-00001"): {P: OPERATOR_P, C: 50_001.0}}
+
+
+def _operator_changes_user_00001(dc) -> None:
+    dc.quotas.alter([Alteration((("user", "user-00001"),), (Op(P, OPERATOR_P),))])
+
+
+def test_a_new_throttle_right_after_a_restore_is_never_planned_from_a_view_that_still_shows_it(
+    devcluster, tmp_path
+):
+    """Episode A is restored (its copy of the originals removed), an operator raises user-00001's
+    quota, and the alert fires again while every broker's view still shows A: its copy and its
+    throttled values. That view is no lost journal (no recovery of A, no "journal lost"), and
+    none of its values are originals: the throttle waits for brokers that caught up, is computed
+    from the operator's new value and restores exactly that."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
+    }
+    with _started(Enforcer(tmp_path, dc, settings)) as e:
+        throttled, _restored, operators = _throttle_then_restore(e, dc, before)
+        _operator_changes_user_00001(dc)
+        _views_go_back_to(dc, [throttled + behind for behind in SOON_BEHIND_S])
+        for broker in range(3):
+            assert _view(dc, broker, "user-00001") == {P: 50_000.0, C: 25_000.0}, broker
+            assert _markers(dc, broker), f"broker {broker} still shows episode A's copy"
+
+        status, body = e.post(firing(0.5))  # a new episode, within the views' lag
+        assert status == 503 and "lags" in body["error"], body
+        assert quotas(dc) == operators, "nothing is planned from a view that shows episode A"
+        _caught_up(dc)
+        status, body = e.post(firing(0.5))
+        assert status == 200, body
+        assert quotas(dc)[key(user="user-00001")] == {P: 100_000.0, C: 25_000.0}, (
+            "throttled from the operator's value"
+        )
+        assert e.status()["drift"] == 0
+        _resolve_until_200(e, dc, operators)
+
+        assert quotas(dc) == operators, "the operator's value restored, not A's original"
+        assert originals_copy(dc) == []
+        assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") == 0.0
+        assert "journal lost" not in e.process.log_text()
+
+
+def test_a_throttle_answered_from_views_older_than_it_keeps_its_originals_and_finds_no_drift(
+    devcluster, tmp_path
+):
+    """Episode B throttles from an operator's value set after episode A's restore. Then the
+    brokers asked lag again: first their views still show A (its copy, its throttled values),
+    later they are from between A's restore and the operator's change (no copy, the old value).
+    Neither is a lost journal (B is kept, nothing recovered) nor an operator's change made while
+    B throttles (no drift): B restores exactly the operator's value."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT1H",
+    }
+    with _started(Enforcer(tmp_path, dc, settings)) as e:
+        throttled, restored, operators = _throttle_then_restore(e, dc, before)
+        _wait_past(restored + GAP_S)
+        _operator_changes_user_00001(dc)
+        assert e.post(firing(0.5))[0] == 200  # episode B, the brokers caught up
+        b_throttle = quotas(dc)
+        assert b_throttle[key(user="user-00001")] == {P: 100_000.0, C: 25_000.0}
+        (b_marker,) = _markers(dc)
+
+        _views_go_back_to(dc, [throttled + behind for behind in SOON_BEHIND_S])
+        for broker in range(3):
+            assert _markers(dc, broker) not in (set(), {b_marker}), broker
+        e.post(firing(0.5))  # Alertmanager's repeat, answered from views showing A
+        assert quotas(dc) == b_throttle, "episode A's originals never came back"
+        assert e.status()["drift"] == 0
+
+        _views_go_back_to(dc, [restored + behind for behind in SOON_BEHIND_S])
+        for broker in range(3):
+            assert _view(dc, broker, "user-00001") == {P: 100_001.0, C: 50_001.0}, broker
+            assert _markers(dc, broker) == set(), broker
+        e.post(firing(0.5))  # answered from views older than B
+        assert e.status()["drift"] == 0, "a view from before B shows no change made during B"
+        assert _markers(dc) == {b_marker}, "still episode B"
+
+        _caught_up(dc)
+        _resolve_until_200(e, dc, operators)
+        assert quotas(dc) == operators, "the operator's value restored, not A's original"
+        assert originals_copy(dc) == []
+        assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") == 0.0
+        assert e.metric("kafka_volume_quota_enforcer_drift_changes_total") == 0.0
+        assert "journal lost" not in e.process.log_text()
+
+
+def test_a_restart_right_after_a_restore_does_not_take_the_old_episode_back_from_lagging_views(
+    devcluster, tmp_path
+):
+    """The enforcer restarts while every broker's view still shows the episode it restored just
+    before (copy and throttled values). Reading Kafka's copy at start must not take that episode
+    for one whose journal was lost: nothing is held or throttled again, the operator's change
+    made after the restore stays."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    before = _seed_users(dc, 30)
+    settings = {
+        "kvq.enforcer.quota.keys": f"{P},{C}",
+        "kvq.enforcer.reconcile.interval": "PT0.5S",
+    }
+    e = Enforcer(tmp_path, dc, settings)
+    with _started(e):
+        assert e.post(firing(0.5))[0] == 200
+        throttled = time.monotonic()
+        _wait_past(throttled + 3 * GAP_S)  # the restarted enforcer's reads reach back to here
+        _resolve_until_200(e, dc, before)
+        _operator_changes_user_00001(dc)
+        operators = {**before, key(user="user-00001"): {P: OPERATOR_P, C: 50_001.0}}
+        e.stop()
+        _views_go_back_to(dc, [throttled + behind for behind in SOON_BEHIND_S])
+        for broker in range(3):
+            assert _markers(dc, broker), f"broker {broker} still shows the restored episode"
+        e.start()
+        assert quotas(dc) == operators, "nothing throttled again from the old episode"
+        assert not e.status()["held_from_kafka"]
+        _caught_up(dc)
+        wait_until(lambda: e.health()["status"] == "ok", what="/healthz ok once caught up")
+        assert quotas(dc) == operators
+        assert originals_copy(dc) == []
+        assert e.status()["target_factor"] == 1.0 and not e.status()["held_from_kafka"]
+        assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") == 0.0
+        assert "journal lost" not in e.process.log_text()
 
 
 def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler(
