@@ -126,10 +126,10 @@ check_backfill() {
 
 check_provenance() {
   echo "== labels, SBOM, build_info revision"
-  buildah inspect --type image --format '{{json .OCIv1.Config.Labels}}' "$tag" >"$work/labels.json"
-  python3 - "$work/labels.json" "$version" "$revision" "$created" <<'PY'
+  buildah inspect --type image "$tag" >"$work/image.json"
+  python3 - "$work/image.json" "$version" "$revision" "$created" <<'PY'
 import json, sys
-labels = json.load(open(sys.argv[1]))
+labels = json.load(open(sys.argv[1]))["OCIv1"]["config"]["Labels"]
 oci = {k.removeprefix("org.opencontainers.image."): v for k, v in labels.items()
        if k.startswith("org.opencontainers.image.")}
 expected = dict(zip(("version", "revision", "created"), sys.argv[2:]), licenses="Apache-2.0")
