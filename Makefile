@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint system-deps kafka-deps venv tools clean image image-backfill manifests
+.PHONY: test demo bench lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
 
 venv: $(STAMP)
 
@@ -85,6 +85,21 @@ image: venv
 # The backfill target (Java 17 + PySpark, ~1 GB), checked with one kvq-backfill of a generated archive.
 image-backfill: venv
 	$(SUDO) deploy/image/build.sh backfill
+
+# The lock files the image installs from (pip install --require-hashes, so two builds of one commit
+# hold the same packages): uv resolves pyproject.toml's dependencies (with the spark extra for the
+# backfill target) for Python 3.11+ on every platform, with the hashes of every file. A pin already
+# in a lock file is kept while it satisfies pyproject.toml; `make lock UV_ARGS=--upgrade` takes the
+# newest versions. tests/deploy/test_image.py checks the files against pyproject.toml.
+UV_VERSION := 0.13.8
+UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+  --custom-compile-command 'make lock' $(UV_ARGS)
+lock: venv
+	@test -x $(VENV)/bin/uv && $(VENV)/bin/uv --version | grep -q ' $(UV_VERSION) ' \
+	  || $(PY) -m pip install -q uv==$(UV_VERSION)
+	$(UV_COMPILE) pyproject.toml -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra spark --constraint requirements.lock -o requirements-spark.lock
+	$(UV_COMPILE) deploy/image/sbom-tool.in -o deploy/image/sbom-tool.lock
 
 # The chart's copies of rules/ and grafana/dashboards/, and deploy/kubernetes/base/generated/ rendered
 # from the chart with `helm template` (a test checks they are current).

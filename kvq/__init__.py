@@ -10,9 +10,19 @@
   and the metrics every server publishes (build info, process, connections).
 """
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 
 try:
     __version__ = version("kafka-volume-quotas")
 except PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0.0.0+unknown"
+
+REVISION_ENV = "KVQ_REVISION"
+"""Set by the container image to the source revision it was built from (Containerfile)."""
+
+
+def revision() -> str:
+    """The source revision of this build: the image's KVQ_REVISION, else "unknown" (a checkout or
+    a package installed another way)."""
+    return os.environ.get(REVISION_ENV) or "unknown"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # `make image` / `make image-backfill`: build a target of the Containerfile with buildah on a
-# Python base made from Debian packages (no image registry is needed), then check the built image:
+# Python base made from Debian packages (no image registry is needed), labelled with the version,
+# the git revision (`-dirty` when the work tree has changes; `unknown` outside git) and the build
+# time, then check the built image:
+#   both      its org.opencontainers.image.* labels; its SBOM lists exactly the lock file's packages
+#             (and kafka-volume-quotas); build_info's revision is the label's
 #   kvq       kvq-exporter --version, and one kvq-exporter --once against a devcluster
 #   backfill  kvq-backfill --version, and one backfill (Spark in the image's Java) of a generated
 #             archive, ending in a complete OpenMetrics file
@@ -13,10 +17,15 @@ cd "$(dirname "$0")/../.."
 target=${1:-kvq}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 case "$target" in
-  kvq) tag=localhost/kafka-volume-quotas:$version ;;
-  backfill) tag=localhost/kafka-volume-quotas-backfill:$version ;;
+  kvq) tag=localhost/kafka-volume-quotas:$version; lock=requirements.lock ;;
+  backfill) tag=localhost/kafka-volume-quotas-backfill:$version; lock=requirements-spark.lock ;;
   *) echo "usage: $0 [kvq|backfill]" >&2; exit 2 ;;
 esac
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+if [ "$revision" != unknown ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+  revision=$revision-dirty
+fi
+created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 base=localhost/kvq-debian-python:bookworm
 venv_python=${VENV_PYTHON:-.venv/bin/python}
 started=$(date +%s)
@@ -34,7 +43,9 @@ for f in /etc/ssl/certs/ca-certificates.crt /etc/pip.conf; do
 done
 echo "== building $tag (target $target) from Containerfile on $base"
 buildah build --quiet --layers --isolation chroot --network host "${host_files[@]}" \
-  --build-arg PYTHON_IMAGE="$base" --target "$target" -t "$tag" -f Containerfile . >/dev/null
+  --build-arg PYTHON_IMAGE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+  --label org.opencontainers.image.created="$created" \
+  --target "$target" -t "$tag" -f Containerfile . >/dev/null
 echo "   built in $(( $(date +%s) - started )) s"
 
 work=$(mktemp -d)
@@ -113,5 +124,33 @@ check_backfill() {
   echo "   Spark started from the image's class archive ($(in_image sh -c 'ls $KVQ_CACHE_DIR'))"
 }
 
+check_provenance() {
+  echo "== labels, SBOM, build_info revision"
+  buildah inspect --type image "$tag" >"$work/image.json"
+  python3 - "$work/image.json" "$version" "$revision" "$created" <<'PY'
+import json, sys
+labels = json.load(open(sys.argv[1]))["OCIv1"]["config"]["Labels"]
+oci = {k.removeprefix("org.opencontainers.image."): v for k, v in labels.items()
+       if k.startswith("org.opencontainers.image.")}
+expected = dict(zip(("version", "revision", "created"), sys.argv[2:]), licenses="Apache-2.0")
+assert expected.items() <= oci.items() and oci["source"].startswith("https://"), oci
+print("   " + ", ".join(f"{k}={v}" for k, v in sorted(oci.items()) if k != "description"))
+PY
+  python3 - "$root/opt/kvq/share/kafka-volume-quotas/sbom.cdx.json" "$lock" <<'PY'
+import json, re, sys
+bom = json.load(open(sys.argv[1]))
+found = {re.sub(r"[-_.]+", "-", c["name"]).lower(): c["version"] for c in bom["components"]}
+locked = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", open(sys.argv[2]).read(), re.M))
+missing = {name: v for name, v in locked.items() if found.get(name) != v}
+extra = set(found) - set(locked) - {"pip", "setuptools"}  # these two come with the venv
+assert not missing and not extra and bom["metadata"]["component"]["name"] == "kafka-volume-quotas", (missing, extra)
+print(f"   SBOM (CycloneDX {bom['specVersion']}): {len(found)} components, every package of "
+      f"{sys.argv[2]} at its locked version")
+PY
+  in_image python -c 'import kvq; print(kvq.revision())' | grep -qx "$revision" \
+    || { echo "KVQ_REVISION in the image is not $revision"; exit 1; }
+}
+
+check_provenance
 if [ "$target" = kvq ]; then check_exporter; else check_backfill; fi
 echo "== image $tag OK ($(( $(date +%s) - started )) s)"

@@ -18,11 +18,12 @@ STANDARD_PREFIXES = (BUILD_INFO, HTTP_PREFIX, "process_")
 
 
 class BuildInfoCollector(Collector):
-    """`kafka_volume_quota_build_info{version, python_version, program} 1`."""
+    """`kafka_volume_quota_build_info{version, revision, python_version, program} 1`."""
 
     def __init__(self, program: str) -> None:
         self.labels = {
             "version": kvq.__version__,
+            "revision": kvq.revision(),
             "python_version": platform.python_version(),
             "program": program,
         }
