@@ -13,8 +13,9 @@ everywhere. `KafkaQuotas.restore(snapshot)` puts the shared cluster back as it w
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
@@ -154,15 +155,34 @@ class KafkaQuotas:
 
     def agreed(self) -> dict[QuotaEntity, dict[str, float]]:
         """The quotas once every broker describes the same (NaN equal to NaN)."""
-        deadline = time.monotonic() + self.agree_within
+        views = self._await(
+            lambda views: len({canonical(view) for view in views.values()}) == 1,
+            self.agree_within,
+            "every broker to describe the same quotas",
+        )
+        return next(iter(views.values()))
+
+    def _await(
+        self,
+        done: Callable[[dict[int, dict[QuotaEntity, dict[str, float]]]], bool],
+        timeout: float,
+        what: str,
+    ) -> dict[int, dict[QuotaEntity, dict[str, float]]]:
+        """Every broker's quotas, asked again until `done` with them. A broker that cannot answer
+        yet (restarted: kafka-python backs off its old connection) is asked again afresh."""
+        deadline = time.monotonic() + timeout
         while True:
-            views = self.describe_each()
-            texts = {canonical(view) for view in views.values()}
-            if len(texts) == 1:
-                return next(iter(views.values()))
+            try:
+                views = self.describe_each()
+                if done(views):
+                    return views
+                problem = "they differ"
+            except Exception as exc:  # noqa: BLE001 - any broker failing: ask again
+                self._session.close()
+                problem = repr(exc)
             if time.monotonic() > deadline:
-                raise AssertionError(f"brokers disagree after {self.agree_within} s: {texts}")
-            time.sleep(0.05)
+                raise AssertionError(f"waited {timeout} s for {what}: {problem}")
+            time.sleep(0.02)
 
     def quotas(self) -> Quotas:
         return {
@@ -183,13 +203,12 @@ class KafkaQuotas:
     ) -> float:
         """Seconds until every broker describes each change (its value, or the key gone)."""
         started = time.monotonic()
-        while True:
-            views = self.describe_each()
-            if all(_holds(view, changes) for view in views.values()):
-                return time.monotonic() - started
-            if time.monotonic() - started > timeout:
-                raise AssertionError(f"brokers do not all hold the changes after {timeout} s")
-            time.sleep(0.02)
+        self._await(
+            lambda views: all(_holds(view, changes) for view in views.values()),
+            timeout,
+            f"every broker to hold {len(changes)} changed values",
+        )
+        return time.monotonic() - started
 
     # ---- leaving the shared cluster as found ----
 
@@ -216,6 +235,21 @@ class KafkaQuotas:
         assert canonical(self.agreed()) == canonical(snapshot), (
             "the shared cluster's quotas restored"
         )
+
+
+@contextlib.contextmanager
+def kafka_quotas_left_as_found(kafka: Any, agree_within: float = 30) -> Iterator[KafkaQuotas]:
+    """KafkaQuotas of a running KafkaCluster; its quotas are put back as found on leaving, also
+    when the test failed (the test's, the enforcer's and its copy of the originals removed)."""
+    backend = KafkaQuotas(kafka.admin_properties, kafka.node_ids, agree_within)
+    try:
+        found = backend.snapshot()
+        try:
+            yield backend
+        finally:
+            backend.restore(found)
+    finally:
+        backend.close()
 
 
 def _holds(view: Mapping[QuotaEntity, Mapping[str, float]], changes: Sequence[Change]) -> bool:

@@ -31,7 +31,12 @@ from devkit.producer_load import LoadProducer
 from enforcer.quota_plan import UNLIMITED
 from kvq.kafka.quota_entity import ORIGINALS_USER
 from tests.kafka_support import kafka_admin_settings
-from tests.quota_backends import DevclusterQuotas, KafkaQuotas, key
+from tests.quota_backends import (
+    DevclusterQuotas,
+    KafkaQuotas,
+    kafka_quotas_left_as_found,
+    key,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -166,16 +171,8 @@ def backend(request, devcluster):
     if request.param == "devcluster":
         yield DevclusterQuotas(devcluster(brokers=3, log_dirs_per_broker=1))
         return
-    kafka = request.getfixturevalue("shared_kafka")
-    backend = KafkaQuotas(kafka.admin_properties, kafka.node_ids)
-    found = backend.snapshot()
-    try:
+    with kafka_quotas_left_as_found(request.getfixturevalue("shared_kafka")) as backend:
         yield backend
-    finally:
-        try:
-            backend.restore(found)
-        finally:
-            backend.close()
 
 
 @pytest.fixture

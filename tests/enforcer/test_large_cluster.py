@@ -16,7 +16,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import MAX_PAIRS_PER_REQUEST, KafkaQuotaClient
 from enforcer.quota_plan import Change, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
-from tests.quota_backends import DevclusterQuotas, KafkaQuotas
+from tests.quota_backends import DevclusterQuotas, kafka_quotas_left_as_found
 
 pytestmark = pytest.mark.integration
 
@@ -64,16 +64,9 @@ def backend(request, devcluster):
     if request.param == "devcluster":
         yield DevclusterQuotas(devcluster(brokers=1, log_dirs_per_broker=1))
         return
-    kafka = request.getfixturevalue("shared_kafka")
-    backend = KafkaQuotas(kafka.admin_properties, kafka.node_ids, agree_within=120)
-    found = backend.snapshot()
-    try:
+    shared_kafka = request.getfixturevalue("shared_kafka")
+    with kafka_quotas_left_as_found(shared_kafka, agree_within=120) as backend:
         yield backend
-    finally:
-        try:
-            backend.restore(found)
-        finally:
-            backend.close()
 
 
 def _applier(client, journal, settle_s: float = 75.0) -> Applier:
