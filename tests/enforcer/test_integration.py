@@ -1,7 +1,10 @@
-"""kvq-enforcer (the real CLI and its HTTP server) against a devcluster speaking Kafka's protocol.
+"""kvq-enforcer (the real CLI and its HTTP server) against devcluster and real Apache Kafka.
 
-Quotas are seeded and "operator" changes made directly in devcluster's store, so only the
-enforcer's own requests show up in devcluster's request counts.
+Tests that assert what Kafka holds take the `backend` fixture and run on both: a devcluster of
+their own, and the run's shared 3-node Kafka cluster (`shared_kafka`), whose quotas are put back
+as found after each test, also when it fails. On devcluster quotas are seeded and "operator"
+changes made directly in its store, so only the enforcer's own requests show up in its request
+counts; tests that need those counts or devcluster's faults run on devcluster only.
 """
 
 from __future__ import annotations
@@ -15,16 +18,25 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
 
 from devcluster.control_client import ControlClient
-from devcluster.quota_store import Alteration, Op
 from devkit.alertmanager import alertmanager, throttle_webhook
+from devkit.kafka_cluster import STRIMZI_QUOTA_CALLBACK, KafkaCluster, strimzi_quota_callback
 from devkit.processes import ManagedProcess, free_port, wait_until
+from devkit.producer_load import LoadProducer
 from enforcer.quota_plan import UNLIMITED
 from kvq.kafka.quota_entity import ORIGINALS_USER
+from tests.kafka_support import kafka_admin_settings
+from tests.quota_backends import (
+    DevclusterQuotas,
+    KafkaQuotas,
+    kafka_quotas_left_as_found,
+    key,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,31 +45,22 @@ C = "consumer_byte_rate"
 TOKEN = "integration-token"
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "prod-eu-1"
+EXCLUDED = "client.quota.callback.static.excluded.principal.name.list"
 
 
 def seed(dc, entity: dict, **values: float) -> None:
     """Set quotas as an operator would, without going through the enforcer."""
-    ops = tuple(Op(k, v) for k, v in values.items())
-    (result,) = dc.quotas.alter([Alteration(tuple(entity.items()), ops)])
-    assert result.error_code == 0, result
+    DevclusterQuotas(dc).seed(entity, **values)
 
 
 def quotas(dc) -> dict[tuple, dict[str, float]]:
     """Every client quota in Kafka, without the enforcer's copy of the originals."""
-    return {
-        tuple(sorted(item["entity"].items(), key=str)): item["values"]
-        for item in dc.quota_state()
-        if item["entity"].get("user") != ORIGINALS_USER
-    }
+    return DevclusterQuotas(dc).quotas()
 
 
 def originals_copy(dc) -> list[dict]:
     """The entities holding the enforcer's copy of the originals in Kafka."""
-    return [item for item in dc.quota_state() if item["entity"].get("user") == ORIGINALS_USER]
-
-
-def key(**entity) -> tuple:
-    return tuple(sorted({k.replace("_", "-"): v for k, v in entity.items()}.items(), key=str))
+    return DevclusterQuotas(dc).originals_copy()
 
 
 def alter_count(dc) -> int:
@@ -70,7 +73,7 @@ class Enforcer:
     def __init__(
         self,
         tmp_path: Path,
-        dc,
+        admin_properties: dict[str, str],
         extra: dict[str, str] | None = None,
         more_configs: tuple[Path, ...] = (),
     ) -> None:
@@ -79,7 +82,7 @@ class Enforcer:
         (tmp_path / "token").write_text(TOKEN + "\n")
         props = {
             "kvq.cluster.name": CLUSTER,
-            "client.quota.callback.static.kafka.admin.bootstrap.servers": dc.bootstrap,
+            **kafka_admin_settings(admin_properties),
             "client.quota.callback.static.kafka.admin.request.timeout.ms": "1500",
             "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.05",
             "client.quota.callback.static.produce": "1048576",
@@ -161,12 +164,28 @@ def dc(devcluster):
     return devcluster(brokers=3, log_dirs_per_broker=1)
 
 
+@pytest.fixture(params=["devcluster", "kafka"])
+def backend(request, devcluster):
+    """The cluster a test's quotas live in: a devcluster of its own, or the shared real Kafka
+    cluster, left with the quotas it had (the test's and the enforcer's removed)."""
+    if request.param == "devcluster":
+        yield DevclusterQuotas(devcluster(brokers=3, log_dirs_per_broker=1))
+        return
+    with kafka_quotas_left_as_found(request.getfixturevalue("shared_kafka")) as backend:
+        yield backend
+
+
 @pytest.fixture
-def enforcer(tmp_path, dc):
+def enforcer(tmp_path, request):
+    """Factory: starts the enforcer against the test's `backend`, else its devcluster `dc`."""
+    if "backend" in request.fixturenames:
+        admin_properties = request.getfixturevalue("backend").admin_properties
+    else:
+        admin_properties = {"bootstrap.servers": request.getfixturevalue("dc").bootstrap}
     started: list[Enforcer] = []
 
     def start(more_configs: tuple[Path, ...] = (), **extra: str) -> Enforcer:
-        e = Enforcer(tmp_path, dc, extra, more_configs)
+        e = Enforcer(tmp_path, admin_properties, extra, more_configs)
         started.append(e)
         return e.start()
 
@@ -187,29 +206,29 @@ def resolved() -> dict:
     return throttle_webhook(cluster=CLUSTER, factor=None)
 
 
-def test_defaults_only_throttle_and_restore(dc, enforcer):
+def test_defaults_only_throttle_and_restore(backend, enforcer):
     e = enforcer()
     status, body = e.post(firing(0.5))
     assert status == 200, body
-    assert quotas(dc) == {key(user=None): {P: 524288.0}}
+    assert backend.quotas() == {key(user=None): {P: 524288.0}}
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == {}, "the default user's quota was unset before, so it is removed"
+    assert backend.quotas() == {}, "the default user's quota was unset before, so it is removed"
     assert e.process.stop() == 0, "SIGTERM stops the enforcer cleanly"
 
 
-def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforcer):
-    seed(dc, {"user": "alice", "client-id": "app"}, producer_byte_rate=300001.0)
-    seed(dc, {"user": "alice", "client-id": None}, producer_byte_rate=200000.0)
-    seed(dc, {"user": "alice"}, producer_byte_rate=800000.0, consumer_byte_rate=5.0)
-    seed(dc, {"user": None, "client-id": "batch"}, producer_byte_rate=70000.0)
-    seed(dc, {"user": None, "client-id": None}, producer_byte_rate=60000.0)
-    seed(dc, {"client-id": "legacy"}, producer_byte_rate=50000.0)
-    seed(dc, {"client-id": None}, producer_byte_rate=40000.0)
-    seed(dc, {"ip": "10.0.0.1"}, connection_creation_rate=5.0)
-    before = quotas(dc)
+def test_every_precedence_level_is_throttled_and_restored_byte_exact(backend, enforcer):
+    backend.seed({"user": "alice", "client-id": "app"}, producer_byte_rate=300001.0)
+    backend.seed({"user": "alice", "client-id": None}, producer_byte_rate=200000.0)
+    backend.seed({"user": "alice"}, producer_byte_rate=800000.0, consumer_byte_rate=5.0)
+    backend.seed({"user": None, "client-id": "batch"}, producer_byte_rate=70000.0)
+    backend.seed({"user": None, "client-id": None}, producer_byte_rate=60000.0)
+    backend.seed({"client-id": "legacy"}, producer_byte_rate=50000.0)
+    backend.seed({"client-id": None}, producer_byte_rate=40000.0)
+    backend.seed({"ip": "10.0.0.1"}, connection_creation_rate=5.0)
+    before = backend.quotas()
     e = enforcer()
     assert e.post(firing(0.5))[0] == 200
-    after = quotas(dc)
+    after = backend.quotas()
     assert after[key(user="alice", client_id="app")] == {P: 150000.0}
     assert after[key(user="alice", client_id=None)] == {P: 100000.0}
     assert after[key(user="alice")] == {P: 400000.0, C: 5.0}, "consumer rate not managed"
@@ -220,61 +239,112 @@ def test_every_precedence_level_is_throttled_and_restored_byte_exact(dc, enforce
     assert after[key(client_id=None)] == {P: 20000.0}
     assert after[key(ip="10.0.0.1")] == {"connection_creation_rate": 5.0}
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == before
+    assert backend.quotas() == before
 
 
-def test_client_id_quotas_are_not_lifted_by_the_new_default_user_quota(dc, enforcer):
+def test_client_id_quotas_are_not_lifted_by_the_new_default_user_quota(backend, enforcer):
     """user=<default> outranks client-id quotas (KIP-55), so they are mirrored one level up."""
-    seed(dc, {"client-id": "batch"}, producer_byte_rate=50000.0)
+    backend.seed({"client-id": "batch"}, producer_byte_rate=50000.0)
     e = enforcer()
     assert e.post(firing(0.5))[0] == 200
-    after = quotas(dc)
+    after = backend.quotas()
     assert after[key(user=None)] == {P: 524288.0}
     assert after[key(user=None, client_id="batch")] == {P: 25000.0}
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == {key(client_id="batch"): {P: 50000.0}}
+    assert backend.quotas() == {key(client_id="batch"): {P: 50000.0}}
 
 
-def test_excluded_principals_stay_unthrottled_and_overrides_go_afterwards(dc, enforcer):
-    seed(dc, {"user": "admin", "client-id": "tool"}, producer_byte_rate=777.0)
-    seed(dc, {"user": "svc"}, producer_byte_rate=1000.0)
-    before = quotas(dc)
+def test_excluded_principals_stay_unthrottled_and_overrides_go_afterwards(backend, enforcer):
+    backend.seed({"user": "admin", "client-id": "tool"}, producer_byte_rate=777.0)
+    backend.seed({"user": "svc"}, producer_byte_rate=1000.0)
+    before = backend.quotas()
     excluded = "User:admin;User:CN=mm2,O=acme"
-    e = enforcer(**{"client.quota.callback.static.excluded.principal.name.list": excluded})
+    e = enforcer(**{EXCLUDED: excluded})
     assert e.post(firing(0.0))[0] == 200
-    after = quotas(dc)
+    after = backend.quotas()
     assert after[key(user="admin")] == {P: UNLIMITED}
     assert after[key(user="CN=mm2,O=acme")] == {P: UNLIMITED}
     assert after[key(user="admin", client_id="tool")] == {P: 777.0}, "excluded user's own"
     assert after[key(user="svc")] == {P: 1.0}
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == before
+    assert backend.quotas() == before
 
 
-def test_factor_zero_clamps_every_value_to_one(dc, enforcer):
-    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
-    seed(dc, {"client-id": "x"}, producer_byte_rate=1.0)
+@pytest.mark.parametrize("backend", ["kafka"], indirect=True)
+def test_kafka_holds_the_default_user_to_the_floor_but_not_an_excluded_user(
+    backend, enforcer, shared_kafka
+):
+    """Factor 0 with the default floor: Kafka answers bob's burst (the default user, 8 KiB/s now)
+    with a throttle time, while alice, excluded, writes the same burst unthrottled."""
+    e = enforcer(**{EXCLUDED: "User:alice", "kvq.enforcer.throttle.byte.rate.floor": None})
+    assert e.post(firing(0.0))[0] == 200
+    throttled = backend.quotas()
+    assert throttled[key(user="alice")] == {P: UNLIMITED}
+    assert throttled[key(user=None)] == {P: 8192.0}
+    topic = f"excluded-{uuid.uuid4().hex[:8]}"
+    alice = burst(shared_kafka, "alice", topic)
+    try:
+        assert alice.producer.flush(60) == 0 and alice.log.acked_bytes() == BURST
+        assert throttle_times(alice) == [], "Kafka does not throttle the excluded user"
+    finally:
+        alice.close()
+    bob = burst(shared_kafka, "bob", topic)
+    try:
+        wait_until(
+            lambda: bob.producer.poll(0.1) is not None and throttle_times(bob),
+            timeout=60,
+            what="Kafka throttling bob, the default user",
+        )
+    finally:
+        bob.close()
+    assert e.post(resolved())[0] == 200
+    assert backend.quotas() == {}
+
+
+BURST = 1_000_000
+
+
+def burst(kafka: KafkaCluster, user: str, topic: str) -> LoadProducer:
+    """A SASL producer with BURST bytes queued as fast as librdkafka takes them."""
+    producer = LoadProducer(kafka.sasl_bootstrap, user=user, password=kafka.users[user])
+    for _ in range(BURST // 1000):
+        while not producer.send(topic, b"x" * 1000):
+            pass
+    return producer
+
+
+def throttle_times(producer: LoadProducer) -> list[int]:
+    """The throttle times (ms) Kafka answered with, above 0."""
+    with producer.log.lock:
+        return [ms for _, ms in producer.log.throttles if ms > 0]
+
+
+def test_factor_zero_clamps_every_value_to_one(backend, enforcer):
+    backend.seed({"user": "alice"}, producer_byte_rate=800.0)
+    backend.seed({"client-id": "x"}, producer_byte_rate=1.0)
     e = enforcer(**{"kvq.enforcer.quota.keys": "producer_byte_rate,consumer_byte_rate"})
     assert e.post(firing(0.0))[0] == 200
-    values = [v for entity in quotas(dc).values() for v in entity.values()]
+    values = [v for entity in backend.quotas().values() for v in entity.values()]
     assert values and set(values) == {1.0}
-    assert quotas(dc)[key(user=None)] == {P: 1.0, C: 1.0}, "unlimited fetch x 0 is limited too"
+    assert backend.quotas()[key(user=None)] == {P: 1.0, C: 1.0}, (
+        "unlimited fetch x 0 is limited too"
+    )
 
 
-def test_factor_zero_stops_at_the_byte_rate_floor(dc, enforcer):
+def test_factor_zero_stops_at_the_byte_rate_floor(backend, enforcer):
     """With the default floor (8 KiB/s) factor 0 never sets a byte rate so low that Kafka's
     throttle time overflows; quotas already below the floor keep their value; all restored."""
-    seed(dc, {"user": "alice"}, producer_byte_rate=1_000_000.0)
-    seed(dc, {"user": "bob"}, producer_byte_rate=4000.0)
-    before = quotas(dc)
+    backend.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
+    backend.seed({"user": "bob"}, producer_byte_rate=4000.0)
+    before = backend.quotas()
     e = enforcer(**{"kvq.enforcer.throttle.byte.rate.floor": None})
     assert e.post(firing(0.0))[0] == 200
-    throttled = quotas(dc)
+    throttled = backend.quotas()
     assert throttled[key(user="alice")] == {P: 8192.0}
     assert throttled[key(user="bob")] == {P: 4000.0}
     assert throttled[key(user=None)] == {P: 8192.0}, "the default user: produce base x 0"
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == before
+    assert backend.quotas() == before
 
 
 def test_the_same_alert_100_times_alters_once(dc, enforcer):
@@ -345,43 +415,54 @@ def _backup(journal: Path, to: Path) -> Path:
     return to
 
 
-@pytest.mark.parametrize("how", ["deleted", "truncated", "rolled_back"])
+@pytest.mark.parametrize(
+    ("backend", "how"),
+    [
+        ("devcluster", "deleted"),
+        ("devcluster", "truncated"),
+        ("devcluster", "rolled_back"),
+        ("kafka", "rolled_back"),  # how the journal is lost is the enforcer's own business
+    ],
+    indirect=["backend"],
+)
 def test_journal_lost_while_throttled_restores_originals_from_kafka_and_never_compounds(
-    dc, enforcer, how, tmp_path
+    backend, enforcer, how, tmp_path
 ):
-    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
-    seed(dc, {"client-id": "app"}, consumer_byte_rate=3000.0, producer_byte_rate=2000.0)
-    before = quotas(dc)
+    backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
+    backend.seed({"client-id": "app"}, consumer_byte_rate=3000.0, producer_byte_rate=2000.0)
+    before = backend.quotas()
     e = enforcer(**{"kvq.enforcer.quota.keys": "producer_byte_rate,consumer_byte_rate"})
     earlier = _backup(e.journal, tmp_path / "before-the-throttle.sqlite3")
     assert e.post(firing(0.5))[0] == 200
-    assert quotas(dc)[key(user="alice")] == {P: 500.0}
-    assert originals_copy(dc), "the originals are copied into Kafka while throttled"
+    assert backend.quotas()[key(user="alice")] == {P: 500.0}
+    assert backend.originals_copy(), "the originals are copied into Kafka while throttled"
     e.process.signal(signal.SIGKILL)
     e.process.proc.wait(10)
     _lose_journal(e.journal, how, earlier)
     e.start()
     assert e.post(firing(0.5))[0] == 200
     assert e.post(firing(0.25))[0] == 200
-    assert quotas(dc)[key(user="alice")] == {P: 250.0}, "from the original 1000, not from 500"
+    assert backend.quotas()[key(user="alice")] == {P: 250.0}, "from the original 1000, not from 500"
     assert e.metric("kafka_volume_quota_enforcer_originals_recovered_total") > 0
     status, body = e.post(resolved())
     assert status == 200, body
-    assert quotas(dc) == before, "every original back exactly, the added quotas removed"
-    assert originals_copy(dc) == [], "the copy goes once everything is restored"
+    assert backend.quotas() == before, "every original back exactly, the added quotas removed"
+    assert backend.originals_copy() == [], "the copy goes once everything is restored"
     assert e.status()["episode"]["state"] == "restored"
 
 
-def test_unreadable_copy_of_the_originals_is_loud_never_200(dc, enforcer):
-    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
-    seed(dc, {"user": ORIGINALS_USER, "client-id": "not a record"}, controller_mutation_rate=1.0)
+def test_unreadable_copy_of_the_originals_is_loud_never_200(backend, enforcer):
+    backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
+    backend.seed(
+        {"user": ORIGINALS_USER, "client-id": "not a record"}, controller_mutation_rate=1.0
+    )
     e = enforcer()
     status, body = e.post(resolved())
     assert status == 503 and "originals unknown" in body["error"], body
     health = e.health()
     assert health["status"] == "failing" and "originals unknown" in health["problems"][0]
     assert e.metric("kafka_volume_quota_enforcer_originals_unknown") == 1.0
-    assert quotas(dc)[key(user="alice")] == {P: 1000.0}, "nothing was changed"
+    assert backend.quotas()[key(user="alice")] == {P: 1000.0}, "nothing was changed"
 
 
 def test_quota_callback_on_the_brokers_is_refused_loudly_until_removed(dc, enforcer):
@@ -403,6 +484,52 @@ def test_quota_callback_on_the_brokers_is_refused_loudly_until_removed(dc, enfor
     assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 0.0
 
 
+def test_the_real_strimzi_plugin_in_a_broker_is_refused_loudly_until_removed(tmp_path, kafka_dist):
+    """A Kafka broker of its own with Strimzi's quota plugin as its quota callback: the throttle is
+    written but never reported applied; once the broker restarts without it, all is well."""
+    plugin = strimzi_quota_callback({"produce": "1000000", "storage.check-interval": "5"})
+    with KafkaCluster(
+        tmp_path / "kafka",
+        nodes=1,
+        log_dir_bytes=16 << 20,
+        dist=kafka_dist,
+        broker_properties=plugin,
+    ) as kafka:
+        backend = KafkaQuotas(kafka.admin_properties, kafka.node_ids)
+        e = Enforcer(
+            tmp_path, kafka.admin_properties, {"kvq.enforcer.reconcile.interval": "PT0.5S"}
+        )
+        try:
+            backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
+            e.start()
+            status, body = e.post(firing(0.5))
+            assert status == 503, body
+            assert f"client.quota.callback.class={STRIMZI_QUOTA_CALLBACK}" in body["error"], body
+            assert e.health()["status"] == "failing"
+            assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 1.0
+            assert backend.quotas()[key(user="alice")] == {P: 500.0}, "right once the plugin goes"
+            restart_without_quota_callback(kafka, 0)
+            wait_until(lambda: e.health()["status"] == "ok", timeout=60, what="/healthz ok")
+            assert e.metric("kafka_volume_quota_enforcer_quota_callback_active") == 0.0
+            assert e.post(firing(0.5))[0] == 200
+            assert e.post(resolved())[0] == 200
+            assert backend.quotas() == {key(user="alice"): {P: 1000.0}}
+        finally:
+            e.stop()
+            backend.close()
+
+
+def restart_without_quota_callback(kafka: KafkaCluster, node_id: int) -> None:
+    """`client.quota.callback.*` is read at start only: the broker restarts without it."""
+    kafka.stop_node(node_id)
+    config = kafka.node(node_id).config_path
+    kept = [
+        line for line in config.read_text().splitlines() if "client.quota.callback." not in line
+    ]
+    config.write_text("\n".join(kept) + "\n")
+    kafka.start_node(node_id)
+
+
 def test_a_throttle_kafka_applies_after_the_timeout_and_after_the_restore_is_undone(
     devcluster, tmp_path
 ):
@@ -412,7 +539,9 @@ def test_a_throttle_kafka_applies_after_the_timeout_and_after_the_restore_is_und
     dc = devcluster(brokers=1, log_dirs_per_broker=1)  # every request meets the fault
     seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
     before = quotas(dc)
-    e = Enforcer(tmp_path, dc, {"kvq.enforcer.alter.settle": "PT4S"})
+    e = Enforcer(
+        tmp_path, {"bootstrap.servers": dc.bootstrap}, {"kvq.enforcer.alter.settle": "PT4S"}
+    )
     try:
         e.start()
         assert e.post(firing(0.5))[0] == 200
@@ -486,39 +615,40 @@ def test_the_loop_survives_a_journal_locked_longer_than_its_timeout(dc, enforcer
     assert e.process.running
 
 
-def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(dc, enforcer):
+def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(backend, enforcer):
     """Kafka stores NaN for any key and accepts 2^63 for the long keys (decided in double)."""
-    seed(dc, {"user": "alice"}, producer_byte_rate=float("nan"))
-    seed(dc, {"user": "bob"}, producer_byte_rate=2.0**63)
+    backend.seed({"user": "alice"}, producer_byte_rate=float("nan"))
+    backend.seed({"user": "bob"}, producer_byte_rate=2.0**63)
     e = enforcer()
     status, body = e.post(firing(0.5))
     assert status == 200, body
-    assert math.isnan(quotas(dc)[key(user="alice")][P]), "no effective limit stays so"
-    assert quotas(dc)[key(user="bob")] == {P: 2.0**62}
+    assert math.isnan(backend.quotas()[key(user="alice")][P]), "no effective limit stays so"
+    assert backend.quotas()[key(user="bob")] == {P: 2.0**62}
     assert e.post(firing(0.0))[0] == 200
-    assert quotas(dc)[key(user="alice")] == {P: 1.0}
+    assert backend.quotas()[key(user="alice")] == {P: 1.0}
     rows = {r["label"]: r for r in e.status()["entities"]}
     assert rows["user=alice"]["original"] == "NaN", "JSON has no NaN: said as text"
     assert e.post(resolved())[0] == 200
-    after = quotas(dc)
+    after = backend.quotas()
     assert math.isnan(after.pop(key(user="alice"))[P])
     assert after == {key(user="bob"): {P: 2.0**63}}
 
 
-def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_loop(dc, enforcer):
+def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_loop(backend, enforcer):
     """As Strimzi's User Operator re-applying a KafkaUser's quota, or the Cluster Operator the
     default user's: the value is exactly the original again while throttled."""
-    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
     e = enforcer(**{"kvq.enforcer.reconcile.interval": "PT0.5S"})
     assert e.post(firing(0.5))[0] == 200
-    seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)
+    backend.seed({"user": "alice"}, everywhere=False, producer_byte_rate=1000.0)
     wait_until(
-        lambda: quotas(dc)[key(user="alice")] == {P: 500.0}, what="throttled again by the loop"
+        lambda: backend.quotas()[key(user="alice")] == {P: 500.0},
+        what="throttled again by the loop",
     )
     assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 1.0
     assert e.status()["drift"] == 0, "not the operator's value"
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == {key(user="alice"): {P: 1000.0}}
+    assert backend.quotas() == {key(user="alice"): {P: 1000.0}}
 
 
 def _pending_rows(journal: Path) -> int:
@@ -533,19 +663,19 @@ def _pending_rows(journal: Path) -> int:
         db.close()
 
 
-def test_operator_drift_is_kept_and_reported(dc, enforcer):
-    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
-    seed(dc, {"user": "bob"}, producer_byte_rate=600.0)
+def test_operator_drift_is_kept_and_reported(backend, enforcer):
+    backend.seed({"user": "alice"}, producer_byte_rate=800.0)
+    backend.seed({"user": "bob"}, producer_byte_rate=600.0)
     e = enforcer()
     assert e.post(firing(0.5))[0] == 200
-    seed(dc, {"user": "alice"}, producer_byte_rate=12345.0)
+    backend.seed({"user": "alice"}, producer_byte_rate=12345.0)
     assert e.post(firing(0.5))[0] == 200
     status = e.status()
     assert status["drift"] == 1
     (row,) = [r for r in status["entities"] if r["drift"]]
     assert row["label"] == "user=alice" and row["original"] == 800.0 and row["current"] == 12345.0
     assert e.post(resolved())[0] == 200
-    assert quotas(dc) == {key(user="alice"): {P: 12345.0}, key(user="bob"): {P: 600.0}}
+    assert backend.quotas() == {key(user="alice"): {P: 12345.0}, key(user="bob"): {P: 600.0}}
 
 
 def test_rejected_requests_change_nothing(dc, enforcer):
@@ -582,21 +712,21 @@ def test_kafka_down_gives_503_and_the_retry_succeeds(dc, enforcer):
 
 
 @pytest.mark.e2e
-def test_real_alertmanager_drives_throttle_and_restore(dc, enforcer, tmp_path):
+def test_real_alertmanager_drives_throttle_and_restore(backend, enforcer, tmp_path):
     """Alertmanager 0.25 posts with its bearer credentials_file; resolve restores exactly."""
-    seed(dc, {"user": "alice"}, producer_byte_rate=800.0)
-    before = quotas(dc)
+    backend.seed({"user": "alice"}, producer_byte_rate=800.0)
+    before = backend.quotas()
     e = enforcer()
     labels = {"alertname": "KafkaVolumeQuotaThrottle", "cluster": CLUSTER}
     with alertmanager(tmp_path / "am", e.url + "/webhook", tmp_path / "token") as am:
         am.fire(labels, {"throttle_factor": "0.25"})
         wait_until(
-            lambda: quotas(dc).get(key(user="alice")) == {P: 200.0},
+            lambda: backend.quotas().get(key(user="alice")) == {P: 200.0},
             timeout=20,
             what="throttle applied through Alertmanager",
         )
         am.resolve(labels, {"throttle_factor": "0.25"})
-        wait_until(lambda: quotas(dc) == before, timeout=20, what="restore after resolve")
+        wait_until(lambda: backend.quotas() == before, timeout=20, what="restore after resolve")
     assert e.status()["applied_factor"] == 1.0
 
 
