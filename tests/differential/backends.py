@@ -1,0 +1,173 @@
+"""What a differential test needs of either backend, and client quotas read and written alike.
+
+A quota entity is a tuple of (entity type, name) pairs, a None name being the default entity;
+`describe` answers ``{frozenset(pairs): {key: value}}``. On Kafka a broker's metadata image may
+lag the controller's commit a little, so reads that follow a write go through `eventually`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from devkit.devcluster_wire import admin_send
+from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
+from kvq.kafka.client_settings import kafka_python_config
+
+Entry = AlterClientQuotasRequest.EntryData
+Component = DescribeClientQuotasRequest.ComponentData
+Pairs = tuple[tuple[str, str | None], ...]
+Quotas = dict[frozenset, dict[str, float]]
+T = TypeVar("T")
+
+SETTLE_S = 15.0
+"""How long a read may take to show a write: Kafka's brokers apply the controller's records
+within milliseconds; the margin is for a loaded 2-core machine."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    """"devcluster" or "kafka"."""
+    bootstrap: str
+    """PLAINTEXT listeners: principal User:ANONYMOUS."""
+    sasl_bootstrap: str
+    """SASL_PLAINTEXT (PLAIN) listeners, users DEFAULT_USERS."""
+    node_ids: list[int]
+
+    def client_properties(self, user: str = ADMIN, password: str | None = None) -> dict[str, str]:
+        """Java-style client properties for `user` over SASL/PLAIN."""
+        return {
+            "bootstrap.servers": self.sasl_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": DEFAULT_USERS[user] if password is None else password,
+        }
+
+    def admin_client(self) -> KafkaAdminClient:
+        """kafka-python's admin client as the super user."""
+        kwargs = kafka_python_config(self.client_properties(ADMIN))
+        return KafkaAdminClient(request_timeout_ms=15000, **kwargs)
+
+
+def unique(prefix: str) -> str:
+    """A name no other test of the run (on the shared Kafka cluster) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def eventually(read: Callable[[], T], done: Callable[[T], bool], timeout: float = SETTLE_S) -> T:
+    """`read()` until `done` holds of its value, or the timeout; returns the last value read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+# ---- client quotas over the wire -----------------------------------------------------------------
+
+
+def entity(pairs: Pairs) -> list:
+    return [Entry.EntityData(entity_type=t, entity_name=n) for t, n in pairs]
+
+
+def ops(changes: Mapping[str, float | None]) -> list:
+    """``{key: value}``; a None value removes the key."""
+    return [
+        Entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+        for k, v in changes.items()
+    ]
+
+
+def alter_many(
+    admin: KafkaAdminClient,
+    request: Iterable[tuple[Pairs, Mapping[str, float | None]]],
+    validate_only: bool = False,
+) -> list[tuple[int, str | None, Pairs]]:
+    """``[(pairs, {key: value})]`` -> the response entries as ``[(code, message, pairs)]``."""
+    entries = [Entry(entity=entity(pairs), ops=ops(changes)) for pairs, changes in request]
+    response = admin_send(
+        admin, AlterClientQuotasRequest(entries=entries, validate_only=validate_only)
+    )
+    return [
+        (e.error_code, e.error_message, tuple((d.entity_type, d.entity_name) for d in e.entity))
+        for e in response.entries
+    ]
+
+
+def alter(
+    admin: KafkaAdminClient,
+    pairs: Pairs,
+    changes: Mapping[str, float | None],
+    validate_only: bool = False,
+) -> tuple[int, str | None]:
+    """One entity; (code, message) as Kafka's admin future would fail or succeed."""
+    [(code, message, _)] = alter_many(admin, [(pairs, changes)], validate_only)
+    return code, message
+
+
+def describe_raw(admin: KafkaAdminClient, components: Iterable[tuple], strict: bool) -> Any:
+    request = DescribeClientQuotasRequest(
+        components=[Component(entity_type=t, match_type=m, match=v) for t, m, v in components],
+        strict=strict,
+    )
+    return admin_send(admin, request)
+
+
+def describe(admin: KafkaAdminClient, components: Iterable[tuple] = (), strict=False) -> Quotas:
+    response = describe_raw(admin, components, strict)
+    assert response.error_code == 0, response.error_message
+    return {
+        frozenset((d.entity_type, d.entity_name) for d in e.entity): {
+            v.key: v.value for v in e.values
+        }
+        for e in response.entries
+    }
+
+
+def same_quotas(a: Quotas, b: Quotas) -> bool:
+    """Equal, NaN equal to NaN (a stored NaN is a value like any other)."""
+    if a.keys() != b.keys():
+        return False
+    return all(_same_values(a[e], b[e]) for e in a)
+
+
+def _same_values(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a
+    )
+
+
+def quota_snapshot(admin: KafkaAdminClient) -> Quotas:
+    return describe(admin)
+
+
+RESTORE_CHUNK = 5000
+"""Entries per request when putting quotas back: under the controller's 10,000-record bound."""
+
+
+def restore_quotas(admin: KafkaAdminClient, before: Quotas) -> None:
+    """Put every client quota back as `before` had it, and wait until a broker shows it."""
+    now = describe(admin)
+    changes: list[tuple[Pairs, dict[str, float | None]]] = []
+    for key in now.keys() | before.keys():
+        wanted, current = before.get(key, {}), now.get(key, {})
+        if _same_values(wanted, current):
+            continue
+        change: dict[str, float | None] = {k: None for k in current if k not in wanted}
+        change.update(wanted)
+        changes.append((tuple(sorted(key, key=lambda p: p[0])), change))
+    for start in range(0, len(changes), RESTORE_CHUNK):
+        answers = alter_many(admin, changes[start : start + RESTORE_CHUNK])
+        assert {code for code, _, _ in answers} <= {0}, answers[:3]
+    final = eventually(lambda: describe(admin), lambda found: same_quotas(found, before))
+    assert same_quotas(final, before), "client quotas not restored"
