@@ -7,6 +7,7 @@ lag the controller's commit a little, so reads that follow a write go through `e
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -14,10 +15,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import confluent_kafka.admin as ck
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
-from devkit.devcluster_wire import admin_send
+from devkit.devcluster_wire import admin_send, exchange
 from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
 from kvq.kafka.client_settings import kafka_python_config
 
@@ -52,6 +57,14 @@ class Backend:
             "sasl.password": DEFAULT_USERS[user] if password is None else password,
         }
 
+    def address(self, node_id: int) -> str:
+        """`host:port` of one broker's PLAINTEXT listener."""
+        return self.bootstrap.split(",")[self.node_ids.index(node_id)]
+
+    def sasl_address(self, node_id: int) -> str:
+        """`host:port` of one broker's SASL_PLAINTEXT listener."""
+        return self.sasl_bootstrap.split(",")[self.node_ids.index(node_id)]
+
     def admin_client(self) -> KafkaAdminClient:
         """kafka-python's admin client as the super user."""
         kwargs = kafka_python_config(self.client_properties(ADMIN))
@@ -71,6 +84,59 @@ def eventually(read: Callable[[], T], done: Callable[[T], bool], timeout: float 
         if done(value) or time.monotonic() > deadline:
             return value
         time.sleep(0.05)
+
+
+# ---- topics and raw produce requests -------------------------------------------------------------
+
+
+def create_topic(backend: Backend, name: str, replica_assignment: list[list[int]]) -> None:
+    """Create a topic with librdkafka's admin client and wait until each partition's first
+    replica knows itself as its leader (a broker learns of a new topic a moment later)."""
+    admin = ck.AdminClient({"bootstrap.servers": backend.bootstrap, "log_level": 0})
+    topic = ck.NewTopic(name, len(replica_assignment), replica_assignment=replica_assignment)
+    admin.create_topics([topic], request_timeout=30)[name].result(30)
+    for partition, replicas in enumerate(replica_assignment):
+        leader = replicas[0]
+        seen = eventually(
+            functools.partial(_leader_seen_by, backend.address(leader), name, partition),
+            lambda found, leader=leader: found == leader,
+        )
+        assert seen == leader, f"{name}-{partition}: broker {leader} sees leader {seen}"
+
+
+def _leader_seen_by(address: str, topic: str, partition: int) -> int | None:
+    [metadata] = exchange(address, [MetadataRequest(version=12, topics=None)])
+    for found in metadata.topics:
+        if found.name == topic:
+            for state in found.partitions:
+                if state.partition_index == partition and state.error_code == 0:
+                    return state.leader_id
+    return None
+
+
+def record_batch(count: int, value_bytes: int) -> bytes:
+    """One magic-2 record batch of `count` values of `value_bytes` each."""
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 30)
+    for _ in range(count):
+        builder.append(timestamp=None, key=None, value=b"v" * value_bytes, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -> Any:
+    Topic = ProduceRequest.TopicProduceData
+    return ProduceRequest(
+        version=9,
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=[
+            Topic(
+                name=topic,
+                partition_data=[Topic.PartitionProduceData(index=partition, records=records)],
+            )
+        ],
+    )
 
 
 # ---- client quotas over the wire -----------------------------------------------------------------
@@ -115,12 +181,35 @@ def alter(
     return code, message
 
 
-def describe_raw(admin: KafkaAdminClient, components: Iterable[tuple], strict: bool) -> Any:
+def set_quota_seen_by(
+    admin: KafkaAdminClient, node_id: int, pairs: Pairs, changes: Mapping[str, float | None]
+) -> None:
+    """Alter one entity's quotas and wait until broker `node_id` shows them: from then on its
+    quota manager applies them."""
+    assert alter(admin, pairs, changes) == (0, None)
+    components = [(t, 0 if n is not None else 1, n) for t, n in pairs]  # exact / default
+    wanted = {k: v for k, v in changes.items() if v is not None}
+
+    def shown() -> dict[str, float]:
+        response = describe_raw(admin, components, strict=True, node_id=node_id)
+        return {v.key: v.value for e in response.entries for v in e.values}
+
+    assert eventually(shown, lambda found: found == wanted) == wanted
+
+
+def describe_raw(
+    admin: KafkaAdminClient,
+    components: Iterable[tuple],
+    strict: bool,
+    node_id: int | None = None,
+) -> Any:
+    """DescribeClientQuotas with filter components (type, match type, name), asked of
+    `node_id` (None: any broker)."""
     request = DescribeClientQuotasRequest(
         components=[Component(entity_type=t, match_type=m, match=v) for t, m, v in components],
         strict=strict,
     )
-    return admin_send(admin, request)
+    return admin_send(admin, request, node_id)
 
 
 def describe(admin: KafkaAdminClient, components: Iterable[tuple] = (), strict=False) -> Quotas:
