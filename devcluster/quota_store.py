@@ -127,6 +127,8 @@ class QuotaStore:
         self._path = path
         self._lock = threading.Lock()
         self._data: dict[Entity, dict[str, float]] = {}
+        self.generation = 0
+        """Counts applied changes: whoever caches the quotas reads them again when it moves."""
         # Applied changes, oldest first: (monotonic time, entity, key, value before, value after),
         # to answer as a broker whose metadata lags (see ``describe``).
         self._history: deque[tuple[float, Entity, str, float | None, float | None]] = deque()
@@ -187,6 +189,7 @@ class QuotaStore:
                             del self._data[key]
                     else:
                         self._data.setdefault(key, {})[quota_key] = value
+                self.generation += 1
                 self._save()
             return list(results.values())
 

@@ -110,7 +110,7 @@ def test_kafka_quota_config_precedence_case():
         else:
             table[entity] = {"producer_byte_rate": bound}
 
-    manager = ProduceQuotas(lambda: dict(table), clock, refresh_s=0)
+    manager = ProduceQuotas(lambda: dict(table), clock)
 
     def check(user, client, bound, value, throttled):
         assert manager.budget(user, client).bound == bound, (user, client)
@@ -162,14 +162,19 @@ def test_kafka_quota_config_precedence_case():
     check("userA", "client6", 12000, 4000, True)  # the new value plus what was recorded before
 
 
-def test_quota_changes_apply_to_existing_budgets():
+def test_a_quota_change_applies_to_existing_budgets_from_the_next_request():
+    """A Kafka broker hands each committed quota change to its quota managers as it applies the
+    metadata delta that DescribeClientQuotas reads too: once a describe shows the change, the
+    next request is measured against it (the budget keeps what it recorded)."""
     clock = Clock()
     table = {QuotaEntity.user("alice"): {"producer_byte_rate": 1e9}}
-    manager = ProduceQuotas(lambda: dict(table), clock)
+    generation = [0]
+    manager = ProduceQuotas(lambda: dict(table), clock, version=lambda: generation[0])
     assert manager.record("alice", "c", 50_000) == 0
     table[QuotaEntity.user("alice")] = {"producer_byte_rate": 1000}
-    assert manager.record("alice", "c", 1) == 0  # read at most REFRESH_S ago
-    clock.sleep_ms(300)
+    generation[0] += 1
+    assert manager.record("alice", "c", 1) == round((50_001 / 10 - 1000) / 1000 * 10_000)
+    table[QuotaEntity.user("alice")] = {"producer_byte_rate": 1e9}  # not applied: no new version
     assert manager.record("alice", "c", 1) > 0
 
 

@@ -20,9 +20,10 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from devkit.devcluster_wire import admin_send, exchange
+from devkit.devcluster_wire import WireConnection, admin_send, exchange
 from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
 from kvq.kafka.client_settings import kafka_python_config
 
@@ -137,6 +138,22 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -
             )
         ],
     )
+
+
+def sasl_connection(backend: Backend, node_id: int, user: str, client_id: str) -> WireConnection:
+    """A raw connection to one broker's SASL listener, authenticated as `user` (SaslHandshake v1
+    and SaslAuthenticate v2, PLAIN); the caller closes it."""
+    connection = WireConnection(backend.sasl_address(node_id), client_id=client_id)
+    try:
+        connection.send(SaslHandshakeRequest(version=1, mechanism="PLAIN"))
+        token = f"\0{user}\0{DEFAULT_USERS[user]}".encode()
+        connection.send(SaslAuthenticateRequest(version=2, auth_bytes=token))
+        shake, auth = connection.receive()[0], connection.receive()[0]
+        assert (shake.error_code, auth.error_code) == (0, 0), (shake, auth)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 # ---- client quotas over the wire -----------------------------------------------------------------

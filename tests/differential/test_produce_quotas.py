@@ -23,6 +23,7 @@ from tests.differential.backends import (
     create_topic,
     produce_request,
     record_batch,
+    sasl_connection,
     set_quota_seen_by,
     unique,
 )
@@ -144,3 +145,26 @@ def test_a_quota_set_while_a_producer_streams_throttles_it_within_a_second(
         assert first - changed < 1.5  # the broker's refresh, plus librdkafka's next request
     finally:
         producer.close()
+
+
+def test_the_most_specific_quota_applies_defaults_included(backend, admin, leader, topic):
+    """KIP-55 precedence, seen through the exact throttle time of a first request (each step
+    measures a budget no earlier step recorded into): <user, client-id> over <user> over
+    <default user> over <client-id>. 50 kB is over every quota's 10 s allowance."""
+    client = unique("precedence")
+    steps = [
+        ("alice", (("user", "alice"), ("client-id", client)), 1000),  # budget (alice, client)
+        ("alice", (("user", "alice"),), 2000),  # budget (alice)
+        ("bob", (("user", None),), 3000),  # budget (bob): the default user's quota
+        ("bob", (("client-id", client),), 4000),  # budget (client): any user of this client-id
+    ]
+    for _, pairs, quota in steps:
+        set_quota_seen_by(admin, leader, pairs, {PRODUCER: quota})
+    records = record_batch(50, 1000)
+    for index, (user, pairs, quota) in enumerate(steps):
+        with sasl_connection(backend, leader, user, client) as connection:
+            size = connection.send(produce_request(topic, 0, records))
+            answer, _ = connection.receive()
+        assert answer.throttle_time_ms == throttle_of_a_first_request(size, quota), pairs
+        if index in (0, 2):  # the next step falls through to the next level
+            set_quota_seen_by(admin, leader, pairs, {PRODUCER: None})

@@ -10,13 +10,13 @@ from confluent_kafka import KafkaError
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from devkit.devcluster_wire import WireConnection, exchange
-from devkit.kafka_cluster import DEFAULT_USERS
+from devkit.devcluster_wire import exchange
 from devkit.producer_load import LoadProducer
 from tests.differential.backends import (
     create_topic,
     produce_request,
     record_batch,
+    sasl_connection,
     set_quota_seen_by,
     unique,
 )
@@ -85,13 +85,9 @@ def test_the_authenticated_user_is_the_principal_its_quota_applies_to(backend, a
     )
     throttles = {}
     for user in ("alice", "bob"):
-        with WireConnection(backend.sasl_address(leader), client_id=client) as connection:
-            connection.send(HANDSHAKE)
-            token = plain_token(user, DEFAULT_USERS[user])
-            connection.send(SaslAuthenticateRequest(version=2, auth_bytes=token))
+        with sasl_connection(backend, leader, user, client) as connection:
             connection.send(produce_request(topic, 0, record_batch(110, 1000)))
-            shake, auth, produced = (connection.receive()[0] for _ in range(3))
-        assert (shake.error_code, auth.error_code) == (0, 0)
+            produced = connection.receive()[0]
         [[partition]] = [t.partition_responses for t in produced.responses]
         assert partition.error_code == 0
         throttles[user] = produced.throttle_time_ms
