@@ -1,8 +1,9 @@
 """CreateTopics, answered as a KRaft cluster answers it (any broker forwards to the controller).
 
 Each topic gets its own result: the checks of ``topics.place_replicas`` (counts or a manual
-replica assignment), TOPIC_ALREADY_EXISTS, a topic named twice in one request is INVALID_REQUEST
-for each copy; ``validate_only`` checks and creates nothing. Topic configs are accepted and not
+replica assignment), TOPIC_ALREADY_EXISTS; a topic named twice in one request is left out and
+answered once, INVALID_REQUEST, after the others (ControllerApis.createTopics);
+``validate_only`` checks and creates nothing. Topic configs are accepted and not
 applied (no retention or segment rolling here).
 """
 
@@ -29,6 +30,8 @@ def create_topics(broker: Broker, req: Request) -> CreateTopicsResponse:
     counts = Counter(t.name for t in body.topics)
     results = []
     for topic in body.topics:
+        if counts[topic.name] > 1:
+            continue
         new = NewTopic(
             name=topic.name,
             num_partitions=topic.num_partitions,
@@ -36,21 +39,9 @@ def create_topics(broker: Broker, req: Request) -> CreateTopicsResponse:
             assignments=tuple((a.partition_index, tuple(a.broker_ids)) for a in topic.assignments),
         )
         try:
-            if counts[topic.name] > 1:
-                raise TopicError(INVALID_REQUEST, "Duplicate topic name.")
             placement = cluster.create_topic(new, validate_only=validate_only)
         except TopicError as exc:
-            results.append(
-                _Result(
-                    name=topic.name,
-                    topic_id=None,
-                    error_code=exc.code,
-                    error_message=exc.message,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    configs=None,
-                )
-            )
+            results.append(_failed(topic.name, exc))
             continue
         results.append(
             _Result(
@@ -63,4 +54,18 @@ def create_topics(broker: Broker, req: Request) -> CreateTopicsResponse:
                 configs=[],
             )
         )
+    for name in (name for name, count in counts.items() if count > 1):
+        results.append(_failed(name, TopicError(INVALID_REQUEST, "Duplicate topic name.")))
     return CreateTopicsResponse(version=req.api_version, throttle_time_ms=0, topics=results)
+
+
+def _failed(name: str, error: TopicError) -> CreateTopicsResponse.CreatableTopicResult:
+    return _Result(
+        name=name,
+        topic_id=None,
+        error_code=error.code,
+        error_message=error.message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
