@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from devcluster.quota_store import java_hash_map_order, java_order
 from tests.differential.backends import (
     Quotas,
     alter,
@@ -280,3 +281,61 @@ def test_an_entity_naming_a_type_twice_is_its_last_name(admin, quota_baseline):
 def test_response_entities_are_in_kafkas_map_order(admin):
     [(_, _, answered)] = alter_many(admin, [((("user", "u"), ("client-id", "c")), {PRODUCER: 5.0})])
     assert answered == (("client-id", "c"), ("user", "u"))
+
+
+@pytest.mark.parametrize(
+    "pairs, changes, message",
+    [
+        ((("user", "bob"),), {PRODUCER: 0.0}, "Quota producer_byte_rate must be greater than 0"),
+        ((("user", "bob"),), {PRODUCER: -1.0}, "Quota producer_byte_rate must be greater than 0"),
+        ((("user", "bob"),), {PRODUCER: 1.5}, "producer_byte_rate cannot be a fractional value."),
+        (
+            (("user", "bob"),),
+            {CONSUMER: 1e19},
+            "Proposed value for consumer_byte_rate is too large for a LONG.",
+        ),
+        (
+            (("ip", "10.0.0.1"),),
+            {CONNECTIONS: 3e9},
+            "Proposed value for connection_creation_rate is too large for an INT.",
+        ),
+        (
+            (("user", "bob"),),
+            {"bytes_per_fortnight": 5.0},
+            "Invalid configuration key bytes_per_fortnight",
+        ),
+        ((("ip", "10.0.0.1"),), {PRODUCER: 5.0}, "Invalid configuration key producer_byte_rate"),
+        ((("group", "g"),), {PRODUCER: 5.0}, "Unhandled client quota entity type: group"),
+    ],
+)
+def test_bad_values_and_keys_are_invalid_request_with_kafka_s_message(
+    admin, quota_baseline, pairs, changes, message
+):
+    for validate_only in (True, False):
+        assert alter(admin, pairs, changes, validate_only) == (INVALID_REQUEST, message)
+    assert described(admin, quota_baseline) == {}
+
+
+def test_a_bad_entry_does_not_stop_the_good_ones(admin, quota_baseline):
+    good = ((("ip", None),), {CONNECTIONS: 30.0})
+    bad = ((("user", "eve"),), {CONSUMER: 0.0})
+    answered = {pairs: code for code, _, pairs in alter_many(admin, [bad, good])}
+    assert answered == {bad[0]: INVALID_REQUEST, good[0]: 0}
+    stored = {frozenset(good[0]): {CONNECTIONS: 30.0}}
+    assert settled(admin, quota_baseline, stored) == stored
+
+
+def test_a_filter_naming_no_user_for_an_exact_match_is_a_top_level_error(admin):
+    response = describe_raw(admin, [("user", EXACT, None)], strict=False)
+    assert response.error_code == INVALID_REQUEST and response.entries is None
+
+
+def test_answers_come_in_the_order_of_kafka_s_result_hash_map(admin):
+    """The controller collects one result per entity in a java.util.HashMap and answers in its
+    iteration order, not the request's (AlterClientQuotasResponse.fromQuotaEntities)."""
+    request = [((("user", f"order-{i}"),), {PRODUCER: 1000.0 + i}) for i in range(40)]
+    request += [((("user", "order-bad"), ("client-id", "c")), {PRODUCER: 0.0})]
+    answered = [pairs for _, _, pairs in alter_many(admin, request, validate_only=True)]
+    expected = [java_order(e) for e in java_hash_map_order([pairs for pairs, _ in request])]
+    assert answered == expected
+    assert answered != [java_order(pairs) for pairs, _ in request]  # not the request's order
