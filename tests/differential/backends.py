@@ -262,8 +262,24 @@ RESTORE_CHUNK = 5000
 
 
 def restore_quotas(admin: KafkaAdminClient, before: Quotas) -> None:
-    """Put every client quota back as `before` had it, and wait until a broker shows it."""
-    now = describe(admin)
+    """Put every client quota back as `before` had it, and wait until a broker shows it. Each
+    read may come from another broker, one whose image still lacks the test's last change: so
+    read, undo what differs, and read again until the answer is `before`."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        now = describe(admin)
+        if same_quotas(now, before):
+            return
+        assert time.monotonic() < deadline, f"client quotas not restored: {len(now)} entities"
+        changes = _changes_back(now, before)
+        for start in range(0, len(changes), RESTORE_CHUNK):
+            answers = alter_many(admin, changes[start : start + RESTORE_CHUNK])
+            assert {code for code, _, _ in answers} <= {0}, answers[:3]
+        time.sleep(0.1)
+
+
+def _changes_back(now: Quotas, before: Quotas) -> list[tuple[Pairs, dict[str, float | None]]]:
+    """The alterations that turn `now` into `before`."""
     changes: list[tuple[Pairs, dict[str, float | None]]] = []
     for key in now.keys() | before.keys():
         wanted, current = before.get(key, {}), now.get(key, {})
@@ -272,8 +288,4 @@ def restore_quotas(admin: KafkaAdminClient, before: Quotas) -> None:
         change: dict[str, float | None] = {k: None for k in current if k not in wanted}
         change.update(wanted)
         changes.append((tuple(sorted(key, key=lambda p: p[0])), change))
-    for start in range(0, len(changes), RESTORE_CHUNK):
-        answers = alter_many(admin, changes[start : start + RESTORE_CHUNK])
-        assert {code for code, _, _ in answers} <= {0}, answers[:3]
-    final = eventually(lambda: describe(admin), lambda found: same_quotas(found, before))
-    assert same_quotas(final, before), "client quotas not restored"
+    return changes
