@@ -67,9 +67,14 @@ class Budget:
     bound: float | None
 
 
-def resolve(quotas: dict[QuotaEntity, dict[str, float]], user: str, client_id: str) -> Budget:
+def resolve(
+    quotas: dict[QuotaEntity, dict[str, float]],
+    user: str,
+    client_id: str,
+    key: str = PRODUCER_BYTE_RATE,
+) -> Budget:
     for entity in candidates(user, client_id):
-        value = quotas.get(entity, {}).get(PRODUCER_BYTE_RATE)
+        value = quotas.get(entity, {}).get(key)
         if value is None:
             continue
         types = entity.types
@@ -132,23 +137,23 @@ class Rate:
         return sum(s.value for s in self.samples) / (window / 1000)
 
 
-class ProduceQuotas:
-    """The produce quota manager of one broker: a Rate per budget (Kafka's sensors)."""
+class QuotaLimits:
+    """One quota key's budgets as a broker's quota manager sees them: the stored quotas, read
+    again whenever ``version`` changes (the store's generation), as a Kafka broker updates its
+    quota managers with the metadata delta its DescribeClientQuotas answers from. Without
+    ``version`` the quotas are read for every lookup."""
 
     def __init__(
         self,
+        key: str,
         read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
-        clock: Callable[[], float] = time.monotonic,
         version: Callable[[], Hashable] | None = None,
     ):
-        """``version`` changes whenever the quotas ``read_quotas`` returns do (the store's
-        generation); without it the quotas are read for every request."""
+        self._key = key
         self._read_quotas = read_quotas
-        self._clock = clock
         self._version = version
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._read_version: Hashable = _NEVER
-        self._rates: dict[tuple[str, str], Rate] = {}
         self._budgets: dict[tuple[str, str], Budget] = {}
 
     def budget(self, user: str, client_id: str) -> Budget:
@@ -160,8 +165,27 @@ class ProduceQuotas:
             self._read_version = current
         found = self._budgets.get((user, client_id))
         if found is None:
-            found = self._budgets[(user, client_id)] = resolve(self._quotas, user, client_id)
+            found = resolve(self._quotas, user, client_id, self._key)
+            self._budgets[(user, client_id)] = found
         return found
+
+
+class ProduceQuotas:
+    """The produce quota manager of one broker: a Rate per budget (Kafka's sensors)."""
+
+    def __init__(
+        self,
+        read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
+        clock: Callable[[], float] = time.monotonic,
+        version: Callable[[], Hashable] | None = None,
+    ):
+        """``version``: see QuotaLimits."""
+        self._limits = QuotaLimits(PRODUCER_BYTE_RATE, read_quotas, version)
+        self._clock = clock
+        self._rates: dict[tuple[str, str], Rate] = {}
+
+    def budget(self, user: str, client_id: str) -> Budget:
+        return self._limits.budget(user, client_id)
 
     def record(self, user: str, client_id: str, nbytes: int) -> int:
         """Record a produce request's size; the throttle time in ms (0 within quota)."""

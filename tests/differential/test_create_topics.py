@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 
-from devkit.devcluster_wire import admin_send
-from tests.differential.backends import unique
+from devkit.devcluster_wire import admin_send, exchange
+from tests.differential.backends import set_quota_seen_by, unique
 
 pytestmark = pytest.mark.integration
 
@@ -16,6 +16,7 @@ Topic = CreateTopicsRequest.CreatableTopic
 Assignment = Topic.CreatableReplicaAssignment
 INVALID_TOPIC, ALREADY_EXISTS, INVALID_PARTITIONS = 17, 36, 37
 INVALID_REPLICATION_FACTOR, INVALID_ASSIGNMENT, INVALID_REQUEST = 38, 39, 42
+THROTTLING_QUOTA_EXCEEDED = 89
 
 
 def topic(name: str, partitions: int = -1, replication: int = -1, assignment=()) -> Topic:
@@ -117,3 +118,29 @@ def test_validate_only_creates_nothing_and_a_second_create_finds_the_topic(backe
         (name, ALREADY_EXISTS, f"Topic '{name}' already exists.", -1, -1),
         (twice, INVALID_REQUEST, "Duplicate topic name.", -1, -1),
     ]
+
+
+def test_a_controller_mutation_quota_rejects_topics_once_its_token_bucket_is_empty(
+    backend, admin
+):
+    """ControllerMutationQuotaManager: a token bucket of `controller_mutation_rate` partitions per
+    second, holding at most 11 windows' worth (11 x the rate); each topic takes its partition
+    count. Strict from CreateTopics v6: a topic is refused (THROTTLING_QUOTA_EXCEEDED, 89) only
+    once the bucket is already below zero, and the answer carries the time to refill it."""
+    client = unique("mutations")
+    set_quota_seen_by(admin, 0, (("client-id", client),), {"controller_mutation_rate": 1.0})
+    p = unique("cmq")
+    request = CreateTopicsRequest(
+        version=7,
+        topics=[topic(f"{p}-a", 5, 1), topic(f"{p}-b", 10, 1), topic(f"{p}-c", 1, 1)],
+        timeout_ms=30_000,
+        validate_only=False,
+    )
+    [answer] = exchange(backend.address(0), [request], client_id=client)
+    codes = [(r.name, r.error_code, r.error_message) for r in answer.topics]
+    assert codes == [
+        (f"{p}-a", 0, None),
+        (f"{p}-b", 0, None),  # 11 - 5 = 6 tokens left: taken although it needs 10
+        (f"{p}-c", THROTTLING_QUOTA_EXCEEDED, None),
+    ]
+    assert 3000 < answer.throttle_time_ms <= 4000  # 4 tokens short at 1 per second
