@@ -1,8 +1,8 @@
 """The `backend` fixture: each differential test runs once on devcluster and once on real Kafka.
 
-Kafka is the session's `shared_kafka` (3 nodes): a test leaves it as it found it (quotas restored
-by `quota_guard`, topics with names of their own). devcluster is a fresh 3-broker cluster per test
-with the same SASL users. Where the two answer differently, Kafka is right.
+Kafka is the session's `shared_kafka` (3 nodes): a test leaves it as it found it (quotas put
+back by `quota_baseline`, topics with names of their own). devcluster is a fresh 3-broker cluster
+per test with the same SASL users. Where the two answer differently, Kafka is right.
 """
 
 from __future__ import annotations

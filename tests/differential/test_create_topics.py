@@ -120,9 +120,7 @@ def test_validate_only_creates_nothing_and_a_second_create_finds_the_topic(backe
     ]
 
 
-def test_a_controller_mutation_quota_rejects_topics_once_its_token_bucket_is_empty(
-    backend, admin
-):
+def test_a_controller_mutation_quota_rejects_topics_once_its_token_bucket_is_empty(backend, admin):
     """ControllerMutationQuotaManager: a token bucket of `controller_mutation_rate` partitions per
     second, holding at most 11 windows' worth (11 x the rate); each topic takes its partition
     count. Strict from CreateTopics v6: a topic is refused (THROTTLING_QUOTA_EXCEEDED, 89) only
