@@ -73,7 +73,9 @@ class Broker:
         self.sasl_port: int | None = None
         """The SASL_PLAINTEXT listener's port, once it listened; None without SASL users."""
         self.up = False
-        self.produce_quotas = ProduceQuotas(cluster.producer_quotas)
+        self.produce_quotas = ProduceQuotas(
+            cluster.producer_quotas, version=lambda: cluster.quotas.generation
+        )
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.StreamWriter] = set()
 

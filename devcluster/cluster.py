@@ -33,6 +33,7 @@ from .cluster_acls import ClusterAcls
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
 from .faults import KAFKA_STORAGE_ERROR, AlterFault
 from .log_dirs import DiskFull, LogDir
+from .mutation_quotas import MutationQuotas
 from .quota_store import QuotaStore
 from .replicas import ReplicaStore
 from .request_counts import RequestCounter
@@ -120,6 +121,9 @@ class DevCluster:
                 broker.config_overrides[CLIENT_QUOTA_CALLBACK_CLASS] = callback
         self.cluster_id = cluster_id_for(self.data_dir / "meta.properties", cluster_id)
         self.quotas = QuotaStore(self.data_dir / "quotas.json")
+        self.mutation_quotas = MutationQuotas(
+            self.producer_quotas, version=lambda: self.quotas.generation
+        )
         self.requests = RequestCounter()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None

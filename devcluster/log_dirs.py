@@ -8,7 +8,8 @@ usable value overrides the measurement (never above the
 total). ``fill`` writes real bytes, so both modes see them.
 
 Partition directories (``<topic>-<partition>``) found in the log dir are reported as Kafka reports
-hosted replicas, with the size of their files.
+hosted replicas, with the size Kafka gives (``UnifiedLog.size``): the bytes of the ``.log``
+segments alone, not the index files, checkpoints or partition.metadata beside them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FILL_PREFIX = "devcluster-fill-"
+SEGMENT_SUFFIX = ".log"
 _CHUNK = b"\0" * (1 << 20)
 _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
 
@@ -114,18 +116,33 @@ class LogDir:
         self.offline_reason = None
 
     def partitions(self) -> list[tuple[str, int, int]]:
-        """(topic, partition, size in bytes) of every partition directory, sorted."""
+        """(topic, partition, bytes of its segments) of every partition directory, sorted."""
         out = []
         with os.scandir(self.path) as entries:
             for entry in entries:
                 m = _PARTITION_DIR.match(entry.name)
                 if m and entry.is_dir(follow_symlinks=False):
                     try:
-                        size = tree_size(Path(entry.path))
+                        size = segments_size(Path(entry.path))
                     except FileNotFoundError:  # the partition was deleted meanwhile
                         continue
                     out.append((m["topic"], int(m["partition"]), size))
         return sorted(out)
+
+
+def segments_size(partition: Path) -> int:
+    """Bytes of a partition directory's ``.log`` segments (Kafka's UnifiedLog.size); a segment
+    deleted while it runs (retention) is skipped, the directory itself missing is an error."""
+    total = 0
+    with os.scandir(partition) as entries:
+        for entry in entries:
+            if entry.name.endswith(SEGMENT_SUFFIX):
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue
+    return total
 
 
 def tree_size(path: Path) -> int:

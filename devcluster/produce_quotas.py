@@ -13,13 +13,15 @@
   once and the broker mutes the channel for that long. As in Kafka, the time is narrowed to a
   32-bit int: a rate over about 195 kB/s against a 1 B/s quota wraps negative and is not
   throttled at all (a Kafka behaviour a throttle to 1 B/s runs into).
-- Quota changes reach existing budgets within ``REFRESH_S``: the store is read again that often.
+- Quota changes reach existing budgets at the next request: the store is read again whenever its
+  version changes, as a Kafka broker updates its quota managers with the metadata delta that its
+  DescribeClientQuotas answers from (once a describe shows a change, produce quotas apply it).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from kvq.kafka.quota_entity import CLIENT_ID, USER, QuotaEntity
@@ -27,7 +29,6 @@ from kvq.kafka.quota_entity import CLIENT_ID, USER, QuotaEntity
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 WINDOW_NUM = 11  # quota.window.num
 WINDOW_MS = 1000  # quota.window.size.seconds
-REFRESH_S = 0.25
 
 # Every KIP-55 level a client (user U, client-id C) can match, most specific first.
 _LEVELS = sorted(
@@ -66,9 +67,14 @@ class Budget:
     bound: float | None
 
 
-def resolve(quotas: dict[QuotaEntity, dict[str, float]], user: str, client_id: str) -> Budget:
+def resolve(
+    quotas: dict[QuotaEntity, dict[str, float]],
+    user: str,
+    client_id: str,
+    key: str = PRODUCER_BYTE_RATE,
+) -> Budget:
     for entity in candidates(user, client_id):
-        value = quotas.get(entity, {}).get(PRODUCER_BYTE_RATE)
+        value = quotas.get(entity, {}).get(key)
         if value is None:
             continue
         types = entity.types
@@ -131,6 +137,39 @@ class Rate:
         return sum(s.value for s in self.samples) / (window / 1000)
 
 
+class QuotaLimits:
+    """One quota key's budgets as a broker's quota manager sees them: the stored quotas, read
+    again whenever ``version`` changes (the store's generation), as a Kafka broker updates its
+    quota managers with the metadata delta its DescribeClientQuotas answers from. Without
+    ``version`` the quotas are read for every lookup."""
+
+    def __init__(
+        self,
+        key: str,
+        read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
+        version: Callable[[], Hashable] | None = None,
+    ):
+        self._key = key
+        self._read_quotas = read_quotas
+        self._version = version
+        self._quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._read_version: Hashable = _NEVER
+        self._budgets: dict[tuple[str, str], Budget] = {}
+
+    def budget(self, user: str, client_id: str) -> Budget:
+        """The budget of (user, client-id) under the quotas stored now."""
+        current = _NEVER if self._version is None else self._version()
+        if current is _NEVER or current != self._read_version:
+            self._quotas = self._read_quotas()
+            self._budgets = {}
+            self._read_version = current
+        found = self._budgets.get((user, client_id))
+        if found is None:
+            found = resolve(self._quotas, user, client_id, self._key)
+            self._budgets[(user, client_id)] = found
+        return found
+
+
 class ProduceQuotas:
     """The produce quota manager of one broker: a Rate per budget (Kafka's sensors)."""
 
@@ -138,32 +177,20 @@ class ProduceQuotas:
         self,
         read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
         clock: Callable[[], float] = time.monotonic,
-        refresh_s: float = REFRESH_S,
+        version: Callable[[], Hashable] | None = None,
     ):
-        self._read_quotas = read_quotas
+        """``version``: see QuotaLimits."""
+        self._limits = QuotaLimits(PRODUCER_BYTE_RATE, read_quotas, version)
         self._clock = clock
-        self._refresh_s = refresh_s
-        self._quotas: dict[QuotaEntity, dict[str, float]] = {}
-        self._read_at = float("-inf")
         self._rates: dict[tuple[str, str], Rate] = {}
-        self._budgets: dict[tuple[str, str], Budget] = {}
 
-    def budget(self, user: str, client_id: str, now_s: float | None = None) -> Budget:
-        """The budget of (user, client-id), from quotas read at most ``REFRESH_S`` ago."""
-        now_s = self._clock() if now_s is None else now_s
-        if now_s - self._read_at >= self._refresh_s:
-            self._quotas = self._read_quotas()
-            self._budgets = {}
-            self._read_at = now_s
-        found = self._budgets.get((user, client_id))
-        if found is None:
-            found = self._budgets[(user, client_id)] = resolve(self._quotas, user, client_id)
-        return found
+    def budget(self, user: str, client_id: str) -> Budget:
+        return self._limits.budget(user, client_id)
 
     def record(self, user: str, client_id: str, nbytes: int) -> int:
         """Record a produce request's size; the throttle time in ms (0 within quota)."""
         now_s = self._clock()
-        budget = self.budget(user, client_id, now_s)
+        budget = self.budget(user, client_id)
         key = (budget.user, budget.client_id)
         rate = self._rates.get(key)
         if rate is None:
@@ -179,6 +206,10 @@ class ProduceQuotas:
         # ClientQuotaManager.recordAndGetThrottleTimeMs narrows the long to an Int (throttleTime(
         # e, timeMs).toInt): past 2^31 ms it wraps, and KafkaApis throttles only when it is > 0.
         return max(0, _int32(throttle))
+
+
+_NEVER = object()
+"""The version of quotas never read."""
 
 
 def _int32(value: int) -> int:

@@ -127,6 +127,8 @@ class QuotaStore:
         self._path = path
         self._lock = threading.Lock()
         self._data: dict[Entity, dict[str, float]] = {}
+        self.generation = 0
+        """Counts applied changes: whoever caches the quotas reads them again when it moves."""
         # Applied changes, oldest first: (monotonic time, entity, key, value before, value after),
         # to answer as a broker whose metadata lags (see ``describe``).
         self._history: deque[tuple[float, Entity, str, float | None, float | None]] = deque()
@@ -187,8 +189,9 @@ class QuotaStore:
                             del self._data[key]
                     else:
                         self._data.setdefault(key, {})[quota_key] = value
+                self.generation += 1
                 self._save()
-            return list(results.values())
+            return [results[key] for key in java_hash_map_order(list(results))]
 
     def _check(
         self, entity: Entity, ops: Iterable[Op]
@@ -338,6 +341,41 @@ def java_order(entity: Entity) -> Entity:
     return tuple(
         sorted(entity, key=lambda p: _JAVA_MAP_ORDER.get(p[0], (len(_JAVA_MAP_ORDER), p[0])))
     )
+
+
+def java_hash_map_order(entities: list[Entity]) -> list[Entity]:
+    """`entities` (distinct, in insertion order) in the iteration order of a java.util.HashMap
+    keyed by ClientQuotaEntity, the order of Kafka's AlterClientQuotas answers: by bucket of the
+    spread hash in the table the map grew to (16 doubling past 0.75 full), insertion order within
+    a bucket. (A bucket of 8 or more entities, which HashMap turns into a tree, is not modelled.)"""
+    capacity = 16
+    while len(entities) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(entity: Entity) -> int:
+        h = _java_entity_hash(entity)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    indexed = sorted(enumerate(entities), key=lambda item: (bucket(item[1]), item[0]))
+    return [entity for _, entity in indexed]
+
+
+def _java_entity_hash(entity: Entity) -> int:
+    """ClientQuotaEntity.hashCode, Objects.hash(entries): 31 + its map's hash code, the sum of
+    key.hashCode() ^ value.hashCode() (null: 0) over the entries; unsigned 32-bit."""
+    total = 31
+    for entity_type, name in entity:
+        total += _java_string_hash(entity_type) ^ (0 if name is None else _java_string_hash(name))
+    return total & 0xFFFFFFFF
+
+
+def _java_string_hash(text: str) -> int:
+    """String.hashCode over UTF-16 code units, unsigned 32-bit."""
+    units = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
 
 
 def java_entity(entity: Entity) -> str:

@@ -30,7 +30,7 @@ DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
 
 
 class TopicError(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str | None):
         super().__init__(message)
         self.code = code
         self.message = message

@@ -164,3 +164,24 @@ def test_filling_a_tmpfs_past_its_size_is_a_clear_error(tmpfs, tmp_path):
             dc.set_log_dir(0, 0, fill_bytes=20 << 20)
         assert caught.value.status == 507 and "is full" in caught.value.message
         assert dc.state()["brokers"][0]["log_dirs"][0]["usable_bytes"] == 0
+
+
+def test_a_partition_s_size_is_its_segments_alone_as_kafka_reports_it(tmp_path):
+    """Kafka's DescribeLogDirs gives UnifiedLog.size: the .log segments, not the (preallocated)
+    index files, the leader-epoch checkpoint or partition.metadata beside them."""
+    log_dir = LogDir(tmp_path / "d")
+    partition = log_dir.path / "orders-0"
+    partition.mkdir()
+    sizes = {
+        "00000000000000000000.log": 1_000,
+        "00000000000000000042.log": 500,
+        "00000000000000000000.index": 8_192,
+        "00000000000000000000.timeindex": 12,
+        "00000000000000000042.snapshot": 10,
+        "leader-epoch-checkpoint": 14,
+        "partition.metadata": 40,
+    }
+    for name, size in sizes.items():
+        (partition / name).write_bytes(b"x" * size)
+    assert log_dir.partitions() == [("orders", 0, 1_500)]
+    assert log_dir.space()  # the log dir's own sizes still count every file (a disk does)

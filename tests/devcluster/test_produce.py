@@ -78,34 +78,6 @@ def test_create_topics_lists_leaders_and_replicas(devcluster):
     assert segment(dc, 2, "skewed", 1) is not None and segment(dc, 1, "skewed", 1) is None
 
 
-def test_create_topics_errors_as_kafka_reports_them(devcluster):
-    dc = devcluster(brokers=2, log_dirs_per_broker=1)
-    create(dc, ck.NewTopic("taken", 1, 1))
-    admin = ck.AdminClient({"bootstrap.servers": dc.bootstrap, "log_level": 0})
-    futures = admin.create_topics(
-        [
-            ck.NewTopic("taken", 1, 1),
-            ck.NewTopic("too-many", 1, 3),
-            ck.NewTopic("bad/name", 1, 1),
-            ck.NewTopic("nobody", 1, replica_assignment=[[7]]),
-        ],
-        request_timeout=10,
-    )
-    codes = {}
-    for name, future in futures.items():
-        with pytest.raises(ck.KafkaException) as info:
-            future.result(10)
-        codes[name] = (info.value.args[0].code(), info.value.args[0].str())
-    assert codes["taken"] == (36, "Topic 'taken' already exists.")
-    assert codes["too-many"][0] == 38
-    assert "only 2 broker(s) are registered" in codes["too-many"][1]
-    assert codes["bad/name"][0] == 17
-    assert codes["nobody"] == (
-        39,
-        "The manual partition assignment includes broker 7, but no such broker is registered.",
-    )
-
-
 def test_kafka_python_admin_creates_topics_with_counts_and_assignments(devcluster):
     dc = devcluster(brokers=3, log_dirs_per_broker=1)
     admin = KafkaAdminClient(bootstrap_servers=dc.bootstrap, request_timeout_ms=5000)

@@ -1,78 +1,46 @@
 """Apache Kafka's own ClientQuotasRequestTest (core/src/test/.../ClientQuotasRequestTest.scala),
-ported case by case to a devcluster over the wire with kafka-python, plus the controller's rules
-(ClientQuotaControlManager, QuorumController) a client can observe: the 10,000-record bound, NaN
-and 2^63 values, an entity naming a type twice."""
+ported case by case, plus the controller's rules (ClientQuotaControlManager, QuorumController) a
+client can observe: the 10,000-record bound, NaN and 2^63 values, an entity naming a type twice.
+Each case runs on devcluster and on real Kafka (the `backend` parameter) over the wire with
+kafka-python; Kafka's cluster is shared by the run, so a case sees the quotas other tests left
+(`quota_baseline`, normally none) and puts back what it changed."""
 
 import math
 
 import pytest
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from devkit.devcluster_wire import admin_send
+from devcluster.quota_store import java_hash_map_order, java_order
+from tests.differential.backends import (
+    Quotas,
+    alter,
+    alter_many,
+    describe,
+    describe_raw,
+    eventually,
+    same_quotas,
+)
 
 pytestmark = pytest.mark.integration
 
-Entry = AlterClientQuotasRequest.EntryData
-Component = DescribeClientQuotasRequest.ComponentData
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 UNSUPPORTED_VERSION, INVALID_REQUEST, POLICY_VIOLATION = 35, 42, 44
 PRODUCER, CONSUMER, REQUEST_PCT = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 CONNECTIONS = "connection_creation_rate"
 
 
-@pytest.fixture
-def dc(devcluster):
-    """A fresh cluster per case, as each of Kafka's @ClusterTest cases gets."""
-    return devcluster(brokers=2, log_dirs_per_broker=1)
+def described(admin, baseline: Quotas, components=(), strict=False) -> Quotas:
+    """What a describe answers, less the entities other tests had set before this one."""
+    found = describe(admin, components, strict)
+    return {e: v for e, v in found.items() if e not in baseline}
 
 
-def entity(*pairs):
-    return [Entry.EntityData(entity_type=t, entity_name=n) for t, n in pairs]
-
-
-def ops(changes):
-    """``{key: value}``; a None value removes the key."""
-    return [
-        Entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
-        for k, v in changes.items()
-    ]
-
-
-def alter_many(admin, request, validate_only=False):
-    """``[(pairs, {key: value})]`` -> the response entries as ``[(code, message, pairs)]``."""
-    entries = [Entry(entity=entity(*pairs), ops=ops(changes)) for pairs, changes in request]
-    response = admin_send(
-        admin, AlterClientQuotasRequest(entries=entries, validate_only=validate_only)
+def settled(admin, baseline: Quotas, expected: Quotas, components=(), strict=False) -> Quotas:
+    """The describe's answer once it shows `expected` (a broker applies a commit a moment
+    after the controller made it), or the last answer after SETTLE_S."""
+    return eventually(
+        lambda: described(admin, baseline, components, strict),
+        lambda found: same_quotas(found, expected),
     )
-    return [
-        (e.error_code, e.error_message, tuple((d.entity_type, d.entity_name) for d in e.entity))
-        for e in response.entries
-    ]
-
-
-def alter(admin, pairs, changes, validate_only=False):
-    """One entity; returns (code, message) as Kafka's admin future would fail or succeed."""
-    [(code, message, _)] = alter_many(admin, [(pairs, changes)], validate_only)
-    return code, message
-
-
-def describe_raw(admin, components, strict):
-    request = DescribeClientQuotasRequest(
-        components=[Component(entity_type=t, match_type=m, match=v) for t, m, v in components],
-        strict=strict,
-    )
-    return admin_send(admin, request)
-
-
-def describe(admin, components=(), strict=False):
-    response = describe_raw(admin, components, strict)
-    assert response.error_code == 0, response.error_message
-    return {
-        frozenset((d.entity_type, d.entity_name) for d in e.entity): {
-            v.key: v.value for v in e.values
-        }
-        for e in response.entries
-    }
 
 
 def entity_quotas(admin, pairs):
@@ -81,6 +49,11 @@ def entity_quotas(admin, pairs):
     found = describe(admin, components, strict=True)
     assert len(found) <= 1
     return found.get(frozenset(pairs), {})
+
+
+def entity_settled(admin, pairs, expected):
+    """entity_quotas once it shows `expected` (Kafka's test retries the same way)."""
+    return eventually(lambda: entity_quotas(admin, pairs), lambda found: found == expected)
 
 
 USER_CLIENT = (("user", "user"), ("client-id", "client-id"))
@@ -101,13 +74,14 @@ def test_alter_client_quotas_request(admin):
     ]
     for changes, expected in steps:
         assert alter(admin, USER_CLIENT, changes) == (0, None)
-        assert entity_quotas(admin, USER_CLIENT) == expected
+        assert entity_settled(admin, USER_CLIENT, expected) == expected
 
 
 def test_alter_client_quotas_request_validate_only(admin):
     user = (("user", "user"),)
     assert alter(admin, user, {PRODUCER: 20000.0, REQUEST_PCT: 23.45}) == (0, None)
     original = {PRODUCER: 20000.0, REQUEST_PCT: 23.45}
+    assert entity_settled(admin, user, original) == original
     for changes in [
         {CONSUMER: 50000.0},
         {PRODUCER: 10000.0},
@@ -118,24 +92,22 @@ def test_alter_client_quotas_request_validate_only(admin):
         assert entity_quotas(admin, user) == original
 
 
-def test_alter_ip_quotas_request(admin):
+def test_alter_ip_quotas_request(admin, quota_baseline):
     ip, default_ip = (("ip", "1.2.3.4"),), (("ip", None),)
     all_ips = [("ip", SPECIFIED, None)]
-    assert describe(admin, all_ips, strict=True) == {}
+    assert described(admin, quota_baseline, all_ips, strict=True) == {}
     assert alter(admin, ip, {CONNECTIONS: 100.0}) == (0, None)
-    assert entity_quotas(admin, ip) == {CONNECTIONS: 100.0}
+    assert entity_settled(admin, ip, {CONNECTIONS: 100.0}) == {CONNECTIONS: 100.0}
     assert alter(admin, ip, {CONNECTIONS: 150.0}) == (0, None)
-    assert entity_quotas(admin, ip) == {CONNECTIONS: 150.0}
+    assert entity_settled(admin, ip, {CONNECTIONS: 150.0}) == {CONNECTIONS: 150.0}
     assert alter(admin, default_ip, {CONNECTIONS: 200.0}) == (0, None)
-    assert entity_quotas(admin, default_ip) == {CONNECTIONS: 200.0}
-    assert describe(admin, all_ips, strict=True) == {
-        frozenset(ip): {CONNECTIONS: 150.0},
-        frozenset(default_ip): {CONNECTIONS: 200.0},
-    }
+    assert entity_settled(admin, default_ip, {CONNECTIONS: 200.0}) == {CONNECTIONS: 200.0}
+    both = {frozenset(ip): {CONNECTIONS: 150.0}, frozenset(default_ip): {CONNECTIONS: 200.0}}
+    assert settled(admin, quota_baseline, both, all_ips, strict=True) == both
     assert alter(admin, ip, {CONNECTIONS: None}) == (0, None)
-    assert entity_quotas(admin, ip) == {}
+    assert entity_settled(admin, ip, {}) == {}
     assert alter(admin, default_ip, {CONNECTIONS: None}) == (0, None)
-    assert describe(admin, all_ips, strict=True) == {}
+    assert settled(admin, quota_baseline, {}, all_ips, strict=True) == {}
 
 
 @pytest.mark.parametrize(
@@ -196,10 +168,13 @@ MATCH_IP = [((("ip", "1.2.3.4"),), 10.0), ((("ip", "2.3.4.5"),), 20.0)]
 
 
 @pytest.fixture
-def match_setup(admin):
+def match_setup(admin, quota_baseline):
     request = [(e, {REQUEST_PCT: v}) for e, v in MATCH_USER_CLIENT]
     request += [(e, {CONNECTIONS: v}) for e, v in MATCH_IP]
     assert {code for code, _, _ in alter_many(admin, request)} == {0}
+    everything = {frozenset(e): {REQUEST_PCT: v} for e, v in MATCH_USER_CLIENT}
+    everything.update({frozenset(e): {CONNECTIONS: v} for e, v in MATCH_IP})
+    assert same_quotas(settled(admin, quota_baseline, everything), everything)
 
 
 def test_describe_client_quotas_match_exact(admin, match_setup):
@@ -241,12 +216,12 @@ def test_describe_client_quotas_match_exact(admin, match_setup):
     ],
 )
 def test_describe_client_quotas_match_partial(
-    admin, match_setup, components, strict, size, expected
+    admin, quota_baseline, match_setup, components, strict, size, expected
 ):
     everything = dict(MATCH_USER_CLIENT + MATCH_IP)
     wanted = {frozenset(e): v for e, v in everything.items() if expected(dict(e))}
     assert len(wanted) == size  # Kafka's count, checking the predicate
-    found = describe(admin, components, strict)
+    found = described(admin, quota_baseline, components, strict)
     assert {e: next(iter(v.values())) for e, v in found.items()} == wanted
 
 
@@ -256,15 +231,17 @@ def test_client_quotas_unsupported_entity_types(admin):
 
 
 @pytest.mark.parametrize("pairs", [(("user", "user with spaces"),), (("client-id", "<default>"),)])
-def test_client_quotas_sanitized_and_with_default_name(admin, pairs):
+def test_client_quotas_sanitized_and_with_default_name(admin, quota_baseline, pairs):
     assert alter(admin, pairs, {PRODUCER: 20000.0}) == (0, None)
-    assert entity_quotas(admin, pairs) == {PRODUCER: 20000.0}
+    assert entity_settled(admin, pairs, {PRODUCER: 20000.0}) == {PRODUCER: 20000.0}
     # A client id literally named "<default>" is not the default entity.
-    assert describe(admin, [("client-id", DEFAULT, None)], strict=True) == {}
+    assert described(admin, quota_baseline, [("client-id", DEFAULT, None)], strict=True) == {}
 
 
 # ---- the controller's rules beyond ClientQuotasRequestTest -------------------------------------
-def test_ten_thousand_records_pass_one_more_fails_every_entry_and_applies_nothing(admin):
+def test_ten_thousand_records_pass_one_more_fails_every_entry_and_applies_nothing(
+    admin, quota_baseline
+):
     users = [(("user", f"u{i}"),) for i in range(10_001)]
     results = alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users], validate_only=True)
     assert {(code, message) for code, message, _ in results} == {
@@ -274,11 +251,12 @@ def test_ten_thousand_records_pass_one_more_fails_every_entry_and_applies_nothin
     assert {code for code, _, _ in alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users])} == {
         POLICY_VIOLATION
     }
-    assert describe(admin) == {}
+    assert described(admin, quota_baseline) == {}
     assert {
         code for code, _, _ in alter_many(admin, [(e, {PRODUCER: 1.0}) for e in users[1:]])
     } == {0}
-    assert len(describe(admin)) == 10_000
+    stored = {frozenset(e): {PRODUCER: 1.0} for e in users[1:]}
+    assert len(settled(admin, quota_baseline, stored)) == 10_000
 
 
 def test_nan_and_long_max_are_stored_and_described(admin):
@@ -287,18 +265,77 @@ def test_nan_and_long_max_are_stored_and_described(admin):
         0,
         None,
     )
-    found = entity_quotas(admin, alice)
+    found = eventually(lambda: entity_quotas(admin, alice), lambda found: len(found) == 2)
     assert math.isnan(found[PRODUCER]) and found[CONSUMER] == 2.0**63
 
 
-def test_an_entity_naming_a_type_twice_is_its_last_name(admin):
+def test_an_entity_naming_a_type_twice_is_its_last_name(admin, quota_baseline):
     [(code, _, answered)] = alter_many(
         admin, [((("user", "bob"), ("user", "alice")), {PRODUCER: 5.0})]
     )
     assert code == 0 and answered == (("user", "alice"),)
-    assert describe(admin) == {frozenset({("user", "alice")}): {PRODUCER: 5.0}}
+    alice = {frozenset({("user", "alice")}): {PRODUCER: 5.0}}
+    assert settled(admin, quota_baseline, alice) == alice
 
 
 def test_response_entities_are_in_kafkas_map_order(admin):
     [(_, _, answered)] = alter_many(admin, [((("user", "u"), ("client-id", "c")), {PRODUCER: 5.0})])
     assert answered == (("client-id", "c"), ("user", "u"))
+
+
+@pytest.mark.parametrize(
+    "pairs, changes, message",
+    [
+        ((("user", "bob"),), {PRODUCER: 0.0}, "Quota producer_byte_rate must be greater than 0"),
+        ((("user", "bob"),), {PRODUCER: -1.0}, "Quota producer_byte_rate must be greater than 0"),
+        ((("user", "bob"),), {PRODUCER: 1.5}, "producer_byte_rate cannot be a fractional value."),
+        (
+            (("user", "bob"),),
+            {CONSUMER: 1e19},
+            "Proposed value for consumer_byte_rate is too large for a LONG.",
+        ),
+        (
+            (("ip", "10.0.0.1"),),
+            {CONNECTIONS: 3e9},
+            "Proposed value for connection_creation_rate is too large for an INT.",
+        ),
+        (
+            (("user", "bob"),),
+            {"bytes_per_fortnight": 5.0},
+            "Invalid configuration key bytes_per_fortnight",
+        ),
+        ((("ip", "10.0.0.1"),), {PRODUCER: 5.0}, "Invalid configuration key producer_byte_rate"),
+        ((("group", "g"),), {PRODUCER: 5.0}, "Unhandled client quota entity type: group"),
+    ],
+)
+def test_bad_values_and_keys_are_invalid_request_with_kafka_s_message(
+    admin, quota_baseline, pairs, changes, message
+):
+    for validate_only in (True, False):
+        assert alter(admin, pairs, changes, validate_only) == (INVALID_REQUEST, message)
+    assert described(admin, quota_baseline) == {}
+
+
+def test_a_bad_entry_does_not_stop_the_good_ones(admin, quota_baseline):
+    good = ((("ip", None),), {CONNECTIONS: 30.0})
+    bad = ((("user", "eve"),), {CONSUMER: 0.0})
+    answered = {pairs: code for code, _, pairs in alter_many(admin, [bad, good])}
+    assert answered == {bad[0]: INVALID_REQUEST, good[0]: 0}
+    stored = {frozenset(good[0]): {CONNECTIONS: 30.0}}
+    assert settled(admin, quota_baseline, stored) == stored
+
+
+def test_a_filter_naming_no_user_for_an_exact_match_is_a_top_level_error(admin):
+    response = describe_raw(admin, [("user", EXACT, None)], strict=False)
+    assert response.error_code == INVALID_REQUEST and response.entries is None
+
+
+def test_answers_come_in_the_order_of_kafka_s_result_hash_map(admin):
+    """The controller collects one result per entity in a java.util.HashMap and answers in its
+    iteration order, not the request's (AlterClientQuotasResponse.fromQuotaEntities)."""
+    request = [((("user", f"order-{i}"),), {PRODUCER: 1000.0 + i}) for i in range(40)]
+    request += [((("user", "order-bad"), ("client-id", "c")), {PRODUCER: 0.0})]
+    answered = [pairs for _, _, pairs in alter_many(admin, request, validate_only=True)]
+    expected = [java_order(e) for e in java_hash_map_order([pairs for pairs, _ in request])]
+    assert answered == expected
+    assert answered != [java_order(pairs) for pairs, _ in request]  # not the request's order

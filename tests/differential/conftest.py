@@ -1,0 +1,50 @@
+"""The `backend` fixture: each differential test runs once on devcluster and once on real Kafka.
+
+Kafka is the session's `shared_kafka` (3 nodes): a test leaves it as it found it (quotas put
+back by `quota_baseline`, topics with names of their own). devcluster is a fresh 3-broker cluster
+per test with the same SASL users. Where the two answer differently, Kafka is right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from devkit.kafka_cluster import DEFAULT_USERS
+from tests.differential.backends import Backend, Quotas, quota_snapshot, restore_quotas
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["devcluster", "kafka"])
+def backend(request, devcluster) -> Backend:
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("shared_kafka")
+        return Backend("kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids)
+    dc = devcluster(brokers=3, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS))
+    return Backend("devcluster", dc.bootstrap, dc.sasl_bootstrap, sorted(dc.broker_ports))
+
+
+@pytest.fixture
+def admin_client(backend) -> Iterator[KafkaAdminClient]:
+    """kafka-python's admin client, SASL/PLAIN as the super user."""
+    client = backend.admin_client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def quota_baseline(admin_client) -> Iterator[Quotas]:
+    """The client quotas at the start (none, unless another test left some); at the end every
+    quota is put back as it was: Kafka's cluster is shared by the whole run."""
+    before = quota_snapshot(admin_client)
+    yield before
+    restore_quotas(admin_client, before)
+
+
+@pytest.fixture
+def admin(admin_client, quota_baseline) -> KafkaAdminClient:
+    """The admin client of a test that changes client quotas (put back at the end)."""
+    return admin_client
