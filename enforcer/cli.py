@@ -75,8 +75,8 @@ Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation
 
 Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
 Several clusters: repeat --config. What the one server has once (listen address, journal,
-webhook credentials, alert name and expiry, Prometheus URL, reconcile interval) must be the same
-in every file, or be set by a flag; files that disagree are refused.
+webhook credentials, alert name, expiry and stale window, Prometheus URL, reconcile interval) must
+be the same in every file, or be set by a flag; files that disagree are refused.
 """
 
 SERVER_WIDE = (
@@ -87,6 +87,7 @@ SERVER_WIDE = (
     "alert_name",
     "prometheus_url",
     "alert_expiry",
+    "stale_window",
     "reconcile_interval",
 )
 """EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
