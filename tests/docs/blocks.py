@@ -18,6 +18,7 @@ DOCS = (
     "grafana/README.md",
     "devcluster/README.md",
     "docs/strimzi.md",
+    "deploy/helm/kafka-volume-quotas/README.md",
 )
 # A fence may be indented (a block inside a list item): the closing fence has the same indent.
 FENCE = re.compile(

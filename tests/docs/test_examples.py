@@ -57,6 +57,9 @@ INVENTORY: dict[tuple[str, str], str] = {
         f"{HERE}::test_the_install_steps_install_what_they_check; "
         f"{HELM}::test_readme_values_render_and_validate"
     ),
+    ("deploy/helm/kafka-volume-quotas/README.md", "helm template kvq"): (
+        f"{HERE}::test_the_chart_readme_renders_what_the_install_steps_check"
+    ),
     ("README.md", "# my-kvq/kustomization.yaml"): (
         f"{HELM}::test_readme_kustomize_overlay_renders_and_validates"
     ),
@@ -360,6 +363,19 @@ def test_the_install_steps_install_what_they_check(tmp_path) -> None:
                 assert container["image"] == image, (doc["metadata"]["name"], image)
     deployments = {d["metadata"]["name"] for d in rendered if d["kind"] == "Deployment"}
     assert rollout is not None and rollout[0] == namespace and rollout[1] in deployments
+
+
+def test_the_chart_readme_renders_what_the_install_steps_check(tmp_path) -> None:
+    """The chart README's command (helm on PATH), in a clone with the README's values, renders
+    what the README's install steps render and check."""
+    clone = a_clone(tmp_path)
+    (clone / "my-values.yaml").write_text(block("README.md", "# my-values.yaml").text)
+    (line,) = command_lines(block("deploy/helm/kafka-volume-quotas/README.md", "helm template"))
+    (checked,) = [s for s in command_lines(block("README.md", INSTALL_STEPS))
+                  if "template" in s and "my-values.yaml" in s]  # fmt: skip
+    result = run(shlex.split(line), clone)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == run(checked.split("|")[0], clone).stdout
 
 
 def strimzi_yaml(text: str) -> list[dict]:
