@@ -42,8 +42,9 @@ from enforcer.webhook_app import OTHER_PATHS, enforcer_server
 from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_override_flag,
     add_web_flags,
-    flag_value,
+    given_overrides,
     load_or_exit,
     new_parser,
     print_effective,
@@ -75,8 +76,8 @@ Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation
 
 Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
 Several clusters: repeat --config. What the one server has once (listen address, journal,
-webhook credentials, alert name and expiry, Prometheus URL, reconcile interval) must be the same
-in every file, or be set by a flag; files that disagree are refused.
+webhook credentials, alert name, expiry and stale window, Prometheus URL, reconcile interval) must
+be the same in every file, or be set by a flag; files that disagree are refused.
 """
 
 SERVER_WIDE = (
@@ -87,6 +88,7 @@ SERVER_WIDE = (
     "alert_name",
     "prometheus_url",
     "alert_expiry",
+    "stale_window",
     "reconcile_interval",
 )
 """EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
@@ -107,23 +109,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="check everything start-up checks (settings, credentials files, journal), print "
         "the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    add_web_flags(parser, LISTEN, OTHER_PATHS)
-    parser.add_argument(
-        "--journal",
-        metavar="PATH",
-        type=flag_value(values.text),
-        help="overrides kvq.enforcer.journal",
-    )
+    add_web_flags(parser, LISTEN, OTHER_PATHS, "the webhook token still applies")
+    add_override_flag(parser, "--journal", JOURNAL, values.text, "PATH")
     parser.add_argument(
         "--dry-run",
         action="store_true",
         help="validate every plan with Kafka (validate_only) and log it; change nothing",
     )
-    parser.add_argument(
+    add_override_flag(
+        parser,
         "--prometheus-url",
-        metavar="URL",
-        type=flag_value(values.http_url),
-        help="confirm a lower factor with this Prometheus first (kvq.enforcer.prometheus.url)",
+        PROMETHEUS_URL,
+        values.http_url,
+        "URL",
+        f"confirm a lower factor with this Prometheus first ({PROMETHEUS_URL})",
     )
     parser.add_argument(
         "--insecure-no-auth",
@@ -137,13 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="HTTP worker threads (default 4)",
     )
-    parser.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE",
-        help="TLS and basic auth in exporter-toolkit's format (tls_server_config, "
-        "basic_auth_users with bcrypt hashes); the webhook token still applies",
-    )
     return parser
 
 
@@ -156,13 +148,14 @@ def positive_int(text: str) -> int:
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
-    pairs = {
-        LISTEN: args.listen,
-        JOURNAL: args.journal,
-        PROMETHEUS_URL: args.prometheus_url,
-        DRY_RUN: "true" if args.dry_run else None,
-    }
-    return {key: value for key, value in pairs.items() if value is not None}
+    return given_overrides(
+        {
+            LISTEN: args.listen,
+            JOURNAL: args.journal,
+            PROMETHEUS_URL: args.prometheus_url,
+            DRY_RUN: "true" if args.dry_run else None,
+        }
+    )
 
 
 def server_wide_disagreement(all_settings: Sequence[EnforcerSettings]) -> str | None:

@@ -19,8 +19,9 @@ from kvq.contract.archive_record import to_record
 from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_override_flag,
     add_web_flags,
-    flag_value,
+    given_overrides,
     load_or_exit,
     new_parser,
     print_effective,
@@ -53,26 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    add_web_flags(parser, LISTEN, OTHER_PATHS)
-    parser.add_argument(
-        "--cluster-name",
-        metavar="NAME",
-        type=flag_value(values.label_value),
-        help="overrides kvq.cluster.name",
-    )
-    parser.add_argument(
-        "--archive-dir",
-        metavar="DIR",
-        type=flag_value(values.text),
-        help="overrides kvq.exporter.archive.dir",
-    )
-    parser.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE",
-        help="TLS and basic auth in exporter-toolkit's format (tls_server_config, "
-        "basic_auth_users with bcrypt hashes); see the README",
-    )
+    add_web_flags(parser, LISTEN, OTHER_PATHS, "see the README")
+    add_override_flag(parser, "--cluster-name", CLUSTER_NAME, values.label_value, "NAME")
+    add_override_flag(parser, "--archive-dir", ARCHIVE_DIR, values.text, "DIR")
     parser.add_argument(
         "--once",
         action="store_true",
@@ -83,12 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     """Map command-line flags onto the properties they override."""
-    pairs = {
-        LISTEN: args.listen,
-        CLUSTER_NAME: args.cluster_name,
-        ARCHIVE_DIR: args.archive_dir,
-    }
-    return {key: value for key, value in pairs.items() if value is not None}
+    return given_overrides(
+        {LISTEN: args.listen, CLUSTER_NAME: args.cluster_name, ARCHIVE_DIR: args.archive_dir}
+    )
 
 
 def check_archive_dir(settings: ExporterSettings, create: bool = True) -> None:

@@ -25,6 +25,7 @@ from kvq.model.volume import (
     has_error,
     lacks_size,
 )
+from spark.hadoop_paths import hadoop_read_path
 
 CORRUPT = "_corrupt"
 LOG_DIR = T.StructType(
@@ -179,7 +180,7 @@ def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:
     """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
     # The driver listed the files already: no parallel listing job over them again.
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(files) + 1))
-    whole = spark.read.text([f"file://{p}" for p in files], wholetext=True)
+    whole = spark.read.text([hadoop_read_path(p) for p in files], wholetext=True)
     lines = whole.select(
         _plain_path(F.col("_metadata.file_path")).alias("file"),
         F.posexplode(F.split(F.col("value"), "\n")).alias("pos", "text"),

@@ -272,7 +272,9 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
 
 
 READ_FAILURE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")
+"""Spark's error for a task that failed to read an input file, naming the file."""
 JAVA_CAUSE = re.compile(r"Caused by: ([\w.$]+)(?:: (.*))?")
+"""A `Caused by:` line of a Java stack trace: (exception class, message or "")."""
 
 
 def _unreadable_archive_file(error: Exception) -> BackfillError | None:
@@ -423,19 +425,19 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
     except Exception as exc:  # Spark's, with the JVM's stack trace in its text
         cause = io_cause(str(exc))
-        if cause is None or SPARK_READ_FAILURE in str(exc):  # an archive file's, not the parts'
+        if cause is None or READ_FAILURE.search(str(exc)):  # an archive file's, not the parts'
             raise
         raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
 
 
-JAVA_IO_CAUSE = re.compile(r"Caused by: java\.io\.IOException: (.+)")
-SPARK_READ_FAILURE = "Encountered error while reading file"
-
-
 def io_cause(java_trace: str) -> str | None:
     """The innermost I/O error of a Java stack trace (a full disk: "No space left on device")."""
-    found = JAVA_IO_CAUSE.findall(java_trace)
-    return found[-1].strip() if found else None
+    found = [
+        message.strip()
+        for exception, message in JAVA_CAUSE.findall(java_trace)
+        if exception == "java.io.IOException" and message.strip()
+    ]
+    return found[-1] if found else None
 
 
 SUCCESS_SCHEMA = (

@@ -78,10 +78,13 @@ def telemetry_path(taken: Sequence[str]) -> Callable[[str], str]:
     return check
 
 
-def add_web_flags(parser: argparse.ArgumentParser, setting: str, taken: Sequence[str]) -> None:
-    """`--web.listen-address` (alias `--listen`) and `--web.telemetry-path`, as Prometheus
-    exporters spell them; `setting` is the property the address overrides, `taken` the paths the
-    server has besides /metrics."""
+def add_web_flags(
+    parser: argparse.ArgumentParser, setting: str, taken: Sequence[str], config_file_note: str
+) -> None:
+    """`--web.listen-address` (alias `--listen`), `--web.telemetry-path` and `--web.config.file`,
+    as Prometheus exporters (exporter-toolkit) spell them; `setting` is the property the address
+    overrides, `taken` the paths the server has besides /metrics, `config_file_note` what the
+    web config file's help adds for this program."""
     parser.add_argument(
         "--web.listen-address",
         "--listen",
@@ -98,6 +101,33 @@ def add_web_flags(parser: argparse.ArgumentParser, setting: str, taken: Sequence
         type=telemetry_path(taken),
         help="path of the Prometheus metrics (default /metrics)",
     )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic auth in exporter-toolkit's format (tls_server_config, "
+        f"basic_auth_users with bcrypt hashes); {config_file_note}",
+    )
+
+
+def add_override_flag(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    setting: str,
+    parse: Callable[[str], object],
+    metavar: str,
+    help_text: str | None = None,
+) -> None:
+    """A flag that overrides the property `setting`, its value checked with `parse` (the
+    property's parser, see `flag_value`); its help says which property unless `help_text`."""
+    parser.add_argument(
+        flag, metavar=metavar, type=flag_value(parse), help=help_text or f"overrides {setting}"
+    )
+
+
+def given_overrides(flags: Mapping[str, str | None]) -> dict[str, str]:
+    """property -> value of the flags that override a property, those not given left out."""
+    return {key: value for key, value in flags.items() if value is not None}
 
 
 def load_or_exit(

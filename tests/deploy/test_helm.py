@@ -4,7 +4,6 @@ Operator's default (OnNamespace) routes them, and clear refusals of bad values."
 
 from __future__ import annotations
 
-import re
 import subprocess
 
 import pytest
@@ -27,6 +26,7 @@ from tests.deploy.rendering import (
     render,
     workloads,
 )
+from tests.docs.blocks import block
 
 AMTOOL = "/usr/bin/amtool"
 BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
@@ -278,21 +278,9 @@ def test_the_same_secret_for_two_clusters_is_one_variable(tmp_path) -> None:
     assert enforcer["spec"]["template"]["spec"]["containers"][0]["env"] == shared
 
 
-def readme_block(first_line: str) -> str:
-    """The README's code block that starts with this line."""
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"^( *)```(?:yaml|sh)\n(.*?)^\1```", text, re.S | re.M)
-    (block,) = [
-        "".join(line.removeprefix(indent) for line in body.splitlines(True))
-        for indent, body in blocks
-        if body.lstrip().startswith(first_line)
-    ]
-    return block
-
-
 def test_readme_values_render_and_validate(tmp_path) -> None:
     values = tmp_path / "my-values.yaml"
-    values.write_text(readme_block("# my-values.yaml"))
+    values.write_text(block("README.md", "# my-values.yaml").text)
     text = kubernetes_manifests.helm_template("-f", str(values))
     assert kubeconform.kubeconform(text) == []
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -301,19 +289,24 @@ def test_readme_values_render_and_validate(tmp_path) -> None:
 
 
 def test_readme_kustomize_overlay_renders_and_validates(tmp_path) -> None:
-    """The README's overlay, next to a checkout, with its own kvq.properties."""
+    """The README's overlay, next to a checkout, with its own kvq.properties: both components
+    run the named image and read that file, every object carries the monitoring label."""
     (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
     overlay = tmp_path / "my-kvq"
     overlay.mkdir()
-    overlay.joinpath("kustomization.yaml").write_text(readme_block("# my-kvq/kustomization.yaml"))
+    overlay.joinpath("kustomization.yaml").write_text(
+        block("README.md", "# my-kvq/kustomization.yaml").text
+    )
     properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
     overlay.joinpath("kvq.properties").write_text(properties)
     text = kustomize_text(overlay)
     assert kubeconform.kubeconform(text) == []
     docs = [d for d in yaml.safe_load_all(text) if d]
-    (exporter,) = exporters(docs)
-    assert exporter["spec"]["template"]["spec"]["containers"][0]["image"] == (
-        "registry.example.com/kafka-volume-quotas:0.1.0"
-    )
-    ((text_read, _),) = config_files(docs, exporter)
-    assert text_read == properties
+    assert sorted(command_of(w) for w in workloads(docs)) == ["kvq-enforcer", "kvq-exporter"]
+    for workload in workloads(docs):
+        assert workload["spec"]["template"]["spec"]["containers"][0]["image"] == (
+            "registry.example.com/kafka-volume-quotas:0.1.0"
+        )
+        ((text_read, _),) = config_files(docs, workload)
+        assert text_read == properties
+    assert all(d["metadata"]["labels"]["release"] == "kube-prometheus-stack" for d in docs)

@@ -19,6 +19,7 @@ DOCS = (
     "devcluster/README.md",
     "docs/strimzi.md",
     "docs/runbook.md",
+    "deploy/helm/kafka-volume-quotas/README.md",
 )
 # A fence may be indented (a block inside a list item): the closing fence has the same indent.
 FENCE = re.compile(
@@ -59,12 +60,16 @@ def block(doc: str, containing: str) -> Block:
     return found[0]
 
 
-def commands(block: Block, program: str) -> list[str]:
-    """The command lines of a ```sh block that start with `program`, continuation lines joined
-    and trailing comments removed."""
+def command_lines(block: Block) -> list[str]:
+    """The command lines of a ```sh block, continuation lines joined, comments removed."""
     joined = re.sub(r"\\\n\s*", "", block.text)
-    lines = [re.sub(r"\s+#.*$", "", line).strip() for line in joined.splitlines()]
-    return [line for line in lines if line.split(" ", 1)[0] == program]
+    lines = [re.sub(r"(^|\s+)#.*$", "", line).strip() for line in joined.splitlines()]
+    return [line for line in lines if line]
+
+
+def commands(block: Block, program: str) -> list[str]:
+    """The command lines of a ```sh block that start with `program`."""
+    return [line for line in command_lines(block) if line.split(" ", 1)[0] == program]
 
 
 SYSTEM_PATH = re.compile(r"(?<![\w./])/(?:etc|var)/[\w./-]+")

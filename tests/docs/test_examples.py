@@ -14,7 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -25,10 +24,22 @@ from exporter import cli as exporter_cli
 from kvq.contract.archive_record import from_line
 from kvq.kafka.quota_entity import ORIGINALS_USER
 from spark import cli as backfill_cli
-from tests.docs.blocks import DOCS, ROOT, Block, block, blocks, commands, localize
+from tests.docs.blocks import (
+    DOCS,
+    ROOT,
+    Block,
+    block,
+    blocks,
+    command_lines,
+    commands,
+    localize,
+)
 
 HERE = "tests/docs/test_examples.py"
 LIVE = "tests/docs/test_examples_live.py"
+HELM = "tests/deploy/test_helm.py"
+INSTALL_STEPS = "make tools"
+"""A text only the README's install block holds (its step 0)."""
 STRIMZI_OVERLAY = (
     "tests/deploy/test_kubernetes.py::test_strimzi_overlay_is_the_setup_docs_strimzi_describes"
 )
@@ -41,9 +52,16 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("README.md", "timeline with kvq:"): (
         "tests/system/test_producers_scenario.py (python -m demo --scenario producers): output"
     ),
-    ("README.md", "kubectl apply -k my-kvq/"): f"{HERE}::test_the_install_steps_render_the_overlay",
+    ("README.md", INSTALL_STEPS): f"{HERE}::test_the_install_steps_install_what_they_check",
+    ("README.md", "# my-values.yaml"): (
+        f"{HERE}::test_the_install_steps_install_what_they_check; "
+        f"{HELM}::test_readme_values_render_and_validate"
+    ),
+    ("deploy/helm/kafka-volume-quotas/README.md", "helm template kvq"): (
+        f"{HERE}::test_the_chart_readme_renders_what_the_install_steps_check"
+    ),
     ("README.md", "# my-kvq/kustomization.yaml"): (
-        f"{HERE}::test_the_install_steps_render_the_overlay"
+        f"{HELM}::test_readme_kustomize_overlay_renders_and_validates"
     ),
     ("README.md", "Kafka brokers ──DescribeCluster"): "a diagram",
     ("README.md", "--check-config   # effective"): (
@@ -255,55 +273,25 @@ def test_the_archive_record_example_reads() -> None:
 # --- Kubernetes -------------------------------------------------------------------------------
 
 
-def kubectl_lines(example: Block) -> list[str]:
-    return commands(example, "kubectl")
+def a_clone(tmp_path: Path) -> Path:
+    """A directory laid out as the clone the README's commands run in: this checkout's files,
+    and `.venv` the environment running the tests (a worktree has none of its own)."""
+    clone = tmp_path / "kafka-volume-quotas"
+    clone.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in (".git", ".venv"):
+            (clone / entry.name).symlink_to(entry)
+    (clone / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    return clone
 
 
-def test_the_install_steps_render_the_overlay(tmp_path) -> None:
-    """The README's install steps, in a directory holding this checkout as
-    `kafka-volume-quotas` and `my-kvq/` as shown: the namespace and Secrets the steps create
-    (`--dry-run=client`, no cluster needed) are the ones the rendered manifests use, the
-    overlay renders valid Kubernetes with the image and labels it names, and the Deployment
-    `rollout status` waits for exists."""
-    (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
-    overlay = tmp_path / "my-kvq"
-    overlay.mkdir()
-    kustomization = block("README.md", "# my-kvq/kustomization.yaml").text
-    (overlay / "kustomization.yaml").write_text(kustomization)
-    base_properties = ROOT / "deploy" / "kubernetes" / "base" / "config" / "kvq.properties"
-    (overlay / "kvq.properties").write_text(base_properties.read_text())
-    steps = kubectl_lines(block("README.md", "kubectl apply -k my-kvq/"))
-    created: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
-    secret_keys: dict[str, set[str]] = {}
-    for step in steps:
-        words = shlex.split(step)
-        if "create" not in words:
-            continue
-        result = run([*words, "--dry-run=client", "-o", "json"], tmp_path)
-        assert result.returncode == 0, f"{step}: {result.stderr}"
-        made = json.loads(result.stdout)
-        metadata = made["metadata"]
-        created.add((made["kind"], metadata.get("namespace", ""), metadata["name"]))
-        if made["kind"] == "Secret":
-            secret_keys[metadata["name"]] = set(made["data"])
-    (render,) = [s for s in steps if s.startswith("kubectl kustomize")]
-    result = run(shlex.split(render.split("|")[0]), tmp_path)
-    assert result.returncode == 0, result.stderr
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    version = kubernetes_validate.latest_version()
-    custom = {"PrometheusRule", "ServiceMonitor", "AlertmanagerConfig"}
-    for doc in docs:
-        if doc["kind"] not in custom:
-            kubernetes_validate.validate(doc, version, strict=True)
-        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    namespaces = {d["metadata"].get("namespace") for d in docs} - {None}
-    assert {("Namespace", "", n) for n in namespaces} <= created
+def secrets_used(docs: list[dict]) -> dict[str, set[str]]:
+    """Secret name -> the keys the pods (env, volumes) and the AlertmanagerConfig read."""
     used: dict[str, set[str]] = {}
     for doc in docs:
         if doc["kind"] in ("Deployment", "StatefulSet"):
             pod = doc["spec"]["template"]["spec"]
             for container in pod["containers"]:
-                assert container["image"] == "registry.example.com/kafka-volume-quotas:0.1.0"
                 for env in container.get("env", []):
                     ref = env["valueFrom"]["secretKeyRef"]
                     used.setdefault(ref["name"], set()).add(ref["key"])
@@ -317,12 +305,77 @@ def test_the_install_steps_render_the_overlay(tmp_path) -> None:
                 for hook in receiver.get("webhookConfigs", []):
                     credentials = hook["httpConfig"]["authorization"]["credentials"]
                     used.setdefault(credentials["name"], set()).add(credentials["key"])
-    assert used == secret_keys, "the Secrets the steps create are not those the pods use"
-    (rollout,) = [s for s in steps if " rollout status " in s]
-    namespace, name = re.search(r"-n (\S+) rollout status deploy/(\S+)", rollout).groups()
-    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
-                   if d["kind"] == "Deployment"}  # fmt: skip
-    assert (namespace, name) in deployments
+    return used
+
+
+def test_the_install_steps_install_what_they_check(tmp_path) -> None:
+    """The README's install steps, in a clone with the README's `my-values.yaml`: the chart
+    renders and validates (helm | kubeconform, as shown); the values render with `| less` as
+    shown; `helm install` gets what was checked; the image built is the one every pod runs; the
+    namespace and the Secrets the steps create (`--dry-run=client`, no cluster needed) are the
+    release's namespace and exactly the Secrets the rendered objects read (the chart creates
+    none); the Deployment `rollout status` waits for is rendered. `make tools` is shown with
+    `make -n`: here the tools are already in the environment the tests run in."""
+    clone = a_clone(tmp_path)
+    (clone / "my-values.yaml").write_text(block("README.md", "# my-values.yaml").text)
+    steps = command_lines(block("README.md", INSTALL_STEPS))
+    created: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
+    secret_keys: dict[str, set[str]] = {}
+    rendered: list[dict] = []
+    checked = installed = image = rollout = None
+    for step in steps:
+        words = shlex.split(step)
+        if words[0] == "make":
+            result = run(["make", "-n", *words[1:]], clone)
+        elif words[0] == "buildah":
+            (image,) = {w for w in words if w.startswith("registry.example.com/")}
+            continue
+        elif words[0] == "kubectl" and "create" in words:
+            result = run([*words, "--dry-run=client", "-o", "json"], clone)
+            made = json.loads(result.stdout or "{}")
+            metadata = made.get("metadata", {})
+            created.add((made.get("kind"), metadata.get("namespace", ""), metadata.get("name")))
+            if made.get("kind") == "Secret":
+                secret_keys[metadata["name"]] = set(made["data"])
+        elif words[0] == "kubectl" and "rollout" in words:
+            rollout = re.search(r"-n (\S+) rollout status deploy/(\S+)", step).groups()
+            continue
+        elif "install" in words:
+            installed = words[words.index("install") + 1 :]
+            continue
+        else:  # a helm template pipeline, run by bash as a user's shell runs it
+            result = run(["bash", "-o", "pipefail", "-c", step], clone, timeout=300)
+            if "my-values.yaml" in words:
+                checked = words[words.index("template") + 1 : words.index("|")]
+                rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+            else:
+                assert result.stdout.splitlines()[-1:] == ["valid"], result.stdout
+        assert result.returncode == 0, f"{step}:\n{result.stdout}{result.stderr}"
+    assert rendered and installed == checked, (installed, checked)
+    namespace = checked[checked.index("-n") + 1]
+    assert ("Namespace", "", namespace) in created
+    assert not [d for d in rendered if d["kind"] == "Secret"], "the chart creates no Secret"
+    assert secrets_used(rendered) == secret_keys, "the Secrets created are not those read"
+    assert {(k, ns) for k, ns, _ in created if k == "Secret"} == {("Secret", namespace)}
+    for doc in rendered:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                assert container["image"] == image, (doc["metadata"]["name"], image)
+    deployments = {d["metadata"]["name"] for d in rendered if d["kind"] == "Deployment"}
+    assert rollout is not None and rollout[0] == namespace and rollout[1] in deployments
+
+
+def test_the_chart_readme_renders_what_the_install_steps_check(tmp_path) -> None:
+    """The chart README's command (helm on PATH), in a clone with the README's values, renders
+    what the README's install steps render and check."""
+    clone = a_clone(tmp_path)
+    (clone / "my-values.yaml").write_text(block("README.md", "# my-values.yaml").text)
+    (line,) = command_lines(block("deploy/helm/kafka-volume-quotas/README.md", "helm template"))
+    (checked,) = [s for s in command_lines(block("README.md", INSTALL_STEPS))
+                  if "template" in s and "my-values.yaml" in s]  # fmt: skip
+    result = run(shlex.split(line), clone)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == run(checked.split("|")[0], clone).stdout
 
 
 def strimzi_yaml(text: str) -> list[dict]:
@@ -425,9 +478,10 @@ def test_the_prometheus_configuration_example(tmp_path) -> None:
     (tmp_path / "prometheus.yml").write_text(example.replace(rule_file, str(local)))
     result = run([PROMTOOL, "check", "config", "prometheus.yml"], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 28 rules found" in result.stdout
     config = yaml.safe_load(example)
     rules = yaml.safe_load(local.read_text())
+    count = sum(len(group["rules"]) for group in rules["groups"])
+    assert f"SUCCESS: {count} rules found" in result.stdout, result.stdout
     (throttle,) = [g for g in rules["groups"] if g["name"] == "kafka-volume-quotas.throttle"]
     evaluation = throttle.get("interval") or config.get("global", {}).get("evaluation_interval")
     assert evaluation == "5s", f"the throttle alert is evaluated every {evaluation or '1m'}"

@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,6 +25,7 @@ import pytest
 import yaml
 
 from devcluster.quota_store import Alteration, Op
+from devkit import kubernetes_manifests
 from devkit.alertmanager import THROTTLE_ALERT, Alertmanager, throttle_webhook
 from devkit.archive_generator import DEFAULT_START, ArchivePlan, generate
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
@@ -32,6 +34,7 @@ from enforcer import cli as enforcer_cli
 from kvq.kafka.quota_entity import ORIGINALS_USER
 from kvq.settings.properties import parse_properties
 from spark import cli as backfill_cli
+from tests.deploy.rendering import command_of, config_files, documents, workloads
 from tests.docs.blocks import ROOT, block, commands, localize
 from tests.docs.test_examples import run
 
@@ -48,10 +51,22 @@ def help_properties(epilog: str) -> str:
 
 SHIPPED = {
     "README.md": lambda: block("README.md", "--- the Strimzi proposal's properties").text,
-    "base": lambda: (ROOT / "deploy/kubernetes/base/config/kvq.properties").read_text(),
+    "helm chart": lambda: chart_properties(),
     "strimzi": lambda: (ROOT / "deploy/kubernetes/overlays/strimzi/kvq.properties").read_text(),
     "kvq-enforcer --help": lambda: help_properties(enforcer_cli.EPILOG),
 }
+
+
+def chart_properties() -> str:
+    """The kvq.properties the chart gives the enforcer (the exporter mounts the same file) with
+    the README's values, as `helm install ... -f my-values.yaml` deploys it."""
+    with tempfile.TemporaryDirectory() as where:
+        values = Path(where) / "my-values.yaml"
+        values.write_text(block("README.md", "# my-values.yaml").text)
+        docs = documents(kubernetes_manifests.helm_template("-f", str(values)))
+    (enforcer,) = [w for w in workloads(docs) if command_of(w) == "kvq-enforcer"]
+    ((text, _),) = config_files(docs, enforcer)
+    return text
 
 
 def against(text: str, bootstrap: str, root: Path) -> str:
@@ -286,9 +301,6 @@ def test_the_devcluster_readme_commands_answer_as_shown(tmp_path) -> None:
 # --- the backfill -----------------------------------------------------------------------------
 
 SPARK_TIMEOUT = pytest.mark.timeout(900)  # a Spark run takes minutes on a loaded 2-core machine
-ITEM_9 = pytest.mark.xfail(
-    strict=True, reason="issue 24 item 9: a relative --output fails (Wrong FS: file://out/...)"
-)
 
 
 def archive_and_config(tmp_path: Path, start: float) -> None:
@@ -310,7 +322,6 @@ def backfill(line: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return result
 
 
-@ITEM_9
 @SPARK_TIMEOUT
 def test_the_backfill_how_to(tmp_path) -> None:
     """spark/README's three steps: the backfill as shown, then `cp -r out/blocks/* ...` into a
@@ -356,7 +367,6 @@ def what_if_examples() -> list:
     ]
 
 
-@ITEM_9
 @SPARK_TIMEOUT
 @pytest.mark.parametrize(("command", "output"), what_if_examples())
 def test_the_backfill_what_if_examples(tmp_path, command, output) -> None:

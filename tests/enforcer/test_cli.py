@@ -180,6 +180,23 @@ def test_files_that_disagree_on_a_server_wide_setting_are_refused_naming_both(tm
     assert code == 2 and "kvq.enforcer.listen differs" in err and "unset: the default" in err
 
 
+def test_files_that_disagree_on_the_stale_window_are_refused(tmp_path, capsys):
+    """One server judges every alert's staleness against one window (the alert episodes share
+    one journal): files that give two are refused, one written as the default is not."""
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    a = write_config(tmp_path / "a", "eu-1", **{"kvq.enforcer.stale.window": "PT1M"})
+    b = write_config(tmp_path / "b", "us-1")
+    argv = ["--config", a, "--config", b, "--insecure-no-auth", "--check-config"]
+    code, err = run([*argv, "--journal", str(tmp_path / "one.sqlite3")], capsys)
+    assert code == 2
+    assert err.startswith(f"kvq-enforcer: kvq.enforcer.stale.window differs between {a} (")
+    assert "kvq.enforcer.stale.window=PT1M) and " in err and "unset: the default" in err
+    c = write_config(tmp_path / "b", "ap-1", **{"kvq.enforcer.stale.window": "PT2M"})
+    argv = ["--config", c, "--config", b, "--insecure-no-auth", "--check-config"]
+    assert main([*argv, "--journal", str(tmp_path / "one.sqlite3")]) == 0
+
+
 def test_a_config_error_starts_with_the_program_name(tmp_path, capsys):
     config = write_config(tmp_path, **{"kvq.enforcer.dry.run": "perhaps"})
     code, err = run(["--config", config], capsys)

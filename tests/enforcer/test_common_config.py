@@ -28,11 +28,6 @@ COMMON = {
 
 
 @pytest.fixture
-def dc(devcluster):
-    return devcluster(brokers=1, log_dirs_per_broker=1)
-
-
-@pytest.fixture
 def enforcer(tmp_path, dc):
     e = Enforcer(tmp_path, dc, COMMON)
     try:

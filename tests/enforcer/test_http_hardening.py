@@ -26,20 +26,6 @@ from tests.enforcer.test_integration import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def dc(devcluster):
-    return devcluster(brokers=1, log_dirs_per_broker=1)
-
-
-@pytest.fixture
-def enforcer(tmp_path, dc):
-    e = Enforcer(tmp_path, dc)
-    try:
-        yield e.start()
-    finally:
-        e.stop()
-
-
 def open_connections(e: Enforcer) -> float:
     return e.metric("kafka_volume_quota_http_open_connections")
 

@@ -754,6 +754,8 @@ def test_one_enforcer_manages_several_clusters_by_their_label(dc, devcluster, en
         f"client.quota.callback.static.kafka.admin.bootstrap.servers={other.bootstrap}\n"
         "client.quota.callback.static.storage.per.volume.limit.min.available.ratio=0.05\n"
         "kvq.enforcer.throttle.byte.rate.floor=1\n"
+        # server-wide: the one server's webhook credentials, alike in every file
+        f"kvq.enforcer.auth.bearer.token.file={tmp_path / 'token'}\n"
     )
     e = enforcer(more_configs=(second,))
     body = throttle_webhook(alerts=[("prod-us-1", 0.5), ("unmanaged", 0.0)], group_key="g")

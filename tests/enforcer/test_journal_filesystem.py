@@ -72,11 +72,10 @@ def test_a_journal_on_sshfs_is_refused_naming_the_file_system(tmp_path, flags):
     assert "Traceback" not in result.stderr
 
 
-def test_a_journal_on_a_local_file_system_is_accepted(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount")
-    with mounted(tmp_path / "local", "-t", "tmpfs", "-o", "size=8m", "tmpfs") as local:
-        result = enforcer(tmp_path, local / "journal.sqlite3", "--check-config")
+def test_a_journal_on_a_local_file_system_is_accepted(tmp_path, mount_tmpfs):
+    local = tmp_path / "local"
+    mount_tmpfs(local)
+    result = enforcer(tmp_path, local / "journal.sqlite3", "--check-config")
     assert result.returncode == 0, result.stderr
 
 

@@ -28,20 +28,6 @@ from tests.enforcer.test_integration import CLUSTER, Enforcer, P, key, quotas, s
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def dc(devcluster):
-    return devcluster(brokers=1, log_dirs_per_broker=1)
-
-
-@pytest.fixture
-def enforcer(tmp_path, dc):
-    e = Enforcer(tmp_path, dc)
-    try:
-        yield e.start()
-    finally:
-        e.stop()
-
-
 def notification(factor: float | None, starts_at, ends_at=None) -> dict:
     """One throttle alert of the same fingerprint and group each time, with explicit times."""
     return throttle_webhook(cluster=CLUSTER, factor=factor, starts_at=starts_at, ends_at=ends_at)

@@ -5,9 +5,7 @@ that was full. The real CLI against devcluster over TCP, faults set through its 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -385,17 +383,7 @@ def test_a_restore_against_brokers_with_a_lagging_view_is_done_only_once_seen(
         _wait_until_brokers_show(dc, "user-00001", before[key(user="user-00001")])
         e.post(firing(0.5))  # 503 when the brokers show the throttle after the verification
         assert quotas(dc)[key(user="user-00001")] == {P: 50_000.0, C: 25_000.0}, "throttled"
-        answers: list[tuple[int, bool]] = []
-
-        def resolve() -> bool:
-            status, _body = e.post(resolved())
-            answers.append((status, quotas(dc) == before))  # the controller's view
-            return status == 200
-
-        wait_until(resolve, timeout=30, interval=0.2, what="a resolve answered 200")
-        assert all(restored for status, restored in answers if status == 200), (
-            f"a 200 while Kafka still held throttled values: {answers}"
-        )
+        _resolve_until_200(e, dc, before)
         assert originals_copy(dc) == [], "the copy goes once the originals were seen"
         assert e.status()["episode"]["state"] == "restored"
         assert e.health()["status"] == "ok"
@@ -447,22 +435,6 @@ def test_an_alter_in_doubt_when_the_enforcer_is_killed_is_waited_out_after_the_r
         assert not e.status()["settling"]
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
-
 def _fill(disk: Path) -> Path:
     """Write a file until the disk has no space left."""
     filler = disk / "filler"
@@ -475,29 +447,31 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_a_full_journal_disk_is_recovered_from_once_space_returns(devcluster, tmp_path):
+def test_a_full_journal_disk_is_recovered_from_once_space_returns(
+    devcluster, tmp_path, mount_tmpfs
+):
     """Throttled (2,200 users), then the journal's disk fills up: the resolve fails. Once space
     is freed the next resolve must restore every original."""
     dc = devcluster(brokers=1, log_dirs_per_broker=1)
     before = _seed_users(dc, 2200)
     e = Enforcer(tmp_path, dc, {"kvq.enforcer.reconcile.interval": "PT0.5S"})
-    with _tmpfs(tmp_path / "journal-disk", "1m") as disk:
-        e.journal = disk / "journal.sqlite3"
-        with _started(e):
-            status, body = e.post(firing(0.5))
-            assert status == 200, body
-            filler = _fill(disk)
-            status, body = e.post(resolved())
-            assert status >= 500 and "database or disk is full" in body["error"], body
-            filler.unlink()
-            wait_until(
-                lambda: e.post(resolved())[0] == 200,
-                timeout=30,
-                interval=0.5,
-                what="a resolve answered 200 once the disk has space again",
-            )
-            assert quotas(dc) == before
-            assert originals_copy(dc) == []
-            assert e.status()["episode"]["state"] == "restored"
-            wait_until(lambda: e.health()["status"] == "ok", what="/healthz ok")
+    disk = tmp_path / "journal-disk"
+    mount_tmpfs(disk, "1m")
+    e.journal = disk / "journal.sqlite3"
+    with _started(e):
+        status, body = e.post(firing(0.5))
+        assert status == 200, body
+        filler = _fill(disk)
+        status, body = e.post(resolved())
+        assert status >= 500 and "database or disk is full" in body["error"], body
+        filler.unlink()
+        wait_until(
+            lambda: e.post(resolved())[0] == 200,
+            timeout=30,
+            interval=0.5,
+            what="a resolve answered 200 once the disk has space again",
+        )
+        assert quotas(dc) == before
+        assert originals_copy(dc) == []
+        assert e.status()["episode"]["state"] == "restored"
+        wait_until(lambda: e.health()["status"] == "ok", what="/healthz ok")

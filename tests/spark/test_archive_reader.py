@@ -112,3 +112,19 @@ def test_without_a_cluster_name_every_cluster_gets_its_own_file(spark, tmp_path,
         assert text.endswith("# EOF\n") and other not in text
     out = capsys.readouterr().out
     assert "prod-eu.om: " in out and "prod-us.om: " in out
+
+
+def test_an_archive_under_a_folder_named_with_spaces_and_glob_characters_reads(
+    spark, tmp_path, archive, capsys
+):
+    """Spark expands {a,b}, [ab], * and ? in the paths it reads: a folder named so is read as
+    itself, every line of it, with the lines named by their real paths."""
+    folder = tmp_path / "kafka archives {eu,us} [2026]"
+    folder.mkdir()
+    moved = archive.rename(folder / "archive")
+    assert backfill(tmp_path, moved) == 0
+    err = capsys.readouterr().err
+    assert "read 9 lines: 4 observations of cluster 'kafka', 4 bad lines" in err
+    assert f"bad line {moved / 'c.jsonl.gz'}:3: " in err
+    text = (tmp_path / "out" / "kafka.om").read_text()
+    assert 'kafka_volume_quota_active_log_dirs{cluster="kafka"} 1 300' in text
