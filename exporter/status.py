@@ -7,6 +7,7 @@ from typing import Any
 
 from kvq.model.limits import Limit
 from kvq.model.throttle_factor_source import ThrottleFactorSource
+from kvq.model.volume_cache import CachedVolume
 
 
 def iso(time: float | None) -> str | None:
@@ -22,6 +23,18 @@ def seen(entry: Any, **more: Any) -> dict[str, Any]:
         "seen_at": iso(entry.seen_at),
         **more,
     }
+
+
+def unseen_problem(entry: CachedVolume) -> str:
+    """Why a volume whose violation hold expired is a problem, in the operator's words."""
+    if entry.offline:
+        why = (
+            f"log dir {entry.volume.log_dir} of broker {entry.volume.broker_id} went offline "
+            "(an error code, no sizes) while this volume violated the limit"
+        )
+    else:
+        why = f"broker {entry.volume.broker_id} left while this volume violated the limit"
+    return why + " and has not been seen since; the throttle no longer counts it"
 
 
 def status_document(
@@ -55,14 +68,15 @@ def status_document(
         "active_log_dirs": len(state.volumes),
         "cached_log_dirs": [seen(entry) for entry in state.cached],
         "held_log_dirs": [
-            seen(entry, held_until=iso(entry.seen_at + hold_seconds)) for entry in state.held
+            seen(entry, held_until=iso(entry.seen_at + hold_seconds), offline=entry.offline)
+            for entry in state.held
         ],
         "violation_hold_expired": [
             seen(
                 entry,
                 hold_expired_at=iso(entry.seen_at + hold_seconds),
-                problem=f"broker {entry.volume.broker_id} left while this volume violated "
-                "the limit and has not been seen since; the throttle no longer counts it",
+                offline=entry.offline,
+                problem=unseen_problem(entry),
             )
             for entry in state.hold_expired
         ],

@@ -418,6 +418,7 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         config.limit,
         _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
         hold_matters=hold > validity,
+        offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
     runs = volume_runs(described, validity, hold)
     lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)
@@ -428,6 +429,12 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         if cause is None or READ_FAILURE.search(str(exc)):  # an archive file's, not the parts'
             raise
         raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
+
+
+def _has_unusable_log_dirs(plan: _Plan) -> bool:
+    """Whether a success of the plan's cluster described a log dir without sizes (one that may
+    have gone offline while violating: `spark.volume_history` then needs one more sort)."""
+    return any(p.unusable_error or p.unusable_unknown_size for p in plan.history.lines)
 
 
 def io_cause(java_trace: str) -> str | None:

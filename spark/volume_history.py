@@ -9,9 +9,13 @@ success s (time T) stays in the merged set of every later success until the *end
 - else the first success at or after T + validity (`expiry`, the plugin's boundary), which
   evicts it (counted once);
 - the violation hold: if it violated at s, it stays (held) past the expiry until its broker
-  answers again (`back`: the broker's next success describing any log dir) or the first success
-  at or after T + hold; a hold that runs out while the broker stays away is reported
-  (`hold_expired`) until that broker is back;
+  answers again without it (`back`: the broker's next success, the log dir not described there)
+  or the first success at or after T + hold; a hold that runs out while it is unseen is reported
+  (`hold_expired`) until it is seen again (`seen`: its broker answers without it, or it is
+  described with sizes: `usable`);
+- offline: if it violated at s and its next description has no sizes (an error code, -1) while
+  its hold runs, it goes offline there: held at once, through descriptions without sizes, until
+  `usable`, `seen` or the hold ends, whichever comes first (the hold reported as above);
 - no end: to the last success.
 The successes strictly inside the run hold it as a cached volume; its series shows the values of s
 at grid indexes [k(s), k(end) - 1], where k(u) is the first grid index success u is visible at.
@@ -34,11 +38,20 @@ NEVER = 2**62
 
 
 def described_log_dirs(
-    log_dirs: DataFrame, limit: Limit, partitions: int, hold_matters: bool
+    log_dirs: DataFrame,
+    limit: Limit,
+    partitions: int,
+    hold_matters: bool,
+    offline_matters: bool = False,
 ) -> DataFrame:
     """Each described log dir with its success facts, its next description and, when the hold
-    matters, when its broker answered next (`back_sseq`, `back_k`; only set where it is needed: a
-    violating log dir missing from the next success).
+    matters, when its broker answered next without it (`back_sseq`, `back_k`; only set where it
+    is needed: a violating log dir missing from the next success).
+
+    `offline_matters` (a hold, and log dirs described without sizes in the archive): also the next
+    description with sizes (`usable_sseq`, `usable_k`; else the next description) and when it is
+    first seen again without sizes-less descriptions in between (`seen_sseq`, `seen_k`; else
+    `back`), at the price of one more sort of the rows.
 
     `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
     cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
@@ -67,7 +80,7 @@ def described_log_dirs(
         .otherwise(False)
         .alias("violating"),
     )
-    if hold_matters:
+    if hold_matters or offline_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).
         later = (
@@ -76,29 +89,74 @@ def described_log_dirs(
             .rangeBetween(Window.unboundedPreceding, -1)
         )
         back = F.min(F.struct("sseq", "k")).over(later)
-        described = described.select("*", back.sseq.alias("broker_sseq"), back.k.alias("broker_k"))
+        described = described.select("*", back.alias("broker"))
     else:
         described = described.select(
-            "*",
-            F.lit(None).cast("long").alias("broker_sseq"),
-            F.lit(None).cast("long").alias("broker_k"),
+            "*", F.lit(None).cast("struct<sseq:long,k:long>").alias("broker")
         )
+    described = _with_next(described) if not offline_matters else _with_next_offline(described)
     # Last, so that each partition comes out ordered by volume and success: every series whole
     # and in time order for the writer (the explicit sort costs nothing when already so).
+    return described.sortWithinPartitions(*VOLUME, "sseq")
+
+
+def _departed(next_sseq: Column) -> Column:
+    """Violating, and missing from the next success."""
+    return F.col("violating") & (next_sseq.isNull() | (next_sseq > F.col("sseq") + 1))
+
+
+def _with_next(described: DataFrame) -> DataFrame:
+    """The next description and `back` over the ascending order (no log dir goes offline: the
+    next description is the next one with sizes, and seen again is back)."""
     by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
     next_sseq = F.lead("sseq").over(by_volume)
-    departed = F.col("violating") & (next_sseq.isNull() | (next_sseq > F.col("sseq") + 1))
-    return (
-        described.select(
-            "*",
-            next_sseq.alias("next_sseq"),
-            F.lead("k").over(by_volume).alias("next_k"),
-            F.when(departed, F.col("broker_sseq")).alias("back_sseq"),
-            F.when(departed, F.col("broker_k")).alias("back_k"),
-        )
-        .drop("broker_sseq", "broker_k")
-        .sortWithinPartitions(*VOLUME, "sseq")
+    next_k = F.lead("k").over(by_volume)
+    broker = F.col("broker")
+    back = F.when(_departed(next_sseq), broker)
+    return described.select(
+        "*",
+        next_sseq.alias("next_sseq"),
+        next_k.alias("next_k"),
+        F.lit(False).alias("next_unusable"),
+        back.sseq.alias("back_sseq"),
+        back.k.alias("back_k"),
+        next_sseq.alias("usable_sseq"),
+        next_k.alias("usable_k"),
+        back.sseq.alias("seen_sseq"),
+        back.k.alias("seen_k"),
+    ).drop("broker")
+
+
+def _with_next_offline(described: DataFrame) -> DataFrame:
+    """The next description, the next one with sizes, `back` and `seen`, over the descending
+    order (the later rows are the preceding ones: growing frames, linear)."""
+    by_volume = Window.partitionBy(*VOLUME).orderBy(F.col("sseq").desc())
+    later = by_volume.rowsBetween(Window.unboundedPreceding, -1)
+    following = F.lag(F.struct("sseq", "k", F.col("reason").isNotNull().alias("unusable")))
+    nxt = following.over(by_volume)
+    usable = F.min(F.when(F.col("reason").isNull(), F.struct("sseq", "k"))).over(later)
+    # The broker answered without this log dir before its next description: seen again.
+    gap = F.when(F.col("broker.sseq") < F.coalesce(nxt.sseq, F.lit(NEVER)), F.col("broker"))
+    described = described.select(
+        "*",
+        nxt.sseq.alias("next_sseq"),
+        nxt.k.alias("next_k"),
+        F.coalesce(nxt.unusable, F.lit(False)).alias("next_unusable"),
+        usable.sseq.alias("usable_sseq"),
+        usable.k.alias("usable_k"),
+        gap.alias("gap"),
     )
+    # The first gap from here on: any gap after the next description with sizes comes after it
+    # too, where it no longer matters (a run ends there).
+    seen = F.min("gap").over(by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    back = F.when(_departed(F.col("next_sseq")), F.col("gap"))
+    return described.select(
+        "*",
+        back.sseq.alias("back_sseq"),
+        back.k.alias("back_k"),
+        seen.sseq.alias("seen_sseq"),
+        seen.k.alias("seen_k"),
+    ).drop("broker", "gap")
 
 
 def _never(column: str) -> Column:
@@ -109,7 +167,6 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     """`described_log_dirs` + each description's run: end_sseq/end_k (null: never ends), evicted,
     held_from/held_until, released_at/released_until (null: not released by an expired hold).
     Keeps the partitioning of `described`."""
-    runs = described
     violating = F.col("violating")
     expiry, back, hold_end, next_sseq = (
         _never("expiry_sseq"),
@@ -117,6 +174,8 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         _never("hold_sseq"),
         _never("next_sseq"),
     )
+    usable, seen = _never("usable_sseq"), _never("seen_sseq")
+    # Missing until its next description (a broker away): the validity, then the hold.
     until = F.least(back, hold_end)
     evicted_at = F.when(violating, F.greatest(expiry, until)).otherwise(expiry)
     evicted = F.col("reason").isNull() & (evicted_at < next_sseq)
@@ -127,9 +186,40 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         .when(evicted_at == back, F.col("back_k"))
         .otherwise(F.col("hold_k"))
     )
+    held_from = F.when(violating & (expiry < F.least(until, end)), expiry)
     held_until = F.least(until, end)
     released = evicted & violating & F.lit(hold > validity) & (evicted_at < back)
-    return runs.select(
+    released_at = evicted_at
+    # Offline at its next description, still held there: held by the hold alone from then on
+    # (`spark.volume_history` module text); a hold already out there ends it at once, loudly.
+    offline = (
+        violating
+        & F.col("next_unusable")
+        & F.col("back_sseq").isNull()
+        & F.lit(hold > 0)
+        & (evicted_at >= next_sseq)
+    )
+    hold_out = F.greatest(hold_end, next_sseq)
+    offline_end = F.least(usable, seen, hold_out)
+    offline_end_k = (
+        F.when(offline_end == usable, F.col("usable_k"))
+        .when(offline_end == seen, F.col("seen_k"))
+        .when(hold_out == hold_end, F.col("hold_k"))
+        .otherwise(F.col("next_k"))
+    )
+    offline_evicted = offline_end < usable
+    end = F.when(offline, offline_end).otherwise(end)
+    end_k = F.when(offline, offline_end_k).otherwise(end_k)
+    evicted = F.when(offline, offline_evicted).otherwise(evicted)
+    offline_held_from = F.least(expiry, next_sseq)
+    held_from = F.when(
+        offline, F.when(offline_held_from < offline_end, offline_held_from)
+    ).otherwise(held_from)
+    held_until = F.when(offline, offline_end).otherwise(held_until)
+    released = F.when(offline, offline_evicted & (hold_out < seen)).otherwise(released)
+    released_at = F.when(offline, hold_out).otherwise(released_at)
+    released_until = F.least(seen, usable)
+    return described.select(
         "cluster_index",
         *VOLUME,
         "sseq",
@@ -142,12 +232,10 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
         evicted.alias("evicted"),
-        F.when(violating & (expiry < held_until), expiry).alias("held_from"),
-        F.when(violating & (expiry < held_until) & (held_until < NEVER), held_until).alias(
-            "held_until"
-        ),
-        F.when(released, evicted_at).alias("released_at"),
-        F.when(released & (back < NEVER), back).alias("released_until"),
+        held_from.alias("held_from"),
+        F.when(held_from.isNotNull() & (held_until < NEVER), held_until).alias("held_until"),
+        F.when(released, released_at).alias("released_at"),
+        F.when(released & (released_until < NEVER), released_until).alias("released_until"),
     )
 
 

@@ -73,7 +73,9 @@ ACTIVE_LOG_DIRS = MetricFamily(
 )
 FALLBACK_ACTIVE = MetricFamily("fallback_active", GAUGE, "1 while the fallback factor applies.")
 CACHED_LOG_DIRS = MetricFamily(
-    "cached_log_dirs", GAUGE, "Volumes missing from the last observation, judged from cache."
+    "cached_log_dirs",
+    GAUGE,
+    "Volumes judged from cache: missing from the last observation, or held offline.",
 )
 LOG_DIR_EVICTIONS = MetricFamily(
     "log_dir_evictions", COUNTER, "Cached volumes dropped after the validity duration."
@@ -81,12 +83,13 @@ LOG_DIR_EVICTIONS = MetricFamily(
 HELD_LOG_DIRS = MetricFamily(
     "held_log_dirs",
     GAUGE,
-    "Cached volumes held violating beyond the validity: violating when their broker left.",
+    "Volumes held violating, last seen violating: their log dir offline, or their broker away "
+    "beyond the validity.",
 )
 VIOLATION_HOLD_EXPIRED = MetricFamily(
     "violation_hold_expired_log_dirs",
     GAUGE,
-    "Violating volumes released after the hold expired, their broker still not seen again.",
+    "Violating volumes released after the hold expired, still not seen again.",
 )
 UNUSABLE_LOG_DIRS = MetricFamily(
     "unusable_log_dirs",

@@ -44,11 +44,12 @@ class ThrottleState:
     volumes: tuple[Volume, ...] = ()
     """Observed volumes of the last successful observation."""
     cached: tuple[CachedVolume, ...] = ()
-    """Volumes missing from the last successful observation, judged from cache (held included)."""
+    """Volumes not observed with sizes in the last successful observation, judged from cache
+    (held included)."""
     held: tuple[CachedVolume, ...] = ()
-    """Cached beyond the validity: violating when their broker left, which is still away."""
+    """Kept violating by the hold: offline since, or their broker away beyond the validity."""
     hold_expired: tuple[CachedVolume, ...] = ()
-    """Released after the violation hold expired; their broker has not been seen since."""
+    """Released after the violation hold expired; not seen again since."""
     violating: tuple[Volume, ...] = ()
     unusable: tuple[LogDirDescription, ...] = ()
     last_success: float | None = None
@@ -69,8 +70,8 @@ class ThrottleFactorSource:
     ) -> None:
         """`checking=False` (storage.check.interval=PT0S) disables the check: the factor is 1.0
         for good, the fallback never applies, nothing throttles (the plugin's behaviour).
-        `hold_seconds`: how long a volume violating when its broker left keeps violating while
-        that broker stays away (see `VolumeCache`)."""
+        `hold_seconds`: how long a volume violating when last seen keeps violating while its
+        broker stays away or its log dir is offline (see `VolumeCache`)."""
         self.policy = policy
         self.checking = checking
         self.validity_seconds = validity_seconds

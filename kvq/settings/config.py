@@ -72,7 +72,8 @@ say why, not errors. Every other unknown `client.quota.callback.static.*` key is
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
-"""How long a volume violating when its broker left keeps violating while that broker is away."""
+"""How long a volume violating when last seen keeps violating while unseen: its broker away, or
+its log dir offline (an error code, no sizes). Counted from when it was last seen with sizes."""
 VIOLATION_HOLD_DEFAULT = "PT1H"
 SHARED_KVQ_KEYS = (CLUSTER_NAME, VIOLATION_HOLD)
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""

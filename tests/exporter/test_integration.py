@@ -305,6 +305,44 @@ def test_a_full_broker_that_stops_keeps_the_throttle_until_back_or_the_hold_expi
     assert status["violation_hold_expired"] == [] and status["throttle_factor"] == 0.0
 
 
+def test_a_full_log_dir_that_goes_offline_keeps_the_throttle_until_seen_again_with_space(
+    cluster, exporters
+):
+    """Kafka takes a full log dir offline (KAFKA_STORAGE_ERROR, no sizes): still violating and
+    held, past the validity (PT3S), until it is described with space again. A log dir that goes
+    offline with space is just unusable."""
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    fill_to(cluster, 2, 0, 1000)
+    assert exporter.poller.poll_once().succeeded
+    seen_at = time.time()
+    faults(cluster, 2, log_dir_error={"index": 0, "code": 56})
+    faults(cluster, 1, log_dir_error={"index": 1, "code": 56})
+    assert exporter.poller.poll_once().succeeded
+    wait_until(lambda: time.time() > seen_at + 3.2, what="validity to pass")
+    assert exporter.poller.poll_once().succeeded
+    status = exporter.status()
+    assert status["throttle_factor"] == 0.0
+    full = str(cluster.log_dir_path(2, 0))
+    assert [(h["broker_id"], h["log_dir"], h["offline"]) for h in status["held_log_dirs"]] == [
+        (2, full, True)
+    ]
+    assert [(d["broker_id"], d["reason"]) for d in status["unusable_log_dirs"]] == [
+        (1, "error"),
+        (2, "error"),
+    ]
+    assert status["active_log_dirs"] == 4
+    metrics = exporter.render_metrics().decode()
+    assert 'kafka_volume_quota_held_log_dirs{cluster="kafka"} 1.0' in metrics
+    assert per_volume(exporter, "kafka_volume_quota_log_dir_violating")[2, full] == 1.0
+    faults(cluster, 2, log_dir_error={"index": 0, "code": 0})
+    log_dir(cluster, 2, 0, usable_bytes=None)  # back online with space
+    assert exporter.poller.poll_once().succeeded
+    status = exporter.status()
+    assert status["throttle_factor"] == 1.0
+    assert status["held_log_dirs"] == [] and status["violation_hold_expired"] == []
+
+
 def per_volume(exporter: Exporter, family: str) -> dict[tuple[int, str], float]:
     """{(broker id, log dir): value} of one per-volume metric family as /metrics serves it."""
     text = exporter.render_metrics().decode()
@@ -375,13 +413,6 @@ def test_real_kafka_writing_a_volume_past_the_limit_gives_factor_zero(small_kafk
     assert abs(violating["available_bytes"] - usable_bytes(full)) <= CHECKPOINT_SLACK
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exporter gap found on real Kafka: a log dir that fills up (ENOSPC) goes offline and "
-    "DescribeLogDirs answers KAFKA_STORAGE_ERROR (56) with sizes -1; the exporter counts it as "
-    "unusable, drops the violating volume it saw a poll earlier and reports factor 1.0 while "
-    "the disk is full (a broker restart brings the dir back full and unthrottled)",
-)
 def test_real_kafka_filling_a_volume_up_keeps_it_throttled_once_its_log_dir_is_offline(
     small_kafka, exporters
 ):
@@ -404,7 +435,24 @@ def test_real_kafka_filling_a_volume_up_keeps_it_throttled_once_its_log_dir_is_o
     finally:
         producer.close()
     assert 0.0 in seen, "the volume was seen violating before it filled up"
-    assert exporter.poller.poll_once().succeeded
+    assert 56 in producer.log.errors, producer.log.errors  # KAFKA_STORAGE_ERROR: ENOSPC
+
+    def offline_dirs():
+        """Log dirs the next poll finds without sizes: Kafka takes the failed dir offline on a
+        thread of its own, a moment after the write failed."""
+        assert exporter.poller.poll_once().succeeded
+        assert exporter.status()["throttle_factor"] == 0.0, "released while the disk is full"
+        return exporter.status()["unusable_log_dirs"]
+
+    wait_until(offline_dirs, timeout=30, what="Kafka to take the full log dir offline")
     status = exporter.status()
     assert [d["reason"] for d in status["unusable_log_dirs"]] == ["error"], "offline: error 56"
     assert status["throttle_factor"] == 0.0, "the full volume still violates"
+    (held,) = status["held_log_dirs"]
+    (violating,) = status["violating_volumes"]
+    assert held["offline"] and held["log_dir"] == violating["log_dir"]
+    assert held["log_dir"] == status["unusable_log_dirs"][0]["log_dir"]
+    assert status["active_log_dirs"] == 1, "the offline dir is not an active log dir"
+    metrics = exporter.render_metrics().decode()
+    assert 'kafka_volume_quota_held_log_dirs{cluster="kafka"} 1.0' in metrics
+    assert 'kafka_volume_quota_throttle_factor{cluster="kafka"} 0.0' in metrics

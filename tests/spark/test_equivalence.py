@@ -238,6 +238,94 @@ def test_violation_hold_of_a_departed_full_broker(spark, tmp_path):
     assert_same(got, expected)
 
 
+@pytest.mark.parametrize("hold", ["PT5M", "PT1M", "PT0S"])
+def test_violation_hold_of_a_full_log_dir_that_went_offline(spark, tmp_path, hold):
+    """Validity 2 minutes. Full log dirs go offline (error 56, sizes -1; or sizes -1 alone) and
+    are held at once; one comes back full, then with space; one's broker answers without it; one
+    leaves, comes back offline and is seen with sizes again; one's hold runs out while offline
+    (reported until seen again); one whose departed hold ran out comes back offline (still
+    reported); one that errors with space is never held. A hold of 1 minute
+    runs out on the first offline poll; a hold of zero holds nothing (the plugin's behaviour)."""
+    full, ok = 10, 900
+
+    def at(broker, free, log_dir="/a"):
+        if free == "error":
+            return LogDirDescription(broker, log_dir, -1, -1, 56)
+        if free == "unknown":
+            return LogDirDescription(broker, log_dir, -1, -1)
+        return LogDirDescription(broker, log_dir, 1000, free)
+
+    def poll(time, *dirs):
+        return Observation(time, tuple(sorted({d.broker_id for d in dirs})), dirs)
+
+    rows = [
+        poll(
+            1000,
+            at(0, ok),
+            at(1, full),
+            at(2, full),
+            at(3, full),
+            at(3, ok, "/b"),
+            at(4, ok),
+            at(5, full),
+            at(6, full),
+            at(7, full),
+        ),
+        poll(  # 1, 2, 3, 6 held at once; 4 had space: not held; 5 away
+            1060,
+            at(0, ok),
+            at(1, "error"),
+            at(2, "error"),
+            at(3, "error"),
+            at(3, ok, "/b"),
+            at(4, "error"),
+            at(6, "unknown"),
+        ),
+        poll(  # 1 back full; 3 answers without /a: evicted; 5 back offline (age == validity)
+            1120,
+            at(0, ok),
+            at(1, full),
+            at(2, "error"),
+            at(3, ok, "/b"),
+            at(4, "error"),
+            at(5, "error"),
+            at(6, "unknown"),
+        ),
+        poll(1180, at(0, ok), at(1, ok), at(2, "error"), at(3, ok, "/b"), at(5, "error")),
+        poll(1240, at(0, ok), at(5, "error"), at(6, full)),  # 2 away while offline
+        poll(1300, at(0, ok), at(2, "error"), at(5, "error")),  # age == 5 min: 2's, 5's hold out
+        # 5 seen again; 7, whose departed hold ran out at 1300, back offline: not seen again
+        poll(1360, at(0, ok), at(2, "error"), at(5, ok), at(6, ok), at(7, "error")),
+        poll(1420, at(0, ok), at(2, ok), at(4, ok), at(7, ok)),  # 2 and 7 seen again
+    ]
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(
+            tmp_path / "kvq.properties",
+            ratio=0.05,
+            validity="PT2M",
+            extra={"kvq.departed.broker.violation.hold": hold},
+        )
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 10)
+    c = '{cluster="kafka"}'
+    factor = expected[(NS + "throttle_factor", c)]
+    held = expected[(NS + "held_log_dirs", c)]
+    released = expected[(NS + "violation_hold_expired_log_dirs", c)]
+    if hold == "PT5M":
+        assert held[1060] == 4 and factor[1060] == 0.0  # 1, 2, 3, 6
+        assert held[1120] == 4  # 2, 5, 6 offline (5 also past the validity), 7 away; 1 fresh
+        assert factor[1180] == 0.0 and held[1240] == 3 and released[1290] == 0
+        assert released[1300] == 3 and released[1360] == 2 and released[1420] == 0
+    elif hold == "PT1M":  # 1, 2, 3, 6 out on their first offline poll (age == hold)
+        assert max(held.values()) == 0 and released[1060] == 4 and released[1420] == 0
+        assert factor[1180] == 1.0
+    else:
+        assert set(held.values()) == set(released.values()) == {0.0}
+        assert factor[1180] == 1.0
+    assert_same(got, expected)
+
+
 @responses.activate
 def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_path):
     config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
