@@ -13,8 +13,8 @@ per poll (the per-volume work, 99% of the rows, runs in Spark: `spark.volume_his
   start time) longer than validity, plus 1 while the fallback applies at t;
 - active brokers come from the latest observation not failed at describe_cluster.
 
-It is one sequential pass (a cluster's polls are a total order), as the exporter's own loop; a
-month of polls every minute is 43k rows and a few hundred milliseconds here.
+It is one sequential pass (a cluster's polls are a total order), as the exporter's own loop: one
+small row per poll, so the driver holds it easily (a month of polls every minute is 43k rows).
 """
 
 from __future__ import annotations
