@@ -141,4 +141,3 @@ def keep_at_exit(archive: ClassArchive, java_options: str, jvm: subprocess.Popen
     """When `java_options` have the JVM write the archive, publish it as the interpreter exits."""
     if jvm is not None and "-XX:ArchiveClassesAtExit=" in java_options:
         atexit.register(archive.keep, jvm)
-

@@ -413,7 +413,7 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
         archive.log_dirs(successes, broadcast=count <= BROADCAST_SUCCESSES),
-        config.limit,
+        config.policy,
         _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
         hold_matters=hold > validity,
     )
@@ -449,8 +449,19 @@ def read_events(folder: Path) -> dict[int, VolumeDeltas]:
     deltas: dict[int, VolumeDeltas] = {}
     for part in part_files(folder):
         for line in text_lines(part):
-            sseq, *values = (int(v) for v in line.split())
-            deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + VolumeDeltas(*values)
+            *counts, factor = line.split()
+            sseq, cached, cached_violating, held, hold_expired, evicted, throttling = map(
+                int, counts
+            )
+            change = VolumeDeltas(
+                cached,
+                cached_violating,
+                held,
+                hold_expired,
+                evicted,
+                {float(factor): throttling} if throttling else {},
+            )
+            deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + change
     return deltas
 
 

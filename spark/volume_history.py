@@ -25,7 +25,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kvq.model.limits import Limit
+from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy, VolumeReading
 from spark.archive_reader import available_ratio, unusable_reason
 
 VOLUME = ["cluster", "broker_id", "log_dir"]
@@ -33,10 +33,41 @@ NEVER = 2**62
 """A success number later than any: an end that never comes."""
 
 
+class SparkExpressions:
+    """`kvq.model.throttle_factor_policy.Expressions` on Spark Columns."""
+
+    def choose(self, condition: Column, if_true, if_false) -> Column:
+        return F.when(condition, if_true).otherwise(if_false)
+
+    def least(self, *values) -> Column:
+        return F.least(*(v if isinstance(v, Column) else F.lit(v) for v in values))
+
+    def greatest(self, *values) -> Column:
+        return F.greatest(*(v if isinstance(v, Column) else F.lit(v) for v in values))
+
+
+SPARK_EXPRESSIONS = SparkExpressions()
+
+
+def volume_factor(policy: ThrottleFactorPolicy, ratio: Column) -> Column:
+    """The factor the policy gives a usable description (the same declaration the exporter
+    evaluates on numbers)."""
+    if policy.needs_history:
+        # The previous usable description of the volume would come from a window over its
+        # descriptions ordered by sseq (`by_volume` below) and the success times.
+        raise NotImplementedError(
+            f"{type(policy).__name__} reads a volume's previous reading; the backfill does not "
+            "compute it yet (spark.volume_history.volume_factor)"
+        )
+    reading = VolumeReading(None, F.col("total_bytes"), F.col("available_bytes"), ratio)
+    return F.lit(policy.volume_factor(reading, None, SPARK_EXPRESSIONS)).cast("double")
+
+
 def described_log_dirs(
-    log_dirs: DataFrame, limit: Limit, partitions: int, hold_matters: bool
+    log_dirs: DataFrame, policy: ThrottleFactorPolicy, partitions: int, hold_matters: bool
 ) -> DataFrame:
-    """Each described log dir with its success facts, its next description and, when the hold
+    """Each described log dir with its success facts (`violating` the limit, the `factor` the
+    policy gives it; both for a usable one only), its next description and, when the hold
     matters, when its broker answered next (`back_sseq`, `back_k`; only set where it is needed: a
     violating log dir missing from the next success).
 
@@ -63,9 +94,10 @@ def described_log_dirs(
     described = described.select(
         "*",
         F.when(usable, ratio).alias("available_ratio"),
-        F.when(usable, limit.is_violated(F.col("available_bytes"), ratio))
+        F.when(usable, policy.limit.is_violated(F.col("available_bytes"), ratio))
         .otherwise(False)
         .alias("violating"),
+        F.when(usable, volume_factor(policy, ratio)).alias("factor"),
     )
     if hold_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
@@ -139,6 +171,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         "available_bytes",
         "available_ratio",
         "violating",
+        "factor",
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
         evicted.alias("evicted"),
@@ -151,24 +184,34 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     )
 
 
-EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted")
-"""The fields of an event line after its sseq (`spark.poll_history.VolumeDeltas`)."""
+EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted", "throttling")
+"""The counts of an event line after its sseq, before the run's factor
+(`spark.job.read_events`, `spark.poll_history.VolumeDeltas`)."""
 
 
 def _event(at: Column, **values: Column) -> Column:
-    """`sseq cached cached_violating held hold_expired evicted` as one line of text."""
-    fields = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
-    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in fields))
+    """`sseq cached cached_violating held hold_expired evicted throttling factor`: one line."""
+    counts = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
+    factor = F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)).cast("string")
+    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in counts), factor)
 
 
 def events() -> list[Column]:
     """The run's events as text lines, null where there is none (all of them null for a volume
-    described at every success; unusable descriptions are never cached, so they yield none)."""
+    described at every success that the policy leaves unthrottled; unusable descriptions are
+    never cached, so they yield none).
+
+    A run whose volume asks for a factor below 1.0 is *throttling* from its own success to its
+    end (at least that success: it is in that success's merged set, however soon it ends); the
+    driver takes the smallest factor of the runs throttling at each success."""
     sseq, end = F.col("sseq"), F.col("end_sseq")
     violating = F.col("violating").cast("long")
     cached = F.col("reason").isNull() & (end.isNull() | (end > sseq + 1))
     one = F.lit(1)
+    throttling = F.col("factor") < UNTHROTTLED
     return [
+        F.when(throttling, _event(sseq, throttling=one)),
+        F.when(throttling & end.isNotNull(), _event(F.greatest(end, sseq + 1), throttling=-one)),
         F.when(cached, _event(sseq + 1, cached=one, cached_violating=violating)),
         F.when(cached & end.isNotNull(), _event(end, cached=-one, cached_violating=-violating)),
         F.when(F.col("evicted"), _event(end, evicted=one)),

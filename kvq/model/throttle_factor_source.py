@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, Observation
-from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import UNTHROTTLED, PolicyRun, ThrottleFactorPolicy
 from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import CachedVolume, VolumeCache
 
@@ -72,6 +72,7 @@ class ThrottleFactorSource:
         `hold_seconds`: how long a volume violating when its broker left keeps violating while
         that broker stays away (see `VolumeCache`)."""
         self.policy = policy
+        self.run = PolicyRun(policy)
         self.checking = checking
         self.validity_seconds = validity_seconds
         self.fallback_factor = fallback_factor
@@ -98,7 +99,8 @@ class ThrottleFactorSource:
             state.last_failure = observation
             return
         merge = self.cache.merge(observation.time, observation.log_dirs)
-        calculation = self.policy.calculate(merge.volumes)
+        cached = (entry.volume for entry in merge.cached)
+        calculation = self.run.calculate(merge.observed, cached, observation.time)
         state.limit_violated_total += len(calculation.violating)
         state.evictions_total += len(merge.evicted)
         state.volumes = merge.observed

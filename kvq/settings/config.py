@@ -29,6 +29,7 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
+from kvq.model.throttle_factor_policy import StopOnViolation, ThrottleFactorPolicy
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
@@ -144,6 +145,12 @@ class Config:
     request: float | None
     excluded_principals: tuple[str, ...]
     warnings: tuple[str, ...]
+
+    @property
+    def policy(self) -> ThrottleFactorPolicy:
+        """The throttle factor policy of this configuration: every app takes it from here (one
+        policy so far, the proposal's; a setting choosing another would be read here)."""
+        return StopOnViolation(self.limit)
 
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
