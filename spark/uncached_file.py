@@ -49,12 +49,12 @@ class UncachedFile:
         self._pending: Future[None] | None = None
 
     def write(self, data: bytes) -> None:
-        data = memoryview(data)  # slices without copies
-        while data:
-            taken = data[: BUFFER - self._used]
+        left = memoryview(data)  # slices without copies
+        while left:
+            taken = left[: BUFFER - self._used]
             self._views[self._filling][self._used : self._used + len(taken)] = taken
             self._used += len(taken)
-            data = data[len(taken) :]
+            left = left[len(taken) :]
             if self._used == BUFFER:
                 self._hand_over()
 
