@@ -440,7 +440,7 @@ def io_cause(java_trace: str) -> str | None:
 
 SUCCESS_SCHEMA = (
     "cluster string, file string, line long, cluster_index int, sseq long, k long, "
-    "expiry_sseq long, expiry_k long, hold_sseq long, hold_k long"
+    "expiry_sseq long, expiry_k long, hold_sseq long, hold_k long, time double"
 )
 
 

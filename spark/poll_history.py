@@ -92,6 +92,7 @@ class Success:
     expiry_k: int | None
     hold_sseq: int | None
     hold_k: int | None
+    time: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,8 @@ class PollHistory:
         for index, poll in enumerate(self._successes):
             expiry = self._first_success_from(poll.time + self.rules.validity)
             hold = self._first_success_from(poll.time + self.rules.hold)
-            yield Success(index + 1, poll.file, poll.line, self._k(poll.time), *expiry, *hold)
+            k = self._k(poll.time)
+            yield Success(index + 1, poll.file, poll.line, k, *expiry, *hold, poll.time)
 
     def _k(self, time: float) -> int:
         return index_at_or_after(time, self.step)

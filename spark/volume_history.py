@@ -49,18 +49,25 @@ class SparkExpressions:
 SPARK_EXPRESSIONS = SparkExpressions()
 
 
-def volume_factor(policy: ThrottleFactorPolicy, ratio: Column) -> Column:
-    """The factor the policy gives a usable description (the same declaration the exporter
-    evaluates on numbers)."""
-    if policy.needs_history:
-        # The previous usable description of the volume would come from a window over its
-        # descriptions ordered by sseq (`by_volume` below) and the success times.
-        raise NotImplementedError(
-            f"{type(policy).__name__} reads a volume's previous reading; the backfill does not "
-            "compute it yet (spark.volume_history.volume_factor)"
-        )
-    reading = VolumeReading(None, F.col("total_bytes"), F.col("available_bytes"), ratio)
-    return F.lit(policy.volume_factor(reading, None, SPARK_EXPRESSIONS)).cast("double")
+READING = ("time", "total_bytes", "available_bytes", "available_ratio")
+"""The columns of a described log dir that make a `VolumeReading` (in its field order)."""
+
+
+def volume_factor(policy: ThrottleFactorPolicy) -> Column:
+    """The factor the policy gives each usable description: the same declaration the exporter
+    evaluates on numbers, on the columns READING and, for a policy with history, the volume's
+    previous usable description (a window over its descriptions in success order)."""
+    ops = SPARK_EXPRESSIONS
+    reading = VolumeReading(*(F.col(name) for name in READING))
+    first = F.lit(policy.volume_factor(reading, None, ops))
+    if not policy.needs_history:
+        return first.cast("double")
+    before = Window.partitionBy(*VOLUME).orderBy("sseq").rowsBetween(Window.unboundedPreceding, -1)
+    usable = F.when(F.col("reason").isNull(), F.struct(*READING))
+    last = F.last(usable, ignorenulls=True).over(before)
+    previous = VolumeReading(*(last[name] for name in READING))
+    later = F.lit(policy.volume_factor(reading, previous, ops))
+    return F.when(last.isNull(), first).otherwise(later).cast("double")
 
 
 def described_log_dirs(
@@ -89,6 +96,7 @@ def described_log_dirs(
         unusable_reason(F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")).alias(
             "reason"
         ),
+        *(["time"] if policy.needs_history else []),  # the success's, for the policy's readings
     ).repartition(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(
@@ -97,8 +105,8 @@ def described_log_dirs(
         F.when(usable, policy.limit.is_violated(F.col("available_bytes"), ratio))
         .otherwise(False)
         .alias("violating"),
-        F.when(usable, volume_factor(policy, ratio)).alias("factor"),
     )
+    described = described.select("*", F.when(usable, volume_factor(policy)).alias("factor"))
     if hold_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).

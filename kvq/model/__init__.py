@@ -6,6 +6,7 @@ Where a new throttle policy goes: a class in `throttle_factor_policy` implementi
 `kvq.settings.config.Config.policy`. The exporter evaluates it on numbers (`PolicyRun`, used by
 `throttle_factor_source`); the backfill evaluates the same declaration on Spark Columns
 (`spark.volume_history.volume_factor`) and `tests/spark/test_equivalence.py` holds the two equal.
-A policy reading history also needs that previous reading computed on the Spark side (a window
-over each volume's descriptions, where `volume_factor` says so).
+`needs_history` is all a policy reading earlier observations declares: the exporter keeps each
+volume's previous reading and the backfill looks it up with a window over the volume's
+descriptions.
 """

@@ -12,7 +12,8 @@ the smallest of them, 1.0 without any volume (`cluster_factor`): the volume clos
 decides. A cached volume keeps the factor it got when it was last observed. A policy that needs
 a volume's history says so (`needs_history`) and gets that volume's previous usable reading
 (None at its first), which `PolicyRun` keeps in the exporter and a window over the volume's
-descriptions gives in the backfill.
+descriptions gives in the backfill. Both branches of `choose` are evaluated on numbers: a
+declaration keeps each one defined (divide by `greatest(elapsed, 1.0)`, not by `elapsed`).
 
 The limit stays the limit whatever the policy: violations are counted and published
 (`log_dir_violating`, `limit_violated_total`) and decide the violation hold.
@@ -82,7 +83,8 @@ class ThrottleFactorPolicy(Protocol):
     def limit(self) -> Limit: ...
 
     needs_history: ClassVar[bool]
-    """Whether `volume_factor` reads `previous` (the backfill then computes it)."""
+    """Whether `volume_factor` reads `previous` or `reading.time` (the backfill then carries the
+    success times and looks up each volume's previous reading)."""
 
     def volume_factor(
         self, reading: VolumeReading, previous: VolumeReading | None, ops: Expressions
