@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from kvq.model.limits import Limit
 from kvq.model.volume import Volume
@@ -32,20 +32,16 @@ THROTTLED = 0.0
 UNTHROTTLED = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class VolumeReading:
+class VolumeReading(NamedTuple):
     """One volume at one successful observation, as a policy reads it: plain numbers in the
     exporter, Spark Columns in the backfill. `time`: the observation's, seconds since the epoch;
-    `available_ratio` as `Volume.available_ratio` (0.0 for a volume of 0 bytes)."""
+    `available_ratio` as `Volume.available_ratio` (0.0 for a volume of 0 bytes). A tuple: the
+    exporter makes one per volume and poll."""
 
     time: Any
     total_bytes: Any
     available_bytes: Any
     available_ratio: Any
-
-    @classmethod
-    def of(cls, volume: Volume, time: float) -> VolumeReading:
-        return cls(time, volume.total_bytes, volume.available_bytes, volume.available_ratio)
 
 
 class Expressions(Protocol):
@@ -134,20 +130,25 @@ class PolicyRun:
     ) -> FactorCalculation:
         """The factor of `observed` (read at `time`) and `cached` (judged as last observed)."""
         observed, cached = tuple(observed), tuple(cached)
-        policy = self.policy
+        policy, limit, history = self.policy, self.policy.limit, self.policy.needs_history
         known, self._factors = self._factors, {}
         factors: list[float] = []
+        violating: list[Volume] = []
         for volume in observed:
-            reading = VolumeReading.of(volume, time)
-            previous = self._readings.get(volume.key)
-            factor = float(policy.volume_factor(reading, previous, PLAIN))
-            if policy.needs_history:
-                self._readings[volume.key] = reading
+            key = volume.key
+            ratio = volume.available_ratio
+            reading = VolumeReading(time, volume.total_bytes, volume.available_bytes, ratio)
+            factor = float(policy.volume_factor(reading, self._readings.get(key), PLAIN))
+            if history:
+                self._readings[key] = reading
             factors.append(factor)
-            self._factors[volume.key] = factor
+            self._factors[key] = factor
+            if limit.is_violated(volume.available_bytes, ratio):
+                violating.append(volume)
         for volume in cached:  # cached volumes were observed earlier, by this run
-            factors.append(known[volume.key])
-            self._factors[volume.key] = known[volume.key]
-        volumes = observed + cached
-        violating = tuple(v for v in volumes if policy.limit.violated_by(v))
-        return FactorCalculation(cluster_factor(factors), violating)
+            key = volume.key
+            factors.append(known[key])
+            self._factors[key] = known[key]
+            if limit.violated_by(volume):
+                violating.append(volume)
+        return FactorCalculation(cluster_factor(factors), tuple(violating))
