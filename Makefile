@@ -64,11 +64,16 @@ $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
 	echo "prometheus-operator $(PROMETHEUS_OPERATOR_VERSION) CRDs in $(CRDS)"
 	@touch $@
 
+# The folders mypy keeps clean (enforcer/, devkit/ and devcluster/ join once they are).
+MYPY_PATHS := kvq exporter spark
+
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy $(MYPY_PATHS)
 
 test: system-deps venv kafka-deps tools
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy $(MYPY_PATHS)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: system-deps venv kafka-deps

@@ -87,10 +87,10 @@ def backfill_seconds(archive: Archive, out: Path, master: str, step: int) -> tup
 
 def spark_floor_seconds() -> float:
     """A fresh process that starts a local Spark session (class archive included) and runs one
-    trivial job (`python -m spark.class_archive`): what any PySpark command costs before it has
+    trivial job (`python -m spark.warm_up`): what any PySpark command costs before it has
     read a byte."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "spark.class_archive"], capture_output=True, check=True)
+    subprocess.run([sys.executable, "-m", "spark.warm_up"], capture_output=True, check=True)
     return time.perf_counter() - started
 
 

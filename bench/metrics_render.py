@@ -17,7 +17,7 @@ from exporter.exporter_app import Exporter
 from exporter.settings import ExporterSettings
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import PolicyRun, StopOnViolation
 from kvq.model.volume import LogDirDescription
 
 LIMIT = MinAvailableRatio(0.05)
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
 
     text = exporter.render_metrics()
     assert text == prometheus_client_text(exporter), "direct rendering differs"
-    policy = median_seconds(lambda: ThrottleFactorPolicy(LIMIT).calculate(observation.volumes))
+    run = PolicyRun(StopOnViolation(LIMIT))
+    policy = median_seconds(lambda: run.calculate(observation.volumes))
     first = first_render_seconds(exporter)
     first_half = first_render_seconds(half)
     before = median_seconds(lambda: prometheus_client_text(exporter), rounds=3)

@@ -16,7 +16,6 @@ from kvq.contract.archive_record import ArchiveRecordError, from_line
 from kvq.contract.metric_families import COUNTER
 from kvq.contract.metric_samples import families
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.settings.config import Config
 from spark.archive_files import BadLine, archive_files, numbered_lines
@@ -65,7 +64,7 @@ def replay(
     if not observations:
         return
     source = ThrottleFactorSource(
-        ThrottleFactorPolicy(config.limit),
+        config.policy,
         config.validity.total_seconds(),
         config.fallback_factor,
         start_time=observations[0].time,

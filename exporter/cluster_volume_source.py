@@ -50,9 +50,13 @@ class ClusterVolumeSource:
                 errors.append(f"broker {broker_id}: {result}")
             else:
                 log_dirs.extend(result)
-        seen = {"active_brokers": broker_ids, "log_dirs": tuple(log_dirs)}
+        described = tuple(log_dirs)
         if errors:
             return Observation.failed(
-                self.clock(), STAGE_DESCRIBE_LOG_DIRS, "; ".join(errors), **seen
+                self.clock(),
+                STAGE_DESCRIBE_LOG_DIRS,
+                "; ".join(errors),
+                active_brokers=broker_ids,
+                log_dirs=described,
             )
-        return Observation(self.clock(), **seen)
+        return Observation(self.clock(), active_brokers=broker_ids, log_dirs=described)

@@ -19,7 +19,6 @@ from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_families import ARCHIVE_WRITE_FAILURES, POLL_DURATION
 from kvq.contract.metric_samples import Family, cluster_families, judged_volumes
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.web.server import Limits, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
@@ -48,7 +47,7 @@ class Exporter:
         timeout = settings.request_timeout.total_seconds()
         self.client = client or KafkaClusterClient(config.admin_properties, timeout)
         self.throttle = ThrottleFactorSource(
-            ThrottleFactorPolicy(config.limit),
+            config.policy,
             config.validity.total_seconds(),
             config.fallback_factor,
             start_time=clock(),

@@ -13,11 +13,8 @@ from collections.abc import Collection, Iterable
 from prometheus_client.utils import floatToGoString
 
 from kvq.contract import metric_families as mf
-from kvq.contract.metric_samples import Family
+from kvq.contract.metric_samples import VOLUME_COLUMNS, Family, VolumeColumn
 from kvq.model.volume import Volume
-
-_ONE = floatToGoString(1)
-_ZERO = floatToGoString(0)
 
 
 def escape_label_value(value: str) -> str:
@@ -61,10 +58,21 @@ _EXACT_INT = 2**53
 """Whole numbers below this are exact in a double, so repr(float(n)) is str(n) + '.0'."""
 
 
+def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[str]:
+    """The column's value texts, each distinct value formatted once (most volumes of a cluster
+    share a few disk sizes, and `log_dir_violating` has two values)."""
+    texts: dict[float, str] = {}
+    values = [column.value(volume, violating) for volume, violating in judged]
+    for value in values:
+        if value not in texts:
+            texts[value] = format_value(value)
+    return [texts[value] for value in values]
+
+
 def render_volumes(
     volumes: Iterable[Volume], violating: Collection[tuple[int, str]], cluster: str
 ) -> str:
-    """The four per-volume families for `volumes` (sorted by key), in table order."""
+    """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order."""
     cluster_text = escape_label_value(cluster)
     volumes = list(volumes)
     labels = [
@@ -72,19 +80,8 @@ def render_volumes(
         f'log_dir="{escape_label_value(v.log_dir)}"}} '
         for v in volumes
     ]
-    totals: dict[int, str] = {}  # most volumes of a cluster share a few disk sizes
-    for v in volumes:
-        if v.total_bytes not in totals:
-            totals[v.total_bytes] = format_value(v.total_bytes)
-    columns = (
-        (mf.LOG_DIR_TOTAL_BYTES, [totals[v.total_bytes] for v in volumes]),
-        (mf.LOG_DIR_AVAILABLE_BYTES, [format_value(v.available_bytes) for v in volumes]),
-        (mf.LOG_DIR_AVAILABLE_RATIO, [format_value(v.available_ratio) for v in volumes]),
-        (
-            mf.LOG_DIR_VIOLATING,
-            [_ONE if (v.broker_id, v.log_dir) in violating else _ZERO for v in volumes],
-        ),
-    )
+    judged = [(v, (v.broker_id, v.log_dir) in violating) for v in volumes]
+    columns = [(column.family, _formatted(column, judged)) for column in VOLUME_COLUMNS]
     parts = []
     for family, values in columns:
         parts.append(header(family))

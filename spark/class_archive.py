@@ -1,11 +1,11 @@
-"""Spark's classes in a class-data-sharing archive: a local run's JVM starts in half the time.
+"""Spark's classes in a class-data-sharing archive: a local run's JVM starts much sooner.
 
 A local PySpark session spends most of its start loading and verifying ~20,000 classes from
-Spark's jars (about 6 s of a 9 s start on two cores here). The JVM can write the classes it
-loaded to an archive when it exits (`-XX:ArchiveClassesAtExit`) and map that archive on the next
-start (`-XX:SharedArchiveFile`). The first local `kvq-backfill` writes it under the user's cache
-directory; later ones start from it. The archive is keyed on the pyspark version and the `java`
-binary, and the JVM itself ignores an archive that does not match its class path.
+Spark's jars. The JVM can write the classes it loaded to an archive when it exits
+(`-XX:ArchiveClassesAtExit`) and map that archive on the next start (`-XX:SharedArchiveFile`).
+The first local `kvq-backfill` writes it under the user's cache directory; later ones start from
+it. The archive is keyed on the pyspark version and the `java` binary, and the JVM itself ignores
+an archive that does not match its class path.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class ClassArchive:
 
 
 def mappable(path: Path) -> bool:
-    """Whether a JVM starts with the archive at `path` (0.1 s: it maps it and checks its header)."""
+    """Whether a JVM starts with the archive at `path` (cheap: it maps it and checks its header)."""
     java = java_binary()
     if java is None:
         return False
@@ -141,16 +141,3 @@ def keep_at_exit(archive: ClassArchive, java_options: str, jvm: subprocess.Popen
     """When `java_options` have the JVM write the archive, publish it as the interpreter exits."""
     if jvm is not None and "-XX:ArchiveClassesAtExit=" in java_options:
         atexit.register(archive.keep, jvm)
-
-
-def main() -> int:
-    """`python -m spark.class_archive`: start a local session from the archive (writing it when
-    missing) and run one trivial job: an image build's warm-up, the benchmark's session floor."""
-    from spark.session import spark_session
-
-    spark_session("local[1]", classes=ClassArchive.for_this_install()).range(1).count()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -263,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return exc.exit_code
-    for output in result.outputs:
-        print(f"{output.openmetrics}: {output.samples} samples at {output.grid_times} times")
+    for written in result.outputs:
+        print(f"{written.openmetrics}: {written.samples} samples at {written.grid_times} times")
     return 0
 
 

@@ -1,10 +1,9 @@
 """Part files as Spark writes them with `compression=lz4`, read back on the driver.
 
 The backfill's part files are written once by Spark and read once by the driver's concatenation.
-Compressed, they are ~9x smaller (10M rows: 0.45 GB instead of 4 GB), so far fewer fresh
-page-cache pages to fill: the part writes cost 5 s less on this machine, where a fresh page is
-dear (its memory is given back to the host while free). LZ4 because Spark's Hadoop writes it
-without native libraries and the `lz4` package reads its blocks at ~2 GB/s.
+Compressed, they are several times smaller, so far fewer fresh page-cache pages to fill (dear
+where a virtual machine gives free memory back to its host). LZ4 because Spark's Hadoop writes it
+without native libraries and the `lz4` package reads its blocks faster than a disk delivers them.
 
 Hadoop's framing (`org.apache.hadoop.io.compress.BlockCompressorStream`): a file is a sequence
 of blocks, each the big-endian int32 length of its uncompressed bytes followed by one or more

@@ -5,16 +5,16 @@ per poll (the per-volume work, 99% of the rows, runs in Spark: `spark.volume_his
 - observations are ordered by (time, file, line); `sseq` numbers the successes (0: none yet);
 - every success knows the first grid index it is visible at (`k`) and the first success at or
   after its time + validity (`expiry`: evicts a volume last described there) and + hold (`hold`);
-- a success's factor is 0.0 if any volume of its merged set violates (its own violating log dirs
-  plus the cached ones still violating), else 1.0;
+- a success's factor is the policy's over its merged set (`cluster_factor`): the smallest factor
+  of the volume runs throttling at it (`spark.volume_history.events`), 1.0 when none is;
 - at grid time t, with s the last success <= t (or the start time, the first observation's time,
   before any): the fallback applies when t > s + validity;
 - the fallback counter at t = gaps between consecutive successes (the first one starting at the
   start time) longer than validity, plus 1 while the fallback applies at t;
 - active brokers come from the latest observation not failed at describe_cluster.
 
-It is one sequential pass (a cluster's polls are a total order), as the exporter's own loop; a
-month of polls every minute is 43k rows and a few hundred milliseconds here.
+It is one sequential pass (a cluster's polls are a total order), as the exporter's own loop: one
+small row per poll, so the driver holds it easily (a month of polls every minute is 43k rows).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
-from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
+from kvq.model.throttle_factor_policy import UNTHROTTLED, cluster_factor
 from spark.evaluation_grid import EvaluationGrid, index_at_or_after, utc_text
 from spark.openmetrics_text import MAX_EPOCH_SECONDS
 
@@ -92,6 +92,7 @@ class Success:
     expiry_k: int | None
     hold_sseq: int | None
     hold_k: int | None
+    time: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +104,26 @@ class VolumeDeltas:
     held: int = 0
     hold_expired: int = 0
     evicted: int = 0
+    throttling: Mapping[float, int] = field(default_factory=dict)
+    """How many more volume runs ask for each factor below 1.0 (`spark.volume_history.events`)."""
 
     def __add__(self, other: VolumeDeltas) -> VolumeDeltas:
+        throttling = dict(self.throttling)
+        for factor, count in other.throttling.items():
+            throttling[factor] = throttling.get(factor, 0) + count
         return VolumeDeltas(
             self.cached + other.cached,
             self.cached_violating + other.cached_violating,
             self.held + other.held,
             self.hold_expired + other.hold_expired,
             self.evicted + other.evicted,
+            {factor: count for factor, count in throttling.items() if count},
         )
+
+    @property
+    def factor(self) -> float:
+        """The cluster's factor while these are the runs throttling (as a running total)."""
+        return cluster_factor(factor for factor, count in self.throttling.items() if count > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +178,8 @@ class PollHistory:
         for index, poll in enumerate(self._successes):
             expiry = self._first_success_from(poll.time + self.rules.validity)
             hold = self._first_success_from(poll.time + self.rules.hold)
-            yield Success(index + 1, poll.file, poll.line, self._k(poll.time), *expiry, *hold)
+            k = self._k(poll.time)
+            yield Success(index + 1, poll.file, poll.line, k, *expiry, *hold, poll.time)
 
     def _k(self, time: float) -> int:
         return index_at_or_after(time, self.step)
@@ -195,7 +208,7 @@ class PollHistory:
             states.append(
                 _SuccessState(
                     poll.time,
-                    THROTTLED if violating > 0 else UNTHROTTLED,
+                    total.factor,
                     violated,
                     evictions,
                     closed,

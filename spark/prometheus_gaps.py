@@ -33,7 +33,7 @@ def covered_times(url: str, query: str, start: int, end: int, step: int) -> set[
     try:
         response = requests.get(
             url.rstrip("/") + "/api/v1/query_range",
-            params={"query": query, "start": start, "end": end, "step": step},
+            params={"query": query, "start": str(start), "end": str(end), "step": str(step)},
             timeout=TIMEOUT,
         )
     except requests.RequestException as exc:

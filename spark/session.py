@@ -19,8 +19,9 @@ LOCAL_DEFAULTS = {
     "spark.sql.adaptive.enabled": "true",
 }
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
-"""The throughput collector for a batch job: 10M rows 79-89 s -> 74-76 s on 2 cores here
-(G1, the JVM's default, spends CPU on concurrent work and costlier write barriers)."""
+"""The throughput collector for a batch job: G1, the JVM's default, spends CPU on concurrent work
+and costlier write barriers that a run with no pause target does not need (`make bench`
+measures the backfill)."""
 STOP_SECONDS = 5.0
 """How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
 folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""

@@ -2,8 +2,8 @@
 
 The backfill writes gigabytes once and never reads them back (promtool does, later). Written
 through the page cache, they pile up as dirty pages behind the gigabytes of part files Spark just
-wrote, and the kernel throttles the writer to what its write-back manages (10M rows here: 5 GB
-in 23 s through the cache, 6 s direct). Where the file system refuses `O_DIRECT` (tmpfs, some
+wrote, and the kernel throttles the writer to what its write-back manages; written directly,
+they go to the disk at its own speed. Where the file system refuses `O_DIRECT` (tmpfs, some
 network file systems) or the platform lacks it, the file is written through the cache as usual.
 """
 
@@ -49,12 +49,12 @@ class UncachedFile:
         self._pending: Future[None] | None = None
 
     def write(self, data: bytes) -> None:
-        data = memoryview(data)  # slices without copies
-        while data:
-            taken = data[: BUFFER - self._used]
+        left = memoryview(data)  # slices without copies
+        while left:
+            taken = left[: BUFFER - self._used]
             self._views[self._filling][self._used : self._used + len(taken)] = taken
             self._used += len(taken)
-            data = data[len(taken) :]
+            left = left[len(taken) :]
             if self._used == BUFFER:
                 self._hand_over()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kvq.model.limits import Limit
+from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy, VolumeReading
 from spark.archive_reader import available_ratio, unusable_reason
 
 VOLUME = ["cluster", "broker_id", "log_dir"]
@@ -37,14 +37,52 @@ NEVER = 2**62
 """A success number later than any: an end that never comes."""
 
 
+class SparkExpressions:
+    """`kvq.model.throttle_factor_policy.Expressions` on Spark Columns."""
+
+    def choose(self, condition: Column, if_true, if_false) -> Column:
+        return F.when(condition, if_true).otherwise(if_false)
+
+    def least(self, *values) -> Column:
+        return F.least(*(v if isinstance(v, Column) else F.lit(v) for v in values))
+
+    def greatest(self, *values) -> Column:
+        return F.greatest(*(v if isinstance(v, Column) else F.lit(v) for v in values))
+
+
+SPARK_EXPRESSIONS = SparkExpressions()
+
+
+READING = ("time", "total_bytes", "available_bytes", "available_ratio")
+"""The columns of a described log dir that make a `VolumeReading` (in its field order)."""
+
+
+def volume_factor(policy: ThrottleFactorPolicy) -> Column:
+    """The factor the policy gives each usable description: the same declaration the exporter
+    evaluates on numbers, on the columns READING and, for a policy with history, the volume's
+    previous usable description (a window over its descriptions in success order)."""
+    ops = SPARK_EXPRESSIONS
+    reading = VolumeReading(*(F.col(name) for name in READING))
+    first = F.lit(policy.volume_factor(reading, None, ops))
+    if not policy.needs_history:
+        return first.cast("double")
+    before = Window.partitionBy(*VOLUME).orderBy("sseq").rowsBetween(Window.unboundedPreceding, -1)
+    usable = F.when(F.col("reason").isNull(), F.struct(*READING))
+    last = F.last(usable, ignorenulls=True).over(before)
+    previous = VolumeReading(*(last[name] for name in READING))
+    later = F.lit(policy.volume_factor(reading, previous, ops))
+    return F.when(last.isNull(), first).otherwise(later).cast("double")
+
+
 def described_log_dirs(
     log_dirs: DataFrame,
-    limit: Limit,
+    policy: ThrottleFactorPolicy,
     partitions: int,
     hold_matters: bool,
     offline_matters: bool = False,
 ) -> DataFrame:
-    """Each described log dir with its success facts, its next description and, when the hold
+    """Each described log dir with its success facts (`violating` the limit, the `factor` the
+    policy gives it; both for a usable one only), its next description and, when the hold
     matters, when its broker answered next without it (`back_sseq`, `back_k`; only set where it
     is needed: a violating log dir missing from the next success).
 
@@ -71,15 +109,17 @@ def described_log_dirs(
         unusable_reason(F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")).alias(
             "reason"
         ),
+        *(["time"] if policy.needs_history else []),  # the success's, for the policy's readings
     ).repartition(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(
         "*",
         F.when(usable, ratio).alias("available_ratio"),
-        F.when(usable, limit.is_violated(F.col("available_bytes"), ratio))
+        F.when(usable, policy.limit.is_violated(F.col("available_bytes"), ratio))
         .otherwise(False)
         .alias("violating"),
     )
+    described = described.select("*", F.when(usable, volume_factor(policy)).alias("factor"))
     if hold_matters or offline_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).
@@ -229,6 +269,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         "available_bytes",
         "available_ratio",
         "violating",
+        "factor",
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
         evicted.alias("evicted"),
@@ -239,24 +280,34 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     )
 
 
-EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted")
-"""The fields of an event line after its sseq (`spark.poll_history.VolumeDeltas`)."""
+EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted", "throttling")
+"""The counts of an event line after its sseq, before the run's factor
+(`spark.job.read_events`, `spark.poll_history.VolumeDeltas`)."""
 
 
 def _event(at: Column, **values: Column) -> Column:
-    """`sseq cached cached_violating held hold_expired evicted` as one line of text."""
-    fields = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
-    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in fields))
+    """`sseq cached cached_violating held hold_expired evicted throttling factor`: one line."""
+    counts = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
+    factor = F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)).cast("string")
+    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in counts), factor)
 
 
 def events() -> list[Column]:
     """The run's events as text lines, null where there is none (all of them null for a volume
-    described at every success; unusable descriptions are never cached, so they yield none)."""
+    described at every success that the policy leaves unthrottled; unusable descriptions are
+    never cached, so they yield none).
+
+    A run whose volume asks for a factor below 1.0 is *throttling* from its own success to its
+    end (at least that success: it is in that success's merged set, however soon it ends); the
+    driver takes the smallest factor of the runs throttling at each success."""
     sseq, end = F.col("sseq"), F.col("end_sseq")
     violating = F.col("violating").cast("long")
     cached = F.col("reason").isNull() & (end.isNull() | (end > sseq + 1))
     one = F.lit(1)
+    throttling = F.col("factor") < UNTHROTTLED
     return [
+        F.when(throttling, _event(sseq, throttling=one)),
+        F.when(throttling & end.isNotNull(), _event(F.greatest(end, sseq + 1), throttling=-one)),
         F.when(cached, _event(sseq + 1, cached=one, cached_violating=violating)),
         F.when(cached & end.isNotNull(), _event(end, cached=-one, cached_violating=-violating)),
         F.when(F.col("evicted"), _event(end, evicted=one)),

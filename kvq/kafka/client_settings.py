@@ -172,7 +172,8 @@ def _librdkafka_errors(props: Mapping[str, str], translated: Mapping[str, str]) 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    config = {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in translated.items()}
+    # librdkafka's settings are strings, but "logger" takes a logging.Logger
+    config: dict[str, Any] = {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in translated.items()}
     config.pop("bootstrap.servers", None)
     config["logger"] = _SILENT  # no "no bootstrap.servers" warning on stderr
     try:

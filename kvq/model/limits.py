@@ -21,7 +21,8 @@ MIN_AVAILABLE_RATIO = PREFIX + "storage.per.volume.limit.min.available.ratio"
 class Limit(Protocol):
     """A per-volume limit: exactly one is configured."""
 
-    property_name: str
+    @property
+    def property_name(self) -> str: ...
 
     @property
     def threshold(self) -> float: ...

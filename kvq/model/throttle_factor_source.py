@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, Observation
-from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import UNTHROTTLED, PolicyRun, ThrottleFactorPolicy
 from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import CachedVolume, VolumeCache
 
@@ -73,6 +73,7 @@ class ThrottleFactorSource:
         `hold_seconds`: how long a volume violating when last seen keeps violating while its
         broker stays away or its log dir is offline (see `VolumeCache`)."""
         self.policy = policy
+        self.run = PolicyRun(policy)
         self.checking = checking
         self.validity_seconds = validity_seconds
         self.fallback_factor = fallback_factor
@@ -99,7 +100,8 @@ class ThrottleFactorSource:
             state.last_failure = observation
             return
         merge = self.cache.merge(observation.time, observation.log_dirs)
-        calculation = self.policy.calculate(merge.volumes)
+        cached = (entry.volume for entry in merge.cached)
+        calculation = self.run.calculate(merge.observed, cached, observation.time)
         state.limit_violated_total += len(calculation.violating)
         state.evictions_total += len(merge.evicted)
         state.volumes = merge.observed

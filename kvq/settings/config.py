@@ -29,6 +29,7 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
+from kvq.model.throttle_factor_policy import StopOnViolation, ThrottleFactorPolicy
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
@@ -146,6 +147,12 @@ class Config:
     excluded_principals: tuple[str, ...]
     warnings: tuple[str, ...]
 
+    @property
+    def policy(self) -> ThrottleFactorPolicy:
+        """The throttle factor policy of this configuration: every app takes it from here (one
+        policy so far, the proposal's; a setting choosing another would be read here)."""
+        return StopOnViolation(self.limit)
+
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
         shown = {key: shown_value(key, self.raw[key]) for key in self.properties}
@@ -241,8 +248,8 @@ def read_config(
     own_values = {s.key: reader.get(s.key, s.parse, s.default) for s in own}
     _check_kvq_keys(reader, namespace, {s.key for s in own})
     if kafka_checks is not None:
-        reader.errors.extend(kafka_checks(config.admin_properties))
-    if reader.errors:
+        reader.errors.extend(kafka_checks(_admin_properties(reader.properties)))
+    if reader.errors or config is None:  # None: the shared part had errors
         raise ConfigError(reader.errors, source)
     return config, own_values
 
@@ -285,7 +292,13 @@ class _Reader:
             return None
 
 
-def _read_shared(reader: _Reader, source: str) -> Config:
+def _admin_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """`kafka.admin.*` without the prefix."""
+    return {k[len(ADMIN_PREFIX) :]: v for k, v in properties.items() if k.startswith(ADMIN_PREFIX)}
+
+
+def _read_shared(reader: _Reader, source: str) -> Config | None:
+    """The shared part of the configuration; None when it has errors (in `reader.errors`)."""
     properties = reader.properties
     errors = reader.errors
     warnings = reader.warnings
@@ -297,7 +310,6 @@ def _read_shared(reader: _Reader, source: str) -> Config:
             f"{BOOTSTRAP_SERVERS} is required: the brokers to ask, e.g. "
             f"{BOOTSTRAP_SERVERS}=kafka-0:9092,kafka-1:9092"
         )
-    admin = {k[len(ADMIN_PREFIX) :]: v for k, v in properties.items() if k.startswith(ADMIN_PREFIX)}
 
     if PLUGIN_CHECK_INTERVAL in properties and CHECK_INTERVAL in properties:
         errors.append(
@@ -333,13 +345,15 @@ def _read_shared(reader: _Reader, source: str) -> Config:
                 "kafka.admin.*)"
             )
 
+    if errors or check_interval is None or limit is None:
+        return None
     return Config(
         source=source,
         raw=reader.raw,
         properties=properties,
         cluster_name=cluster_name,
         bootstrap_servers=bootstrap,
-        admin_properties=admin,
+        admin_properties=_admin_properties(properties),
         check_interval=check_interval,
         validity=validity,
         fallback_factor=fallback,

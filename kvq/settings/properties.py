@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-_SEPARATORS = "=:"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+# javaproperties: the same reading as Java's Properties.load (line ends, escapes, separators); a
+# user's Strimzi file must read here exactly as the broker reads it.
+import javaproperties
 
 
 class PropertiesError(ValueError):
@@ -14,15 +17,40 @@ class PropertiesError(ValueError):
 
 
 def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
-    """Parse properties text: `#`/`!` comments, `key=value`, `key: value` or `key value`,
-    backslash line continuations and escapes. A later duplicate key wins, as in Java."""
+    """Parse properties text exactly as Java's `Properties.load` does (`javaproperties`: `#`/`!`
+    comments, `key=value`, `key: value` or `key value`, backslash continuations and escapes, lines
+    ended only by \\n, \\r or \\r\\n; a later duplicate key wins), and refuse what Java would
+    refuse (a bad \\u escape) or silently keep but is a mistake (a value without a key), naming
+    the line."""
     result: dict[str, str] = {}
-    for line_no, logical in _logical_lines(text):
-        key, value = _split(logical)
-        if not key:
-            raise PropertiesError(f"{source}:{line_no}: line has a value but no key: {logical!r}")
-        result[_unescape(key, source, line_no)] = _unescape(value, source, line_no)
+    for line_no, element in _elements(text, source):
+        if isinstance(element, javaproperties.KeyValue):
+            if not element.key:
+                raise PropertiesError(
+                    f"{source}:{line_no}: line has a value but no key: {element.source_stripped!r}"
+                )
+            result[element.key] = element.value
     return result
+
+
+def _elements(text: str, source: str) -> Iterator[tuple[int, javaproperties.PropertiesElement]]:
+    """Each entry, comment or blank of `text` with the number of its first line."""
+    elements = javaproperties.parse(text)
+    line_no = 1
+    while True:
+        try:
+            element = next(elements, None)
+        except javaproperties.InvalidUEscapeError as exc:  # unescaped as its entry is read
+            raise PropertiesError(f"{source}:{line_no}: bad unicode escape {exc.escape}") from None
+        if element is None:
+            return
+        yield line_no, element
+        line_no += len(_LINE_END.findall(element.source))
+
+
+_LINE_END = re.compile(r"\r\n?|\n")
+"""Where Java's `Properties.load` ends a line (`str.splitlines` also ends one at \\f, \\x0b,
+\\x1c-\\x1e, \\x85, \\u2028 and \\u2029, which Java keeps in the value)."""
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -50,74 +78,3 @@ def read_text_file(path: str | Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
-
-
-def _logical_lines(text: str):
-    """Yield (first physical line number, logical line) with continuations joined."""
-    pending: str | None = None
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.lstrip(" \t\f")
-        if pending is None:
-            if not line or line[0] in "#!":
-                continue
-            start, pending = number, ""
-        pending += line
-        if _ends_with_continuation(pending):
-            pending = pending[:-1]
-            continue
-        yield start, pending
-        pending = None
-    if pending is not None:
-        yield start, pending
-
-
-def _ends_with_continuation(line: str) -> bool:
-    backslashes = len(line) - len(line.rstrip("\\"))
-    return backslashes % 2 == 1
-
-
-def _split(line: str) -> tuple[str, str]:
-    index = 0
-    while index < len(line):
-        char = line[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char in _SEPARATORS or char in " \t\f":
-            break
-        index += 1
-    key = line[:index]
-    rest = line[index:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":") and (index >= len(line) or line[index] not in _SEPARATORS):
-        rest = rest[1:].lstrip(" \t\f")
-    elif index < len(line) and line[index] in _SEPARATORS:
-        rest = line[index + 1 :].lstrip(" \t\f")
-    return key, rest
-
-
-def _unescape(text: str, source: str, line_no: int) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\" or index + 1 >= len(text):
-            out.append(char)
-            index += 1
-            continue
-        nxt = text[index + 1]
-        if nxt == "u":
-            digits = text[index + 2 : index + 6]
-            try:
-                out.append(chr(int(digits, 16)))
-            except ValueError:
-                raise PropertiesError(
-                    f"{source}:{line_no}: bad unicode escape \\u{digits!s}"
-                ) from None
-            index += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        index += 2
-    return "".join(out)

@@ -1,11 +1,11 @@
 """HTTP basic auth against bcrypt hashes, as exporter-toolkit's `basic_auth_users` does.
 
-bcrypt is slow on purpose (cost 10 is ~50 ms here); a scraper that sends the same right password
-every 15 s pays it once: the answers of checks are remembered (as keyed digests, never the
-password), right and wrong ones apart so a crowd of wrong passwords cannot push a right one out,
-and `remembered(header)` answers them with a dictionary look-up, cheap enough for the event loop.
-An unknown user is checked against the costliest configured hash, so neither the answer nor its
-time tells which users exist.
+bcrypt is slow on purpose (tens of milliseconds per check at cost 10); a scraper that sends
+the same right password every 15 s pays it once: the answers of checks are remembered (as keyed
+digests, never the password), right and wrong ones apart so a crowd of wrong passwords cannot
+push a right one out, and `remembered(header)` answers them with a dictionary look-up, cheap
+enough for the event loop. An unknown user is checked against the costliest configured hash, so
+neither the answer nor its time tells which users exist.
 """
 
 from __future__ import annotations

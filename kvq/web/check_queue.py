@@ -12,6 +12,7 @@ instead of run (the answer `None`). Everything but the check itself runs on the 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -78,7 +79,7 @@ class CheckQueue:
                 continue
             self._running = check
             ran = asyncio.get_running_loop().run_in_executor(self._executor, check.work)
-            ran.add_done_callback(lambda done, check=check: self._ran(check, done))
+            ran.add_done_callback(functools.partial(self._ran, check))
 
     def _ran(self, check: _Check, done: asyncio.Future[bool]) -> None:
         self._running = None

@@ -273,8 +273,9 @@ class WebServer:
             for task in tasks:
                 task.cancel()
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            self._pool.shutdown(wait=True)
-            self._auth_pool.shutdown(wait=True)
+            for pool in (self._pool, self._auth_pool):  # both set by start()
+                if pool is not None:
+                    pool.shutdown(wait=True)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
@@ -340,7 +341,7 @@ class WebServer:
             head = self._parse_head(first + rest)
             path, _, query = head.target.partition("?")
             route = self.routes.get(path)
-            length = await self._admit(head, route, connection, reader)
+            admitted, length = await self._admit(head, route, connection, reader)
             if length and head.headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             body = (
@@ -373,7 +374,7 @@ class WebServer:
         request = Request(head.method, path, query, head.headers, body, connection.peer)
         gzip_ok = head.method == "GET" and accepts_gzip(head.headers.get("accept-encoding"))
         loop = asyncio.get_running_loop()
-        response = await loop.run_in_executor(self._pool, self._respond, route, request, gzip_ok)
+        response = await loop.run_in_executor(self._pool, self._respond, admitted, request, gzip_ok)
         keep = head.keep_alive
         await self._send(writer, response, keep, head_only=head.method == "HEAD")
         return keep
@@ -384,8 +385,9 @@ class WebServer:
         route: Route | None,
         connection: _Connection,
         reader: asyncio.StreamReader,
-    ) -> int:
-        """Route, method, credentials and size from the head; the body length to read."""
+    ) -> tuple[Route, int]:
+        """Route, method, credentials and size from the head; the route and the body length to
+        read."""
         if self._rate_limit is not None and not self._rate_limit.allow():
             raise HTTPError(429, "rate limit exceeded (rate_limit of --web.config.file)")
         if route is None:
@@ -402,7 +404,7 @@ class WebServer:
         expect = head.headers.get("expect")
         if expect is not None and expect.lower() != "100-continue":
             raise HTTPError(417, f"unsupported Expect: {expect[:40]!r}")
-        return length
+        return route, length
 
     async def _authorized(
         self,

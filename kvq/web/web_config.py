@@ -381,7 +381,7 @@ class ReloadingContext:
         self.context.sni_callback = self._on_hello
 
     def _stamps(self) -> tuple:
-        stamps = []
+        stamps: list[tuple[int, int, int] | None] = []
         for path in self.files.files():
             try:
                 stat = path.stat()

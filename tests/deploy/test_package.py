@@ -104,12 +104,12 @@ def test_changelog_names_every_metric_family() -> None:
     from enforcer.metrics import EnforcerMetrics
     from kvq.contract.metric_samples import families
     from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
-    from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+    from kvq.model.throttle_factor_policy import StopOnViolation
     from kvq.model.throttle_factor_source import ThrottleFactorSource
 
     names = set()
     for limit in (MinAvailableBytes(5), MinAvailableRatio(0.1)):
-        source = ThrottleFactorSource(ThrottleFactorPolicy(limit), 120, 0.0, 0)
+        source = ThrottleFactorSource(StopOnViolation(limit), 120, 0.0, 0)
         names |= {f.name for f in families(source, 0.0, "prod", limit, 5.0)}
     rendered = EnforcerMetrics(("prod",)).render()
     text = rendered.decode() if isinstance(rendered, bytes) else rendered

@@ -3,7 +3,9 @@ publishes for the same archive: every family, series, timestamp and value."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import responses
@@ -12,10 +14,11 @@ from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.python_replay import read_archive, replay
 from kvq.contract.archive_record import to_line
 from kvq.contract.metric_families import backfilled
-from kvq.model.limits import MIN_AVAILABLE_BYTES
+from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
 from kvq.model.volume import LogDirDescription
-from kvq.settings.config import load_config
+from kvq.settings.config import Config, load_config
 from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
@@ -93,6 +96,41 @@ def test_scenario_with_another_limit_over_a_sub_range(spark, generated, tmp_path
     times = {t for series in got.values() for t in series}
     assert min(times) == start and max(times) == end
     assert (NS + "limit_bytes", '{cluster="kafka",scenario="bytes400g"}') in got
+    assert_same(got, expected)
+
+
+@dataclass(frozen=True)
+class SlowDownWhileFilling:
+    """A policy with history, the kind the next one is: each volume slows producers down in
+    proportion to how fast it filled since its previous reading."""
+
+    limit: Limit
+    needs_history: ClassVar[bool] = True
+    bytes_per_second: float = 1e9
+    """The fill rate that asks for factor 0."""
+
+    def volume_factor(self, reading, previous, ops):
+        if previous is None:
+            return UNTHROTTLED
+        elapsed = ops.greatest(reading.time - previous.time, 1.0)
+        rate = (previous.available_bytes - reading.available_bytes) / elapsed
+        return ops.greatest(THROTTLED, ops.least(UNTHROTTLED, 1.0 - rate / self.bytes_per_second))
+
+
+class ConfigWithHistoryPolicy(Config):
+    @property
+    def policy(self):
+        return SlowDownWhileFilling(self.limit)
+
+
+def test_a_policy_with_history_is_declared_once_and_evaluated_alike(spark, generated, tmp_path):
+    """The seam for the next policy: one declaration, the backfill's windows give it the same
+    previous readings as the exporter's run, and any factor between 0 and 1 comes out alike."""
+    config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
+    config = ConfigWithHistoryPolicy(**{f.name: getattr(config, f.name) for f in fields(config)})
+    got, expected, _ = backfill_both(generated / "archive", config, tmp_path / "out", 60)
+    factors = set(expected[(NS + "throttle_factor", '{cluster="kafka"}')].values())
+    assert len({f for f in factors if 0.0 < f < 1.0 and f != config.fallback_factor}) > 50
     assert_same(got, expected)
 
 

@@ -43,7 +43,13 @@ def test_grid_walk_counts_failures_falls_back_after_validity_and_sums_the_volume
     ]
     history = PollHistory(lines, RULES, step=60)
     grid = EvaluationGrid.over(0.0, 300.0, 60)
-    deltas = {2: VolumeDeltas(cached=1, cached_violating=1), 3: VolumeDeltas(-1, -1, evicted=1)}
+    # success 1's violating volume: a run throttling (factor 0.0) from success 1, cached at 2,
+    # evicted at 3
+    deltas = {
+        1: VolumeDeltas(throttling={0.0: 1}),
+        2: VolumeDeltas(cached=1, cached_violating=1),
+        3: VolumeDeltas(-1, -1, evicted=1, throttling={0.0: -1}),
+    }
     states = {s.t: s for s in history.grid_states(grid, deltas)}
     assert states[0].throttle_factor == 0.0 and states[0].violated_total == 1
     assert states[0].failed_cluster == 0 and states[60].failed_cluster == 1
@@ -65,3 +71,20 @@ def test_without_checking_the_factor_stays_one_and_never_falls_back():
     states = list(history.grid_states(EvaluationGrid.over(0.0, 600.0, 60), {}))
     assert {s.throttle_factor for s in states} == {1.0}
     assert {s.fallback_total for s in states} == {0}
+
+
+def test_the_factor_is_the_smallest_any_throttling_run_asks_for():
+    """A policy giving factors between 0 and 1: runs overlap, the smallest factor in force wins."""
+    lines = [ok(0.0, 1), ok(60.0, 2), ok(120.0, 3), ok(180.0, 4)]
+    history = PollHistory(lines, RULES, step=60)
+    deltas = {
+        1: VolumeDeltas(throttling={0.5: 1}),
+        2: VolumeDeltas(throttling={0.25: 1}),
+        3: VolumeDeltas(throttling={0.25: -1}),
+        4: VolumeDeltas(throttling={0.5: -1}),
+    }
+    states = {
+        s.t: s.throttle_factor
+        for s in history.grid_states(EvaluationGrid.over(0.0, 180.0, 60), deltas)
+    }
+    assert states == {0: 0.5, 60: 0.25, 120: 0.5, 180: 1.0}

@@ -3,7 +3,7 @@
 from kvq.contract.metric_samples import families
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 
@@ -23,7 +23,7 @@ def one(series, name):
 
 
 def make_source():
-    return ThrottleFactorSource(ThrottleFactorPolicy(LIMIT), 120, 0.0, 0)
+    return ThrottleFactorSource(StopOnViolation(LIMIT), 120, 0.0, 0)
 
 
 def test_the_five_strimzi_metrics_and_per_volume_detail():

@@ -11,7 +11,7 @@ import pytest
 
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import PolicyRun, StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import VolumeCache
@@ -39,11 +39,12 @@ def with_available_ratio(ratio: float) -> Volume:
     ],
 )
 def test_available_bytes_policy(volumes, factor):
-    assert ThrottleFactorPolicy(MinAvailableBytes(BYTES_LIMIT)).calculate(volumes).factor == factor
+    policy = StopOnViolation(MinAvailableBytes(BYTES_LIMIT))
+    assert PolicyRun(policy).calculate(volumes).factor == factor
 
 
 def test_available_bytes_policy_counts_no_violation_above_the_limit():
-    calculation = ThrottleFactorPolicy(MinAvailableBytes(BYTES_LIMIT)).calculate(
+    calculation = PolicyRun(StopOnViolation(MinAvailableBytes(BYTES_LIMIT))).calculate(
         [with_available_bytes(BYTES_LIMIT + 1)]
     )
     assert calculation.violating == ()
@@ -61,13 +62,13 @@ def test_available_bytes_policy_counts_no_violation_above_the_limit():
     ],
 )
 def test_available_ratio_policy(volumes, factor):
-    assert ThrottleFactorPolicy(MinAvailableRatio(0.1)).calculate(volumes).factor == factor
+    assert PolicyRun(StopOnViolation(MinAvailableRatio(0.1))).calculate(volumes).factor == factor
 
 
 @pytest.mark.parametrize("limit", [MinAvailableBytes(BYTES_LIMIT), MinAvailableRatio(0.1)])
 def test_a_log_dir_reporting_total_zero_usable_zero_throttles_under_either_limit(limit):
     """The plugin keeps any log dir with sizes present; capacity 0 gives ratio 0."""
-    s = ThrottleFactorSource(ThrottleFactorPolicy(limit), 5 * MINUTE, 1.0, 0.0)
+    s = ThrottleFactorSource(StopOnViolation(limit), 5 * MINUTE, 1.0, 0.0)
     s.observe(Observation(1.0, (0,), (LogDirDescription(0, "/var/lib/data", 0, 0),)))
     assert s.factor_at(1.0).value == 0.0
     assert s.state.limit_violated_total == 1
@@ -76,7 +77,7 @@ def test_a_log_dir_reporting_total_zero_usable_zero_throttles_under_either_limit
 
 def throttle(validity: float = 5 * MINUTE, fallback: float = 0.0, checking: bool = True):
     """PolicyBasedThrottle with a policy that always gives 1.0 (an arbitrary healthy volume)."""
-    policy = ThrottleFactorPolicy(MinAvailableBytes(1))
+    policy = StopOnViolation(MinAvailableBytes(1))
     return ThrottleFactorSource(policy, validity, fallback, 0.0, checking=checking)
 
 

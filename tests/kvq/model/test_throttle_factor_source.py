@@ -4,7 +4,7 @@ import pytest
 
 from kvq.model.limits import MinAvailableBytes
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 
@@ -13,7 +13,7 @@ LIMIT = MinAvailableBytes(100)
 
 
 def source(validity=2 * MINUTE, fallback=0.0, start=0.0):
-    return ThrottleFactorSource(ThrottleFactorPolicy(LIMIT), validity, fallback, start)
+    return ThrottleFactorSource(StopOnViolation(LIMIT), validity, fallback, start)
 
 
 def healthy(time, brokers=(1, 2)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvq.model.limits import MinAvailableBytes
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 
@@ -15,7 +15,7 @@ HOLD = 60 * MINUTE
 
 
 def source(hold: float = HOLD) -> ThrottleFactorSource:
-    policy = ThrottleFactorPolicy(MinAvailableBytes(100))
+    policy = StopOnViolation(MinAvailableBytes(100))
     return ThrottleFactorSource(policy, VALIDITY, 1.0, 0.0, hold_seconds=hold)
 
 
