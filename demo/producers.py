@@ -28,7 +28,7 @@ from pathlib import Path
 import confluent_kafka.admin as ck
 
 from demo.scenario import Timeline, firing, throttled
-from demo.stack import CLUSTER, DemoStack
+from demo.stack import CLUSTER, KAFKA_BACKENDS, DemoStack
 from devkit import loop_settings
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
@@ -441,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-without", action="store_true", help="only the run with kvq (faster)"
     )
+    parser.add_argument("--kafka", choices=KAFKA_BACKENDS, default="devcluster")
     args = parser.parse_args(argv)
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="kvq-demo-producers-") as work:
