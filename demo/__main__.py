@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from demo import scenario
-from demo.stack import KAFKA_BACKENDS, DemoStack
+from demo.stack import KAFKA_BACKENDS, STACK_PARTS, DemoStack
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 
@@ -31,10 +31,6 @@ STACKS: dict[str, dict] = {
     "apache": {"kafka": "apache", "capacity_bytes": 64 << 20},
 }
 """DemoStack's arguments per Kafka backend: real Kafka's log dirs are 64 MiB tmpfs file systems."""
-STACK_PARTS = {
-    "devcluster": "devcluster, exporter, enforcer, Prometheus, Alertmanager",
-    "apache": "Kafka (3 nodes), exporter, enforcer, Prometheus, Alertmanager",
-}
 
 
 def main(argv: list[str] | None = None) -> int:

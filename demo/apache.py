@@ -9,6 +9,7 @@ freed by deleting that topic; what is left is read as Kafka reads it (`statvfs`,
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,16 @@ def usable_bytes(path: Path) -> int:
 def total_bytes(path: Path) -> int:
     stats = os.statvfs(path)
     return stats.f_blocks * stats.f_frsize
+
+
+def resize(path: Path, size_bytes: int) -> None:
+    """Grow (or shrink) the tmpfs mounted at ``path``: an operator's real fix, Kafka keeps
+    running and sees the new size in its next DescribeLogDirs."""
+    done = subprocess.run(
+        ["mount", "-o", f"remount,size={size_bytes}", str(path)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"mount -o remount,size={size_bytes} {path}: {done.stderr.strip()}")
 
 
 def admin_client(kafka: KafkaCluster) -> ck.AdminClient:

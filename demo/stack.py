@@ -33,6 +33,11 @@ P = "client.quota.callback.static."
 CLUSTER = "demo"
 ALERT = "KafkaVolumeQuotaThrottle"
 KAFKA_BACKENDS = ("devcluster", "apache")
+STACK_PARTS = {
+    "devcluster": "devcluster, exporter, enforcer, Prometheus, Alertmanager",
+    "apache": "Kafka (3 nodes), exporter, enforcer, Prometheus, Alertmanager",
+}
+"""What the timeline's first line says is up, per Kafka backend."""
 
 
 class DemoStack:
