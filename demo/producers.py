@@ -99,6 +99,9 @@ class Setup:
     (its acknowledged bytes are read from the topic's high watermarks)."""
     topics: dict[str, list[list[int]]] = field(default_factory=lambda: dict(TOPICS))
     users: dict[str, str] = field(default_factory=lambda: dict(USERS))
+    quotas: dict[tuple, float] = field(default_factory=lambda: dict(ORIGINAL_QUOTAS))
+    """producer_byte_rate per entity (per broker, as Kafka enforces it) before any throttle."""
+    loop: loop_settings.LoopSettings = LOOP
 
     @property
     def producers(self) -> int:
@@ -202,14 +205,21 @@ class DiskWatch:
         halted = sum(1 for node in kafka.node_list if node.wanted and not node.running)
         return Sample(time.monotonic(), usable, len(self._offline), halted)
 
-    def lowest(self, since: float = 0.0) -> tuple[int, tuple[int, int]]:
-        """(lowest usable bytes on any volume, that volume) seen since ``since``."""
+    def lowest(
+        self, since: float = 0.0, until: float = float("inf")
+    ) -> tuple[int, tuple[int, int]]:
+        """(lowest usable bytes on any volume, that volume) seen within [since, until]."""
         return min(
             (value, volume)
             for s in self.samples
-            if s.at >= since
+            if since <= s.at <= until
             for volume, value in s.usable.items()
         )
+
+    def lowest_at(self, volume: tuple[int, int], start: float, end: float) -> float:
+        """When ``volume`` first had its lowest usable bytes within [start, end]."""
+        window = [s for s in self.samples if start <= s.at <= end and volume in s.usable]
+        return min(window, key=lambda s: (s.usable[volume], s.at)).at
 
     def first(self, predicate: Callable[[Sample], bool]) -> float | None:
         return next((s.at for s in self.samples if predicate(s)), None)
@@ -277,7 +287,7 @@ def make_stack(work: Path, setup: Setup = DEVCLUSTER) -> DemoStack:
         log_dirs_per_broker=1,
         capacity_bytes=setup.capacity,
         min_available_ratio=MIN_AVAILABLE_RATIO,
-        loop=LOOP,
+        loop=setup.loop,
         sasl_users=setup.users,
         validity=f"PT{VALIDITY_SECONDS}S",
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n",
@@ -295,11 +305,11 @@ def prepare(stack: DemoStack, setup: Setup = DEVCLUSTER) -> dict:
         future.result(30)
     client = KafkaQuotaClient(stack.admin_properties)
     try:
-        client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in ORIGINAL_QUOTAS.items()])
+        client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in setup.quotas.items()])
     finally:
         client.close()
     # Kafka's brokers learn quotas from the metadata log: wait until they show them.
-    return wait_until(lambda: holds(stack.quotas(), ORIGINAL_QUOTAS), 30, what="quotas set")
+    return wait_until(lambda: holds(stack.quotas(), setup.quotas), 30, what="quotas set")
 
 
 def start_load(
@@ -388,6 +398,8 @@ def run_with_kvq(
     time.sleep(HOLD_SECONDS)  # the throttle holding: the disk must not grow meanwhile
     grow_full_volume(stack, setup)
     run.marks["grown"] = timeline.mark("operator doubled broker 0's volume")
+    run.marks["lowest"] = watch.lowest_at(full, run.marks["crossed"], run.marks["grown"])
+    timeline.events.append((run.marks["lowest"], "broker 0's volume stopped filling (lowest)"))
     log("broker 0's volume grown; waiting for the restore")
     wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, patience, what="factor 1")
     timeline.mark("exporter: throttle factor 1")
@@ -409,10 +421,13 @@ def run_with_kvq(
     return run
 
 
-def held(producer: LoadProducer | JavaPerfProducer, since: float, setup: Setup) -> bool:
+def held(
+    producer: LoadProducer | JavaPerfProducer, since: float, setup: Setup, by_rate: bool = False
+) -> bool:
     """The brokers hold the producer back: librdkafka reported a throttle since ``since``; the
-    Java tool reports none, so its acknowledged rate over the last 3 s fell below a quarter."""
-    if producer.log.throttles:
+    Java tool reports none (nor do quotas that bind anyway, ``by_rate``), so: its acknowledged
+    rate over the last 3 s fell below a quarter of what it offers."""
+    if producer.log.throttles and not by_rate:
         return any(t >= since for t, _ in producer.log.throttles)
     now = time.monotonic()
     return now - since >= 3 and producer.log.rate(now - 3, now) < 0.25 * setup.producer_rate
@@ -435,7 +450,9 @@ def restart_full_broker(
         stack.kafka.stop_node(0)
     else:
         stack.control.stop_broker(0)
-    stopped = run.timeline.mark("broker 0 (the full one) stopped while throttled")
+    stopped = run.marks["stopped"] = run.timeline.mark(
+        "broker 0 (the full one) stopped while throttled"
+    )
     log(f"broker 0 stopped; away {AWAY_SECONDS} s (validity PT{VALIDITY_SECONDS}S)")
     released = []
     while time.monotonic() < stopped + AWAY_SECONDS:
@@ -541,11 +558,15 @@ class Verdict:
     fill_seconds_without: float | None
     released_during_restart: int = 0
     halted: int = 0
+    lowest_from_restart: int | None = None
+    """Lowest usable bytes on any volume from the full broker's stop on (None: no restart). The
+    producers' reconnections then each get one request through, beyond the bound's budget."""
 
     @property
     def ok(self) -> bool:
         return (
             self.lowest > 0
+            and (self.lowest_from_restart is None or self.lowest_from_restart > 0)
             and self.storage_errors == 0
             and self.halted == 0
             and not self.delivery_errors
@@ -555,7 +576,11 @@ class Verdict:
 
 
 def judge(run: Run) -> Verdict:
-    lowest, volume = run.watch.lowest()
+    """The bound predicts the loop's reaction: it is held against the lowest headroom before the
+    full broker's restart; after it, every volume must still stay above 0."""
+    restart = run.marks.get("stopped")
+    lowest, volume = run.watch.lowest(until=restart or float("inf"))
+    after_restart = None if restart is None else run.watch.lowest(since=restart)[0]
     start = run.load_started + 5
     rate = run.watch.fill_rate((0, 0), start, run.marks["crossed"])
     bound = run.limit - rate * sum(INTERVALS.values())
@@ -565,7 +590,9 @@ def judge(run: Run) -> Verdict:
             errors[code] = errors.get(code, 0) + count
     storage = max((s.storage_errors for s in run.watch.samples), default=0)
     halted = max((s.halted for s in run.watch.samples), default=0)
-    return Verdict(lowest, volume, bound, rate, storage, errors, None, len(run.released), halted)
+    return Verdict(
+        lowest, volume, bound, rate, storage, errors, None, len(run.released), halted, after_restart
+    )
 
 
 def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> None:
@@ -593,6 +620,8 @@ def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> N
         f"lowest headroom reached            {verdict.lowest:>12,} bytes "
         f"(broker {verdict.volume[0]}, log dir {verdict.volume[1]})"
     )
+    if verdict.lowest_from_restart is not None:
+        out(f"lowest headroom from the restart on {verdict.lowest_from_restart:>11,} bytes")
     out(f"storage errors                     {verdict.storage_errors:>12}")
     if with_kvq.setup.kafka == "apache":
         out(f"brokers halted                     {verdict.halted:>12}")

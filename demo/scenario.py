@@ -44,7 +44,8 @@ class Timeline:
 
     def render(self) -> str:
         return "\n".join(
-            f"  {moment - self.started:7.1f} s  {label}" for moment, label in self.events
+            f"  {moment - self.started:7.1f} s  {label}"
+            for moment, label in sorted(self.events, key=lambda event: event[0])
         )
 
 

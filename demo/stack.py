@@ -274,11 +274,7 @@ class DemoStack:
         keyed by entity; without the enforcer's copy of the originals (user
         __kvq_enforcer_originals)."""
         if self.kafka is not None:
-            return {
-                tuple(sorted(entity.components)): dict(values)
-                for entity, values in self._quota_client.describe().items()
-                if (USER, ORIGINALS_USER) not in entity.components
-            }
+            return described_quotas(self._quota_client)
         return {
             tuple(sorted(entry["entity"].items())): entry["values"]
             for entry in self.control.quotas()
@@ -343,3 +339,13 @@ def _stop_popen(process: subprocess.Popen) -> None:
             process.wait(5)
     if process.stdout:
         process.stdout.close()
+
+
+def described_quotas(client: KafkaQuotaClient) -> dict[tuple[tuple[str, str | None], ...], dict]:
+    """DescribeClientQuotas as `DemoStack.quotas` keys it (entity pairs sorted by type name),
+    without the enforcer's copy of the originals."""
+    return {
+        tuple(sorted(entity.components)): dict(values)
+        for entity, values in client.describe().items()
+        if (USER, ORIGINALS_USER) not in entity.components
+    }

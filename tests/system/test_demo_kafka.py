@@ -7,14 +7,10 @@ deleting the topic frees the volume and the quotas come back byte for byte. Abou
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.system.demo_process import run_demo
+
 pytestmark = pytest.mark.e2e
 
 STEPS = [
@@ -43,22 +39,3 @@ def test_demo_on_real_kafka_throttles_a_volume_filled_with_real_bytes_and_restor
     assert len(labels) == len(STEPS), timeline
     for label, step in zip(labels, STEPS, strict=True):
         assert label.startswith(step), (label, step)
-
-
-def run_demo(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """`python -m demo *args`; past the timeout it is interrupted (SIGINT) so that it stops its
-    Kafka JVMs and unmounts its file systems itself, as after Ctrl-C."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "demo", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
-        pytest.fail(f"demo {' '.join(args)} still running after {timeout:.0f} s:\n{out[-3000:]}")
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
