@@ -38,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
     parser.add_argument(
         "--scenario",
-        choices=("loop", "producers"),
+        choices=("loop", "producers", "versus"),
         default="loop",
         help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
-        "producers fill a small disk, with kvq and then without it (demo/producers.py)",
+        "producers fill a small disk, with kvq and then without it (demo/producers.py); "
+        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq",
     )
     parser.add_argument(
         "--kafka",
@@ -57,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep:
             parser.error("--keep (KEEP=1) keeps the loop scenario's stack; producers stops its own")
         return producers.main([*rest, "--kafka", args.kafka])
+    if args.scenario == "versus":
+        from demo import versus
+
+        if args.kafka != "apache" or args.keep:
+            parser.error("versus runs on real Kafka only (KAFKA=apache) and stops its own clusters")
+        return versus.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()
