@@ -39,3 +39,14 @@ def test_demo_on_real_kafka_throttles_a_volume_filled_with_real_bytes_and_restor
     assert len(labels) == len(STEPS), timeline
     for label, step in zip(labels, STEPS, strict=True):
         assert label.startswith(step), (label, step)
+
+
+def test_versus_needs_real_kafka_and_names_an_unknown_guard():
+    """`make demo SCENARIO=versus` without KAFKA=apache, or with a guard it does not know, is a
+    usage error (exit 2) naming what is allowed, before any cluster starts."""
+    without_kafka = run_demo("--scenario", "versus", timeout=60)
+    assert without_kafka.returncode == 2
+    assert "versus runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr
+    unknown = run_demo("--scenario", "versus", "--kafka", "apache", "--guards", "x", timeout=60)
+    assert unknown.returncode == 2
+    assert "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq" in unknown.stderr
