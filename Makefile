@@ -77,7 +77,7 @@ test: system-deps venv kafka-deps tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: system-deps venv kafka-deps
-	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),)
+	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)
 
 bench: system-deps venv
 	$(PY) -m bench

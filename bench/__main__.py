@@ -21,6 +21,7 @@ BENCHMARKS = (
     "bench.backfill",
     "bench.produce_throughput",
     "bench.producers_headroom",
+    "bench.versus",
 )
 
 

@@ -6,6 +6,9 @@ the enforcer; sets client quotas, fills one log dir past the limit, waits until 
 throttled, frees the space and waits until they are restored byte for byte. Exit code 0 only if
 the loop closed. `--keep` (make demo KEEP=1) keeps the stack up until Ctrl-C.
 `--scenario producers` (make demo SCENARIO=producers) runs demo/producers.py instead.
+`--kafka apache` (make demo KAFKA=apache) runs it on a 3-node Apache Kafka cluster instead of
+devcluster: its log dirs are 64 MiB tmpfs file systems, filled with real bytes by producing to a
+topic on broker 1, freed by deleting that topic.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ import threading
 from pathlib import Path
 
 from demo import scenario
-from demo.stack import DemoStack
+from demo.stack import KAFKA_BACKENDS, STACK_PARTS, DemoStack
+from devkit.kafka_cluster import KafkaClusterError
+from devkit.kafka_dist import KafkaDistError
+
+STACKS: dict[str, dict] = {
+    "devcluster": {},
+    "apache": {"kafka": "apache", "capacity_bytes": 64 << 20},
+}
+"""DemoStack's arguments per Kafka backend: real Kafka's log dirs are 64 MiB tmpfs file systems."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,10 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
     parser.add_argument(
         "--scenario",
-        choices=("loop", "producers"),
+        choices=("loop", "producers", "versus"),
         default="loop",
         help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
-        "producers fill a small disk, with kvq and then without it (demo/producers.py)",
+        "producers fill a small disk, with kvq and then without it (demo/producers.py); "
+        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq",
+    )
+    parser.add_argument(
+        "--kafka",
+        choices=KAFKA_BACKENDS,
+        default="devcluster",
+        help="devcluster (default): the embedded imitation of Kafka; apache: a real 3-node Apache "
+        "Kafka cluster (Maven's jars, `make kafka-deps`) on small tmpfs log dirs (root)",
     )
     args, rest = parser.parse_known_args(argv)
     if args.scenario == "producers":
@@ -38,7 +57,13 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.keep:
             parser.error("--keep (KEEP=1) keeps the loop scenario's stack; producers stops its own")
-        return producers.main(rest)
+        return producers.main([*rest, "--kafka", args.kafka])
+    if args.scenario == "versus":
+        from demo import versus
+
+        if args.kafka != "apache" or args.keep:
+            parser.error("versus runs on real Kafka only (KAFKA=apache) and stops its own clusters")
+        return versus.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()
@@ -47,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting the demo stack in {work} ...", flush=True)
         timeline = scenario.Timeline()
         try:
-            with DemoStack(Path(work)) as stack:
-                timeline.mark("stack up: devcluster, exporter, enforcer, Prometheus, Alertmanager")
+            with DemoStack(Path(work), **STACKS[args.kafka]) as stack:
+                timeline.mark(f"stack up: {STACK_PARTS[args.kafka]}")
                 for name, url in stack.urls().items():
                     print(f"  {name:18} {url}")
                 outcome = scenario.run(stack, timeline, log=lambda text: print(f"- {text}"))
@@ -65,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("\ninterrupted; stopping everything", file=sys.stderr)
             return 130
-        except TimeoutError as exc:
+        except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
             print("\ntimeline so far:")
             print(timeline.render())
             print(f"\ndemo failed: {exc}", file=sys.stderr)

@@ -12,6 +12,13 @@ error). Meanwhile, while throttled, the full broker is stopped for longer than t
 duration and started again still full: the throttle must hold throughout (the violation hold).
 Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a storage error, the
 lowest headroom was at or above the bound and the throttle held through the restart.
+
+``--kafka apache`` (make demo SCENARIO=producers KAFKA=apache) runs it on a real 3-node Apache
+Kafka cluster, each broker's log dir a 32 MiB tmpfs (real bytes, real ENOSPC), with two Java
+producers (Kafka's own ProducerPerformance, devkit/java_producer.py) beside the librdkafka ones,
+75 kB/s each; the operator's fix is a real one (the full tmpfs remounted twice as large), and the
+time from that moment until each producer is back at its rate is printed per client kind. Without
+kvq, Kafka takes the full log dir offline and, as it was the broker's only one, the broker halts.
 """
 
 from __future__ import annotations
@@ -27,13 +34,18 @@ from pathlib import Path
 
 import confluent_kafka.admin as ck
 
-from demo.scenario import Timeline, firing, throttled
-from demo.stack import CLUSTER, DemoStack
+from demo import apache
+from demo.scenario import Timeline, firing, holds, throttled
+from demo.stack import CLUSTER, KAFKA_BACKENDS, STACK_PARTS, DemoStack
 from devkit import loop_settings
+from devkit.java_producer import JavaPerfProducer
+from devkit.kafka_cluster import KafkaClusterError
+from devkit.kafka_dist import KafkaDistError
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change
+from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.quota_entity import QuotaEntity
 
 KEY = "producer_byte_rate"
@@ -69,6 +81,52 @@ HOLD_SECONDS = 3  # how long the scenario keeps the cluster throttled before gro
 VALIDITY_SECONDS = 5  # throttle.factor.validity.duration: how long a departed broker is cached
 AWAY_SECONDS = VALIDITY_SECONDS + 5  # the full broker stays stopped longer than that
 VIOLATION_HOLD = "PT1H"  # kvq.departed.broker.violation.hold (its default)
+RECOVERED_SHARE = 0.8  # a producer is back at its rate at 80 % of what it offers, over 3 s
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What differs between the devcluster run and the real Kafka run."""
+
+    kafka: str
+    capacity: int
+    """Bytes of each log dir: devcluster's virtual disk, or Kafka's tmpfs."""
+    producer_rate: float
+    """Value bytes/s each producer offers."""
+    librdkafka: tuple[tuple[str, str, str], ...] = PRODUCERS
+    java: tuple[tuple[str, str, str], ...] = ()
+    """(user, client-id, topic) of Kafka's ProducerPerformance JVMs: a topic of its own each
+    (its acknowledged bytes are read from the topic's high watermarks)."""
+    topics: dict[str, list[list[int]]] = field(default_factory=lambda: dict(TOPICS))
+    users: dict[str, str] = field(default_factory=lambda: dict(USERS))
+    quotas: dict[tuple, float] = field(default_factory=lambda: dict(ORIGINAL_QUOTAS))
+    """producer_byte_rate per entity (per broker, as Kafka enforces it) before any throttle."""
+    loop: loop_settings.LoopSettings = LOOP
+
+    @property
+    def producers(self) -> int:
+        return len(self.librdkafka) + len(self.java)
+
+    @property
+    def rate(self) -> float:
+        return self.producer_rate * self.producers
+
+    @property
+    def limit(self) -> int:
+        return int(self.capacity * MIN_AVAILABLE_RATIO)
+
+
+DEVCLUSTER = Setup("devcluster", CAPACITY, RATE / len(PRODUCERS))
+APACHE = Setup(
+    "apache",
+    capacity=32 << 20,
+    producer_rate=75_000,
+    java=(("dave", "java-web", "java-orders"), ("erin", "java-etl", "java-clicks")),
+    # Each partition has a replica on broker 0, as above.
+    topics={**TOPICS, "java-orders": [[0, 1], [1, 0]], "java-clicks": [[0, 2], [2, 0]]},
+    users={**USERS, "dave": "dave-secret", "erin": "erin-secret"},
+)
+SETUPS = {"devcluster": DEVCLUSTER, "apache": APACHE}
 
 
 @dataclass
@@ -76,19 +134,30 @@ class Sample:
     at: float
     usable: dict[tuple[int, int], int]
     storage_errors: int
+    """devcluster: storage errors it answered; Kafka: log dirs DescribeLogDirs reports offline."""
+    halted: int = 0
+    """Kafka brokers whose JVM exited unasked (a broker halts when no live log dir remains)."""
 
 
 @dataclass
 class DiskWatch:
-    """Polls the devcluster control API: every volume's usable bytes, and storage errors."""
+    """Every volume's usable bytes and the storage errors: devcluster's control API, or on Kafka
+    each tmpfs log dir's `statvfs` and, every second, DescribeLogDirs' error codes."""
 
     stack: DemoStack
     interval: float = 0.1
     samples: list[Sample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _offline: set[tuple[int, str]] = field(default_factory=set)
+    _offline_read: float = 0.0
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, name="disk-watch", daemon=True)
+        self._client = (
+            KafkaClusterClient(self.stack.admin_properties, 2.0)
+            if self.stack.kafka is not None
+            else None
+        )
 
     def start(self) -> DiskWatch:
         self._thread.start()
@@ -97,30 +166,60 @@ class DiskWatch:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        if self._client is not None:
+            self._client.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                state = self.stack.control.state()
+                sample = self._read_kafka() if self._client is not None else self._read_control()
             except Exception:  # noqa: BLE001 - the stack is going down
                 break
-            usable = {
-                (b["id"], d["index"]): d["usable_bytes"]
-                for b in state["brokers"]
-                for d in b["log_dirs"]
-                if d["usable_bytes"] is not None
-            }
-            self.samples.append(Sample(time.monotonic(), usable, len(state["storage_errors"])))
+            self.samples.append(sample)
             self._stop.wait(self.interval)
 
-    def lowest(self, since: float = 0.0) -> tuple[int, tuple[int, int]]:
-        """(lowest usable bytes on any volume, that volume) seen since ``since``."""
+    def _read_control(self) -> Sample:
+        state = self.stack.control.state()
+        usable = {
+            (b["id"], d["index"]): d["usable_bytes"]
+            for b in state["brokers"]
+            for d in b["log_dirs"]
+            if d["usable_bytes"] is not None
+        }
+        return Sample(time.monotonic(), usable, len(state["storage_errors"]))
+
+    def _read_kafka(self) -> Sample:
+        kafka = self.stack.kafka
+        assert kafka is not None and self._client is not None
+        usable = {
+            (node.node_id, index): apache.usable_bytes(path)
+            for node in kafka.node_list
+            for index, path in enumerate(node.log_dirs)
+        }
+        running = [node.node_id for node in kafka.node_list if node.running]
+        if time.monotonic() - self._offline_read >= 1.0:
+            self._offline_read = time.monotonic()
+            for answer in self._client.describe_log_dirs(running).values():
+                if not isinstance(answer, Exception):
+                    self._offline.update((d.broker_id, d.log_dir) for d in answer if d.error_code)
+        halted = sum(1 for node in kafka.node_list if node.wanted and not node.running)
+        return Sample(time.monotonic(), usable, len(self._offline), halted)
+
+    def lowest(
+        self, since: float = 0.0, until: float = float("inf")
+    ) -> tuple[int, tuple[int, int]]:
+        """(lowest usable bytes on any volume, that volume) seen within [since, until]."""
         return min(
             (value, volume)
             for s in self.samples
-            if s.at >= since
+            if since <= s.at <= until
             for volume, value in s.usable.items()
         )
+
+    def lowest_at(self, volume: tuple[int, int], start: float, end: float) -> float:
+        """When ``volume`` first had its lowest usable bytes within [start, end]."""
+        window = [s for s in self.samples if start <= s.at <= end and volume in s.usable]
+        return min(window, key=lambda s: (s.usable[volume], s.at)).at
 
     def first(self, predicate: Callable[[Sample], bool]) -> float | None:
         return next((s.at for s in self.samples if predicate(s)), None)
@@ -137,77 +236,119 @@ class DiskWatch:
 @dataclass
 class Run:
     timeline: Timeline
-    producers: list[LoadProducer]
+    producers: list[LoadProducer | JavaPerfProducer]
     watch: DiskWatch
     load_started: float
     limit: int
+    setup: Setup = DEVCLUSTER
     marks: dict[str, float] = field(default_factory=dict)
     released: list[float] = field(default_factory=list)
     """Moments the throttle was found released while the full broker was away or back."""
+    back: dict[str, float] = field(default_factory=dict)
+    """client-id -> first moment after the restore its producer was back at its rate."""
 
     def rate_table(self, phases: dict[str, tuple[float, float]]) -> str:
-        head = f"  {'producer':24}" + "".join(f"{name:>14}" for name in phases)
+        head = f"  {'producer':30}" + "".join(f"{name:>14}" for name in phases)
         rows = [head]
         for p in self.producers:
             cells = "".join(
                 f"{p.log.rate(a, b) / 1000:>10.0f} kB/s" if b > a else f"{'-':>14}"
                 for a, b in phases.values()
             )
-            rows.append(f"  {p.user + ' / ' + p.client_id:24}{cells}")
+            rows.append(f"  {name(p, self.setup):30}{cells}")
+        return "\n".join(rows)
+
+    def recovery_table(self) -> str:
+        """Per producer: seconds from the operator's fix (space freed) and from the restore
+        until it was back at its rate."""
+        freed, restored = self.marks["grown"], self.marks["restored"]
+        rows = [f"  {'producer':30}{'after space freed':>20}{'after restore':>16}"]
+        for p in self.producers:
+            at = self.back.get(p.client_id)
+            cells = (
+                f"{at - freed:>18.1f} s{at - restored:>14.1f} s"
+                if at is not None
+                else f"{'not back':>20}{'':>16}"
+            )
+            rows.append(f"  {name(p, self.setup):30}{cells}")
         return "\n".join(rows)
 
 
-def make_stack(work: Path) -> DemoStack:
+def name(producer: LoadProducer | JavaPerfProducer, setup: Setup) -> str:
+    """`user / client-id`, with the client kind when the run has both kinds."""
+    label = f"{producer.user} / {producer.client_id}"
+    return f"{label} ({producer.kind})" if setup.java else label
+
+
+def make_stack(work: Path, setup: Setup = DEVCLUSTER) -> DemoStack:
     return DemoStack(
         work,
         brokers=3,
         log_dirs_per_broker=1,
-        capacity_bytes=CAPACITY,
+        capacity_bytes=setup.capacity,
         min_available_ratio=MIN_AVAILABLE_RATIO,
-        loop=LOOP,
-        sasl_users=USERS,
+        loop=setup.loop,
+        sasl_users=setup.users,
         validity=f"PT{VALIDITY_SECONDS}S",
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n",
+        kafka=setup.kafka,
     )
 
 
-def prepare(stack: DemoStack) -> dict:
+def prepare(stack: DemoStack, setup: Setup = DEVCLUSTER) -> dict:
     """Topics and the original quotas; returns Kafka's quotas as they are then."""
     admin = ck.AdminClient({"bootstrap.servers": stack.bootstrap, "log_level": 0})
     futures = admin.create_topics(
-        [ck.NewTopic(name, len(a), replica_assignment=a) for name, a in TOPICS.items()]
+        [ck.NewTopic(name, len(a), replica_assignment=a) for name, a in setup.topics.items()]
     )
     for future in futures.values():
         future.result(30)
-    client = KafkaQuotaClient({"bootstrap.servers": stack.bootstrap})
+    client = KafkaQuotaClient(stack.admin_properties)
     try:
-        client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in ORIGINAL_QUOTAS.items()])
+        client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in setup.quotas.items()])
     finally:
         client.close()
-    return stack.quotas()
+    # Kafka's brokers learn quotas from the metadata log: wait until they show them.
+    return wait_until(lambda: holds(stack.quotas(), setup.quotas), 30, what="quotas set")
 
 
-def start_load(stack: DemoStack, active: list) -> list[LoadProducer]:
+def start_load(
+    stack: DemoStack, active: list, setup: Setup = DEVCLUSTER
+) -> list[LoadProducer | JavaPerfProducer]:
     """Start every producer; each is added to ``active`` at once (the caller closes them)."""
-    producers = []
-    for user, client_id, topic in PRODUCERS:
+    producers: list[LoadProducer | JavaPerfProducer] = []
+    for user, client_id, topic in setup.librdkafka:
         producer = LoadProducer(
             stack.sasl_bootstrap,
             client_id=client_id,
             user=user,
-            password=USERS[user],
+            password=setup.users[user],
             # An application's buffer: while throttled the producer blocks once 64 kB are queued,
             # rather than piling up a backlog that floods the disks after the restore.
             **{"queue.buffering.max.kbytes": 64},
         )
         active.append(producer)
-        producer.run_steady([topic], RATE / len(PRODUCERS), MESSAGE_BYTES)
+        producer.run_steady([topic], setup.producer_rate, MESSAGE_BYTES)
         producers.append(producer)
+    for user, client_id, topic in setup.java:
+        assert stack.kafka is not None
+        java = JavaPerfProducer(
+            stack.kafka,
+            stack.work_dir / "java-producers" / client_id,
+            topic,
+            len(setup.topics[topic]),
+            setup.producer_rate,
+            user,
+            client_id,
+            MESSAGE_BYTES,
+        )
+        active.append(java)
+        producers.append(java)
     return producers
 
 
 def limit_bytes() -> int:
-    return int(CAPACITY * MIN_AVAILABLE_RATIO)
+    return DEVCLUSTER.limit
 
 
 def run_with_kvq(
@@ -216,52 +357,56 @@ def run_with_kvq(
     log: Callable[[str], None],
     active: list,
     restart: bool = True,
+    setup: Setup = DEVCLUSTER,
 ) -> Run:
     factor = f'kafka_volume_quota_throttle_factor{{cluster="{CLUSTER}"}}'
     wait_until(lambda: stack.prometheus.query(factor), 30, what="Prometheus scraping")
-    before = prepare(stack)
+    patience = 30.0 if stack.kafka is None else 120.0  # real Kafka on a loaded machine is slower
+    before = prepare(stack, setup)
     watch = DiskWatch(stack).start()
     active.append(watch)
-    limit = limit_bytes()
-    producers = start_load(stack, active)
-    run = Run(timeline, producers, watch, timeline.mark(f"load started: {RATE} B/s"), limit)
-    log(f"{len(producers)} producers at {RATE / 1000:.0f} kB/s in total; limit {limit} bytes")
+    limit = setup.limit
+    producers = start_load(stack, active, setup)
+    started = timeline.mark(f"load started: {setup.rate:.0f} B/s")
+    run = Run(timeline, producers, watch, started, limit, setup)
+    log(f"{len(producers)} producers at {setup.rate / 1000:.0f} kB/s in total; limit {limit} bytes")
     full = (0, 0)
+    capacity = setup.capacity
 
     def crossed() -> bool:
-        return any(s.usable.get(full, CAPACITY) <= limit for s in watch.samples[-3:])
+        return any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:])
 
-    wait_until(crossed, 180, interval=0.05, what="broker 0's volume crossing the limit")
-    run.marks["crossed"] = watch.first(lambda s: s.usable.get(full, CAPACITY) <= limit)
+    wait_until(crossed, 300, interval=0.05, what="broker 0's volume crossing the limit")
+    run.marks["crossed"] = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
     timeline.events.append((run.marks["crossed"], "broker 0's volume crossed the limit"))
-    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 0.0, 30, what="factor 0")
+    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 0.0, patience, what="factor 0")
     run.marks["seen"] = timeline.mark("exporter: throttle factor 0")
-    wait_until(lambda: firing(stack), 30, what="alert firing")
+    wait_until(lambda: firing(stack), patience, what="alert firing")
     run.marks["fired"] = timeline.mark("alert firing in Prometheus")
-    wait_until(lambda: throttled(stack.quotas(), before), 30, what="quotas throttled")
+    wait_until(lambda: throttled(stack.quotas(), before), patience, what="quotas throttled")
     run.marks["applied"] = timeline.mark(
         f"quotas throttled in Kafka ({BYTE_RATE_FLOOR:.0f} bytes/s, the enforcer's floor)"
     )
     wait_until(
-        lambda: all(
-            any(t >= run.marks["applied"] - 1 for t, _ in p.log.throttles) for p in producers
-        ),
-        30,
+        lambda: all(held(p, run.marks["applied"] - 1, setup) for p in producers),
+        patience,
         what="every producer throttled",
     )
     run.marks["held"] = timeline.mark("every producer throttled by the brokers")
     if restart:
         restart_full_broker(stack, run, log, before)
     time.sleep(HOLD_SECONDS)  # the throttle holding: the disk must not grow meanwhile
-    stack.control.set_log_dir(0, 0, capacity_bytes=CAPACITY * 2)
+    grow_full_volume(stack, setup)
     run.marks["grown"] = timeline.mark("operator doubled broker 0's volume")
+    run.marks["lowest"] = watch.lowest_at(full, run.marks["crossed"], run.marks["grown"])
+    timeline.events.append((run.marks["lowest"], "broker 0's volume stopped filling (lowest)"))
     log("broker 0's volume grown; waiting for the restore")
-    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, 30, what="factor 1")
+    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, patience, what="factor 1")
     timeline.mark("exporter: throttle factor 1")
-    wait_until(lambda: stack.quotas() == before, 30, what="quotas restored")
+    wait_until(lambda: stack.quotas() == before, patience, what="quotas restored")
     run.marks["restored"] = timeline.mark("quotas restored byte for byte")
     try:
-        wait_until(lambda: _recovered(producers, 3.0), 150, interval=0.2, what="producers back")
+        wait_until(lambda: _recovered(run, 3.0), 300, interval=0.2, what="producers back")
     except TimeoutError as exc:
         now = time.monotonic()
         detail = "; ".join(
@@ -276,13 +421,38 @@ def run_with_kvq(
     return run
 
 
+def held(
+    producer: LoadProducer | JavaPerfProducer, since: float, setup: Setup, by_rate: bool = False
+) -> bool:
+    """The brokers hold the producer back: librdkafka reported a throttle since ``since``; the
+    Java tool reports none (nor do quotas that bind anyway, ``by_rate``), so: its acknowledged
+    rate over the last 3 s fell below a quarter of what it offers."""
+    if producer.log.throttles and not by_rate:
+        return any(t >= since for t, _ in producer.log.throttles)
+    now = time.monotonic()
+    return now - since >= 3 and producer.log.rate(now - 3, now) < 0.25 * setup.producer_rate
+
+
+def grow_full_volume(stack: DemoStack, setup: Setup) -> None:
+    """The operator's fix: broker 0's volume twice as large (Kafka: its tmpfs remounted)."""
+    if stack.kafka is not None:
+        apache.resize(stack.kafka.log_dirs(0)[0], setup.capacity * 2)
+    else:
+        stack.control.set_log_dir(0, 0, capacity_bytes=setup.capacity * 2)
+
+
 def restart_full_broker(
     stack: DemoStack, run: Run, log: Callable[[str], None], before: dict
 ) -> None:
     """Stop broker 0 (full, throttled) for longer than the validity duration: the throttle must
     hold the whole time, and still hold once it is back, still below the limit."""
-    stack.control.stop_broker(0)
-    stopped = run.timeline.mark("broker 0 (the full one) stopped while throttled")
+    if stack.kafka is not None:
+        stack.kafka.stop_node(0)
+    else:
+        stack.control.stop_broker(0)
+    stopped = run.marks["stopped"] = run.timeline.mark(
+        "broker 0 (the full one) stopped while throttled"
+    )
     log(f"broker 0 stopped; away {AWAY_SECONDS} s (validity PT{VALIDITY_SECONDS}S)")
     released = []
     while time.monotonic() < stopped + AWAY_SECONDS:
@@ -295,14 +465,17 @@ def restart_full_broker(
             )
         time.sleep(0.2)
     run.timeline.mark(f"validity passed ({VALIDITY_SECONDS} s): still throttled")
-    stack.control.start_broker(0)
+    if stack.kafka is not None:
+        stack.kafka.start_node(0)  # returns once every node lists it again
+    else:
+        stack.control.start_broker(0)
     run.marks["back"] = run.timeline.mark("broker 0 started again (still below the limit)")
     wait_until(
         lambda: (
             not stack.exporter_status().get("held_log_dirs")
             and stack.exporter_status()["active_brokers"] == 3
         ),
-        30,
+        60,
         what="broker 0 seen again",
     )
     if stack.exporter_status()["throttle_factor"] != 0.0 or not throttled(stack.quotas(), before):
@@ -312,41 +485,63 @@ def restart_full_broker(
 
 
 def run_without_kvq(
-    stack: DemoStack, timeline: Timeline, log: Callable[[str], None], active: list
+    stack: DemoStack,
+    timeline: Timeline,
+    log: Callable[[str], None],
+    active: list,
+    setup: Setup = DEVCLUSTER,
 ) -> Run:
-    prepare(stack)
+    prepare(stack, setup)
     stack.stop_enforcer()
     timeline.mark("enforcer stopped: nothing will apply quotas")
     watch = DiskWatch(stack).start()
     active.append(watch)
-    producers = start_load(stack, active)
-    run = Run(timeline, producers, watch, timeline.mark(f"load started: {RATE} B/s"), 0)
+    producers = start_load(stack, active, setup)
+    started = timeline.mark(f"load started: {setup.rate:.0f} B/s")
+    run = Run(timeline, producers, watch, started, 0, setup)
     log("same load without the enforcer; waiting for the disk to fill")
     wait_until(
-        lambda: watch.samples and watch.samples[-1].storage_errors > 0,
-        240,
+        lambda: watch.samples and failed(watch.samples[-1]),
+        400,
         interval=0.1,
         what="a storage error",
     )
-    run.marks["full"] = watch.first(lambda s: s.storage_errors > 0)
-    timeline.events.append(
-        (run.marks["full"], "broker 0's disk full: KAFKA_STORAGE_ERROR, log dir offline")
+    run.marks["full"] = watch.first(failed)
+    what = (
+        "broker 0's disk full: log dir offline"
+        if stack.kafka is not None
+        else "broker 0's disk full: KAFKA_STORAGE_ERROR, log dir offline"
     )
+    last = watch.samples[-1]
+    if last.halted:
+        what += f", {last.halted} broker(s) halted"
+    timeline.events.append((run.marks["full"], what))
     run.marks["end"] = timeline.mark("load stopped")
     return run
 
 
-def _recovered(producers: list[LoadProducer], seconds: float) -> bool:
+def failed(sample: Sample) -> bool:
+    return sample.storage_errors > 0 or sample.halted > 0
+
+
+def _recovered(run: Run, seconds: float) -> bool:
+    """Every producer acknowledged at least RECOVERED_SHARE of its rate over the last
+    ``seconds``; notes the first moment each one did."""
     now = time.monotonic()
-    offered = RATE / len(producers)
-    return all(p.log.rate(now - seconds, now) >= 0.8 * offered for p in producers)
+    offered = run.setup.producer_rate
+    for p in run.producers:
+        if p.client_id not in run.back and p.log.rate(now - seconds, now) >= (
+            RECOVERED_SHARE * offered
+        ):
+            run.back[p.client_id] = now
+    return len(run.back) == len(run.producers)
 
 
 def stop_all(active: list) -> None:
     """Close every producer and disk watch started (also after a failure)."""
     while active:
         item = active.pop()
-        if isinstance(item, LoadProducer):
+        if isinstance(item, LoadProducer | JavaPerfProducer):
             item.close()
         else:
             item.stop()
@@ -362,12 +557,18 @@ class Verdict:
     delivery_errors: dict
     fill_seconds_without: float | None
     released_during_restart: int = 0
+    halted: int = 0
+    lowest_from_restart: int | None = None
+    """Lowest usable bytes on any volume from the full broker's stop on (None: no restart). The
+    producers' reconnections then each get one request through, beyond the bound's budget."""
 
     @property
     def ok(self) -> bool:
         return (
             self.lowest > 0
+            and (self.lowest_from_restart is None or self.lowest_from_restart > 0)
             and self.storage_errors == 0
+            and self.halted == 0
             and not self.delivery_errors
             and self.lowest >= self.bound
             and self.released_during_restart == 0
@@ -375,7 +576,11 @@ class Verdict:
 
 
 def judge(run: Run) -> Verdict:
-    lowest, volume = run.watch.lowest()
+    """The bound predicts the loop's reaction: it is held against the lowest headroom before the
+    full broker's restart; after it, every volume must still stay above 0."""
+    restart = run.marks.get("stopped")
+    lowest, volume = run.watch.lowest(until=restart or float("inf"))
+    after_restart = None if restart is None else run.watch.lowest(since=restart)[0]
     start = run.load_started + 5
     rate = run.watch.fill_rate((0, 0), start, run.marks["crossed"])
     bound = run.limit - rate * sum(INTERVALS.values())
@@ -383,8 +588,11 @@ def judge(run: Run) -> Verdict:
     for p in run.producers:
         for code, count in p.log.errors.items():
             errors[code] = errors.get(code, 0) + count
-    storage = run.watch.samples[-1].storage_errors if run.watch.samples else 0
-    return Verdict(lowest, volume, bound, rate, storage, errors, None, len(run.released))
+    storage = max((s.storage_errors for s in run.watch.samples), default=0)
+    halted = max((s.halted for s in run.watch.samples), default=0)
+    return Verdict(
+        lowest, volume, bound, rate, storage, errors, None, len(run.released), halted, after_restart
+    )
 
 
 def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> None:
@@ -401,6 +609,9 @@ def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> N
             }
         )
     )
+    if with_kvq.setup.java:
+        out(f"\nback at their rate ({RECOVERED_SHARE:.0%} of it over 3 s):")
+        out(with_kvq.recovery_table())
     out(f"\nfullest volume (broker 0) filled at {verdict.fill_rate / 1000:.0f} kB/s")
     out(f"limit (min.available.ratio {MIN_AVAILABLE_RATIO})     {with_kvq.limit:>12,} bytes")
     out(f"predicted bound: limit - R x ({' + '.join(INTERVALS)} = {sum(INTERVALS.values()):.0f} s)")
@@ -409,7 +620,11 @@ def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> N
         f"lowest headroom reached            {verdict.lowest:>12,} bytes "
         f"(broker {verdict.volume[0]}, log dir {verdict.volume[1]})"
     )
+    if verdict.lowest_from_restart is not None:
+        out(f"lowest headroom from the restart on {verdict.lowest_from_restart:>11,} bytes")
     out(f"storage errors                     {verdict.storage_errors:>12}")
+    if with_kvq.setup.kafka == "apache":
+        out(f"brokers halted                     {verdict.halted:>12}")
     out(f"producer delivery errors           {verdict.delivery_errors or 'none':>12}")
     if "back" in m:
         held = "held" if not verdict.released_during_restart else "RELEASED"
@@ -424,13 +639,15 @@ def report(with_kvq: Run, verdict: Verdict, without: Run | None, out=print) -> N
         out(f"\nwithout kvq the disk filled {filled:.1f} s after the load started")
 
 
-def protected_run(work: Path, timeline: Timeline, log: Callable[[str], None]):
+def protected_run(
+    work: Path, timeline: Timeline, log: Callable[[str], None], setup: Setup = DEVCLUSTER
+):
     """The run with kvq on a fresh stack in ``work``: (Run, Verdict); everything stopped after."""
     active: list = []
-    with make_stack(work) as stack:
-        timeline.mark("stack up: devcluster, exporter, enforcer, Prometheus, Alertmanager")
+    with make_stack(work, setup) as stack:
+        timeline.mark(f"stack up: {STACK_PARTS[setup.kafka]}")
         try:
-            run = run_with_kvq(stack, timeline, log, active)
+            run = run_with_kvq(stack, timeline, log, active, setup=setup)
         finally:
             stop_all(active)
     return run, judge(run)
@@ -441,7 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-without", action="store_true", help="only the run with kvq (faster)"
     )
+    parser.add_argument("--kafka", choices=KAFKA_BACKENDS, default="devcluster")
     args = parser.parse_args(argv)
+    setup = SETUPS[args.kafka]
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="kvq-demo-producers-") as work:
         work = Path(work)
@@ -449,14 +668,14 @@ def main(argv: list[str] | None = None) -> int:
         without = None
         active: list = []
         try:
-            run, verdict = protected_run(work / "with-kvq", timeline, log)
+            run, verdict = protected_run(work / "with-kvq", timeline, log, setup)
             if not args.skip_without:
-                with make_stack(work / "without-kvq") as stack:
+                with make_stack(work / "without-kvq", setup) as stack:
                     try:
-                        without = run_without_kvq(stack, Timeline(), log, active)
+                        without = run_without_kvq(stack, Timeline(), log, active, setup)
                     finally:
                         stop_all(active)
-        except TimeoutError as exc:
+        except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
             print("\ntimeline so far:")
             print(timeline.render())
             print(f"\nscenario failed: {exc}", file=sys.stderr)

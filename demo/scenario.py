@@ -1,7 +1,9 @@
 """The demo scenario: fill a log dir past the limit, see the loop throttle; free it, see it restore.
 
 Each step waits for something a user can see (exporter /status, Prometheus alerts, Kafka's quotas)
-and marks the moment on a timeline.
+and marks the moment on a timeline. On devcluster the control API fills and frees the log dir; on
+real Kafka (``DemoStack(kafka="apache")``) real bytes do: a topic whose one replica sits on broker
+1 is produced to until the volume is past the limit, then deleted.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from demo.apache import VolumeFill, usable_bytes
 from demo.stack import ALERT, CLUSTER, DemoStack
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
@@ -41,7 +44,8 @@ class Timeline:
 
     def render(self) -> str:
         return "\n".join(
-            f"  {moment - self.started:7.1f} s  {label}" for moment, label in self.events
+            f"  {moment - self.started:7.1f} s  {label}"
+            for moment, label in sorted(self.events, key=lambda event: event[0])
         )
 
 
@@ -51,31 +55,45 @@ class Outcome:
     before: dict
     throttled: dict
     restored: dict
+    crossed: str = ""
+    """The timeline's label of the crossing (it names the volume)."""
 
     @property
     def detect_to_enforce_seconds(self) -> float:
-        return self.timeline.at(APPLIED) - self.timeline.at(CROSSED)
+        return self.timeline.at(APPLIED) - self.timeline.at(self.crossed or CROSSED)
 
 
+FULL_BROKER = 1
 CROSSED = "volume crossed the limit (devcluster broker 1, log dir 0)"
+KAFKA_FILL_MARGIN = 512 << 10
+"""On Kafka the fill stops this far below the limit: it crosses the limit with its last chunk."""
 SEEN = "exporter saw it: throttle factor 0"
 FIRED = f"{ALERT} firing in Prometheus"
 APPLIED = "quotas throttled in Kafka (every producer_byte_rate at the 8 KiB/s floor)"
 FREED = "space freed"
+FILES_GONE = "Kafka removed the topic's files: the volume is above the limit again"
 RECOVERED = "exporter: throttle factor 1"
 RESOLVED = f"{ALERT} resolved"
 RESTORED = "quotas restored byte for byte"
 
 
 def set_initial_quotas(stack: DemoStack) -> dict:
-    client = KafkaQuotaClient({"bootstrap.servers": stack.bootstrap})
+    client = KafkaQuotaClient(stack.admin_properties)
     try:
         client.alter(
             [Change(QuotaEntity.of(entity), KEY, value) for entity, value in INITIAL_QUOTAS.items()]
         )
     finally:
         client.close()
-    return stack.quotas()
+    # Kafka's brokers learn quotas from the metadata log: a DescribeClientQuotas right after the
+    # alter may not show them yet.
+    return wait_until(lambda: holds(stack.quotas(), INITIAL_QUOTAS), 30, what="quotas set")
+
+
+def holds(quotas: dict, expected: dict[tuple, float]) -> dict | None:
+    """``quotas`` when every expected entity holds its expected producer_byte_rate, else None."""
+    ok = all(quotas.get(entity, {}).get(KEY) == value for entity, value in expected.items())
+    return quotas if ok else None
 
 
 def firing(stack: DemoStack) -> bool:
@@ -105,7 +123,18 @@ def run(
     before = set_initial_quotas(stack)
     log(f"client quotas set: {len(before)} entities hold {KEY}")
     capacity = stack.capacity_bytes
-    keep = int(capacity * stack.min_available_ratio) // 2  # half the limit stays available
+    limit = int(capacity * stack.min_available_ratio)
+    keep = limit // 2  # half the limit stays available
+    filler = None
+    crossed = CROSSED
+    patience = 30.0  # seconds for each step; real Kafka on a loaded machine gets longer
+    if stack.kafka is not None:
+        filler = VolumeFill(stack.kafka, FULL_BROKER)
+        index = filler.create()
+        crossed = f"volume crossed the limit (Kafka broker {FULL_BROKER}, log dir {index})"
+        keep = limit - KAFKA_FILL_MARGIN
+        patience = 90.0
+        log(f"filling {filler.path} (a {capacity >> 20} MiB tmpfs) through topic {filler.topic}")
     if fill_after_poll:
         last = stack.exporter_status()["last_successful_poll"]
         wait_until(
@@ -114,28 +143,37 @@ def run(
             interval=0.01,
             what="the next poll",
         )
-    stack.control.set_log_dir(1, 0, fill_bytes=capacity - keep - _used(stack, 1, 0))
-    timeline.mark(CROSSED)
-    log(CROSSED)
+    if filler is not None:
+        filler.fill_until(keep)
+    else:
+        stack.control.set_log_dir(1, 0, fill_bytes=capacity - keep - _used(stack, 1, 0))
+    timeline.mark(crossed)
+    log(crossed)
 
-    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 0.0, 30, what=SEEN)
+    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 0.0, patience, what=SEEN)
     timeline.mark(SEEN)
-    wait_until(lambda: firing(stack), 30, what=FIRED)
+    wait_until(lambda: firing(stack), patience, what=FIRED)
     timeline.mark(FIRED)
-    wait_until(lambda: throttled(stack.quotas(), before), 30, what=APPLIED)
+    wait_until(lambda: throttled(stack.quotas(), before), patience, what=APPLIED)
     timeline.mark(APPLIED)
     throttled_quotas = stack.quotas()
 
-    stack.control.set_log_dir(1, 0, clear=True)
-    timeline.mark(FREED)
+    if filler is not None:
+        filler.free()
+        timeline.mark(f"{FREED}: topic {filler.topic} deleted")
+        wait_until(lambda: usable_bytes(filler.path) > limit, patience, what=FILES_GONE)
+        timeline.mark(FILES_GONE)
+    else:
+        stack.control.set_log_dir(1, 0, clear=True)
+        timeline.mark(FREED)
     log(FREED)
-    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, 30, what=RECOVERED)
+    wait_until(lambda: stack.exporter_status()["throttle_factor"] == 1.0, patience, what=RECOVERED)
     timeline.mark(RECOVERED)
-    wait_until(lambda: not firing(stack), 30, what=RESOLVED)
+    wait_until(lambda: not firing(stack), patience, what=RESOLVED)
     timeline.mark(RESOLVED)
-    wait_until(lambda: stack.quotas() == before, 30, what=RESTORED)
+    wait_until(lambda: stack.quotas() == before, patience, what=RESTORED)
     timeline.mark(RESTORED)
-    return Outcome(timeline, before, throttled_quotas, stack.quotas())
+    return Outcome(timeline, before, throttled_quotas, stack.quotas(), crossed)
 
 
 def _used(stack: DemoStack, broker: int, index: int) -> int:

@@ -3,6 +3,9 @@
 devcluster (3 brokers x 2 log dirs, virtual capacity) <- exporter (PT1S) <- Prometheus (1 s scrape
 and rule evaluation, the project's rules) -> Alertmanager (group_wait 1s) -> enforcer (bearer token,
 journal in the work dir) -> AlterClientQuotas on devcluster. Every process is stopped on exit.
+With ``kafka="apache"`` a real Apache Kafka cluster (devkit/kafka_cluster.py: KRaft nodes whose log
+dirs are tmpfs file systems of ``capacity_bytes``) takes devcluster's place; the exporter and the
+enforcer reach it over SASL/PLAIN as its super user.
 """
 
 from __future__ import annotations
@@ -22,12 +25,19 @@ from devkit.alertmanager import Alertmanager
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.prometheus import run_prometheus
-from kvq.kafka.quota_entity import ORIGINALS_USER
+from enforcer.quota_client import KafkaQuotaClient
+from kvq.kafka.quota_entity import ORIGINALS_USER, USER
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "client.quota.callback.static."
 CLUSTER = "demo"
 ALERT = "KafkaVolumeQuotaThrottle"
+KAFKA_BACKENDS = ("devcluster", "apache")
+STACK_PARTS = {
+    "devcluster": "devcluster, exporter, enforcer, Prometheus, Alertmanager",
+    "apache": "Kafka (3 nodes), exporter, enforcer, Prometheus, Alertmanager",
+}
+"""What the timeline's first line says is up, per Kafka backend."""
 
 
 class DemoStack:
@@ -45,7 +55,13 @@ class DemoStack:
         sasl_users: dict[str, str] | None = None,
         validity: str = "PT30S",
         extra_properties: str = "",
+        kafka: str = "devcluster",
     ) -> None:
+        if kafka not in KAFKA_BACKENDS:
+            raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
+        self.kafka_backend = kafka
+        self.kafka = None
+        """The KafkaCluster when ``kafka="apache"``."""
         self.work_dir = Path(work_dir)
         self.brokers = brokers
         self.log_dirs_per_broker = log_dirs_per_broker
@@ -79,7 +95,10 @@ class DemoStack:
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._start_devcluster()
+        if self.apache:
+            self._start_apache()
+        else:
+            self._start_devcluster()
         self.config_path = self._write_config()
         self.start_exporter()
         self.start_enforcer()
@@ -121,18 +140,46 @@ class DemoStack:
             )
         )
         self.control = ControlClient(self.control_url)
+        self.admin_properties = {"bootstrap.servers": self.bootstrap}
+
+    @property
+    def apache(self) -> bool:
+        return self.kafka_backend == "apache"
+
+    def _start_apache(self) -> None:
+        from demo.apache import BROKER_PROPERTIES
+        from devkit.kafka_cluster import DEFAULT_USERS, KafkaCluster
+
+        self.kafka = self._stack.enter_context(
+            KafkaCluster(
+                self.work_dir / "kafka",
+                nodes=self.brokers,
+                log_dirs_per_node=self.log_dirs_per_broker,
+                log_dir_bytes=self.capacity_bytes,
+                users={**DEFAULT_USERS, **(self.sasl_users or {})},
+                broker_properties=BROKER_PROPERTIES,
+            )
+        )
+        self.bootstrap = self.kafka.bootstrap
+        self.admin_properties = self.kafka.admin_properties
+        self._quota_client = KafkaQuotaClient(self.admin_properties)
+        self._stack.callback(self._quota_client.close)
 
     @property
     def sasl_bootstrap(self) -> str:
         """The brokers' SASL_PLAINTEXT listeners (the stack needs ``sasl_users``)."""
+        if self.kafka is not None:
+            return self.kafka.sasl_bootstrap
         brokers = self.control.state()["brokers"]
         return ",".join(f"{b['host']}:{b['sasl_port']}" for b in brokers)
 
     def _write_config(self) -> Path:
         (self.work_dir / "webhook.token").write_text(self.token + "\n")
         path = self.work_dir / "kvq.properties"
+        admin = "".join(f"{P}kafka.admin.{k}={v}\n" for k, v in self.admin_properties.items())
+        path.touch(mode=0o600)  # the super user's password, when on Kafka
         path.write_text(
-            f"{P}kafka.admin.bootstrap.servers={self.bootstrap}\n"
+            f"{admin}"
             f"{P}storage.per.volume.limit.min.available.ratio={self.min_available_ratio}\n"
             f"{P}storage.check.interval={iso_duration(self.loop.poll)}\n"
             f"{P}throttle.factor.validity.duration={self.validity}\n"
@@ -223,8 +270,11 @@ class DemoStack:
         return response.json()
 
     def quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-        """Kafka's stored quotas (through the devcluster control API), keyed by entity; without
-        the enforcer's copy of the originals (user __kvq_enforcer_originals)."""
+        """Kafka's stored quotas (devcluster: through its control API; Kafka: DescribeClientQuotas),
+        keyed by entity; without the enforcer's copy of the originals (user
+        __kvq_enforcer_originals)."""
+        if self.kafka is not None:
+            return described_quotas(self._quota_client)
         return {
             tuple(sorted(entry["entity"].items())): entry["values"]
             for entry in self.control.quotas()
@@ -232,14 +282,16 @@ class DemoStack:
         }
 
     def urls(self) -> dict[str, str]:
-        return {
+        urls = {
             "Prometheus": self.prometheus.url,
             "Alertmanager": self.alertmanager.url,
             "exporter /status": self.exporter_url + "/status",
             "exporter /metrics": self.exporter_url + "/metrics",
             "enforcer /status": self.enforcer_url + "/status",
-            "devcluster state": self.control_url + "/state",
         }
+        if self.kafka is not None:
+            return {**urls, "Kafka (SASL)": self.kafka.sasl_bootstrap}
+        return {**urls, "devcluster state": self.control_url + "/state"}
 
 
 @contextlib.contextmanager
@@ -287,3 +339,13 @@ def _stop_popen(process: subprocess.Popen) -> None:
             process.wait(5)
     if process.stdout:
         process.stdout.close()
+
+
+def described_quotas(client: KafkaQuotaClient) -> dict[tuple[tuple[str, str | None], ...], dict]:
+    """DescribeClientQuotas as `DemoStack.quotas` keys it (entity pairs sorted by type name),
+    without the enforcer's copy of the originals."""
+    return {
+        tuple(sorted(entity.components)): dict(values)
+        for entity, values in client.describe().items()
+        if (USER, ORIGINALS_USER) not in entity.components
+    }

@@ -39,6 +39,8 @@ class DeliveryLog:
 
 
 class LoadProducer:
+    kind = "librdkafka"
+
     def __init__(
         self,
         bootstrap: str,

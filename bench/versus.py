@@ -1,0 +1,17 @@
+"""The side-by-side table: one load on real Kafka against no guard, the Strimzi quota plugin (check
+every 5 s and every 60 s) and kvq with the recommended intervals (demo/versus.py). Needs root (the
+log dirs are tmpfs), Java and Maven's Kafka jars (`make kafka-deps`); about 15 minutes.
+    python -m bench.versus [--guards none,plugin-5s,plugin-60s,kvq]
+"""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> None:
+    from demo import versus
+
+    versus.main(argv)  # a benchmark prints its numbers; it never fails on one
+
+
+if __name__ == "__main__":
+    main()

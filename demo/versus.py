@@ -1,0 +1,437 @@
+"""`make demo SCENARIO=versus KAFKA=apache`: one load, four guards, each on a fresh Kafka cluster.
+
+The load is the producers scenario's on real Kafka (demo/producers.py, APACHE): four librdkafka
+and two Java producers, five SASL users, six client-ids, 75 kB/s each, replicas that put every
+byte on broker 0's 32 MiB tmpfs, Kafka's default retention (7 days: it frees nothing in time).
+Here the entities have quotas that bind *before* any crossing (Kafka enforces a quota per
+broker), so each principal's achieved rate can be held against its own quota. The guards:
+
+1. none;
+2. the Strimzi quota plugin (io.strimzi:kafka-quotas-plugin, what Maven Central has) in every
+   broker, `storage.check-interval` 5 s, the same limit (25 % available);
+3. the plugin with its default check interval (60 s);
+4. kvq (exporter, Prometheus, Alertmanager, enforcer) with the recommended intervals
+   (devkit/loop_settings.recommended: the chart's defaults).
+
+Each run: the load until broker 0's volume crosses the limit, then until every producer is held
+(or a log dir fails); while held, broker 0 is stopped for 10 s and started again (the plugin's
+issue #40: does the throttle survive the restart?); then the volume is grown (the tmpfs
+remounted twice as large) and the load goes on for 60 s more: are the producers back at their
+rate?
+One table per run. Exit 0 only if kvq kept every volume above 0 bytes with no storage error,
+no log dir offline and no broker halted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from demo import apache
+from demo.producers import (
+    APACHE,
+    AWAY_SECONDS,
+    HOLD_SECONDS,
+    MIN_AVAILABLE_RATIO,
+    DiskWatch,
+    Run,
+    Setup,
+    failed,
+    grow_full_volume,
+    held,
+    make_stack,
+    prepare,
+    start_load,
+    stop_all,
+)
+from demo.scenario import Timeline
+from demo.stack import described_quotas
+from devkit.kafka_cluster import (
+    DEFAULT_USERS,
+    KafkaCluster,
+    KafkaClusterError,
+    strimzi_quota_callback,
+)
+from devkit.kafka_dist import KafkaDistError
+from devkit.loop_settings import recommended
+from devkit.processes import wait_until
+from enforcer.quota_client import KafkaQuotaClient
+
+VERSUS_QUOTAS = {
+    # per broker; alice's two producers (orders, clicks) put 75 kB/s on broker 0, 37.5 on 1 and 2
+    (("user", "alice"),): 25_000.0,
+    # bob/app: 37.5 kB/s on brokers 0 and 1
+    (("client-id", "app"), ("user", "bob")): 20_000.0,
+    (("client-id", "etl"),): 2_000_000.0,
+    # dave's Java producer: 37.5 kB/s on brokers 0 and 1
+    (("user", "dave"),): 20_000.0,
+}
+"""erin has no quota; carol's client-id etl has one far above what it offers."""
+SETUP = replace(APACHE, quotas=VERSUS_QUOTAS)
+GUARDS = ("none", "plugin-5s", "plugin-60s", "kvq")
+TITLES = {
+    "none": "no guard",
+    "plugin-5s": "Strimzi plugin, storage.check-interval 5 s",
+    "plugin-60s": "Strimzi plugin, storage.check-interval 60 s (its default)",
+    "kvq": "kvq, recommended intervals",
+}
+HELD_PATIENCE = 120.0  # after the crossing: the plugin's 60 s check plus a loaded machine
+AFTER_RESTART_SECONDS = 15.0  # how long the throttle is watched once the full broker is back
+AFTER_FREED_SECONDS = 60.0
+"""Every run goes on exactly this long once the space is freed, whether or not its producers are
+back: the runs stay comparable (bytes acknowledged, what a second crossing does)."""
+
+
+def plugin_properties(check_interval: int | None) -> dict[str, str]:
+    """The plugin's keys as 0.3.1 names them (StaticQuotaConfig): the same limit as kvq's."""
+    static = {"storage.per.volume.limit.min.available.ratio": str(MIN_AVAILABLE_RATIO)}
+    if check_interval is not None:
+        static["storage.check-interval"] = str(check_interval)
+    return static
+
+
+class BareKafka:
+    """A real Kafka cluster with no kvq around it: what the producers scenario reads of a stack."""
+
+    def __init__(self, kafka: KafkaCluster, work_dir: Path) -> None:
+        self.kafka = kafka
+        self.work_dir = work_dir
+        self.bootstrap = kafka.bootstrap
+        self.sasl_bootstrap = kafka.sasl_bootstrap
+        self.admin_properties = kafka.admin_properties
+        self._quota_client = KafkaQuotaClient(self.admin_properties)
+
+    def quotas(self) -> dict:
+        return described_quotas(self._quota_client)
+
+    def close(self) -> None:
+        self._quota_client.close()
+
+
+@contextmanager
+def guarded_cluster(guard: str, work: Path) -> Iterator:
+    """A fresh cluster with the guard: a BareKafka (none, plugin) or a kvq DemoStack."""
+    if guard == "kvq":
+        with make_stack(work, replace(SETUP, loop=recommended())) as stack:
+            yield stack
+        return
+    properties = dict(apache.BROKER_PROPERTIES)
+    plugin = None
+    if guard.startswith("plugin"):
+        plugin = strimzi_quota_callback(plugin_properties(5 if guard == "plugin-5s" else None))
+
+    def node_properties(cluster, node):
+        return {**properties, **(plugin(cluster, node) if plugin else {})}
+
+    with KafkaCluster(
+        work / "kafka",
+        nodes=3,
+        log_dirs_per_node=1,
+        log_dir_bytes=SETUP.capacity,
+        users={**DEFAULT_USERS, **SETUP.users},
+        broker_properties=node_properties,
+    ) as kafka:
+        bare = BareKafka(kafka, work)
+        try:
+            yield bare
+        finally:
+            bare.close()
+
+
+@dataclass
+class Outcome:
+    guard: str
+    run: Run
+    crossed: float | None = None
+    held: float | None = None
+    full: float | None = None
+    restart_held: bool | None = None
+    rate_after_restart: float = 0.0
+    """B/s acknowledged (all producers) in the AFTER_RESTART_SECONDS after broker 0 was back."""
+    rate_while_held: float = 0.0
+    """B/s acknowledged (all producers) from the hold until broker 0 was stopped."""
+    events: list[tuple[float, str]] = field(default_factory=list)
+    recovered: dict[str, float] = field(default_factory=dict)
+    """client kind -> seconds from space freed until every producer of that kind was back."""
+    principals: list[tuple[str, float, float, float | None]] = field(default_factory=list)
+    """(entity, offered B/s, achieved B/s, quota per broker) before the crossing."""
+    before: dict[str, float] = field(default_factory=dict)
+    """client-id -> acknowledged B/s before the crossing: the rate to come back to."""
+
+    @property
+    def lowest(self) -> tuple[int, tuple[int, int]]:
+        return self.run.watch.lowest()
+
+    @property
+    def storage_errors(self) -> int:
+        """Produce requests the producers saw fail with a storage error."""
+        return sum(
+            count
+            for p in self.run.producers
+            for code, count in p.log.errors.items()
+            if code in (56, "KafkaStorageException")
+        )
+
+    @property
+    def offline(self) -> int:
+        return max((s.storage_errors for s in self.run.watch.samples), default=0)
+
+    @property
+    def halted(self) -> int:
+        return max((s.halted for s in self.run.watch.samples), default=0)
+
+    @property
+    def acked(self) -> int:
+        return sum(p.log.acked_bytes() for p in self.run.producers)
+
+    @property
+    def protected(self) -> bool:
+        return (
+            self.lowest[0] > 0
+            and self.storage_errors == 0
+            and self.offline == 0
+            and self.halted == 0
+        )
+
+
+def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcome:
+    """One run of the load against one guard; see the module docstring."""
+    timeline = Timeline()
+    prepare(stack, SETUP)
+    watch = DiskWatch(stack).start()
+    active.append(watch)
+    producers = start_load(stack, active, SETUP)
+    run = Run(timeline, producers, watch, time.monotonic(), SETUP.limit, SETUP)
+    outcome = Outcome(guard, run)
+    full, limit, capacity = (0, 0), SETUP.limit, SETUP.capacity
+    log(f"{TITLES[guard]}: load started, {SETUP.rate / 1000:.0f} kB/s offered")
+
+    wait_until(
+        lambda: any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:]),
+        300,
+        interval=0.05,
+        what="broker 0's volume crossing the limit",
+    )
+    outcome.crossed = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
+    assert outcome.crossed is not None
+    outcome.events.append((outcome.crossed, "broker 0's volume crossed the limit"))
+    outcome.principals = principal_rates(run, run.load_started + 5, outcome.crossed)
+    outcome.before = {
+        p.client_id: p.log.rate(run.load_started + 5, outcome.crossed) for p in producers
+    }
+    log(f"{guard}: crossed the limit {outcome.crossed - run.load_started:.0f} s after the start")
+
+    def settled() -> bool:
+        if watch.samples and failed(watch.samples[-1]):
+            return True
+        return all(held(p, outcome.crossed or 0.0, SETUP, by_rate=True) for p in producers)
+
+    wait_until(settled, HELD_PATIENCE, interval=0.1, what="producers held or a log dir failed")
+    outcome.full = watch.first(failed)
+    if outcome.full is not None:
+        log(f"{guard}: broker 0's log dir failed")
+        time.sleep(3)  # what the producers see after the failure
+        return outcome
+    outcome.held = time.monotonic()
+    outcome.events.append((outcome.held, "every producer held"))
+    log(f"{guard}: every producer held {outcome.held - outcome.crossed:.1f} s after the crossing")
+    restart_while_held(stack, outcome, log)
+    if outcome.full is not None:
+        return outcome
+    time.sleep(HOLD_SECONDS)
+    grow_full_volume(stack, SETUP)
+    run.marks["grown"] = freed = time.monotonic()
+    outcome.events.append((freed, "broker 0's volume grown (space freed)"))
+    log(f"{guard}: broker 0's volume grown; waiting for the producers")
+    while time.monotonic() < freed + AFTER_FREED_SECONDS:
+        recovered_by_kind(run, outcome, freed)
+        time.sleep(0.2)
+    return outcome
+
+
+def restart_while_held(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
+    """Stop broker 0 for AWAY_SECONDS, start it, and watch the producers for
+    AFTER_RESTART_SECONDS: held throughout, or released (and how much got through)."""
+    kafka, run = stack.kafka, outcome.run
+    stopping = time.monotonic()
+    outcome.rate_while_held = acked_rate(run, outcome.held or stopping, stopping)
+    kafka.stop_node(0)
+    outcome.events.append((stopping, "broker 0 stopped (throttled, full)"))
+    time.sleep(AWAY_SECONDS)
+    kafka.start_node(0)
+    back = time.monotonic()
+    outcome.events.append((back, "broker 0 started again"))
+    time.sleep(AFTER_RESTART_SECONDS)
+    outcome.rate_after_restart = acked_rate(run, back, time.monotonic())
+    # Released: the producers got more than half their rate through. The enforcer's floor alone
+    # (8 KiB/s per quota entity and broker) lets about a quarter of this load through.
+    outcome.restart_held = outcome.rate_after_restart < 0.5 * SETUP.rate
+    outcome.full = run.watch.first(failed)
+    log(
+        f"{outcome.guard}: after broker 0's restart "
+        f"{'held' if outcome.restart_held else 'RELEASED'} "
+        f"({outcome.rate_after_restart / 1000:.0f} kB/s acknowledged after it)"
+    )
+
+
+def acked_rate(run: Run, start: float, end: float) -> float:
+    return sum(p.log.rate(start, end) for p in run.producers) if end > start else 0.0
+
+
+def recovered_by_kind(run: Run, outcome: Outcome, freed: float) -> bool:
+    """Note, per client kind, when every producer of it is back at 80 % (over 3 s) of the rate
+    it had before the crossing (its own quota may hold it below what it offers)."""
+    now = time.monotonic()
+    for kind in {p.kind for p in run.producers}:
+        if kind in outcome.recovered:
+            continue
+        of_kind = [p for p in run.producers if p.kind == kind]
+        if all(p.log.rate(now - 3, now) >= 0.8 * outcome.before[p.client_id] for p in of_kind):
+            outcome.recovered[kind] = now - freed
+            outcome.events.append((now, f"{kind} producers back at their rate"))
+    return len(outcome.recovered) == len({p.kind for p in run.producers})
+
+
+def principal_rates(
+    run: Run, start: float, end: float
+) -> list[tuple[str, float, float, float | None]]:
+    """Per quota entity of the load: offered and achieved B/s over [start, end], its quota."""
+    rows = []
+    for entity, quota in [*VERSUS_QUOTAS.items(), ((("user", "erin"),), None)]:
+        pairs = dict(entity)
+        members = [
+            p
+            for p in run.producers
+            if pairs.get("user", p.user) == p.user
+            and pairs.get("client-id", p.client_id) == p.client_id
+        ]
+        achieved = sum(p.log.rate(start, end) for p in members)
+        label = ", ".join(f"{k}={v}" for k, v in entity)
+        rows.append((label, SETUP.producer_rate * len(members), achieved, quota))
+    return rows
+
+
+def table(outcome: Outcome) -> str:
+    """The run's table, as printed and in the README."""
+    run, rows = outcome.run, []
+    start = run.load_started
+
+    def line(what: str, value: str) -> None:
+        rows.append(f"  {what:52} {value}")
+
+    lowest, volume = outcome.lowest
+    line("crossing (s after the load started)", f"{(outcome.crossed or start) - start:.1f}")
+    if outcome.held is not None and outcome.crossed is not None:
+        line("crossing -> every producer throttled", f"{outcome.held - outcome.crossed:.1f} s")
+    else:
+        line("crossing -> every producer throttled", "never")
+    line("lowest headroom on any volume", f"{lowest:,} bytes (broker {volume[0]})")
+    line("produce requests failed with a storage error", str(outcome.storage_errors))
+    line("log dirs offline / brokers halted", f"{outcome.offline} / {outcome.halted}")
+    line("bytes acknowledged (whole run)", f"{outcome.acked:,}")
+    line("full broker restarted while throttled", restart_text(outcome))
+    for kind in ("librdkafka", "Java"):
+        took = outcome.recovered.get(kind)
+        if took is not None:
+            value = f"{took:.1f} s"
+        else:
+            value = "-" if "grown" not in run.marks else f"not within {AFTER_FREED_SECONDS:.0f} s"
+        line(f"space freed -> {kind} producers back at their rate", value)
+    rows.append("  before the crossing, per principal (offered / achieved / own quota per broker):")
+    for label, offered, achieved, quota in outcome.principals:
+        bound = f"{quota / 1000:.0f} kB/s" if quota is not None else "none"
+        rows.append(f"    {label:32} {offered / 1000:5.0f} / {achieved / 1000:5.0f} kB/s / {bound}")
+    rows.append("  timeline (s after the load started):")
+    rows.extend(timeline(outcome))
+    return "\n".join(rows)
+
+
+def restart_text(outcome: Outcome) -> str:
+    if outcome.restart_held is None:
+        return "-"
+    state = "throttle held" if outcome.restart_held else "throttle LOST"
+    return (
+        f"{state}: {outcome.rate_after_restart / 1000:.0f} kB/s in the "
+        f"{AFTER_RESTART_SECONDS:.0f} s after (held before: {outcome.rate_while_held / 1000:.0f})"
+    )
+
+
+def timeline(outcome: Outcome) -> list[str]:
+    """The run's moments (s after the load started), with when the watch saw failures and the
+    lowest headroom."""
+    watch, start = outcome.run.watch, outcome.run.load_started
+    events = list(outcome.events)
+    offline = watch.first(lambda s: s.storage_errors > 0)
+    if offline is not None:
+        events.append((offline, "a log dir offline (DescribeLogDirs)"))
+    halted = watch.first(lambda s: s.halted > 0)
+    if halted is not None:
+        events.append((halted, "a broker's JVM exited (halted)"))
+    if watch.samples:
+        _, volume = outcome.lowest
+        low = watch.lowest_at(volume, start, watch.samples[-1].at)
+        events.append((low, f"lowest headroom (broker {volume[0]})"))
+    return [f"    {at - start:7.1f} s  {what}" for at, what in sorted(events)]
+
+
+def run_guard(guard: str, work: Path, log: Callable[[str], None]) -> Outcome:
+    active: list = []
+    with guarded_cluster(guard, work / guard) as stack:
+        try:
+            return drive(guard, stack, log, active)
+        finally:
+            stop_all(active)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make demo SCENARIO=versus KAFKA=apache")
+    parser.add_argument(
+        "--guards",
+        default=",".join(GUARDS),
+        help=f"comma-separated, in order, from {', '.join(GUARDS)} (default: all)",
+    )
+    parser.add_argument(
+        "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
+    )
+    args = parser.parse_args(argv)
+    guards = [g for g in args.guards.split(",") if g]
+    unknown = [g for g in guards if g not in GUARDS]
+    if unknown or not guards:
+        parser.error(f"--guards {args.guards!r}: each must be one of {', '.join(GUARDS)}")
+    log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="kvq-demo-versus-") as temp:
+        work = args.work or Path(temp)
+        for guard in guards:
+            try:
+                outcomes.append(run_guard(guard, work, log))
+            except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
+                print(f"\n{TITLES[guard]}: the run failed: {exc}", file=sys.stderr)
+                return 1
+    print(f"\none load ({describe_load()}) on a fresh 3-node Kafka cluster per guard")
+    for outcome in outcomes:
+        print(f"\n{TITLES[outcome.guard]}:")
+        print(table(outcome))
+    kvq = [o for o in outcomes if o.guard == "kvq"]
+    if kvq and not kvq[0].protected:
+        print("\nkvq did NOT keep every volume above 0 without a storage error", file=sys.stderr)
+        return 1
+    if kvq:
+        print("\nkvq kept every volume above 0 bytes: no storage error, no log dir offline")
+    return 0
+
+
+def describe_load(setup: Setup = SETUP) -> str:
+    kinds = f"{len(setup.librdkafka)} librdkafka + {len(setup.java)} Java producers"
+    mib = setup.capacity >> 20
+    return f"{kinds} at {setup.producer_rate / 1000:.0f} kB/s each, {mib} MiB log dirs"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
