@@ -46,11 +46,17 @@ STRIMZI_OVERLAY = (
 # (page, a text only that block holds) -> the test that runs it, or why nothing can run it.
 INVENTORY: dict[tuple[str, str], str] = {
     ("README.md", "make demo   #"): f"{HERE}::test_make_targets_of_the_readme_exist",
-    ("README.md", "detect-to-enforce latency"): (
+    ("README.md", "volume crossed the limit (devcluster broker 1"): (
         "tests/system/test_e2e_loop.py (the demo's scenario, every step asserted): its output"
     ),
-    ("README.md", "timeline with kvq:"): (
+    ("README.md", "space freed: topic demo-fill deleted"): (
+        "tests/system/test_demo_kafka.py (make demo KAFKA=apache, every step asserted): its output"
+    ),
+    ("README.md", "alice / web                    150 kB/s"): (
         "tests/system/test_producers_scenario.py (python -m demo --scenario producers): output"
+    ),
+    ("README.md", "dave / java-web (Java)"): (
+        "tests/system/test_producers_scenario.py (shortened form on Kafka, --skip-without): output"
     ),
     ("README.md", INSTALL_STEPS): f"{HERE}::test_the_install_steps_install_what_they_check",
     ("README.md", "# my-values.yaml"): (

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from devcluster.cluster import DevCluster
 from devcluster.control_client import ControlClient
 from devkit.alertmanager import alertmanager, throttle_webhook
 from devkit.kafka_cluster import STRIMZI_QUOTA_CALLBACK, KafkaCluster, strimzi_quota_callback
@@ -73,10 +74,14 @@ class Enforcer:
     def __init__(
         self,
         tmp_path: Path,
-        admin_properties: dict[str, str],
+        cluster: dict[str, str] | DevCluster,
         extra: dict[str, str] | None = None,
         more_configs: tuple[Path, ...] = (),
     ) -> None:
+        """`cluster`: the admin properties that reach it, or a devcluster (its plain bootstrap)."""
+        admin_properties = (
+            {"bootstrap.servers": cluster.bootstrap} if isinstance(cluster, DevCluster) else cluster
+        )
         self.more_configs = more_configs
         self.tmp_path = tmp_path
         (tmp_path / "token").write_text(TOKEN + "\n")
