@@ -57,6 +57,10 @@ def log_dirs(admin, node_id: int) -> dict[str, tuple[int, int, int, list[str]]]:
     }
 
 
+def dirs_holding(admin, node_id: int, topic: str) -> list[str]:
+    return [d for d, (_, _, _, topics) in log_dirs(admin, node_id).items() if topic in topics]
+
+
 def fill(backend: Backend, topic: str) -> LoadProducer:
     """Produce 2 kB values until the first error (20 s at most); returns the closed producer."""
     producer = LoadProducer(backend.bootstrap, retries=0, **{"batch.size": 50_000})
@@ -74,9 +78,8 @@ def test_a_full_log_dir_goes_offline_and_the_broker_serves_from_the_other(backen
     node = backend.node_ids[0]
     topic = unique("filling")
     create_topic(backend, topic, [[node]])
-    [full_dir] = [
-        d for d, (_, _, _, topics) in log_dirs(admin_client, node).items() if topic in topics
-    ]
+    # Kafka places the new partition a moment after CreateTopics answers: wait until a dir lists it.
+    [full_dir] = eventually(lambda: dirs_holding(admin_client, node, topic), lambda d: len(d) == 1)
     producer = fill(backend, topic)
     assert set(producer.log.errors) == {KAFKA_STORAGE_ERROR}
     assert producer.log.acked_bytes() > LOG_DIR_BYTES // 2
