@@ -28,7 +28,7 @@ from enforcer.auth import Credentials
 from enforcer.journal import JournalError
 from enforcer.service import Enforcer
 from enforcer.webhook_payload import PayloadError, parse_webhook
-from kvq.web.server import Limits, Response, Route, WebServer
+from kvq.web.server import ConnectionLimits, Response, Route, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
 from kvq.web.web_config import WebConfig
 from kvq.web.wsgi import wsgi_handler
@@ -162,7 +162,7 @@ def enforcer_server(
     web_config: WebConfig | None = None,
     threads: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
-    limits: Limits | None = None,
+    limits: ConnectionLimits | None = None,
     metrics_path: str = "/metrics",
 ) -> WebServer:
     """The enforcer's server (not started); its registry also gets build info and process."""
