@@ -1,7 +1,9 @@
 """What a broker answers to each supported Kafka API, following Kafka 4.x brokers (KRaft mode).
 
 Each handler takes the answering broker and the decoded request and returns the response message
-(with its version set). Handlers run on the devcluster's event loop and do no network I/O.
+(with its version set). Handlers see the broker and the cluster through ``cluster_view``'s
+Protocols, never the concrete classes. They run on the devcluster's event loop and do no network
+I/O.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from kafka.errors import for_code
 from kafka.protocol.admin import (
@@ -26,11 +27,12 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from . import broker_configs as bc
 from . import cluster_acls as acl
 from . import quota_store as q
+from .cluster_view import BrokerNode, ServingBroker
 from .faults import APPLY_EARLY, AlterFault
 from .protocol_codec import Request
 
-if TYPE_CHECKING:
-    from .broker import Broker
+Handler = Callable[[ServingBroker, Request], ApiMessage | None]
+"""What answers one API: the response (with its version set); None for no answer (acks=0)."""
 
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
@@ -46,7 +48,7 @@ _CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}  # CREATE ALTER DESCRIBE CLUSTER_
 _TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}  # READ WRITE CREATE DELETE ALTER DESCRIBE ...CONFIGS
 
 
-def api_versions(broker: Broker, req: Request) -> ApiMessage:
+def api_versions(broker: ServingBroker, req: Request) -> ApiMessage:
     versions = broker.api_versions()
     listed = [_api_version(k, lo, hi) for k, (lo, hi) in versions.items()]
     if req.body is None:  # a version this broker does not know: error 35 in a v0 body (KIP-511)
@@ -60,7 +62,7 @@ def _api_version(key: int, lo: int, hi: int):
     return ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=lo, max_version=hi)
 
 
-def metadata(broker: Broker, req: Request) -> ApiMessage:
+def metadata(broker: ServingBroker, req: Request) -> ApiMessage:
     cluster = broker.cluster
     body = req.body
     version = req.api_version
@@ -102,18 +104,18 @@ def _principal(req: Request) -> str:
     return req.session.principal if req.session is not None else "User:ANONYMOUS"
 
 
-def _denied(broker: Broker, req: Request, operation: str) -> bool:
+def _denied(broker: ServingBroker, req: Request, operation: str) -> bool:
     """True when the cluster has ACLs and the request's principal may not do ``operation``."""
     acls = broker.cluster.acls
     return acls is not None and not acls.allows(_principal(req), operation)
 
 
-def _cluster_operations(broker: Broker, req: Request) -> set[int]:
+def _cluster_operations(broker: ServingBroker, req: Request) -> set[int]:
     acls = broker.cluster.acls
     return _CLUSTER_OPERATIONS if acls is None else acls.authorized_operations(_principal(req))
 
 
-def _port(broker: Broker, req: Request) -> int:
+def _port(broker: BrokerNode, req: Request) -> int:
     """Kafka lists each broker's endpoint of the listener the request came in on."""
     return broker.port if req.session is None else broker.port_for(req.session.listener)
 
@@ -146,7 +148,7 @@ def _metadata_topic(cluster, hosted, name, topic_id, version):
     return _Topic(error_code=0, name=name, topic_id=cluster.topic_id(name), partitions=partitions)
 
 
-def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
+def describe_cluster(broker: ServingBroker, req: Request) -> ApiMessage:
     """As a Kafka 4.1 broker (KafkaApis.handleDescribeCluster, AuthHelper): brokers only
     (EndpointType 1); the unfenced brokers, and with v2's IncludeFencedBrokers the stopped ones
     too, still registered and fenced; a random live broker as "controller"."""
@@ -198,7 +200,7 @@ def describe_cluster(broker: Broker, req: Request) -> ApiMessage:
     )
 
 
-def describe_log_dirs(broker: Broker, req: Request) -> ApiMessage:
+def describe_log_dirs(broker: ServingBroker, req: Request) -> ApiMessage:
     version = req.api_version
     faults = broker.faults
     if _denied(broker, req, "Describe"):
@@ -267,7 +269,7 @@ def describe_log_dirs(broker: Broker, req: Request) -> ApiMessage:
     )
 
 
-def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
+def describe_client_quotas(broker: ServingBroker, req: Request) -> ApiMessage:
     components = [
         q.FilterComponent(c.entity_type, c.match_type, c.match) for c in req.body.components
     ]
@@ -306,7 +308,7 @@ def describe_client_quotas(broker: Broker, req: Request) -> ApiMessage:
 
 
 def alter_client_quotas(
-    broker: Broker, req: Request, fault: AlterFault | None = None
+    broker: ServingBroker, req: Request, fault: AlterFault | None = None
 ) -> ApiMessage:
     """Applied by the cluster-wide quota store (the controller); ``fault`` makes it fail."""
     alterations = [
@@ -348,7 +350,7 @@ def alter_client_quotas(
     )
 
 
-async def alter_client_quotas_with_faults(broker: Broker, req: Request) -> ApiMessage:
+async def alter_client_quotas_with_faults(broker: ServingBroker, req: Request) -> ApiMessage:
     """AlterClientQuotas under the broker's ``alter_client_quotas`` fault: late (applied late, or
     applied at once and answered late) and/or failing. The delay does not depend on the client's
     connection: a client that timed out and left still gets its request applied."""
@@ -367,7 +369,7 @@ def _error_description(code: int) -> str:
     return for_code(code).description
 
 
-def describe_configs(broker: Broker, req: Request) -> ApiMessage:
+def describe_configs(broker: ServingBroker, req: Request) -> ApiMessage:
     """BROKER resources as Kafka's ConfigHelper answers them (see ``broker_configs``); other
     resource types get INVALID_REQUEST: the devcluster has no topic, group or logger configs."""
     version = req.api_version
@@ -433,7 +435,7 @@ def _config_result(config: bc.Config, synonyms: bool, documentation: bool):
     )
 
 
-HANDLERS: dict[int, Callable[[Broker, Request], ApiMessage]] = {
+HANDLERS: dict[int, Handler] = {
     ApiKey.ApiVersions: api_versions,
     ApiKey.Metadata: metadata,
     ApiKey.DescribeCluster: describe_cluster,

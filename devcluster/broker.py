@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
-from .api_handlers import HANDLERS, alter_client_quotas_with_faults
+from .api_handlers import HANDLERS, Handler, alter_client_quotas_with_faults
 from .broker_configs import static_config
+from .cluster_view import ClusterView
 from .faults import Faults
 from .log_dirs import LogDir
 from .produce_api import init_producer_id, produce
@@ -34,22 +34,13 @@ from .protocol_codec import (
     encode_response,
     frame_size,
 )
-from .sasl import (
-    PLAINTEXT,
-    SASL_PLAINTEXT,
-    Session,
-    allowed_before_authentication,
-    sasl_authenticate,
-    sasl_handshake,
-)
+from .sasl import PLAINTEXT, SASL_PLAINTEXT, Session, allowed_before_authentication
+from .sasl_api import sasl_authenticate, sasl_handshake
 from .topics_api import create_topics
-
-if TYPE_CHECKING:
-    from .cluster import DevCluster
 
 log = logging.getLogger(__name__)
 
-ALL_HANDLERS = {
+ALL_HANDLERS: dict[int, Handler] = {
     **HANDLERS,
     ApiKey.Produce: produce,
     ApiKey.CreateTopics: create_topics,
@@ -61,7 +52,7 @@ ALL_HANDLERS = {
 
 class Broker:
     def __init__(
-        self, cluster: DevCluster, broker_id: int, host: str, port: int, log_dirs: list[LogDir]
+        self, cluster: ClusterView, broker_id: int, host: str, port: int, log_dirs: list[LogDir]
     ):
         self.cluster = cluster
         self.broker_id = broker_id

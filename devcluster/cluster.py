@@ -31,6 +31,8 @@ from .broker import Broker
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
 from .cluster_acls import ClusterAcls
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
+from .cluster_view import BrokerNode
+from .control_api import ControlServer
 from .faults import KAFKA_STORAGE_ERROR, AlterFault
 from .log_dirs import DiskFull, LogDir
 from .mutation_quotas import MutationQuotas
@@ -94,13 +96,12 @@ class DevCluster:
                 )
             except ControlError as exc:
                 raise ValueError(exc.message) from None
-        self.sasl_users = (
+        self.sasl_users: SaslUsers | None = (
             sasl_users
             if sasl_users is None or isinstance(sasl_users, SaslUsers)
             else SaslUsers(sasl_users)
         )
         self.topic_registry = TopicRegistry(self.data_dir / "topics.json")
-        self.replicas = ReplicaStore(self)
         self.storage_errors: list[dict[str, Any]] = []
         self._producer_ids = 999
         self.brokers = [
@@ -116,6 +117,7 @@ class DevCluster:
             )
             for i in range(brokers)
         ]
+        self.replicas = ReplicaStore(self.brokers, self.topic_registry, self.record_storage_error)
         if callback is not None:
             for broker in self.brokers:
                 broker.config_overrides[CLIENT_QUOTA_CALLBACK_CLASS] = callback
@@ -128,7 +130,7 @@ class DevCluster:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._control = None
+        self._control: ControlServer | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> DevCluster:
@@ -144,8 +146,6 @@ class DevCluster:
         try:
             self._run(self._start_all(), _STARTUP_TIMEOUT_S)
             if self._control_port is not None:
-                from .control_api import ControlServer
-
                 self._control = ControlServer(self, self.host, self._control_port)
                 self._control.start()
         except BaseException:
@@ -343,7 +343,7 @@ class DevCluster:
             broker.faults = broker.faults.updated(_body(body, faults), len(broker.log_dirs))
         return broker.faults.active()
 
-    def disarm_leave_fault(self, broker: Broker) -> None:
+    def disarm_leave_fault(self, broker: BrokerNode) -> None:
         """The leave fault fires once (called on the event loop when it does)."""
         with self._lock:
             broker.faults = dataclasses.replace(broker.faults, leave_before_describe_log_dirs=False)
@@ -368,7 +368,7 @@ class DevCluster:
             broker.config_overrides = overrides  # replaced whole: the handlers read it unlocked
         return dict(overrides)
 
-    def take_alter_fault(self, broker: Broker, validate_only: bool) -> AlterFault | None:
+    def take_alter_fault(self, broker: BrokerNode, validate_only: bool) -> AlterFault | None:
         """The ``alter_client_quotas`` fault hitting this request, counted (on the event loop)."""
         with self._lock:
             fault = broker.faults.alter_client_quotas

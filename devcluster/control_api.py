@@ -38,13 +38,10 @@ import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from .validation import ControlError
-
-if TYPE_CHECKING:
-    from .cluster import DevCluster
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +55,29 @@ ENDPOINTS = (
 )
 
 
-def _routes(dc: DevCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
+class ControlledCluster(Protocol):
+    """The operations the control API calls (``DevCluster``'s, which runs this server): each
+    takes the request's JSON body, returns the JSON answer, and raises ControlError for a bad
+    request."""
+
+    def state(self) -> dict[str, Any]: ...
+    def quota_state(self) -> list[dict[str, Any]]: ...
+    def acl_state(self) -> dict[str, list[str]] | None: ...
+    def set_acls(self, body: Any) -> dict[str, list[str]] | None: ...
+    def sasl_user_names(self) -> list[str]: ...
+    def set_sasl_user(self, name: str, body: Any = None) -> list[str]: ...
+    def remove_sasl_user(self, name: str) -> list[str]: ...
+    def request_counts(self) -> dict[str, Any]: ...
+    def reset_request_counts(self) -> dict[str, Any]: ...
+    def broker_state(self, broker_id: int) -> dict[str, Any]: ...
+    def stop_broker(self, broker_id: int) -> dict[str, Any]: ...
+    def start_broker(self, broker_id: int) -> dict[str, Any]: ...
+    def set_faults(self, broker_id: int, body: Any = None) -> dict[str, Any]: ...
+    def set_broker_config(self, broker_id: int, body: Any) -> dict[str, str]: ...
+    def set_log_dir(self, broker_id: int, index: int, body: Any = None) -> dict[str, Any]: ...
+
+
+def _routes(dc: ControlledCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
     def r(method: str, pattern: str, fn: Callable[..., Any]):
         return method, re.compile(f"^{pattern}$"), fn
 
@@ -87,7 +106,7 @@ def _routes(dc: DevCluster) -> list[tuple[str, re.Pattern, Callable[..., Any]]]:
 
 
 class ControlServer:
-    def __init__(self, dc: DevCluster, host: str, port: int):
+    def __init__(self, dc: ControlledCluster, host: str, port: int):
         routes = _routes(dc)
 
         class Handler(_Handler):

@@ -13,16 +13,12 @@ acks=0 there is no response, and a partition error closes the connection instead
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS
+from .cluster_view import ServingBroker
 from .partition_log import CorruptBatch, NoSpace
 from .protocol_codec import Request
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -34,7 +30,7 @@ _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
 
 
-def produce(broker: Broker, req: Request) -> ProduceResponse | None:
+def produce(broker: ServingBroker, req: Request) -> ProduceResponse | None:
     body = req.body
     session = req.session
     if CLIENT_QUOTA_CALLBACK_CLASS not in broker.config_overrides:  # a plugin replaces them
@@ -70,7 +66,9 @@ def produce(broker: Broker, req: Request) -> ProduceResponse | None:
     )
 
 
-def _append(broker: Broker, topic: str, partition: int, records) -> tuple[int, int, str | None]:
+def _append(
+    broker: ServingBroker, topic: str, partition: int, records
+) -> tuple[int, int, str | None]:
     cluster = broker.cluster
     replicas = cluster.partition_replicas(topic, partition)
     if replicas is None:
@@ -95,7 +93,7 @@ def _append(broker: Broker, topic: str, partition: int, records) -> tuple[int, i
 NOT_COORDINATOR = 16
 
 
-def init_producer_id(broker: Broker, req: Request) -> InitProducerIdResponse:
+def init_producer_id(broker: ServingBroker, req: Request) -> InitProducerIdResponse:
     """An idempotent producer's id (kafka-python and the Java client enable idempotence by
     default). Transactions need a transaction coordinator, which devcluster does not run."""
     if req.body.transactional_id is not None:

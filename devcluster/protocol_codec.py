@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
@@ -47,8 +46,7 @@ from kafka.protocol.sasl import (
 )
 from kafka.protocol.schemas.fields.codecs import Int32
 
-if TYPE_CHECKING:
-    from .sasl import Session
+from .sasl import Session
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 FRAME_SIZE_BYTES = Int32.size

@@ -120,6 +120,78 @@ class QuotaError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class _EntityFilter:
+    """A DescribeClientQuotas filter, checked as Kafka checks it (QuotaError otherwise)."""
+
+    exact: dict[str, str | None]
+    """Entity type -> the name it must have (None: the default entity of that type)."""
+    specified: frozenset[str]
+    """Entity types it must have, under any name (the default included)."""
+    strict: bool
+    """Only entities of exactly the filtered types."""
+
+    @classmethod
+    def of(cls, components: Iterable[FilterComponent], strict: bool) -> _EntityFilter:
+        exact: dict[str, str | None] = {}
+        specified: set[str] = set()
+        for c in components:
+            _check_entity_type(c, set(exact) | specified)
+            _check_match(c)
+            if c.match_type == MATCH_SPECIFIED:
+                specified.add(c.entity_type)
+            else:
+                exact[c.entity_type] = c.match  # None for MATCH_DEFAULT
+        filtered = set(exact) | specified
+        if IP in filtered and (USER in filtered or CLIENT_ID in filtered):
+            raise QuotaError(
+                INVALID_REQUEST,
+                "Invalid entity filter component combination. IP filter component should not be "
+                "used with user or clientId filter component.",
+            )
+        return cls(exact, frozenset(specified), strict)
+
+    def matches(self, key: Entity) -> bool:
+        entity = dict(key)
+        if self.strict and len(entity) != len(self.exact) + len(self.specified):
+            return False
+        if any(t not in entity or entity[t] != n for t, n in self.exact.items()):
+            return False
+        return all(t in entity for t in self.specified)
+
+
+def _check_entity_type(c: FilterComponent, seen: set[str]) -> None:
+    if c.entity_type == "":
+        raise QuotaError(INVALID_REQUEST, "Invalid empty entity type.")
+    if c.entity_type in seen:
+        raise QuotaError(
+            INVALID_REQUEST,
+            f"Entity type {c.entity_type} cannot appear more than once in the filter.",
+        )
+    if c.entity_type not in ENTITY_TYPES:
+        raise QuotaError(UNSUPPORTED_VERSION, f"Unsupported entity type {c.entity_type}")
+
+
+def _check_match(c: FilterComponent) -> None:
+    """The match string as the match type wants it: given for EXACT only."""
+    if c.match_type == MATCH_EXACT and c.match is None:
+        raise QuotaError(
+            INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+        )
+    if c.match_type == MATCH_DEFAULT and c.match is not None:
+        raise QuotaError(
+            INVALID_REQUEST,
+            "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+        )
+    if c.match_type == MATCH_SPECIFIED and c.match is not None:
+        raise QuotaError(
+            INVALID_REQUEST,
+            "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
+        )
+    if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+        raise QuotaError(INVALID_REQUEST, f"Unknown match type {c.match_type}")
+
+
 class QuotaStore:
     """Thread-safe quota storage; persisted to ``path`` (JSON) after every change when given."""
 
@@ -241,62 +313,11 @@ class QuotaStore:
 
         ``lag_s``: answer as a broker whose metadata image is that far behind the controller
         (changes applied within the last ``lag_s`` seconds are not seen yet)."""
-        exact: dict[str, str | None] = {}
-        typed: set[str] = set()
-        for c in components:
-            if c.entity_type == "":
-                raise QuotaError(INVALID_REQUEST, "Invalid empty entity type.")
-            if c.entity_type in exact or c.entity_type in typed:
-                raise QuotaError(
-                    INVALID_REQUEST,
-                    f"Entity type {c.entity_type} cannot appear more than once in the filter.",
-                )
-            if c.entity_type not in ENTITY_TYPES:
-                raise QuotaError(UNSUPPORTED_VERSION, f"Unsupported entity type {c.entity_type}")
-            if c.match_type == MATCH_EXACT:
-                if c.match is None:
-                    raise QuotaError(
-                        INVALID_REQUEST,
-                        "Request specified MATCH_TYPE_EXACT, but set match string to null.",
-                    )
-                exact[c.entity_type] = c.match
-            elif c.match_type == MATCH_DEFAULT:
-                if c.match is not None:
-                    raise QuotaError(
-                        INVALID_REQUEST,
-                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
-                    )
-                exact[c.entity_type] = None
-            elif c.match_type == MATCH_SPECIFIED:
-                if c.match is not None:
-                    raise QuotaError(
-                        INVALID_REQUEST,
-                        "Request specified MATCH_TYPE_SPECIFIED, but also specified a match "
-                        "string.",
-                    )
-                typed.add(c.entity_type)
-            else:
-                raise QuotaError(INVALID_REQUEST, f"Unknown match type {c.match_type}")
-        filtered = set(exact) | typed
-        if IP in filtered and (USER in filtered or CLIENT_ID in filtered):
-            raise QuotaError(
-                INVALID_REQUEST,
-                "Invalid entity filter component combination. IP filter component should not be "
-                "used with user or clientId filter component.",
-            )
+        wanted = _EntityFilter.of(components, strict)
         with self._lock:
             data = self._as_of(time.monotonic() - lag_s) if lag_s > 0 else self._data
-            out = []
-            for key, values in data.items():
-                entity = dict(key)
-                if strict and len(entity) != len(filtered):
-                    continue
-                if any(t not in entity or entity[t] != n for t, n in exact.items()):
-                    continue
-                if any(t not in entity for t in typed):
-                    continue
-                out.append((key, dict(values)))
-            return sorted(out, key=lambda kv: [(_type_order(t), n or "") for t, n in kv[0]])
+            out = [(key, dict(values)) for key, values in data.items() if wanted.matches(key)]
+        return sorted(out, key=lambda kv: [(_type_order(t), n or "") for t, n in kv[0]])
 
     def _as_of(self, moment: float) -> dict[Entity, dict[str, float]]:
         """The quotas as they were at ``moment`` (monotonic): later changes undone."""

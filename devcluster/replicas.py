@@ -14,25 +14,33 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .faults import Faults
 from .log_dirs import LogDir
 from .partition_log import NoSpace, PartitionLog
-
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .cluster import DevCluster
+from .topics import TopicRegistry
 
 log = logging.getLogger(__name__)
 
 KAFKA_STORAGE_ERROR = 56
 
 
+class ReplicaHost(Protocol):
+    """A broker as its replicas read it: whether it is up, its log dirs, its log dir faults."""
+
+    broker_id: int
+    up: bool
+    log_dirs: list[LogDir]
+    faults: Faults
+
+
 @dataclass
 class Replica:
-    broker: Broker
+    broker: ReplicaHost
     log_dir_index: int
     directory: Path
     _log: PartitionLog | None = None
@@ -60,8 +68,17 @@ class Replica:
 class ReplicaStore:
     """Every replica's open log, by (broker id, topic, partition)."""
 
-    def __init__(self, cluster: DevCluster):
-        self._cluster = cluster
+    def __init__(
+        self,
+        brokers: Sequence[ReplicaHost],
+        topic_registry: TopicRegistry,
+        on_storage_error: Callable[[int, int], None],
+    ):
+        """``on_storage_error(broker_id, log_dir_index)`` is told of every write that failed (the
+        log dir is offline from then on)."""
+        self._brokers = brokers
+        self._topic_registry = topic_registry
+        self._on_storage_error = on_storage_error
         self._replicas: dict[tuple[int, str, int], Replica] = {}
         self._leaders: dict[tuple[str, int], int | None] = {}
 
@@ -70,7 +87,7 @@ class ReplicaStore:
         holding the fewest partitions (Kafka's LogManager.nextLogDirs)."""
         for partition, broker_ids in placement.items():
             for broker_id in broker_ids:
-                broker = self._cluster.brokers[broker_id]
+                broker = self._brokers[broker_id]
                 counts = [
                     (len(d.partitions()) if d.offline_reason is None else 1 << 30, i)
                     for i, d in enumerate(broker.log_dirs)
@@ -85,7 +102,7 @@ class ReplicaStore:
         key = (broker_id, topic, partition)
         found = self._replicas.get(key)
         if found is None:
-            broker = self._cluster.brokers[broker_id]
+            broker = self._brokers[broker_id]
             for index, log_dir in enumerate(broker.log_dirs):
                 directory = log_dir.path / f"{topic}-{partition}"
                 if directory.is_dir():
@@ -137,16 +154,16 @@ class ReplicaStore:
             replica.log.append(data, end, log_dir.virtual_usable_bytes())
         except OSError as exc:
             log_dir.offline_reason = str(exc)
-            self._cluster.record_storage_error(replica.broker.broker_id, replica.log_dir_index)
+            self._on_storage_error(replica.broker.broker_id, replica.log_dir_index)
             log.warning(
                 "broker %d: log dir %s is offline: %s", replica.broker.broker_id, log_dir.path, exc
             )
             raise NoSpace(replica.log.path, len(data), exc) from exc
 
-    def catch_up(self, broker: Broker) -> None:
+    def catch_up(self, broker: ReplicaHost) -> None:
         """Copy to this broker's online replicas what the leader wrote while they were away."""
         me = broker.broker_id
-        for topic, partitions in self._cluster.topic_registry.all().items():
+        for topic, partitions in self._topic_registry.all().items():
             for partition, broker_ids in partitions.items():
                 if me not in broker_ids:
                     continue

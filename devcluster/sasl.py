@@ -6,7 +6,8 @@ after a v1 handshake only SaslAuthenticate (a v0 handshake is followed by the ra
 frame, answered by a bare frame). A failed authentication gets its error response, then the
 connection closes. The principal is ``User:<name>``; on the PLAINTEXT listener it is
 ``User:ANONYMOUS``. Passwords come from a users file (JSON object name -> password) or the
-control API; they are never logged or returned.
+control API; they are never logged or returned. The SaslHandshake and SaslAuthenticate
+handlers are in ``sasl_api``.
 """
 
 from __future__ import annotations
@@ -16,16 +17,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from .protocol_codec import Request
 from .validation import ControlError, read_json_file
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 PLAIN = "PLAIN"
 MECHANISMS = [PLAIN]
@@ -123,40 +118,6 @@ class SaslUsers:
                 "from username"
             )
         return user
-
-
-def sasl_handshake(broker: Broker, req: Request) -> SaslHandshakeResponse:
-    session = req.session
-    if req.body.mechanism != PLAIN:
-        req.close_after = True  # Kafka answers, then fails the authentication
-        return SaslHandshakeResponse(
-            version=req.api_version, error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=MECHANISMS
-        )
-    session.stage = "handshake" if req.api_version >= 1 else "raw"
-    return SaslHandshakeResponse(version=req.api_version, error_code=0, mechanisms=MECHANISMS)
-
-
-def sasl_authenticate(broker: Broker, req: Request) -> SaslAuthenticateResponse:
-    try:
-        user = broker.cluster.sasl_users.authenticate(bytes(req.body.auth_bytes))
-    except AuthenticationFailed as exc:
-        req.close_after = True
-        return SaslAuthenticateResponse(
-            version=req.api_version,
-            error_code=SASL_AUTHENTICATION_FAILED,
-            error_message=str(exc),
-            auth_bytes=b"",
-            session_lifetime_ms=0,
-        )
-    req.session.user = user
-    req.session.stage = "done"
-    return SaslAuthenticateResponse(
-        version=req.api_version,
-        error_code=0,
-        error_message=None,
-        auth_bytes=b"",
-        session_lifetime_ms=0,
-    )
 
 
 def allowed_before_authentication(session: Session, api_key: int) -> bool:

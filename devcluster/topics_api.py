@@ -11,21 +11,18 @@ configs are accepted and not applied (no retention or segment rolling here).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import CreateTopicsResponse
 
+from .cluster_view import ServingBroker
 from .mutation_quotas import THROTTLING_QUOTA_EXCEEDED, ThrottlingQuotaExceeded
 from .protocol_codec import Request
 from .topics import INVALID_REQUEST, NewTopic, TopicError
 
-if TYPE_CHECKING:
-    from .broker import Broker
-
 _Result = CreateTopicsResponse.CreatableTopicResult
 
 
-def create_topics(broker: Broker, req: Request) -> CreateTopicsResponse:
+def create_topics(broker: ServingBroker, req: Request) -> CreateTopicsResponse:
     cluster = broker.cluster
     body = req.body
     validate_only = bool(getattr(body, "validate_only", False))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, request
@@ -28,7 +29,7 @@ from enforcer.auth import Credentials
 from enforcer.journal import JournalError
 from enforcer.service import Enforcer
 from enforcer.webhook_payload import PayloadError, parse_webhook
-from kvq.web.server import Limits, Response, Route, WebServer
+from kvq.web.server import ConnectionLimits, Request, Response, Route, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
 from kvq.web.web_config import WebConfig
 from kvq.web.wsgi import wsgi_handler
@@ -56,50 +57,59 @@ def _json(status: int, document: Any) -> FlaskResponse:
     return FlaskResponse(body, status, mimetype="application/json")
 
 
-def create_app(enforcer: Enforcer) -> Flask:
-    """The enforcer's Flask application: webhook, status and health documents.
+class _Views:
+    """What each endpoint answers: Flask views (run inside the app) and the server's handler of
+    /metrics. Credentials, methods and body size are enforced by the server before a view runs
+    (see enforcer_routes); a view only ever sees requests it should answer."""
 
-    Credentials, methods and body size are enforced by the server before the app runs (see
-    enforcer_routes); the app only ever sees requests it should answer.
-    """
-    app = Flask("kvq-enforcer")
-    metrics = enforcer.metrics
+    def __init__(self, enforcer: Enforcer) -> None:
+        self.enforcer = enforcer
+        self.metrics = enforcer.metrics
 
-    def error(status: int, outcome: str, message: str) -> FlaskResponse:
-        metrics.webhooks.labels(outcome).inc()
-        return _json(status, {"error": message})
-
-    @app.post("/webhook")
-    def webhook() -> FlaskResponse:
+    def webhook(self) -> FlaskResponse:
         try:
             payload = parse_webhook(request.get_data(cache=False))
-            outcome = enforcer.handle(payload)
+            outcome = self.enforcer.handle(payload)
         except PayloadError as exc:
             log.warning("rejected webhook: %s", exc)
-            return error(400, "bad_request", str(exc))
+            return self._error(400, "bad_request", str(exc))
         except ApplyError as exc:
-            return error(503, "kafka_unavailable", str(exc))
+            return self._error(503, "kafka_unavailable", str(exc))
         except JournalError as exc:
             log.error("%s", exc)
-            return error(500, "error", str(exc))
+            return self._error(500, "error", str(exc))
         except Exception:
             log.exception("webhook failed")
-            return error(500, "error", "internal error; see the enforcer's log")
-        metrics.webhooks.labels(outcome.outcome).inc()
+            return self._error(500, "error", "internal error; see the enforcer's log")
+        self.metrics.webhooks.labels(outcome.outcome).inc()
         return _json(200, outcome.to_json())
 
-    @app.get("/status")
-    def status() -> FlaskResponse:
-        return _json(200, enforcer.status())
+    def webhook_rejected(self, status: int) -> None:
+        """A webhook the server refused from its head (never reached `webhook`), counted."""
+        if status in REJECTED_OUTCOME:
+            self.metrics.webhooks.labels(REJECTED_OUTCOME[status]).inc()
 
-    @app.get("/healthz")
-    def health() -> FlaskResponse:
-        document = enforcer.health()
+    def status(self) -> FlaskResponse:
+        return _json(200, self.enforcer.status())
+
+    def health(self) -> FlaskResponse:
+        document = self.enforcer.health()
         return _json(200 if document["status"] == "ok" else 503, document)
 
-    @app.get("/ready")
-    def ready() -> FlaskResponse:
-        return _json(200, {"status": "ready", "clusters": sorted(enforcer.appliers)})
+    def ready(self) -> FlaskResponse:
+        return _json(200, {"status": "ready", "clusters": sorted(self.enforcer.appliers)})
+
+    def serve_metrics(self, _request: Request) -> Response:
+        return Response(200, self.metrics.render(), self.metrics.content_type, compressible=True)
+
+    def _error(self, status: int, outcome: str, message: str) -> FlaskResponse:
+        self.metrics.webhooks.labels(outcome).inc()
+        return _json(status, {"error": message})
+
+
+def _flask_app() -> Flask:
+    """The app the views are registered in; its errors are JSON like its answers."""
+    app = Flask("kvq-enforcer")
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> FlaskResponse:
@@ -111,6 +121,21 @@ def create_app(enforcer: Enforcer) -> Flask:
     return app
 
 
+def _endpoint_declarer(app: Flask, address: tuple[str, int], scheme: str) -> Callable[..., Route]:
+    """`endpoint(path, view, title, **checks)` declares one endpoint of `app` once: the server's
+    Route (`checks`: Route's methods, credentials, max_body, on_rejected) that checks a request
+    from its head and hands it to the app through WSGI, and the app's rule for the same path and
+    methods that runs `view`."""
+    served = wsgi_handler(app, address, scheme)
+
+    def endpoint(path: str, view: Callable[[], FlaskResponse], title: str, **checks: Any) -> Route:
+        route = Route(path, served, title, **checks)
+        app.add_url_rule(path, view_func=view, methods=route.methods)
+        return route
+
+    return endpoint
+
+
 def enforcer_routes(
     enforcer: Enforcer,
     credentials: Credentials | None,
@@ -119,39 +144,31 @@ def enforcer_routes(
     scheme: str = "http",
     metrics_path: str = "/metrics",
 ) -> list[Route]:
-    """The routes: the Flask app behind the server's checks, and /metrics served directly.
+    """The routes, each declared once: the Flask views behind the server's checks, and /metrics
+    served by the server directly.
 
     `credentials` None means no authentication (--insecure-no-auth)."""
-    metrics = enforcer.metrics
-    app = wsgi_handler(create_app(enforcer), address, scheme)
-
-    def rejected(status: int) -> None:
-        if status in REJECTED_OUTCOME:
-            metrics.webhooks.labels(REJECTED_OUTCOME[status]).inc()
-
+    views = _Views(enforcer)
+    endpoint = _endpoint_declarer(_flask_app(), address, scheme)
     return [
-        Route(
+        endpoint(
             "/webhook",
-            app,
+            views.webhook,
             "Alertmanager webhook v4 (authenticated)",
             methods=("POST",),
             credentials=credentials,
             max_body=max_body,
-            on_rejected=rejected,
+            on_rejected=views.webhook_rejected,
         ),
-        Route(
+        endpoint(
             "/status",
-            app,
+            views.status,
             "per-cluster target and applied factor, changed quotas, drift (authenticated)",
             credentials=credentials,
         ),
-        Route(
-            metrics_path,
-            lambda _r: Response(200, metrics.render(), metrics.content_type, compressible=True),
-            "Prometheus metrics (gzip when asked)",
-        ),
-        Route("/ready", app, "200 when the server takes webhooks"),
-        Route("/healthz", app, "200 ok, 503 degraded or failing (JSON says why)"),
+        Route(metrics_path, views.serve_metrics, "Prometheus metrics (gzip when asked)"),
+        endpoint("/ready", views.ready, "200 when the server takes webhooks"),
+        endpoint("/healthz", views.health, "200 ok, 503 degraded or failing (JSON says why)"),
     ]
 
 
@@ -162,7 +179,7 @@ def enforcer_server(
     web_config: WebConfig | None = None,
     threads: int = 4,
     max_body: int = DEFAULT_MAX_BODY,
-    limits: Limits | None = None,
+    limits: ConnectionLimits | None = None,
     metrics_path: str = "/metrics",
 ) -> WebServer:
     """The enforcer's server (not started); its registry also gets build info and process."""

@@ -20,7 +20,7 @@ from exporter.status import status_document
 from kvq.contract.metric_families import ARCHIVE_WRITE_FAILURES, POLL_DURATION
 from kvq.contract.metric_samples import Family, cluster_families, judged_volumes
 from kvq.model.throttle_factor_source import ThrottleFactorSource
-from kvq.web.server import Limits, WebServer
+from kvq.web.server import ConnectionLimits, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
 from kvq.web.web_config import WebConfig
 
@@ -38,7 +38,7 @@ class Exporter:
         client: ClusterClient | None = None,
         clock: Callable[[], float] = time.time,
         web_config: WebConfig | None = None,
-        limits: Limits | None = None,
+        limits: ConnectionLimits | None = None,
         metrics_path: str = "/metrics",
     ) -> None:
         self.settings = settings

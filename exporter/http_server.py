@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from kvq.web.server import Limits, Response, Route, WebServer
+from kvq.web.server import ConnectionLimits, Response, Route, WebServer
 from kvq.web.web_config import WebConfig
 
 DESCRIPTION = (
@@ -48,6 +48,6 @@ def exporter_server(
     address: tuple[str, int],
     routes: list[Route],
     web_config: WebConfig | None = None,
-    limits: Limits | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> WebServer:
     return WebServer("kvq-exporter", DESCRIPTION, address, routes, web_config, limits)

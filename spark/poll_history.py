@@ -226,44 +226,69 @@ class PollHistory:
         self, grid: EvaluationGrid, deltas: Mapping[int, VolumeDeltas]
     ) -> Iterator[GridState]:
         """The state at every emitted grid time: what the last observation <= t left."""
-        rules = self.rules
         states = self._success_states(deltas)
-        position = sseq = failed_cluster = failed_dirs = 0
-        active_brokers: int | None = None
+        polls = _PollsSoFar(self.lines)
         for index in grid.indexes():
             t = grid.time(index)
-            while position < len(self.lines) and self.lines[position].time <= t:
-                poll = self.lines[position]
-                sseq += poll.ok
-                failed_cluster += poll.stage == STAGE_DESCRIBE_CLUSTER
-                failed_dirs += poll.stage == STAGE_DESCRIBE_LOG_DIRS
-                if poll.brokers is not None:
-                    active_brokers = poll.brokers
-                position += 1
-            state = states[sseq - 1] if sseq else None
-            valid_from = state.time if state else rules.start_time
-            fallback = rules.checking and t > valid_from + rules.validity
-            if fallback:
-                factor = rules.fallback_factor
-            elif rules.checking and state:
-                factor = state.factor
-            else:
-                factor = UNTHROTTLED
-            yield GridState(
-                t,
-                factor,
-                (state.closed_fallbacks if state else 0) + fallback,
-                int(fallback),
-                state.violated_total if state else 0,
-                state.evictions_total if state else 0,
-                active_brokers or 0,
-                state.observed if state else 0,
-                state.cached if state else 0,
-                state.held if state else 0,
-                state.hold_expired if state else 0,
-                state.unusable_error if state else 0,
-                state.unusable_unknown_size if state else 0,
-                failed_cluster,
-                failed_dirs,
-                state.time if state else None,
-            )
+            polls.advance_to(t)
+            yield self._grid_state(t, states[polls.sseq - 1] if polls.sseq else None, polls)
+
+    def _grid_state(self, t: int, state: _SuccessState | None, polls: _PollsSoFar) -> GridState:
+        """The state at `t`, `state` being the last success's at or before it (None: none yet)."""
+        rules = self.rules
+        valid_from = state.time if state else rules.start_time
+        fallback = rules.checking and t > valid_from + rules.validity
+        if fallback:
+            factor = rules.fallback_factor
+        elif rules.checking and state:
+            factor = state.factor
+        else:
+            factor = UNTHROTTLED
+        last = state or _NO_SUCCESS_YET
+        return GridState(
+            t,
+            factor,
+            last.closed_fallbacks + fallback,
+            int(fallback),
+            last.violated_total,
+            last.evictions_total,
+            polls.active_brokers or 0,
+            last.observed,
+            last.cached,
+            last.held,
+            last.hold_expired,
+            last.unusable_error,
+            last.unusable_unknown_size,
+            polls.failed_cluster,
+            polls.failed_dirs,
+            state.time if state else None,
+        )
+
+
+_NO_SUCCESS_YET = _SuccessState(0.0, UNTHROTTLED, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+"""The counts before the first success: all zero."""
+
+
+@dataclass(slots=True)
+class _PollsSoFar:
+    """What the polls at or before a grid time add up to, advanced from one grid time to the
+    next (a single pass over the polls in archive order)."""
+
+    lines: list[PollLine]
+    position: int = 0
+    sseq: int = 0
+    """The successes so far (the last one's number; 0: none yet)."""
+    failed_cluster: int = 0
+    failed_dirs: int = 0
+    active_brokers: int | None = None
+    """As the latest poll that described the cluster counted them."""
+
+    def advance_to(self, t: float) -> None:
+        while self.position < len(self.lines) and self.lines[self.position].time <= t:
+            poll = self.lines[self.position]
+            self.sseq += poll.ok
+            self.failed_cluster += poll.stage == STAGE_DESCRIBE_CLUSTER
+            self.failed_dirs += poll.stage == STAGE_DESCRIBE_LOG_DIRS
+            if poll.brokers is not None:
+                self.active_brokers = poll.brokers
+            self.position += 1

@@ -95,16 +95,7 @@ class VolumeCache:
         """
         log_dirs = list(log_dirs)
         seen_brokers = set(d.broker_id for d in log_dirs) if brokers is None else set(brokers)
-        observed: list[Volume] = []
-        unsized: set[tuple[int, str]] = set()
-        for log_dir in log_dirs:
-            volume = log_dir.to_volume()
-            if volume is None:
-                unsized.add(log_dir.key)
-                self._unsized(log_dir.key)
-            else:
-                observed.append(volume)
-                self._entries[log_dir.key] = CachedVolume(volume, now, self.violates(volume))
+        observed, unsized = self._record(now, log_dirs)
 
         def seen_again(key: tuple[int, str]) -> bool:
             """Its broker answered, and not with this log dir described without sizes."""
@@ -116,22 +107,48 @@ class VolumeCache:
         held: list[CachedVolume] = []
         evicted: list[CachedVolume] = []
         for key in sorted(self._entries.keys() - {v.key for v in observed}):
-            entry = self._entries[key]
-            if seen_again(key) and not entry.broker_seen_since:
-                entry = self._entries[key] = replace(entry, broker_seen_since=True)
-            age = now - entry.seen_at
-            holding = entry.violating and not entry.broker_seen_since
-            if age < self.validity_seconds and not entry.offline:
-                cached.append(entry)
-            elif holding and age < self.hold_seconds:
-                cached.append(entry)
+            entry, kept, holding = self._age_missing(key, now, seen_again(key))
+            (cached if kept else evicted).append(entry)
+            if holding:
                 held.append(entry)
-            else:
-                evicted.append(self._entries.pop(key))
-                if holding and (entry.offline or self.hold_seconds > self.validity_seconds):
-                    self._hold_expired[key] = entry
         hold_expired = tuple(self._hold_expired[k] for k in sorted(self._hold_expired))
         return CacheMerge(tuple(observed), tuple(cached), tuple(evicted), tuple(held), hold_expired)
+
+    def _record(
+        self, now: float, log_dirs: list[LogDirDescription]
+    ) -> tuple[list[Volume], set[tuple[int, str]]]:
+        """Cache the volumes described at `now`; (those volumes, the keys described without
+        sizes)."""
+        observed: list[Volume] = []
+        unsized: set[tuple[int, str]] = set()
+        for log_dir in log_dirs:
+            volume = log_dir.to_volume()
+            if volume is None:
+                unsized.add(log_dir.key)
+                self._unsized(log_dir.key)
+            else:
+                observed.append(volume)
+                self._entries[log_dir.key] = CachedVolume(volume, now, self.violates(volume))
+        return observed, unsized
+
+    def _age_missing(
+        self, key: tuple[int, str], now: float, seen_again: bool
+    ) -> tuple[CachedVolume, bool, bool]:
+        """A cached volume this observation did not describe: (its entry, kept, kept only by its
+        hold). One not kept is evicted, and remembered as hold-expired when its hold ended it."""
+        entry = self._entries[key]
+        if seen_again and not entry.broker_seen_since:
+            entry = self._entries[key] = replace(entry, broker_seen_since=True)
+        age = now - entry.seen_at
+        holding = entry.violating and not entry.broker_seen_since
+        if age < self.validity_seconds and not entry.offline:
+            return entry, True, False
+        if holding and age < self.hold_seconds:
+            return entry, True, True
+        del self._entries[key]
+        if holding and (entry.offline or self.hold_seconds > self.validity_seconds):
+            self._hold_expired[key] = entry
+        return entry, False, False
 
     def _unsized(self, key: tuple[int, str]) -> None:
         """Its log dir is described without sizes: a holding entry goes (or stays) offline, held

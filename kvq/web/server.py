@@ -119,7 +119,10 @@ class Route:
 
 
 @dataclass(frozen=True)
-class Limits:
+class ConnectionLimits:
+    """How many connections the server holds and how long each phase of one may take (HTTP
+    limits; not to be confused with kvq.model's `Limit`, a volume's free-space limit)."""
+
     max_connections: int = 1000
     idle_timeout: float = 60.0
     read_timeout: float = 10.0
@@ -171,12 +174,12 @@ class WebServer:
         address: tuple[str, int],
         routes: Sequence[Route],
         web_config: WebConfig | None = None,
-        limits: Limits | None = None,
+        limits: ConnectionLimits | None = None,
         threads: int = 4,
     ) -> None:
         self.name = name
         self.address = address
-        self.limits = limits or Limits()
+        self.limits = limits or ConnectionLimits()
         self.web_config = web_config
         self.routes = {route.path: route for route in routes}
         if "/" not in self.routes:

@@ -11,11 +11,12 @@ from devkit.alertmanager import captured_webhook, throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
 from enforcer.auth import Credentials
+from enforcer.cli import build_parser
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.service import Enforcer
-from enforcer.webhook_app import enforcer_server
+from enforcer.webhook_app import OTHER_PATHS, enforcer_server
 from kvq.kafka.quota_entity import QuotaEntity
 
 P = "producer_byte_rate"
@@ -295,3 +296,13 @@ def test_requests_refused_from_their_head_are_counted_by_outcome(stack):
         )
         == 0
     )
+
+
+def test_every_served_path_is_refused_as_the_telemetry_path(stack):
+    """--web.telemetry-path is checked before the routes exist (OTHER_PATHS); it must name them."""
+    served = set(stack.server.routes) - {"/", "/metrics"}
+    assert served == set(OTHER_PATHS)
+    for path in served:
+        with pytest.raises(SystemExit) as refused:
+            build_parser().parse_args(["--web.telemetry-path", path])
+        assert refused.value.code == 2

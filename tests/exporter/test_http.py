@@ -16,7 +16,9 @@ from devcluster.cluster import DevCluster
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 from devkit.tls_certificates import make_pki
 from devkit.web_clients import held_connections, write_web_config
+from exporter.cli import build_parser
 from exporter.exporter_app import Exporter
+from exporter.http_server import OTHER_PATHS, exporter_routes
 from exporter.settings import ExporterSettings
 
 P = "client.quota.callback.static."
@@ -155,3 +157,14 @@ def test_a_bad_web_config_file_exits_2_and_says_why(tmp_path, cluster):
         result.stderr
     )
     assert "plain-password" not in result.stderr
+
+
+def test_every_served_path_is_refused_as_the_telemetry_path():
+    """--web.telemetry-path is checked before the routes exist (OTHER_PATHS); it must name them."""
+    routes = exporter_routes(lambda: b"", lambda: b"", lambda: True, dict, "/kvq/metrics")
+    served = {route.path for route in routes} - {"/kvq/metrics"}
+    assert served == set(OTHER_PATHS)
+    for path in served:
+        with pytest.raises(SystemExit) as refused:
+            build_parser().parse_args(["--web.telemetry-path", path])
+        assert refused.value.code == 2

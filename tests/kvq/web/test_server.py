@@ -12,7 +12,7 @@ import requests
 
 from devkit.processes import wait_until
 from devkit.web_clients import held_connections
-from kvq.web.server import Limits, Response, Route, WebServer
+from kvq.web.server import ConnectionLimits, Response, Route, WebServer
 
 BIG = b"".join(b'family_%d{label="value"} %d\n' % (i, i) for i in range(2000))
 
@@ -24,7 +24,7 @@ class Token:
         return header == "Bearer good"
 
 
-def make_server(limits: Limits | None = None, **kwargs) -> WebServer:
+def make_server(limits: ConnectionLimits | None = None, **kwargs) -> WebServer:
     seen: list[bytes] = []
     state = {"body": BIG, "tail": b""}
     routes = [
@@ -80,7 +80,7 @@ def test_500_idle_and_slow_connections_neither_block_a_request_nor_cost_threads(
 
 
 def test_idle_connections_are_closed_and_the_oldest_idle_makes_room_at_the_limit():
-    server = make_server(Limits(max_connections=20, idle_timeout=0.5))
+    server = make_server(ConnectionLimits(max_connections=20, idle_timeout=0.5))
     try:
         with held_connections(server.bound, 20) as idle:
             assert requests.get(server.url + "/metrics", timeout=5).status_code == 200
@@ -93,7 +93,7 @@ def test_idle_connections_are_closed_and_the_oldest_idle_makes_room_at_the_limit
 
 
 def test_a_request_sent_slowly_is_cut_at_the_read_deadline():
-    server = make_server(Limits(read_timeout=0.5))
+    server = make_server(ConnectionLimits(read_timeout=0.5))
     try:
         with socket.create_connection(server.bound, timeout=5) as sock:
             started = time.monotonic()
