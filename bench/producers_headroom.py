@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  crossing -> quotas throttled            {m['applied'] - m['crossed']:>12.2f} s")
     print(f"  crossing -> producers throttled         {m['held'] - m['crossed']:>12.2f} s")
     print(f"  configured worst case                   {budget:>12.2f} s")
-    print(f"  protected (no storage error, >= bound)  {verdict.ok!s:>12}")
+    print(f"  protected (no volume at 0, no error)    {verdict.ok!s:>12}")
+    print(f"  lowest headroom >= bound                {verdict.within_bound!s:>12}")
 
 
 if __name__ == "__main__":

@@ -454,7 +454,16 @@ def test_a_full_journal_disk_is_recovered_from_once_space_returns(
     is freed the next resolve must restore every original."""
     dc = devcluster(brokers=1, log_dirs_per_broker=1)
     before = _seed_users(dc, 2200)
-    e = Enforcer(tmp_path, dc, {"kvq.enforcer.reconcile.interval": "PT0.5S"})
+    # No broker here is meant to stall: the harness's short request timeout (for the fault tests)
+    # would turn a slow answer on a loaded machine into an error that is not the full disk.
+    e = Enforcer(
+        tmp_path,
+        dc,
+        {
+            "kvq.enforcer.reconcile.interval": "PT0.5S",
+            "client.quota.callback.static.kafka.admin.request.timeout.ms": "10000",
+        },
+    )
     disk = tmp_path / "journal-disk"
     mount_tmpfs(disk, "1m")
     e.journal = disk / "journal.sqlite3"
