@@ -115,8 +115,9 @@ def kafka_dist():
 def shared_kafka(tmp_path_factory, kafka_dist):
     """One real 3-node Apache Kafka cluster for the whole run (SASL users admin/alice/bob, 64 MiB
     tmpfs log dirs), for tests that leave it as they found it: quotas they set are removed, topics
-    have unique names. A test that fills a disk or stops a node starts a cluster of its own.
-    Started on first use (~15-30 s), stopped at the end of the run."""
+    have unique names, and a node a test stops is started again before the test ends (start_node
+    returns once every node lists it). A test that fills a disk or changes the brokers' settings
+    starts a cluster of its own. Started on first use (~15-30 s), stopped at the end of the run."""
     from devkit.kafka_cluster import KafkaCluster
 
     with KafkaCluster(
