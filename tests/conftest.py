@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.cluster import DevCluster
+from tests.kafka_support import SHARED_KAFKA_LOG_DIR_BYTES
 
 
 def pytest_configure(config):
@@ -121,6 +122,9 @@ def shared_kafka(tmp_path_factory, kafka_dist):
     from devkit.kafka_cluster import KafkaCluster
 
     with KafkaCluster(
-        tmp_path_factory.mktemp("shared-kafka"), nodes=3, log_dir_bytes=64 << 20, dist=kafka_dist
+        tmp_path_factory.mktemp("shared-kafka"),
+        nodes=3,
+        log_dir_bytes=SHARED_KAFKA_LOG_DIR_BYTES,
+        dist=kafka_dist,
     ) as kafka:
         yield kafka
