@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -202,7 +203,8 @@ class ProduceQuotas:
         observed = rate.measure(now_ms)
         if observed <= budget.bound:
             return 0
-        throttle = round((observed - budget.bound) / budget.bound * rate.window_ms(now_ms))
+        excess_ms = (observed - budget.bound) / budget.bound * rate.window_ms(now_ms)
+        throttle = math.floor(excess_ms + 0.5)  # Java's Math.round: halves up, not to even
         # ClientQuotaManager.recordAndGetThrottleTimeMs narrows the long to an Int (throttleTime(
         # e, timeMs).toInt): past 2^31 ms it wraps, and KafkaApis throttles only when it is > 0.
         return max(0, _int32(throttle))

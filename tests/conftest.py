@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.cluster import DevCluster
+from tests.kafka_support import SHARED_KAFKA_LOG_DIR_BYTES
 
 
 def pytest_configure(config):
@@ -115,11 +116,15 @@ def kafka_dist():
 def shared_kafka(tmp_path_factory, kafka_dist):
     """One real 3-node Apache Kafka cluster for the whole run (SASL users admin/alice/bob, 64 MiB
     tmpfs log dirs), for tests that leave it as they found it: quotas they set are removed, topics
-    have unique names. A test that fills a disk or stops a node starts a cluster of its own.
-    Started on first use (~15-30 s), stopped at the end of the run."""
+    have unique names, and a node a test stops is started again before the test ends (start_node
+    returns once every node lists it). A test that fills a disk or changes the brokers' settings
+    starts a cluster of its own. Started on first use (~15-30 s), stopped at the end of the run."""
     from devkit.kafka_cluster import KafkaCluster
 
     with KafkaCluster(
-        tmp_path_factory.mktemp("shared-kafka"), nodes=3, log_dir_bytes=64 << 20, dist=kafka_dist
+        tmp_path_factory.mktemp("shared-kafka"),
+        nodes=3,
+        log_dir_bytes=SHARED_KAFKA_LOG_DIR_BYTES,
+        dist=kafka_dist,
     ) as kafka:
         yield kafka

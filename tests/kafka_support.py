@@ -10,6 +10,9 @@ from exporter.cluster_client import KafkaClusterClient
 
 STRIMZI_ADMIN = "client.quota.callback.static.kafka.admin."
 
+SHARED_KAFKA_LOG_DIR_BYTES = 64 << 20
+"""The size of each tmpfs log dir of the run's `shared_kafka` (tests/conftest.py)."""
+
 PAGE = 4096
 CHECKPOINT_SLACK = 16 * PAGE
 """Kafka rewrites small checkpoint files now and then: a few pages either way between two reads."""

@@ -60,6 +60,14 @@ def test_a_throttle_time_past_2_31_ms_wraps_as_kafka_narrows_it_to_an_int():
     assert manager.record("u", "c", 3_000_000) == 0
 
 
+def test_a_throttle_time_of_exactly_half_a_millisecond_rounds_up_as_java_s_math_round():
+    """QuotaUtils.throttleTime rounds with Math.round (halves up), not to the even neighbour:
+    50,610 bytes against a new 4,000 B/s budget are (5,061 - 4,000) / 4,000 x 10 s = 2,652.5 ms,
+    which a real Kafka 4.1 broker answers as 2,653 (tests/differential/test_produce_quotas.py)."""
+    manager = quotas_of({(("client-id", None),): 4000})
+    assert manager.record("u", "c", 50_610) == 2653
+
+
 def test_candidates_follow_kip_55_precedence():
     labels = [e.label() for e in candidates("alice", "app")]
     assert labels == [

@@ -2,13 +2,18 @@
 cluster client sees its brokers and the tmpfs sizes of its log dirs, SASL producers write real
 bytes, and nothing of it is left running or mounted afterwards. What DescribeCluster answers with
 three brokers is asked of devcluster too (the `three_brokers` parameter): where they differ, Kafka
-is right."""
+is right.
+
+The run's `shared_kafka` (3 nodes) serves the tests that read it, write a topic of their own, or
+stop a node and start it again before they end; the plugin and the start/stop failure paths start
+a 1-node cluster each."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,66 +34,75 @@ from tests.kafka_support import CHECKPOINT_SLACK, described, mounted_paths, usab
 LOG_DIR_BYTES = 32 << 20
 
 
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory, kafka_dist):
-    with KafkaCluster(
-        tmp_path_factory.mktemp("kafka-1"), nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist
-    ) as kafka:
-        yield kafka
+@contextlib.contextmanager
+def exporter_client(kafka: KafkaCluster) -> Iterator[KafkaClusterClient]:
+    client = KafkaClusterClient(kafka.admin_properties, timeout_seconds=10)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture
-def cluster_client(one_node):
-    client = KafkaClusterClient(one_node.admin_properties, timeout_seconds=10)
-    yield client
-    client.close()
+def cluster_client(shared_kafka) -> Iterator[KafkaClusterClient]:
+    with exporter_client(shared_kafka) as client:
+        yield client
 
 
-def test_every_port_lies_below_the_ephemeral_range(one_node):
+def test_every_port_lies_below_the_ephemeral_range(shared_kafka):
     """An ephemeral port picked at lay-out was sometimes taken by an outgoing connection (of the
     other nodes, say) before the JVM bound it seconds later: "Address already in use"."""
-    node = one_node.node(0)
-    for port in (node.plain_port, node.sasl_port, node.controller_port):
-        assert 1024 <= port < ephemeral_port_floor()
+    for node in shared_kafka.node_list:
+        for port in (node.plain_port, node.sasl_port, node.controller_port):
+            assert 1024 <= port < ephemeral_port_floor()
 
 
-def test_one_node_reports_its_tmpfs_log_dirs_in_describe_log_dirs_v4(one_node, cluster_client):
-    assert one_node.real_file_systems, "as root the log dirs are tmpfs mounts"
-    assert [b.broker_id for b in cluster_client.active_brokers()] == [0]
-    log_dirs = one_node.log_dirs(0)
-    assert {str(p) for p in log_dirs} <= mounted_paths()
-    sizes = described(cluster_client, 0)
-    assert sorted(sizes) == sorted(str(p) for p in log_dirs)  # the metadata dir is not among them
-    for path in log_dirs:
-        total, usable = sizes[str(path)]
-        assert total == LOG_DIR_BYTES
-        assert abs(usable - usable_bytes(path)) <= CHECKPOINT_SLACK
+def test_the_nodes_see_each_other_and_report_their_tmpfs_log_dirs_in_describe_log_dirs_v4(
+    shared_kafka, cluster_client
+):
+    assert shared_kafka.real_file_systems, "as root the log dirs are tmpfs mounts"
+    assert [b.broker_id for b in cluster_client.active_brokers()] == [0, 1, 2]
+    for node_id in shared_kafka.node_ids:
+        log_dirs = shared_kafka.log_dirs(node_id)
+        assert {str(p) for p in log_dirs} <= mounted_paths()
+        sizes = described(cluster_client, node_id)
+        # the metadata dir is not among them
+        assert sorted(sizes) == sorted(str(p) for p in log_dirs)
+        for path in log_dirs:
+            total, usable = sizes[str(path)]
+            assert total == shared_kafka.log_dir_bytes
+            assert abs(usable - usable_bytes(path)) <= CHECKPOINT_SLACK
 
 
-def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(one_node, cluster_client):
-    admin = AdminClient(librdkafka_config(one_node.admin_properties))
-    [created] = admin.create_topics([NewTopic("bytes", 1, 1)]).values()
+def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(shared_kafka, cluster_client):
+    admin = AdminClient(librdkafka_config(shared_kafka.admin_properties))
+    topic = f"bytes-{uuid.uuid4().hex[:8]}"
+    [created] = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0]])]).values()
     created.result(timeout=60)
-    before = described(cluster_client, 0)
-    producer = LoadProducer(one_node.sasl_bootstrap, user="alice", password="alice-secret")
     try:
-        for _ in range(2000):
-            while not producer.send("bytes", os.urandom(1000)):
-                pass
-        assert producer.producer.flush(60) == 0
-    finally:
-        producer.close()
-    assert producer.log.acked_bytes() == 2_000_000 and not producer.log.errors
-    assert not producer.log.throttles, "no quota is set"
-    after = described(cluster_client, 0)
+        before = described(cluster_client, 0)
+        producer = LoadProducer(shared_kafka.sasl_bootstrap, user="alice", password="alice-secret")
+        try:
+            for _ in range(2000):
+                while not producer.send(topic, os.urandom(1000)):
+                    pass
+            assert producer.producer.flush(60) == 0
+        finally:
+            producer.close()
+        assert producer.log.acked_bytes() == 2_000_000 and not producer.log.errors
+        assert not producer.log.throttles, "no quota is set"
+        after = described(cluster_client, 0)
+    finally:  # the cluster is shared: its disks back as they were
+        [deleted] = admin.delete_topics([topic]).values()
+        deleted.result(timeout=60)
     written = sum(before[d][1] - after[d][1] for d in after)
     assert written >= 2_000_000
-    assert all(after[d][0] == LOG_DIR_BYTES for d in after)
+    assert all(after[d][0] == shared_kafka.log_dir_bytes for d in after)
 
 
-def test_a_wrong_password_is_refused(one_node):
+def test_a_wrong_password_is_refused(shared_kafka):
     errors: list[KafkaError] = []
-    properties = {**one_node.client_properties("alice"), "sasl.password": "not-alice-secret"}
+    properties = {**shared_kafka.client_properties("alice"), "sasl.password": "not-alice-secret"}
     admin = AdminClient({**librdkafka_config(properties), "error_cb": errors.append})
     wait_until(
         lambda: (
@@ -123,59 +137,18 @@ def test_the_strimzi_plugin_runs_as_the_quota_callback_when_configured(tmp_path,
     assert "ClassNotFoundException" not in server_log and "NoSuchMethodError" not in server_log
 
 
-@pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory, kafka_dist):
-    with KafkaCluster(
-        tmp_path_factory.mktemp("kafka-3"), nodes=3, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist
-    ) as kafka:
-        yield kafka
-
-
-@contextlib.contextmanager
-def exporter_client(kafka: KafkaCluster) -> Iterator[KafkaClusterClient]:
-    client = KafkaClusterClient(kafka.admin_properties, timeout_seconds=10)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def active_ids(kafka: KafkaCluster) -> list[int]:
-    """The brokers a freshly connected exporter client sees."""
-    with exporter_client(kafka) as client:
-        return [b.broker_id for b in client.active_brokers()]
-
-
-def test_three_nodes_see_each_other_with_their_log_dirs(three_nodes):
-    with exporter_client(three_nodes) as client:
-        assert [b.broker_id for b in client.active_brokers()] == [0, 1, 2]
-        for node_id in three_nodes.node_ids:
-            sizes = described(client, node_id)
-            assert sorted(sizes) == sorted(str(p) for p in three_nodes.log_dirs(node_id))
-            assert {total for total, _ in sizes.values()} == {LOG_DIR_BYTES}
-
-
-def test_a_stopped_node_leaves_the_cluster_and_comes_back(three_nodes):
-    three_nodes.stop_node(2)
-    assert not three_nodes.node(2).running
-    three_nodes.wait_ready()  # nodes 0 and 1 list only each other
-    assert active_ids(three_nodes) == [0, 1]
-    three_nodes.start_node(2)
-    assert active_ids(three_nodes) == [0, 1, 2]
-
-
-def test_the_exporter_still_sees_the_brokers_after_the_broker_it_asks_stops(three_nodes):
+def test_the_exporter_still_sees_the_brokers_after_the_broker_it_asks_stops(shared_kafka):
     """Found on real Kafka: librdkafka's describe_cluster waited for the broker Metadata names as
     the controller, a random live broker on KRaft; once that broker stopped, every call timed out
     (for up to ~90 s) and the throttle factor fell back. The client asks the broker that answered
     last first: stop exactly that one. Every call must still answer within its timeout, and list
     the other two once the cluster has fenced it."""
-    with exporter_client(three_nodes) as client:
+    with exporter_client(shared_kafka) as client:
         assert [b.broker_id for b in client.active_brokers()] == [0, 1, 2]
         asked = client._session.answered_last
-        assert asked in three_nodes.node_ids
-        survivors = sorted(set(three_nodes.node_ids) - {asked})
-        three_nodes.stop_node(asked)
+        assert asked in shared_kafka.node_ids
+        survivors = sorted(set(shared_kafka.node_ids) - {asked})
+        shared_kafka.stop_node(asked)
         try:
             calls: list[tuple[float, list[int] | ClusterError]] = []
 
@@ -194,7 +167,7 @@ def test_the_exporter_still_sees_the_brokers_after_the_broker_it_asks_stops(thre
             assert calls[-1][1] == survivors, calls
             assert max(seconds for seconds, _ in calls) < client.timeout_seconds, calls
         finally:
-            three_nodes.start_node(asked)
+            shared_kafka.start_node(asked)
 
 
 @dataclass(frozen=True)
@@ -205,12 +178,13 @@ class ThreeBrokers:
     stop: Callable[[int], object]
     """Stop a broker and return once the others no longer list it as active."""
     start: Callable[[int], object]
+    """Start it again and return once every broker lists it."""
 
 
 @pytest.fixture(params=["devcluster", "kafka"])
 def three_brokers(request, devcluster) -> ThreeBrokers:
     if request.param == "kafka":
-        kafka = request.getfixturevalue("three_nodes")
+        kafka = request.getfixturevalue("shared_kafka")
 
         def stop_kafka_node(node_id: int) -> None:
             kafka.stop_node(node_id)
@@ -243,7 +217,8 @@ def test_describe_cluster_names_a_random_live_broker_as_controller(three_brokers
 
 def test_describe_cluster_v2_lists_a_stopped_broker_as_fenced_only_on_request(three_brokers):
     """Differential: Kafka keeps a stopped broker registered (fenced); DescribeCluster leaves it
-    out unless v2's IncludeFencedBrokers asks, as kafka-python's describe_cluster() does."""
+    out unless v2's IncludeFencedBrokers asks, as kafka-python's describe_cluster() does. Started
+    again, it is listed unfenced."""
     props = three_brokers.admin_properties
     three_brokers.stop(2)
     try:
@@ -253,12 +228,18 @@ def test_describe_cluster_v2_lists_a_stopped_broker_as_fenced_only_on_request(th
         )
     finally:
         three_brokers.start(2)
+    back = describe_cluster(props, DescribeClusterRequest(version=2, include_fenced_brokers=True))
     assert [(b.broker_id, b.is_fenced) for b in active.brokers] == [(0, False), (1, False)]
     assert active.controller_id in (0, 1)
     assert [(b.broker_id, b.is_fenced) for b in every.brokers] == [
         (0, False),
         (1, False),
         (2, True),
+    ]
+    assert [(b.broker_id, b.is_fenced) for b in back.brokers] == [
+        (0, False),
+        (1, False),
+        (2, False),
     ]
 
 

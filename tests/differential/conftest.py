@@ -13,7 +13,14 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from devkit.kafka_cluster import DEFAULT_USERS
-from tests.differential.backends import Backend, Quotas, quota_snapshot, restore_quotas
+from tests.differential.backends import (
+    Backend,
+    Quotas,
+    create_topic,
+    quota_snapshot,
+    restore_quotas,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +32,21 @@ def backend(request, devcluster) -> Backend:
         return Backend("kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids)
     dc = devcluster(brokers=3, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS))
     return Backend("devcluster", dc.bootstrap, dc.sasl_bootstrap, sorted(dc.broker_ports))
+
+
+@pytest.fixture
+def leader(backend) -> int:
+    """The broker a test's topic lives on: the backend's first."""
+    return backend.node_ids[0]
+
+
+@pytest.fixture
+def topic(request, backend, leader) -> str:
+    """A new topic of one partition on `leader`, named after the test (unique in the run), once
+    its leader knows itself as such."""
+    name = unique(request.node.originalname.removeprefix("test_")[:40])
+    create_topic(backend, name, [[leader]])
+    return name
 
 
 @pytest.fixture

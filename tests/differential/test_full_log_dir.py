@@ -74,24 +74,27 @@ def fill(backend: Backend, topic: str) -> LoadProducer:
     return producer
 
 
-def test_a_full_log_dir_goes_offline_and_the_broker_serves_from_the_other(backend, admin_client):
-    node = backend.node_ids[0]
-    topic = unique("filling")
-    create_topic(backend, topic, [[node]])
+def test_a_full_log_dir_goes_offline_and_the_broker_serves_from_the_other(
+    backend, admin_client, leader, topic
+):
     # Kafka places the new partition a moment after CreateTopics answers: wait until a dir lists it.
-    [full_dir] = eventually(lambda: dirs_holding(admin_client, node, topic), lambda d: len(d) == 1)
+    [full_dir] = eventually(
+        lambda: dirs_holding(admin_client, leader, topic), lambda d: len(d) == 1
+    )
     producer = fill(backend, topic)
     assert set(producer.log.errors) == {KAFKA_STORAGE_ERROR}
     assert producer.log.acked_bytes() > LOG_DIR_BYTES // 2
     # Kafka's LogDirFailureHandler takes the dir offline a moment after the failed write.
     offline = (KAFKA_STORAGE_ERROR, -1, -1, [])
-    after = eventually(lambda: log_dirs(admin_client, node), lambda dirs: dirs[full_dir] == offline)
+    after = eventually(
+        lambda: log_dirs(admin_client, leader), lambda dirs: dirs[full_dir] == offline
+    )
     assert after[full_dir] == offline
     [(other_dir, (code, total, usable, _))] = [(d, v) for d, v in after.items() if d != full_dir]
     assert code == 0 and total == LOG_DIR_BYTES and usable > 0
     # The broker is up: a new topic goes to its live log dir and takes writes.
     fresh = unique("after-full")
-    create_topic(backend, fresh, [[node]])
+    create_topic(backend, fresh, [[leader]])
     survivor = LoadProducer(backend.bootstrap)
     try:
         survivor.send(fresh, b"z" * 100)
@@ -99,4 +102,4 @@ def test_a_full_log_dir_goes_offline_and_the_broker_serves_from_the_other(backen
     finally:
         survivor.close()
     assert survivor.log.acked_bytes() == 100 and not survivor.log.errors
-    assert fresh in log_dirs(admin_client, node)[other_dir][3]
+    assert fresh in log_dirs(admin_client, leader)[other_dir][3]

@@ -10,15 +10,12 @@ import pytest
 from kafka.protocol.admin import DescribeLogDirsRequest
 
 from devkit.devcluster_wire import admin_send, exchange
-from tests.differential.backends import create_topic, produce_request, record_batch, unique
+from tests.differential.backends import produce_request, record_batch
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_partition_s_size_is_the_bytes_of_its_segments(backend, admin_client):
-    leader = backend.node_ids[0]
-    topic = unique("sized")
-    create_topic(backend, topic, [[leader]])
+def test_a_partition_s_size_is_the_bytes_of_its_segments(backend, admin_client, leader, topic):
     batch = record_batch(10, 100)
     requests = [produce_request(topic, 0, batch) for _ in range(3)]
     for answer in exchange(backend.address(leader), requests):

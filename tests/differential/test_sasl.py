@@ -13,7 +13,6 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from devkit.devcluster_wire import exchange
 from devkit.producer_load import LoadProducer
 from tests.differential.backends import (
-    create_topic,
     produce_request,
     record_batch,
     sasl_connection,
@@ -73,12 +72,11 @@ def test_sasl_authenticate_failures_are_answered_then_closed(backend):
     assert auth.error_message == "Invalid SASL/PLAIN response: expected 3 tokens, got 2"
 
 
-def test_the_authenticated_user_is_the_principal_its_quota_applies_to(backend, admin):
+def test_the_authenticated_user_is_the_principal_its_quota_applies_to(
+    backend, admin, leader, topic
+):
     """alice and bob send the same produce request with the same client-id; only alice has a
     quota (on user alice and that client-id), so only she is throttled."""
-    leader = backend.node_ids[0]
-    topic = unique("principal")
-    create_topic(backend, topic, [[leader]])
     client = unique("shared-client")
     set_quota_seen_by(
         admin, leader, (("user", "alice"), ("client-id", client)), {"producer_byte_rate": 10_000}

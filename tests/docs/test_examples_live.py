@@ -29,7 +29,7 @@ from devkit import kubernetes_manifests
 from devkit.alertmanager import THROTTLE_ALERT, Alertmanager, throttle_webhook
 from devkit.archive_generator import DEFAULT_START, ArchivePlan, generate
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
-from devkit.prometheus import PROMETHEUS
+from devkit.prometheus import PROMETHEUS, PROMTOOL
 from enforcer import cli as enforcer_cli
 from kvq.kafka.quota_entity import ORIGINALS_USER
 from kvq.settings.properties import parse_properties
@@ -322,19 +322,31 @@ def backfill(line: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return result
 
 
+def block_names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.is_dir()}
+
+
 @SPARK_TIMEOUT
 def test_the_backfill_how_to(tmp_path) -> None:
-    """spark/README's three steps: the backfill as shown, then `cp -r out/blocks/* ...` into a
-    Prometheus' storage (kept for 10 years, the pitfall), which then answers for the archive."""
+    """spark/README's three steps in a fresh folder (relative --config and --output): the
+    backfill as shown, then `cp -r out/blocks/* ...` into a Prometheus' storage (kept for 10
+    years, the pitfall), which then answers for the archive. The same command again replaces the
+    blocks in the output: only the second run's are there."""
     archive_and_config(tmp_path, DEFAULT_START)
     how_to = block("spark/README.md", "# 1. the series")
     (command,) = commands(how_to, "kvq-backfill")
     backfill(command, tmp_path)
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["blocks", "prod-eu-1.om"]
+    assert (out / "prod-eu-1.om").read_text().endswith("# EOF\n")
+    first = block_names(out / "blocks")
+    assert len(first) == 1
     (copy,) = commands(how_to, "cp")
     storage = tmp_path / "root" / "var/lib/prometheus/metrics2"
     storage.mkdir(parents=True)
     result = run(localize(copy, tmp_path / "root"), tmp_path)
     assert result.returncode == 0, result.stderr
+    assert block_names(storage) == first
     port = free_port()
     (tmp_path / "prometheus.yml").write_text("scrape_configs: []\n")
     argv = [
@@ -354,6 +366,15 @@ def test_the_backfill_how_to(tmp_path) -> None:
         ) as response:
             (sample,) = json.loads(response.read())["data"]["result"]
         assert float(sample["value"][1]) in (0.0, 0.5, 1.0)
+
+    again = backfill(command, tmp_path)
+    second = block_names(out / "blocks")
+    assert len(second) == 1 and not second & first, "the first run's block is still there"
+    listing = run([PROMTOOL, "tsdb", "list", "out/blocks"], tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert [line.split()[0] for line in listing.stdout.splitlines()[1:]] == sorted(second)
+    assert sorted(p.name for p in out.iterdir()) == ["blocks", "prod-eu-1.om"]
+    assert "replaced" in again.stderr and f"cp -r {out / 'blocks'}/*" in again.stdout
 
 
 def what_if_examples() -> list:

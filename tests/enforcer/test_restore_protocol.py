@@ -48,6 +48,20 @@ def _seed_users(dc, users: int) -> dict:
     return quotas(dc)
 
 
+WEBHOOKS_ONLY = {
+    "kvq.enforcer.quota.keys": f"{P},{C}",
+    "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
+}
+
+
+@pytest.fixture
+def seeded(devcluster) -> tuple:
+    """A 3-broker devcluster (whose brokers' views the tests make lag) holding 30 users' quotas:
+    (the cluster, the quotas seeded)."""
+    dc = devcluster(brokers=3, log_dirs_per_broker=1)
+    return dc, _seed_users(dc, 30)
+
+
 @contextlib.contextmanager
 def _started(enforcer: Enforcer) -> Iterator[Enforcer]:
     try:
@@ -134,20 +148,15 @@ def _resolve_until_200(e: Enforcer, dc, before: dict) -> None:
 
 
 def test_an_older_throttle_a_lagging_broker_still_shows_is_ours_never_an_operators_change(
-    devcluster, tmp_path
+    seeded, tmp_path
 ):
     """Throttled at 0.5, then at 0.25 (applied and seen); then the brokers asked next lag behind
     by different amounts and still show the 0.5 values the enforcer itself set. Those are not an
     operator's changes: the repeated alert and the resolve write the planned values again and
     the restore finishes only once Kafka is seen to hold every original. A value nobody but an
     operator set (user-00002) is still kept and counted."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
-    }
-    with _started(Enforcer(tmp_path, dc, settings)) as e:
+    dc, before = seeded
+    with _started(Enforcer(tmp_path, dc, WEBHOOKS_ONLY)) as e:
         assert e.post(firing(0.5))[0] == 200
         half_seen = time.monotonic()
         dc.quotas.alter([Alteration((("user", "user-00002"),), (Op(P, 12_345.0),))])
@@ -196,20 +205,15 @@ def _operator_changes_user_00001(dc) -> None:
 
 
 def test_a_new_throttle_right_after_a_restore_is_never_planned_from_a_view_that_still_shows_it(
-    devcluster, tmp_path
+    seeded, tmp_path
 ):
     """Episode A is restored (its copy of the originals removed), an operator raises user-00001's
     quota, and the alert fires again while every broker's view still shows A: its copy and its
     throttled values. That view is no lost journal (no recovery of A, no "journal lost"), and
     none of its values are originals: the throttle waits for brokers that caught up, is computed
     from the operator's new value and restores exactly that."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
-    }
-    with _started(Enforcer(tmp_path, dc, settings)) as e:
+    dc, before = seeded
+    with _started(Enforcer(tmp_path, dc, WEBHOOKS_ONLY)) as e:
         throttled, _restored, operators = _throttle_then_restore(e, dc, before)
         _operator_changes_user_00001(dc)
         _views_go_back_to(dc, [throttled + behind for behind in SOON_BEHIND_S])
@@ -236,20 +240,15 @@ def test_a_new_throttle_right_after_a_restore_is_never_planned_from_a_view_that_
 
 
 def test_a_throttle_answered_from_views_older_than_it_keeps_its_originals_and_finds_no_drift(
-    devcluster, tmp_path
+    seeded, tmp_path
 ):
     """Episode B throttles from an operator's value set after episode A's restore. Then the
     brokers asked lag again: first their views still show A (its copy, its throttled values),
     later they are from between A's restore and the operator's change (no copy, the old value).
     Neither is a lost journal (B is kept, nothing recovered) nor an operator's change made while
     B throttles (no drift): B restores exactly the operator's value."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT1H",
-    }
-    with _started(Enforcer(tmp_path, dc, settings)) as e:
+    dc, before = seeded
+    with _started(Enforcer(tmp_path, dc, WEBHOOKS_ONLY)) as e:
         throttled, restored, operators = _throttle_then_restore(e, dc, before)
         _wait_past(restored + GAP_S)
         _operator_changes_user_00001(dc)
@@ -283,19 +282,14 @@ def test_a_throttle_answered_from_views_older_than_it_keeps_its_originals_and_fi
 
 
 def test_a_restart_right_after_a_restore_does_not_take_the_old_episode_back_from_lagging_views(
-    devcluster, tmp_path
+    seeded, tmp_path
 ):
     """The enforcer restarts while every broker's view still shows the episode it restored just
     before (copy and throttled values). Reading Kafka's copy at start must not take that episode
     for one whose journal was lost: nothing is held or throttled again, the operator's change
     made after the restore stays."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT0.5S",
-    }
-    e = Enforcer(tmp_path, dc, settings)
+    dc, before = seeded
+    e = Enforcer(tmp_path, dc, {**WEBHOOKS_ONLY, "kvq.enforcer.reconcile.interval": "PT0.5S"})
     with _started(e):
         assert e.post(firing(0.5))[0] == 200
         throttled = time.monotonic()
@@ -319,22 +313,15 @@ def test_a_restart_right_after_a_restore_does_not_take_the_old_episode_back_from
         assert "journal lost" not in e.process.log_text()
 
 
-def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler(
-    devcluster, tmp_path
-):
+def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler(seeded, tmp_path):
     """Right after a throttle the brokers asked next still show the originals (their views are
     from before it, each lagging by a different amount). The enforcer writes the throttle again,
     but does not count (or alert on) the originals as a reconciler's undoing; a real reconciler
     putting an original back afterwards still is counted."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    seeded = time.monotonic()
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT1H",
-    }
-    with _started(Enforcer(tmp_path, dc, settings)) as e:
-        _wait_past(seeded + GAP_S)
+    dc, before = seeded
+    seeded_by = time.monotonic()
+    with _started(Enforcer(tmp_path, dc, WEBHOOKS_ONLY)) as e:
+        _wait_past(seeded_by + GAP_S)
         fired = time.monotonic()
         assert e.post(firing(0.5))[0] == 200
         _views_go_back_to(dc, [fired - GAP_S + behind for behind in BEHIND_S])
@@ -366,18 +353,13 @@ def test_a_lagging_broker_showing_the_originals_while_throttled_is_no_reconciler
 
 @pytest.mark.parametrize("lag_ms", [1200, 1500, 3000])
 def test_a_restore_against_brokers_with_a_lagging_view_is_done_only_once_seen(
-    devcluster, tmp_path, lag_ms
+    seeded, tmp_path, lag_ms
 ):
     """Brokers answer DescribeClientQuotas from metadata that lags the controller's (as Kafka's
     do while its records propagate): right after a throttle they still show the originals. A
     resolve then must write the originals anyway, and answer 200 only once they are seen."""
-    dc = devcluster(brokers=3, log_dirs_per_broker=1)
-    before = _seed_users(dc, 30)
-    settings = {
-        "kvq.enforcer.quota.keys": f"{P},{C}",
-        "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act, as in the report
-    }
-    with _started(Enforcer(tmp_path, dc, settings)) as e:
+    dc, before = seeded
+    with _started(Enforcer(tmp_path, dc, WEBHOOKS_ONLY)) as e:
         for broker in range(3):
             dc.set_faults(broker, quota_metadata_lag_ms=lag_ms)
         _wait_until_brokers_show(dc, "user-00001", before[key(user="user-00001")])

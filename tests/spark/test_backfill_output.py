@@ -1,5 +1,6 @@
-"""kvq-backfill's output as users meet it: the README's relative paths, a second --blocks run,
-SIGINT/SIGTERM at each stage (what Ctrl-C, Kubernetes and `timeout` send), a full output disk.
+"""kvq-backfill's output as users meet it: relative and odd output paths, SIGINT/SIGTERM at each
+stage (what Ctrl-C, Kubernetes and `timeout` send), a full output disk. The README's how-to from a
+fresh folder and a second --blocks run into the same output are in tests/docs/test_examples_live.py.
 
 Real `kvq-backfill` processes on a generated archive. Every process a run starts (Python, the
 JVM, its launcher) inherits a marker in its environment; after the run exits, none may be left."""
@@ -120,38 +121,6 @@ def backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None) -> tuple
     finally:
         run.stop_leftovers()
     return code, out, err
-
-
-def block_names(folder: Path) -> set[str]:
-    return {p.name for p in folder.iterdir() if p.is_dir()}
-
-
-@pytest.mark.timeout(900)  # two runs, on two shared cores
-def test_the_readme_how_to_from_a_fresh_folder_and_a_second_run_replaces_the_blocks(archive, cwd):
-    """README step 1 as shown (relative --config and --output), its step 2 (`cp -r
-    out/blocks/* ...`), then a second run into the same output: only its blocks are there."""
-    flags = ("--archive", str(archive), "--config", "kvq.properties", "--blocks")
-    code, out, err = backfill(cwd, *flags, "--output", "out")
-    assert code == 0, err
-    assert (cwd / "out" / "kafka.om").read_text().endswith("# EOF\n")
-    first = block_names(cwd / "out" / "blocks")
-    assert len(first) == 1
-    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
-    (cwd / "prometheus-data").mkdir()
-    subprocess.run("cp -r out/blocks/* prometheus-data/", shell=True, cwd=cwd, check=True)
-    assert block_names(cwd / "prometheus-data") == first
-
-    code, out, err = backfill(cwd, *flags, "--output", "./out")
-    assert code == 0, err
-    second = block_names(cwd / "out" / "blocks")
-    assert len(second) == 1 and not second & first, "the first run's block is still there"
-    listing = subprocess.run(
-        ["promtool", "tsdb", "list", "out/blocks"], cwd=cwd, capture_output=True, text=True
-    )
-    assert listing.returncode == 0, listing.stderr
-    assert [line.split()[0] for line in listing.stdout.splitlines()[1:]] == sorted(second)
-    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
-    assert "replaced" in err and f"cp -r {cwd / 'out' / 'blocks'}/*" in out
 
 
 @pytest.mark.parametrize("output", ["out", "./out", "../x/out"])

@@ -1,9 +1,10 @@
 """What the exporter reads (DescribeCluster, DescribeLogDirs v4), asked of devcluster and of real
 Apache Kafka alike: the same answers.
 
-Each test runs once per backend (the `backend` parameter); both serve one broker with two log
-dirs, each a tmpfs of LOG_DIR_BYTES, behind a SASL/PLAIN listener, and are read through the
-exporter's own cluster client. Where the two differ, Kafka is right.
+Each test runs once per backend (the `backend` parameter): the run's shared 3-node Kafka cluster,
+or a 3-broker devcluster whose broker 0 has two log dirs, each a tmpfs of the Kafka cluster's
+size, both behind SASL/PLAIN listeners and read through the exporter's own cluster client. Where
+the two differ, Kafka is right.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
-from devkit.kafka_cluster import DEFAULT_USERS, KafkaCluster
+from devkit.kafka_cluster import DEFAULT_USERS
 from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.admin_session import KafkaAdminSession
-from tests.kafka_support import CHECKPOINT_SLACK, described, usable_bytes
-
-LOG_DIR_BYTES = 16 << 20
+from tests.kafka_support import (
+    CHECKPOINT_SLACK,
+    SHARED_KAFKA_LOG_DIR_BYTES,
+    described,
+    usable_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -28,26 +32,24 @@ class Backend:
     name: str
     admin_properties: dict[str, str]
     log_dirs: tuple[Path, ...]
-    """Broker 0's log dirs, each a tmpfs of LOG_DIR_BYTES."""
+    """Broker 0's log dirs, each a tmpfs of `log_dir_bytes`."""
+    log_dir_bytes: int
 
-
-@pytest.fixture(scope="module")
-def kafka_one_node(tmp_path_factory, kafka_dist) -> Iterator[KafkaCluster]:
-    with KafkaCluster(
-        tmp_path_factory.mktemp("kafka"), nodes=1, log_dir_bytes=LOG_DIR_BYTES, dist=kafka_dist
-    ) as kafka:
-        yield kafka
+    @property
+    def listeners(self) -> list[tuple[int, str]]:
+        """(broker id, host:port) of every broker's SASL listener, in id order."""
+        return list(enumerate(self.admin_properties["bootstrap.servers"].split(",")))
 
 
 @pytest.fixture(params=["devcluster", "kafka"])
 def backend(request, devcluster, mount_tmpfs) -> Backend:
     if request.param == "kafka":
-        kafka = request.getfixturevalue("kafka_one_node")
-        return Backend("kafka", kafka.admin_properties, kafka.log_dirs(0))
-    dc = devcluster(brokers=1, log_dirs_per_broker=2, sasl_users=DEFAULT_USERS)
+        kafka = request.getfixturevalue("shared_kafka")
+        return Backend("kafka", kafka.admin_properties, kafka.log_dirs(0), kafka.log_dir_bytes)
+    dc = devcluster(brokers=3, log_dirs_per_broker=2, sasl_users=DEFAULT_USERS)
     log_dirs = (dc.log_dir_path(0, 0), dc.log_dir_path(0, 1))
     for path in log_dirs:
-        mount_tmpfs(path, size=str(LOG_DIR_BYTES))
+        mount_tmpfs(path, size=str(SHARED_KAFKA_LOG_DIR_BYTES))
     admin = {
         "bootstrap.servers": dc.sasl_bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
@@ -55,7 +57,7 @@ def backend(request, devcluster, mount_tmpfs) -> Backend:
         "sasl.username": "admin",
         "sasl.password": DEFAULT_USERS["admin"],
     }
-    return Backend("devcluster", admin, log_dirs)
+    return Backend("devcluster", admin, log_dirs, SHARED_KAFKA_LOG_DIR_BYTES)
 
 
 @pytest.fixture
@@ -65,10 +67,9 @@ def client(backend) -> Iterator[KafkaClusterClient]:
     client.close()
 
 
-def test_describe_cluster_lists_the_broker_at_the_listener_asked(backend, client):
-    [broker] = client.active_brokers()
-    assert broker.broker_id == 0
-    assert f"{broker.host}:{broker.port}" == backend.admin_properties["bootstrap.servers"]
+def test_describe_cluster_lists_each_broker_at_the_listener_asked(backend, client):
+    brokers = client.active_brokers()
+    assert [(b.broker_id, f"{b.host}:{b.port}") for b in brokers] == backend.listeners
 
 
 @pytest.fixture
@@ -83,14 +84,15 @@ def test_describe_cluster_at_each_version(backend, session, version):
     response = session.send(DescribeClusterRequest(version=version), node_id=0)
     assert (response.error_code, response.error_message) == (0, None)
     assert [(b.broker_id, f"{b.host}:{b.port}", b.rack) for b in response.brokers] == [
-        (0, backend.admin_properties["bootstrap.servers"], None)
+        (broker_id, listener, None) for broker_id, listener in backend.listeners
     ]
-    assert response.controller_id == 0 and response.cluster_id
+    # KRaft: no controller to name, a random live broker instead
+    assert response.controller_id in (0, 1, 2) and response.cluster_id
     assert response.authorized_operations is None  # not asked: Kafka's INT32 minimum
     if version >= 1:
         assert response.endpoint_type == 1
     if version >= 2:
-        assert not response.brokers[0].is_fenced
+        assert not any(b.is_fenced for b in response.brokers)
     asked = DescribeClusterRequest(version=version, include_cluster_authorized_operations=True)
     # the super user holds every cluster operation: CREATE ALTER DESCRIBE CLUSTER_ACTION
     # DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE
@@ -126,7 +128,7 @@ def test_describe_log_dirs_v4_reports_each_file_system_s_total_and_usable_bytes(
     assert sorted(sizes) == sorted(str(path) for path in backend.log_dirs)
     for path in backend.log_dirs:
         total, usable = sizes[str(path)]
-        assert total == LOG_DIR_BYTES
+        assert total == backend.log_dir_bytes
         assert abs(usable - usable_bytes(path)) <= CHECKPOINT_SLACK
     negotiated = client._session.api_versions(0)
     assert negotiated is not None and negotiated[DescribeLogDirsRequest.API_KEY] >= 4
