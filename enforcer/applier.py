@@ -308,7 +308,7 @@ class Applier:
                 self.cluster,
                 discovered,
                 factor,
-                episode_id=episode_id or kafka_originals.new_episode_id(),
+                episode_id=episode_id,
             )
             episode = self._reload()
         copy_changes = self._copy_changes(episode, copy, factor)
