@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from enforcer import kafka_originals
-from enforcer.journal import Episode, Journal, JournalError, PairRecord
+from enforcer.cluster_journal import ClusterJournals
+from enforcer.journal import Episode, JournalError, PairRecord
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
@@ -72,7 +73,7 @@ class Applier:
         cluster: str,
         policy: QuotaPolicy,
         client: QuotaClient,
-        journal: Journal,
+        journal: ClusterJournals,
         metrics: EnforcerMetrics,
         dry_run: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
@@ -87,8 +88,8 @@ class Applier:
         self.cluster = cluster
         self.policy = policy
         self.client = client
-        self.journal = journal
-        self.episodes = journal.episodes
+        self.journal = journal.for_cluster(cluster)
+        """This cluster's episode and requests in doubt (the seam of a second replica)."""
         self.metrics = metrics
         self.dry_run = dry_run
         self._monotonic = monotonic
@@ -101,9 +102,7 @@ class Applier:
         """Why the originals cannot be known (the enforcer must not report success)."""
         self._copy_checked = False
         """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
-        self.unanswered = UnansweredAlters(
-            settle_s, monotonic, journal.unanswered, cluster, journal.unix_now
-        )
+        self.unanswered = UnansweredAlters(settle_s, monotonic, self.journal)
         self._episode: Episode | None = None
         self._episode_loaded = False
 
@@ -115,7 +114,7 @@ class Applier:
             return self._episode
 
     def _reload(self) -> Episode | None:
-        self._episode = self.episodes.episode(self.cluster)
+        self._episode = self.journal.episode()
         self._episode_loaded = True
         return self._episode
 
@@ -205,7 +204,7 @@ class Applier:
             snapshot, copy = kafka_originals.split(self.client.describe())
             others = set(copy.marked) - {active_id}
             if others and finished is None and not self.dry_run:
-                finished = self.episodes.finished_ids(self.cluster)
+                finished = self.journal.finished_ids()
             shown = sorted(others & (finished or frozenset()))
             if not shown:
                 return described_at, snapshot, copy
@@ -304,8 +303,7 @@ class Applier:
 
         if not active or discovered:
             episode_id = episode.episode_id if active and episode.episode_id else None
-            self.episodes.begin(
-                self.cluster,
+            self.journal.begin(
                 discovered,
                 factor,
                 episode_id=episode_id,
@@ -317,15 +315,13 @@ class Applier:
             reverted = []  # back at the original is what a restore wants
         self._report_undone(drift, reverted)
         if drift:
-            self.episodes.mark_drift(self.cluster, drift)
+            self.journal.mark_drift(drift)
         after = snapshot
         sendable, rejected = todo, []
         if not todo:
             self._alter(copy_changes)
         else:
-            self.episodes.set_pending(
-                self.cluster, {(c.entity, c.key): c.value for c in todo}, factor
-            )
+            self.journal.set_pending({(c.entity, c.key): c.value for c in todo}, factor)
             sendable, rejected = self._validated(todo)
             try:  # the copy first, in the same request(s) as the changes that depend on it
                 self._alter(copy_changes + sendable)
@@ -339,7 +335,7 @@ class Applier:
         complete = not rejected and settled
         confirmed = _matching(desired, after)
         if todo or not _already_confirmed(episode, confirmed, factor if complete else None):
-            self.episodes.confirm(self.cluster, confirmed, factor if complete else None)
+            self.journal.confirm(confirmed, factor if complete else None)
         for change in sendable:
             log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
         if rejected:
@@ -349,7 +345,7 @@ class Applier:
             )
         if factor >= 1.0 and settled:
             self._alter(kafka_originals.removals(set(copy.leftovers(keep=None)) | set(written)))
-            self.episodes.finish(self.cluster)
+            self.journal.finish()
         if not settled:
             log.warning(
                 "cluster %s: factor %s applied and verified; an unanswered AlterClientQuotas may "
@@ -454,9 +450,9 @@ class Applier:
                 kafka_id,
                 len(held),
             )
-            self.episodes.discard(self.cluster)
+            self.journal.discard()
         current = {pair: current_value(snapshot, pair) for pair in missing}
-        self.episodes.begin(self.cluster, missing, factor, episode_id=kafka_id, applied=current)
+        self.journal.begin(missing, factor, episode_id=kafka_id, applied=current)
         self.metrics.originals_recovered.labels(self.cluster).inc(len(missing))
         return self._reload()
 
@@ -519,7 +515,7 @@ class Applier:
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
         if missing:
-            self.episodes.confirm(self.cluster, _matching(desired, after), None)
+            self.journal.confirm(_matching(desired, after), None)
             raise ApplyError(
                 f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
                 f"at factor {factor}: " + "; ".join(c.describe() for c in missing[:5])

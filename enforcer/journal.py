@@ -216,6 +216,11 @@ class Journal:
         self.episodes = ThrottleEpisodes(self)
         self.unanswered = UnansweredRequests(self)
 
+    def for_cluster(self, cluster: str) -> LocalClusterJournal:
+        """One cluster's part of this journal, behind a lock of this process (the
+        `cluster_journal.ClusterJournal` an `Applier` acts through)."""
+        return LocalClusterJournal(self, cluster)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -473,16 +478,16 @@ class ThrottleEpisodes:
         )
 
     def confirm(
-        self, cluster: str, confirmed: Mapping[Pair, float | None], factor: float | None
+        self, cluster: str, landed: Mapping[Pair, float | None], factor: float | None
     ) -> None:
-        """Values verified in Kafka; `factor` (unless None) is now fully applied."""
+        """Values verified in Kafka (`landed`); `factor` (unless None) is now fully applied."""
         now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
             db.executemany(
                 "UPDATE pair SET applied=?, applied_known=1, pending=NULL, pending_known=0 "
                 "WHERE cluster=? AND entity=? AND key=?",
-                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in confirmed.items()],
+                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in landed.items()],
             )
             if factor is not None:
                 db.execute(
@@ -580,6 +585,64 @@ class UnansweredRequests:
         self._journal.write(
             lambda db: db.execute("DELETE FROM unanswered_alter WHERE cluster=?", (cluster,))
         )
+
+
+class LocalClusterJournal:
+    """`cluster_journal.ClusterJournal` of one process: a thread lock in front of one cluster's
+    rows of the SQLite journal."""
+
+    def __init__(self, journal: Journal, cluster: str) -> None:
+        self._journal = journal
+        self._cluster = cluster
+        self._lock = threading.Lock()
+
+    def exclusive(self) -> threading.Lock:
+        return self._lock
+
+    def unix_now(self) -> float:
+        return self._journal.unix_now()
+
+    def episode(self) -> Episode | None:
+        return self._journal.episodes.episode(self._cluster)
+
+    def finished_ids(self) -> frozenset[str]:
+        return self._journal.episodes.finished_ids(self._cluster)
+
+    def begin(
+        self,
+        originals: Mapping[Pair, float | None],
+        target: float,
+        episode_id: str | None = None,
+        applied: Mapping[Pair, float | None] | None = None,
+    ) -> Episode:
+        return self._journal.episodes.begin(self._cluster, originals, target, episode_id, applied)
+
+    def discard(self) -> None:
+        self._journal.episodes.discard(self._cluster)
+
+    def set_pending(self, pending: Mapping[Pair, float | None], target: float) -> None:
+        self._journal.episodes.set_pending(self._cluster, pending, target)
+
+    def mark_drift(self, drift: Mapping[Pair, float | None]) -> None:
+        self._journal.episodes.mark_drift(self._cluster, drift)
+
+    def confirm(self, landed: Mapping[Pair, float | None], factor: float | None) -> None:
+        self._journal.episodes.confirm(self._cluster, landed, factor)
+
+    def finish(self) -> None:
+        self._journal.episodes.finish(self._cluster)
+
+    def sending(self, values: Iterable[tuple[Pair, float | None]]) -> int:
+        return self._journal.unanswered.sending(self._cluster, values)
+
+    def answered(self, request: int) -> None:
+        self._journal.unanswered.answered(self._cluster, request)
+
+    def in_doubt(self) -> list[tuple[float, Pair | None, float | None]]:
+        return self._journal.unanswered.in_doubt(self._cluster)
+
+    def forget_unanswered(self) -> None:
+        self._journal.unanswered.forget(self._cluster)
 
 
 def _dump(value: float | None) -> float | str | None:
