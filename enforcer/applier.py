@@ -12,9 +12,9 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from enforcer import kafka_originals
 from enforcer.cluster_journal import ClusterJournals
@@ -34,6 +34,7 @@ from enforcer.quota_plan import (
     tracked_originals,
 )
 from enforcer.unanswered_alters import SETTLE_S, UnansweredAlters
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 log = logging.getLogger("kvq.enforcer")
 T = TypeVar("T")
@@ -63,6 +64,39 @@ class ApplyResult:
     settling: bool = False
     """Applied and verified, but a request that got no answer may still land: verified again
     later before the factor counts as applied (and a restore as finished)."""
+
+
+class View(NamedTuple):
+    """One DescribeClientQuotas answer an apply acts on."""
+
+    described_at: float
+    """Monotonic time it was asked for."""
+    snapshot: Snapshot
+    """The quotas (Kafka's copy of the originals left out)."""
+    copy: KafkaOriginals
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one apply is to do, decided from one view before anything is written."""
+
+    factor: float
+    view: View
+    discovered: dict[Pair, float | None]
+    """Originals of pairs to throttle that the journal does not hold yet."""
+    drift: dict[Pair, float | None]
+    """Values an operator changed while throttled, found now (kept from now on)."""
+    reverted: list[Pair]
+    """Throttled values a reconciler reset to their original (throttled again)."""
+    drifted: int
+    """Pairs of the episode kept at an operator's value (found now or before)."""
+    desired: dict[Pair, float | None]
+    todo: list[Change]
+    """What Kafka does not hold yet of `desired`."""
+
+    @property
+    def restoring(self) -> bool:
+        return self.factor >= UNTHROTTLED
 
 
 class Applier:
@@ -185,9 +219,8 @@ class Applier:
         self._copy_checked = True
         return factor
 
-    def _caught_up_view(self) -> tuple[float, Snapshot, KafkaOriginals]:
-        """(monotonic time asked, the quotas, Kafka's copy of the originals) of a
-        DescribeClientQuotas answer that shows no episode the journal knows as finished.
+    def _caught_up_view(self) -> View:
+        """A DescribeClientQuotas answer that shows no episode the journal knows as finished.
 
         A broker's metadata may lag behind the controller's: its view can still show the copy of
         an episode already restored (whose marker was removed before the journal finished it),
@@ -207,7 +240,7 @@ class Applier:
                 finished = self.journal.finished_ids()
             shown = sorted(others & (finished or frozenset()))
             if not shown:
-                return described_at, snapshot, copy
+                return View(described_at, snapshot, copy)
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
         self._alter(kafka_originals.removals(e for i in shown for e in copy.entities[i]))
@@ -272,7 +305,8 @@ class Applier:
         active = episode is not None and episode.active
         if not active and factor >= 1.0 and self._copy_checked and self.unanswered.deadline is None:
             return ApplyResult(self.cluster, factor, idle=True)
-        described_at, snapshot, copy = self._caught_up_view()
+        view = self._caught_up_view()
+        described_at, snapshot, copy = view
         if not self.dry_run:
             episode = self._recover(episode, snapshot, copy, factor)
         self._copy_checked = True
@@ -282,24 +316,12 @@ class Applier:
                 self._remove_copy(copy, keep=None)
             return ApplyResult(self.cluster, factor, idle=self.unanswered.final(described_at))
         records = episode.pairs if active else {}
-        originals = {pair: record.original for pair, record in records.items()}
-        discovered = {}
-        if factor < 1.0:
-            discovered = {
-                pair: value
-                for pair, value in tracked_originals(self.policy, snapshot, originals).items()
-                if pair not in originals
-            }
-        drift, reverted = self._changed_by_others(episode, records, snapshot, copy)
-        frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
-        desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
-        todo = changes(desired, _trusted_view(snapshot, desired, records))
+        held = copy.episodes.get(episode.episode_id, {}) if active else {}
+        planned = self._plan(records, held, view, factor)
         if self.dry_run:
-            self.client.alter(todo, validate_only=True)
-            for change in todo:
-                log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
-            self._check_quota_callback()
-            return ApplyResult(self.cluster, factor, tuple(todo), drift, dry_run=True)
+            return self._dry_run(planned)
+        discovered, drift, reverted = planned.discovered, planned.drift, planned.reverted
+        desired, todo = planned.desired, planned.todo
 
         if not active or discovered:
             episode_id = episode.episode_id if active and episode.episode_id else None
@@ -311,8 +333,6 @@ class Applier:
             episode = self._reload()
         copy_changes = self._copy_changes(episode, copy, factor)
         written = [c.entity for c in copy_changes if c.value is not None]
-        if factor >= 1.0:
-            reverted = []  # back at the original is what a restore wants
         self._report_undone(drift, reverted)
         if drift:
             self.journal.mark_drift(drift)
@@ -355,23 +375,58 @@ class Applier:
                 self.settle_due_in() or 0.0,
             )
         self._check_quota_callback()
-        drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         return ApplyResult(
             self.cluster,
             factor,
             tuple(todo),
             drift,
             reverted=len(reverted),
-            drifted=drifted,
+            drifted=planned.drifted,
             settling=not settled,
+        )
+
+    def _plan(
+        self,
+        records: Mapping[Pair, PairRecord],
+        held: Mapping[Pair, float | None],
+        view: View,
+        factor: float,
+    ) -> Plan:
+        """Plan: what the apply is to do, from the journaled pairs of the active episode
+        (`records`, none without one), the records of them Kafka's copy holds (`held`) and one
+        view of the quotas. Writes nothing: a crash here leaves no trace."""
+        originals = {pair: record.original for pair, record in records.items()}
+        discovered = {}
+        if factor < UNTHROTTLED:
+            discovered = {
+                pair: value
+                for pair, value in tracked_originals(self.policy, view.snapshot, originals).items()
+                if pair not in originals
+            }
+        drift, reverted = self._changed_by_others(records, held, view.snapshot)
+        if factor >= UNTHROTTLED:
+            reverted = []  # back at the original is what a restore wants
+        frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
+        desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
+        todo = changes(desired, _trusted_view(view.snapshot, desired, records))
+        drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
+        return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo)
+
+    def _dry_run(self, planned: Plan) -> ApplyResult:
+        """Instead of acting: Kafka validates the plan (validate_only) and it is logged."""
+        self.client.alter(planned.todo, validate_only=True)
+        for change in planned.todo:
+            log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
+        self._check_quota_callback()
+        return ApplyResult(
+            self.cluster, planned.factor, tuple(planned.todo), planned.drift, dry_run=True
         )
 
     def _changed_by_others(
         self,
-        episode: Episode | None,
-        records: dict[Pair, PairRecord],
+        records: Mapping[Pair, PairRecord],
+        held: Mapping[Pair, float | None],
         snapshot: Snapshot,
-        copy: KafkaOriginals,
     ) -> tuple[dict[Pair, float | None], list[Pair]]:
         """Tracked values someone else changed: (an operator's new values, pairs a reconciler
         reset to their original).
@@ -379,14 +434,14 @@ class Applier:
         Brokers answer from metadata that may lag the controller's by different amounts, so a
         view may show any value this episode wrote before (the 0.5 throttle after 0.25 was
         applied): that is ours, not settled yet, and simply written again by the plan. A change
-        counts only in a view that holds this pair's record in Kafka's copy of the originals,
-        which went out with (or before) the pair's first throttled value: a view without it is
-        from before the throttle (a lagging broker) and shows what the throttle replaced (the
-        original, a value an operator set before it, an earlier episode's throttle), neither a
-        reconciler's reset nor an operator's change made while throttled."""
+        counts only in a view that holds this pair's record in Kafka's copy of the originals
+        (`held`), which went out with (or before) the pair's first throttled value: a view
+        without it is from before the throttle (a lagging broker) and shows what the throttle
+        replaced (the original, a value an operator set before it, an earlier episode's
+        throttle), neither a reconciler's reset nor an operator's change made while
+        throttled."""
         drift: dict[Pair, float | None] = {}
         reverted: list[Pair] = []
-        held = copy.episodes.get(episode.episode_id or "", {}) if episode is not None else {}
         for pair, record in records.items():
             value = current_value(snapshot, pair)
             if (
@@ -528,7 +583,7 @@ _UNSEEN = -1.0
 
 
 def _trusted_view(
-    snapshot: Snapshot, desired: dict[Pair, float | None], records: dict[Pair, PairRecord]
+    snapshot: Snapshot, desired: dict[Pair, float | None], records: Mapping[Pair, PairRecord]
 ) -> Snapshot:
     """The snapshot, except where it shows a desired value the journal does not know to be in
     Kafka (pending, or last confirmed at another value): a broker answers DescribeClientQuotas
