@@ -301,47 +301,37 @@ class Applier:
         self.unanswered.answered(request)
 
     def _apply(self, factor: float) -> ApplyResult:
-        episode = self.episode()
-        active = episode is not None and episode.active
-        if not active and factor >= 1.0 and self._copy_checked and self.unanswered.deadline is None:
+        active = _active(self.episode())
+        if active is None and factor >= UNTHROTTLED and self._nothing_to_read():
             return ApplyResult(self.cluster, factor, idle=True)
         view = self._caught_up_view()
         described_at, snapshot, copy = view
         if not self.dry_run:
-            episode = self._recover(episode, snapshot, copy, factor)
+            active = _active(self._recover(active, snapshot, copy, factor))
         self._copy_checked = True
-        active = episode is not None and episode.active
-        if not active and factor >= 1.0:
+        if active is None and factor >= UNTHROTTLED:
             if not self.dry_run:
                 self._remove_copy(copy, keep=None)
             return ApplyResult(self.cluster, factor, idle=self.unanswered.final(described_at))
-        records = episode.pairs if active else {}
-        held = copy.episodes.get(episode.episode_id, {}) if active else {}
+        records = active.pairs if active else {}
+        held = copy.episodes.get(active.episode_id, {}) if active else {}
         planned = self._plan(records, held, view, factor)
         if self.dry_run:
             return self._dry_run(planned)
-        discovered, drift, reverted = planned.discovered, planned.drift, planned.reverted
-        desired, todo = planned.desired, planned.todo
-
-        if not active or discovered:
-            episode_id = episode.episode_id if active and episode.episode_id else None
-            self.journal.begin(
-                discovered,
-                factor,
-                episode_id=episode_id,
-            )
-            episode = self._reload()
-        copy_changes = self._copy_changes(episode, copy, factor)
+        episode = self._open(active, planned)
+        copy_changes = self._intend(episode, planned)
         written = [c.entity for c in copy_changes if c.value is not None]
-        self._report_undone(drift, reverted)
-        if drift:
-            self.journal.mark_drift(drift)
+        drift, reverted, desired, todo = (
+            planned.drift,
+            planned.reverted,
+            planned.desired,
+            planned.todo,
+        )
         after = snapshot
         sendable, rejected = todo, []
         if not todo:
             self._alter(copy_changes)
         else:
-            self.journal.set_pending({(c.entity, c.key): c.value for c in todo}, factor)
             sendable, rejected = self._validated(todo)
             try:  # the copy first, in the same request(s) as the changes that depend on it
                 self._alter(copy_changes + sendable)
@@ -385,6 +375,11 @@ class Applier:
             settling=not settled,
         )
 
+    def _nothing_to_read(self) -> bool:
+        """Kafka's copy was read since start and no request in doubt may still land: with no
+        active episode, unthrottled needs no look at Kafka."""
+        return self._copy_checked and self.unanswered.deadline is None
+
     def _plan(
         self,
         records: Mapping[Pair, PairRecord],
@@ -421,6 +416,30 @@ class Applier:
         return ApplyResult(
             self.cluster, planned.factor, tuple(planned.todo), planned.drift, dry_run=True
         )
+
+    def _open(self, active: Episode | None, planned: Plan) -> Episode:
+        """Intend, first: journal the originals the plan found that the journal lacks (a new
+        episode when none is active) before anything that depends on them is sent. Returns the
+        episode the rest of the apply acts on."""
+        if active is not None and not planned.discovered:
+            return active
+        episode_id = active.episode_id if active is not None else None
+        episode = self.journal.begin(planned.discovered, planned.factor, episode_id)
+        self._episode = episode
+        return episode
+
+    def _intend(self, episode: Episode, planned: Plan) -> list[Change]:
+        """Intend, then: journal the operators' changes found (kept from now on) and the values
+        about to be set (pending: a crash after sending them knows them as ours). Returns what
+        Kafka's copy of the originals lacks, to be sent first."""
+        copy_changes = self._copy_changes(episode, planned.view.copy, planned.factor)
+        self._report_undone(planned.drift, planned.reverted)
+        if planned.drift:
+            self.journal.mark_drift(planned.drift)
+        if planned.todo:
+            pending = {(c.entity, c.key): c.value for c in planned.todo}
+            self.journal.set_pending(pending, planned.factor)
+        return copy_changes
 
     def _changed_by_others(
         self,
@@ -580,6 +599,10 @@ class Applier:
 
 _UNSEEN = -1.0
 """Stands for a value not trusted as seen: Kafka holds no quota <= 0 and no plan sets one."""
+
+
+def _active(episode: Episode | None) -> Episode | None:
+    return episode if episode is not None and episode.active else None
 
 
 def _trusted_view(
