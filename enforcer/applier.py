@@ -99,6 +99,14 @@ class Plan:
         return self.factor >= UNTHROTTLED
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the send phase sent of a plan's changes, and why Kafka rejected the rest."""
+
+    changes: list[Change]
+    rejected: list[str]
+
+
 class Applier:
     """Brings one cluster's quotas to a factor; `apply` calls are serialised."""
 
@@ -318,59 +326,42 @@ class Applier:
         planned = self._plan(records, held, view, factor)
         if self.dry_run:
             return self._dry_run(planned)
-        episode = self._open(active, planned)
+        return self._act(self._open(active, planned), planned)
+
+    def _act(self, episode: Episode, planned: Plan) -> ApplyResult:
+        """The phases that act, each journaling before it acts: a crash between any two of them
+        leaves a journal the next apply finishes from (Kafka holds the values before or after)."""
         copy_changes = self._intend(episode, planned)
-        written = [c.entity for c in copy_changes if c.value is not None]
-        drift, reverted, desired, todo = (
-            planned.drift,
-            planned.reverted,
-            planned.desired,
-            planned.todo,
-        )
-        after = snapshot
-        sendable, rejected = todo, []
-        if not todo:
-            self._alter(copy_changes)
-        else:
-            sendable, rejected = self._validated(todo)
-            try:  # the copy first, in the same request(s) as the changes that depend on it
-                self._alter(copy_changes + sendable)
-            except QuotaClientError:
-                with contextlib.suppress(ApplyError, QuotaClientError):
-                    self._verify(desired, sendable, factor)  # journals what did land
-                raise
-            described_at = self._monotonic()
-            after = self._verify(desired, sendable, factor)
+        sent = self._send(planned, copy_changes)
+        described_at, after = self._verify(planned, sent)
         settled = self.unanswered.final(described_at)
-        complete = not rejected and settled
-        confirmed = _matching(desired, after)
-        if todo or not _already_confirmed(episode, confirmed, factor if complete else None):
-            self.journal.confirm(confirmed, factor if complete else None)
-        for change in sendable:
-            log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
-        if rejected:
-            raise ApplyError(
-                f"Kafka rejected part of the plan at factor {factor} (the rest is applied): "
-                + "; ".join(rejected)
+        self._confirm(episode, planned, after, complete=settled and not sent.rejected)
+        for change in sent.changes:
+            log.info(
+                "cluster %s: factor %s: set %s", self.cluster, planned.factor, change.describe()
             )
-        if factor >= 1.0 and settled:
-            self._alter(kafka_originals.removals(set(copy.leftovers(keep=None)) | set(written)))
-            self.journal.finish()
+        if sent.rejected:
+            raise ApplyError(
+                f"Kafka rejected part of the plan at factor {planned.factor} (the rest is "
+                "applied): " + "; ".join(sent.rejected)
+            )
+        if planned.restoring and settled:
+            self._finish(planned, copy_changes)
         if not settled:
             log.warning(
                 "cluster %s: factor %s applied and verified; an unanswered AlterClientQuotas may "
                 "still land, verifying again in %.0f s",
                 self.cluster,
-                factor,
+                planned.factor,
                 self.settle_due_in() or 0.0,
             )
         self._check_quota_callback()
         return ApplyResult(
             self.cluster,
-            factor,
-            tuple(todo),
-            drift,
-            reverted=len(reverted),
+            planned.factor,
+            tuple(planned.todo),
+            planned.drift,
+            reverted=len(planned.reverted),
             drifted=planned.drifted,
             settling=not settled,
         )
@@ -440,6 +431,46 @@ class Applier:
             pending = {(c.entity, c.key): c.value for c in planned.todo}
             self.journal.set_pending(pending, planned.factor)
         return copy_changes
+
+    def _send(self, planned: Plan, copy_changes: list[Change]) -> Sent:
+        """Send: what Kafka's copy lacks first, in the same request(s) as the plan's changes that
+        depend on it. Each request is journaled as in doubt until answered (`_alter`)."""
+        if not planned.todo:
+            self._alter(copy_changes)
+            return Sent([], [])
+        sendable, rejected = self._validated(planned.todo)
+        try:
+            self._alter(copy_changes + sendable)
+        except QuotaClientError:
+            with contextlib.suppress(ApplyError, QuotaClientError):
+                self._described_until_landed(planned, sendable)  # journals what did land
+            raise
+        return Sent(sendable, rejected)
+
+    def _verify(self, planned: Plan, sent: Sent) -> tuple[float, Snapshot]:
+        """Verify: (monotonic time, quotas) of a DescribeClientQuotas showing what was sent;
+        the plan's own view when nothing was."""
+        if not planned.todo:
+            return planned.view.described_at, planned.view.snapshot
+        described_at = self._monotonic()
+        return described_at, self._described_until_landed(planned, sent.changes)
+
+    def _confirm(self, episode: Episode, planned: Plan, after: Snapshot, complete: bool) -> None:
+        """Confirm: journal the values verified in Kafka, and the factor as applied when all of
+        the plan landed and no request in doubt can still change that. A repeated alert that
+        changes nothing writes nothing."""
+        landed = _landed(planned.desired, after)
+        factor = planned.factor if complete else None
+        if planned.todo or not _journal_already_says(episode, landed, factor):
+            self.journal.confirm(landed, factor)
+
+    def _finish(self, planned: Plan, copy_changes: list[Change]) -> None:
+        """Finish a restore: remove Kafka's copy of the originals (its marker first, so records
+        left by a crash are never trusted), then journal the episode as finished."""
+        written = {c.entity for c in copy_changes if c.value is not None}
+        leftovers = set(planned.view.copy.leftovers(keep=None))
+        self._alter(kafka_originals.removals(leftovers | written))
+        self.journal.finish()
 
     def _changed_by_others(
         self,
@@ -576,25 +607,23 @@ class Applier:
             return [c for c in todo if c.entity not in bad], exc.errors
         return todo, []
 
-    def _verify(self, desired: dict[Pair, float | None], todo: list[Change], factor: float):
+    def _described_until_landed(self, planned: Plan, sent: list[Change]) -> Snapshot:
         """Describe again (a few times: brokers learn quota changes from the metadata log a
-        moment later); record what landed; raise ApplyError for what did not."""
+        moment later) until `sent` shows; otherwise journal what landed and raise ApplyError."""
         for attempt in range(self.verify_attempts):
             after = self.client.describe()
             missing = [
-                c for c in todo if not same_value(current_value(after, (c.entity, c.key)), c.value)
+                c for c in sent if not same_value(current_value(after, (c.entity, c.key)), c.value)
             ]
             if not missing:
                 return after
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
-        if missing:
-            self.journal.confirm(_matching(desired, after), None)
-            raise ApplyError(
-                f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
-                f"at factor {factor}: " + "; ".join(c.describe() for c in missing[:5])
-            )
-        return after
+        self.journal.confirm(_landed(planned.desired, after), None)
+        raise ApplyError(
+            f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
+            f"at factor {planned.factor}: " + "; ".join(c.describe() for c in missing[:5])
+        )
 
 
 _UNSEEN = -1.0
@@ -626,7 +655,8 @@ def _trusted_view(
     return view
 
 
-def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:
+def _landed(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:
+    """The desired values `snapshot` shows."""
     return {
         pair: value
         for pair, value in desired.items()
@@ -634,13 +664,13 @@ def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pai
     }
 
 
-def _already_confirmed(
-    episode: Episode, confirmed: dict[Pair, float | None], factor: float | None
+def _journal_already_says(
+    episode: Episode, landed: dict[Pair, float | None], factor: float | None
 ) -> bool:
     """The journal already says exactly this (a repeated alert writes nothing)."""
     if factor is not None and episode.applied != factor:
         return False
-    for pair, value in confirmed.items():
+    for pair, value in landed.items():
         record = episode.pairs.get(pair)
         if record is None or record.pending_known or not record.applied_known:
             return False
