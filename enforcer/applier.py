@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
-from enforcer import kafka_originals
+from enforcer import kafka_originals, originals_recovery
 from enforcer.cluster_journal import ClusterJournals
 from enforcer.journal import Episode, JournalError, PairRecord
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
@@ -215,15 +215,13 @@ class Applier:
                 self._episode_loaded = False
 
     def _read_copy(self) -> float | None:
-        episode = self.episode()
-        _described_at, snapshot, copy = self._caught_up_view()
-        kafka_id = copy.current()
-        known = episode is not None and episode.active and episode.episode_id == kafka_id
-        factor = 1.0 if kafka_id is None else copy.factor(kafka_id)
-        if self.dry_run or kafka_id is None or known:
-            self._copy_checked = True
-            return None
-        self._recover(episode, snapshot, copy, factor)
+        active = _active(self.episode())
+        view = self._caught_up_view()
+        kafka_id = originals_recovery.unknown_throttle(active, view.copy)
+        factor = None
+        if kafka_id is not None and not self.dry_run:
+            factor = view.copy.factor(kafka_id)
+            self._recover(active, view, factor)
         self._copy_checked = True
         return factor
 
@@ -313,16 +311,15 @@ class Applier:
         if active is None and factor >= UNTHROTTLED and self._nothing_to_read():
             return ApplyResult(self.cluster, factor, idle=True)
         view = self._caught_up_view()
-        described_at, snapshot, copy = view
         if not self.dry_run:
-            active = _active(self._recover(active, snapshot, copy, factor))
+            active = _active(self._recover(active, view, factor))
         self._copy_checked = True
         if active is None and factor >= UNTHROTTLED:
             if not self.dry_run:
-                self._remove_copy(copy, keep=None)
-            return ApplyResult(self.cluster, factor, idle=self.unanswered.final(described_at))
+                self._remove_copy(view.copy, keep=None)
+            return ApplyResult(self.cluster, factor, idle=self.unanswered.final(view.described_at))
         records = active.pairs if active else {}
-        held = copy.episodes.get(active.episode_id, {}) if active else {}
+        held = view.copy.episodes.get(active.episode_id, {}) if active else {}
         planned = self._plan(records, held, view, factor)
         if self.dry_run:
             return self._dry_run(planned)
@@ -521,45 +518,10 @@ class Applier:
                 "protect the disks"
             )
 
-    def _recover(
-        self, episode: Episode | None, snapshot: Snapshot, copy: KafkaOriginals, factor: float
-    ) -> Episode | None:
-        """Reconcile the journal with Kafka's copy of the originals.
-
-        Kafka's marked episode is current (markers are removed before the journal finishes an
-        episode): a journal that does not know it was lost or rolled back, and takes its
-        originals from Kafka. Values Kafka holds now are assumed to be ours.
-        """
-        kafka_id = copy.current()
-        if kafka_id is None:
-            return episode
-        held = copy.episodes.get(kafka_id, {})
-        known = episode is not None and episode.active and episode.episode_id == kafka_id
-        if known:
-            missing = {p: v for p, v in held.items() if p not in episode.pairs}
-            if not missing:
-                return episode
-            log.warning(
-                "cluster %s: the journal lacks %d original(s) Kafka's copy holds (rolled back?); "
-                "taking them from Kafka",
-                self.cluster,
-                len(missing),
-            )
-        else:
-            missing = held
-            log.warning(
-                "cluster %s: the journal does not know the throttle %s that Kafka's copy of the "
-                "originals records (journal lost or rolled back): recovering %d original(s) "
-                "from Kafka",
-                self.cluster,
-                kafka_id,
-                len(held),
-            )
-            self.journal.discard()
-        current = {pair: current_value(snapshot, pair) for pair in missing}
-        self.journal.begin(missing, factor, episode_id=kafka_id, applied=current)
-        self.metrics.originals_recovered.labels(self.cluster).inc(len(missing))
-        return self._reload()
+    def _recover(self, active: Episode | None, view: View, factor: float) -> Episode | None:
+        return originals_recovery.recover(
+            self.journal, self.cluster, self.metrics, active, view.snapshot, view.copy, factor
+        )
 
     def _copy_changes(self, episode: Episode, copy: KafkaOriginals, factor: float) -> list[Change]:
         """What Kafka's copy lacks (records, then the marker naming `factor`), and the removal of

@@ -15,15 +15,13 @@ from enforcer.alert_episodes import DEFAULT_WINDOW, AlertEpisodes
 from enforcer.applier import Applier, ApplyError, ApplyResult
 from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
+from enforcer.originals_recovery import RecoveredThrottles
 from enforcer.prometheus_check import PrometheusFactor, confirmed
 from enforcer.quota_plan import UNLIMITED, same_value
 from enforcer.target_factor import ThrottleAlert, extract, next_group_state, target_factor
 from enforcer.webhook_payload import WebhookPayload
 
 log = logging.getLogger("kvq.enforcer")
-RECOVERED_GROUP = "kvq-enforcer/recovered-from-kafka/"
-"""Alert group (+ cluster) holding the factor of a throttle recovered from Kafka's copy of the
-originals until Alertmanager says something about that cluster."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +84,7 @@ class Enforcer:
         self.alert_name = alert_name
         self.prometheus = prometheus
         self._alerts_lock = threading.Lock()
-        self._heard_from: set[str] = set()
-        """Clusters Alertmanager has sent an alert about since start."""
-        self._recovered = {c for c in self.appliers if self.alerts.group_state(RECOVERED_GROUP + c)}
+        self.recovered = RecoveredThrottles(self.alerts, self.appliers)
         self.reconcile_rounds = 0
         self.reconcile_errors: dict[str, str] = {}
         """Per cluster, why the last reconcile round could not finish its work."""
@@ -121,7 +117,7 @@ class Enforcer:
                 ", ".join(f"{cluster}/{fingerprint}" for cluster, fingerprint in sorted(stale)),
             )
         affected = named | {a.cluster for a in found.throttle}
-        self._heard_from |= affected
+        self.recovered.heard_from(affected)
         if payload.truncated_alerts:
             log.warning(
                 "group %s: Alertmanager left out %d alert(s); unlisted firing alerts are kept",
@@ -177,10 +173,8 @@ class Enforcer:
         applier = self.appliers[cluster]
         with applier.lock:  # a concurrent webhook's newer target is read after this apply
             if not applier.copy_checked:
-                self._hold_recovered(cluster, applier.read_copy())
-            if cluster in self._recovered and cluster in self._heard_from:
-                self.alerts.replace_group(RECOVERED_GROUP + cluster, {})  # Alertmanager knows
-                self._recovered.discard(cluster)
+                self.recovered.hold(cluster, applier.read_copy())
+            self.recovered.release_if_heard(cluster)
             firing = self.alerts.firing_factors(cluster)
             target = confirmed(
                 cluster, target_factor(firing), _applied(applier.episode()), self.prometheus
@@ -189,22 +183,6 @@ class Enforcer:
             result = applier.apply(target)
         self.metrics.drift.labels(cluster).set(result.drifted)
         return result
-
-    def _hold_recovered(self, cluster: str, factor: float | None) -> None:
-        """A throttle recovered from Kafka (the journal, and the alerts with it, were lost) is
-        held at the factor Kafka's copy names, as a firing alert of its own, until Alertmanager
-        sends anything about the cluster (or kvq.enforcer.alert.expiry passes): restoring at
-        once would leave a full disk unprotected until Alertmanager's next repeat."""
-        if factor is None or factor >= 1.0 or cluster in self._heard_from:
-            return
-        log.warning(
-            "cluster %s: holding the recovered throttle at factor %s until Alertmanager sends "
-            "an alert about this cluster",
-            cluster,
-            factor,
-        )
-        self.alerts.replace_group(RECOVERED_GROUP + cluster, {(cluster, "journal-lost"): factor})
-        self._recovered.add(cluster)
 
     def reconcile(self) -> dict[str, str]:
         """Finish or undo unfinished work: apply the target of every cluster that needs it.
@@ -338,7 +316,7 @@ class Enforcer:
             "dry_run": applier.dry_run,
             "last_error": applier.last_error,
             "settling": applier.settle_due_in() is not None,
-            "held_from_kafka": cluster in self._recovered,
+            "held_from_kafka": self.recovered.held(cluster),
             "episode": None,
             "entities": [],
             "drift": 0,
