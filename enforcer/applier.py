@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,8 +106,48 @@ class Sent:
     rejected: list[str]
 
 
+ChooseTarget = Callable[[float | None, float], float]
+"""(factor of a throttle just adopted from Kafka's copy or None, factor applied now) -> the
+factor to apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCondition:
+    """What holds one cluster's work up."""
+
+    dry_run: bool
+    last_error: str | None
+    originals_unknown: str | None
+    """Why the originals cannot be known (the enforcer must not report success)."""
+    quota_callback: str | None
+    """Why Kafka ignores client quotas on this cluster (client.quota.callback.class set)."""
+    settle_deadline: float | None
+    """Monotonic time after which no unanswered request can land (None: none in doubt)."""
+    work_left: bool
+    """A failed apply, an unread copy, or a request still in doubt: reconcile again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    """One cluster between two applies."""
+
+    condition: ClusterCondition
+    episode: Episode | None
+    """The current (active) or last (restored) throttle episode, as journaled."""
+
+    @property
+    def applied_factor(self) -> float:
+        return applied_factor(self.episode)
+
+    @property
+    def unfinished(self) -> bool:
+        """A throttle is on or work is left: the reconcile loop has something to do."""
+        return _active(self.episode) is not None or self.condition.work_left
+
+
 class Applier:
-    """Brings one cluster's quotas to a factor; `apply` calls are serialised."""
+    """Brings one cluster's quotas to a factor, through the phases of the apply/restore
+    protocol (`_apply`); applies are serialised by the cluster journal's lock."""
 
     def __init__(
         self,
@@ -135,8 +174,6 @@ class Applier:
         self.metrics = metrics
         self.dry_run = dry_run
         self._monotonic = monotonic
-        self.lock = threading.RLock()
-        """Held for a whole apply; hold it to read a target and apply it atomically."""
         self.last_error: str | None = None
         self.quota_callback: str | None = None
         """Why Kafka ignores client quotas on this cluster (client.quota.callback.class set)."""
@@ -148,16 +185,47 @@ class Applier:
         self._episode: Episode | None = None
         self._episode_loaded = False
 
-    def episode(self) -> Episode | None:
-        """The cluster's episode as last read from or written to the journal."""
-        with self.lock:
-            if not self._episode_loaded:
-                self._reload()
-            return self._episode
+    def status(self) -> ClusterStatus:
+        """The cluster between two applies (waits for one in progress)."""
+        with self.journal.exclusive():
+            return ClusterStatus(self.condition(), self._episode_now())
 
-    def _reload(self) -> Episode | None:
-        self._episode = self.journal.episode()
-        self._episode_loaded = True
+    def condition(self) -> ClusterCondition:
+        """What holds the cluster's work up, read without waiting for an apply in progress (a
+        health check must answer while Kafka times out)."""
+        return ClusterCondition(
+            self.dry_run,
+            self.last_error,
+            self.originals_unknown,
+            self.quota_callback,
+            self.unanswered.deadline,
+            self.needs_reconcile,
+        )
+
+    def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
+        """One step of the cluster's work, nobody else acting on it meanwhile: read Kafka's copy
+        of the originals if not read since start (adopting a throttle the journal does not
+        know), then apply `choose_target(adopted, applied)`: `adopted` is the factor the
+        adopted throttle's marker names (else None), `applied` the factor applied now. Raises
+        ApplyError when Kafka or the journal fails (retry later)."""
+        with self.journal.exclusive():
+            adopted = None if self._copy_checked else self._read_copy()
+            return self._apply_counted(choose_target(adopted, applied_factor(self._episode_now())))
+
+    def apply(self, factor: float) -> ApplyResult:
+        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
+        with self.journal.exclusive():
+            return self._apply_counted(factor)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _episode_now(self) -> Episode | None:
+        """The cluster's episode as last read from or written to the journal (cached from one
+        apply's end to the next one's first phase)."""
+        if not self._episode_loaded:
+            self._episode = self.journal.episode()
+            self._episode_loaded = True
         return self._episode
 
     @property
@@ -170,52 +238,41 @@ class Applier:
             or self.unanswered.deadline is not None
         )
 
-    def settle_deadline(self) -> float | None:
-        """Monotonic time after which no unanswered request can land (None: none in doubt)."""
-        return self.unanswered.deadline
-
     def settle_due_in(self) -> float | None:
         """Seconds until requests in doubt can no longer land (None: none in doubt)."""
         return self.unanswered.due_in()
 
-    def apply(self, factor: float) -> ApplyResult:
-        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
-        with self.lock:
-            started = self._monotonic()
-            try:
-                result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
-            finally:
-                self._episode_loaded = False
-                self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
-            self.last_error = None
-            self.originals_unknown = None
-            if not result.idle:
-                self.quota_callback = None
-                self.metrics.quota_callback.labels(self.cluster).set(0)
-            self.metrics.originals_unknown.labels(self.cluster).set(0)
-            self.metrics.applies.labels(self.cluster).inc()
-            if not result.dry_run:
-                self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
-                if not result.settling:
-                    self.metrics.applied_factor.labels(self.cluster).set(factor)
-            return result
+    def _apply_counted(self, factor: float) -> ApplyResult:
+        started = self._monotonic()
+        try:
+            result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
+        finally:
+            self._episode_loaded = False
+            self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
+        self.last_error = None
+        self.originals_unknown = None
+        if not result.idle:
+            self.quota_callback = None
+            self.metrics.quota_callback.labels(self.cluster).set(0)
+        self.metrics.originals_unknown.labels(self.cluster).set(0)
+        self.metrics.applies.labels(self.cluster).inc()
+        if not result.dry_run:
+            self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
+            if not result.settling:
+                self.metrics.applied_factor.labels(self.cluster).set(factor)
+        return result
 
-    @property
-    def copy_checked(self) -> bool:
-        return self._copy_checked
-
-    def read_copy(self) -> float | None:
+    def _read_copy(self) -> float | None:
         """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt
         a throttle the journal does not know. Returns the factor its marker says was being
         applied when one was adopted, else None. Raises ApplyError like `apply`."""
-        with self.lock:
-            try:
-                return self._guarded("reading Kafka's copy of the originals", self._read_copy)
-            finally:
-                self._episode_loaded = False
+        try:
+            return self._guarded("reading Kafka's copy of the originals", self._adopt_from_copy)
+        finally:
+            self._episode_loaded = False
 
-    def _read_copy(self) -> float | None:
-        active = _active(self.episode())
+    def _adopt_from_copy(self) -> float | None:
+        active = _active(self._episode_now())
         view = self._caught_up_view()
         kafka_id = originals_recovery.unknown_throttle(active, view.copy)
         factor = None
@@ -234,8 +291,8 @@ class Applier:
         none of its values may become originals: describe again a few times, then fail the apply
         (retried later). The finished episode's entities are removed again on the way, in case
         it is a removal Kafka lost rather than a lagging view."""
-        episode = self.episode()
-        active_id = episode.episode_id if episode is not None and episode.active else None
+        active = _active(self._episode_now())
+        active_id = active.episode_id if active is not None else None
         finished: frozenset[str] | None = None  # read from the journal only when needed
         shown: list[str] = []
         for attempt in range(self.verify_attempts):
@@ -307,7 +364,7 @@ class Applier:
         self.unanswered.answered(request)
 
     def _apply(self, factor: float) -> ApplyResult:
-        active = _active(self.episode())
+        active = _active(self._episode_now())
         if active is None and factor >= UNTHROTTLED and self._nothing_to_read():
             return ApplyResult(self.cluster, factor, idle=True)
         view = self._caught_up_view()
@@ -594,6 +651,15 @@ _UNSEEN = -1.0
 
 def _active(episode: Episode | None) -> Episode | None:
     return episode if episode is not None and episode.active else None
+
+
+def applied_factor(episode: Episode | None) -> float:
+    """The factor applied completely: UNTHROTTLED without an active episode, or before its
+    first factor landed."""
+    active = _active(episode)
+    if active is None or active.applied is None:
+        return UNTHROTTLED
+    return active.applied
 
 
 def _trusted_view(

@@ -11,10 +11,10 @@ from devkit.alertmanager import captured_webhook, throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
 from enforcer.auth import Credentials
+from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
-from enforcer.service import Enforcer
 from enforcer.webhook_app import enforcer_server
 from kvq.kafka.quota_entity import QuotaEntity
 
