@@ -1,4 +1,18 @@
-"""Apply a target factor to one cluster: journal first, validate, alter, verify. One at a time.
+"""Apply a target factor to one cluster, one apply at a time, in phases that each journal
+before they act (`Applier._apply`):
+
+- plan: one DescribeClientQuotas (taking in first what a lost journal left in Kafka's copy of
+  the originals, originals_recovery.py) and what to set; writes nothing;
+- intend: journal the originals found (a new episode when none is active), the operators'
+  changes and the values about to be set (pending);
+- send: validate, then Kafka's copy ahead of the changes that depend on it, each request
+  journaled as in doubt until it is answered;
+- verify: describe until the values show (what did land is journaled when not all did);
+- confirm: journal the values that landed, and the factor as applied once nothing is in doubt;
+- finish (a restore): remove Kafka's copy, its marker first, then journal the episode finished.
+
+A crash between two phases leaves Kafka at the previous or the pending values, both known from
+the journal as the enforcer's own. A restore is the same protocol at UNTHROTTLED.
 
 The plan always starts from the originals in the journal, so repeating, duplicating or resuming
 an apply after a crash converges on the same values and never compounds a factor. The originals
