@@ -64,8 +64,8 @@ $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
 	echo "prometheus-operator $(PROMETHEUS_OPERATOR_VERSION) CRDs in $(CRDS)"
 	@touch $@
 
-# The folders mypy keeps clean (enforcer/, devkit/ and devcluster/ join once they are).
-MYPY_PATHS := kvq exporter spark
+# The folders mypy keeps clean (devkit/ and devcluster/ join once they are).
+MYPY_PATHS := kvq exporter spark enforcer
 
 lint: venv
 	$(VENV)/bin/ruff check .

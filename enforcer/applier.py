@@ -1,4 +1,18 @@
-"""Apply a target factor to one cluster: journal first, validate, alter, verify. One at a time.
+"""Apply a target factor to one cluster, one apply at a time, in phases that each journal
+before they act (`Applier._apply`):
+
+- plan: one DescribeClientQuotas (taking in first what a lost journal left in Kafka's copy of
+  the originals, originals_recovery.py) and what to set; writes nothing;
+- intend: journal the originals found (a new episode when none is active), the operators'
+  changes and the values about to be set (pending);
+- send: validate, then Kafka's copy ahead of the changes that depend on it, each request
+  journaled as in doubt until it is answered;
+- verify: describe until the values show (what did land is journaled when not all did);
+- confirm: journal the values that landed, and the factor as applied once nothing is in doubt;
+- finish (a restore): remove Kafka's copy, its marker first, then journal the episode finished.
+
+A crash between two phases leaves Kafka at the previous or the pending values, both known from
+the journal as the enforcer's own. A restore is the same protocol at UNTHROTTLED.
 
 The plan always starts from the originals in the journal, so repeating, duplicating or resuming
 an apply after a crash converges on the same values and never compounds a factor. The originals
@@ -10,14 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from enforcer import kafka_originals
-from enforcer.journal import Episode, Journal, JournalError, PairRecord
+from enforcer import kafka_originals, originals_recovery
+from enforcer.cluster_journal import ClusterJournals
+from enforcer.journal import Episode, JournalError, PairRecord
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
@@ -33,6 +47,7 @@ from enforcer.quota_plan import (
     tracked_originals,
 )
 from enforcer.unanswered_alters import SETTLE_S, UnansweredAlters
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 log = logging.getLogger("kvq.enforcer")
 T = TypeVar("T")
@@ -64,15 +79,96 @@ class ApplyResult:
     later before the factor counts as applied (and a restore as finished)."""
 
 
+class View(NamedTuple):
+    """One DescribeClientQuotas answer an apply acts on."""
+
+    described_at: float
+    """Monotonic time it was asked for."""
+    snapshot: Snapshot
+    """The quotas (Kafka's copy of the originals left out)."""
+    copy: KafkaOriginals
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one apply is to do, decided from one view before anything is written."""
+
+    factor: float
+    view: View
+    discovered: dict[Pair, float | None]
+    """Originals of pairs to throttle that the journal does not hold yet."""
+    drift: dict[Pair, float | None]
+    """Values an operator changed while throttled, found now (kept from now on)."""
+    reverted: list[Pair]
+    """Throttled values a reconciler reset to their original (throttled again)."""
+    drifted: int
+    """Pairs of the episode kept at an operator's value (found now or before)."""
+    desired: dict[Pair, float | None]
+    todo: list[Change]
+    """What Kafka does not hold yet of `desired`."""
+
+    @property
+    def restoring(self) -> bool:
+        return self.factor >= UNTHROTTLED
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the send phase sent of a plan's changes, and why Kafka rejected the rest."""
+
+    changes: list[Change]
+    rejected: list[str]
+
+
+ChooseTarget = Callable[[float | None, float], float]
+"""(factor of a throttle just adopted from Kafka's copy or None, factor applied now) -> the
+factor to apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCondition:
+    """What holds one cluster's work up."""
+
+    dry_run: bool
+    last_error: str | None
+    originals_unknown: str | None
+    """Why the originals cannot be known (the enforcer must not report success)."""
+    quota_callback: str | None
+    """Why Kafka ignores client quotas on this cluster (client.quota.callback.class set)."""
+    settle_deadline: float | None
+    """Monotonic time after which no unanswered request can land (None: none in doubt)."""
+    work_left: bool
+    """A failed apply, an unread copy, or a request still in doubt: reconcile again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    """One cluster between two applies."""
+
+    condition: ClusterCondition
+    episode: Episode | None
+    """The current (active) or last (restored) throttle episode, as journaled."""
+
+    @property
+    def applied_factor(self) -> float:
+        return applied_factor(self.episode)
+
+    @property
+    def unfinished(self) -> bool:
+        """A throttle is on or work is left: the reconcile loop has something to do."""
+        return _active(self.episode) is not None or self.condition.work_left
+
+
 class Applier:
-    """Brings one cluster's quotas to a factor; `apply` calls are serialised."""
+    """Brings one cluster's quotas to a factor, through the phases of the apply/restore
+    protocol (`_apply`); applies are serialised by the cluster journal's lock."""
 
     def __init__(
         self,
         cluster: str,
         policy: QuotaPolicy,
         client: QuotaClient,
-        journal: Journal,
+        journal: ClusterJournals,
         metrics: EnforcerMetrics,
         dry_run: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
@@ -87,13 +183,11 @@ class Applier:
         self.cluster = cluster
         self.policy = policy
         self.client = client
-        self.journal = journal
-        self.episodes = journal.episodes
+        self.journal = journal.for_cluster(cluster)
+        """This cluster's episode and requests in doubt (the seam of a second replica)."""
         self.metrics = metrics
         self.dry_run = dry_run
         self._monotonic = monotonic
-        self.lock = threading.RLock()
-        """Held for a whole apply; hold it to read a target and apply it atomically."""
         self.last_error: str | None = None
         self.quota_callback: str | None = None
         """Why Kafka ignores client quotas on this cluster (client.quota.callback.class set)."""
@@ -101,22 +195,51 @@ class Applier:
         """Why the originals cannot be known (the enforcer must not report success)."""
         self._copy_checked = False
         """Kafka's copy of the originals was read since start (a lost journal is noticed)."""
-        self.unanswered = UnansweredAlters(
-            settle_s, monotonic, journal.unanswered, cluster, journal.unix_now
-        )
+        self.unanswered = UnansweredAlters(settle_s, monotonic, self.journal)
         self._episode: Episode | None = None
         self._episode_loaded = False
 
-    def episode(self) -> Episode | None:
-        """The cluster's episode as last read from or written to the journal."""
-        with self.lock:
-            if not self._episode_loaded:
-                self._reload()
-            return self._episode
+    def status(self) -> ClusterStatus:
+        """The cluster between two applies (waits for one in progress)."""
+        with self.journal.exclusive():
+            return ClusterStatus(self.condition(), self._episode_now())
 
-    def _reload(self) -> Episode | None:
-        self._episode = self.episodes.episode(self.cluster)
-        self._episode_loaded = True
+    def condition(self) -> ClusterCondition:
+        """What holds the cluster's work up, read without waiting for an apply in progress (a
+        health check must answer while Kafka times out)."""
+        return ClusterCondition(
+            self.dry_run,
+            self.last_error,
+            self.originals_unknown,
+            self.quota_callback,
+            self.unanswered.deadline,
+            self.needs_reconcile,
+        )
+
+    def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
+        """One step of the cluster's work, nobody else acting on it meanwhile: read Kafka's copy
+        of the originals if not read since start (adopting a throttle the journal does not
+        know), then apply `choose_target(adopted, applied)`: `adopted` is the factor the
+        adopted throttle's marker names (else None), `applied` the factor applied now. Raises
+        ApplyError when Kafka or the journal fails (retry later)."""
+        with self.journal.exclusive():
+            adopted = None if self._copy_checked else self._read_copy()
+            return self._apply_counted(choose_target(adopted, applied_factor(self._episode_now())))
+
+    def apply(self, factor: float) -> ApplyResult:
+        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
+        with self.journal.exclusive():
+            return self._apply_counted(factor)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _episode_now(self) -> Episode | None:
+        """The cluster's episode as last read from or written to the journal (cached from one
+        apply's end to the next one's first phase)."""
+        if not self._episode_loaded:
+            self._episode = self.journal.episode()
+            self._episode_loaded = True
         return self._episode
 
     @property
@@ -129,66 +252,52 @@ class Applier:
             or self.unanswered.deadline is not None
         )
 
-    def settle_deadline(self) -> float | None:
-        """Monotonic time after which no unanswered request can land (None: none in doubt)."""
-        return self.unanswered.deadline
-
     def settle_due_in(self) -> float | None:
         """Seconds until requests in doubt can no longer land (None: none in doubt)."""
         return self.unanswered.due_in()
 
-    def apply(self, factor: float) -> ApplyResult:
-        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
-        with self.lock:
-            started = self._monotonic()
-            try:
-                result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
-            finally:
-                self._episode_loaded = False
-                self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
-            self.last_error = None
-            self.originals_unknown = None
-            if not result.idle:
-                self.quota_callback = None
-                self.metrics.quota_callback.labels(self.cluster).set(0)
-            self.metrics.originals_unknown.labels(self.cluster).set(0)
-            self.metrics.applies.labels(self.cluster).inc()
-            if not result.dry_run:
-                self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
-                if not result.settling:
-                    self.metrics.applied_factor.labels(self.cluster).set(factor)
-            return result
+    def _apply_counted(self, factor: float) -> ApplyResult:
+        started = self._monotonic()
+        try:
+            result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
+        finally:
+            self._episode_loaded = False
+            self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
+        self.last_error = None
+        self.originals_unknown = None
+        if not result.idle:
+            self.quota_callback = None
+            self.metrics.quota_callback.labels(self.cluster).set(0)
+        self.metrics.originals_unknown.labels(self.cluster).set(0)
+        self.metrics.applies.labels(self.cluster).inc()
+        if not result.dry_run:
+            self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
+            if not result.settling:
+                self.metrics.applied_factor.labels(self.cluster).set(factor)
+        return result
 
-    @property
-    def copy_checked(self) -> bool:
-        return self._copy_checked
-
-    def read_copy(self) -> float | None:
+    def _read_copy(self) -> float | None:
         """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt
         a throttle the journal does not know. Returns the factor its marker says was being
         applied when one was adopted, else None. Raises ApplyError like `apply`."""
-        with self.lock:
-            try:
-                return self._guarded("reading Kafka's copy of the originals", self._read_copy)
-            finally:
-                self._episode_loaded = False
+        try:
+            return self._guarded("reading Kafka's copy of the originals", self._adopt_from_copy)
+        finally:
+            self._episode_loaded = False
 
-    def _read_copy(self) -> float | None:
-        episode = self.episode()
-        _described_at, snapshot, copy = self._caught_up_view()
-        kafka_id = copy.current()
-        known = episode is not None and episode.active and episode.episode_id == kafka_id
-        factor = 1.0 if kafka_id is None else copy.factor(kafka_id)
-        if self.dry_run or kafka_id is None or known:
-            self._copy_checked = True
-            return None
-        self._recover(episode, snapshot, copy, factor)
+    def _adopt_from_copy(self) -> float | None:
+        active = _active(self._episode_now())
+        view = self._caught_up_view()
+        kafka_id = originals_recovery.unknown_throttle(active, view.copy)
+        factor = None
+        if kafka_id is not None and not self.dry_run:
+            factor = view.copy.factor(kafka_id)
+            self._recover(active, view, factor)
         self._copy_checked = True
         return factor
 
-    def _caught_up_view(self) -> tuple[float, Snapshot, KafkaOriginals]:
-        """(monotonic time asked, the quotas, Kafka's copy of the originals) of a
-        DescribeClientQuotas answer that shows no episode the journal knows as finished.
+    def _caught_up_view(self) -> View:
+        """A DescribeClientQuotas answer that shows no episode the journal knows as finished.
 
         A broker's metadata may lag behind the controller's: its view can still show the copy of
         an episode already restored (whose marker was removed before the journal finished it),
@@ -196,8 +305,8 @@ class Applier:
         none of its values may become originals: describe again a few times, then fail the apply
         (retried later). The finished episode's entities are removed again on the way, in case
         it is a removal Kafka lost rather than a lagging view."""
-        episode = self.episode()
-        active_id = episode.episode_id if episode is not None and episode.active else None
+        active = _active(self._episode_now())
+        active_id = active.episode_id if active is not None else None
         finished: frozenset[str] | None = None  # read from the journal only when needed
         shown: list[str] = []
         for attempt in range(self.verify_attempts):
@@ -205,10 +314,10 @@ class Applier:
             snapshot, copy = kafka_originals.split(self.client.describe())
             others = set(copy.marked) - {active_id}
             if others and finished is None and not self.dry_run:
-                finished = self.episodes.finished_ids(self.cluster)
+                finished = self.journal.finished_ids()
             shown = sorted(others & (finished or frozenset()))
             if not shown:
-                return described_at, snapshot, copy
+                return View(described_at, snapshot, copy)
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
         self._alter(kafka_originals.removals(e for i in shown for e in copy.entities[i]))
@@ -269,113 +378,173 @@ class Applier:
         self.unanswered.answered(request)
 
     def _apply(self, factor: float) -> ApplyResult:
-        episode = self.episode()
-        active = episode is not None and episode.active
-        if not active and factor >= 1.0 and self._copy_checked and self.unanswered.deadline is None:
+        active = _active(self._episode_now())
+        if active is None and factor >= UNTHROTTLED and self._nothing_to_read():
             return ApplyResult(self.cluster, factor, idle=True)
-        described_at, snapshot, copy = self._caught_up_view()
+        view = self._caught_up_view()
         if not self.dry_run:
-            episode = self._recover(episode, snapshot, copy, factor)
+            active = _active(self._recover(active, view, factor))
         self._copy_checked = True
-        active = episode is not None and episode.active
-        if not active and factor >= 1.0:
+        if active is None and factor >= UNTHROTTLED:
             if not self.dry_run:
-                self._remove_copy(copy, keep=None)
-            return ApplyResult(self.cluster, factor, idle=self.unanswered.final(described_at))
-        records = episode.pairs if active else {}
-        originals = {pair: record.original for pair, record in records.items()}
-        discovered = {}
-        if factor < 1.0:
-            discovered = {
-                pair: value
-                for pair, value in tracked_originals(self.policy, snapshot, originals).items()
-                if pair not in originals
-            }
-        drift, reverted = self._changed_by_others(episode, records, snapshot, copy)
-        frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
-        desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
-        todo = changes(desired, _trusted_view(snapshot, desired, records))
+                self._remove_copy(view.copy, keep=None)
+            return ApplyResult(self.cluster, factor, idle=self.unanswered.final(view.described_at))
+        records = active.pairs if active else {}
+        held = view.copy.episodes.get(active.episode_id, {}) if active else {}
+        planned = self._plan(records, held, view, factor)
         if self.dry_run:
-            self.client.alter(todo, validate_only=True)
-            for change in todo:
-                log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
-            self._check_quota_callback()
-            return ApplyResult(self.cluster, factor, tuple(todo), drift, dry_run=True)
+            return self._dry_run(planned)
+        return self._act(self._open(active, planned), planned)
 
-        if not active or discovered:
-            episode_id = episode.episode_id if active and episode.episode_id else None
-            self.episodes.begin(
-                self.cluster,
-                discovered,
-                factor,
-                episode_id=episode_id or kafka_originals.new_episode_id(),
-            )
-            episode = self._reload()
-        copy_changes = self._copy_changes(episode, copy, factor)
-        written = [c.entity for c in copy_changes if c.value is not None]
-        if factor >= 1.0:
-            reverted = []  # back at the original is what a restore wants
-        self._report_undone(drift, reverted)
-        if drift:
-            self.episodes.mark_drift(self.cluster, drift)
-        after = snapshot
-        sendable, rejected = todo, []
-        if not todo:
-            self._alter(copy_changes)
-        else:
-            self.episodes.set_pending(
-                self.cluster, {(c.entity, c.key): c.value for c in todo}, factor
-            )
-            sendable, rejected = self._validated(todo)
-            try:  # the copy first, in the same request(s) as the changes that depend on it
-                self._alter(copy_changes + sendable)
-            except QuotaClientError:
-                with contextlib.suppress(ApplyError, QuotaClientError):
-                    self._verify(desired, sendable, factor)  # journals what did land
-                raise
-            described_at = self._monotonic()
-            after = self._verify(desired, sendable, factor)
+    def _act(self, episode: Episode, planned: Plan) -> ApplyResult:
+        """The phases that act, each journaling before it acts: a crash between any two of them
+        leaves a journal the next apply finishes from (Kafka holds the values before or after)."""
+        copy_changes = self._intend(episode, planned)
+        sent = self._send(planned, copy_changes)
+        described_at, after = self._verify(planned, sent)
         settled = self.unanswered.final(described_at)
-        complete = not rejected and settled
-        confirmed = _matching(desired, after)
-        if todo or not _already_confirmed(episode, confirmed, factor if complete else None):
-            self.episodes.confirm(self.cluster, confirmed, factor if complete else None)
-        for change in sendable:
-            log.info("cluster %s: factor %s: set %s", self.cluster, factor, change.describe())
-        if rejected:
-            raise ApplyError(
-                f"Kafka rejected part of the plan at factor {factor} (the rest is applied): "
-                + "; ".join(rejected)
+        self._confirm(episode, planned, after, complete=settled and not sent.rejected)
+        for change in sent.changes:
+            log.info(
+                "cluster %s: factor %s: set %s", self.cluster, planned.factor, change.describe()
             )
-        if factor >= 1.0 and settled:
-            self._alter(kafka_originals.removals(set(copy.leftovers(keep=None)) | set(written)))
-            self.episodes.finish(self.cluster)
+        if sent.rejected:
+            raise ApplyError(
+                f"Kafka rejected part of the plan at factor {planned.factor} (the rest is "
+                "applied): " + "; ".join(sent.rejected)
+            )
+        if planned.restoring and settled:
+            self._finish(planned, copy_changes)
         if not settled:
             log.warning(
                 "cluster %s: factor %s applied and verified; an unanswered AlterClientQuotas may "
                 "still land, verifying again in %.0f s",
                 self.cluster,
-                factor,
+                planned.factor,
                 self.settle_due_in() or 0.0,
             )
         self._check_quota_callback()
-        drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         return ApplyResult(
             self.cluster,
-            factor,
-            tuple(todo),
-            drift,
-            reverted=len(reverted),
-            drifted=drifted,
+            planned.factor,
+            tuple(planned.todo),
+            planned.drift,
+            reverted=len(planned.reverted),
+            drifted=planned.drifted,
             settling=not settled,
         )
 
+    def _nothing_to_read(self) -> bool:
+        """Kafka's copy was read since start and no request in doubt may still land: with no
+        active episode, unthrottled needs no look at Kafka."""
+        return self._copy_checked and self.unanswered.deadline is None
+
+    def _plan(
+        self,
+        records: Mapping[Pair, PairRecord],
+        held: Mapping[Pair, float | None],
+        view: View,
+        factor: float,
+    ) -> Plan:
+        """Plan: what the apply is to do, from the journaled pairs of the active episode
+        (`records`, none without one), the records of them Kafka's copy holds (`held`) and one
+        view of the quotas. Writes nothing: a crash here leaves no trace."""
+        originals = {pair: record.original for pair, record in records.items()}
+        discovered = {}
+        if factor < UNTHROTTLED:
+            discovered = {
+                pair: value
+                for pair, value in tracked_originals(self.policy, view.snapshot, originals).items()
+                if pair not in originals
+            }
+        drift, reverted = self._changed_by_others(records, held, view.snapshot)
+        if factor >= UNTHROTTLED:
+            reverted = []  # back at the original is what a restore wants
+        frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
+        desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
+        todo = changes(desired, _trusted_view(view.snapshot, desired, records))
+        drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
+        return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo)
+
+    def _dry_run(self, planned: Plan) -> ApplyResult:
+        """Instead of acting: Kafka validates the plan (validate_only) and it is logged."""
+        self.client.alter(planned.todo, validate_only=True)
+        for change in planned.todo:
+            log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
+        self._check_quota_callback()
+        return ApplyResult(
+            self.cluster, planned.factor, tuple(planned.todo), planned.drift, dry_run=True
+        )
+
+    def _open(self, active: Episode | None, planned: Plan) -> Episode:
+        """Intend, first: journal the originals the plan found that the journal lacks (a new
+        episode when none is active) before anything that depends on them is sent. Returns the
+        episode the rest of the apply acts on."""
+        if active is not None and not planned.discovered:
+            return active
+        episode_id = active.episode_id if active is not None else None
+        episode = self.journal.begin(planned.discovered, planned.factor, episode_id)
+        self._episode = episode
+        return episode
+
+    def _intend(self, episode: Episode, planned: Plan) -> list[Change]:
+        """Intend, then: journal the operators' changes found (kept from now on) and the values
+        about to be set (pending: a crash after sending them knows them as ours). Returns what
+        Kafka's copy of the originals lacks, to be sent first."""
+        copy_changes = self._copy_changes(episode, planned.view.copy, planned.factor)
+        self._report_undone(planned.drift, planned.reverted)
+        if planned.drift:
+            self.journal.mark_drift(planned.drift)
+        if planned.todo:
+            pending = {(c.entity, c.key): c.value for c in planned.todo}
+            self.journal.set_pending(pending, planned.factor)
+        return copy_changes
+
+    def _send(self, planned: Plan, copy_changes: list[Change]) -> Sent:
+        """Send: what Kafka's copy lacks first, in the same request(s) as the plan's changes that
+        depend on it. Each request is journaled as in doubt until answered (`_alter`)."""
+        if not planned.todo:
+            self._alter(copy_changes)
+            return Sent([], [])
+        sendable, rejected = self._validated(planned.todo)
+        try:
+            self._alter(copy_changes + sendable)
+        except QuotaClientError:
+            with contextlib.suppress(ApplyError, QuotaClientError):
+                self._described_until_landed(planned, sendable)  # journals what did land
+            raise
+        return Sent(sendable, rejected)
+
+    def _verify(self, planned: Plan, sent: Sent) -> tuple[float, Snapshot]:
+        """Verify: (monotonic time, quotas) of a DescribeClientQuotas showing what was sent;
+        the plan's own view when nothing was."""
+        if not planned.todo:
+            return planned.view.described_at, planned.view.snapshot
+        described_at = self._monotonic()
+        return described_at, self._described_until_landed(planned, sent.changes)
+
+    def _confirm(self, episode: Episode, planned: Plan, after: Snapshot, complete: bool) -> None:
+        """Confirm: journal the values verified in Kafka, and the factor as applied when all of
+        the plan landed and no request in doubt can still change that. A repeated alert that
+        changes nothing writes nothing."""
+        landed = _landed(planned.desired, after)
+        factor = planned.factor if complete else None
+        if planned.todo or not _journal_already_says(episode, landed, factor):
+            self.journal.confirm(landed, factor)
+
+    def _finish(self, planned: Plan, copy_changes: list[Change]) -> None:
+        """Finish a restore: remove Kafka's copy of the originals (its marker first, so records
+        left by a crash are never trusted), then journal the episode as finished."""
+        written = {c.entity for c in copy_changes if c.value is not None}
+        leftovers = set(planned.view.copy.leftovers(keep=None))
+        self._alter(kafka_originals.removals(leftovers | written))
+        self.journal.finish()
+
     def _changed_by_others(
         self,
-        episode: Episode | None,
-        records: dict[Pair, PairRecord],
+        records: Mapping[Pair, PairRecord],
+        held: Mapping[Pair, float | None],
         snapshot: Snapshot,
-        copy: KafkaOriginals,
     ) -> tuple[dict[Pair, float | None], list[Pair]]:
         """Tracked values someone else changed: (an operator's new values, pairs a reconciler
         reset to their original).
@@ -383,14 +552,14 @@ class Applier:
         Brokers answer from metadata that may lag the controller's by different amounts, so a
         view may show any value this episode wrote before (the 0.5 throttle after 0.25 was
         applied): that is ours, not settled yet, and simply written again by the plan. A change
-        counts only in a view that holds this pair's record in Kafka's copy of the originals,
-        which went out with (or before) the pair's first throttled value: a view without it is
-        from before the throttle (a lagging broker) and shows what the throttle replaced (the
-        original, a value an operator set before it, an earlier episode's throttle), neither a
-        reconciler's reset nor an operator's change made while throttled."""
+        counts only in a view that holds this pair's record in Kafka's copy of the originals
+        (`held`), which went out with (or before) the pair's first throttled value: a view
+        without it is from before the throttle (a lagging broker) and shows what the throttle
+        replaced (the original, a value an operator set before it, an earlier episode's
+        throttle), neither a reconciler's reset nor an operator's change made while
+        throttled."""
         drift: dict[Pair, float | None] = {}
         reverted: list[Pair] = []
-        held = copy.episodes.get(episode.episode_id or "", {}) if episode is not None else {}
         for pair, record in records.items():
             value = current_value(snapshot, pair)
             if (
@@ -420,45 +589,10 @@ class Applier:
                 "protect the disks"
             )
 
-    def _recover(
-        self, episode: Episode | None, snapshot: Snapshot, copy: KafkaOriginals, factor: float
-    ) -> Episode | None:
-        """Reconcile the journal with Kafka's copy of the originals.
-
-        Kafka's marked episode is current (markers are removed before the journal finishes an
-        episode): a journal that does not know it was lost or rolled back, and takes its
-        originals from Kafka. Values Kafka holds now are assumed to be ours.
-        """
-        kafka_id = copy.current()
-        if kafka_id is None:
-            return episode
-        held = copy.episodes.get(kafka_id, {})
-        known = episode is not None and episode.active and episode.episode_id == kafka_id
-        if known:
-            missing = {p: v for p, v in held.items() if p not in episode.pairs}
-            if not missing:
-                return episode
-            log.warning(
-                "cluster %s: the journal lacks %d original(s) Kafka's copy holds (rolled back?); "
-                "taking them from Kafka",
-                self.cluster,
-                len(missing),
-            )
-        else:
-            missing = held
-            log.warning(
-                "cluster %s: the journal does not know the throttle %s that Kafka's copy of the "
-                "originals records (journal lost or rolled back): recovering %d original(s) "
-                "from Kafka",
-                self.cluster,
-                kafka_id,
-                len(held),
-            )
-            self.episodes.discard(self.cluster)
-        current = {pair: current_value(snapshot, pair) for pair in missing}
-        self.episodes.begin(self.cluster, missing, factor, episode_id=kafka_id, applied=current)
-        self.metrics.originals_recovered.labels(self.cluster).inc(len(missing))
-        return self._reload()
+    def _recover(self, active: Episode | None, view: View, factor: float) -> Episode | None:
+        return originals_recovery.recover(
+            self.journal, self.cluster, self.metrics, active, view.snapshot, view.copy, factor
+        )
 
     def _copy_changes(self, episode: Episode, copy: KafkaOriginals, factor: float) -> list[Change]:
         """What Kafka's copy lacks (records, then the marker naming `factor`), and the removal of
@@ -506,33 +640,44 @@ class Applier:
             return [c for c in todo if c.entity not in bad], exc.errors
         return todo, []
 
-    def _verify(self, desired: dict[Pair, float | None], todo: list[Change], factor: float):
+    def _described_until_landed(self, planned: Plan, sent: list[Change]) -> Snapshot:
         """Describe again (a few times: brokers learn quota changes from the metadata log a
-        moment later); record what landed; raise ApplyError for what did not."""
+        moment later) until `sent` shows; otherwise journal what landed and raise ApplyError."""
         for attempt in range(self.verify_attempts):
             after = self.client.describe()
             missing = [
-                c for c in todo if not same_value(current_value(after, (c.entity, c.key)), c.value)
+                c for c in sent if not same_value(current_value(after, (c.entity, c.key)), c.value)
             ]
             if not missing:
                 return after
             if attempt + 1 < self.verify_attempts:
                 self._sleep(self.verify_delay_s)
-        if missing:
-            self.episodes.confirm(self.cluster, _matching(desired, after), None)
-            raise ApplyError(
-                f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
-                f"at factor {factor}: " + "; ".join(c.describe() for c in missing[:5])
-            )
-        return after
+        self.journal.confirm(_landed(planned.desired, after), None)
+        raise ApplyError(
+            f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
+            f"at factor {planned.factor}: " + "; ".join(c.describe() for c in missing[:5])
+        )
 
 
 _UNSEEN = -1.0
 """Stands for a value not trusted as seen: Kafka holds no quota <= 0 and no plan sets one."""
 
 
+def _active(episode: Episode | None) -> Episode | None:
+    return episode if episode is not None and episode.active else None
+
+
+def applied_factor(episode: Episode | None) -> float:
+    """The factor applied completely: UNTHROTTLED without an active episode, or before its
+    first factor landed."""
+    active = _active(episode)
+    if active is None or active.applied is None:
+        return UNTHROTTLED
+    return active.applied
+
+
 def _trusted_view(
-    snapshot: Snapshot, desired: dict[Pair, float | None], records: dict[Pair, PairRecord]
+    snapshot: Snapshot, desired: dict[Pair, float | None], records: Mapping[Pair, PairRecord]
 ) -> Snapshot:
     """The snapshot, except where it shows a desired value the journal does not know to be in
     Kafka (pending, or last confirmed at another value): a broker answers DescribeClientQuotas
@@ -552,7 +697,8 @@ def _trusted_view(
     return view
 
 
-def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:
+def _landed(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:
+    """The desired values `snapshot` shows."""
     return {
         pair: value
         for pair, value in desired.items()
@@ -560,13 +706,13 @@ def _matching(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pai
     }
 
 
-def _already_confirmed(
-    episode: Episode, confirmed: dict[Pair, float | None], factor: float | None
+def _journal_already_says(
+    episode: Episode, landed: dict[Pair, float | None], factor: float | None
 ) -> bool:
     """The journal already says exactly this (a repeated alert writes nothing)."""
     if factor is not None and episode.applied != factor:
         return False
-    for pair, value in confirmed.items():
+    for pair, value in landed.items():
         record = episode.pairs.get(pair)
         if record is None or record.pending_known or not record.applied_known:
             return False

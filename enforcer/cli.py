@@ -16,6 +16,7 @@ from pathlib import Path
 
 from enforcer.applier import Applier
 from enforcer.auth import AuthConfigError, Credentials
+from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal, JournalError
 from enforcer.journal_filesystem import wal_problem
 from enforcer.metrics import EnforcerMetrics
@@ -27,7 +28,6 @@ from enforcer.quota_plan import (
     REQUEST_PERCENTAGE,
     QuotaPolicy,
 )
-from enforcer.service import Enforcer
 from enforcer.settings import (
     BASIC_FILE,
     DRY_RUN,
@@ -346,9 +346,7 @@ def serve(
     )
     stop.wait()
     server.stop()
-    for applier in enforcer.appliers.values():
-        applier.client.close()
-    enforcer.journal.close()
+    enforcer.close()
     return 0
 
 

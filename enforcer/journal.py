@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -150,7 +151,7 @@ class Episode:
     updated_at: str
     target: float | None
     applied: float | None
-    episode_id: str | None = None
+    episode_id: str
     """Names this episode's copy of the originals in Kafka (see kafka_originals.py)."""
     pairs: dict[Pair, PairRecord] = field(default_factory=dict)
 
@@ -164,6 +165,12 @@ class Episode:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def new_episode_id(now: datetime | None = None) -> str:
+    """A new episode's id: when it started, and random bits (no space: see kafka_originals.py)."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
 class Journal:
@@ -200,6 +207,7 @@ class Journal:
             self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA)
             _add_missing_columns(self._db)
             _add_finished_episodes(self._db)
+            _name_unnamed_episodes(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         if created:
@@ -207,6 +215,11 @@ class Journal:
         self.alerts = FiringAlerts(self)
         self.episodes = ThrottleEpisodes(self)
         self.unanswered = UnansweredRequests(self)
+
+    def for_cluster(self, cluster: str) -> LocalClusterJournal:
+        """One cluster's part of this journal, behind a lock of this process (the
+        `cluster_journal.ClusterJournal` an `Applier` acts through)."""
+        return LocalClusterJournal(self, cluster)
 
     def close(self) -> None:
         with self._lock:
@@ -353,7 +366,8 @@ class ThrottleEpisodes:
             )
             for e, k, o, a, ak, p, pk, d, dd, w in rows
         }
-        return Episode(cluster, *row, pairs=pairs)
+        state, started_at, updated_at, target, applied, episode_id = row
+        return Episode(cluster, state, started_at, updated_at, target, applied, episode_id, pairs)
 
     def active_clusters(self) -> list[str]:
         rows = self._journal.read(
@@ -368,14 +382,16 @@ class ThrottleEpisodes:
         target: float,
         episode_id: str | None = None,
         applied: Mapping[Pair, float | None] | None = None,
-    ) -> None:
-        """Record originals (new pairs only) and make the cluster's episode active.
+    ) -> Episode:
+        """Record originals (new pairs only) and make the cluster's episode active; returns it.
 
-        `episode_id` names a new episode (ignored when one is active); `applied` marks values
-        known to be in Kafka already (an episode recovered from Kafka's copy of the originals).
+        `episode_id` names a new episode (a new id when None; ignored when one is active);
+        `applied` marks values known to be in Kafka already (an episode recovered from Kafka's
+        copy of the originals).
         """
         now = self._journal.now()
         applied = applied or {}
+        new_id = episode_id or new_episode_id()
 
         def run(db: sqlite3.Connection) -> None:
             row = db.execute("SELECT state FROM episode WHERE cluster=?", (cluster,)).fetchone()
@@ -385,7 +401,7 @@ class ThrottleEpisodes:
                     "INSERT OR REPLACE INTO episode "
                     "(cluster, state, started_at, updated_at, target, applied, episode_id) "
                     "VALUES (?,?,?,?,?,NULL,?)",
-                    (cluster, ACTIVE, now, now, target, episode_id),
+                    (cluster, ACTIVE, now, now, target, new_id),
                 )
             db.executemany(
                 "INSERT OR IGNORE INTO pair (cluster, entity, key, original, applied, "
@@ -404,6 +420,13 @@ class ThrottleEpisodes:
             )
 
         self._journal.write(run)
+        episode = self.episode(cluster)
+        if episode is None or not episode.active:
+            raise JournalError(
+                f"journal {self._journal.path}: the episode of cluster {cluster} just made active "
+                "is not there (changed by another process?)"
+            )
+        return episode
 
     def discard(self, cluster: str) -> None:
         """Forget the cluster's episode (the journal's was stale; Kafka's copy replaces it)."""
@@ -455,16 +478,16 @@ class ThrottleEpisodes:
         )
 
     def confirm(
-        self, cluster: str, confirmed: Mapping[Pair, float | None], factor: float | None
+        self, cluster: str, landed: Mapping[Pair, float | None], factor: float | None
     ) -> None:
-        """Values verified in Kafka; `factor` (unless None) is now fully applied."""
+        """Values verified in Kafka (`landed`); `factor` (unless None) is now fully applied."""
         now = self._journal.now()
 
         def run(db: sqlite3.Connection) -> None:
             db.executemany(
                 "UPDATE pair SET applied=?, applied_known=1, pending=NULL, pending_known=0 "
                 "WHERE cluster=? AND entity=? AND key=?",
-                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in confirmed.items()],
+                [(_dump(v), cluster, e.to_json(), k) for (e, k), v in landed.items()],
             )
             if factor is not None:
                 db.execute(
@@ -527,6 +550,7 @@ class UnansweredRequests:
                 "SELECT coalesce(max(request), 0) FROM unanswered_alter WHERE cluster=?",
                 (cluster,),
             ).fetchone()
+            rows: list[tuple[str, int, float, str | None, str | None, float | str | None]]
             rows = [(cluster, last + 1, sent_at, None, None, None)]
             rows += [(cluster, last + 1, sent_at, e.to_json(), k, _dump(v)) for (e, k), v in values]
             db.executemany("INSERT INTO unanswered_alter VALUES (?,?,?,?,?,?)", rows)
@@ -561,6 +585,64 @@ class UnansweredRequests:
         self._journal.write(
             lambda db: db.execute("DELETE FROM unanswered_alter WHERE cluster=?", (cluster,))
         )
+
+
+class LocalClusterJournal:
+    """`cluster_journal.ClusterJournal` of one process: a thread lock in front of one cluster's
+    rows of the SQLite journal."""
+
+    def __init__(self, journal: Journal, cluster: str) -> None:
+        self._journal = journal
+        self._cluster = cluster
+        self._lock = threading.Lock()
+
+    def exclusive(self) -> threading.Lock:
+        return self._lock
+
+    def unix_now(self) -> float:
+        return self._journal.unix_now()
+
+    def episode(self) -> Episode | None:
+        return self._journal.episodes.episode(self._cluster)
+
+    def finished_ids(self) -> frozenset[str]:
+        return self._journal.episodes.finished_ids(self._cluster)
+
+    def begin(
+        self,
+        originals: Mapping[Pair, float | None],
+        target: float,
+        episode_id: str | None = None,
+        applied: Mapping[Pair, float | None] | None = None,
+    ) -> Episode:
+        return self._journal.episodes.begin(self._cluster, originals, target, episode_id, applied)
+
+    def discard(self) -> None:
+        self._journal.episodes.discard(self._cluster)
+
+    def set_pending(self, pending: Mapping[Pair, float | None], target: float) -> None:
+        self._journal.episodes.set_pending(self._cluster, pending, target)
+
+    def mark_drift(self, drift: Mapping[Pair, float | None]) -> None:
+        self._journal.episodes.mark_drift(self._cluster, drift)
+
+    def confirm(self, landed: Mapping[Pair, float | None], factor: float | None) -> None:
+        self._journal.episodes.confirm(self._cluster, landed, factor)
+
+    def finish(self) -> None:
+        self._journal.episodes.finish(self._cluster)
+
+    def sending(self, values: Iterable[tuple[Pair, float | None]]) -> int:
+        return self._journal.unanswered.sending(self._cluster, values)
+
+    def answered(self, request: int) -> None:
+        self._journal.unanswered.answered(self._cluster, request)
+
+    def in_doubt(self) -> list[tuple[float, Pair | None, float | None]]:
+        return self._journal.unanswered.in_doubt(self._cluster)
+
+    def forget_unanswered(self) -> None:
+        self._journal.unanswered.forget(self._cluster)
 
 
 def _dump(value: float | None) -> float | str | None:
@@ -621,6 +703,16 @@ def _add_finished_episodes(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _name_unnamed_episodes(db: sqlite3.Connection) -> None:
+    """Give an id to each episode journaled before episodes had one (column `episode_id` added
+    later): an active one gets its copy of the originals in Kafka like any other."""
+    for (cluster,) in db.execute("SELECT cluster FROM episode WHERE episode_id IS NULL").fetchall():
+        db.execute(
+            "UPDATE episode SET episode_id=? WHERE cluster=? AND episode_id IS NULL",
+            (new_episode_id(), cluster),
+        )
 
 
 def _stamp(moment: datetime) -> str:

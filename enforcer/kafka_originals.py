@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from enforcer.quota_plan import CONTROLLER_MUTATION_RATE, Change, Pair, Snapshot, same_value
 from kvq.kafka.quota_entity import CLIENT_ID, ORIGINALS_USER, USER, QuotaEntity
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 RECORD_KEY = CONTROLLER_MUTATION_RATE
 RECORD_VALUE = 1.0
@@ -37,11 +36,6 @@ _MARKER = "episode="
 
 class OriginalsUnknown(RuntimeError):
     """The enforcer cannot know the originals of a throttle it may have left in Kafka."""
-
-
-def new_episode_id(now: datetime | None = None) -> str:
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return f"{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
 def marker_entity(episode_id: str) -> QuotaEntity:
@@ -68,8 +62,8 @@ class KafkaOriginals:
     malformed: list[str] = field(default_factory=list)
 
     def factor(self, episode_id: str) -> float:
-        """The factor the episode's marker says was being applied (1.0: restoring)."""
-        return self.marked.get(episode_id, 1.0)
+        """The factor the episode's marker says was being applied (UNTHROTTLED: restoring)."""
+        return self.marked.get(episode_id, UNTHROTTLED)
 
     def current(self) -> str | None:
         """The one marked episode; OriginalsUnknown when the copy cannot be trusted."""
@@ -110,7 +104,8 @@ def _read(entity: QuotaEntity, values: Mapping[str, float], copy: KafkaOriginals
     if name.startswith(_MARKER):
         episode_id = name[len(_MARKER) :]
         value = float(values.get(RECORD_KEY, 2.0))
-        copy.marked[episode_id] = 1.0 if math.isnan(value) else min(max(value - 1.0, 0.0), 1.0)
+        factor = UNTHROTTLED if math.isnan(value) else min(max(value - 1.0, 0.0), UNTHROTTLED)
+        copy.marked[episode_id] = factor
         copy.entities.setdefault(episode_id, set()).add(entity)
         return
     episode_id, _, payload = name.partition(" ")
@@ -149,5 +144,10 @@ def missing_records(
 
 def removals(entities: Iterable[QuotaEntity]) -> list[Change]:
     """Remove entities of the copy, markers first (records without a marker are never used)."""
-    ordered = sorted(entities, key=lambda e: (not e.name(CLIENT_ID).startswith(_MARKER), e))
+    ordered = sorted(entities, key=lambda e: (not _is_marker(e), e))
     return [Change(e, RECORD_KEY, None) for e in ordered]
+
+
+def _is_marker(entity: QuotaEntity) -> bool:
+    name = entity.name(CLIENT_ID)
+    return name is not None and name.startswith(_MARKER)

@@ -97,7 +97,7 @@ def _promql_string(text: str) -> str:
     return f'"{escaped}"'
 
 
-def confirmed(
+def factor_to_apply(
     cluster: str, alert_factor: float, applied: float, prometheus: PrometheusFactor | None
 ) -> float:
     """The factor to apply: Prometheus' current value when lowering the factor, if it has one."""

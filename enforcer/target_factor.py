@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from enforcer.webhook_payload import PayloadError, WebhookPayload, quoted
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 FACTOR_ANNOTATION = "throttle_factor"
 CLUSTER_LABEL = "cluster"
-UNTHROTTLED = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,7 @@ def next_group_state(
         if key in stale:
             if key in previous:
                 state[key] = previous[key]
-        elif alert.firing:
+        elif alert.factor is not None:  # firing
             state[key] = alert.factor
         else:
             state.pop(key, None)
@@ -123,5 +123,5 @@ def next_group_state(
 
 
 def target_factor(firing_factors: Iterable[float]) -> float:
-    """The lowest firing factor, or 1.0 (unthrottled) when none fires."""
+    """The lowest firing factor, or UNTHROTTLED when none fires."""
     return min(firing_factors, default=UNTHROTTLED)

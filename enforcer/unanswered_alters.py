@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from enforcer.journal import UnansweredRequests
+from enforcer.cluster_journal import ClusterJournal
 from enforcer.quota_plan import Change, Pair, same_value
 
 SETTLE_S = 75.0
@@ -26,18 +26,11 @@ class UnansweredAlters:
     """What requests without an answer may still set, and until when; kept in the journal."""
 
     def __init__(
-        self,
-        settle_s: float,
-        monotonic: Callable[[], float],
-        journal: UnansweredRequests,
-        cluster: str,
-        unix_now: Callable[[], float],
+        self, settle_s: float, monotonic: Callable[[], float], journal: ClusterJournal
     ) -> None:
         self.settle_s = settle_s
         self._monotonic = monotonic
         self._journal = journal
-        self._cluster = cluster
-        self._unix_now = unix_now
         self.deadline: float | None = None
         """Monotonic time after which none of them can land (None: none in doubt)."""
         self._values: dict[Pair, list[float | None]] = {}
@@ -47,8 +40,8 @@ class UnansweredAlters:
         """Take in the requests a previous run sent without getting an answer (JournalError
         when the journal cannot be read). One sent longer than `settle_s` ago still waits for
         one more DescribeClientQuotas."""
-        now, unix_now = self._monotonic(), self._unix_now()
-        for sent_at, pair, value in self._journal.in_doubt(self._cluster):
+        now, unix_now = self._monotonic(), self._journal.unix_now()
+        for sent_at, pair, value in self._journal.in_doubt():
             left = min(max(sent_at + self.settle_s - unix_now, 0.0), self.settle_s)
             self.deadline = max(self.deadline or now, now + left)
             if pair is not None:
@@ -59,11 +52,11 @@ class UnansweredAlters:
         Kafka's copy of the originals are left out: a late one is repaired like any other
         difference of the copy."""
         values = [((c.entity, c.key), c.value) for c in changes if not c.entity.is_originals_record]
-        return self._journal.sending(self._cluster, values)
+        return self._journal.sending(values)
 
     def answered(self, request: int) -> None:
         """Kafka answered the request (applied or refused it): it cannot land later."""
-        self._journal.answered(self._cluster, request)
+        self._journal.answered(request)
 
     def record(self, changes: Iterable[Change]) -> None:
         """`changes` were sent and got no answer (they stay journaled)."""
@@ -78,7 +71,7 @@ class UnansweredAlters:
         """True when a DescribeClientQuotas made at `described_at` (monotonic) is final: no
         unanswered request could land after it. Forgets them once it is."""
         if self.deadline is not None and described_at >= self.deadline:
-            self._journal.forget(self._cluster)
+            self._journal.forget_unanswered()
             self.deadline = None
             self._values.clear()
         return self.deadline is None

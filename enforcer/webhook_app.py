@@ -26,8 +26,8 @@ from werkzeug.exceptions import HTTPException
 
 from enforcer.applier import ApplyError
 from enforcer.auth import Credentials
+from enforcer.enforcer import Enforcer
 from enforcer.journal import JournalError
-from enforcer.service import Enforcer
 from enforcer.webhook_payload import PayloadError, parse_webhook
 from kvq.web.server import ConnectionLimits, Request, Response, Route, WebServer
 from kvq.web.standard_metrics import register_standard_metrics

@@ -5,7 +5,6 @@ chain of decisions is split into named steps. Methods and nested functions are m
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +13,6 @@ from radon.visitors import ComplexityVisitor
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("kvq", "exporter", "enforcer", "spark", "devcluster", "devkit", "bench", "demo")
 MAX_COMPLEXITY = 20
-ALLOWED = {
-    # The enforcer's whole apply protocol in one method, being split into its phases on another
-    # branch (issue 26). Temporary: delete this entry when that branch is merged.
-    ("enforcer/applier.py", "Applier._apply"),
-}
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -40,7 +34,6 @@ def complexity(function: Function) -> int:
     return visitor.functions[0].complexity
 
 
-@functools.cache
 def above_the_limit() -> dict[tuple[str, str], str]:
     """(file, qualified name) -> "file:line name: complexity" of every product function above
     MAX_COMPLEXITY."""
@@ -57,14 +50,8 @@ def above_the_limit() -> dict[tuple[str, str], str]:
 
 
 def test_no_product_function_is_above_complexity_20():
-    offenders = [where for key, where in above_the_limit().items() if key not in ALLOWED]
+    offenders = list(above_the_limit().values())
     assert not offenders, (
         f"cyclomatic complexity above {MAX_COMPLEXITY} (split into named steps):\n"
         + "\n".join(offenders)
     )
-
-
-def test_the_allow_list_holds_only_functions_still_above_the_limit():
-    """An entry whose function was split (or renamed, or removed) must go."""
-    not_needed = ALLOWED - above_the_limit().keys()
-    assert not not_needed, f"allowed, yet not above {MAX_COMPLEXITY}: {sorted(not_needed)}"

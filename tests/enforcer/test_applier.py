@@ -414,3 +414,41 @@ def test_a_view_from_before_the_throttle_is_no_reconciler_but_a_reset_after_it_i
     kafka.set(ALICE, P, 800.0)  # a reconciler: the copy shows the view is after the throttle
     assert applier.apply(0.5).reverted == 1
     assert applier.metrics.reverted.labels("c1")._value.get() == 1
+
+
+def test_a_throttle_journaled_before_episodes_had_ids_gets_its_copy_and_restores(kafka, tmp_path):
+    """A journal written before the copy of the originals in Kafka existed holds an active
+    episode without an id: the enforcer names it, copies its originals into Kafka, throttles
+    further and restores every original exactly."""
+    before = kafka.describe()
+    path = tmp_path / "journal.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE episode (cluster TEXT PRIMARY KEY, state TEXT NOT NULL,
+            started_at TEXT NOT NULL, updated_at TEXT NOT NULL, target REAL, applied REAL);
+        CREATE TABLE pair (cluster TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
+            original REAL, applied REAL, applied_known INTEGER NOT NULL DEFAULT 0, pending REAL,
+            pending_known INTEGER NOT NULL DEFAULT 0, drift REAL,
+            drifted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (cluster, entity, key));
+        """
+    )
+    old.execute("INSERT INTO episode VALUES ('c1', 'active', 't0', 't0', 0.5, 0.5)")
+    old.execute(
+        "INSERT INTO pair VALUES ('c1', ?, ?, 800.0, 400.0, 1, NULL, 0, NULL, 0)",
+        (ALICE.to_json(), P),
+    )
+    old.commit()
+    old.close()
+    kafka.set(ALICE, P, 400.0)  # what that version had throttled
+    journal = Journal(path)
+    try:
+        applier = make(kafka, journal)
+        applier.apply(0.25)
+        assert kafka.values[ALICE][P] == 200.0, "scaled from the original, not from 400"
+        episode_id = journal.episodes.episode("c1").episode_id
+        assert episode_id and split(kafka.describe())[1].current() == episode_id
+        applier.apply(1.0)
+        assert kafka.describe() == before, "every original back, the copy removed"
+    finally:
+        journal.close()

@@ -11,11 +11,11 @@ from responses import matchers
 from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
+from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.prometheus_check import PrometheusFactor, confirmed
+from enforcer.prometheus_check import PrometheusFactor, factor_to_apply
 from enforcer.quota_plan import QuotaPolicy
-from enforcer.service import Enforcer
 from enforcer.webhook_payload import webhook_from_dict
 from kvq.kafka.quota_entity import QuotaEntity
 
@@ -47,11 +47,11 @@ def test_query_selects_the_cluster_and_takes_the_minimum(api):
 
 def test_fresher_prometheus_value_is_used_when_lowering(api):
     api.get(f"{URL}/api/v1/query", json=vector(1.0))
-    assert confirmed("c1", 0.0, 1.0, PrometheusFactor(URL)) == 1.0
+    assert factor_to_apply("c1", 0.0, 1.0, PrometheusFactor(URL)) == 1.0
 
 
 def test_raising_the_factor_does_not_ask(api):
-    assert confirmed("c1", 1.0, 0.0, PrometheusFactor(URL)) == 1.0
+    assert factor_to_apply("c1", 1.0, 0.0, PrometheusFactor(URL)) == 1.0
     assert len(api.calls) == 0
 
 
@@ -67,7 +67,7 @@ def test_raising_the_factor_does_not_ask(api):
 )
 def test_alert_factor_stands_when_prometheus_cannot_confirm(api, answer):
     api.get(f"{URL}/api/v1/query", **answer)
-    assert confirmed("c1", 0.0, 1.0, PrometheusFactor(URL)) == 0.0
+    assert factor_to_apply("c1", 0.0, 1.0, PrometheusFactor(URL)) == 0.0
 
 
 def test_cluster_names_are_escaped_in_promql():

@@ -12,10 +12,10 @@ from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
 from enforcer.auth import Credentials
 from enforcer.cli import build_parser
+from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
-from enforcer.service import Enforcer
 from enforcer.webhook_app import OTHER_PATHS, enforcer_server
 from kvq.kafka.quota_entity import QuotaEntity
 

@@ -13,10 +13,10 @@ from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import wait_until
 from enforcer.applier import Applier, ApplyError
+from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
-from enforcer.service import Enforcer
 from enforcer.webhook_payload import webhook_from_dict
 from kvq.kafka.quota_entity import QuotaEntity
 

@@ -1,4 +1,5 @@
-"""The enforcer without HTTP: alerts in, per-cluster targets, applies, reconciliation, status."""
+"""The Enforcer: alerts in, per-cluster targets, applies, reconciliation, status (no HTTP: that is
+webhook_app.py). Each cluster's work is done by its applier, through `ClusterApplier`."""
 
 from __future__ import annotations
 
@@ -9,21 +10,26 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from enforcer.alert_episodes import DEFAULT_WINDOW, AlertEpisodes
-from enforcer.applier import Applier, ApplyError, ApplyResult
-from enforcer.journal import Episode, Journal
+from enforcer.applier import (
+    ApplyError,
+    ApplyResult,
+    ChooseTarget,
+    ClusterCondition,
+    ClusterStatus,
+)
+from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
-from enforcer.prometheus_check import PrometheusFactor, confirmed
+from enforcer.originals_recovery import RecoveredThrottles
+from enforcer.prometheus_check import PrometheusFactor, factor_to_apply
 from enforcer.quota_plan import UNLIMITED, same_value
 from enforcer.target_factor import ThrottleAlert, extract, next_group_state, target_factor
 from enforcer.webhook_payload import WebhookPayload
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 log = logging.getLogger("kvq.enforcer")
-RECOVERED_GROUP = "kvq-enforcer/recovered-from-kafka/"
-"""Alert group (+ cluster) holding the factor of a throttle recovered from Kafka's copy of the
-originals until Alertmanager says something about that cluster."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +66,30 @@ class WebhookOutcome:
         }
 
 
+class ClusterApplier(Protocol):
+    """All the Enforcer asks of one cluster's applier (applier.Applier)."""
+
+    def status(self) -> ClusterStatus:
+        """The cluster between two applies (waits for one in progress)."""
+        ...
+
+    def condition(self) -> ClusterCondition:
+        """What holds the cluster's work up (never waits)."""
+        ...
+
+    def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
+        """One step of the cluster's work: apply the factor `choose_target` picks, atomically."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Enforcer:
     """Routes throttle alerts to the appliers of the clusters they name."""
 
     def __init__(
         self,
-        appliers: Mapping[str, Applier],
+        appliers: Mapping[str, ClusterApplier],
         journal: Journal,
         metrics: EnforcerMetrics,
         alert_name: str = "KafkaVolumeQuotaThrottle",
@@ -86,17 +110,17 @@ class Enforcer:
         self.alert_name = alert_name
         self.prometheus = prometheus
         self._alerts_lock = threading.Lock()
-        self._heard_from: set[str] = set()
-        """Clusters Alertmanager has sent an alert about since start."""
-        self._recovered = {c for c in self.appliers if self.alerts.group_state(RECOVERED_GROUP + c)}
+        self.recovered = RecoveredThrottles(self.alerts, self.appliers)
         self.reconcile_rounds = 0
         self.reconcile_errors: dict[str, str] = {}
         """Per cluster, why the last reconcile round could not finish its work."""
         for cluster, applier in self.appliers.items():  # what the journal knows, until an apply
-            episode = applier.episode()
+            status = applier.status()
             metrics.target_factor.labels(cluster).set(self.target(cluster))
-            metrics.applied_factor.labels(cluster).set(_applied(episode))
-            metrics.drift.labels(cluster).set(len(episode.drifted()) if episode else 0)
+            metrics.applied_factor.labels(cluster).set(status.applied_factor)
+            metrics.drift.labels(cluster).set(
+                len(status.episode.drifted()) if status.episode else 0
+            )
 
     def handle(self, payload: WebhookPayload) -> WebhookOutcome:
         """Record the group's firing alerts, then apply every affected cluster's target.
@@ -121,7 +145,7 @@ class Enforcer:
                 ", ".join(f"{cluster}/{fingerprint}" for cluster, fingerprint in sorted(stale)),
             )
         affected = named | {a.cluster for a in found.throttle}
-        self._heard_from |= affected
+        self.recovered.heard_from(affected)
         if payload.truncated_alerts:
             log.warning(
                 "group %s: Alertmanager left out %d alert(s); unlisted firing alerts are kept",
@@ -167,44 +191,26 @@ class Enforcer:
         return target_factor(self.alerts.firing_factors(cluster))
 
     def applied(self, cluster: str) -> float:
-        return _applied(self.appliers[cluster].episode())
+        return self.appliers[cluster].status().applied_factor
 
     def enforce(self, cluster: str) -> ApplyResult:
-        """Apply the cluster's current target (confirmed with Prometheus when lowering it).
+        """Apply the cluster's current target (checked with Prometheus when lowering it).
 
         One read of the firing alerts and (unless cached since the last apply) of the episode.
         """
-        applier = self.appliers[cluster]
-        with applier.lock:  # a concurrent webhook's newer target is read after this apply
-            if not applier.copy_checked:
-                self._hold_recovered(cluster, applier.read_copy())
-            if cluster in self._recovered and cluster in self._heard_from:
-                self.alerts.replace_group(RECOVERED_GROUP + cluster, {})  # Alertmanager knows
-                self._recovered.discard(cluster)
-            firing = self.alerts.firing_factors(cluster)
-            target = confirmed(
-                cluster, target_factor(firing), _applied(applier.episode()), self.prometheus
-            )
+
+        def choose_target(adopted: float | None, applied: float) -> float:
+            # the cluster's applier is busy with this step: a concurrent webhook's newer target
+            # is read after this apply
+            self.recovered.hold(cluster, adopted)
+            self.recovered.release_if_heard(cluster)
+            target = factor_to_apply(cluster, self.target(cluster), applied, self.prometheus)
             self.metrics.target_factor.labels(cluster).set(target)
-            result = applier.apply(target)
+            return target
+
+        result = self.appliers[cluster].enforce(choose_target)
         self.metrics.drift.labels(cluster).set(result.drifted)
         return result
-
-    def _hold_recovered(self, cluster: str, factor: float | None) -> None:
-        """A throttle recovered from Kafka (the journal, and the alerts with it, were lost) is
-        held at the factor Kafka's copy names, as a firing alert of its own, until Alertmanager
-        sends anything about the cluster (or kvq.enforcer.alert.expiry passes): restoring at
-        once would leave a full disk unprotected until Alertmanager's next repeat."""
-        if factor is None or factor >= 1.0 or cluster in self._heard_from:
-            return
-        log.warning(
-            "cluster %s: holding the recovered throttle at factor %s until Alertmanager sends "
-            "an alert about this cluster",
-            cluster,
-            factor,
-        )
-        self.alerts.replace_group(RECOVERED_GROUP + cluster, {(cluster, "journal-lost"): factor})
-        self._recovered.add(cluster)
 
     def reconcile(self) -> dict[str, str]:
         """Finish or undo unfinished work: apply the target of every cluster that needs it.
@@ -249,12 +255,11 @@ class Enforcer:
         self.reconcile_rounds += 1
         return errors
 
-    def _needs_work(self, cluster: str, applier: Applier) -> bool:
-        if applier.dry_run:
-            return bool(applier.last_error)
-        episode = applier.episode()
-        unfinished = episode is not None and episode.active
-        return unfinished or applier.needs_reconcile or self.target(cluster) < 1.0
+    def _needs_work(self, cluster: str, applier: ClusterApplier) -> bool:
+        status = applier.status()
+        if status.condition.dry_run:
+            return bool(status.condition.last_error)
+        return status.unfinished or self.target(cluster) < UNTHROTTLED
 
     def _expire_alerts(self) -> None:
         self.alert_episodes.expire(self._clock() - self.alert_expiry)
@@ -275,7 +280,7 @@ class Enforcer:
         """A request in doubt could no longer land after a moment since `since` (monotonic):
         time to verify again."""
         now = time.monotonic()
-        deadlines = [a.settle_deadline() for a in self.appliers.values()]
+        deadlines = [a.condition().settle_deadline for a in self.appliers.values()]
         return any(d is not None and since < d <= now for d in deadlines)
 
     def reconcile_forever(self, stop: threading.Event, interval: float, tick: float = 0.5) -> None:
@@ -298,21 +303,28 @@ class Enforcer:
                 next_round = time.monotonic() + interval
             stop.wait(min(tick, interval))
 
+    def close(self) -> None:
+        """Close every cluster's Kafka connection, then the journal."""
+        for applier in self.appliers.values():
+            applier.close()
+        self.journal.close()
+
     def health(self) -> dict[str, Any]:
         """`ok`; `degraded` while unfinished work cannot progress (Kafka or the journal fails);
         `failing` when the originals cannot be known or Kafka ignores client quotas."""
         problems, failing = [], False
         for cluster, applier in sorted(self.appliers.items()):
-            if applier.originals_unknown:
+            condition = applier.condition()
+            if condition.originals_unknown:
                 failing = True
                 problems.append(
-                    f"cluster {cluster}: originals unknown: {applier.originals_unknown}"[:500]
+                    f"cluster {cluster}: originals unknown: {condition.originals_unknown}"[:500]
                 )
-            if applier.quota_callback:
+            if condition.quota_callback:
                 failing = True
-                problems.append(f"cluster {cluster}: {applier.quota_callback}")
+                problems.append(f"cluster {cluster}: {condition.quota_callback}")
             error = self.reconcile_errors.get(cluster)
-            if error and not applier.originals_unknown:
+            if error and not condition.originals_unknown:
                 problems.append(f"cluster {cluster}: cannot make progress: {error}")
         if "*" in self.reconcile_errors:
             problems.append(f"journal: {self.reconcile_errors['*']}")
@@ -328,17 +340,17 @@ class Enforcer:
         return {"clusters": {name: self._cluster_status(name) for name in self.appliers}}
 
     def _cluster_status(self, cluster: str) -> dict[str, Any]:
-        applier = self.appliers[cluster]
-        episode = applier.episode()
+        status = self.appliers[cluster].status()
+        episode = status.episode
         firing = self.alerts.firing_factors(cluster)
         out: dict[str, Any] = {
             "target_factor": target_factor(firing),
-            "applied_factor": _applied(episode),
+            "applied_factor": status.applied_factor,
             "firing_alerts": len(firing),
-            "dry_run": applier.dry_run,
-            "last_error": applier.last_error,
-            "settling": applier.settle_due_in() is not None,
-            "held_from_kafka": cluster in self._recovered,
+            "dry_run": status.condition.dry_run,
+            "last_error": status.condition.last_error,
+            "settling": status.condition.settle_deadline is not None,
+            "held_from_kafka": self.recovered.held(cluster),
             "episode": None,
             "entities": [],
             "drift": 0,
@@ -373,12 +385,6 @@ class Enforcer:
         out["entities"] = rows
         out["drift"] = sum(1 for r in rows if r["drift"])
         return out
-
-
-def _applied(episode: Episode | None) -> float:
-    if episode is None or not episode.active:
-        return 1.0
-    return 1.0 if episode.applied is None else episode.applied
 
 
 def _json_number(value: float | None) -> float | str | None:
