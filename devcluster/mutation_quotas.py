@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from kvq.kafka.quota_entity import QuotaEntity
 
-from .produce_quotas import WINDOW_MS, WINDOW_NUM, QuotaLimits
+from .produce_quotas import WINDOW_MS, WINDOW_NUM, QuotaLimits, java_round
 
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 STRICT_SINCE_VERSION = 6  # CreateTopics
@@ -75,7 +75,8 @@ class MutationQuota:
 
     def _note_throttle(self, now_s: float) -> None:
         assert self._bucket is not None and self._bound is not None
-        self._throttle_ms = round(-self._bucket.tokens / self._bound * 1000)
+        # ControllerMutationQuotaManager.throttleTimeMs: Math.round(-value / bound * 1000)
+        self._throttle_ms = java_round(-self._bucket.tokens / self._bound * 1000)
         self._recorded_s = now_s
 
     def throttle_ms(self) -> int:

@@ -171,6 +171,12 @@ class QuotaLimits:
         return found
 
 
+def java_round(value: float) -> int:
+    """Java's Math.round, which Kafka's quota managers use for throttle times: halves round up
+    (Python's round() rounds them to even: 2652.5 ms would be 2652 where Kafka answers 2653)."""
+    return math.floor(value + 0.5)
+
+
 class ProduceQuotas:
     """The produce quota manager of one broker: a Rate per budget (Kafka's sensors)."""
 
@@ -204,7 +210,7 @@ class ProduceQuotas:
         if observed <= budget.bound:
             return 0
         excess_ms = (observed - budget.bound) / budget.bound * rate.window_ms(now_ms)
-        throttle = math.floor(excess_ms + 0.5)  # Java's Math.round: halves up, not to even
+        throttle = java_round(excess_ms)
         # ClientQuotaManager.recordAndGetThrottleTimeMs narrows the long to an Int (throttleTime(
         # e, timeMs).toInt): past 2^31 ms it wraps, and KafkaApis throttles only when it is > 0.
         return max(0, _int32(throttle))

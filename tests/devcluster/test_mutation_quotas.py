@@ -49,3 +49,10 @@ def test_no_quota_no_limit():
     quota = manager.quota_for("u", "other", api_version=7)
     quota.record(10_000)
     assert quota.throttle_ms() == 0
+
+
+def test_a_throttle_time_of_half_a_millisecond_rounds_up_as_kafka_s_math_round():
+    manager, _ = quotas(4000.0)  # burst 44,000 partitions
+    quota = manager.quota_for("u", "app", api_version=5)
+    quota.record(44_002)  # 2 below zero at 4,000 per second: 0.5 ms
+    assert quota.throttle_ms() == 1  # Python's round() would say 0
