@@ -211,9 +211,9 @@ class GracefulSlowdown:
             / ops.greatest(later.time - earlier.time, MIN_ELAPSED_SECONDS)
             for later, earlier in zip(readings, readings[1:], strict=False)
         ]
-        if not rates:
-            return 0.0
-        if len(rates) < 3:  # while the history builds up: the lowest, so one spike is ignored
+        if len(rates) < 2:
+            return rates[0] if rates else 0.0
+        if len(rates) == 2:  # while the history builds up: the lower, so one spike is ignored
             return ops.least(*rates)
         a, b, c = rates
         return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
