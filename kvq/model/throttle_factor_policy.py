@@ -168,10 +168,11 @@ class GracefulSlowdown:
     - predicted seconds to the limit: headroom (available bytes above the limit) / fill rate;
     - factor `1 / (1 + depth)`: the depth grows while the volume would reach the limit within
       the horizon (in proportion to how much too fast it fills, at most `MAX_STEP` a reading and
-      `MAX_STEP_PER_SECOND`: each step lowers the factor by at most 13%, so a quota stays close
+      `MAX_STEP_PER_SECOND`: each step lowers the factor by at most 20%, so a quota stays close
       to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its window, stay
-      near a second), shrinks while the volume fills slower than that, and restarts at 0 (factor
-      1.0 at once) when the limit is `RESTART_MARGIN` horizons away or more: space freed.
+      near two seconds), shrinks while the volume fills slower than that, and restarts at 0
+      (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the limit is
+      `RESTART_MARGIN` horizons away or more.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit.
     """
@@ -187,9 +188,16 @@ class GracefulSlowdown:
     RESPONSE_SECONDS: ClassVar[float] = 30.0
     """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
     time of the loop, longer than the alert and enforcer delays so that it does not overshoot."""
-    MAX_STEP: ClassVar[float] = 0.15
-    MAX_STEP_PER_SECOND: ClassVar[float] = 0.03
+    RISE_SECONDS: ClassVar[float] = 15.0
+    """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
+    / this: producers get their rate back faster than they lose it."""
+    MAX_STEP: ClassVar[float] = 0.25
+    MAX_STEP_PER_SECOND: ClassVar[float] = 0.05
     RESTART_MARGIN: ClassVar[float] = 2.0
+    FREED_SHARE: ClassVar[float] = 0.1
+    """Space freed: available bytes up by this share of the volume in one interval, or the volume
+    grown (retention deleting a segment frees less; a volume that merely stopped filling because
+    it is throttled frees nothing)."""
 
     def limit_bytes(self, reading: VolumeReading) -> Any:
         """The limit in bytes for this volume (a ratio limit: of its total)."""
@@ -239,10 +247,15 @@ class GracefulSlowdown:
         # How much too fast the volume approaches its limit: horizon / predicted time - 1
         # (-1: not filling; > 0: it would reach the limit within the horizon).
         too_fast = self.horizon_seconds * rate / ops.greatest(self.headroom(reading), 1) - 1.0
-        elapsed = ops.greatest(reading.time - previous[0].time, MIN_ELAPSED_SECONDS)
+        last = previous[0]
+        elapsed = ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
         bound = ops.least(self.MAX_STEP, self.MAX_STEP_PER_SECOND * elapsed)
-        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed / self.RESPONSE_SECONDS, bound)
-        restart = too_fast <= 1.0 / self.RESTART_MARGIN - 1.0
+        response = ops.choose(too_fast < 0, self.RISE_SECONDS, self.RESPONSE_SECONDS)
+        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed / response, bound)
+        freed = (
+            reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
+        ) | (reading.total_bytes > last.total_bytes)
+        restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
         return step, restart
 
     def volume_factor(

@@ -43,9 +43,11 @@ def test_a_filling_volume_slows_producers_in_steps_that_reach_kafka_and_freeing_
         # four steps within one repeat_interval: each reached the enforcer as a new alert
         times = [seen[q] for q in steps]
         assert max(times) - min(times) < stack.loop.repeat_interval, seen
-        # each lower than the one before by at most 13% (a quota close to the rate it meets)
+        # small steps, never a jump towards the floor (a quota close to the rate it meets): the
+        # policy lowers the factor by at most 5% a second, and a notification may carry the
+        # steps of a few polls
         for higher, lower in zip([original, *steps], steps, strict=False):
-            assert lower >= higher / 1.15 * 0.999, (higher, lower)
+            assert lower >= higher / 1.5, (higher, lower)
         # space freed: producers go at once, the original quotas come back exactly
         stack.control.set_log_dir(1, 0, usable_bytes=None)
         wait_until(lambda: stack.quotas() == before, 60, what="quotas restored exactly")
