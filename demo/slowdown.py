@@ -1,8 +1,9 @@
 """`make demo SCENARIO=slowdown KAFKA=apache`: the proposal's 0/1 policy and graceful-slowdown
 side by side, on the same load on a fresh real Kafka cluster each.
 
-The load is the producers scenario's on real Kafka (demo/producers.py, APACHE: four librdkafka and
-two Java producers at 75 kB/s each, every byte on broker 0's tmpfs, here 64 MiB), with retention
+The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers
+at 75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for
+three of the five principals), with retention
 that frees space at a known rate: every topic keeps RETENTION_SECONDS of data in segments of
 SEGMENT_SECONDS, checked every second, so that at the full rate broker 0 would settle above the
 limit (25 % available) but an equilibrium exists below it. kvq runs with the recommended
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from demo.producers import (
-    APACHE,
     DiskWatch,
     Run,
     grow_full_volume,
@@ -35,6 +35,7 @@ from demo.producers import (
     stop_all,
 )
 from demo.scenario import Timeline
+from demo.versus import SETUP as VERSUS
 from demo.versus import recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
@@ -43,8 +44,7 @@ from devkit.loop_settings import recommended
 RETENTION_SECONDS = 150
 SEGMENT_SECONDS = 5
 SETUP = replace(
-    APACHE,
-    capacity=64 << 20,
+    VERSUS,
     loop=recommended(),
     topic_config={
         "retention.ms": str(RETENTION_SECONDS * 1000),
@@ -53,8 +53,8 @@ SETUP = replace(
     },
     broker_properties={"log.retention.check.interval.ms": "1000"},
 )
-HORIZON = "PT2M"
-"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in under two minutes;
+HORIZON = "PT1M"
+"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about two minutes;
 the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 25 s to act on a factor."""
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
