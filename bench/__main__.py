@@ -22,6 +22,7 @@ BENCHMARKS = (
     "bench.produce_throughput",
     "bench.producers_headroom",
     "bench.versus",
+    "bench.slowdown",
 )
 
 

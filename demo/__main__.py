@@ -38,11 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
     parser.add_argument(
         "--scenario",
-        choices=("loop", "producers", "versus"),
+        choices=("loop", "producers", "versus", "slowdown"),
         default="loop",
         help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
         "producers fill a small disk, with kvq and then without it (demo/producers.py); "
-        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq",
+        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq; slowdown "
+        "(KAFKA=apache): the 0/1 policy and graceful-slowdown on one load with retention",
     )
     parser.add_argument(
         "--kafka",
@@ -64,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.kafka != "apache" or args.keep:
             parser.error("versus runs on real Kafka only (KAFKA=apache) and stops its own clusters")
         return versus.main(rest)
+    if args.scenario == "slowdown":
+        from demo import slowdown
+
+        if args.kafka != "apache" or args.keep:
+            parser.error("slowdown runs on real Kafka only (KAFKA=apache), stopping its clusters")
+        return slowdown.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()

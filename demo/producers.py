@@ -102,6 +102,10 @@ class Setup:
     quotas: dict[tuple, float] = field(default_factory=lambda: dict(ORIGINAL_QUOTAS))
     """producer_byte_rate per entity (per broker, as Kafka enforces it) before any throttle."""
     loop: loop_settings.LoopSettings = LOOP
+    topic_config: dict[str, str] = field(default_factory=dict)
+    """Every topic's configs (retention, segments)."""
+    broker_properties: dict[str, str] = field(default_factory=dict)
+    """Real Kafka's broker properties beyond demo.apache's."""
 
     @property
     def producers(self) -> int:
@@ -280,7 +284,7 @@ def name(producer: LoadProducer | JavaPerfProducer, setup: Setup) -> str:
     return f"{label} ({producer.kind})" if setup.java else label
 
 
-def make_stack(work: Path, setup: Setup = DEVCLUSTER) -> DemoStack:
+def make_stack(work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = "") -> DemoStack:
     return DemoStack(
         work,
         brokers=3,
@@ -290,8 +294,9 @@ def make_stack(work: Path, setup: Setup = DEVCLUSTER) -> DemoStack:
         loop=setup.loop,
         sasl_users=setup.users,
         validity=f"PT{VALIDITY_SECONDS}S",
-        extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n",
+        extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n{extra_properties}",
         kafka=setup.kafka,
+        broker_properties=setup.broker_properties,
     )
 
 
@@ -299,7 +304,10 @@ def prepare(stack: DemoStack, setup: Setup = DEVCLUSTER) -> dict:
     """Topics and the original quotas; returns Kafka's quotas as they are then."""
     admin = ck.AdminClient({"bootstrap.servers": stack.bootstrap, "log_level": 0})
     futures = admin.create_topics(
-        [ck.NewTopic(name, len(a), replica_assignment=a) for name, a in setup.topics.items()]
+        [
+            ck.NewTopic(name, len(a), replica_assignment=a, config=setup.topic_config)
+            for name, a in setup.topics.items()
+        ]
     )
     for future in futures.values():
         future.result(30)

@@ -56,6 +56,7 @@ class DemoStack:
         validity: str = "PT30S",
         extra_properties: str = "",
         kafka: str = "devcluster",
+        broker_properties: dict[str, str] | None = None,
     ) -> None:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
@@ -73,6 +74,8 @@ class DemoStack:
         self.sasl_users = sasl_users
         self.validity = validity
         self.extra_properties = extra_properties
+        self.broker_properties = broker_properties or {}
+        """Real Kafka's broker properties beyond demo.apache.BROKER_PROPERTIES."""
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -157,7 +160,7 @@ class DemoStack:
                 log_dirs_per_node=self.log_dirs_per_broker,
                 log_dir_bytes=self.capacity_bytes,
                 users={**DEFAULT_USERS, **(self.sasl_users or {})},
-                broker_properties=BROKER_PROPERTIES,
+                broker_properties={**BROKER_PROPERTIES, **self.broker_properties},
             )
         )
         self.bootstrap = self.kafka.bootstrap

@@ -18,7 +18,7 @@ from exporter.poller import Poller
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_families import ARCHIVE_WRITE_FAILURES, POLL_DURATION
-from kvq.contract.metric_samples import Family, cluster_families, judged_volumes
+from kvq.contract.metric_samples import Family, cluster_families, judged_volumes, policy_columns
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.web.server import ConnectionLimits, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
@@ -122,8 +122,9 @@ class Exporter:
             state = self.throttle.state
             volumes = judged_volumes(state)
             violating = {v.key for v in state.violating}
+            policy = policy_columns(self.throttle, volumes)
         text = "".join(map(render_family, cluster)) + render_volumes(
-            volumes, violating, config.cluster_name
+            volumes, violating, config.cluster_name, policy
         )
         self._rendered = (key, generate_latest(self.registry) + text.encode())
         return self._rendered[1]

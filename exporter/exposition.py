@@ -8,7 +8,7 @@ lines, values are formatted as prometheus_client formats them (`floatToGoString`
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from prometheus_client.utils import floatToGoString
 
@@ -70,9 +70,13 @@ def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[
 
 
 def render_volumes(
-    volumes: Iterable[Volume], violating: Collection[tuple[int, str]], cluster: str
+    volumes: Iterable[Volume],
+    violating: Collection[tuple[int, str]],
+    cluster: str,
+    policy: Sequence[tuple[mf.MetricFamily, list[float]]] = (),
 ) -> str:
-    """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order."""
+    """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order,
+    then the policy's (`kvq.contract.metric_samples.policy_columns`: a value per volume each)."""
     cluster_text = escape_label_value(cluster)
     volumes = list(volumes)
     labels = [
@@ -82,6 +86,7 @@ def render_volumes(
     ]
     judged = [(v, (v.broker_id, v.log_dir) in violating) for v in volumes]
     columns = [(column.family, _formatted(column, judged)) for column in VOLUME_COLUMNS]
+    columns += [(family, [format_value(v) for v in values]) for family, values in policy]
     parts = []
     for family, values in columns:
         parts.append(header(family))

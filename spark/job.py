@@ -358,7 +358,7 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
         return
     request.output.mkdir(parents=True, exist_ok=True)
     work_dir = request.output / PARTS
-    catalog = list(backfilled(config.limit))
+    catalog = list(backfilled(config.limit, config.policy.gauges))
     say("computing and writing the series")
     _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
     check_interval = config.check_interval.total_seconds()

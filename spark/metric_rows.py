@@ -91,6 +91,8 @@ def volume_lines(
         "available_bytes": F.col("available_bytes"),
         "available_ratio": F.col("available_ratio"),
         "violating": F.col("violating").cast("long"),
+        "factor": F.col("factor"),
+        **{name: F.col(name) for name in runs.columns if name.startswith("log_dir_")},
     }
     first = _per_cluster(grids, lambda g: g.first_emitted())
     last = _per_cluster(grids, lambda g: g.last_emitted())

@@ -44,6 +44,9 @@ PER_VOLUME = {
     "log_dir_available_bytes": "available_bytes",
     "log_dir_available_ratio": "available_ratio",
     "log_dir_violating": "violating",
+    "log_dir_fill_rate_bytes_per_second": "log_dir_fill_rate_bytes_per_second",
+    "log_dir_seconds_to_limit": "log_dir_seconds_to_limit",
+    "log_dir_throttle_factor": "factor",
 }
 
 

@@ -40,7 +40,9 @@ NEVER = 2**62
 class SparkExpressions:
     """`kvq.model.throttle_factor_policy.Expressions` on Spark Columns."""
 
-    def choose(self, condition: Column, if_true, if_false) -> Column:
+    def choose(self, condition: Column | bool, if_true, if_false) -> Column:
+        # A condition on constants (a declaration given no previous reading) is a plain bool.
+        condition = condition if isinstance(condition, Column) else F.lit(condition)
         return F.when(condition, if_true).otherwise(if_false)
 
     def least(self, *values) -> Column:
@@ -57,21 +59,81 @@ READING = ("time", "total_bytes", "available_bytes", "available_ratio")
 """The columns of a described log dir that make a `VolumeReading` (in its field order)."""
 
 
-def volume_factor(policy: ThrottleFactorPolicy) -> Column:
-    """The factor the policy gives each usable description: the same declaration the exporter
-    evaluates on numbers, on the columns READING and, for a policy with history, the volume's
-    previous usable description (a window over its descriptions in success order)."""
-    ops = SPARK_EXPRESSIONS
+def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
+    """`declared(reading, previous)` with as many previous readings as the volume has (up to the
+    policy's `history`; columns `previous1`.. hold them, null where it has fewer)."""
     reading = VolumeReading(*(F.col(name) for name in READING))
-    first = F.lit(policy.volume_factor(reading, None, ops))
-    if not policy.needs_history:
-        return first.cast("double")
-    before = Window.partitionBy(*VOLUME).orderBy("sseq").rowsBetween(Window.unboundedPreceding, -1)
-    usable = F.when(F.col("reason").isNull(), F.struct(*READING))
-    last = F.last(usable, ignorenulls=True).over(before)
-    previous = VolumeReading(*(last[name] for name in READING))
-    later = F.lit(policy.volume_factor(reading, previous, ops))
-    return F.when(last.isNull(), first).otherwise(later).cast("double")
+    previous = [
+        VolumeReading(*(F.col(f"previous{n}")[name] for name in READING))
+        for n in range(1, policy.history + 1)
+    ]
+    chosen = F.lit(declared(reading, tuple(previous)))
+    for n in range(policy.history, 0, -1):
+        fewer = F.lit(declared(reading, tuple(previous[: n - 1])))
+        chosen = F.when(F.col(f"previous{n}").isNull(), fewer).otherwise(chosen)
+    return chosen
+
+
+def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> DataFrame:
+    """`described` + the factor the policy gives each usable description and its gauges
+    (`gauge0`..), the same declaration the exporter evaluates on numbers: on the columns READING,
+    the volume's previous usable descriptions (`previous1`.., windows over its descriptions in
+    success order) and, for a policy that accumulates, its depth (a running sum since the last
+    restart minus its running minimum, 0 included: `kvq.model.throttle_factor_policy`)."""
+    ops = SPARK_EXPRESSIONS
+    usable = F.col("reason").isNull()
+    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    before = by_volume.rowsBetween(Window.unboundedPreceding, -1)
+    so_far = by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    if policy.history:
+        last = F.last(F.when(usable, F.struct(*READING)), ignorenulls=True).over(before)
+        described = described.select("*", last.alias("previous1"))
+    for n in range(2, policy.history + 1):  # the previous one's previous, and so on
+        earlier = F.last(F.when(usable, F.col(f"previous{n - 1}")), ignorenulls=True)
+        described = described.select("*", earlier.over(before).alias(f"previous{n}"))
+    depth: Column | float = 0.0
+    if policy.accumulates:
+        step = _by_variant(policy, lambda r, p: policy.depth_step(r, p, ops)[0])
+        restart = _by_variant(policy, lambda r, p: policy.depth_step(r, p, ops)[1])
+        described = described.select(
+            "*",
+            F.when(usable, restart.cast("long")).alias("restart"),
+            F.when(usable, F.when(restart, F.lit(0.0)).otherwise(step.cast("double"))).alias(
+                "step"
+            ),
+        )
+        run = F.sum("restart").over(so_far)
+        described = described.select("*", run.alias("since_restart"))
+        segment = Window.partitionBy(*VOLUME, "since_restart").orderBy("sseq")
+        segment = segment.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        described = described.select("*", F.sum("step").over(segment).alias("depth_total"))
+        lowest = F.least(F.lit(0.0), F.min("depth_total").over(segment))
+        described = described.select("*", (F.col("depth_total") - lowest).alias("depth"))
+        depth = F.col("depth")
+    factor = _by_variant(policy, lambda r, p: policy.volume_factor(r, p, depth, ops))
+    gauges = [
+        _by_variant(policy, lambda r, p, i=i: policy.volume_gauges(r, p, ops)[i])
+        for i in range(len(policy.gauges))
+    ]
+    return described.select(
+        *(c for c in described.columns if not _is_policy_work(c)),
+        F.when(usable, factor.cast("double")).alias("factor"),
+        *(
+            F.when(usable, g.cast("double")).alias(n)
+            for n, g in zip(policy.gauges, gauges, strict=True)
+        ),
+    )
+
+
+def _is_policy_work(column: str) -> bool:
+    """The intermediate columns of `with_policy_columns`."""
+    return column.startswith("previous") or column in (
+        "restart",
+        "step",
+        "since_restart",
+        "depth_total",
+        "depth",
+    )
 
 
 def described_log_dirs(
@@ -109,7 +171,7 @@ def described_log_dirs(
         unusable_reason(F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")).alias(
             "reason"
         ),
-        *(["time"] if policy.needs_history else []),  # the success's, for the policy's readings
+        *(["time"] if policy.history else []),  # the success's, for the policy's readings
     ).repartition(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(
@@ -119,7 +181,7 @@ def described_log_dirs(
         .otherwise(False)
         .alias("violating"),
     )
-    described = described.select("*", F.when(usable, volume_factor(policy)).alias("factor"))
+    described = with_policy_columns(described, policy)
     if hold_matters or offline_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).
@@ -270,6 +332,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         "available_ratio",
         "violating",
         "factor",
+        *(c for c in described.columns if c.startswith("log_dir_")),  # a policy's gauges
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
         evicted.alias("evicted"),

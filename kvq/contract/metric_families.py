@@ -118,6 +118,28 @@ LOG_DIR_AVAILABLE_RATIO = MetricFamily(
 LOG_DIR_VIOLATING = MetricFamily(
     "log_dir_violating", GAUGE, "1 if the volume violates the limit.", PER_VOLUME
 )
+LOG_DIR_FILL_RATE = MetricFamily(
+    "log_dir_fill_rate_bytes_per_second",
+    GAUGE,
+    "Bytes per second the volume fills at (graceful-slowdown: median of its last 3 intervals).",
+    PER_VOLUME,
+)
+LOG_DIR_SECONDS_TO_LIMIT = MetricFamily(
+    "log_dir_seconds_to_limit",
+    GAUGE,
+    "Predicted seconds until the volume reaches its limit at its fill rate (a year: not filling).",
+    PER_VOLUME,
+)
+LOG_DIR_THROTTLE_FACTOR = MetricFamily(
+    "log_dir_throttle_factor",
+    GAUGE,
+    "The throttle factor this volume asks for; the cluster's is the smallest.",
+    PER_VOLUME,
+)
+POLICY_VOLUME_FAMILIES = (LOG_DIR_FILL_RATE, LOG_DIR_SECONDS_TO_LIMIT, LOG_DIR_THROTTLE_FACTOR)
+"""Published only under a policy with gauges (graceful-slowdown): its gauges (`gauges` of the
+policy), then each volume's factor. The proposal's policy publishes none of them, so its
+exposition stays what it was."""
 
 FAMILIES: tuple[MetricFamily, ...] = (
     POLL_DURATION,
@@ -142,6 +164,7 @@ FAMILIES: tuple[MetricFamily, ...] = (
     LOG_DIR_AVAILABLE_BYTES,
     LOG_DIR_AVAILABLE_RATIO,
     LOG_DIR_VIOLATING,
+    *POLICY_VOLUME_FAMILIES,
 )
 """Every family, in the order the exporter publishes them."""
 
@@ -153,12 +176,24 @@ def limit_family(limit: Limit) -> MetricFamily:
     return LIMIT_BYTES if isinstance(limit, MinAvailableBytes) else LIMIT_RATIO
 
 
-def published(limit: Limit) -> tuple[MetricFamily, ...]:
-    """The families an exporter with `limit` configured publishes, in order."""
+def policy_families(gauges: tuple[str, ...]) -> tuple[MetricFamily, ...]:
+    """The per-volume families of a policy with `gauges` (its `gauges`), then the volume's
+    factor; none for a policy without gauges."""
+    if not gauges:
+        return ()
+    by_short = {f.short: f for f in POLICY_VOLUME_FAMILIES}
+    return (*(by_short[short] for short in gauges), LOG_DIR_THROTTLE_FACTOR)
+
+
+def published(limit: Limit, gauges: tuple[str, ...] = ()) -> tuple[MetricFamily, ...]:
+    """The families an exporter with `limit` and a policy with `gauges` publishes, in order."""
     unused = LIMIT_RATIO if limit_family(limit) is LIMIT_BYTES else LIMIT_BYTES
-    return tuple(f for f in FAMILIES if f is not unused)
+    own = policy_families(gauges)
+    return tuple(
+        f for f in FAMILIES if f is not unused and (f not in POLICY_VOLUME_FAMILIES or f in own)
+    )
 
 
-def backfilled(limit: Limit) -> tuple[MetricFamily, ...]:
+def backfilled(limit: Limit, gauges: tuple[str, ...] = ()) -> tuple[MetricFamily, ...]:
     """The families the backfill rebuilds from the archive: all but the live-only timings."""
-    return tuple(f for f in published(limit) if not f.live_only)
+    return tuple(f for f in published(limit, gauges) if not f.live_only)

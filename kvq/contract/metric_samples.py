@@ -109,18 +109,32 @@ declaration behind both `volume_families` and the exporter's fast `exporter.expo
 
 
 def volume_families(source: ThrottleFactorSource, cluster: str) -> Iterator[Family]:
-    """The per-volume families (`VOLUME_COLUMNS`), one sample per judged volume each."""
+    """The per-volume families (`VOLUME_COLUMNS`, then the policy's: `policy_columns`), one
+    sample per judged volume each."""
     state = source.state
     violating_keys = {v.key for v in state.violating}
     volumes = judged_volumes(state)
-    for column in VOLUME_COLUMNS:
-        family = Family(column.family)
-        for volume in volumes:
-            value = column.value(volume, volume.key in violating_keys)
+    columns = [
+        (column.family, [column.value(v, v.key in violating_keys) for v in volumes])
+        for column in VOLUME_COLUMNS
+    ]
+    for metric_family, values in columns + policy_columns(source, volumes):
+        family = Family(metric_family)
+        for volume, value in zip(volumes, values, strict=True):
             family.add(
                 value, broker_id=str(volume.broker_id), log_dir=volume.log_dir, cluster=cluster
             )
         yield family
+
+
+def policy_columns(
+    source: ThrottleFactorSource, volumes: list[Volume]
+) -> list[tuple[mf.MetricFamily, list[float]]]:
+    """The policy's per-volume families (`mf.policy_families`: its gauges, then each volume's
+    factor) with the value of each of `volumes`, as last observed; none for the proposal's."""
+    families = mf.policy_families(source.policy.gauges)
+    observed = source.run.columns
+    return [(f, [observed[v.key][i] for v in volumes]) for i, f in enumerate(families)]
 
 
 def judged_volumes(state: ThrottleState) -> list[Volume]:

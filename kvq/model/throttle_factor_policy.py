@@ -3,17 +3,22 @@
 A policy is declared once and evaluated in two places: on plain numbers by the exporter, one
 observation at a time (`PolicyRun`, inside `kvq.model.throttle_factor_source`), and on Spark
 Columns by the backfill, every success of the archive at once (`spark.volume_history`). So its
-`volume_factor` uses only arithmetic, comparisons, `&`/`|` and the operations of the
-`Expressions` it is handed (`choose`, `least`, `greatest`), never an `if` on its inputs, as
+methods use only arithmetic, comparisons, `&`/`|` and the operations of the `Expressions` they
+are handed (`choose`, `least`, `greatest`), never an `if` on their inputs, as
 `Limit.is_violated` does.
 
 Each judged volume (observed now, or cached) asks for a factor in [0, 1]; the cluster's factor is
 the smallest of them, 1.0 without any volume (`cluster_factor`): the volume closest to its limit
 decides. A cached volume keeps the factor it got when it was last observed. A policy that needs
-a volume's history says so (`needs_history`) and gets that volume's previous usable reading
-(None at its first), which `PolicyRun` keeps in the exporter and a window over the volume's
-descriptions gives in the backfill. Both branches of `choose` are evaluated on numbers: a
-declaration keeps each one defined (divide by `greatest(elapsed, 1.0)`, not by `elapsed`).
+a volume's history says how many previous usable readings it reads (`history`; most recent
+first, fewer while the volume has fewer: a declaration may branch on `len(previous)`), which
+`PolicyRun` keeps in the exporter and windows over the volume's descriptions give in the
+backfill. A policy that `accumulates` also reads a per-volume *depth*: the running sum of its
+`depth_step` increments since the volume's last restart, never below 0 (the sum minus its running
+minimum, 0 included: a running sum and a running minimum, which Spark's windows compute in the
+same order as the exporter, so both give the same bits). Both branches of `choose` are evaluated
+on numbers: a declaration keeps each one defined (divide by `greatest(elapsed, 1.0)`, not by
+`elapsed`).
 
 The limit stays the limit whatever the policy: violations are counted and published
 (`log_dir_violating`, `limit_violated_total`) and decide the violation hold.
@@ -25,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-from kvq.model.limits import Limit
+from kvq.model.limits import Limit, MinAvailableRatio
 from kvq.model.volume import Volume
 
 THROTTLED = 0.0
@@ -72,19 +77,43 @@ PLAIN = PlainExpressions()
 
 
 class ThrottleFactorPolicy(Protocol):
-    """A rule from one volume's reading (and, if it needs it, its previous one) to the factor
-    that volume asks for. See the module's docstring for what a declaration may use."""
+    """A rule from one volume's reading (and, if it needs them, its previous ones and its depth)
+    to the factor that volume asks for. See the module's docstring for what a declaration may
+    use."""
 
     @property
     def limit(self) -> Limit: ...
 
-    needs_history: ClassVar[bool]
-    """Whether `volume_factor` reads `previous` or `reading.time` (the backfill then carries the
-    success times and looks up each volume's previous reading)."""
+    history: ClassVar[int]
+    """How many previous usable readings of a volume the methods read (0: none; the backfill then
+    needs no success times and no windows)."""
+
+    accumulates: ClassVar[bool]
+    """Whether `volume_factor` reads the volume's depth (`depth_step` feeds it)."""
+
+    gauges: ClassVar[tuple[str, ...]]
+    """The short names (`kvq.contract.metric_families`) of the per-volume gauges
+    `volume_gauges` gives, in order; the volume's factor is published beside them when there are
+    any. Empty: the policy publishes nothing of its own."""
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, Any]:
+        """(increment, restart) of the volume's depth at this reading: restart sets it to 0
+        (the increment is then ignored), else the increment is added and the depth kept >= 0."""
+        ...
 
     def volume_factor(
-        self, reading: VolumeReading, previous: VolumeReading | None, ops: Expressions
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        depth: Any,
+        ops: Expressions,
     ) -> Any: ...
+
+    def volume_gauges(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +122,159 @@ class StopOnViolation:
     limit, else it runs unthrottled (1.0)."""
 
     limit: Limit
-    needs_history: ClassVar[bool] = False
+    history: ClassVar[int] = 0
+    accumulates: ClassVar[bool] = False
+    gauges: ClassVar[tuple[str, ...]] = ()
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, Any]:
+        return 0.0, False
 
     def volume_factor(
-        self, reading: VolumeReading, previous: VolumeReading | None, ops: Expressions
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        depth: Any,
+        ops: Expressions,
     ) -> Any:
         violated = self.limit.is_violated(reading.available_bytes, reading.available_ratio)
         return ops.choose(violated, THROTTLED, UNTHROTTLED)
+
+    def volume_gauges(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, ...]:
+        return ()
+
+
+NOT_FILLING_SECONDS = 365 * 86400.0
+"""The predicted time to the limit of a volume that is not filling (and the most ever shown)."""
+MIN_ELAPSED_SECONDS = 0.001
+"""Observations closer than this (equal timestamps) count as this far apart."""
+
+
+@dataclass(frozen=True, slots=True)
+class GracefulSlowdown:
+    """Slow producers down early and just enough that no volume reaches its limit sooner than
+    `horizon_seconds` from now, and let them go at once when space is freed; 0.0 the moment a
+    volume is at or past its limit (the proposal's rule, the last line of defence).
+
+    Per volume:
+    - fill rate: the median of the rates over the last three intervals between its readings,
+      each `max(0, growth of used bytes) / elapsed`: one noisy reading spoils two intervals in
+      opposite directions and the median ignores both; a segment deleted by retention (a drop)
+      counts as an interval of no growth, which the median ignores too; a broker away in
+      between gives one long interval at the average rate;
+    - predicted seconds to the limit: headroom (available bytes above the limit) / fill rate;
+    - factor `1 / (1 + depth)`: the depth grows while the volume would reach the limit within
+      the horizon (in proportion to how much too fast it fills, at most `MAX_STEP` a reading and
+      `MAX_STEP_PER_SECOND`: each step lowers the factor by at most 20%, so a quota stays close
+      to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its window, stay
+      near two seconds), shrinks while the volume fills slower than that, and restarts at 0
+      (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the limit is
+      `RESTART_MARGIN` horizons away or more.
+    At a steady load the factor settles where the volume fills just as fast as it may: its
+    headroom shrinks at most by a factor e every horizon, it never reaches the limit.
+    """
+
+    limit: Limit
+    horizon_seconds: float
+    history: ClassVar[int] = 3
+    accumulates: ClassVar[bool] = True
+    gauges: ClassVar[tuple[str, ...]] = (
+        "log_dir_fill_rate_bytes_per_second",
+        "log_dir_seconds_to_limit",
+    )
+    RESPONSE_SECONDS: ClassVar[float] = 30.0
+    """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
+    time of the loop, longer than the alert and enforcer delays so that it does not overshoot."""
+    RISE_SECONDS: ClassVar[float] = 15.0
+    """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
+    / this: producers get their rate back faster than they lose it."""
+    MAX_STEP: ClassVar[float] = 0.25
+    MAX_STEP_PER_SECOND: ClassVar[float] = 0.05
+    RESTART_MARGIN: ClassVar[float] = 2.0
+    FREED_SHARE: ClassVar[float] = 0.1
+    """Space freed: available bytes up by this share of the volume in one interval, or the volume
+    grown (retention deleting a segment frees less; a volume that merely stopped filling because
+    it is throttled frees nothing)."""
+
+    def limit_bytes(self, reading: VolumeReading) -> Any:
+        """The limit in bytes for this volume (a ratio limit: of its total)."""
+        if isinstance(self.limit, MinAvailableRatio):
+            return self.limit.min_ratio * reading.total_bytes
+        return self.limit.threshold
+
+    def fill_rate(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """Bytes per second the volume fills at (0.0 at its first reading)."""
+        readings = (reading, *previous)
+        rates = [
+            ops.greatest(
+                (later.total_bytes - later.available_bytes)
+                - (earlier.total_bytes - earlier.available_bytes),
+                0,
+            )
+            / ops.greatest(later.time - earlier.time, MIN_ELAPSED_SECONDS)
+            for later, earlier in zip(readings, readings[1:], strict=False)
+        ]
+        if len(rates) < 2:
+            return rates[0] if rates else 0.0
+        if len(rates) == 2:  # while the history builds up: the lower, so one spike is ignored
+            return ops.least(*rates)
+        a, b, c = rates
+        return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
+
+    def headroom(self, reading: VolumeReading) -> Any:
+        """Bytes available above the limit (<= 0: at or past it)."""
+        return reading.available_bytes - self.limit_bytes(reading)
+
+    def seconds_to_limit(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        rate = self.fill_rate(reading, previous, ops)
+        headroom = ops.greatest(self.headroom(reading), 0)
+        predicted = headroom / ops.greatest(rate, MIN_ELAPSED_SECONDS)
+        return ops.choose(rate > 0, ops.least(predicted, NOT_FILLING_SECONDS), NOT_FILLING_SECONDS)
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, Any]:
+        if not previous:
+            return 0.0, False
+        rate = self.fill_rate(reading, previous, ops)
+        # How much too fast the volume approaches its limit: horizon / predicted time - 1
+        # (-1: not filling; > 0: it would reach the limit within the horizon).
+        too_fast = self.horizon_seconds * rate / ops.greatest(self.headroom(reading), 1) - 1.0
+        last = previous[0]
+        elapsed = ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
+        bound = ops.least(self.MAX_STEP, self.MAX_STEP_PER_SECOND * elapsed)
+        response = ops.choose(too_fast < 0, self.RISE_SECONDS, self.RESPONSE_SECONDS)
+        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed / response, bound)
+        freed = (
+            reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
+        ) | (reading.total_bytes > last.total_bytes)
+        restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
+        return step, restart
+
+    def volume_factor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        depth: Any,
+        ops: Expressions,
+    ) -> Any:
+        violated = self.limit.is_violated(reading.available_bytes, reading.available_ratio)
+        return ops.choose(violated, THROTTLED, 1.0 / (1.0 + depth))
+
+    def volume_gauges(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, ...]:
+        return (
+            self.fill_rate(reading, previous, ops),
+            self.seconds_to_limit(reading, previous, ops),
+        )
 
 
 def cluster_factor(volume_factors: Iterable[float]) -> float:
@@ -115,32 +290,63 @@ class FactorCalculation:
     violating: tuple[Volume, ...]
 
 
+@dataclass(slots=True)
+class _Depth:
+    """A volume's depth as the backfill computes it: the sum since the last restart and its
+    running minimum (0 included); the depth is their difference."""
+
+    total: float = 0.0
+    lowest: float = 0.0
+
+    def take(self, step: float, restart: bool) -> float:
+        if restart:
+            self.total = self.lowest = 0.0
+        else:
+            self.total += step
+            self.lowest = min(self.lowest, self.total)
+        return self.total - self.lowest
+
+
 class PolicyRun:
     """A policy applied to successive observations (the exporter's side of the seam): keeps the
-    factor each volume got when last observed (a cached volume keeps it) and, for a policy that
-    needs history, each volume's last usable reading."""
+    factor each volume got when last observed (a cached volume keeps it), and for a policy that
+    needs them each volume's last usable readings, its depth and its gauges."""
 
     def __init__(self, policy: ThrottleFactorPolicy) -> None:
         self.policy = policy
         self._factors: dict[tuple[int, str], float] = {}
-        self._readings: dict[tuple[int, str], VolumeReading] = {}
+        self._readings: dict[tuple[int, str], tuple[VolumeReading, ...]] = {}
+        self._depths: dict[tuple[int, str], _Depth] = {}
+        self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
+        """Per judged volume: the policy's gauges and then its factor (only for a policy that
+        has gauges), as last observed."""
 
     def calculate(
         self, observed: Iterable[Volume], cached: Iterable[Volume] = (), time: float = 0.0
     ) -> FactorCalculation:
         """The factor of `observed` (read at `time`) and `cached` (judged as last observed)."""
         observed, cached = tuple(observed), tuple(cached)
-        policy, limit, history = self.policy, self.policy.limit, self.policy.needs_history
+        policy, limit, history = self.policy, self.policy.limit, self.policy.history
         known, self._factors = self._factors, {}
+        columns, self.columns = self.columns, {}
+        gauged = bool(policy.gauges)
         factors: list[float] = []
         violating: list[Volume] = []
         for volume in observed:
             key = volume.key
             ratio = volume.available_ratio
             reading = VolumeReading(time, volume.total_bytes, volume.available_bytes, ratio)
-            factor = float(policy.volume_factor(reading, self._readings.get(key), PLAIN))
+            previous = self._readings.get(key, ()) if history else ()
+            depth = 0.0
+            if policy.accumulates:
+                step, restart = policy.depth_step(reading, previous, PLAIN)
+                depth = self._depths.setdefault(key, _Depth()).take(float(step), bool(restart))
+            factor = float(policy.volume_factor(reading, previous, depth, PLAIN))
+            if gauged:
+                gauges = policy.volume_gauges(reading, previous, PLAIN)
+                self.columns[key] = (*map(float, gauges), factor)
             if history:
-                self._readings[key] = reading
+                self._readings[key] = (reading, *previous)[:history]
             factors.append(factor)
             self._factors[key] = factor
             if limit.is_violated(volume.available_bytes, ratio):
@@ -149,6 +355,8 @@ class PolicyRun:
             key = volume.key
             factors.append(known[key])
             self._factors[key] = known[key]
+            if gauged:
+                self.columns[key] = columns[key]
             if limit.violated_by(volume):
                 violating.append(volume)
         return FactorCalculation(cluster_factor(factors), tuple(violating))

@@ -29,7 +29,11 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
-from kvq.model.throttle_factor_policy import StopOnViolation, ThrottleFactorPolicy
+from kvq.model.throttle_factor_policy import (
+    GracefulSlowdown,
+    StopOnViolation,
+    ThrottleFactorPolicy,
+)
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
@@ -76,7 +80,16 @@ VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
 """How long a volume violating when last seen keeps violating while unseen: its broker away, or
 its log dir offline (an error code, no sizes). Counted from when it was last seen with sizes."""
 VIOLATION_HOLD_DEFAULT = "PT1H"
-SHARED_KVQ_KEYS = (CLUSTER_NAME, VIOLATION_HOLD)
+THROTTLE_POLICY = "kvq.throttle.policy"
+"""Which policy turns the volumes into the factor (`POLICIES`): the proposal's by default."""
+STOP_ON_VIOLATION = "stop-on-violation"
+GRACEFUL_SLOWDOWN = "graceful-slowdown"
+POLICIES = (STOP_ON_VIOLATION, GRACEFUL_SLOWDOWN)
+SLOWDOWN_HORIZON = "kvq.throttle.slowdown.horizon"
+"""graceful-slowdown: no volume may be predicted to reach its limit sooner than this (the time an
+operator needs to react); production slows down as much as that takes."""
+SLOWDOWN_HORIZON_DEFAULT = "PT10M"
+SHARED_KVQ_KEYS = (CLUSTER_NAME, VIOLATION_HOLD, THROTTLE_POLICY, SLOWDOWN_HORIZON)
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
@@ -146,11 +159,15 @@ class Config:
     request: float | None
     excluded_principals: tuple[str, ...]
     warnings: tuple[str, ...]
+    policy_name: str = STOP_ON_VIOLATION
+    slowdown_horizon: timedelta = timedelta(minutes=10)
 
     @property
     def policy(self) -> ThrottleFactorPolicy:
-        """The throttle factor policy of this configuration: every app takes it from here (one
-        policy so far, the proposal's; a setting choosing another would be read here)."""
+        """The throttle factor policy of this configuration (`kvq.throttle.policy`): every app
+        takes it from here."""
+        if self.policy_name == GRACEFUL_SLOWDOWN:
+            return GracefulSlowdown(self.limit, self.slowdown_horizon.total_seconds())
         return StopOnViolation(self.limit)
 
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
@@ -330,6 +347,8 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     request = get(REQUEST, values.positive_number)
     excluded = get(EXCLUDED, values.principals) or ()
     cluster_name = get(CLUSTER_NAME, values.label_value, CLUSTER_NAME_DEFAULT)
+    policy_name = get(THROTTLE_POLICY, values.one_of(POLICIES), STOP_ON_VIOLATION)
+    horizon = get(SLOWDOWN_HORIZON, values.positive_duration, SLOWDOWN_HORIZON_DEFAULT)
 
     for key in sorted(properties):
         if key in IGNORED_PLUGIN_KEYS:
@@ -364,6 +383,8 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         request=request,
         excluded_principals=excluded,
         warnings=tuple(warnings),
+        policy_name=policy_name,
+        slowdown_horizon=horizon,
     )
 
 

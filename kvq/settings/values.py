@@ -150,6 +150,17 @@ def boolean(value: str) -> bool:
     raise ValueError("must be true or false")
 
 
+def one_of(allowed: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser accepting exactly one of `allowed` (surrounding spaces ignored)."""
+
+    def parse(value: str) -> str:
+        if value.strip() not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value.strip()
+
+    return parse
+
+
 def label_value(value: str) -> str:
     """A cluster or scenario name: safe in a label, a file name and a log line."""
     if not _NAME_RE.match(value.strip()):

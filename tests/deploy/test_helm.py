@@ -191,7 +191,9 @@ def test_throttle_alert_reaches_the_enforcer_under_on_namespace(source, tmp_path
         for r in g["rules"]
         if "alert" in r
     }
-    throttle = {"alertname": "KafkaVolumeQuotaThrottle", **alerts["KafkaVolumeQuotaThrottle"]}
+    # A templated label (factor_step) as Prometheus expands it for factor 0.5.
+    static = {k: "0.5" if "{{" in v else v for k, v in alerts["KafkaVolumeQuotaThrottle"].items()}
+    throttle = {"alertname": "KafkaVolumeQuotaThrottle", **static}
     enforcer = f"{namespace}/kvq-enforcer/kvq-enforcer"
     assert routed_to(generated, throttle | {"cluster": "east"}) == [enforcer]
     without = {k: v for k, v in throttle.items() if k != "namespace"}

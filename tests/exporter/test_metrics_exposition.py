@@ -154,3 +154,45 @@ def test_values_are_formatted_exactly_as_prometheus_client_formats_them():
     values += [rng.random() * 10**k for k in range(-8, 9) for _ in range(200)]
     for value in values:
         assert format_value(value) == floatToGoString(value), value
+
+
+def test_graceful_slowdown_publishes_fill_rate_time_to_limit_and_factor_per_volume():
+    """Only under the graceful-slowdown policy (the proposal's exposition stays as it was): its
+    families after the others, rendered as prometheus_client renders them, promtool-clean."""
+    import subprocess
+
+    key, value = LIMITS["bytes"]
+    settings = ExporterSettings.build(
+        {
+            P + "kafka.admin.bootstrap.servers": "unused:9092",
+            key: value,
+            "kvq.throttle.policy": "graceful-slowdown",
+            "kvq.throttle.slowdown.horizon": "PT1M",
+        },
+        environ={},
+    )
+    exporter = Exporter(settings, client=object(), clock=lambda: 1011.0)  # type: ignore[arg-type]
+    for time, available in ((1000.0, 900), (1005.0, 700), (1010.0, 500)):
+        dirs = (LogDirDescription(0, "/data/a", 1000, available),)
+        exporter.throttle.observe(Observation(time, (0,), dirs))
+    text = exporter.render_metrics()
+    assert text == prometheus_client_text(exporter)
+    lines = text.decode().splitlines()
+    gauges = exporter.config.policy.gauges
+    headers = [
+        line
+        for line in lines
+        if line.startswith("# HELP kafka_volume_quota") and not line.split()[2].endswith("_created")
+    ]
+    expected = [
+        f"# HELP {f.sample_name} {f.help}" for f in published(exporter.config.limit, gauges)
+    ]
+    assert headers == expected
+    volume = '{broker_id="0",cluster="kafka",log_dir="/data/a"}'
+    assert f"kafka_volume_quota_log_dir_fill_rate_bytes_per_second{volume} 40.0" in lines
+    assert f"kafka_volume_quota_log_dir_seconds_to_limit{volume} 10.0" in lines  # 400 B at 40 B/s
+    factor = next(line for line in lines if line.startswith("kafka_volume_quota_throttle_factor{"))
+    assert f"kafka_volume_quota_log_dir_throttle_factor{volume} {factor.split()[1]}" in lines
+    assert 0.0 < float(factor.split()[1]) < 1.0
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -18,7 +18,13 @@ from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
 from kvq.model.volume import LogDirDescription
-from kvq.settings.config import Config, load_config
+from kvq.settings.config import (
+    GRACEFUL_SLOWDOWN,
+    SLOWDOWN_HORIZON,
+    THROTTLE_POLICY,
+    Config,
+    load_config,
+)
 from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
@@ -40,7 +46,9 @@ def backfill_both(archive, config, output, step, start=None, end=None, scenario=
         grid = grid.only(gaps)
     reference = output / "replay.om"
     write_openmetrics(
-        reference, backfilled(config.limit), replay(observations, config, grid, scenario)
+        reference,
+        backfilled(config.limit, config.policy.gauges),
+        replay(observations, config, grid, scenario),
     )
     return read_openmetrics(result.openmetrics), read_openmetrics(reference), result
 
@@ -105,15 +113,17 @@ class SlowDownWhileFilling:
     proportion to how fast it filled since its previous reading."""
 
     limit: Limit
-    needs_history: ClassVar[bool] = True
+    history: ClassVar[int] = 1
+    accumulates: ClassVar[bool] = False
+    gauges: ClassVar[tuple[str, ...]] = ()
     bytes_per_second: float = 1e9
     """The fill rate that asks for factor 0."""
 
-    def volume_factor(self, reading, previous, ops):
-        if previous is None:
+    def volume_factor(self, reading, previous, depth, ops):
+        if not previous:
             return UNTHROTTLED
-        elapsed = ops.greatest(reading.time - previous.time, 1.0)
-        rate = (previous.available_bytes - reading.available_bytes) / elapsed
+        elapsed = ops.greatest(reading.time - previous[0].time, 1.0)
+        rate = (previous[0].available_bytes - reading.available_bytes) / elapsed
         return ops.greatest(THROTTLED, ops.least(UNTHROTTLED, 1.0 - rate / self.bytes_per_second))
 
 
@@ -131,6 +141,31 @@ def test_a_policy_with_history_is_declared_once_and_evaluated_alike(spark, gener
     got, expected, _ = backfill_both(generated / "archive", config, tmp_path / "out", 60)
     factors = set(expected[(NS + "throttle_factor", '{cluster="kafka"}')].values())
     assert len({f for f in factors if 0.0 < f < 1.0 and f != config.fallback_factor}) > 50
+    assert_same(got, expected)
+
+
+def test_graceful_slowdown_is_evaluated_alike_with_its_gauges(spark, generated, tmp_path):
+    """The graceful-slowdown policy (three previous readings, a depth over restarts, two gauges
+    and the per-volume factor): the backfill publishes what the exporter published, bit for
+    bit."""
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.05),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT6H"},
+    )
+    got, expected, _ = backfill_both(generated / "archive", config, tmp_path / "out", 60)
+    factors = set(expected[(NS + "throttle_factor", '{cluster="kafka"}')].values())
+    assert len({f for f in factors if 0.0 < f < 1.0 and f != config.fallback_factor}) > 50
+    assert 1.0 in factors and 0.0 in factors  # restarts and violations
+    names = {name for name, _ in expected}
+    for short in ("log_dir_fill_rate_bytes_per_second", "log_dir_seconds_to_limit"):
+        assert NS + short in names
+    per_volume = [
+        v
+        for (n, _), s in expected.items()
+        if n == NS + "log_dir_throttle_factor"
+        for v in s.values()
+    ]
+    assert any(0.0 < v < 1.0 for v in per_volume)
     assert_same(got, expected)
 
 

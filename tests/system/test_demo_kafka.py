@@ -50,3 +50,11 @@ def test_versus_needs_real_kafka_and_names_an_unknown_guard():
     unknown = run_demo("--scenario", "versus", "--kafka", "apache", "--guards", "x", timeout=60)
     assert unknown.returncode == 2
     assert "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq" in unknown.stderr
+
+
+def test_slowdown_needs_real_kafka():
+    """`make demo SCENARIO=slowdown` without KAFKA=apache is a usage error (exit 2), before any
+    cluster starts."""
+    without_kafka = run_demo("--scenario", "slowdown", timeout=60)
+    assert without_kafka.returncode == 2
+    assert "slowdown runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr

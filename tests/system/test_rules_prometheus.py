@@ -7,6 +7,7 @@ fake_exporter.py); tests/system/test_rules_live_exporter.py does the same with t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,46 @@ def test_throttle_alert_fires_reaches_the_enforcer_webhook_and_resolves(tmp_path
             manager.stop()
     # only the throttle alert reached the enforcer's receiver
     assert {a["labels"]["alertname"] for b in hook.bodies for a in b["alerts"]} == {THROTTLE}
+
+
+def firing_factors(body: dict) -> set[str]:
+    """The factors of the throttle alerts firing in one notification."""
+    return {
+        a["annotations"]["throttle_factor"]
+        for a in body["alerts"]
+        if a["labels"]["alertname"] == THROTTLE and a["status"] == "firing"
+    }
+
+
+@pytest.mark.e2e
+def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_interval(
+    tmp_path: Path,
+) -> None:
+    """A factor that moves while the alert fires (graceful-slowdown) reaches the enforcer at each
+    step within the route's group_interval (10 s), not at its repeat_interval (5m): Alertmanager
+    notifies only when the set of alerts changes, and each step (the `factor_step` label) is a
+    new alert, the previous one resolved in the same notification."""
+    token = tmp_path / "webhook.token"
+    token.write_text("s3cret-token\n")
+    delays = []
+    with (
+        WebhookRecorder() as hook,
+        FakeExporter(cluster="c1") as fake,
+    ):
+        manager = Alertmanager(tmp_path / "am", example_config(hook.url, token))
+        try:
+            targets = {"kvq-exporter": [fake.target], "kvq-enforcer": [fake.enforcer_target]}
+            with run_prometheus(tmp_path / "prom", targets, [RULES], alertmanager_url=manager.url):
+                for factor in ("0.9", "0.78", "0.68", "0.6"):
+                    fake.set_fallback(float(factor))
+                    changed = time.monotonic()
+                    body = hook.wait_for(lambda b, f=factor: firing_factors(b) == {f}, timeout=60)
+                    delays.append(time.monotonic() - changed)
+                    if factor != "0.9":  # the previous step's alert resolves in the same one
+                        assert any(a["status"] == "resolved" for a in body["alerts"])
+        finally:
+            manager.stop()
+    assert max(delays) < 25, delays
 
 
 def test_the_fake_enforcer_metrics_are_the_enforcers() -> None:

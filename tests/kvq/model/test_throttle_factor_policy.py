@@ -39,12 +39,15 @@ class SlowDownWhileShrinking:
     """A policy with history, as the next one will be: 0.5 while a volume shrinks, else 1.0."""
 
     limit: MinAvailableBytes
-    needs_history: ClassVar[bool] = True
+    history: ClassVar[int] = 1
+    accumulates: ClassVar[bool] = False
+    gauges: ClassVar[tuple[str, ...]] = ()
 
-    def volume_factor(self, reading, previous, ops):
-        if previous is None:
+    def volume_factor(self, reading, previous, depth, ops):
+        if not previous:
             return UNTHROTTLED
-        return ops.choose(reading.available_bytes < previous.available_bytes, 0.5, UNTHROTTLED)
+        shrinking = reading.available_bytes < previous[0].available_bytes
+        return ops.choose(shrinking, 0.5, UNTHROTTLED)
 
 
 def test_a_policy_run_hands_each_volume_its_previous_reading_and_cached_volumes_keep_their_factor():

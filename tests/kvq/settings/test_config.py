@@ -10,12 +10,15 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
+from kvq.model.throttle_factor_policy import GracefulSlowdown, StopOnViolation
 from kvq.settings.config import (
     BOOTSTRAP_SERVERS,
     CHECK_INTERVAL,
     EXCLUDED,
     FALLBACK,
     PLUGIN_CHECK_INTERVAL,
+    SLOWDOWN_HORIZON,
+    THROTTLE_POLICY,
     VALIDITY,
     VIOLATION_HOLD,
     ConfigError,
@@ -249,3 +252,23 @@ def test_violation_hold_defaults_to_an_hour_and_names_itself_when_bad():
     assert config(**{VIOLATION_HOLD: "PT0S"}).violation_hold == timedelta(0)
     (error,) = errors_of({**BASE, VIOLATION_HOLD: "1h"})
     assert VIOLATION_HOLD in error and "1h" in error
+
+
+def test_the_proposals_policy_is_the_default_and_graceful_slowdown_is_chosen_by_name():
+    assert isinstance(config().policy, StopOnViolation)
+    chosen = config(**{THROTTLE_POLICY: "graceful-slowdown", SLOWDOWN_HORIZON: "PT2M"}).policy
+    assert chosen == GracefulSlowdown(config().limit, 120.0)
+    assert config(**{THROTTLE_POLICY: "graceful-slowdown"}).policy.horizon_seconds == 600.0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        (THROTTLE_POLICY, "gentle", "one of stop-on-violation, graceful-slowdown"),
+        (SLOWDOWN_HORIZON, "PT0S", "positive"),
+        (SLOWDOWN_HORIZON, "10m", "ISO 8601"),
+    ],
+)
+def test_a_bad_policy_setting_names_itself_and_what_is_allowed(key, value, allowed):
+    (error,) = errors_of({**BASE, key: value})
+    assert error.startswith(f"{key}={value}") and allowed in error

@@ -1,0 +1,191 @@
+"""`make demo SCENARIO=slowdown KAFKA=apache`: the proposal's 0/1 policy and graceful-slowdown
+side by side, on the same load on a fresh real Kafka cluster each.
+
+The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers
+at 75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for
+three of the five principals), with retention
+that frees space at a known rate: every topic keeps RETENTION_SECONDS of data in segments of
+SEGMENT_SECONDS, checked every second, so that at the full rate broker 0 would settle above the
+limit (25 % available) but an equilibrium exists below it. kvq runs with the recommended
+intervals (the chart's). Each run: the load until the first slowdown (Kafka's quotas first
+changed by the enforcer), EPISODE_SECONDS more, then broker 0's volume grown (space freed), and
+AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on any volume, the bytes
+acknowledged during the episode (first slowdown -> space freed), the longest time any producer
+went without an acknowledgement then, and the time from space freed until every producer is
+back at its rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from demo.producers import (
+    DiskWatch,
+    Run,
+    grow_full_volume,
+    make_stack,
+    prepare,
+    start_load,
+    stop_all,
+)
+from demo.scenario import Timeline
+from demo.versus import SETUP as VERSUS
+from demo.versus import recovered_by_kind
+from devkit.kafka_cluster import KafkaClusterError
+from devkit.kafka_dist import KafkaDistError
+from devkit.loop_settings import recommended
+
+RETENTION_SECONDS = 150
+SEGMENT_SECONDS = 5
+SETUP = replace(
+    VERSUS,
+    loop=recommended(),
+    topic_config={
+        "retention.ms": str(RETENTION_SECONDS * 1000),
+        "segment.ms": str(SEGMENT_SECONDS * 1000),
+        "segment.bytes": str(1 << 20),
+    },
+    broker_properties={"log.retention.check.interval.ms": "1000"},
+)
+HORIZON = "PT1M"
+"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about two minutes;
+the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 25 s to act on a factor."""
+POLICIES = {
+    "stop-on-violation": "the proposal's policy (0/1)",
+    "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}",
+}
+EPISODE_SECONDS = 120.0
+AFTER_FREED_SECONDS = 30.0
+FIRST_SLOWDOWN_PATIENCE = 300.0
+
+
+@dataclass
+class Outcome:
+    policy: str
+    run: Run
+    slowed: float | None = None
+    freed: float | None = None
+    recovered: dict[str, float] = field(default_factory=dict)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    before: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def episode_bytes(self) -> int:
+        if self.slowed is None or self.freed is None:
+            return 0
+        return sum(p.log.acked_bytes(self.slowed, self.freed) for p in self.run.producers)
+
+    def longest_stall(self) -> tuple[float, str]:
+        """(seconds, producer) of the longest time any producer went without an acknowledgement
+        during the episode."""
+        start, end = self.slowed or 0.0, self.freed or 0.0
+        worst = (0.0, "-")
+        for producer in self.run.producers:
+            times = [start, *(t for t, _ in producer.log.acked if start <= t < end), end]
+            gap = max(b - a for a, b in zip(times, times[1:], strict=False))
+            worst = max(worst, (gap, f"{producer.user} / {producer.client_id}"))
+        return worst
+
+
+def throttled_now(stack, originals: dict) -> bool:
+    """Kafka holds some entity below its original producer quota (the enforcer slowed it)."""
+    quotas = stack.quotas()
+    return any(
+        quotas.get(entity, {}).get("producer_byte_rate", value) < value
+        for entity, value in originals.items()
+    )
+
+
+def drive(policy: str, stack, log: Callable[[str], None], active: list) -> Outcome:
+    prepare(stack, SETUP)
+    watch = DiskWatch(stack).start()
+    active.append(watch)
+    producers = start_load(stack, active, SETUP)
+    run = Run(Timeline(), producers, watch, time.monotonic(), SETUP.limit, SETUP)
+    outcome = Outcome(policy, run)
+    log(f"{POLICIES[policy]}: load started, {SETUP.rate / 1000:.0f} kB/s offered")
+    deadline = run.load_started + FIRST_SLOWDOWN_PATIENCE
+    while not throttled_now(stack, SETUP.quotas):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no slowdown within {FIRST_SLOWDOWN_PATIENCE:.0f} s")
+        time.sleep(0.5)
+    outcome.slowed = time.monotonic()
+    outcome.before = {
+        p.client_id: p.log.rate(run.load_started + 5, outcome.slowed) for p in producers
+    }
+    outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
+    log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
+    time.sleep(EPISODE_SECONDS)
+    grow_full_volume(stack, SETUP)
+    run.marks["grown"] = outcome.freed = time.monotonic()
+    outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))
+    log(f"{policy}: broker 0's volume grown; waiting for the producers")
+    while time.monotonic() < outcome.freed + AFTER_FREED_SECONDS:
+        recovered_by_kind(run, outcome, outcome.freed)  # type: ignore[arg-type]
+        time.sleep(0.2)
+    return outcome
+
+
+def table(outcome: Outcome) -> str:
+    run = outcome.run
+    lowest, volume = run.watch.lowest()
+    stall, who = outcome.longest_stall()
+    rows = [
+        f"  {'lowest headroom on any volume':52} {lowest:,} bytes (broker {volume[0]})",
+        f"  {'bytes acknowledged, first slowdown -> space freed':52} {outcome.episode_bytes:,}",
+        f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
+    ]
+    for kind in ("librdkafka", "Java"):
+        took = outcome.recovered.get(kind)
+        value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
+        rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
+    start = run.load_started
+    rows.append("  timeline (s after the load started):")
+    rows += [f"    {at - start:7.1f} s  {what}" for at, what in sorted(outcome.events)]
+    return "\n".join(rows)
+
+
+def run_policy(policy: str, work: Path, log: Callable[[str], None]) -> Outcome:
+    active: list = []
+    graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
+    with make_stack(work / policy, SETUP, graceful) as stack:
+        try:
+            return drive(policy, stack, log, active)
+        finally:
+            stop_all(active)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make demo SCENARIO=slowdown KAFKA=apache")
+    parser.add_argument(
+        "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
+    )
+    args = parser.parse_args(argv)
+    log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
+        work = args.work or Path(temp)
+        for policy in POLICIES:
+            try:
+                outcomes.append(run_policy(policy, work, log))
+            except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
+                print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
+                return 1
+    print(
+        f"\none load ({SETUP.producers} producers at {SETUP.producer_rate / 1000:.0f} kB/s, "
+        f"retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka cluster per policy"
+    )
+    for outcome in outcomes:
+        print(f"\n{POLICIES[outcome.policy]}:")
+        print(table(outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""The graceful-slowdown policy on hand-made observation sequences: fill rate, predicted time to
+the limit and a factor that slows producers early, in small steps, and lets them go at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
+from kvq.model.throttle_factor_policy import (
+    NOT_FILLING_SECONDS,
+    GracefulSlowdown,
+    PolicyRun,
+)
+from kvq.model.volume import Volume
+
+MB = 1_000_000
+TOTAL = 2000 * MB
+LIMIT = 200 * MB
+HORIZON = 120.0
+KEY = (0, "/d")
+
+
+def policy(limit=None):
+    return GracefulSlowdown(limit or MinAvailableBytes(LIMIT), HORIZON)
+
+
+def observe(run: PolicyRun, time: float, available: int, total: int = TOTAL) -> float:
+    return run.calculate([Volume(0, "/d", total, available)], time=time).factor
+
+
+def fill_rate(run: PolicyRun) -> float:
+    return run.columns[KEY][0]
+
+
+def seconds_to_limit(run: PolicyRun) -> float:
+    return run.columns[KEY][1]
+
+
+def test_a_steady_fill_far_from_the_limit_runs_unthrottled_and_predicts_the_limit():
+    run = PolicyRun(policy())
+    factors = [observe(run, 5.0 * i, 1800 * MB - i * 5 * MB) for i in range(6)]
+    assert factors == [1.0] * 6
+    assert fill_rate(run) == 1 * MB  # 5 MB every 5 s
+    assert seconds_to_limit(run) == (1800 - 25 - 200) * MB / MB
+    assert run.columns[KEY][2] == 1.0  # the volume's factor is published beside its gauges
+
+
+def test_a_first_reading_predicts_nothing():
+    run = PolicyRun(policy())
+    assert observe(run, 0.0, 1000 * MB) == 1.0
+    assert (fill_rate(run), seconds_to_limit(run)) == (0.0, NOT_FILLING_SECONDS)
+
+
+def test_a_volume_filling_too_fast_is_slowed_down_in_steps_of_at_most_20_percent():
+    """Each step lowers the factor by at most 1 - 1/1.25: a quota stays close to the rate it
+    meets, so Kafka's throttle times, (rate - quota) / quota x window, stay near two seconds."""
+    run = PolicyRun(policy())
+    factors = [observe(run, 5.0 * i, 1000 * MB - i * 50 * MB) for i in range(12)]
+    # 10 MB/s with 800 MB above the limit: 80 s to go, less than the 120 s horizon
+    assert factors[0] == 1.0  # a first reading: no rate yet
+    assert all(0.0 < f < 1.0 for f in factors[1:])
+    for before, after in zip(factors, factors[1:], strict=False):
+        assert after >= before / 1.25 - 1e-12
+    assert factors == sorted(factors, reverse=True)
+
+
+def test_one_noisy_poll_changes_neither_the_fill_rate_nor_the_factor():
+    run = PolicyRun(policy())
+    for i in range(5):
+        observe(run, 5.0 * i, 1800 * MB - i * 5 * MB)
+    steady = (fill_rate(run), observe(run, 25.0, 1775 * MB))
+    assert steady[0] == 1 * MB
+    noisy = observe(run, 30.0, 1000 * MB)  # one reading 770 MB off: a spike of 154 MB/s
+    assert (fill_rate(run), noisy) == (1 * MB, 1.0)
+    observe(run, 35.0, 1765 * MB)  # back: a drop, counted as no growth
+    assert (fill_rate(run), run.columns[KEY][2]) == (1 * MB, 1.0)
+
+
+def test_a_noisy_poll_while_throttled_neither_releases_nor_deepens_the_throttle():
+    run = PolicyRun(policy())
+    available = 1000 * MB
+    for i in range(8):
+        observe(run, 5.0 * i, available - i * 50 * MB)
+    throttled = run.columns[KEY][2]
+    low = observe(run, 40.0, 300 * MB)  # spuriously low: close to the limit
+    high = observe(run, 45.0, 1900 * MB)  # spuriously high: space that is not there
+    assert throttled > 0.0
+    assert low >= throttled / 1.25 - 1e-12
+    assert high < 1.0  # the median of the last three intervals still sees the fill
+
+
+def test_a_broker_away_and_back_gives_one_long_interval_at_the_average_rate():
+    run = PolicyRun(policy())
+    for i in range(4):
+        observe(run, 5.0 * i, 1800 * MB - i * 5 * MB)
+    cached = Volume(0, "/d", TOTAL, 1785 * MB)
+    for t in (20.0, 25.0, 30.0):  # the broker is away: judged from cache, unchanged
+        assert run.calculate([], cached=[cached], time=t).factor == 1.0
+    assert observe(run, 80.0, 1785 * MB - 65 * MB) == 1.0  # back, having filled at 1 MB/s
+    assert fill_rate(run) == 1 * MB
+
+
+def test_retention_deleting_a_segment_is_no_sign_of_space_freed_for_good():
+    run = PolicyRun(policy())
+    available = 1000 * MB
+    for i in range(8):
+        available -= 50 * MB
+        observe(run, 5.0 * i, available)
+    throttled = run.columns[KEY][2]
+    observe(run, 40.0, available + 50 * MB)  # a segment deleted: more space than before
+    assert fill_rate(run) == 10 * MB  # the drop counts as no growth, the median ignores it
+    assert 0.0 < run.columns[KEY][2] <= throttled * 1.1
+
+
+def test_at_the_limit_the_factor_is_zero_and_space_freed_lets_producers_go_at_once():
+    run = PolicyRun(policy())
+    available = 1000 * MB
+    for i in range(9):
+        observe(run, 5.0 * i, available - i * 100 * MB)  # 20 MB/s: 200 MB left at 40 s
+    assert run.columns[KEY][2] == 0.0  # at the limit (available == limit)
+    assert seconds_to_limit(run) == 0.0
+    for t in (45.0, 50.0, 55.0):  # stopped there (Kafka holds producers at the floor)
+        assert observe(run, t, 200 * MB - 1000) == 0.0
+    assert observe(run, 60.0, 1900 * MB) == 1.0  # space freed: the next reading is 1.0
+
+
+def test_a_ratio_limit_is_a_number_of_bytes_of_each_volume():
+    run = PolicyRun(policy(MinAvailableRatio(0.1)))
+    observe(run, 0.0, 1000 * MB)
+    observe(run, 10.0, 990 * MB)
+    assert seconds_to_limit(run) == (990 - 200) * MB / MB
+
+
+def closed_loop(write, free, load_step=None, duration=1800.0, delay=10.0, poll=5.0):
+    """Producers writing `write` B/s x the factor in force `delay` s after it was computed,
+    retention freeing `free` B/s in a chunk every minute; (lowest available, factors)."""
+    run = PolicyRun(policy())
+    used, freed = TOTAL - 1500 * MB, 0.0
+    published: list[tuple[float, float]] = [(0.0, 1.0)]
+    lowest, factors = TOTAL, []
+    t = 0.0
+    while t <= duration:
+        in_force = [f for at, f in published if at <= t - delay][-1:] or [1.0]
+        rate = write * (load_step[1] if load_step and t >= load_step[0] else 1)
+        used += rate * in_force[0] * poll
+        freed += free * poll
+        if t % 60 < poll:
+            used, freed = used - min(freed, used), 0.0
+        used = min(used, TOTAL)
+        available = int(TOTAL - used)
+        published.append((t, observe(run, t, available)))
+        lowest = min(lowest, available)
+        factors.append(published[-1][1])
+        t += poll
+    return lowest, factors
+
+
+def test_at_a_steady_load_with_retention_the_volume_settles_far_from_its_limit():
+    """Twice what retention frees: the factor settles near 0.5 and the limit is never reached."""
+    lowest, factors = closed_loop(10 * MB, 5 * MB)
+    assert lowest > LIMIT + 300 * MB
+    assert min(factors[-60:]) > 0.4 and max(factors[-60:]) < 0.6
+    assert 0.0 not in factors
+
+
+@pytest.mark.parametrize("step", [2, 10])
+def test_a_load_step_keeps_the_volume_above_zero(step):
+    """A sudden 2x or 10x load: slowed further, the limit (factor 0) as the last line."""
+    lowest, factors = closed_loop(2 * MB, 1 * MB, load_step=(600.0, step))
+    assert lowest > 0
+    if step == 2:
+        assert lowest > LIMIT and 0.0 not in factors
+
+
+def test_a_volume_that_stops_filling_because_it_is_throttled_gets_its_rate_back_gradually():
+    """Not filling while throttled is the throttle working, not space freed: the factor rises
+    step by step (producers would fill it again at once at 1.0)."""
+    run = PolicyRun(policy())
+    for i in range(8):
+        observe(run, 5.0 * i, 1000 * MB - i * 50 * MB)
+    # the median of the last three intervals sees no growth from the second reading on
+    rising = [observe(run, 40.0 + 5.0 * i, 650 * MB) for i in range(1, 6)][1:]
+    assert 0.0 < rising[0] < rising[1] < rising[2] < rising[3] < 1.0
