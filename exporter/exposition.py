@@ -69,15 +69,32 @@ def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[
     return [texts[value] for value in values]
 
 
+def volume_label_template(cluster: str, cluster_label: str) -> str:
+    """A volume's label text, `{broker_id="{broker_id}",cluster="..",log_dir="{log_dir}"} `, for
+    `str.format`: the table's per-volume labels in their order, the cluster's (the same on every
+    line) filled in."""
+    cluster_pair = f'{cluster_label}="{escape_label_value(cluster)}"'
+    pairs = {
+        "broker_id": 'broker_id="{broker_id}"',
+        "log_dir": 'log_dir="{log_dir}"',
+        cluster_label: cluster_pair.replace("{", "{{").replace("}", "}}"),
+    }
+    names = mf.PER_VOLUME_FAMILIES[0].label_names(cluster_label)
+    return "{{" + ",".join(pairs[name] for name in names) + "}} "
+
+
 def render_volumes(
-    volumes: Iterable[Volume], violating: Collection[tuple[int, str]], cluster: str
+    volumes: Iterable[Volume],
+    violating: Collection[tuple[int, str]],
+    cluster: str,
+    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> str:
-    """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order."""
-    cluster_text = escape_label_value(cluster)
+    """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order,
+    the cluster's name in the label `cluster_label`."""
     volumes = list(volumes)
+    template = volume_label_template(cluster, cluster_label)
     labels = [
-        f'{{broker_id="{v.broker_id}",cluster="{cluster_text}",'
-        f'log_dir="{escape_label_value(v.log_dir)}"}} '
+        template.format(broker_id=v.broker_id, log_dir=escape_label_value(v.log_dir))
         for v in volumes
     ]
     judged = [(v, (v.broker_id, v.log_dir) in violating) for v in volumes]
