@@ -160,6 +160,8 @@ def test_containers_run_the_apps_with_flags_and_ports_they_have(rendered) -> Non
         assert container["image"].endswith(f"kafka-volume-quotas:{version}")
         cli = importlib.import_module(CLIS[command])
         args = cli.build_parser().parse_args(container["args"])  # exits on an unknown flag
+        # the exporters' spelling (exporter-toolkit), not the project's older alias
+        assert "--web.listen-address" in container["args"] and "--listen" not in container["args"]
         _, port = args.listen.rsplit(":", 1)
         (declared,) = container["ports"]
         assert declared["containerPort"] == int(port)
@@ -305,7 +307,7 @@ def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_pa
         if "--journal" in args:
             args[args.index("--journal") + 1] = str(tmp_path / "journal.sqlite3")
         port = free_port()
-        args[args.index("--listen") + 1] = f"127.0.0.1:{port}"
+        args[args.index("--web.listen-address") + 1] = f"127.0.0.1:{port}"
         argv = [sys.executable, "-m", CLIS[container["command"][0]], *args]
         paths = {
             container[p]["httpGet"]["path"]
