@@ -69,18 +69,18 @@ def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[
     return [texts[value] for value in values]
 
 
-def volume_label_template(cluster: str, cluster_label: str) -> str:
-    """A volume's label text, `{broker_id="{broker_id}",cluster="..",log_dir="{log_dir}"} `, for
-    `str.format`: the table's per-volume labels in their order, the cluster's (the same on every
-    line) filled in."""
-    cluster_pair = f'{cluster_label}="{escape_label_value(cluster)}"'
+def volume_label_parts(cluster: str, cluster_label: str) -> tuple[str, str, str]:
+    """A volume's label text, `{broker_id="B",cluster="..",log_dir="D"} `, as the three parts
+    around its broker id B and escaped log dir D: the table's per-volume labels in their order,
+    the cluster's (the same on every line) within the parts."""
     pairs = {
-        "broker_id": 'broker_id="{broker_id}"',
-        "log_dir": 'log_dir="{log_dir}"',
-        cluster_label: cluster_pair.replace("{", "{{").replace("}", "}}"),
+        "broker_id": 'broker_id="\0"',
+        "log_dir": 'log_dir="\0"',
+        cluster_label: f'{cluster_label}="{escape_label_value(cluster)}"',
     }
     names = mf.PER_VOLUME_FAMILIES[0].label_names(cluster_label)
-    return "{{" + ",".join(pairs[name] for name in names) + "}} "
+    before, between, after = ("{" + ",".join(pairs[name] for name in names) + "} ").split("\0")
+    return before, between, after
 
 
 def render_volumes(
@@ -92,10 +92,9 @@ def render_volumes(
     """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order,
     the cluster's name in the label `cluster_label`."""
     volumes = list(volumes)
-    template = volume_label_template(cluster, cluster_label)
+    before, between, after = volume_label_parts(cluster, cluster_label)
     labels = [
-        template.format(broker_id=v.broker_id, log_dir=escape_label_value(v.log_dir))
-        for v in volumes
+        f"{before}{v.broker_id}{between}{escape_label_value(v.log_dir)}{after}" for v in volumes
     ]
     judged = [(v, (v.broker_id, v.log_dir) in violating) for v in volumes]
     columns = [(column.family, _formatted(column, judged)) for column in VOLUME_COLUMNS]
