@@ -263,9 +263,12 @@ def throttle_webhook(
     group_key: str | None = None,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
+    cluster_label: str = "cluster",
 ) -> dict[str, Any]:
     """A captured body rewritten for throttle alerts; `alerts` lists (cluster, factor or None for
     resolved). With no `alerts`: one alert for `cluster`, firing at `factor` (None: resolved).
+    The cluster's name is in the label `cluster_label` (kvq.cluster.label; the alert is grouped by
+    it, as the chart's AlertmanagerConfig groups).
 
     Times, as Alertmanager sends them: a firing alert has `startsAt` (default: now, so each body is
     a new episode) and `endsAt` 0001-01-01; a resolved one `endsAt` (default: now) and the
@@ -279,7 +282,8 @@ def throttle_webhook(
     for index, (name, value) in enumerate(items):
         template = (firing_template if value is not None else resolved_template)["alerts"][0]
         alert = json.loads(json.dumps(template))
-        alert["labels"]["cluster"] = name
+        del alert["labels"]["cluster"]
+        alert["labels"][cluster_label] = name
         if value is not None:
             alert["annotations"]["throttle_factor"] = format(value, "g")
             alert["startsAt"] = rfc3339(starts_at or now)
@@ -289,9 +293,9 @@ def throttle_webhook(
         alert["fingerprint"] = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()[:16]
         out_alerts.append(alert)
     body["alerts"] = out_alerts
-    body["groupLabels"] = {"alertname": THROTTLE_ALERT, "cluster": items[0][0]}
+    body["groupLabels"] = {"alertname": THROTTLE_ALERT, cluster_label: items[0][0]}
     body["commonLabels"] = {"alertname": THROTTLE_ALERT}
     body["groupKey"] = group_key or (
-        f'{{}}:{{alertname="{THROTTLE_ALERT}", cluster="{items[0][0]}"}}'
+        f'{{}}:{{alertname="{THROTTLE_ALERT}", {cluster_label}="{items[0][0]}"}}'
     )
     return body

@@ -28,10 +28,11 @@ def prometheus_client_text(exporter) -> bytes:
         config.cluster_name,
         config.limit,
         config.check_interval.total_seconds(),
+        config.cluster_label,
     )
     metrics = []
     for family in [exporter.archive_family(), *built]:
-        labels = list(family.family.labels)
+        labels = list(family.family.label_names(config.cluster_label))
         kind = CounterMetricFamily if family.type == COUNTER else GaugeMetricFamily
         metric = kind(family.name, family.help, labels=labels)
         for sample_labels, value in family.samples:

@@ -50,6 +50,8 @@ class FakeExporter:
     """State of one exporter (one cluster) plus an enforcer; rendered at every scrape."""
 
     cluster: str = "kafka"
+    cluster_label: str = mf.CLUSTER_LABEL
+    """The label naming the cluster (kvq.cluster.label)."""
     limit_ratio: float = 0.1
     brokers: int = 3
     fallback_factor: float | None = None  # not None: the fallback applies with this factor
@@ -103,7 +105,7 @@ class FakeExporter:
             self.scrapes += 1
             violating = self._violating(now)
             self.violated_total += len(violating)
-            c = {"cluster": self.cluster}
+            c = {self.cluster_label: self.cluster}
             out = _Text()
             out.histogram(
                 mf.POLL_DURATION.short, c, self.scrapes, 0.004 * self.scrapes, mf.POLL_DURATION.help
@@ -155,7 +157,7 @@ class FakeExporter:
     def render_enforcer(self) -> str:
         """The enforcer's series (names from enforcer/metrics.py)."""
         with self._lock:
-            c = {"cluster": self.cluster}
+            c = {self.cluster_label: self.cluster}
             out = _Text("kafka_volume_quota_enforcer")
             out.family(
                 "webhooks",

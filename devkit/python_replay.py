@@ -82,7 +82,12 @@ def replay(
         if not grid.emitted(index):
             continue
         for family in families(
-            source, float(now), config.cluster_name, config.limit, check_interval
+            source,
+            float(now),
+            config.cluster_name,
+            config.limit,
+            check_interval,
+            config.cluster_label,
         ):
             name = family.name + "_total" if family.type == COUNTER else family.name
             for labels, value in family.samples:

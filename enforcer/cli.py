@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 
 from enforcer.applier import Applier
@@ -42,6 +43,7 @@ from enforcer.webhook_app import OTHER_PATHS, enforcer_server
 from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_cluster_label_flag,
     add_override_flag,
     add_web_flags,
     given_overrides,
@@ -50,7 +52,7 @@ from kvq.settings.cli_support import (
     print_effective,
     start_logging,
 )
-from kvq.settings.config import shown_value
+from kvq.settings.config import CLUSTER_LABEL, shown_value
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 EPILOG = """\
@@ -66,7 +68,8 @@ Each --config is one cluster's properties file (the Strimzi keys verbatim plus k
   kvq.enforcer.journal=/var/lib/kvq/enforcer.sqlite3
   kvq.enforcer.quota.keys=producer_byte_rate,consumer_byte_rate
 
-Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation throttle_factor):
+Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster or the one kvq.cluster.label
+names, annotation throttle_factor):
 
   receivers:
     - name: kvq-enforcer
@@ -76,8 +79,8 @@ Alertmanager receiver (alert KafkaVolumeQuotaThrottle, label cluster, annotation
 
 Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
 Several clusters: repeat --config. What the one server has once (listen address, journal,
-webhook credentials, alert name, expiry and stale window, Prometheus URL, reconcile interval) must
-be the same in every file, or be set by a flag; files that disagree are refused.
+webhook credentials, alert name, cluster label, expiry and stale window, Prometheus URL, reconcile
+interval) must be the same in every file, or be set by a flag; files that disagree are refused.
 """
 
 SERVER_WIDE = (
@@ -111,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_web_flags(parser, LISTEN, OTHER_PATHS, "the webhook token still applies")
     add_override_flag(parser, "--journal", JOURNAL, values.text, "PATH")
+    add_cluster_label_flag(parser)
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -153,20 +157,25 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
             LISTEN: args.listen,
             JOURNAL: args.journal,
             PROMETHEUS_URL: args.prometheus_url,
+            CLUSTER_LABEL: args.cluster_label,
             DRY_RUN: "true" if args.dry_run else None,
         }
     )
 
 
 def server_wide_disagreement(all_settings: Sequence[EnforcerSettings]) -> str | None:
-    """What two --config files say differently about a SERVER_WIDE setting, or None."""
+    """What two --config files say differently about a SERVER_WIDE setting (or the shared
+    kvq.cluster.label: one name matches every alert), or None."""
     first = all_settings[0]
-    for field in fields(EnforcerSettings):
-        if field.name not in SERVER_WIDE:
-            continue
-        key = field.metadata["setting"].key
+    server_wide = {
+        field.metadata["setting"].key: attrgetter(field.name)
+        for field in fields(EnforcerSettings)
+        if field.name in SERVER_WIDE
+    }
+    server_wide[CLUSTER_LABEL] = attrgetter("config.cluster_label")
+    for key, value_of in server_wide.items():
         for other in all_settings[1:]:
-            if getattr(other, field.name) != getattr(first, field.name):
+            if value_of(other) != value_of(first):
                 return (
                     f"{key} differs between {first.config.source} ({_written(first, key)}) and "
                     f"{other.config.source} ({_written(other, key)}); the server has one: set it "
@@ -180,6 +189,7 @@ SERVER_WIDE_FLAGS = {
     LISTEN: "--web.listen-address",
     JOURNAL: "--journal",
     PROMETHEUS_URL: "--prometheus-url",
+    CLUSTER_LABEL: "--cluster-label",
 }
 
 
@@ -279,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     journal = open_journal(first.journal)
 
-    metrics = EnforcerMetrics(tuple(names))
+    cluster_label = first.config.cluster_label
+    metrics = EnforcerMetrics(tuple(names), cluster_label)
     appliers = {
         s.config.cluster_name: Applier(
             s.config.cluster_name,
@@ -297,10 +308,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         journal,
         metrics,
         alert_name=first.alert_name,
-        prometheus=PrometheusFactor(first.prometheus_url) if first.prometheus_url else None,
+        prometheus=(
+            PrometheusFactor(first.prometheus_url, cluster_label=cluster_label)
+            if first.prometheus_url
+            else None
+        ),
         alert_expiry=first.alert_expiry,
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
+        cluster_label=cluster_label,
     )
     return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
 

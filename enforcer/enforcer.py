@@ -25,7 +25,13 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.originals_recovery import RecoveredThrottles
 from enforcer.prometheus_check import PrometheusFactor, factor_to_apply
 from enforcer.quota_plan import UNLIMITED, same_value
-from enforcer.target_factor import ThrottleAlert, extract, next_group_state, target_factor
+from enforcer.target_factor import (
+    CLUSTER_LABEL,
+    ThrottleAlert,
+    extract,
+    next_group_state,
+    target_factor,
+)
 from enforcer.webhook_payload import WebhookPayload
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
@@ -98,7 +104,10 @@ class Enforcer:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reconcile_interval: float = 30.0,
         stale_window: timedelta = DEFAULT_WINDOW,
+        cluster_label: str = CLUSTER_LABEL,
     ) -> None:
+        self.cluster_label = cluster_label
+        """The alerts' label naming the cluster (kvq.cluster.label)."""
         self.alert_expiry = alert_expiry
         self.reconcile_interval = reconcile_interval
         self._clock = clock
@@ -127,7 +136,7 @@ class Enforcer:
 
         Raises PayloadError (nothing recorded) or ApplyError (alerts recorded; retry applies).
         """
-        found = extract(payload, self.alert_name, self.appliers)
+        found = extract(payload, self.alert_name, self.appliers, self.cluster_label)
         truncated = payload.truncated_alerts > 0
         throttling = self._throttling_per_prometheus(found.throttle)
         with self._alerts_lock:

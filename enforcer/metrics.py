@@ -1,9 +1,12 @@
-"""The enforcer's own Prometheus metrics (every series but webhooks carries `cluster`)."""
+"""The enforcer's own Prometheus metrics (every series but webhooks carries `cluster`, or the
+label kvq.cluster.label names)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kvq.contract.metric_families import CLUSTER_LABEL
 
 PREFIX = "kafka_volume_quota_enforcer_"
 WEBHOOK_OUTCOMES = (
@@ -23,8 +26,9 @@ class EnforcerMetrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, clusters: tuple[str, ...] = ()) -> None:
+    def __init__(self, clusters: tuple[str, ...] = (), cluster_label: str = CLUSTER_LABEL) -> None:
         self.registry = CollectorRegistry()
+        self.cluster_label = cluster_label
         self._cluster_metrics: list = []
         self.webhooks = Counter(
             PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=self.registry
@@ -36,7 +40,7 @@ class EnforcerMetrics:
         self.apply_seconds = Histogram(
             PREFIX + "apply_duration_seconds",
             "Time to apply a target factor (describe, validate, alter, verify)",
-            ["cluster"],
+            [cluster_label],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
@@ -83,7 +87,8 @@ class EnforcerMetrics:
         """A factory of metrics labelled by cluster (each series exists from the start)."""
 
         def make(name: str, documentation: str):
-            metric = kind(PREFIX + name, documentation, ["cluster"], registry=self.registry)
+            labels = [self.cluster_label]
+            metric = kind(PREFIX + name, documentation, labels, registry=self.registry)
             self._cluster_metrics.append(metric)
             return metric
 

@@ -13,6 +13,7 @@ import math
 
 import requests
 
+from kvq.contract.metric_families import CLUSTER_LABEL
 from kvq.settings.redaction import mask_url_credentials
 
 METRIC = "kafka_volume_quota_throttle_factor"
@@ -23,30 +24,36 @@ class PrometheusFactor:
     """Instant queries of the lowest throttle factor of a cluster."""
 
     def __init__(
-        self, url: str, timeout_s: float = 5.0, session: requests.Session | None = None
+        self,
+        url: str,
+        timeout_s: float = 5.0,
+        session: requests.Session | None = None,
+        cluster_label: str = CLUSTER_LABEL,
     ) -> None:
         self.url = url.rstrip("/")
+        self.cluster_label = cluster_label
+        """The label naming the cluster on the series and alerts (kvq.cluster.label)."""
         self.shown_url = mask_url_credentials(self.url)
         """What the log may say of `url`: its credentials masked."""
         self.timeout_s = timeout_s
         self.session = session or requests.Session()
 
     @staticmethod
-    def query_for(cluster: str) -> str:
-        return f"min({METRIC}{{cluster={_promql_string(cluster)}}})"
+    def query_for(cluster: str, cluster_label: str = CLUSTER_LABEL) -> str:
+        return f"min({METRIC}{{{cluster_label}={_promql_string(cluster)}}})"
 
     @staticmethod
-    def throttling_query(cluster: str, alert_name: str) -> str:
+    def throttling_query(cluster: str, alert_name: str, cluster_label: str = CLUSTER_LABEL) -> str:
         """Non-empty while the throttle alert fires for `cluster` or its factor is below 1."""
-        alert = f"alertname={_promql_string(alert_name)},cluster={_promql_string(cluster)}"
+        alert = f"alertname={_promql_string(alert_name)},{cluster_label}={_promql_string(cluster)}"
         return (
             f'count(ALERTS{{{alert},alertstate="firing"}}) '
-            f"or {PrometheusFactor.query_for(cluster)} < 1"
+            f"or {PrometheusFactor.query_for(cluster, cluster_label)} < 1"
         )
 
     def current(self, cluster: str) -> float | None:
         """The factor Prometheus sees now, or None (no series, error, bad answer)."""
-        result = self._instant(cluster, self.query_for(cluster))
+        result = self._instant(cluster, self.query_for(cluster, self.cluster_label))
         if result is None:
             return None
         try:
@@ -62,7 +69,8 @@ class PrometheusFactor:
     def throttling(self, cluster: str, alert_name: str) -> bool | None:
         """Whether Prometheus has `alert_name` firing for `cluster` now, or the cluster's factor
         below 1; None when Prometheus cannot answer."""
-        result = self._instant(cluster, self.throttling_query(cluster, alert_name))
+        query = self.throttling_query(cluster, alert_name, self.cluster_label)
+        result = self._instant(cluster, query)
         return None if result is None else len(result) > 0
 
     def _instant(self, cluster: str, query: str) -> list | None:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from enforcer.webhook_payload import PayloadError, WebhookPayload, quoted
+from kvq.contract.metric_families import CLUSTER_LABEL
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 FACTOR_ANNOTATION = "throttle_factor"
-CLUSTER_LABEL = "cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +50,14 @@ class Extracted:
     """Alerts of other names or of clusters this enforcer does not manage."""
 
 
-def extract(payload: WebhookPayload, alert_name: str, clusters: Iterable[str]) -> Extracted:
-    """The throttle alerts of managed clusters; raises PayloadError for a malformed one."""
+def extract(
+    payload: WebhookPayload,
+    alert_name: str,
+    clusters: Iterable[str],
+    cluster_label: str = CLUSTER_LABEL,
+) -> Extracted:
+    """The throttle alerts of managed clusters, named by their label `cluster_label`
+    (kvq.cluster.label); raises PayloadError for a malformed one."""
     managed = set(clusters)
     found: list[ThrottleAlert] = []
     ignored = 0
@@ -60,11 +66,12 @@ def extract(payload: WebhookPayload, alert_name: str, clusters: Iterable[str]) -
             ignored += 1
             continue
         path = f"$.alerts[{index}]"
-        cluster = alert.labels.get(CLUSTER_LABEL)
+        cluster = alert.labels.get(cluster_label)
         if not cluster:
             raise PayloadError(
-                f"{path}.labels.{CLUSTER_LABEL} is missing: alert {alert_name} must name the "
-                f"cluster it throttles (one of: {', '.join(sorted(managed))})"
+                f"{path}.labels.{cluster_label} is missing: alert {alert_name} must name the "
+                f"cluster it throttles (one of: {', '.join(sorted(managed))}) in the label "
+                "kvq.cluster.label names"
             )
         if cluster not in managed:
             ignored += 1

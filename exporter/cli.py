@@ -19,6 +19,7 @@ from kvq.contract.archive_record import to_record
 from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
+    add_cluster_label_flag,
     add_override_flag,
     add_web_flags,
     given_overrides,
@@ -27,7 +28,7 @@ from kvq.settings.cli_support import (
     print_effective,
     start_logging,
 )
-from kvq.settings.config import CLUSTER_NAME
+from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 log = logging.getLogger("kvq.exporter")
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_web_flags(parser, LISTEN, OTHER_PATHS, "see the README")
     add_override_flag(parser, "--cluster-name", CLUSTER_NAME, values.label_value, "NAME")
+    add_cluster_label_flag(parser)
     add_override_flag(parser, "--archive-dir", ARCHIVE_DIR, values.text, "DIR")
     parser.add_argument(
         "--once",
@@ -68,7 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
     """Map command-line flags onto the properties they override."""
     return given_overrides(
-        {LISTEN: args.listen, CLUSTER_NAME: args.cluster_name, ARCHIVE_DIR: args.archive_dir}
+        {
+            LISTEN: args.listen,
+            CLUSTER_NAME: args.cluster_name,
+            CLUSTER_LABEL: args.cluster_label,
+            ARCHIVE_DIR: args.archive_dir,
+        }
     )
 
 

@@ -60,7 +60,7 @@ class Exporter:
         histogram = Histogram(
             POLL_DURATION.name,
             POLL_DURATION.help,
-            list(POLL_DURATION.labels),
+            list(POLL_DURATION.label_names(config.cluster_label)),
             buckets=POLL_BUCKETS,
             registry=self.registry,
         ).labels(config.cluster_name)
@@ -117,6 +117,7 @@ class Exporter:
                     config.cluster_name,
                     config.limit,
                     config.check_interval.total_seconds(),
+                    config.cluster_label,
                 )
             )
             state = self.throttle.state
@@ -124,7 +125,7 @@ class Exporter:
             violating = {v.key for v in state.violating}
             policy = policy_columns(self.throttle, volumes)
         text = "".join(map(render_family, cluster)) + render_volumes(
-            volumes, violating, config.cluster_name, policy
+            volumes, violating, config.cluster_name, policy, config.cluster_label
         )
         self._rendered = (key, generate_latest(self.registry) + text.encode())
         return self._rendered[1]
@@ -133,7 +134,8 @@ class Exporter:
         """The archive's write failures (0 without an archive): measured by this process, so
         published live only, as the poll duration is."""
         failures = self.archive.failures if self.archive is not None else 0
-        return Family(ARCHIVE_WRITE_FAILURES).add(failures, cluster=self.config.cluster_name)
+        labels = {self.config.cluster_label: self.config.cluster_name}
+        return Family(ARCHIVE_WRITE_FAILURES).add(failures, **labels)
 
     def render_live(self) -> bytes:
         """The families that change on every scrape (process, connections, build info): small,

@@ -69,20 +69,34 @@ def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[
     return [texts[value] for value in values]
 
 
+def volume_label_parts(cluster: str, cluster_label: str) -> tuple[str, str, str]:
+    """A volume's label text, `{broker_id="B",cluster="..",log_dir="D"} `, as the three parts
+    around its broker id B and escaped log dir D: the table's per-volume labels in their order,
+    the cluster's (the same on every line) within the parts."""
+    pairs = {
+        "broker_id": 'broker_id="\0"',
+        "log_dir": 'log_dir="\0"',
+        cluster_label: f'{cluster_label}="{escape_label_value(cluster)}"',
+    }
+    names = mf.PER_VOLUME_FAMILIES[0].label_names(cluster_label)
+    before, between, after = ("{" + ",".join(pairs[name] for name in names) + "} ").split("\0")
+    return before, between, after
+
+
 def render_volumes(
     volumes: Iterable[Volume],
     violating: Collection[tuple[int, str]],
     cluster: str,
     policy: Sequence[tuple[mf.MetricFamily, list[float]]] = (),
+    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> str:
     """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order,
-    then the policy's (`kvq.contract.metric_samples.policy_columns`: a value per volume each)."""
-    cluster_text = escape_label_value(cluster)
+    then the policy's (`kvq.contract.metric_samples.policy_columns`: a value per volume each); the
+    cluster's name in the label `cluster_label`."""
     volumes = list(volumes)
+    before, between, after = volume_label_parts(cluster, cluster_label)
     labels = [
-        f'{{broker_id="{v.broker_id}",cluster="{cluster_text}",'
-        f'log_dir="{escape_label_value(v.log_dir)}"}} '
-        for v in volumes
+        f"{before}{v.broker_id}{between}{escape_label_value(v.log_dir)}{after}" for v in volumes
     ]
     judged = [(v, (v.broker_id, v.log_dir) in violating) for v in volumes]
     columns = [(column.family, _formatted(column, judged)) for column in VOLUME_COLUMNS]

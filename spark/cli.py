@@ -11,8 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kvq.model.limits import MIN_AVAILABLE_RATIO
-from kvq.settings.cli_support import EXIT_CONFIG_ERROR, load_or_exit, new_parser, start_logging
-from kvq.settings.config import CLUSTER_NAME
+from kvq.settings.cli_support import (
+    EXIT_CONFIG_ERROR,
+    add_cluster_label_flag,
+    load_or_exit,
+    new_parser,
+    start_logging,
+)
+from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
@@ -115,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the cluster to backfill, as kvq-exporter --cluster-name (overrides kvq.cluster.name)",
     )
+    add_cluster_label_flag(parser)
     parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     parser.add_argument(
         "--prometheus-url", metavar="URL", help="backfill only grid times this Prometheus lacks"
@@ -228,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     if args.cluster_name is not None:
         overrides[CLUSTER_NAME] = args.cluster_name
+    if args.cluster_label is not None:
+        overrides[CLUSTER_LABEL] = args.cluster_label
     settings = load_or_exit(BackfillSettings, args.config, overrides)
     try:
         step = parse_step(args.step or format_duration(settings.step))

@@ -364,7 +364,7 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     check_interval = config.check_interval.total_seconds()
     for index, plan in enumerate(plans):
         folder = work_dir / f"cluster_index={index}"
-        labels = {"cluster": plan.cluster}
+        labels = {config.cluster_label: plan.cluster}
         if request.scenario:
             labels["scenario"] = request.scenario
         states = list(plan.history.grid_states(plan.grid, read_events(folder / f"family={EVENTS}")))
@@ -421,7 +421,9 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
     runs = volume_runs(described, validity, hold)
-    lines = volume_lines(runs, [p.grid for p in plans], catalog, request.scenario)
+    lines = volume_lines(
+        runs, [p.grid for p in plans], catalog, request.scenario, config.cluster_label
+    )
     try:
         write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
     except Exception as exc:  # Spark's, with the JVM's stack trace in its text
@@ -497,7 +499,7 @@ def _grid(
     if request.prometheus_url:
         from spark.prometheus_gaps import PrometheusError, missing_ranges
 
-        labels = {"cluster": cluster, "scenario": request.scenario or ""}
+        labels = {request.config.cluster_label: cluster, "scenario": request.scenario or ""}
         try:
             ranges = missing_ranges(request.prometheus_url, grid, labels)
         except PrometheusError as exc:

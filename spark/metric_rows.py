@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kvq.contract.metric_families import MetricFamily
+from kvq.contract.metric_families import CLUSTER_LABEL, MetricFamily
 from spark.evaluation_grid import EvaluationGrid
 from spark.openmetrics_text import MAX_EXACT_INTEGER
 from spark.series_sources import EVENTS, PER_VOLUME, families
@@ -72,14 +72,16 @@ def volume_lines(
     grids: list[EvaluationGrid],
     catalog: list[MetricFamily],
     scenario: str | None,
+    cluster_label: str = CLUSTER_LABEL,
 ) -> DataFrame:
     """cluster_index, family, text: the per-volume samples and the runs' events (family EVENTS).
 
     In each partition every series comes out whole and in time order (a volume's runs are
     consecutive there, ordered by success), the families interleaved: the writer splits them,
     keeping the order. `grids[i]` is the grid of the cluster with cluster_index i. Built from
-    generators and plain expressions only (no lambdas, which Spark interprets row by row)."""
-    labels = {"cluster": F.col("cluster"), "broker_id": F.col("broker_id").cast("string")}
+    generators and plain expressions only (no lambdas, which Spark interprets row by row). The
+    cluster's name (column `cluster`) is the label `cluster_label`."""
+    labels = {cluster_label: F.col("cluster"), "broker_id": F.col("broker_id").cast("string")}
     labels["log_dir"] = F.col("log_dir")
     if scenario:
         labels["scenario"] = F.lit(scenario)

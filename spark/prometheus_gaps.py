@@ -1,9 +1,9 @@
 """Ask Prometheus which grid times already hold data, so the backfill fills only the gaps.
 
 A grid time t counts as covered when Prometheus stores at least one sample of
-`kafka_volume_quota_throttle_factor{cluster=..., scenario=...}` in (t - step, t]
-(`count_over_time(...[step])` evaluated by a range query exactly at the grid times). Requests are
-chunked to stay under Prometheus's 11,000 points per series.
+`kafka_volume_quota_throttle_factor{cluster=..., scenario=...}` (`cluster`: the kvq.cluster.label
+name) in (t - step, t] (`count_over_time(...[step])` evaluated by a range query exactly at the
+grid times). Requests are chunked to stay under Prometheus's 11,000 points per series.
 """
 
 from __future__ import annotations

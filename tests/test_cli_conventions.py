@@ -1,5 +1,7 @@
 """What every `kvq-*` command has, as Prometheus exporters do: --version and --log.* flags."""
 
+import os
+import platform
 import subprocess
 import sys
 from importlib.metadata import version
@@ -13,9 +15,14 @@ COMMANDS = ("kvq-exporter", "kvq-enforcer", "kvq-backfill", "kvq-devcluster")
 BIN = Path(sys.executable).parent
 
 
-def run(command, *args):
+def run(command, *args, env=None):
     return subprocess.run(
-        [str(BIN / command), *args], capture_output=True, text=True, timeout=120, check=False
+        [str(BIN / command), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
 
 
@@ -24,10 +31,17 @@ def test_the_version_comes_from_the_package_metadata():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_version(command):
-    result = run(command, "--version")
+def test_version_names_the_revision_as_prometheus_exporters_do(command):
+    """`node_exporter, version 1.8.2 (branch: HEAD, revision: f1e0e83...)`: the revision is the
+    image's (KVQ_REVISION), the one build_info and the landing page show."""
+    env = {**os.environ, kvq.REVISION_ENV: "0123abc"}
+    result = run(command, "--version", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"{command} {kvq.__version__}"
+    assert result.stdout.splitlines() == [
+        f"{command}, version {kvq.__version__} (revision: 0123abc)",
+        f"  python version: {platform.python_version()}",
+        f"  platform:       {platform.system().lower()}/{platform.machine()}",
+    ]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -16,8 +16,20 @@ GAUGE = "gauge"
 COUNTER = "counter"
 HISTOGRAM = "histogram"
 
-CLUSTER = ("cluster",)
-PER_VOLUME = ("broker_id", "cluster", "log_dir")
+CLUSTER_LABEL = "cluster"
+"""The default name of the label holding the Kafka cluster's name (`kvq.cluster.label`): the table
+below is written with it, `MetricFamily.label_names` puts the configured name in its place."""
+CLUSTER = (CLUSTER_LABEL,)
+PER_VOLUME = ("broker_id", CLUSTER_LABEL, "log_dir")
+TAKEN_LABELS = frozenset(
+    {"broker_id", "log_dir", "reason", "stage", "le", "scenario", "outcome"}
+    | {"program", "version", "revision", "python_version"}
+    | {"job", "instance", "namespace", "alertname", "alertstate", "severity"}
+)
+"""Label names the cluster's label cannot take: those of our own series (exporter, enforcer,
+backfill's `scenario`, build info), those Prometheus adds at scrape (`job`, `instance`) and those
+the rules' alerts carry (`namespace` in Kubernetes, `severity`, ALERTS' `alertname`,
+`alertstate`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +47,11 @@ class MetricFamily:
     @property
     def name(self) -> str:
         return f"{NAMESPACE}_{self.short}"
+
+    def label_names(self, cluster_label: str = CLUSTER_LABEL) -> tuple[str, ...]:
+        """The label names with the cluster's label named `cluster_label`, sorted (as the
+        exposition writes them)."""
+        return tuple(sorted(cluster_label if n == CLUSTER_LABEL else n for n in self.labels))
 
     @property
     def sample_name(self) -> str:
@@ -95,10 +112,13 @@ UNUSABLE_LOG_DIRS = MetricFamily(
     "unusable_log_dirs",
     GAUGE,
     "Log dirs that cannot be judged, by reason.",
-    ("cluster", "reason"),
+    (CLUSTER_LABEL, "reason"),
 )
 POLL_FAILURES = MetricFamily(
-    "poll_failures", COUNTER, "Failed observations by the stage that failed.", ("cluster", "stage")
+    "poll_failures",
+    COUNTER,
+    "Failed observations by the stage that failed.",
+    (CLUSTER_LABEL, "stage"),
 )
 LAST_SUCCESSFUL_POLL = MetricFamily(
     "last_successful_poll_timestamp_seconds", GAUGE, "When the last observation succeeded."

@@ -43,23 +43,34 @@ class Family:
 
 
 def families(
-    source: ThrottleFactorSource, now: float, cluster: str, limit: Limit, check_interval: float
+    source: ThrottleFactorSource,
+    now: float,
+    cluster: str,
+    limit: Limit,
+    check_interval: float,
+    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> Iterator[Family]:
-    """Every family the exporter computes from the policy state at `now`, in table order.
+    """Every family the exporter computes from the policy state at `now`, in table order, the
+    cluster's name in the label `cluster_label`.
 
     Reading the factor applies due expiry. The live-only poll duration histogram is not here.
     """
-    yield from cluster_families(source, now, cluster, limit, check_interval)
-    yield from volume_families(source, cluster)
+    yield from cluster_families(source, now, cluster, limit, check_interval, cluster_label)
+    yield from volume_families(source, cluster, cluster_label)
 
 
 def cluster_families(
-    source: ThrottleFactorSource, now: float, cluster: str, limit: Limit, check_interval: float
+    source: ThrottleFactorSource,
+    now: float,
+    cluster: str,
+    limit: Limit,
+    check_interval: float,
+    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> Iterator[Family]:
     """The families about the cluster as a whole (a few samples each), in table order."""
     factor = source.factor_at(now)
     state = source.state
-    c = {"cluster": cluster}
+    c = {cluster_label: cluster}
 
     yield Family(mf.THROTTLE_FACTOR).add(factor.value, **c)
     yield Family(mf.FALLBACK_APPLIED).add(state.fallback_applied_total, **c)
@@ -108,9 +119,12 @@ VOLUME_COLUMNS = (
 declaration behind both `volume_families` and the exporter's fast `exporter.exposition`."""
 
 
-def volume_families(source: ThrottleFactorSource, cluster: str) -> Iterator[Family]:
+def volume_families(
+    source: ThrottleFactorSource, cluster: str, cluster_label: str = mf.CLUSTER_LABEL
+) -> Iterator[Family]:
     """The per-volume families (`VOLUME_COLUMNS`, then the policy's: `policy_columns`), one
-    sample per judged volume each."""
+    sample per judged volume each, the cluster's name in the label `cluster_label`."""
+    c = {cluster_label: cluster}
     state = source.state
     violating_keys = {v.key for v in state.violating}
     volumes = judged_volumes(state)
@@ -121,9 +135,7 @@ def volume_families(source: ThrottleFactorSource, cluster: str) -> Iterator[Fami
     for metric_family, values in columns + policy_columns(source, volumes):
         family = Family(metric_family)
         for volume, value in zip(volumes, values, strict=True):
-            family.add(
-                value, broker_id=str(volume.broker_id), log_dir=volume.log_dir, cluster=cluster
-            )
+            family.add(value, broker_id=str(volume.broker_id), log_dir=volume.log_dir, **c)
         yield family
 
 

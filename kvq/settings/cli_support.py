@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import platform
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -13,7 +14,7 @@ from typing import TypeVar
 
 import kvq
 from kvq.settings.app_settings import AppSettings
-from kvq.settings.config import ConfigError
+from kvq.settings.config import CLUSTER_LABEL, ConfigError, cluster_label_name
 from kvq.settings.logging_setup import add_logging_flags, setup_logging
 from kvq.settings.values import listen
 
@@ -33,9 +34,20 @@ def new_parser(
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {kvq.__version__}")
+    parser.add_argument("--version", action="version", version=version_text(prog))
     add_logging_flags(parser, log_level)
     return parser
+
+
+def version_text(prog: str) -> str:
+    """What `--version` prints, as Prometheus exporters print theirs: the version and the source
+    revision of the build (the same as `kafka_volume_quota_build_info` and the landing page),
+    then the runtime."""
+    return (
+        f"{prog}, version {kvq.__version__} (revision: {kvq.revision()})\n"
+        f"  python version: {platform.python_version()}\n"
+        f"  platform:       {platform.system().lower()}/{platform.machine()}"
+    )
 
 
 def start_logging(args: argparse.Namespace) -> None:
@@ -122,6 +134,23 @@ def add_override_flag(
     property's parser, see `flag_value`); its help says which property unless `help_text`."""
     parser.add_argument(
         flag, metavar=metavar, type=flag_value(parse), help=help_text or f"overrides {setting}"
+    )
+
+
+def add_cluster_label_flag(parser: argparse.ArgumentParser) -> None:
+    """`--cluster-label NAME`, overriding kvq.cluster.label (the same in every app)."""
+    add_override_flag(
+        parser,
+        "--cluster-label",
+        CLUSTER_LABEL,
+        cluster_label_name,
+        "NAME",
+        "the label that carries the cluster's name (kvq.cluster.name) on every series, alert and "
+        "matcher (overrides kvq.cluster.label; default cluster). Change it where `cluster` "
+        "already means something else: in Thanos or Mimir it is often the Kubernetes cluster's "
+        "external label, and a label already on a series wins, so queries by Kubernetes "
+        "cluster would miss ours. Exporter, backfill, enforcer, rules and dashboards must use "
+        "the same name (the Helm chart's clusterLabel sets them all)",
     )
 
 

@@ -21,6 +21,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kvq.contract.metric_families import CLUSTER_LABEL as CLUSTER_LABEL_DEFAULT
+from kvq.contract.metric_families import TAKEN_LABELS
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -76,6 +78,10 @@ source) that we deliberately do not use: pasted broker lines carry them, so they
 say why, not errors. Every other unknown `client.quota.callback.static.*` key is an error."""
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
+CLUSTER_LABEL = "kvq.cluster.label"
+"""The name of the label that carries kvq.cluster.name on every series, alert and matcher: change
+it where `cluster` already means something else (in Thanos or Mimir it is often the Kubernetes
+cluster's external label, which would hide ours)."""
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
 """How long a volume violating when last seen keeps violating while unseen: its broker away, or
 its log dir offline (an error code, no sizes). Counted from when it was last seen with sizes."""
@@ -89,7 +95,7 @@ SLOWDOWN_HORIZON = "kvq.throttle.slowdown.horizon"
 """graceful-slowdown: no volume may be predicted to reach its limit sooner than this (the time an
 operator needs to react); production slows down as much as that takes."""
 SLOWDOWN_HORIZON_DEFAULT = "PT10M"
-SHARED_KVQ_KEYS = (CLUSTER_NAME, VIOLATION_HOLD, THROTTLE_POLICY, SLOWDOWN_HORIZON)
+SHARED_KVQ_KEYS = (CLUSTER_NAME, CLUSTER_LABEL, VIOLATION_HOLD, THROTTLE_POLICY, SLOWDOWN_HORIZON)
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
@@ -161,6 +167,8 @@ class Config:
     warnings: tuple[str, ...]
     policy_name: str = STOP_ON_VIOLATION
     slowdown_horizon: timedelta = timedelta(minutes=10)
+    cluster_label: str = CLUSTER_LABEL_DEFAULT
+    """The label carrying `cluster_name` (kvq.cluster.label)."""
 
     @property
     def policy(self) -> ThrottleFactorPolicy:
@@ -179,6 +187,7 @@ class Config:
         shown[VALIDITY] = format_duration(self.validity)
         shown[FALLBACK] = repr(self.fallback_factor)
         shown.setdefault(CLUSTER_NAME, CLUSTER_NAME_DEFAULT)
+        shown[CLUSTER_LABEL] = self.cluster_label
         shown[VIOLATION_HOLD] = format_duration(self.violation_hold)
         for setting in own:
             if setting.key not in shown and setting.default is not None:
@@ -349,6 +358,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     cluster_name = get(CLUSTER_NAME, values.label_value, CLUSTER_NAME_DEFAULT)
     policy_name = get(THROTTLE_POLICY, values.one_of(POLICIES), STOP_ON_VIOLATION)
     horizon = get(SLOWDOWN_HORIZON, values.positive_duration, SLOWDOWN_HORIZON_DEFAULT)
+    cluster_label = get(CLUSTER_LABEL, cluster_label_name, CLUSTER_LABEL_DEFAULT)
 
     for key in sorted(properties):
         if key in IGNORED_PLUGIN_KEYS:
@@ -385,7 +395,20 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         warnings=tuple(warnings),
         policy_name=policy_name,
         slowdown_horizon=horizon,
+        cluster_label=cluster_label,
     )
+
+
+def cluster_label_name(text: str) -> str:
+    """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
+    meaning."""
+    name = values.label_name(text)
+    if name in TAKEN_LABELS:
+        raise ValueError(
+            f"{name} is a label the series or alerts already carry; allowed: any other label "
+            "name (e.g. kafka_cluster)"
+        )
+    return name
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:

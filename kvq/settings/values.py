@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from kvq.settings.durations import format_duration, parse_duration
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+_LABEL_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def duration(text: str) -> timedelta:
@@ -159,6 +160,17 @@ def one_of(allowed: tuple[str, ...]) -> Callable[[str], str]:
         return value.strip()
 
     return parse
+
+
+def label_name(text: str) -> str:
+    """A Prometheus label name (names starting with `__` are Prometheus' own)."""
+    name = text.strip()
+    if not _LABEL_NAME_RE.fullmatch(name) or name.startswith("__"):
+        raise ValueError(
+            "must be a Prometheus label name: a letter or _, then letters, digits or _, not "
+            "starting with __ (e.g. kafka_cluster)"
+        )
+    return name
 
 
 def label_value(value: str) -> str:

@@ -4,12 +4,15 @@ Operator's default (OnNamespace) routes them, and clear refusals of bad values."
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 
 import pytest
 import yaml
 
 from devkit import kubeconform, kubernetes_manifests
+from kvq.settings.config import build_config
 from tests.deploy.rendering import (
     CHART,
     HELM_RELEASES,
@@ -75,7 +78,7 @@ def test_three_clusters_are_three_exporters_and_one_enforcer_for_all(three) -> N
     files = config_files(three, enforcer)
     assert [properties["kvq.cluster.name"] for _, properties in files] == CLUSTERS
     assert len(arguments(container, "--config")) == 3
-    assert arguments(container, "--listen") == ["0.0.0.0:9899"]
+    assert arguments(container, "--web.listen-address") == ["0.0.0.0:9899"]
     assert arguments(container, "--journal") == ["/var/lib/kvq/enforcer-journal.sqlite3"]
     assert {p["kvq.enforcer.auth.bearer.token.file"] for _, p in files} == {
         "/etc/kvq/webhook/token"
@@ -200,6 +203,72 @@ def test_throttle_alert_reaches_the_enforcer_under_on_namespace(source, tmp_path
     assert routed_to(generated, without | {"cluster": "east"}) == ["null"]
     for early_warning in ("KafkaLogDirLowHeadroom", "KafkaLogDirFillingUp"):
         assert alerts[early_warning]["namespace"] == namespace
+
+
+def renamed_label_uses(text: str) -> list[str]:
+    """Where a dashboard string still names the label `cluster`: besides the variable `$cluster`
+    and record names (`cluster:...`, the aggregation level)."""
+    return re.findall(r".{0,30}\bcluster\b.{0,30}", re.sub(r"\$cluster\b|\bcluster:", "", text))
+
+
+def dashboard_label_uses(node, key: str = "") -> list[str]:
+    """The dashboard's queries, legends, annotation texts and table fields still naming
+    `cluster` (descriptions, titles and the variable's own name are prose or names)."""
+    if isinstance(node, dict):
+        found = [k for k in node if k == "cluster"]
+        for child_key, child in node.items():
+            found += dashboard_label_uses(child, child_key)
+        return found
+    if isinstance(node, list):
+        return [use for child in node for use in dashboard_label_uses(child, key)]
+    if isinstance(node, str) and key not in ("description", "title", "name", "label"):
+        return renamed_label_uses(node)
+    return []
+
+
+def test_another_cluster_label_is_used_by_every_component(tmp_path) -> None:
+    """clusterLabel=kafka_cluster: every properties file (exporters, enforcer) names it, the
+    Alertmanager route groups and inhibits by it and routes the throttle alert to the enforcer,
+    the dashboard's queries, legends, annotations, table fields and variable use it; everything
+    still validates. The rules: tests/rules/test_promtool.py runs their tests renamed."""
+    text = kubernetes_manifests.helm_template(
+        "-f", str(THREE_CLUSTERS), "--set", "clusterLabel=kafka_cluster", namespace="kafka-platform"
+    )
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    files = [f for w in workloads(docs) for f in config_files(docs, w)]
+    assert len(files) == 2 * len(CLUSTERS)  # each exporter's, and the enforcer's
+    for file_text, properties in files:
+        assert properties["kvq.cluster.label"] == "kafka_cluster"
+        environ = {name: "x" for name in re.findall(r"\$\{env:(\w+)\}", file_text)}
+        assert build_config(properties, environ=environ).cluster_label == "kafka_cluster"
+
+    config = one(docs, "AlertmanagerConfig")
+    assert config["spec"]["route"]["groupBy"] == ["kafka_cluster"]
+    assert [rule["equal"] for rule in config["spec"]["inhibitRules"]] == [["kafka_cluster"]]
+    generated = tmp_path / "alertmanager.yml"
+    generated.write_text(yaml.safe_dump(operator_alertmanager_config(config, "kafka-platform")))
+    throttle = {"alertname": "KafkaVolumeQuotaThrottle", "namespace": "kafka-platform"}
+    enforcer = "kafka-platform/kvq-enforcer/kvq-enforcer"
+    assert routed_to(generated, throttle | {"kafka_cluster": "east"}) == [enforcer]
+
+    dashboards = one(docs, "ConfigMap", "kvq-dashboards")["data"]
+    for name, dashboard_text in dashboards.items():
+        dashboard = json.loads(dashboard_text)
+        assert dashboard_label_uses(dashboard) == [], name
+        (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "cluster"]
+        assert (
+            variable["query"] == "label_values(kafka_volume_quota_throttle_factor, kafka_cluster)"
+        )
+        assert "by (kafka_cluster)" in dashboard_text and "{{kafka_cluster}}" in dashboard_text
+    default = json.loads((ROOT / "grafana" / "dashboards" / "kafka-volume-quotas.json").read_text())
+    assert len(dashboard_label_uses(default)) > 100  # what the check above finds when not renamed
+
+
+def test_a_cluster_label_the_series_already_carry_is_refused(tmp_path) -> None:
+    for taken in ("instance", "__name__", "kafka-cluster"):
+        result = helm("template", "kvq", str(CHART), "--set", f"clusterLabel={taken}")
+        assert result.returncode != 0 and "clusterLabel" in result.stderr, result.stderr
 
 
 def values_file(tmp_path, values: dict):

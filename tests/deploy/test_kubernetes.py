@@ -160,6 +160,8 @@ def test_containers_run_the_apps_with_flags_and_ports_they_have(rendered) -> Non
         assert container["image"].endswith(f"kafka-volume-quotas:{version}")
         cli = importlib.import_module(CLIS[command])
         args = cli.build_parser().parse_args(container["args"])  # exits on an unknown flag
+        # the exporters' spelling (exporter-toolkit), not the project's older alias
+        assert "--web.listen-address" in container["args"] and "--listen" not in container["args"]
         _, port = args.listen.rsplit(":", 1)
         (declared,) = container["ports"]
         assert declared["containerPort"] == int(port)
@@ -305,7 +307,7 @@ def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_pa
         if "--journal" in args:
             args[args.index("--journal") + 1] = str(tmp_path / "journal.sqlite3")
         port = free_port()
-        args[args.index("--listen") + 1] = f"127.0.0.1:{port}"
+        args[args.index("--web.listen-address") + 1] = f"127.0.0.1:{port}"
         argv = [sys.executable, "-m", CLIS[container["command"][0]], *args]
         paths = {
             container[p]["httpGet"]["path"]
@@ -366,3 +368,16 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     ) == (route["group_by"], route["group_wait"], route["group_interval"], route["repeat_interval"])
     (receiver,) = [r for r in example["receivers"] if r["name"] == "kvq-enforcer"]
     assert receiver["webhook_configs"][0]["send_resolved"] is True
+
+
+def test_grafana_datasource_time_interval_is_the_recommended_scrape_interval() -> None:
+    """$__rate_interval is derived from the datasource's timeInterval: it must be the exporters'
+    scrape interval the chart's ServiceMonitor and rules/README.md's prometheus.yml use, else
+    rate windows and steps are 6x coarser than the data."""
+    datasource = ROOT / "grafana" / "provisioning" / "datasources" / "kafka-volume-quotas.yml"
+    (source,) = yaml.safe_load(datasource.read_text())["datasources"]
+    values = yaml.safe_load((kubernetes_manifests.CHART / "values.yaml").read_text())
+    scrape = values["serviceMonitor"]["exporter"]["interval"]
+    assert source["jsonData"]["timeInterval"] == scrape == "5s"
+    rules_readme = (ROOT / "rules" / "README.md").read_text()
+    assert f"scrape_interval: {scrape} " in rules_readme

@@ -201,3 +201,21 @@ def test_a_config_error_starts_with_the_program_name(tmp_path, capsys):
     config = write_config(tmp_path, **{"kvq.enforcer.dry.run": "perhaps"})
     code, err = run(["--config", config], capsys)
     assert code == 2 and err.startswith("kvq-enforcer: 1 configuration error(s) in ")
+
+
+def test_files_that_disagree_on_the_cluster_label_are_refused(tmp_path, capsys):
+    """One server matches every alert by one label (kvq.cluster.label, shared with the exporter
+    that reads the same file): files that name two are refused, --cluster-label settles it."""
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    a = write_config(tmp_path / "a", "eu-1", **{"kvq.cluster.label": "kafka_cluster"})
+    b = write_config(tmp_path / "b", "us-1")
+    argv = ["--config", a, "--config", b, "--insecure-no-auth", "--check-config"]
+    argv += ["--journal", str(tmp_path / "one.sqlite3")]
+    code, err = run(argv, capsys)
+    assert code == 2
+    assert err.startswith(f"kvq-enforcer: kvq.cluster.label differs between {a} (")
+    assert "kvq.cluster.label=kafka_cluster) and " in err and "unset: the default" in err
+    assert "--cluster-label" in err
+    assert main([*argv, "--cluster-label", "kafka_cluster"]) == 0
+    assert capsys.readouterr().out.count("kvq.cluster.label=kafka_cluster") == 2

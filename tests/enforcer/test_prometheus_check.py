@@ -76,6 +76,17 @@ def test_cluster_names_are_escaped_in_promql():
     )
 
 
+def test_queries_match_the_configured_cluster_label():
+    prometheus = PrometheusFactor(URL, cluster_label="kafka_cluster")
+    assert prometheus.query_for("c1", prometheus.cluster_label) == (
+        'min(kafka_volume_quota_throttle_factor{kafka_cluster="c1"})'
+    )
+    assert PrometheusFactor.throttling_query("c1", "T", "kafka_cluster") == (
+        'count(ALERTS{alertname="T",kafka_cluster="c1",alertstate="firing"}) '
+        'or min(kafka_volume_quota_throttle_factor{kafka_cluster="c1"}) < 1'
+    )
+
+
 def test_enforcer_uses_prometheus_fresher_factor_before_throttling(api, tmp_path):
     alice = QuotaEntity.user("alice")
     kafka = InMemoryQuotas({alice: {"producer_byte_rate": 800.0}})

@@ -26,6 +26,17 @@ def test_firing_alert_of_a_managed_cluster_yields_its_factor():
     assert [(t.cluster, t.factor) for t in found.throttle] == [("a", 0.25)]
 
 
+def test_the_cluster_is_read_from_the_configured_label():
+    """kvq.cluster.label=kafka_cluster: `cluster` (e.g. a Kubernetes cluster's external label
+    added by Thanos) does not name the Kafka cluster."""
+    body = throttle_webhook(cluster="a", factor=0.25, cluster_label="kafka_cluster")
+    body["alerts"][0]["labels"]["cluster"] = "k8s-1"
+    found = extract(webhook_from_dict(body), NAME, ["a", "k8s-1"], "kafka_cluster")
+    assert [(t.cluster, t.factor) for t in found.throttle] == [("a", 0.25)]
+    with pytest.raises(PayloadError, match=r"labels\.kafka_cluster is missing"):
+        extract(payload(cluster="a", factor=0.25), NAME, ["a"], "kafka_cluster")
+
+
 def test_other_alerts_and_other_clusters_are_ignored():
     body = throttle_webhook(alerts=[("a", 0.5), ("elsewhere", 0.0)])
     other = captured_webhook("firing")["alerts"][0]

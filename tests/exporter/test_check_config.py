@@ -27,6 +27,9 @@ def test_prints_effective_configuration_with_secrets_masked(tmp_path):
     result = run("--config", str(path), "--check-config", "--cluster-name", "eu-1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
+    assert "kvq.cluster.label=cluster" in lines  # the default, shown
+    renamed = run("--config", str(path), "--check-config", "--cluster-label", "kafka_cluster")
+    assert "kvq.cluster.label=kafka_cluster" in renamed.stdout.splitlines(), renamed.stderr
     assert f"{P}storage.check.interval=PT30S" in lines
     assert f"{P}throttle.factor.validity.duration=PT5M" in lines
     assert "kvq.cluster.name=eu-1" in lines

@@ -21,10 +21,10 @@ LIMITS = {
 }
 
 
-def exposition(limit: str) -> tuple[Exporter, str]:
+def exposition(limit: str, **more: str) -> tuple[Exporter, str]:
     key, value = LIMITS[limit]
     settings = ExporterSettings.build(
-        {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value}, environ={}
+        {P + "kafka.admin.bootstrap.servers": "unused:9092", key: value, **more}, environ={}
     )
     exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
     exporter.throttle.observe(
@@ -58,8 +58,11 @@ def test_help_and_type_lines_are_the_table_in_its_order(limit):
 
 
 @pytest.mark.parametrize("limit", sorted(LIMITS))
-def test_every_sample_carries_exactly_the_table_labels(limit):
-    exporter, text = exposition(limit)
+@pytest.mark.parametrize("cluster_label", ["cluster", "kafka_cluster", "_k", "zone"])
+def test_every_sample_carries_exactly_the_table_labels(limit, cluster_label):
+    """With kvq.cluster.label the cluster's label takes that name on every family (sorted among
+    the others: `_k` comes first, `zone` last)."""
+    exporter, text = exposition(limit, **{"kvq.cluster.label": cluster_label})
     by_sample_name = {f.sample_name: f for f in FAMILIES}
     histograms = [f for f in FAMILIES if f.type == HISTOGRAM]
     seen = set()
@@ -73,7 +76,8 @@ def test_every_sample_carries_exactly_the_table_labels(limit):
         family = by_sample_name.get(name) or next(
             f for f in histograms if name.startswith(f.name + "_")
         )
-        assert label_names == family.labels, line
+        assert label_names == family.label_names(cluster_label), line
+        assert f'{cluster_label}="kafka"' in labels, line
         seen.add(family.name)
     assert seen == {f.name for f in published(exporter.config.limit)}
 
@@ -115,6 +119,40 @@ def test_the_direct_rendering_is_byte_identical_to_prometheus_client():
     text = exporter.render_metrics()
     assert "cached_log_dirs" in text.decode() and 'log_dir="new\\nline"' in text.decode()
     assert text == prometheus_client_text(exporter)
+
+
+def test_another_cluster_label_renames_only_the_label():
+    """The default exposition is unchanged by naming the default; `kafka_cluster` (sorted where
+    `cluster` is) changes nothing but the label's name."""
+
+    def without_created(text: str) -> str:  # the histogram's creation time differs
+        return "".join(line for line in text.splitlines(True) if "_created" not in line)
+
+    default, named_default, renamed = (
+        without_created(exposition("ratio", **more)[1])
+        for more in ({}, {"kvq.cluster.label": "cluster"}, {"kvq.cluster.label": "kafka_cluster"})
+    )
+    assert named_default == default
+    assert default.count('cluster="kafka"') > 20
+    assert renamed == default.replace('cluster="kafka"', 'kafka_cluster="kafka"')
+
+
+@pytest.mark.parametrize("cluster_label", ["kafka_cluster", "_k", "zone"])
+def test_direct_rendering_with_another_cluster_label_is_prometheus_client_s(cluster_label):
+    key, value = LIMITS["bytes"]
+    settings = ExporterSettings.build(
+        {
+            P + "kafka.admin.bootstrap.servers": "unused:9092",
+            key: value,
+            "kvq.cluster.label": cluster_label,
+            "kvq.cluster.name": "prod-eu.1",
+        },
+        environ={},
+    )
+    exporter = Exporter(settings, client=object(), clock=lambda: 1001.0)  # type: ignore[arg-type]
+    dirs = tuple(LogDirDescription(b, d, 1000, 10 * b) for b in range(3) for d in ODD_LOG_DIRS)
+    exporter.throttle.observe(Observation(1000.0, (0, 1, 2), dirs))
+    assert exporter.render_metrics() == prometheus_client_text(exporter)
 
 
 def test_promtool_check_metrics_is_clean_at_scale():

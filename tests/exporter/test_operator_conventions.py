@@ -107,6 +107,7 @@ def test_every_interface_telemetry_path_and_json_logs_of_changes_only(tmp_path, 
             "argument --web.telemetry-path: '/status' is already served",
         ),
         ("--cluster-name", "a b", "argument --cluster-name: 'a b': must start with a letter"),
+        ("--cluster-label", "le", "argument --cluster-label: 'le': le is a label the series"),
     ],
 )
 def test_a_bad_flag_value_is_refused_naming_the_flag(tmp_path, flag, value, says):
@@ -121,6 +122,7 @@ def test_a_bad_flag_value_is_refused_naming_the_flag(tmp_path, flag, value, says
     last = result.stderr.splitlines()[-1]
     assert last.startswith("kvq-exporter: error: ") and says in last, result.stderr
     assert "kvq.exporter.listen" not in last and "kvq.cluster.name" not in last
+    assert "kvq.cluster.label" not in last
 
 
 def check_config(tmp_path, *lines: str) -> subprocess.CompletedProcess:

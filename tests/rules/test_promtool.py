@@ -6,8 +6,10 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
+from devkit.kubernetes_manifests import helm_template
 from devkit.prometheus import PROMTOOL, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +38,74 @@ def test_promtool_unit_tests_pass() -> None:
     result = run(PROMTOOL, "test", "rules", *map(str, RULE_TESTS))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(RULE_TESTS)
+
+
+def chart_rules(cluster_label: str) -> dict:
+    """The rules as the Helm chart renders them with `clusterLabel`, without what the chart adds
+    besides (the throttle group's interval, each alert's `namespace`: tests/deploy checks those)."""
+    rendered = helm_template(
+        "--set", f"clusterLabel={cluster_label}", "--show-only", "templates/prometheusrule.yaml"
+    )
+    groups = yaml.safe_load(rendered)["spec"]["groups"]
+    for group in groups:
+        group.pop("interval", None)
+        for rule in group["rules"]:
+            if "alert" in rule:
+                del rule["labels"]["namespace"]
+    return {"groups": groups}
+
+
+_MATCHER = re.compile(r"([{,]\s*)cluster(\s*[=!])")
+
+
+def renamed_rule_test(test_file: dict, cluster_label: str, rules: Path) -> dict:
+    """A rules/tests file for the rules at `rules` whose cluster label is `cluster_label`: the
+    label renamed in the input series, the expressions and the expected samples and alerts (read
+    as data, not as the chart rewrites the rules, so the two do not share a mistake)."""
+
+    def rename(selector: str) -> str:
+        return _MATCHER.sub(rf"\g<1>{cluster_label}\g<2>", selector)
+
+    renamed = {**test_file, "rule_files": [str(rules)]}
+    for test in renamed["tests"]:
+        for series in test.get("input_series", []):
+            series["series"] = rename(series["series"])
+        for case in test.get("promql_expr_test", []):
+            case["expr"] = rename(case["expr"])
+            for sample in case.get("exp_samples", []):
+                sample["labels"] = rename(sample["labels"])
+        for case in test.get("alert_rule_test", []):
+            for alert in case.get("exp_alerts", []):
+                labels = alert.get("exp_labels", {})
+                if "cluster" in labels:
+                    labels[cluster_label] = labels.pop("cluster")
+    return renamed
+
+
+@pytest.mark.parametrize("cluster_label", ["cluster", "kafka_cluster"])
+def test_the_chart_s_rules_pass_the_unit_tests_with_either_cluster_label(
+    tmp_path: Path, cluster_label: str
+) -> None:
+    """clusterLabel=kafka_cluster: every alert and record of the chart's PrometheusRule keeps
+    the Kafka cluster in `kafka_cluster` (a `by (cluster)` left behind would drop it and fail
+    its test); the default renders the rules file itself."""
+    rules = tmp_path / "chart.rules.yml"
+    rendered = chart_rules(cluster_label)
+    rules.write_text(yaml.safe_dump(rendered))
+    if cluster_label == "cluster":
+        assert rendered == yaml.safe_load(RULES.read_text())
+    tests = []
+    for path in RULE_TESTS:
+        test_file = renamed_rule_test(yaml.safe_load(path.read_text()), cluster_label, rules)
+        tests.append(tmp_path / path.name)
+        tests[-1].write_text(yaml.safe_dump(test_file))
+    result = run(PROMTOOL, "test", "rules", *map(str, tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(RULE_TESTS)
+    if cluster_label != "cluster":
+        text = rules.read_text()
+        assert "by (cluster" not in text and "$labels.cluster " not in text
+        assert "$labels.kafka_cluster" in text and "kafka_cluster=%q" in text
 
 
 def test_every_alert_is_tested_firing_and_quiet() -> None:

@@ -46,6 +46,15 @@ def test_bad_flags_are_named(tmp_path, archive, capsys, flags, message):
     assert message in err and "Traceback" not in err
 
 
+def test_a_bad_cluster_label_is_refused_naming_the_flag(tmp_path, archive, capsys):
+    with pytest.raises(SystemExit) as exited:
+        run(tmp_path, archive, "--cluster-label", "kafka-cluster")
+    assert exited.value.code == 2
+    assert "argument --cluster-label: 'kafka-cluster': must be a Prometheus label name" in (
+        capsys.readouterr().err
+    )
+
+
 def test_bad_scenario_value_is_a_config_error_naming_the_property(tmp_path, archive, capsys):
     with pytest.raises(SystemExit) as exit_info:
         run(tmp_path, archive, "--scenario", "s1", "--set", f"{MIN_AVAILABLE_RATIO}=1.5")

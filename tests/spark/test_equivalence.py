@@ -421,3 +421,39 @@ def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_pat
     times = sorted({t for series in got.values() for t in series})
     assert times == [60 * k for k in range(gap[0], gap[1] + 1)]
     assert_same(got, expected)
+
+
+@responses.activate
+def test_another_cluster_label_names_every_series_as_the_exporter_does(spark, generated, tmp_path):
+    """kvq.cluster.label=kafka_cluster: every backfilled series (per volume, cluster-wide, with a
+    scenario) carries `kafka_cluster` and no `cluster`, exactly as the exporter's families; the
+    Prometheus coverage query asks by that label."""
+    config = load_config(
+        write_config(
+            tmp_path / "kvq.properties", ratio=0.05, extra={"kvq.cluster.label": "kafka_cluster"}
+        )
+    )
+    assert config.cluster_label == "kafka_cluster"
+    first = 1_763_596_800 // 60 + 1
+    responses.get(
+        "http://prometheus.test/api/v1/query_range",
+        json={"status": "success", "data": {"resultType": "matrix", "result": []}},
+    )
+    got, expected, _ = backfill_both(
+        generated / "archive",
+        config,
+        tmp_path / "out",
+        60,
+        scenario="s1",
+        gaps=[(first, first + 239)],
+    )
+    (query,) = {call.request.params["query"] for call in responses.calls}
+    assert '{kafka_cluster="kafka",scenario="s1"}' in query
+    assert all('kafka_cluster="kafka"' in labels for _, labels in got)
+    assert not any(labels.startswith("{cluster=") or ",cluster=" in labels for _, labels in got)
+    volume_series = [labels for name, labels in got if name == NS + "log_dir_available_bytes"]
+    assert volume_series and all(
+        labels.startswith('{broker_id="') and ',kafka_cluster="kafka",log_dir="' in labels
+        for labels in volume_series
+    )
+    assert_same(got, expected)

@@ -9,6 +9,7 @@ exporter-shaped metrics, then scraping the real exporter and enforcer of the dem
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import yaml
 
 from demo.stack import CLUSTER as DEMO_CLUSTER
 from demo.stack import DemoStack
-from devkit import grafana
+from devkit import grafana, kubernetes_manifests
 from devkit.fake_exporter import FakeExporter
 from devkit.prometheus import run_prometheus
 from enforcer.metrics import EnforcerMetrics
@@ -142,16 +143,51 @@ def test_provisioning_files_point_at_the_dashboard() -> None:
 @pytest.mark.e2e
 def test_every_query_runs_on_real_prometheus(tmp_path: Path, dashboard: dict) -> None:
     """Every query executes without error; every panel but the early-warning one has data."""
-    with FakeExporter(cluster="c1") as fake:
+    every_query_has_data(tmp_path, dashboard, RULES)
+
+
+@pytest.mark.e2e
+def test_every_query_runs_with_another_cluster_label(tmp_path: Path) -> None:
+    """clusterLabel=kafka_cluster: the rules and the dashboard as the Helm chart renders them, on
+    series whose cluster is in `kafka_cluster`, fire the throttle alert by that label and fill
+    every panel (and the variable) as the default does."""
+    rendered = list(
+        yaml.safe_load_all(
+            kubernetes_manifests.helm_template(
+                "--set",
+                "clusterLabel=kafka_cluster",
+                "--show-only",
+                "templates/prometheusrule.yaml",
+                "--show-only",
+                "templates/dashboards.yaml",
+            )
+        )
+    )
+    rules = tmp_path / "chart.rules.yml"
+    rule = next(d for d in rendered if d and d["kind"] == "PrometheusRule")
+    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    config_map = next(d for d in rendered if d and d["kind"] == "ConfigMap")
+    dashboard = json.loads(config_map["data"][grafana.DASHBOARD.name])
+    every_query_has_data(tmp_path, dashboard, rules, cluster_label="kafka_cluster")
+
+
+def every_query_has_data(
+    tmp_path: Path, dashboard: dict, rules: Path, cluster_label: str = "cluster"
+) -> None:
+    """Real Prometheus with `rules` scraping an exporter and an enforcer whose series name their
+    cluster, c1, in `cluster_label`: every query of `dashboard` runs without error and every
+    panel but the early-warning one gets data."""
+    with FakeExporter(cluster="c1", cluster_label=cluster_label) as fake:
         fake.set_available(1, "/data/a", 50_000)  # below the 10% limit: throttled
         fake.set_available(2, "/data/b", 600_000, fill=2_000)  # filling: a time to limit
         targets = {"kvq-exporter": [fake.target], "kvq-enforcer": [fake.enforcer_target]}
-        with run_prometheus(tmp_path, targets, [RULES]) as prom:
+        throttled = {cluster_label: "c1"}
+        with run_prometheus(tmp_path, targets, [rules]) as prom:
             prom.wait_for(
                 lambda: (
                     prom.query("log_dir:kafka_volume_quota_seconds_to_limit:deriv1h")
                     and prom.query("rate(kafka_volume_quota_poll_duration_seconds_count[30s]) > 0")
-                    and prom.firing("KafkaVolumeQuotaThrottle", cluster="c1")
+                    and prom.firing("KafkaVolumeQuotaThrottle", **throttled)
                 ),
                 what="rules evaluated over a few scrapes",
             )

@@ -122,6 +122,10 @@ def test_zero_or_two_limits_is_an_error_naming_both_properties(limits):
         (P + "request", "-3", "greater than 0"),
         (EXCLUDED, "admin;User:b", "'User:<name>'"),
         ("kvq.cluster.name", "bad name!", "A-Z a-z 0-9"),
+        ("kvq.cluster.label", "kafka-cluster", "must be a Prometheus label name"),
+        ("kvq.cluster.label", "__cluster", "not starting with __"),
+        ("kvq.cluster.label", "broker_id", "a label the series or alerts already carry"),
+        ("kvq.cluster.label", "instance", "a label the series or alerts already carry"),
     ],
 )
 def test_bad_values_name_the_property_the_value_and_what_is_allowed(key, value, allowed):

@@ -3,8 +3,11 @@ KVQ_REVISION), and "unknown" where nothing says it."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import requests
@@ -12,7 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import kvq
 from kvq.web.server import Response, Route, WebServer
-from kvq.web.standard_metrics import BUILD_INFO, register_standard_metrics
+from kvq.web.standard_metrics import BUILD_INFO, BuildInfoCollector, register_standard_metrics
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @contextmanager
@@ -47,3 +52,21 @@ def test_build_info_and_landing_page_carry_the_revision(monkeypatch, revision) -
     assert f'revision="{expected}"' in build_info
     assert f'version="{kvq.__version__}"' in build_info and build_info.endswith(" 1.0")
     assert f"kafka-volume-quotas {kvq.__version__}, revision {expected}" in landing
+
+
+def test_the_docs_and_the_dashboard_show_every_build_info_label() -> None:
+    """The README's list and the dashboard's "Versions running" table have every label
+    build_info carries, the revision included."""
+    labels = list(BuildInfoCollector("kvq-test").labels)
+    assert "revision" in labels
+    readme = (ROOT / "README.md").read_text()
+    assert f"`{BUILD_INFO}{{{', '.join(labels)}}} 1`" in readme
+    dashboard = json.loads(
+        (ROOT / "grafana" / "dashboards" / "kafka-volume-quotas.json").read_text()
+    )
+    (panel,) = [p for p in dashboard["panels"] if p.get("title") == "Versions running"]
+    (target,) = panel["targets"]
+    grouped = re.fullmatch(r"max by \(([^)]*)\) \(" + BUILD_INFO + " .*", target["expr"])
+    assert grouped and set(grouped.group(1).split(", ")) == {"job", "instance", *labels}
+    (organize,) = panel["transformations"]
+    assert set(organize["options"]["indexByName"]) == {"job", "instance", *labels}
