@@ -7,7 +7,7 @@ client that lists partitions sends). The brokers' CPU is read from each JVM's /p
 (utime + stime) over windows of the same length: polling every `--interval` seconds, and idle
 (no poll), alternately; the CPU a poll costs is the difference divided by the polls. Needs root
 (tmpfs log dirs), Java and Maven's Kafka jars (`make kafka-deps`); about 5 minutes.
-    python -m bench.exporter_poll_kafka [--partitions 10000] [--replicas 1] [--polls 40]
+    python -m bench.exporter_poll_kafka [--partitions 10000] [--polls 40]
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def jvm_cpu_seconds(pids: list[int]) -> float:
     return total / CLOCK_TICKS
 
 
-def create_partitions(bootstrap: str, partitions: int, replicas: int) -> None:
-    """`partitions` in topics of TOPIC_PARTITIONS, created TOPICS_PER_REQUEST at a time."""
+def create_partitions(bootstrap: str, partitions: int) -> None:
+    """`partitions` (one replica each) in topics of TOPIC_PARTITIONS, created TOPICS_PER_REQUEST
+    at a time."""
     import confluent_kafka.admin as ck
 
     admin = ck.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -47,15 +48,15 @@ def create_partitions(bootstrap: str, partitions: int, replicas: int) -> None:
     for start in range(0, len(names), TOPICS_PER_REQUEST):
         batch = slice(start, start + TOPICS_PER_REQUEST)
         futures = admin.create_topics(
-            [ck.NewTopic(n, s, replicas) for n, s in zip(names[batch], sizes[batch], strict=True)],
+            [ck.NewTopic(n, s, 1) for n, s in zip(names[batch], sizes[batch], strict=True)],
             request_timeout=120,
         )
         for future in futures.values():
             future.result(180)
 
 
-def hosted_replicas(session, node_ids: list[int]) -> int:
-    """Partition replicas the brokers report in their log dirs (DescribeLogDirs, every topic)."""
+def hosted_partitions(session, node_ids: list[int]) -> int:
+    """Partitions the brokers report in their log dirs (DescribeLogDirs, every topic)."""
     answers = describe_every_topic(session, node_ids)
     return sum(
         len(topic.partitions)
@@ -103,13 +104,10 @@ def cpu_per_poll(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=10_000)
-    parser.add_argument("--replicas", type=int, default=1, help="replication factor (1-3)")
     parser.add_argument("--polls", type=int, default=40, help="polls per CPU window")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between polls")
     parser.add_argument("--rounds", type=int, default=3, help="busy/idle window pairs")
     args = parser.parse_args(argv)
-    if not 1 <= args.replicas <= 3:
-        parser.error(f"--replicas {args.replicas}: must be 1, 2 or 3")
 
     from bench.timing import median_seconds
     from devkit.kafka_cluster import KafkaCluster
@@ -123,16 +121,15 @@ def main(argv: list[str] | None = None) -> None:
         KafkaCluster(Path(work), nodes=3, log_dirs_per_node=1, log_dir_bytes=1 << 30) as kafka,
     ):
         started = time.monotonic()
-        create_partitions(kafka.bootstrap, args.partitions, args.replicas)
-        wanted = args.partitions * args.replicas
+        create_partitions(kafka.bootstrap, args.partitions)
         session = KafkaAdminSession(kafka.admin_properties, "kvq-bench", 60_000)
         client = KafkaClusterClient(kafka.admin_properties, timeout_seconds=30)
         try:
             wait_until(
-                lambda: hosted_replicas(session, kafka.node_ids) == wanted,
+                lambda: hosted_partitions(session, kafka.node_ids) == args.partitions,
                 600,
                 interval=2.0,
-                what=f"{wanted} partition replicas in the brokers' log dirs",
+                what=f"{args.partitions} partitions in the brokers' log dirs",
             )
             created = time.monotonic() - started
             source = ClusterVolumeSource(client, time.time)
@@ -161,8 +158,8 @@ def main(argv: list[str] | None = None) -> None:
 
     window = args.polls * args.interval
     print(
-        f"exporter poll on real Kafka: 3 brokers, {args.partitions:,} partitions x "
-        f"{args.replicas} replicas ({wanted / 3:,.0f} per broker; created in {created:.0f} s)"
+        f"exporter poll on real Kafka: 3 brokers, {args.partitions:,} partitions "
+        f"({args.partitions / 3:,.0f} per broker; created in {created:.0f} s)"
     )
     rows = [
         (
