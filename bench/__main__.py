@@ -1,6 +1,8 @@
 """`make bench`: every benchmark, each printing ratios measured side by side in one run.
 
 Benchmarks never fail on a number; a benchmark that cannot run says why and the rest go on.
+`python -m bench NAME...` runs only those (the module names without `bench.`, e.g.
+`python -m bench exporter_poll_kafka enforcer_kafka versus`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,29 @@ BENCHMARKS = (
     "bench.backfill",
     "bench.produce_throughput",
     "bench.producers_headroom",
+    "bench.exporter_poll_kafka",
+    "bench.enforcer_kafka",
     "bench.versus",
     "bench.slowdown",
 )
 
 
-def main() -> int:
+def selected(names: list[str]) -> list[str]:
+    """The benchmarks named (all when none is); exits 2 naming an unknown one."""
+    known = {module.removeprefix("bench."): module for module in BENCHMARKS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(
+            f"unknown benchmark {unknown[0]!r}: the benchmarks are {', '.join(known)}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return [known[n] for n in names] if names else list(BENCHMARKS)
+
+
+def main(argv: list[str] | None = None) -> int:
     failed = []
-    for name in BENCHMARKS:
+    for name in selected(sys.argv[1:] if argv is None else argv):
         print(f"\n=== {name} ===", flush=True)
         started = time.perf_counter()
         try:

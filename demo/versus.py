@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from demo import apache
+from demo import apache, hops
 from demo.producers import (
     APACHE,
     AWAY_SECONDS,
@@ -163,6 +163,10 @@ class Outcome:
     """(entity, offered B/s, achieved B/s, quota per broker) before the crossing."""
     before: dict[str, float] = field(default_factory=dict)
     """client-id -> acknowledged B/s before the crossing: the rate to come back to."""
+    throttled: float | None = None
+    """When a broker first reported a throttle to a producer it did not throttle before."""
+    hops: list[tuple[float | None, str]] = field(default_factory=list)
+    """kvq: (monotonic moment or None, hop) of each step of the loop (demo/hops.py)."""
 
     @property
     def lowest(self) -> tuple[int, tuple[int, int]]:
@@ -241,6 +245,7 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
     outcome.held = time.monotonic()
     outcome.events.append((outcome.held, "every producer held"))
     log(f"{guard}: every producer held {outcome.held - outcome.crossed:.1f} s after the crossing")
+    note_hops(stack, outcome)
     restart_while_held(stack, outcome, log)
     if outcome.full is not None:
         return outcome
@@ -253,6 +258,23 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
         recovered_by_kind(run, outcome, freed)
         time.sleep(0.2)
     return outcome
+
+
+def note_hops(stack, outcome: Outcome) -> None:
+    """When a broker first throttled a producer it did not throttle before the crossing, and
+    (kvq) when each hop of the loop passed the throttle on."""
+    assert outcome.crossed is not None
+    outcome.throttled = hops.first_new_throttle(outcome.run.producers, outcome.crossed)
+    if outcome.throttled is not None:
+        outcome.events.append((outcome.throttled, "a broker throttles a producer (first report)"))
+    if outcome.guard != "kvq":
+        return
+    to_monotonic = time.monotonic() - time.time()
+    crossed_wall = outcome.crossed - to_monotonic
+    outcome.hops = [
+        (None if at is None else at + to_monotonic, hop)
+        for at, hop in hops.loop_hops(stack, crossed_wall)
+    ]
 
 
 def restart_while_held(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
@@ -331,6 +353,10 @@ def table(outcome: Outcome) -> str:
         line("crossing -> every producer throttled", f"{outcome.held - outcome.crossed:.1f} s")
     else:
         line("crossing -> every producer throttled", "never")
+    if outcome.crossed is not None:
+        for at, hop in [*outcome.hops, (outcome.throttled, "a broker throttles a producer")]:
+            took = "never" if at is None else f"{at - outcome.crossed:.1f} s"
+            line(f"  crossing -> {hop}", took)
     line("lowest headroom on any volume", f"{lowest:,} bytes (broker {volume[0]})")
     line("produce requests failed with a storage error", str(outcome.storage_errors))
     line("log dirs offline / brokers halted", f"{outcome.offline} / {outcome.halted}")

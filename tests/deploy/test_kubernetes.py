@@ -116,7 +116,9 @@ def test_prometheus_rule_holds_the_rules_file_with_the_namespace_label(
     alerts = [r for g in groups for r in g["rules"] if "alert" in r]
     assert alerts and {r["labels"].pop("namespace") for r in alerts} == {namespace}
     intervals = {g["name"]: g.pop("interval") for g in groups if "interval" in g}
-    assert intervals == {"kafka-volume-quotas.throttle": "5s"}
+    assert intervals == {"kafka-volume-quotas.throttle": "1s"}
+    in_file = {g["name"]: g.pop("interval") for g in source_groups["groups"] if "interval" in g}
+    assert in_file == intervals
     assert groups == source_groups["groups"]
     extracted = tmp_path / "extracted.rules.yml"
     extracted.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))

@@ -474,7 +474,7 @@ def test_the_rules_readme_commands() -> None:
 def test_the_prometheus_configuration_example(tmp_path) -> None:
     """The rules README's prometheus.yml (rule file path moved under tmp_path) passes
     `promtool check config`, loads every rule, and evaluates the throttle alert at the
-    recommended 5 s (README "Reaction time"), not at Prometheus' default of 1 m."""
+    recommended 1 s (README "Reaction time"), not at Prometheus' default of 1 m."""
     example = block("rules/README.md", "# prometheus.yml").text
     rule_file = "/etc/prometheus/rules/kafka-volume-quotas.rules.yml"
     assert rule_file in example
@@ -490,9 +490,9 @@ def test_the_prometheus_configuration_example(tmp_path) -> None:
     assert f"SUCCESS: {count} rules found" in result.stdout, result.stdout
     (throttle,) = [g for g in rules["groups"] if g["name"] == "kafka-volume-quotas.throttle"]
     evaluation = throttle.get("interval") or config.get("global", {}).get("evaluation_interval")
-    assert evaluation == "5s", f"the throttle alert is evaluated every {evaluation or '1m'}"
+    assert evaluation == "1s", f"the throttle alert is evaluated every {evaluation or '1m'}"
     (exporter,) = [j for j in config["scrape_configs"] if j["job_name"] == "kvq-exporter"]
-    assert exporter["scrape_interval"] == "5s"
+    assert exporter["scrape_interval"] == "1s"
 
 
 def test_the_alertmanager_receivers_are_valid(tmp_path) -> None:

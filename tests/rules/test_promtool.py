@@ -127,6 +127,9 @@ def test_throttle_alert_has_the_contract_the_enforcer_consumes() -> None:
         r for g in groups for r in g["rules"] if r.get("alert") == "KafkaVolumeQuotaThrottle"
     ]
     assert "for" not in rule, "the enforcer must hear about throttling at once"
+    (group,) = [g for g in groups if rule in g["rules"]]
+    assert group["interval"] == "1s", "the throttle alert waits at most a second for evaluation"
+    assert group["rules"] == [rule], "alone in its group: the hour-long trends are not as frequent"
     assert rule["annotations"]["throttle_factor"] == "{{ $value }}"
     assert "severity" in rule["labels"]
     assert "by (cluster)" in rule["expr"]
