@@ -199,9 +199,6 @@ class Enforcer:
     def target(self, cluster: str) -> float:
         return target_factor(self.alerts.firing_factors(cluster))
 
-    def applied(self, cluster: str) -> float:
-        return self.appliers[cluster].status().applied_factor
-
     def enforce(self, cluster: str) -> ApplyResult:
         """Apply the cluster's current target (checked with Prometheus when lowering it).
 

@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from enforcer.quota_plan import Pair, same_value
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 ACTIVE = "active"
 RESTORED = "restored"
@@ -504,8 +505,8 @@ class ThrottleEpisodes:
 
         def run(db: sqlite3.Connection) -> None:
             db.execute(
-                "UPDATE episode SET state=?, applied=1.0, target=1.0, updated_at=? WHERE cluster=?",
-                (RESTORED, now, cluster),
+                "UPDATE episode SET state=?, applied=?, target=?, updated_at=? WHERE cluster=?",
+                (RESTORED, UNTHROTTLED, UNTHROTTLED, now, cluster),
             )
             db.execute("UPDATE pair SET written=NULL WHERE cluster=?", (cluster,))
             db.execute(
