@@ -372,14 +372,12 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     assert receiver["webhook_configs"][0]["send_resolved"] is True
 
 
-def test_grafana_datasource_time_interval_is_the_recommended_scrape_interval() -> None:
-    """$__rate_interval is derived from the datasource's timeInterval: it must be the exporters'
-    scrape interval the chart's ServiceMonitor and rules/README.md's prometheus.yml use, else
-    rate windows and steps are 6x coarser than the data."""
+def test_grafana_datasource_time_interval_is_the_exporters_poll_interval() -> None:
+    """$__rate_interval is derived from the datasource's timeInterval: it must be the resolution
+    of the exporter's data, its poll interval (scraped every 1 s, its values change only at each
+    poll), else rate windows hold a single poll or are coarser than the data."""
     datasource = ROOT / "grafana" / "provisioning" / "datasources" / "kafka-volume-quotas.yml"
     (source,) = yaml.safe_load(datasource.read_text())["datasources"]
     values = yaml.safe_load((kubernetes_manifests.CHART / "values.yaml").read_text())
-    scrape = values["serviceMonitor"]["exporter"]["interval"]
-    assert source["jsonData"]["timeInterval"] == scrape == "5s"
-    rules_readme = (ROOT / "rules" / "README.md").read_text()
-    assert f"scrape_interval: {scrape} " in rules_readme
+    poll = values["properties"]["client.quota.callback.static.storage.check.interval"]
+    assert poll == "PT5S" and source["jsonData"]["timeInterval"] == "5s"

@@ -93,7 +93,10 @@ def test_the_chart_s_rules_pass_the_unit_tests_with_either_cluster_label(
     rendered = chart_rules(cluster_label)
     rules.write_text(yaml.safe_dump(rendered))
     if cluster_label == "cluster":
-        assert rendered == yaml.safe_load(RULES.read_text())
+        expected = yaml.safe_load(RULES.read_text())
+        for group in expected["groups"]:
+            group.pop("interval", None)  # the chart sets it from its values: tests/deploy
+        assert rendered == expected
     tests = []
     for path in RULE_TESTS:
         test_file = renamed_rule_test(yaml.safe_load(path.read_text()), cluster_label, rules)

@@ -24,7 +24,15 @@ def test_every_hop_of_a_throttle_is_found(tmp_path):
         crossed = time.time()
         stack.control.set_log_dir(1, 0, usable_bytes=1_000)
         wait_until(lambda: scenario.throttled(stack.quotas(), before), 30, what="throttled quotas")
-        found = hops.loop_hops(stack, crossed)
+        # Kafka shows the quotas before the enforcer logs them (it logs once verified): wait
+        # until each hop's line or sample is there rather than read the logs once.
+        found: list[tuple[float | None, str]] = []
+
+        def every_hop_found() -> bool:
+            found[:] = hops.loop_hops(stack, crossed)
+            return all(at is not None for at, _ in found)
+
+        wait_until(every_hop_found, 30, what="every hop of the throttle in the logs and Prometheus")
     assert [hop for at, hop in found if at is None] == []
     assert all(at >= crossed - 1.0 for at, _ in found)
 
