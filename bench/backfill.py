@@ -330,11 +330,14 @@ class LoggedRun:
 def logged_backfill(
     archive: Archive, out: Path, master: str, step: int, settings: dict[str, str] | None = None
 ) -> LoggedRun:
-    """`backfill_seconds` with Spark's event log on; the output is removed (gigabytes)."""
-    with tempfile.TemporaryDirectory(prefix="kvq-event-log-") as events:
-        confs = {**event_log_settings(Path(events)), **(settings or {})}
-        seconds, samples = backfill_seconds(archive, out, master, step, confs)
-        log = read_event_log(Path(events))
+    """`backfill_seconds` with Spark's event log on, kept beside `out` (`--keep`: for reading
+    again); the output is removed (gigabytes)."""
+    events = out.with_name(f"{out.name}-event-log")
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    confs = {**event_log_settings(events), **(settings or {})}
+    seconds, samples = backfill_seconds(archive, out, master, step, confs)
+    log = read_event_log(events)
     written = sum(p.stat().st_size for p in out.glob("*.om"))
     shutil.rmtree(out)
     return LoggedRun(seconds, samples, log, written)

@@ -48,6 +48,9 @@ class TaskCosts:
     scheduler: float = 0.0
     """Launch to finish minus deserialization, run and result serialization: the scheduler's and
     the result's delays."""
+    cpu: float = 0.0
+    """CPU time of the task's thread (running and deserializing): on a machine whose cores are
+    busy with other work, task time minus this is mostly waiting for a core."""
 
     def __add__(self, other: TaskCosts) -> TaskCosts:
         return TaskCosts(
@@ -56,6 +59,7 @@ class TaskCosts:
             self.gc + other.gc,
             self.fetch_wait + other.fetch_wait,
             self.scheduler + other.scheduler,
+            self.cpu + other.cpu,
         )
 
 
@@ -73,6 +77,8 @@ def task_costs(event: dict) -> TaskCosts:
         metrics.get("JVM GC Time", 0) / 1000,
         fetch_wait,
         max(0.0, seconds - deserialize - run - serialize),
+        (metrics.get("Executor CPU Time", 0) + metrics.get("Executor Deserialize CPU Time", 0))
+        / 1e9,
     )
 
 
@@ -358,7 +364,7 @@ def report(log: EventLog, rows: int, outside: float = 0.0) -> list[str]:
         f"task time {log.task_seconds:.1f} s, {log.task_seconds / rows * 1e6:.2f} us per log-dir "
         f"row (run {costs.run:.1f} s of which GC {costs.gc:.1f} s and shuffle fetch wait "
         f"{costs.fetch_wait:.1f} s; deserialization {costs.deserialize:.1f} s; scheduler and "
-        f"result {costs.scheduler:.1f} s)",
+        f"result {costs.scheduler:.1f} s); the tasks' threads had {costs.cpu:.1f} s of CPU",
         "stage  tasks  task time  longest task  stage wall  name",
     ]
     lines += [
@@ -381,3 +387,35 @@ def scaling_lines(log: EventLog, outside: float = 0.0) -> list[str]:
         name = "core" if cores == 1 else "cores"
         lines.append(f"{cores:2d} {name}: {seconds:7.1f} s, {one / seconds:5.2f}x")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.spark_event_log",
+        description="Where a Spark application's time went and its wall time on 1-64 cores, "
+        "from its event log (what `python -m bench.backfill --scaling` prints for its runs).",
+    )
+    parser.add_argument("event_log", type=Path, help="an event log file or folder")
+    parser.add_argument("--rows", type=int, default=1, help="input rows, for the time per row")
+    parser.add_argument(
+        "--outside",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="the process's time before and after the application (its wall time minus the "
+        "application's), counted as driver-only",
+    )
+    args = parser.parse_args(argv)
+    try:
+        log = read_event_log(args.event_log)
+    except (OSError, EventLogError) as exc:
+        parser.exit(2, f"{parser.prog}: {exc}\n")
+    for line in report(log, args.rows, args.outside) + scaling_lines(log, args.outside):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
