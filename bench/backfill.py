@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.spark_event_log import (
+    MAX_TASKS_PER_STAGE,
     EventLog,
-    MeasuredRun,
     driver_gaps,
     event_log_settings,
-    extrapolated_seconds,
+    grown_stages_seconds,
+    on_dedicated_cores,
     predicted_seconds,
     read_event_log,
     report,
@@ -59,6 +60,7 @@ class Archive:
     rows: int
     megabytes: float
     label: str
+    polls: int
 
 
 def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, interval: float):
@@ -82,7 +84,7 @@ def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, in
         f"{brokers * dirs} volumes ({brokers} brokers x {dirs} log dirs), {hours / 24:g} days "
         f"polled every {interval:g} s: {rows / 1e6:.2f}M log-dir rows, {size / 1e6:.0f} MB gzipped"
     )
-    return Archive(root / "archive", config, rows, size / 1e6, label)
+    return Archive(root / "archive", config, rows, size / 1e6, label, counts["observations"])
 
 
 SHAPES = {
@@ -96,8 +98,6 @@ SHAPES = {
 MODEL_CORES = 64
 """The cluster the model run splits the work for (spark.default.parallelism), and the one a
 year of a fleet is predicted on."""
-YEAR_OF_A_FLEET = 1000 * 12 * 365 * 24 * 3600 // 30
-"""Log-dir rows of a year of 1,000 brokers x 12 log dirs polled every 30 s (12.6 billion)."""
 
 
 def shape_rows(size: str) -> float:
@@ -323,8 +323,10 @@ class LoggedRun:
     log: EventLog
     output_bytes: int
 
-    def measured(self, rows: int) -> MeasuredRun:
-        return MeasuredRun(self.log, rows, outside=max(0.0, self.seconds - self.log.seconds))
+    @property
+    def outside(self) -> float:
+        """The process's seconds outside the Spark application (Python's and the JVM's start)."""
+        return max(0.0, self.seconds - self.log.seconds)
 
 
 def logged_backfill(
@@ -357,8 +359,14 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
         f"{run.samples} samples, {run.output_bytes / 1e9:.2f} GB of OpenMetrics",
         flush=True,
     )
-    outside = run.measured(archive.rows).outside
+    outside = run.outside
     for line in report(run.log, archive.rows, outside) + scaling_lines(run.log, outside):
+        print(f"  {line}")
+    print(
+        f"  the same with every task taking its CPU time ({run.log.costs.cpu:.1f} s in all: on "
+        "cores of its own; driver-only time as measured):"
+    )
+    for line in scaling_lines(on_dedicated_cores(run.log), outside):
         print(f"  {line}")
     return archive, run
 
@@ -366,7 +374,7 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
 def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) -> None:
     """The model's 1- and 2-core predictions against local[1] and local[2] measured here."""
     print(f"\n  the model against this machine ({archive.rows / 1e6:.1f}M rows; {load()}):")
-    outside = model.measured(archive.rows).outside
+    outside = model.outside
     for cores in (1, 2):
         run = logged_backfill(archive, tmp / f"check-{cores}", f"local[{cores}]", step)
         predicted = predicted_seconds(model.log, cores, outside)
@@ -417,32 +425,63 @@ def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> 
             )
     if check:
         check_the_model(tmp, *runs[-1], step)
-    if len(runs) < 2:
-        print("  (a year of a fleet is extrapolated from two sizes: give --sizes two or more)")
-        return
-    (_, small), (large_archive, large) = runs[-2], runs[-1]
-    small_run, large_run = small.measured(runs[-2][0].rows), large.measured(large_archive.rows)
-    seconds = extrapolated_seconds(small_run, large_run, YEAR_OF_A_FLEET, MODEL_CORES)
-    samples = large.samples / large_archive.rows * YEAR_OF_A_FLEET
+    a_year_of_a_fleet(tmp, *runs[-1], step, promtool=check)
+
+
+YEAR_OF_POLLS = 365 * 24 * 3600 // 30
+YEAR_OF_A_FLEET = 1000 * 12 * YEAR_OF_POLLS
+"""Log-dir rows of a year of 1,000 brokers x 12 log dirs polled every 30 s (12.6 billion)."""
+
+
+def a_year_of_a_fleet(
+    tmp: Path, archive: Archive, run: LoggedRun, step: int, promtool: bool
+) -> None:
+    """The model run extrapolated to `YEAR_OF_A_FLEET` on `MODEL_CORES` cores: the stages keep
+    their task time per row (`grown_stages_seconds`); each driver-only gap grows with what it
+    works through: the archive's bytes (the driver inflates every .gz once before the first
+    stage), the polls (its pass between the stages), the output (the concatenation after)."""
+    rows = YEAR_OF_A_FLEET / archive.rows
+    gaps = driver_gaps(run.log, run.outside)
+    gzip_bytes = archive.megabytes * 1e6 * rows
+    before = gaps.before + gzip_bytes / gzip_check_rate(archive)
+    between = gaps.between * YEAR_OF_POLLS / archive.polls
+    after = gaps.after * rows
+    stages = grown_stages_seconds(run.log, rows, MODEL_CORES)
+    on_cpu = grown_stages_seconds(on_dedicated_cores(run.log), rows, MODEL_CORES)
+    total = before + between + after + stages
+    samples = run.samples * rows
     print(
         f"\n  a year of 1,000 brokers x 12 log dirs at 30 s ({YEAR_OF_A_FLEET / 1e9:.1f} billion "
-        f"log-dir rows) on {MODEL_CORES} cores, from {runs[-2][0].rows / 1e6:.1f}M and "
-        f"{large_archive.rows / 1e6:.1f}M rows: {seconds / 3600:.1f} h"
+        f"log-dir rows, {YEAR_OF_POLLS / 1e6:.2f}M polls) on {MODEL_CORES} executor cores, from "
+        f"the {archive.rows / 1e6:.1f}M-row run: {total / 3600:.1f} h "
+        f"({(total - stages + on_cpu) / 3600:.1f} h with every task taking its CPU time)"
     )
-    for gap in ("before", "between", "after"):
-        small_gap = getattr(driver_gaps(small.log, small_run.outside), gap)
-        large_gap = getattr(driver_gaps(large.log, large_run.outside), gap)
-        print(f"    driver-only {gap}: {small_gap:.1f} s -> {large_gap:.1f} s")
     print(
-        f"    {samples / 1e9:.1f} billion samples, "
-        f"{large.output_bytes / large_archive.rows * YEAR_OF_A_FLEET / 1e12:.1f} TB of OpenMetrics"
+        f"    stages {stages / 3600:.2f} h ({on_cpu / 3600:.2f} h on CPU time; task time per row "
+        f"as measured, each stage's tasks growing with the rows up to {MAX_TASKS_PER_STAGE})"
     )
-    rate = promtool_rate(tmp, smallest, step)
+    print(
+        f"    driver-only {(before + between + after) / 3600:.2f} h: before the first stage "
+        f"{before / 3600:.2f} h (inflating {gzip_bytes / 1e9:.0f} GB of .gz once), between stages "
+        f"{between / 3600:.2f} h (its pass over the polls), after the last {after / 3600:.2f} h "
+        f"(the concatenation: {run.output_bytes * rows / 1e12:.1f} TB of OpenMetrics, "
+        f"{samples / 1e9:.0f} billion samples)"
+    )
+    rate = promtool_rate(tmp, archive, step) if promtool else None
     if rate is not None:
         print(
-            f"    promtool blocks after it: {rate / 1e6:.2f}M samples/s here, "
-            f"{samples / rate / 3600:.1f} h for those samples"
+            f"    then promtool's blocks: {rate / 1e6:.2f}M samples/s here: "
+            f"{samples / rate / 3600:.1f} h"
         )
+
+
+def gzip_check_rate(archive: Archive) -> float:
+    """Bytes of .gz per second of CPU the driver's check of the archive (`damaged_files`) takes."""
+    from spark.archive_files import archive_files, damaged_files
+
+    started = time.process_time()
+    damaged_files(archive_files(archive.root))
+    return archive.megabytes * 1e6 / (time.process_time() - started)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,7 +505,10 @@ def main(argv: list[str] | None = None) -> int:
         "the largest",
     )
     parser.add_argument(
-        "--no-check", action="store_true", help="with --scaling: skip the local[1]/local[2] check"
+        "--model-only",
+        action="store_true",
+        help="with --scaling: only the runs the model reads (no local[1]/local[2] check, no "
+        "promtool run)",
     )
     parser.add_argument(
         "--split-cores",
@@ -493,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
         if args.scaling:
-            scaling(Path(tmp), sorted(sizes), args.step, not args.no_check, args.split_cores)
+            scaling(Path(tmp), sorted(sizes), args.step, not args.model_only, args.split_cores)
             return 0
         if "1m" in sizes:
             one_million(Path(tmp), args.step)

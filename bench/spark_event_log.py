@@ -20,7 +20,7 @@ import heapq
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 EVENT_LOG_SETTINGS = {
@@ -93,6 +93,8 @@ class Stage:
     tasks: tuple[float, ...]
     """Every task attempt's seconds from launch to finish."""
     costs: TaskCosts = TaskCosts()
+    task_cpu: tuple[float, ...] = ()
+    """Every task attempt's CPU seconds (`TaskCosts.cpu`), in the order of `tasks`."""
 
     @property
     def task_seconds(self) -> float:
@@ -172,6 +174,7 @@ class _StageBuilder:
     completed: float | None = None
     tasks: list[float] = field(default_factory=list)
     costs: TaskCosts = TaskCosts()
+    task_cpu: list[float] = field(default_factory=list)
 
 
 def read_event_log(path: Path) -> EventLog:
@@ -197,18 +200,39 @@ def read_event_log(path: Path) -> EventLog:
             task = event["Task Info"]
             stage = stages.setdefault(event["Stage ID"], _StageBuilder())
             stage.tasks.append((task["Finish Time"] - task["Launch Time"]) / 1000)
-            stage.costs += task_costs(event)
+            costs = task_costs(event)
+            stage.costs += costs
+            stage.task_cpu.append(costs.cpu)
     if started is None or ended is None:
         raise EventLogError(
             f"{path}: no application {'start' if started is None else 'end'} in the event log "
             "(did the application stop?)"
         )
     ran = [
-        Stage(stage_id, b.name, b.parents, b.submitted, b.completed, tuple(b.tasks), b.costs)
+        Stage(
+            stage_id,
+            b.name,
+            b.parents,
+            b.submitted,
+            b.completed,
+            tuple(b.tasks),
+            b.costs,
+            tuple(b.task_cpu),
+        )  # fmt: skip
         for stage_id, b in stages.items()
         if b.submitted is not None and b.completed is not None
     ]
     return EventLog(started, ended, tuple(sorted(ran, key=lambda s: (s.submitted, s.stage_id))))
+
+
+def on_dedicated_cores(log: EventLog) -> EventLog:
+    """`log` with every task taking its CPU time: what its tasks would take on cores of their
+    own, where the run shared its cores with other work (they are CPU-bound: parsing, sorting,
+    building text). Stage and driver-only times are left as measured."""
+    return replace(
+        log,
+        stages=tuple(replace(stage, tasks=stage.task_cpu) for stage in log.stages),
+    )
 
 
 def busy_periods(stages: Iterable[Stage]) -> list[list[Stage]]:
@@ -292,42 +316,17 @@ def driver_gaps(log: EventLog, outside: float = 0.0) -> DriverGaps:
     return DriverGaps(outside + before, driver_only_seconds(log) - before - after, after)
 
 
-@dataclass(frozen=True)
-class MeasuredRun:
-    """A run's event log, its size and the process's time outside the application."""
-
-    log: EventLog
-    rows: int
-    outside: float = 0.0
-
-
 MAX_TASKS_PER_STAGE = 4000
 """The most tasks a stage grows to with its input (`spark.job`'s cap on shuffle partitions)."""
 
 
-def extrapolated_seconds(small: MeasuredRun, large: MeasuredRun, rows: float, cores: int) -> float:
-    """The wall time of a run over `rows` on `cores`, from two measured runs of the same job.
-
-    Each driver-only gap is the line through the two runs' (rows, seconds), never below the
-    larger run's. Each stage of the larger run keeps its task time per row; its tasks grow in
-    number with the rows up to `MAX_TASKS_PER_STAGE`, equal in size, and are scheduled as
-    `period_seconds` does."""
-    scale = rows / large.rows
-    gaps_small, gaps_large = (driver_gaps(r.log, r.outside) for r in (small, large))
-
-    def line(a: float, b: float) -> float:
-        slope = max(0.0, (b - a) / (large.rows - small.rows))
-        return b + slope * (rows - large.rows)
-
-    driver = sum(
-        line(getattr(gaps_small, gap), getattr(gaps_large, gap))
-        for gap in ("before", "between", "after")
+def grown_stages_seconds(log: EventLog, scale: float, cores: int) -> float:
+    """The run's stages over `scale` times its input, scheduled on `cores` as `period_seconds`
+    does: each stage keeps its task time per row, spread over more tasks (`grown_stage`)."""
+    return sum(
+        period_seconds([grown_stage(stage, scale) for stage in period], cores)
+        for period in busy_periods(log.stages)
     )
-    stages = 0.0
-    for period in busy_periods(large.log.stages):
-        grown = [grown_stage(stage, scale) for stage in period]
-        stages += period_seconds(grown, cores)
-    return driver + stages
 
 
 def grown_stage(stage: Stage, scale: float) -> Stage:

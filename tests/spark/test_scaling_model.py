@@ -17,6 +17,7 @@ from bench.spark_event_log import (
     critical_path_seconds,
     driver_gaps,
     driver_only_seconds,
+    on_dedicated_cores,
     predicted_seconds,
     read_event_log,
 )
@@ -45,7 +46,11 @@ def stage(stage_id: int, start: float, tasks: list[float], parents=()) -> list[d
                     "Launch Time": int(clock * 1000),
                     "Finish Time": int((clock + seconds) * 1000),
                 },
-                "Task Metrics": {"Executor Run Time": int(seconds * 1000), "JVM GC Time": 100},
+                "Task Metrics": {
+                    "Executor Run Time": int(seconds * 1000),
+                    "Executor CPU Time": int(seconds * 1e9 / 2),  # it waited half the time
+                    "JVM GC Time": 100,
+                },
             }
         )
         clock += seconds
@@ -77,6 +82,8 @@ def test_two_equal_tasks_take_half_as_long_on_two_cores_plus_the_driver_only_tim
     assert predicted_seconds(log, 64) == pytest.approx(5.0)
     assert predicted_seconds(log, 2, outside=1.5) == pytest.approx(6.5)
     assert log.costs.gc == pytest.approx(0.2)
+    # on cores of their own the tasks take their CPU time, 1 s each
+    assert predicted_seconds(on_dedicated_cores(log), 2) == pytest.approx(4.0)
 
 
 def test_a_stage_waits_for_its_parent_and_the_driver_delay_before_it(tmp_path):
@@ -118,17 +125,20 @@ def test_an_event_log_without_its_end_is_refused_naming_the_file(tmp_path):
 CORE_LINE = re.compile(r"^\s*(\d+) cores?: +([\d.]+) s, +([\d.]+)x$", re.MULTILINE)
 
 
+@pytest.mark.timeout(900)  # one Spark run: minutes on a loaded machine
 def test_the_scaling_bench_prints_a_time_per_core_count_never_growing(tmp_path, capsys):
     from bench.backfill import main
 
-    # --no-check: no local[1]/local[2] runs; --split-cores 2: a few tasks, not 64 cores' worth
-    argv = ["--scaling", "--sizes", "tiny", "--no-check", "--split-cores", "2"]
+    # no local[1]/local[2] or promtool runs; --split-cores 2: a few tasks, not 64 cores' worth
+    argv = ["--scaling", "--sizes", "tiny", "--model-only", "--split-cores", "2"]
     assert main([*argv, "--keep", str(tmp_path)]) == 0
 
     out = capsys.readouterr().out
     found = CORE_LINE.findall(out)
-    assert [int(cores) for cores, _, _ in found] == [1, 2, 4, 8, 16, 32, 64]
-    seconds = [float(s) for _, s, _ in found]
-    assert seconds == sorted(seconds, reverse=True)
+    # as measured, then with every task taking its CPU time
+    assert [int(cores) for cores, _, _ in found] == [1, 2, 4, 8, 16, 32, 64] * 2
+    for model in (found[:7], found[7:]):
+        seconds = [float(s) for _, s, _ in model]
+        assert seconds == sorted(seconds, reverse=True)
     assert re.search(r"driver-only [\d.]+ s \(\d+% of the run\)", out)
     assert re.search(r"critical path \(a core for every task\): [\d.]+ s", out)
