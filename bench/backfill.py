@@ -425,7 +425,7 @@ def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> 
             )
     if check:
         check_the_model(tmp, *runs[-1], step)
-    a_year_of_a_fleet(tmp, *runs[-1], step, promtool=check)
+    a_year_of_a_fleet(tmp, *runs[-1], step, runs[0][0] if check else None)
 
 
 YEAR_OF_POLLS = 365 * 24 * 3600 // 30
@@ -434,12 +434,13 @@ YEAR_OF_A_FLEET = 1000 * 12 * YEAR_OF_POLLS
 
 
 def a_year_of_a_fleet(
-    tmp: Path, archive: Archive, run: LoggedRun, step: int, promtool: bool
+    tmp: Path, archive: Archive, run: LoggedRun, step: int, promtool: Archive | None
 ) -> None:
     """The model run extrapolated to `YEAR_OF_A_FLEET` on `MODEL_CORES` cores: the stages keep
     their task time per row (`grown_stages_seconds`); each driver-only gap grows with what it
     works through: the archive's bytes (the driver inflates every .gz once before the first
-    stage), the polls (its pass between the stages), the output (the concatenation after)."""
+    stage), the polls (its pass between the stages), the output (the concatenation after).
+    With `promtool`, promtool's rate is measured on that archive's output."""
     rows = YEAR_OF_A_FLEET / archive.rows
     gaps = driver_gaps(run.log, run.outside)
     gzip_bytes = archive.megabytes * 1e6 * rows
@@ -467,7 +468,7 @@ def a_year_of_a_fleet(
         f"(the concatenation: {run.output_bytes * rows / 1e12:.1f} TB of OpenMetrics, "
         f"{samples / 1e9:.0f} billion samples)"
     )
-    rate = promtool_rate(tmp, archive, step) if promtool else None
+    rate = promtool_rate(tmp, promtool, step) if promtool else None
     if rate is not None:
         print(
             f"    then promtool's blocks: {rate / 1e6:.2f}M samples/s here: "
