@@ -3,6 +3,8 @@
     python -m bench.backfill                # the 1M-row archive: scale-out, parse, replay
     python -m bench.backfill --sizes 13m    # 30 days x 300 volumes at 60 s in 3 minutes?
     python -m bench.backfill --goals        # 1M, 10M rows vs the replay, 13M (~40 min)
+    python -m bench.backfill --scaling      # 1 to 64 executor cores, from Spark's event log
+    python -m bench.backfill --scaling --sizes 1m,13m,50m
 
 Every `kvq-backfill` run is the whole command in a fresh process (JVM start included), as a user
 runs it. The baselines: a single-threaded loop that only gunzips and parses the archive's lines
@@ -10,6 +12,11 @@ runs it. The baselines: a single-threaded loop that only gunzips and parses the 
 (`devkit.python_replay`, writing the same OpenMetrics). Archives come from
 `devkit.archive_generator` (fill, broker stops, fallback, bad lines). The load average is printed:
 on a shared machine the scale-out ratio is only as good as the cores that were free.
+
+`--scaling` answers what this machine's two cores cannot: the wall time of the same backfill on
+1 to 64 executor cores, scheduled from the task durations Spark's event log records
+(`bench.spark_event_log`), checked against `local[1]` and `local[2]` measured here, and
+extrapolated to a year of a 1,000-broker fleet.
 """
 
 from __future__ import annotations
@@ -21,12 +28,27 @@ import json
 import multiprocessing
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.spark_event_log import (
+    MAX_TASKS_PER_STAGE,
+    EventLog,
+    driver_gaps,
+    event_log_settings,
+    grown_stages_seconds,
+    on_dedicated_cores,
+    predicted_seconds,
+    read_event_log,
+    report,
+    scaling_lines,
+)
 
 SAMPLES = re.compile(r": (\d+) samples at (\d+) times")
 
@@ -38,16 +60,24 @@ class Archive:
     rows: int
     megabytes: float
     label: str
+    polls: int
+    hours: float
 
 
 def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, interval: float):
     from devkit.archive_generator import ArchivePlan, generate, write_config
 
     root = tmp / name
-    counts = generate(
-        ArchivePlan(brokers=brokers, dirs_per_broker=dirs, hours=hours, interval=interval),
-        root / "archive",
-    )
+    plan = ArchivePlan(brokers=brokers, dirs_per_broker=dirs, hours=hours, interval=interval)
+    # A whole archive of the same plan is reused (--keep DIR): a 13M-row one takes minutes.
+    generated = root / "generated.json"
+    if generated.is_file() and json.loads(generated.read_text())["plan"] == repr(plan):
+        counts = json.loads(generated.read_text())["counts"]
+    else:
+        generated.unlink(missing_ok=True)
+        shutil.rmtree(root / "archive", ignore_errors=True)
+        counts = generate(plan, root / "archive")
+        generated.write_text(json.dumps({"plan": repr(plan), "counts": counts}))
     size = sum(p.stat().st_size for p in (root / "archive").rglob("*") if p.is_file())
     config = write_config(root / "kvq.properties", interval=f"PT{interval:g}S")
     rows = counts["observations"] * brokers * dirs
@@ -55,7 +85,30 @@ def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, in
         f"{brokers * dirs} volumes ({brokers} brokers x {dirs} log dirs), {hours / 24:g} days "
         f"polled every {interval:g} s: {rows / 1e6:.2f}M log-dir rows, {size / 1e6:.0f} MB gzipped"
     )
-    return Archive(root / "archive", config, rows, size / 1e6, label)
+    return Archive(root / "archive", config, rows, size / 1e6, label, counts["observations"], hours)
+
+
+SHAPES = {
+    "tiny": (3, 2, 6, 60),  # a smoke run of the --scaling path (tests)
+    "1m": (12, 4, 168, 30),
+    "10m": (75, 4, 23 * 24, 60),
+    "13m": (75, 4, 30 * 24, 60),
+    "50m": (96, 12, 30 * 24, 60),
+}
+"""Generated archives by size: brokers, log dirs per broker, hours, poll interval (seconds)."""
+MODEL_CORES = 64
+"""The cluster the model run splits the work for (spark.default.parallelism), and the one a
+year of a fleet is predicted on."""
+
+
+def shape_rows(size: str) -> float:
+    brokers, dirs, hours, interval = SHAPES[size]
+    return brokers * dirs * hours * 3600 / interval
+
+
+def sized_archive(tmp: Path, size: str) -> Archive:
+    brokers, dirs, hours, interval = SHAPES[size]
+    return make_archive(tmp, size, brokers=brokers, dirs=dirs, hours=hours, interval=interval)
 
 
 def parse_seconds(archive: Archive) -> float:
@@ -70,15 +123,30 @@ def parse_seconds(archive: Archive) -> float:
     return time.perf_counter() - started
 
 
-def backfill_seconds(archive: Archive, out: Path, master: str, step: int) -> tuple[float, int]:
-    """The whole `kvq-backfill` command in a fresh process: (seconds, samples written)."""
+def backfill_seconds(
+    archive: Archive,
+    out: Path,
+    master: str,
+    step: int,
+    spark_settings: dict[str, str] | None = None,
+) -> tuple[float, int]:
+    """The whole `kvq-backfill` command in a fresh process: (seconds, samples written).
+
+    `spark_settings` reach its Spark as `--conf` options (PYSPARK_SUBMIT_ARGS), as a user's
+    spark-submit would pass them: the command itself is unchanged."""
     command = [
         sys.executable, "-m", "spark.cli", "--archive", str(archive.root),
         "--config", str(archive.config), "--output", str(out), "--master", master,
         "--step", f"PT{step}S",
     ]  # fmt: skip
+    env = dict(os.environ)
+    if spark_settings:
+        confs = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in spark_settings.items()]
+        env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+            [*confs, env.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")]
+        )
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"kvq-backfill failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -186,7 +254,7 @@ def class_archive_written(archive: Archive, tmp: Path, step: int) -> None:
 
 
 def one_million(tmp: Path, step: int) -> None:
-    archive = make_archive(tmp, "1m", brokers=12, dirs=4, hours=168, interval=30)
+    archive = sized_archive(tmp, "1m")
     class_archive_written(archive, tmp, step)
     print(f"\n1M rows: {archive.label}; grid step {step} s; {load()}", flush=True)
     parse = parse_seconds(archive)
@@ -224,7 +292,7 @@ def one_million(tmp: Path, step: int) -> None:
 
 def ten_million(tmp: Path, step: int) -> float:
     """Returns the seconds per log-dir row of kvq-backfill (for the linearity check)."""
-    ten = make_archive(tmp, "10m", brokers=75, dirs=4, hours=23 * 24, interval=60)
+    ten = sized_archive(tmp, "10m")
     class_archive_written(ten, tmp, step)
     print(f"\n10M rows: {ten.label}; grid step {step} s; {load()}", flush=True)
     replay, replay_samples = replay_seconds(ten, None, step)
@@ -238,7 +306,7 @@ def ten_million(tmp: Path, step: int) -> float:
 
 
 def thirty_days(tmp: Path, step: int, per_row_10m: float | None) -> None:
-    month = make_archive(tmp, "13m", brokers=75, dirs=4, hours=30 * 24, interval=60)
+    month = sized_archive(tmp, "13m")
     class_archive_written(month, tmp, step)
     print(f"\n13M rows: {month.label}; grid step {step} s; {load()}", flush=True)
     seconds, samples = backfill_seconds(month, tmp / "13m-spark", "local[*]", step)
@@ -249,6 +317,179 @@ def thirty_days(tmp: Path, step: int, per_row_10m: float | None) -> None:
         print(f"  time per row, 13M / 10M:                      {per_row:5.2f}x  (linear: 1.0)")
 
 
+@dataclass(frozen=True)
+class LoggedRun:
+    seconds: float
+    samples: int
+    log: EventLog
+    output_bytes: int
+
+    @property
+    def outside(self) -> float:
+        """The process's seconds outside the Spark application (Python's and the JVM's start)."""
+        return max(0.0, self.seconds - self.log.seconds)
+
+
+def logged_backfill(
+    archive: Archive, out: Path, master: str, step: int, settings: dict[str, str] | None = None
+) -> LoggedRun:
+    """`backfill_seconds` with Spark's event log on, kept beside `out` (`--keep`: for reading
+    again); the output is removed (gigabytes)."""
+    events = out.with_name(f"{out.name}-event-log")
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    confs = {**event_log_settings(events), **(settings or {})}
+    seconds, samples = backfill_seconds(archive, out, master, step, confs)
+    log = read_event_log(events)
+    written = sum(p.stat().st_size for p in out.glob("*.om"))
+    shutil.rmtree(out)
+    return LoggedRun(seconds, samples, log, written)
+
+
+def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, LoggedRun]:
+    """The run the model reads: one task at a time (as one executor core runs it), the work
+    split as on `split` cores."""
+    archive = sized_archive(tmp, size)
+    class_archive_written(archive, tmp, step)
+    print(f"\n{size.upper()} rows: {archive.label}; grid step {step} s; {load()}", flush=True)
+    settings = {"spark.default.parallelism": str(split)}
+    run = logged_backfill(archive, tmp / f"{size}-model", "local[1]", step, settings)
+    print(
+        f"  kvq-backfill --master local[1], split as on {split} cores "
+        f"(spark.default.parallelism={split}), event log on: {run.seconds:.1f} s, "
+        f"{run.samples} samples, {run.output_bytes / 1e9:.2f} GB of OpenMetrics",
+        flush=True,
+    )
+    outside = run.outside
+    for line in report(run.log, archive.rows, outside) + scaling_lines(run.log, outside):
+        print(f"  {line}")
+    print(
+        f"  the same with every task taking its CPU time ({run.log.costs.cpu:.1f} s in all: on "
+        "cores of its own; driver-only time as measured):"
+    )
+    for line in scaling_lines(on_dedicated_cores(run.log), outside):
+        print(f"  {line}")
+    return archive, run
+
+
+def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) -> None:
+    """The model's 1- and 2-core predictions against local[1] and local[2] measured here."""
+    print(f"\n  the model against this machine ({archive.rows / 1e6:.1f}M rows; {load()}):")
+    outside = model.outside
+    for cores in (1, 2):
+        run = logged_backfill(archive, tmp / f"check-{cores}", f"local[{cores}]", step)
+        predicted = predicted_seconds(model.log, cores, outside)
+        print(
+            f"  {cores} core{'s' * (cores > 1)}: predicted {predicted:.1f} s, local[{cores}] "
+            f"measured {run.seconds:.1f} s: error {predicted / run.seconds - 1:+.0%}; the "
+            f"local[{cores}] run's own log: {run.log.tasks} tasks, task time "
+            f"{run.log.task_seconds:.1f} s (GC {run.log.costs.gc:.1f} s, scheduler and result "
+            f"{run.log.costs.scheduler:.1f} s), driver-only "
+            f"{driver_gaps(run.log, run.seconds - run.log.seconds).total:.1f} s; it predicts "
+            f"itself at {predicted_seconds(run.log, cores, run.seconds - run.log.seconds):.1f} s",
+            flush=True,
+        )
+
+
+def promtool_rate(tmp: Path, archive: Archive, step: int) -> float | None:
+    """promtool's samples per second turning a backfill's OpenMetrics into blocks (None: no
+    promtool here)."""
+    from spark.promtool_blocks import PromtoolError, create_blocks
+
+    out = tmp / "promtool"
+    _, samples = backfill_seconds(archive, out, "local[*]", step)
+    started = time.perf_counter()
+    try:
+        create_blocks(out / "kafka.om", out / "blocks")
+    except PromtoolError:
+        return None
+    finally:
+        seconds = time.perf_counter() - started
+        shutil.rmtree(out)
+    return samples / seconds
+
+
+def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> None:
+    """The backfill's scale-out read from Spark's event log (`bench.spark_event_log`)."""
+    runs = [model_run(tmp, size, step, split) for size in sorted(sizes, key=shape_rows)]
+    smallest = runs[0][0]
+    if len(runs) > 1:
+        print("\n  time per log-dir row (the smallest size = 1.00):")
+        base_task = runs[0][1].log.task_seconds / smallest.rows
+        base_wall = runs[0][1].seconds / smallest.rows
+        for archive, run in runs:
+            task, wall = run.log.task_seconds / archive.rows, run.seconds / archive.rows
+            print(
+                f"  {archive.rows / 1e6:6.1f}M rows: task time {task * 1e6:.2f} us/row "
+                f"({task / base_task:.2f}), whole run {wall * 1e6:.2f} us/row "
+                f"({wall / base_wall:.2f})"
+            )
+    if check:
+        check_the_model(tmp, *runs[-1], step)
+    a_year_of_a_fleet(tmp, *runs[-1], step, runs[0][0] if check else None)
+
+
+YEAR_OF_POLLS = 365 * 24 * 3600 // 30
+YEAR_OF_A_FLEET = 1000 * 12 * YEAR_OF_POLLS
+"""Log-dir rows of a year of 1,000 brokers x 12 log dirs polled every 30 s (12.6 billion)."""
+
+
+def a_year_of_a_fleet(
+    tmp: Path, archive: Archive, run: LoggedRun, step: int, promtool: Archive | None
+) -> None:
+    """The model run extrapolated to `YEAR_OF_A_FLEET` on `MODEL_CORES` cores: the stages keep
+    their task time per row (`grown_stages_seconds`); each driver-only gap grows with what it
+    works through: the archive's bytes (the driver inflates every .gz once before the first
+    stage), the polls (its pass between the stages), the output (the concatenation after).
+    With `promtool`, promtool's rate is measured on that archive's output."""
+    rows = YEAR_OF_A_FLEET / archive.rows
+    gaps = driver_gaps(run.log, run.outside)
+    gzip_bytes = archive.megabytes * 1e6 * rows
+    before = gaps.before + gzip_bytes / gzip_check_rate(archive)
+    between = gaps.between * YEAR_OF_POLLS / archive.polls
+    after = gaps.after * rows
+    stages = grown_stages_seconds(run.log, rows, MODEL_CORES)
+    on_cpu = grown_stages_seconds(on_dedicated_cores(run.log), rows, MODEL_CORES)
+    total = before + between + after + stages
+    samples = run.samples * rows
+    print(
+        f"\n  a year of 1,000 brokers x 12 log dirs at 30 s ({YEAR_OF_A_FLEET / 1e9:.1f} billion "
+        f"log-dir rows, {YEAR_OF_POLLS / 1e6:.2f}M polls) on {MODEL_CORES} executor cores, from "
+        f"the {archive.rows / 1e6:.1f}M-row run: {total / 3600:.1f} h "
+        f"({(total - stages + on_cpu) / 3600:.1f} h with every task taking its CPU time)"
+    )
+    print(
+        f"    stages {stages / 3600:.2f} h ({on_cpu / 3600:.2f} h on CPU time; task time per row "
+        f"as measured, each stage's tasks growing with the rows up to {MAX_TASKS_PER_STAGE})"
+    )
+    print(
+        f"    driver-only {(before + between + after) / 3600:.2f} h: before the first stage "
+        f"{before / 3600:.2f} h (inflating {gzip_bytes / 1e9:.0f} GB of .gz once), between stages "
+        f"{between / 3600:.2f} h (its pass over the polls), after the last {after / 3600:.2f} h "
+        f"(the concatenation: {run.output_bytes * rows / 1e12:.1f} TB of OpenMetrics, "
+        f"{samples / 1e9:.0f} billion samples)"
+    )
+    if promtool is None:
+        return
+    rate = promtool_rate(tmp, promtool, step)
+    if rate is not None:
+        print(
+            f"    then promtool's blocks: {rate / 1e6:.2f}M samples/s here, over "
+            f"{promtool.hours / 24:.0f} days: "
+            f"{samples / rate / 3600:.0f} h at that rate, more over a year (it parses its whole "
+            "input once per 2-hour block)"
+        )
+
+
+def gzip_check_rate(archive: Archive) -> float:
+    """Bytes of .gz per second of CPU the driver's check of the archive (`damaged_files`) takes."""
+    from spark.archive_files import archive_files, damaged_files
+
+    started = time.process_time()
+    damaged_files(archive_files(archive.root))
+    return archive.megabytes * 1e6 / (time.process_time() - started)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.backfill",
@@ -257,11 +498,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--sizes",
-        default="1m",
+        default=None,
         help="comma-separated, of 1m (scale-out, parse, replay), 10m (vs the replay), 13m "
         "(30 days x 300 volumes in 3 minutes); --goals is all three (default: 1m)",
     )
     parser.add_argument("--goals", action="store_true", help="every size: 1m,10m,13m")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="the predicted wall time on 1-64 executor cores from Spark's event log, for each of "
+        "--sizes (default 1m,13m; also 50m, tiny), checked against local[1] and local[2] at "
+        "the largest",
+    )
+    parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="with --scaling: only the runs the model reads (no local[1]/local[2] check, no "
+        "promtool run)",
+    )
+    parser.add_argument(
+        "--split-cores",
+        type=int,
+        default=MODEL_CORES,
+        metavar="N",
+        help=f"with --scaling: split the work as on N cores (default {MODEL_CORES})",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -272,8 +533,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep
         else tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-")
     )
-    sizes = {"1m", "10m", "13m"} if args.goals else set(args.sizes.split(","))
+    default_sizes = "1m,13m" if args.scaling else "1m"
+    sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
+    known = set(SHAPES) if args.scaling else {"1m", "10m", "13m"}
+    if sizes - known:
+        given = ",".join(sorted(sizes - known))
+        parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
+        if args.scaling:
+            scaling(Path(tmp), sorted(sizes), args.step, not args.model_only, args.split_cores)
+            return 0
         if "1m" in sizes:
             one_million(Path(tmp), args.step)
         per_row = ten_million(Path(tmp), args.step) if "10m" in sizes else None
