@@ -10,7 +10,7 @@ shown by a broker only once that broker has applied every value before it: each 
 (DescribeClientQuotas, filtered on the marker) every 10 ms; once all show it, each broker's whole
 answer is checked against the plan. Needs Java and Maven's Kafka jars (`make kafka-deps`); about 3
 minutes.
-    python -m bench.enforcer_kafka [--pairs 20000]
+    python -m bench.enforcer_kafka [--pairs 20000] [--devcluster-only]
 """
 
 from __future__ import annotations
@@ -200,6 +200,9 @@ def measure(name: str, admin_properties: dict, node_ids: list[int], pairs: int, 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument(
+        "--devcluster-only", action="store_true", help="skip real Kafka (no Java needed)"
+    )
     args = parser.parse_args(argv)
 
     from devcluster.cluster import DevCluster
@@ -217,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
                 args.pairs,
                 work / "devcluster",
             )
+        if args.devcluster_only:
+            return
         (work / "kafka-enforcer").mkdir()
         with KafkaCluster(work / "kafka", nodes=3, log_dirs_per_node=1) as kafka:
             results["kafka"] = measure(
