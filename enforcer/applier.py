@@ -703,7 +703,8 @@ FEW = 5
 
 def _first_few(labels: Iterable[str]) -> str:
     """The first FEW of `labels`, then how many more there are."""
-    shown, more = [], 0
+    shown: list[str] = []
+    more = 0
     for label in labels:
         if len(shown) < FEW:
             shown.append(label)
