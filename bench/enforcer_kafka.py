@@ -91,8 +91,9 @@ class Brokers:
         self.node_ids = node_ids
         self.session = KafkaAdminSession(admin_properties, "kvq-bench", 30_000)
         self.client = KafkaQuotaClient(admin_properties, timeout_ms=30_000)
-        # above any value an earlier run on the same cluster left (--compare-with runs several)
-        self.marker_value = float(time.time_ns() // 1_000_000)
+        # above any value an earlier run on the same cluster left (--compare-with runs several,
+        # each over a second long); Kafka holds this key as a 32-bit int
+        self.marker_value = float(int(time.time()) % 1_000_000_000)
 
     def close(self) -> None:
         self.session.close()
