@@ -10,7 +10,8 @@ shown by a broker only once that broker has applied every value before it: each 
 (DescribeClientQuotas, filtered on the marker) every 10 ms; once all show it, each broker's whole
 answer is checked against the plan. Needs Java and Maven's Kafka jars (`make kafka-deps`); about 3
 minutes.
-    python -m bench.enforcer_kafka [--pairs 20000]
+    python -m bench.enforcer_kafka [--pairs 20000] [--devcluster-only]
+    python -m bench.enforcer_kafka --pairs 5000 --compare-with /path/to/older/checkout
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ MARKER_KEY = "connection_creation_rate"
 
 @contextlib.contextmanager
 def running_enforcer(
-    admin_properties: dict[str, str], work_dir: Path, threads: int = 4
+    admin_properties: dict[str, str], work_dir: Path, threads: int = 4, code: Path | None = None
 ) -> Iterator[str]:
     """A kvq-enforcer process (`python -m enforcer.cli`) for `admin_properties`, its webhook's
-    bearer token TOKEN; yields its URL, stops it on exit."""
+    bearer token TOKEN; yields its URL, stops it on exit. `code`: run the enforcer of that
+    checkout instead of this one."""
     from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
     from tests.kafka_support import kafka_admin_settings
 
@@ -61,7 +63,8 @@ def running_enforcer(
         "--listen", f"127.0.0.1:{port}", "--journal", str(work_dir / "journal.sqlite3"),
         "--threads", str(threads),
     ]  # fmt: skip
-    with ManagedProcess(argv, work_dir / "enforcer.log") as process:
+    env = {"PYTHONPATH": str(code)} if code is not None else None
+    with ManagedProcess(argv, work_dir / "enforcer.log", env=env, cwd=code) as process:
         wait_until(lambda: http_ok(url + "/healthz"), 60, what="kvq-enforcer /healthz")
         if not process.running:
             raise RuntimeError(f"kvq-enforcer exited:\n{process.log_text()[-2000:]}")
@@ -88,7 +91,9 @@ class Brokers:
         self.node_ids = node_ids
         self.session = KafkaAdminSession(admin_properties, "kvq-bench", 30_000)
         self.client = KafkaQuotaClient(admin_properties, timeout_ms=30_000)
-        self.marker_value = 0.0
+        # above any value an earlier run on the same cluster left (--compare-with runs several,
+        # each over a second long); Kafka holds this key as a 32-bit int
+        self.marker_value = float(int(time.time()) % 1_000_000_000)
 
     def close(self) -> None:
         self.session.close()
@@ -158,8 +163,16 @@ class Brokers:
                 raise RuntimeError(f"broker {node_id}: {wrong} of {len(expected)} values differ")
 
 
-def measure(name: str, admin_properties: dict, node_ids: list[int], pairs: int, work: Path):
-    """(throttle: answered, every broker; restore: answered, every broker) in seconds."""
+def measure(
+    name: str,
+    admin_properties: dict,
+    node_ids: list[int],
+    pairs: int,
+    work: Path,
+    code: Path | None = None,
+):
+    """(throttle: answered, every broker; restore: answered, every broker) in seconds, with the
+    enforcer of checkout `code` (None: this one)."""
     from devkit.alertmanager import throttle_webhook
 
     before = originals(pairs)
@@ -169,7 +182,7 @@ def measure(name: str, admin_properties: dict, node_ids: list[int], pairs: int, 
         brokers.every_broker_applied_so_far()
         brokers.check(before)
         times = []
-        with running_enforcer(admin_properties, work) as url:
+        with running_enforcer(admin_properties, work, code=code) as url:
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {TOKEN}"
             for factor, expected in (
@@ -200,7 +213,20 @@ def measure(name: str, admin_properties: dict, node_ids: list[int], pairs: int, 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument(
+        "--devcluster-only", action="store_true", help="skip real Kafka (no Java needed)"
+    )
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="CHECKOUT",
+        help="on devcluster only: the enforcer of this checkout (e.g. an older commit's "
+        "worktree) next to this one's, alternating, the same cluster and pairs",
+    )
     args = parser.parse_args(argv)
+    if args.compare_with is not None:
+        compare(args.pairs, args.compare_with.resolve())
+        return
 
     from devcluster.cluster import DevCluster
     from devkit.kafka_cluster import KafkaCluster
@@ -217,6 +243,8 @@ def main(argv: list[str] | None = None) -> None:
                 args.pairs,
                 work / "devcluster",
             )
+        if args.devcluster_only:
+            return
         (work / "kafka-enforcer").mkdir()
         with KafkaCluster(work / "kafka", nodes=3, log_dirs_per_node=1) as kafka:
             results["kafka"] = measure(
@@ -231,6 +259,31 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"  {row:44}{dc[index]:>10.2f} s{kafka[index]:>13.2f} s"
             f"{kafka[index] / dc[index]:>7.1f}x"
+        )
+
+
+def compare(pairs: int, other: Path, rounds: int = 2) -> None:
+    """This checkout's enforcer and `other`'s on one devcluster, alternating `rounds` times (the
+    machine's load changes over minutes); the best of each."""
+    from devcluster.cluster import DevCluster
+
+    here = Path(__file__).resolve().parents[1]
+    runs: dict[str, list[tuple]] = {"this": [], str(other): []}
+    with tempfile.TemporaryDirectory(prefix="kvq-bench-enforcer-") as temp:
+        work = Path(temp)
+        with DevCluster(brokers=3, log_dirs_per_broker=1, data_dir=work / "dc-data") as cluster:
+            properties = {"bootstrap.servers": cluster.bootstrap}
+            for index in range(rounds * 2):
+                name, code = ("this", here) if index % 2 else (str(other), other)
+                run_dir = work / f"run-{index}"
+                run_dir.mkdir()
+                runs[name].append(measure(name, properties, [0, 1, 2], pairs, run_dir, code))
+    print(f"enforcer on devcluster: {pairs:,} (user, producer_byte_rate) pairs, best of {rounds}")
+    print(f"  {'':32}{'throttle answered':>19}{'restore answered':>18}")
+    for name, times in runs.items():
+        print(
+            f"  {name[-32:]:32}{min(t[0] for t in times):>17.2f} s"
+            f"{min(t[2] for t in times):>16.2f} s"
         )
 
 

@@ -84,7 +84,7 @@ def loop_hops(stack, crossed: float) -> list[tuple[float | None, str]]:
     received = first_line_time(alertmanager_log, crossed - 1.0, "Received alert", f"{ALERT}[")
     notify = first_line_time(alertmanager_log, crossed - 1.0, "msg=flushing", f"{ALERT}[")
     enforcer = first_line_time(
-        stack.work_dir / "enforcer.log", crossed - 1.0, f"cluster {CLUSTER}: factor 0", " set "
+        stack.work_dir / "enforcer.log", crossed - 1.0, f"cluster {CLUSTER}: factor 0", " applied: "
     )
     return [
         (exporter, "exporter: the poll that saw it"),

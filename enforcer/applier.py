@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
@@ -262,7 +262,9 @@ class Applier:
             result = self._guarded(f"apply of factor {factor}", lambda: self._apply(factor))
         finally:
             self._episode_loaded = False
-            self.metrics.apply_seconds.labels(self.cluster).observe(self._monotonic() - started)
+            took = self._monotonic() - started
+            self.metrics.apply_seconds.labels(self.cluster).observe(took)
+        self._log_summary(result, took)
         self.last_error = None
         self.originals_unknown = None
         if not result.idle:
@@ -275,6 +277,25 @@ class Applier:
             if not result.settling:
                 self.metrics.applied_factor.labels(self.cluster).set(factor)
         return result
+
+    def _log_summary(self, result: ApplyResult, took: float) -> None:
+        """One line per apply (each value is logged at debug): at info when it changed
+        something, at debug when it only confirmed what Kafka holds (a throttle held in
+        place)."""
+        if result.idle:
+            return
+        changed = len(result.changes)
+        log.log(
+            logging.INFO if changed or result.reverted or result.drift else logging.DEBUG,
+            "cluster %s: factor %s %s: %d value(s) %s in %.2f s%s",
+            self.cluster,
+            result.factor,
+            "validated (dry run)" if result.dry_run else "applied",
+            changed,
+            "would change" if result.dry_run else "changed",
+            took,
+            ", verifying again once unanswered requests settle" if result.settling else "",
+        )
 
     def _read_copy(self) -> float | None:
         """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt
@@ -404,10 +425,11 @@ class Applier:
         described_at, after = self._verify(planned, sent)
         settled = self.unanswered.final(described_at)
         self._confirm(episode, planned, after, complete=settled and not sent.rejected)
-        for change in sent.changes:
-            log.info(
-                "cluster %s: factor %s: set %s", self.cluster, planned.factor, change.describe()
-            )
+        if log.isEnabledFor(logging.DEBUG):  # 20,000 lines for a large cluster: at debug only
+            for change in sent.changes:
+                log.debug(
+                    "cluster %s: factor %s: set %s", self.cluster, planned.factor, change.describe()
+                )
         if sent.rejected:
             raise ApplyError(
                 f"Kafka rejected part of the plan at factor {planned.factor} (the rest is "
@@ -607,27 +629,43 @@ class Applier:
         self._alter(kafka_originals.removals(leftovers))
 
     def _report_undone(self, drift: dict[Pair, float | None], reverted: list[Pair]) -> None:
-        for entity, key in reverted:
-            log.warning(
-                "cluster %s: %s %s was reset to its original while throttled (a reconciler such "
-                "as Strimzi's User or Cluster Operator?); throttling it again",
-                self.cluster,
-                entity.label(),
-                key,
-            )
+        """One warning per kind naming the first few pairs (a reconciler may reset thousands at
+        once); each pair at debug."""
         if reverted:
-            self.metrics.reverted.labels(self.cluster).inc(len(reverted))
-        for (entity, key), value in drift.items():
             log.warning(
-                "cluster %s: %s %s was changed by someone else to %s while throttled; "
-                "keeping it and not restoring it",
+                "cluster %s: %d value(s) were reset to their original while throttled (a "
+                "reconciler such as Strimzi's User or Cluster Operator?); throttling them again: "
+                "%s",
                 self.cluster,
-                entity.label(),
-                key,
-                "unset" if value is None else value,
+                len(reverted),
+                _first_few(f"{entity.label()} {key}" for entity, key in reverted),
             )
+            self.metrics.reverted.labels(self.cluster).inc(len(reverted))
         if drift:
+            log.warning(
+                "cluster %s: %d value(s) were changed by someone else while throttled; keeping "
+                "them and not restoring them: %s",
+                self.cluster,
+                len(drift),
+                _first_few(
+                    f"{entity.label()} {key} = {'unset' if value is None else value}"
+                    for (entity, key), value in drift.items()
+                ),
+            )
             self.metrics.drift_changes.labels(self.cluster).inc(len(drift))
+        if log.isEnabledFor(logging.DEBUG):
+            for entity, key in reverted:
+                log.debug(
+                    "cluster %s: reset to its original: %s %s", self.cluster, entity.label(), key
+                )
+            for (entity, key), value in drift.items():
+                log.debug(
+                    "cluster %s: changed by someone else: %s %s = %s",
+                    self.cluster,
+                    entity.label(),
+                    key,
+                    "unset" if value is None else value,
+                )
 
     def _validated(self, todo: list[Change]) -> tuple[list[Change], list[str]]:
         """Validate the plan; entities Kafka rejects are left out so the rest still protects."""
@@ -657,6 +695,22 @@ class Applier:
             f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
             f"at factor {planned.factor}: " + "; ".join(c.describe() for c in missing[:5])
         )
+
+
+FEW = 5
+"""Pairs a summary line names before it says how many more there are."""
+
+
+def _first_few(labels: Iterable[str]) -> str:
+    """The first FEW of `labels`, then how many more there are."""
+    shown: list[str] = []
+    more = 0
+    for label in labels:
+        if len(shown) < FEW:
+            shown.append(label)
+        else:
+            more += 1
+    return "; ".join(shown) + (f" and {more} more" if more else "")
 
 
 _UNSEEN = -1.0

@@ -3,12 +3,13 @@ webhook_app.py). Each cluster's work is done by its applier, through `ClusterApp
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -72,6 +73,26 @@ class WebhookOutcome:
         }
 
 
+@dataclass(slots=True)
+class _LastApply:
+    """One cluster's last successful apply, for callers that may reuse it (`Enforcer.enforce`)."""
+
+    read_at: int
+    """When it read the firing alerts (a number of `Enforcer._moments`)."""
+    finished_at: int
+    result: ApplyResult
+
+
+@dataclass(slots=True)
+class _ClusterTurn:
+    """Enforcer-side state of one cluster: its applies are taken in turn (`lock`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    alerts_changed_at: int = 0
+    """When its firing alerts last changed (a number of `Enforcer._moments`)."""
+    last: _LastApply | None = None
+
+
 class ClusterApplier(Protocol):
     """All the Enforcer asks of one cluster's applier (applier.Applier)."""
 
@@ -123,6 +144,9 @@ class Enforcer:
         self.reconcile_rounds = 0
         self.reconcile_errors: dict[str, str] = {}
         """Per cluster, why the last reconcile round could not finish its work."""
+        self._moments = itertools.count(1)
+        """Orders alert changes, applies and requests for an apply (next() is atomic)."""
+        self._turns = {cluster: _ClusterTurn() for cluster in self.appliers}
         for cluster, applier in self.appliers.items():  # what the journal knows, until an apply
             status = applier.status()
             metrics.target_factor.labels(cluster).set(self.target(cluster))
@@ -155,6 +179,8 @@ class Enforcer:
             )
         affected = named | {a.cluster for a in found.throttle}
         self.recovered.heard_from(affected)
+        self._alerts_changed(affected)
+        asked = next(self._moments)
         if payload.truncated_alerts:
             log.warning(
                 "group %s: Alertmanager left out %d alert(s); unlisted firing alerts are kept",
@@ -164,7 +190,7 @@ class Enforcer:
         results, errors = {}, []
         for cluster in sorted(affected):
             try:
-                results[cluster] = self.enforce(cluster)
+                results[cluster] = self.enforce(cluster, asked)
             except ApplyError as exc:
                 errors.append(f"cluster {cluster}: {exc}")
         if errors:
@@ -199,24 +225,60 @@ class Enforcer:
     def target(self, cluster: str) -> float:
         return target_factor(self.alerts.firing_factors(cluster))
 
-    def enforce(self, cluster: str) -> ApplyResult:
+    def enforce(self, cluster: str, asked: int | None = None) -> ApplyResult:
         """Apply the cluster's current target (checked with Prometheus when lowering it).
 
         One read of the firing alerts and (unless cached since the last apply) of the episode.
+        `asked`: when the caller asked (a number of `_moments`, taken after it recorded its
+        alerts): an apply that read the alerts as they are now and finished after that is
+        reused instead of being done again (a webhook and the reconcile loop meeting on a
+        cluster; each apply of 20,000 pairs takes seconds). None: always apply.
         """
+        return self._enforce(cluster, asked)[0]
 
-        def choose_target(adopted: float | None, applied: float) -> float:
-            # the cluster's applier is busy with this step: a concurrent webhook's newer target
-            # is read after this apply
-            self.recovered.hold(cluster, adopted)
-            self.recovered.release_if_heard(cluster)
-            target = factor_to_apply(cluster, self.target(cluster), applied, self.prometheus)
-            self.metrics.target_factor.labels(cluster).set(target)
-            return target
+    def _enforce(self, cluster: str, asked: int | None) -> tuple[ApplyResult, bool]:
+        """`enforce`; and whether the result is that of an apply made for someone else."""
+        turn = self._turns[cluster]
+        with turn.lock:
+            reused = self._reusable(turn, asked)
+            if reused is not None:
+                return reused, True
+            read_at = 0
 
-        result = self.appliers[cluster].enforce(choose_target)
+            def choose_target(adopted: float | None, applied: float) -> float:
+                # the cluster's applier is busy with this step: a concurrent webhook's newer
+                # target is read after this apply
+                nonlocal read_at
+                read_at = next(self._moments)
+                self.recovered.hold(cluster, adopted)
+                self.recovered.release_if_heard(cluster)
+                target = factor_to_apply(cluster, self.target(cluster), applied, self.prometheus)
+                self.metrics.target_factor.labels(cluster).set(target)
+                return target
+
+            turn.last = None
+            result = self.appliers[cluster].enforce(choose_target)
+            turn.last = _LastApply(read_at, next(self._moments), result)
         self.metrics.drift.labels(cluster).set(result.drifted)
-        return result
+        return result, False
+
+    @staticmethod
+    def _reusable(turn: _ClusterTurn, asked: int | None) -> ApplyResult | None:
+        """The cluster's last apply, if it answers a request made at `asked`: it succeeded,
+        finished after `asked`, read the alerts after they last changed (so with the target
+        the caller wants) and has nothing left to verify."""
+        last = turn.last
+        if asked is None or last is None or last.result.settling or last.result.dry_run:
+            return None
+        if last.finished_at > asked and last.read_at > turn.alerts_changed_at:
+            return last.result
+        return None
+
+    def _alerts_changed(self, clusters: Iterable[str]) -> None:
+        """The firing alerts of `clusters` changed: no apply before now may be reused."""
+        for cluster in clusters:
+            if cluster in self._turns:
+                self._turns[cluster].alerts_changed_at = next(self._moments)
 
     def reconcile(self) -> dict[str, str]:
         """Finish or undo unfinished work: apply the target of every cluster that needs it.
@@ -230,15 +292,16 @@ class Enforcer:
         except Exception as exc:  # noqa: BLE001 - the loop must survive anything
             log.exception("reconcile: cannot expire old alerts: %s", exc)
             errors["*"] = str(exc)
+        asked = next(self._moments)
         for cluster, applier in self.appliers.items():
             try:
                 if not self._needs_work(cluster, applier):
                     self.reconcile_errors.pop(cluster, None)
                     continue
-                result = self.enforce(cluster)
+                result, reused = self._enforce(cluster, asked)
                 # a round that changed something is news; holding a throttle in place (every
-                # interval while it lasts) is routine
-                changed = result.changes or result.reverted
+                # interval while it lasts), or finding a webhook's apply did the work, is routine
+                changed = (result.changes or result.reverted) and not reused
                 log.log(
                     logging.INFO if changed else logging.DEBUG,
                     "cluster %s: reconciled at factor %s",
@@ -269,9 +332,9 @@ class Enforcer:
 
     def _expire_alerts(self) -> None:
         self.alert_episodes.expire(self._clock() - self.alert_expiry)
-        for group, cluster, fingerprint, seen in self.alerts.expire(
-            self._clock() - self.alert_expiry
-        ):
+        expired = self.alerts.expire(self._clock() - self.alert_expiry)
+        self._alerts_changed({cluster for _group, cluster, _fingerprint, _seen in expired})
+        for group, cluster, fingerprint, seen in expired:
             log.warning(
                 "cluster %s: forgetting firing alert %s of group %s: Alertmanager has not sent "
                 "it since %s (kvq.enforcer.alert.expiry); check that send_resolved is on and the "

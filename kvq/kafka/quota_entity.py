@@ -11,6 +11,7 @@ the first of these that holds the key (KIP-55):
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -30,14 +31,13 @@ class QuotaEntity:
     @classmethod
     def of(cls, pairs) -> QuotaEntity:
         """From (type, name) pairs in any order; types must be distinct."""
-        items = list(pairs.items()) if isinstance(pairs, dict) else list(pairs)
+        items = [(t, n) for t, n in (pairs.items() if isinstance(pairs, dict) else pairs)]
+        if len(items) == 1:  # most entities (one per user): nothing to check or sort
+            return cls((items[0],))
         types = [t for t, _ in items]
         if len(set(types)) != len(types):
             raise ValueError(f"entity repeats a type: {items!r}")
-        order = {t: i for i, t in enumerate(ENTITY_TYPES)}
-        return cls(
-            tuple(sorted(((t, n) for t, n in items), key=lambda p: (order.get(p[0], 9), p[0])))
-        )
+        return cls(tuple(sorted(items, key=_component_order)))
 
     @classmethod
     def user(cls, name: str | None) -> QuotaEntity:
@@ -65,7 +65,7 @@ class QuotaEntity:
     @property
     def is_originals_record(self) -> bool:
         """An entity of the enforcer's copy of the originals (never a real client's quota)."""
-        return USER in self.types and self.name(USER) == ORIGINALS_USER
+        return (USER, ORIGINALS_USER) in self.components
 
     def belongs_to_user(self, name: str) -> bool:
         """True when the entity names this user explicitly (any client-id)."""
@@ -91,14 +91,29 @@ class QuotaEntity:
 
     def to_json(self) -> str:
         """Stable text form (journal key)."""
-        return json.dumps([[t, n] for t, n in self.components], separators=(",", ":"))
+        return _components_json(self.components)
 
     @classmethod
     def from_json(cls, text: str) -> QuotaEntity:
-        return cls.of([(t, n) for t, n in json.loads(text)])
+        return cls.of(json.loads(text))
 
     def to_dict(self) -> dict[str, str | None]:
         return dict(self.components)
+
+
+_TYPE_ORDER = {t: i for i, t in enumerate(ENTITY_TYPES)}
+
+
+def _component_order(component: tuple[str, str | None]) -> tuple[int, str]:
+    """User before client-id (Kafka's order), any other type after them by name."""
+    return _TYPE_ORDER.get(component[0], 9), component[0]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _components_json(components: tuple[tuple[str, str | None], ...]) -> str:
+    """`QuotaEntity.to_json`, encoded once per entity: an apply of 20,000 pairs keys several
+    journal writes by it."""
+    return json.dumps([[t, n] for t, n in components], separators=(",", ":"))
 
 
 def parse_principal(principal: str) -> str:

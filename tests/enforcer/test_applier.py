@@ -1,6 +1,8 @@
 """Applying factors to one cluster: journal-first, validate, alter, verify, exact restore."""
 
+import logging
 import math
+import re
 import sqlite3
 
 import pytest
@@ -452,3 +454,43 @@ def test_a_throttle_journaled_before_episodes_had_ids_gets_its_copy_and_restores
         assert kafka.describe() == before, "every original back, the copy removed"
     finally:
         journal.close()
+
+
+def test_a_large_throttle_logs_one_summary_line_per_apply_and_each_value_at_debug(journal, caplog):
+    """A log pipeline gets a line per apply, not one per changed value (20,000 on a large
+    cluster); the values are still there at debug."""
+    users = 2_000
+    kafka = InMemoryQuotas({QuotaEntity.user(f"u{i}"): {P: 10_000.0 + i} for i in range(users)})
+    applier = make(kafka, journal)
+    with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
+        applier.apply(0.5)
+        applier.apply(1.0)
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(info) == 2, info
+    for line, factor in zip(info, (0.5, 1.0), strict=True):
+        assert re.fullmatch(
+            rf"cluster c1: factor {factor} applied: 2001 value\(s\) changed in [0-9.]+ s", line
+        ), line
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kvq.enforcer"):
+        applier.apply(0.25)
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "cluster c1: factor 0.25: set user=u7 producer_byte_rate = 2501" in debug
+
+
+def test_values_reset_by_a_reconciler_are_summed_up_in_one_warning(journal, caplog):
+    users = 200
+    entities = [QuotaEntity.user(f"u{i}") for i in range(users)]
+    kafka = InMemoryQuotas({e: {P: 10_000.0} for e in entities})
+    applier = make(kafka, journal)
+    applier.apply(0.5)
+    for entity in entities:
+        kafka.set(entity, P, 10_000.0)  # Strimzi's User Operator re-applying every KafkaUser
+    with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
+        applier.apply(0.5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("cluster c1: 200 value(s) were reset to their original")
+    assert warnings[0].count(" producer_byte_rate") == 5, "names the first few"
+    assert warnings[0].endswith(" producer_byte_rate and 195 more")
+    assert kafka.values[entities[-1]][P] == 5000.0, "throttled again"

@@ -260,3 +260,102 @@ def test_a_remembered_firing_start_is_forgotten_after_the_alert_expiry(world):
     clock.now += timedelta(hours=1, seconds=1)
     enforcer.reconcile()
     assert enforcer.handle(webhook_from_dict(old)).stale == 0, "forgotten: taken as it comes"
+
+
+class SlowKafka(InMemoryQuotas):
+    """Kafka taking its time: the next call of an armed kind waits until `release` is set."""
+
+    def __init__(self, initial) -> None:
+        super().__init__(initial)
+        self.armed: str | None = None
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    def hold_next(self, kind: str) -> None:
+        self.armed = kind
+        self.waiting.clear()
+        self.release.clear()
+
+    def _hold(self, kind: str) -> None:
+        if self.armed == kind:
+            self.armed = None
+            self.waiting.set()
+            assert self.release.wait(30), "the test never let Kafka answer"
+
+    def describe(self):
+        self._hold("describe")
+        return super().describe()
+
+    def alter(self, changes, validate_only=False):
+        self._hold("validate" if validate_only else "alter")
+        return super().alter(changes, validate_only)
+
+
+class WatchedApplier(Applier):
+    """The real applier; tells when someone asks for its status (a reconcile round begins)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.status_asked = threading.Event()
+
+    def status(self):
+        self.status_asked.set()
+        return super().status()
+
+
+@pytest.fixture
+def slow_world(tmp_path):
+    kafka = SlowKafka({ALICE: {P: 800.0}})
+    journal = Journal(tmp_path / "j.sqlite3")
+    metrics = EnforcerMetrics(("c1",))
+    applier = WatchedApplier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
+    enforcer = Enforcer({"c1": applier}, journal, metrics)
+    threads: list[threading.Thread] = []
+
+    def start(target, *args) -> None:
+        thread = threading.Thread(target=target, args=args)
+        threads.append(thread)
+        thread.start()
+
+    enforcer.reconcile()  # the start-up round: Kafka's copy read, nothing throttled
+    yield kafka, applier, enforcer, start
+    kafka.release.set()
+    for thread in threads:
+        thread.join(30)
+    journal.close()
+
+
+def test_a_reconcile_round_during_a_webhooks_apply_reuses_it_instead_of_applying_again(
+    slow_world,
+):
+    """Each apply of 20,000 pairs takes seconds: the round waiting for the webhook's apply takes
+    its result rather than doing it all again."""
+    kafka, applier, enforcer, start = slow_world
+    kafka.calls.clear()
+    kafka.hold_next("alter")
+    start(handle, enforcer, 0.5)
+    assert kafka.waiting.wait(30), "the webhook's apply is sending its plan"
+    applier.status_asked.clear()
+    rounds = enforcer.reconcile_rounds
+    start(enforcer.reconcile)
+    assert applier.status_asked.wait(30), "the round began and waits for the apply"
+    kafka.release.set()
+    wait_until(lambda: enforcer.reconcile_rounds > rounds, what="the reconcile round")
+    assert kafka.values[ALICE][P] == 400.0
+    assert enforcer.reconcile_errors == {}
+    assert kafka.calls == ["describe", "validate", "alter", "describe", "describe_configs"], (
+        "one apply, not a second one for the reconcile round"
+    )
+
+
+def test_a_webhook_during_a_reconcile_rounds_apply_still_applies_its_own_alerts(slow_world):
+    kafka, _applier, enforcer, start = slow_world
+    handle(enforcer, 0.5)
+    kafka.hold_next("describe")
+    start(enforcer.reconcile)  # holds the throttle in place: reads the alerts, then Kafka
+    assert kafka.waiting.wait(30), "the round's apply is reading Kafka"
+    start(handle, enforcer, 0.25)
+    wait_until(lambda: enforcer.target("c1") == 0.25, what="the new alert recorded")
+    kafka.release.set()
+    wait_until(lambda: kafka.values[ALICE][P] == 200.0, what="the lower factor applied")
+    assert enforcer.applied("c1") == 0.25
