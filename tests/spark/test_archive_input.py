@@ -62,7 +62,7 @@ def as_another_user() -> tuple[list[str], str]:
     if os.geteuid() != 0:
         return [], sys.executable
     if shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv (util-linux) to drop root's right to read anything")
+        pytest.fail("needs setpriv (util-linux, part of every Debian) to drop root's right to read")
     # Root without the capabilities that bypass file modes: it still reaches the checkout and the
     # venv (a fresh clone may sit in a folder only root may enter), but is refused what the test
     # made unreadable, as any other user would be.
