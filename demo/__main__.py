@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import tempfile
 import threading
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="kvq-demo-") as work:
         print(f"starting the demo stack in {work} ...", flush=True)
         timeline = scenario.Timeline()
@@ -107,4 +105,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -23,7 +23,13 @@ import requests
 from devcluster.control_client import ControlClient
 from devkit.alertmanager import Alertmanager
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import (
+    ManagedProcess,
+    free_port,
+    http_ok,
+    start_dying_with_parent,
+    wait_until,
+)
 from devkit.prometheus import run_prometheus
 from enforcer.quota_client import KafkaQuotaClient
 from kvq.kafka.quota_entity import ORIGINALS_USER, USER
@@ -315,7 +321,7 @@ def devcluster_process(
         *(["--capacity-bytes", str(capacity_bytes)] if capacity_bytes else []),
         *(["--sasl-users", str(sasl_users_file)] if sasl_users_file else []),
     ]  # fmt: skip
-    process = subprocess.Popen(
+    process = start_dying_with_parent(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
     )
     try:

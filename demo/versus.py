@@ -460,4 +460,6 @@ def describe_load(setup: Setup = SETUP) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

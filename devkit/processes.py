@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -76,14 +83,62 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def start_dying_with_parent(argv: Sequence[str], **popen_options: Any) -> subprocess.Popen:
+    """`subprocess.Popen(argv)` through util-linux's `setpriv --pdeathsig KILL`: the kernel kills
+    the process when the thread that started it ends (PR_SET_PDEATHSIG, kept across exec), so no
+    server outlives the test, bench or demo that started it, even one killed by SIGKILL, which runs
+    no clean-up. Start it from a thread that lives as long as it (the main thread), not from a
+    short-lived worker. Returns once setpriv has armed the signal and exec'd `argv`. Without
+    setpriv (not Linux) a plain Popen, with a warning."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return subprocess.Popen(argv, **popen_options)
+    process = subprocess.Popen([setpriv, "--pdeathsig", "KILL", "--", *argv], **popen_options)
+    while process.poll() is None and _executable(process.pid) == setpriv:
+        time.sleep(0.001)  # a parent killed before setpriv's prctl would leave an orphan
+    return process
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    found = shutil.which("setpriv")
+    if found is None:
+        log.warning("no setpriv (util-linux): processes started here outlive a killed parent")
+        return None
+    return os.path.realpath(found)
+
+
+def _executable(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def run_until_interrupted(main: Callable[[], int | None]) -> int:
+    """A command's entry point: SIGINT and SIGTERM (`kill`, Kubernetes, systemd) unwind `main`
+    through every `finally` and `with` as Ctrl-C does (`spark.interrupts`), so the servers it
+    started are stopped and its file systems unmounted; on Python's default SIGTERM the process
+    dies at once and leaves them behind. Returns main's exit code, or 128 + the signal's number."""
+    from spark import interrupts
+
+    try:
+        with interrupts.raised():
+            return main() or 0
+    except interrupts.Interrupted as exc:
+        print(f"stopped by {exc.name}", file=sys.stderr)
+        return exc.exit_code
+
+
 class ManagedProcess:
-    """A subprocess whose output goes to a log file and which is stopped on exit, even on error."""
+    """A subprocess whose output goes to a log file and which is stopped on exit, even on error,
+    and killed by the kernel when the thread that started it ends (`start_dying_with_parent`)."""
 
     def __init__(self, argv: Sequence[str], log_path: Path, env: dict | None = None, cwd=None):
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
+        self.proc = start_dying_with_parent(
             self.argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,
