@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
 
@@ -33,6 +34,9 @@ from devkit.processes import (
 from devkit.prometheus import run_prometheus
 from enforcer.quota_client import KafkaQuotaClient
 from kvq.kafka.quota_entity import ORIGINALS_USER, USER
+
+if TYPE_CHECKING:  # imported when an Apache Kafka stack starts
+    from devkit.kafka_cluster import KafkaCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "client.quota.callback.static."
@@ -67,7 +71,7 @@ class DemoStack:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
         self.kafka_backend = kafka
-        self.kafka = None
+        self.kafka: KafkaCluster | None = None
         """The KafkaCluster when ``kafka="apache"``."""
         self.work_dir = Path(work_dir)
         self.brokers = brokers
@@ -324,6 +328,7 @@ def devcluster_process(
     process = start_dying_with_parent(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
     )
+    assert process.stdout is not None, "stdout=PIPE"
     try:
         lines: dict[str, str] = {}
         for line in process.stdout:

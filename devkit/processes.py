@@ -17,9 +17,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -56,8 +58,8 @@ def ephemeral_port_floor() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05, what: str = ""
-) -> object:
+    predicate: Callable[[], T | None], timeout: float = 15.0, interval: float = 0.05, what: str = ""
+) -> T:
     """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
