@@ -24,6 +24,7 @@ from demo import scenario
 from demo.stack import KAFKA_BACKENDS, STACK_PARTS, DemoStack
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
+from spark.interrupts import Interrupted
 
 STACKS: dict[str, dict] = {
     "devcluster": {},
@@ -92,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  {name:18} {url}")
                     with contextlib.suppress(KeyboardInterrupt):
                         stop.wait()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under run_until_interrupted
             print("\ninterrupted; stopping everything", file=sys.stderr)
-            return 130
+            return exc.exit_code if isinstance(exc, Interrupted) else 130
         except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
             print("\ntimeline so far:")
             print(timeline.render())

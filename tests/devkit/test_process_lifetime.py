@@ -1,6 +1,6 @@
 """Servers started by a test, bench or demo do not outlive it: a SIGKILLed parent takes its
 servers with it (the kernel's parent-death signal), and an entry point stopped by SIGTERM stops its
-Kafka JVMs and unmounts their tmpfs on the way out."""
+Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`."""
 
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ def alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def python_child(script: str, *args: str) -> Iterator[subprocess.Popen]:
+def python_child(*args: str) -> Iterator[subprocess.Popen]:
+    """`python *args` in the repository, its stdout read by the test; killed if still running."""
     process = subprocess.Popen(
-        [sys.executable, "-c", script, *args],
+        [sys.executable, *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
@@ -69,6 +70,17 @@ def python_child(script: str, *args: str) -> Iterator[subprocess.Popen]:
         process.stdout.close()
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
 def kill_leftovers(pids: list[int]) -> None:
     for pid in pids:
         if alive(pid):
@@ -78,7 +90,7 @@ def kill_leftovers(pids: list[int]) -> None:
 
 def test_a_server_dies_with_the_process_that_started_it_even_when_that_is_sigkilled(tmp_path):
     pids: list[int] = []
-    with python_child(SERVER_OF_A_KILLED_PARENT, str(tmp_path / "server.log")) as parent:
+    with python_child("-c", SERVER_OF_A_KILLED_PARENT, str(tmp_path / "server.log")) as parent:
         try:
             assert parent.stdout is not None
             pids = [int(parent.stdout.readline())]
@@ -95,7 +107,7 @@ def test_sigterm_to_an_entry_point_stops_its_kafka_jvm_and_unmounts_its_log_dirs
 ):
     pids: list[int] = []
     work = tmp_path / "kafka"
-    with python_child(KAFKA_OF_A_TERMINATED_ENTRY_POINT, str(work)) as entry_point:
+    with python_child("-c", KAFKA_OF_A_TERMINATED_ENTRY_POINT, str(work)) as entry_point:
         try:
             assert entry_point.stdout is not None
             line = entry_point.stdout.readline()
@@ -112,3 +124,25 @@ def test_sigterm_to_an_entry_point_stops_its_kafka_jvm_and_unmounts_its_log_dirs
             for path in mounted_paths():
                 if path.startswith(str(work)):
                     subprocess.run(["umount", "-l", path], check=False)
+
+
+def test_sigterm_to_the_demo_stops_every_process_of_its_stack_and_removes_its_files():
+    """Before, SIGTERM only ended a `--keep` wait: the demo ran on to its end."""
+    pids: list[int] = []
+    with python_child("-m", "demo") as demo:
+        try:
+            assert demo.stdout is not None
+            first = demo.stdout.readline()
+            assert first.startswith("starting the demo stack in "), first
+            work = Path(first.removeprefix("starting the demo stack in ").split()[0])
+            for line in demo.stdout:
+                if "exporter /metrics" in line:  # the stack is up, its URLs printed
+                    break
+            pids = children(demo.pid)
+            assert len(pids) >= 4, "devcluster, exporter, enforcer, Prometheus, Alertmanager"
+            demo.send_signal(signal.SIGTERM)
+            assert demo.wait(60) == 128 + signal.SIGTERM
+            assert not [pid for pid in pids if alive(pid)]
+            assert not work.exists()
+        finally:
+            kill_leftovers(pids)
