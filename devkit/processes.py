@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -95,6 +96,7 @@ def start_dying_with_parent(argv: Sequence[str], **popen_options: Any) -> subpro
     setpriv = _setpriv()
     if setpriv is None:
         return subprocess.Popen(argv, **popen_options)
+    _check_runnable(argv[0], popen_options)
     process = subprocess.Popen([setpriv, "--pdeathsig", "KILL", "--", *argv], **popen_options)
     while process.poll() is None and _executable(process.pid) == setpriv:
         time.sleep(0.001)  # a parent killed before setpriv's prctl would leave an orphan
@@ -108,6 +110,18 @@ def _setpriv() -> str | None:
         log.warning("no setpriv (util-linux): processes started here outlive a killed parent")
         return None
     return os.path.realpath(found)
+
+
+def _check_runnable(program: str, popen_options: dict[str, Any]) -> None:
+    """Popen's own error for a program it cannot run, which setpriv would only print."""
+    if "/" in program:
+        path = os.path.join(popen_options.get("cwd") or "", program)
+        runnable = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        search_path = os.pathsep.join(os.get_exec_path(popen_options.get("env")))
+        runnable = shutil.which(program, path=search_path) is not None
+    if not runnable:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 def _executable(pid: int) -> str | None:

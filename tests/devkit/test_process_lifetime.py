@@ -12,7 +12,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from devkit.processes import wait_until
+import pytest
+
+from devkit.processes import ManagedProcess, wait_until
 from tests.kafka_support import mounted_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,6 +102,13 @@ def test_a_server_dies_with_the_process_that_started_it_even_when_that_is_sigkil
             wait_until(lambda: not alive(pids[0]), timeout=15, what="the orphaned server gone")
         finally:
             kill_leftovers(pids)
+
+
+def test_a_program_that_does_not_exist_fails_at_start_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="/no/such/prometheus"):
+        ManagedProcess(["/no/such/prometheus", "--version"], tmp_path / "log")
+    with pytest.raises(FileNotFoundError, match="no-such-program"):
+        ManagedProcess(["no-such-program"], tmp_path / "log")
 
 
 def test_sigterm_to_an_entry_point_stops_its_kafka_jvm_and_unmounts_its_log_dirs(
