@@ -2,7 +2,8 @@
 
 An *entity* is a mapping of entity type (``user``, ``client-id``, ``ip``) to a name, where a
 ``None`` name is the default entity of that type. The store holds, per entity, quota key -> value
-(float, as Kafka stores them). This module does no network I/O; it may persist to a JSON file.
+(float, as Kafka stores them). This module does no network I/O; it may persist to a snapshot and
+a journal (``quota_files``).
 
 Kafka behaviour reproduced here (and relied upon by the tests):
 - AlterClientQuotas validates every entry on its own; an invalid entry gets INVALID_REQUEST with
