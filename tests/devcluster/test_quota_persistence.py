@@ -3,7 +3,6 @@ store loads after a crash at any point (a torn journal line, a compaction cut sh
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from devcluster.quota_files import QuotaFiles, apply
@@ -39,8 +38,9 @@ def test_altering_single_quotas_among_20000_writes_the_changes_not_the_store(tmp
     path = tmp_path / "quotas.json"
     store = QuotaStore(path)
     set_users(store, range(20_000), 1000.0)
-    items = [{"entity": dict(e), "values": v} for e, v in everything(store).items()]
-    whole_store = len(json.dumps(items, indent=1))  # the snapshot's format
+    whole = QuotaFiles(tmp_path / "whole.json", entity_key)
+    whole.compact(everything(store))
+    whole_store = whole.snapshot.stat().st_size
     before = written_bytes()
     for index in range(200):
         set_users(store, range(index, index + 1), 500.0)
