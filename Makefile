@@ -65,7 +65,7 @@ $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
 	@touch $@
 
 # The folders mypy keeps clean (devkit/ and devcluster/ join once they are).
-MYPY_PATHS := kvq exporter spark enforcer
+MYPY_PATHS := kvq exporter spark enforcer bench devkit demo devcluster
 
 lint: venv
 	$(VENV)/bin/ruff check .

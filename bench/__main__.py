@@ -64,4 +64,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

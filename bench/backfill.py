@@ -221,7 +221,7 @@ def replay_in_process(archive: Archive, out: Path | None, step: int) -> tuple[fl
     out.mkdir(parents=True, exist_ok=True)
     samples = write_openmetrics(
         out / f"{config.cluster_name}.om",
-        backfilled(config.limit),
+        list(backfilled(config.limit)),
         replay(observations, config, grid),
     )
     return time.perf_counter() - started, samples
@@ -552,4 +552,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

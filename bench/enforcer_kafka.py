@@ -288,4 +288,6 @@ def compare(pairs: int, other: Path, rounds: int = 2) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

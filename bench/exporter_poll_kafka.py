@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
             def every_topic() -> None:
                 describe_every_topic(session, kafka.node_ids)
 
-            exporter_poll(), every_topic()  # connections and API versions
+            exporter_poll()  # connections and API versions
+            every_topic()
             poll_seconds = median_seconds(exporter_poll, 21)
             every_topic_seconds = median_seconds(every_topic, 5)
             pids = [node.process.proc.pid for node in kafka.node_list if node.process]
@@ -184,4 +185,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -45,13 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     server = WebServer("bench", "", ("127.0.0.1", 0), [route]).start()
     url = server.url + "/webhook"
+    bound = server.bound
+    assert bound is not None, "a started server is bound"
     half_head = b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-"
     try:
         alone = latencies(url, args.requests)
         threads_alone = threading.active_count()
         with (
-            held_connections(server.bound, args.idle),
-            held_connections(server.bound, args.slow, half_head),
+            held_connections(bound, args.idle),
+            held_connections(bound, args.slow, half_head),
         ):
             wait_until(
                 lambda: server.open_connections >= args.idle + args.slow, what="connections held"

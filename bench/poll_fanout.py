@@ -73,4 +73,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -51,7 +51,11 @@ def produce_speed(work: Path, megabytes: int) -> tuple[float, int]:
         producer = LoadProducer(
             bootstrap,
             acks="all",
-            **{"linger.ms": 20, "batch.size": MIB, "queue.buffering.max.kbytes": 256 * 1024},
+            **{
+                "linger.ms": "20",
+                "batch.size": str(MIB),
+                "queue.buffering.max.kbytes": str(256 * 1024),
+            },
         )
         value = os.urandom(10_000)
         count = megabytes * MIB // len(value)
@@ -75,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=400)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="kvq-bench-produce-") as work:
-        work = Path(work)
+    with tempfile.TemporaryDirectory(prefix="kvq-bench-produce-") as work_name:
+        work = Path(work_name)
         plain = median([disk_write_speed(work, args.megabytes, sync=False) for _ in range(3)])
         synced = median([disk_write_speed(work, args.megabytes, sync=True) for _ in range(3)])
         produced, on_disk = produce_speed(work, args.megabytes)
@@ -90,4 +94,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

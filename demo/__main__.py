@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import tempfile
 import threading
@@ -25,6 +24,7 @@ from demo import scenario
 from demo.stack import KAFKA_BACKENDS, STACK_PARTS, DemoStack
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
+from spark.interrupts import Interrupted
 
 STACKS: dict[str, dict] = {
     "devcluster": {},
@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="kvq-demo-") as work:
         print(f"starting the demo stack in {work} ...", flush=True)
         timeline = scenario.Timeline()
@@ -94,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  {name:18} {url}")
                     with contextlib.suppress(KeyboardInterrupt):
                         stop.wait()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under run_until_interrupted
             print("\ninterrupted; stopping everything", file=sys.stderr)
-            return 130
+            return exc.exit_code if isinstance(exc, Interrupted) else 130
         except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
             print("\ntimeline so far:")
             print(timeline.render())
@@ -107,4 +106,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -385,7 +385,9 @@ def run_with_kvq(
         return any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:])
 
     wait_until(crossed, 300, interval=0.05, what="broker 0's volume crossing the limit")
-    run.marks["crossed"] = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
+    crossed_at = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
+    assert crossed_at is not None, "waited for above"
+    run.marks["crossed"] = crossed_at
     timeline.events.append((run.marks["crossed"], "broker 0's volume crossed the limit"))
     wait_until(lambda: stack.exporter_status()["throttle_factor"] == 0.0, patience, what="factor 0")
     run.marks["seen"] = timeline.mark("exporter: throttle factor 0")
@@ -514,7 +516,9 @@ def run_without_kvq(
         interval=0.1,
         what="a storage error",
     )
-    run.marks["full"] = watch.first(failed)
+    full_at = watch.first(failed)
+    assert full_at is not None, "waited for above"
+    run.marks["full"] = full_at
     what = (
         "broker 0's disk full: log dir offline"
         if stack.kafka is not None
@@ -678,8 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup = SETUPS[args.kafka]
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
-    with tempfile.TemporaryDirectory(prefix="kvq-demo-producers-") as work:
-        work = Path(work)
+    with tempfile.TemporaryDirectory(prefix="kvq-demo-producers-") as work_name:
+        work = Path(work_name)
         timeline = Timeline()
         without = None
         active: list = []
@@ -711,4 +715,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -17,16 +17,26 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
 
 from devcluster.control_client import ControlClient
 from devkit.alertmanager import Alertmanager
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import (
+    ManagedProcess,
+    free_port,
+    http_ok,
+    start_dying_with_parent,
+    wait_until,
+)
 from devkit.prometheus import run_prometheus
 from enforcer.quota_client import KafkaQuotaClient
 from kvq.kafka.quota_entity import ORIGINALS_USER, USER
+
+if TYPE_CHECKING:  # imported when an Apache Kafka stack starts
+    from devkit.kafka_cluster import KafkaCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "client.quota.callback.static."
@@ -61,7 +71,7 @@ class DemoStack:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
         self.kafka_backend = kafka
-        self.kafka = None
+        self.kafka: KafkaCluster | None = None
         """The KafkaCluster when ``kafka="apache"``."""
         self.work_dir = Path(work_dir)
         self.brokers = brokers
@@ -315,9 +325,10 @@ def devcluster_process(
         *(["--capacity-bytes", str(capacity_bytes)] if capacity_bytes else []),
         *(["--sasl-users", str(sasl_users_file)] if sasl_users_file else []),
     ]  # fmt: skip
-    process = subprocess.Popen(
+    process = start_dying_with_parent(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
     )
+    assert process.stdout is not None, "stdout=PIPE"
     try:
         lines: dict[str, str] = {}
         for line in process.stdout:

@@ -363,9 +363,9 @@ def table(outcome: Outcome) -> str:
     line("bytes acknowledged (whole run)", f"{outcome.acked:,}")
     line("full broker restarted while throttled", restart_text(outcome))
     for kind in ("librdkafka", "Java"):
-        took = outcome.recovered.get(kind)
-        if took is not None:
-            value = f"{took:.1f} s"
+        recovery = outcome.recovered.get(kind)
+        if recovery is not None:
+            value = f"{recovery:.1f} s"
         else:
             value = "-" if "grown" not in run.marks else f"not within {AFTER_FREED_SECONDS:.0f} s"
         line(f"space freed -> {kind} producers back at their rate", value)
@@ -460,4 +460,6 @@ def describe_load(setup: Setup = SETUP) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from devkit.processes import run_until_interrupted
+
+    raise SystemExit(run_until_interrupted(main))

@@ -101,7 +101,7 @@ def metadata(broker: ServingBroker, req: Request) -> ApiMessage:
 
 
 def _principal(req: Request) -> str:
-    return req.session.principal if req.session is not None else "User:ANONYMOUS"
+    return req.session.principal
 
 
 def _denied(broker: ServingBroker, req: Request, operation: str) -> bool:
@@ -117,7 +117,7 @@ def _cluster_operations(broker: ServingBroker, req: Request) -> set[int]:
 
 def _port(broker: BrokerNode, req: Request) -> int:
     """Kafka lists each broker's endpoint of the listener the request came in on."""
-    return broker.port if req.session is None else broker.port_for(req.session.listener)
+    return broker.port_for(req.session.listener)
 
 
 def _metadata_topic(cluster, hosted, name, topic_id, version):
@@ -323,12 +323,14 @@ def alter_client_quotas(
         results = q.failed_request(
             alterations, acl.CLUSTER_AUTHORIZATION_FAILED, acl.CLUSTER_AUTHORIZATION_FAILED_MESSAGE
         )
-    elif code is not None and fault.entities is None:
+    elif fault is not None and code is not None and fault.entities is None:
         if fault.applied:  # the answer is an error, the change happened all the same
             broker.cluster.quotas.alter(alterations, validate_only=req.body.validate_only)
         results = q.failed_request(alterations, code, _error_description(code))
     else:
-        forced = {e: (code, _error_description(code)) for e in fault.entities} if code else None
+        forced = None
+        if fault is not None and code and fault.entities is not None:
+            forced = dict.fromkeys(fault.entities, (code, _error_description(code)))
         results = broker.cluster.quotas.alter(
             alterations, validate_only=req.body.validate_only, forced_errors=forced
         )

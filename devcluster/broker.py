@@ -12,6 +12,7 @@ other: the only waiting is ``asyncio.sleep`` for the latency fault and for throt
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from kafka.protocol.api_key import ApiKey
@@ -34,7 +35,13 @@ from .protocol_codec import (
     encode_response,
     frame_size,
 )
-from .sasl import PLAINTEXT, SASL_PLAINTEXT, Session, allowed_before_authentication
+from .sasl import (
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    Session,
+    allowed_before_authentication,
+    authenticated_user,
+)
 from .sasl_api import sasl_authenticate, sasl_handshake
 from .topics_api import create_topics
 
@@ -72,7 +79,9 @@ class Broker:
 
     def port_for(self, listener: str) -> int:
         """The port of this broker's listener of that name (Metadata answers per listener)."""
-        return self.sasl_port if listener == SASL_PLAINTEXT else self.port
+        if listener == SASL_PLAINTEXT and self.sasl_port is not None:
+            return self.sasl_port
+        return self.port
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """API key -> (min, max) version this broker supports now (faults included)."""
@@ -97,7 +106,7 @@ class Broker:
         try:
             for name, port in listeners:
                 server = await asyncio.start_server(
-                    lambda r, w, name=name: self._serve(r, w, name),
+                    functools.partial(self._serve, listener=name),
                     self.host,
                     port,
                     reuse_address=True,
@@ -161,7 +170,7 @@ class Broker:
         self, token: bytes, session: Session, writer: asyncio.StreamWriter
     ) -> bool:
         try:
-            session.user = self.cluster.sasl_users.authenticate(token)
+            session.user = authenticated_user(self.cluster.sasl_users, token)
         except Exception as exc:
             log.info("broker %d: SASL/PLAIN authentication failed: %s", self.broker_id, exc)
             return False

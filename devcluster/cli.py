@@ -60,7 +60,7 @@ def _port(text: str) -> int:
     return value
 
 
-def _class_name(text: str) -> str:
+def _class_name(text: str) -> str | None:
     try:
         return check_class_name("the value", text)
     except ValueError as exc:

@@ -185,7 +185,8 @@ class DevCluster:
                 self._run(self._stop_all(), 10)
             finally:
                 loop.call_soon_threadsafe(loop.stop)
-                thread.join(10)
+                if thread is not None:
+                    thread.join(10)
         if loop is not None and not loop.is_running():
             loop.close()
         self._loop = self._thread = None

@@ -7,7 +7,7 @@ when the API version is flexible) and the body. Nothing here writes protocol byt
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
@@ -46,7 +46,7 @@ from kafka.protocol.sasl import (
 )
 from kafka.protocol.schemas.fields.codecs import Int32
 
-from .sasl import Session
+from .sasl import PLAINTEXT, Session
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 FRAME_SIZE_BYTES = Int32.size
@@ -112,11 +112,13 @@ class Request:
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: ApiMessage | None
-    """None only for an ApiVersions request of a version the broker does not know (KIP-511)."""
+    body: ApiMessage
+    """None only for an ApiVersions request of a version the broker does not know (KIP-511);
+    kafka-python's messages are untyped (Any), so a handler of another API reads it as it is."""
     size: int = 0
     """Bytes of the request (header and body), what a produce quota counts."""
-    session: Session | None = None
+    session: Session = field(default_factory=lambda: Session(PLAINTEXT))
+    """The connection's; the broker sets it before a handler runs (a PLAINTEXT one until then)."""
     throttle_ms: int = 0
     """Set by a handler whose quota was exceeded: the broker mutes the channel that long."""
     close_after: bool = False

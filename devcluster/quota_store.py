@@ -2,7 +2,8 @@
 
 An *entity* is a mapping of entity type (``user``, ``client-id``, ``ip``) to a name, where a
 ``None`` name is the default entity of that type. The store holds, per entity, quota key -> value
-(float, as Kafka stores them). This module does no network I/O; it may persist to a JSON file.
+(float, as Kafka stores them). This module does no network I/O; it may persist to a snapshot and
+a journal (``quota_files``).
 
 Kafka behaviour reproduced here (and relied upon by the tests):
 - AlterClientQuotas validates every entry on its own; an invalid entry gets INVALID_REQUEST with
@@ -24,15 +25,15 @@ Kafka behaviour reproduced here (and relied upon by the tests):
 from __future__ import annotations
 
 import ipaddress
-import json
 import math
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from .quota_files import Entity, QuotaFiles, apply
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -65,9 +66,6 @@ _JAVA_MAP_ORDER = {CLIENT_ID: (0, ""), USER: (1, ""), IP: (3, "")}
 MAX_RECORDS_PER_USER_OP = 10_000
 POLICY_VIOLATION_MESSAGE = "Request parameters do not satisfy the configured policy."
 HISTORY_S = 600.0  # how far back a lagging broker's view can reach (the lag fault's maximum)
-
-# An entity as a hashable value: sorted (type, name) pairs.
-Entity = tuple[tuple[str, str | None], ...]
 
 
 def entity_key(entity: Mapping[str, str | None] | Iterable[tuple[str, str | None]]) -> Entity:
@@ -193,10 +191,11 @@ def _check_match(c: FilterComponent) -> None:
 
 
 class QuotaStore:
-    """Thread-safe quota storage; persisted to ``path`` (JSON) after every change when given."""
+    """Thread-safe quota storage; every change persisted when ``path`` is given: a JSON snapshot
+    there and a journal of the changes since (``quota_files``)."""
 
     def __init__(self, path: Path | None = None):
-        self._path = path
+        self._files = None if path is None else QuotaFiles(path, entity_key)
         self._lock = threading.Lock()
         self._data: dict[Entity, dict[str, float]] = {}
         self.generation = 0
@@ -204,11 +203,8 @@ class QuotaStore:
         # Applied changes, oldest first: (monotonic time, entity, key, value before, value after),
         # to answer as a broker whose metadata lags (see ``describe``).
         self._history: deque[tuple[float, Entity, str, float | None, float | None]] = deque()
-        if path is not None and path.exists():
-            for item in json.loads(path.read_text()):
-                self._data[entity_key(item["entity"])] = {
-                    k: float(v) for k, v in item["values"].items()
-                }
+        if self._files is not None:
+            self._data = self._files.load()
 
     # ---- AlterClientQuotas -------------------------------------------------------------------
     def alter(
@@ -251,18 +247,14 @@ class QuotaStore:
                 now = time.monotonic()
                 while self._history and self._history[0][0] < now - HISTORY_S:
                     self._history.popleft()
-                for key, quota_key, value in records:
+                for record in records:
+                    key, quota_key, value = record
                     old = self._data.get(key, {}).get(quota_key)
                     self._history.append((now, key, quota_key, old, value))
-                    if value is None:
-                        values = self._data[key]
-                        del values[quota_key]
-                        if not values:
-                            del self._data[key]
-                    else:
-                        self._data.setdefault(key, {})[quota_key] = value
+                    apply(self._data, record)
                 self.generation += 1
-                self._save()
+                if self._files is not None:
+                    self._files.append(records, self._data)
             return [results[key] for key in java_hash_map_order(list(results))]
 
     def _check(
@@ -339,15 +331,6 @@ class QuotaStore:
     def snapshot(self) -> list[dict]:
         """Everything stored, JSON-ready: ``[{"entity": {type: name}, "values": {key: value}}]``."""
         return [{"entity": dict(e), "values": v} for e, v in self.describe([])]
-
-    def _save(self) -> None:
-        if self._path is None:
-            return
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        tmp.write_text(
-            json.dumps([{"entity": dict(e), "values": v} for e, v in self._data.items()], indent=1)
-        )
-        os.replace(tmp, self._path)
 
 
 def failed_request(alterations: Iterable[Alteration], code: int, message: str) -> list[Result]:

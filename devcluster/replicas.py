@@ -134,6 +134,8 @@ class ReplicaStore:
 
         Raises NoSpace when the leader's disk is full (its dir is offline afterwards)."""
         leader = self.replica(leader_id, topic, partition)
+        if leader is None:
+            raise LookupError(f"broker {leader_id} holds no replica of {topic}-{partition}")
         data, base, end = leader.log.assign_offsets(records)
         self._write(leader, data, end)  # NoSpace goes to the caller: KAFKA_STORAGE_ERROR
         for broker_id in replicas:

@@ -120,6 +120,13 @@ class SaslUsers:
         return user
 
 
+def authenticated_user(users: SaslUsers | None, token: bytes) -> str:
+    """The user a PLAIN token authenticates; AuthenticationFailed when the cluster has no users."""
+    if users is None:
+        raise AuthenticationFailed("this devcluster has no SASL users")
+    return users.authenticate(token)
+
+
 def allowed_before_authentication(session: Session, api_key: int) -> bool:
     """What a SASL connection may send at its stage (anything else closes it)."""
     if session.stage == "start":

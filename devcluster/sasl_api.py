@@ -13,6 +13,7 @@ from .sasl import (
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
     AuthenticationFailed,
+    authenticated_user,
 )
 
 
@@ -29,7 +30,7 @@ def sasl_handshake(broker: ServingBroker, req: Request) -> SaslHandshakeResponse
 
 def sasl_authenticate(broker: ServingBroker, req: Request) -> SaslAuthenticateResponse:
     try:
-        user = broker.cluster.sasl_users.authenticate(bytes(req.body.auth_bytes))
+        user = authenticated_user(broker.cluster.sasl_users, bytes(req.body.auth_bytes))
     except AuthenticationFailed as exc:
         req.close_after = True
         return SaslAuthenticateResponse(

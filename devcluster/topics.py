@@ -115,16 +115,16 @@ def place_replicas(
         raise TopicError(
             INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
         )
-    brokers = sorted(registered)
-    if factor > len(brokers):
+    ordered = sorted(registered)
+    if factor > len(ordered):
         raise TopicError(
             INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): The target replication "
-            f"factor of {factor} cannot be reached because only {len(brokers)} broker(s) "
+            f"factor of {factor} cannot be reached because only {len(ordered)} broker(s) "
             "are registered.",
         )
-    n = len(brokers)
-    return {p: [brokers[(start + p + i) % n] for i in range(factor)] for p in range(count)}
+    n = len(ordered)
+    return {p: [ordered[(start + p + i) % n] for i in range(factor)] for p in range(count)}
 
 
 def _check_manual(brokers: Sequence[int], registered: Sequence[int], factor: int | None) -> None:

@@ -247,7 +247,7 @@ def _serve(render: Callable[[], str]) -> ThreadingHTTPServer:
 
 def _address(server: ThreadingHTTPServer) -> str:
     host, port = server.server_address[:2]
-    return f"{host}:{port}"
+    return f"{host!s}:{port}"
 
 
 class _Text:

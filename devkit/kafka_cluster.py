@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.kafka_dist import KafkaDist, fetch
-from devkit.processes import ManagedProcess, server_port
+from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ class KafkaCluster:
                     list(STORAGE_TOOL_OPTIONS),
                 )
                 output = open(node.logs_dir / "format.log", "wb")  # noqa: SIM115 - closed below
-                process = subprocess.Popen(
+                process = start_dying_with_parent(
                     argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
                 )
                 running.append((node, process, output))

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
+import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -49,8 +59,8 @@ def ephemeral_port_floor() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.05, what: str = ""
-) -> object:
+    predicate: Callable[[], T | None], timeout: float = 15.0, interval: float = 0.05, what: str = ""
+) -> T:
     """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -76,14 +86,75 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def start_dying_with_parent(argv: Sequence[str], **popen_options: Any) -> subprocess.Popen:
+    """`subprocess.Popen(argv)` through util-linux's `setpriv --pdeathsig KILL`: the kernel kills
+    the process when the thread that started it ends (PR_SET_PDEATHSIG, kept across exec), so no
+    server outlives the test, bench or demo that started it, even one killed by SIGKILL, which runs
+    no clean-up. Start it from a thread that lives as long as it (the main thread), not from a
+    short-lived worker. Returns once setpriv has armed the signal and exec'd `argv`. Without
+    setpriv (not Linux) a plain Popen, with a warning."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return subprocess.Popen(argv, **popen_options)
+    _check_runnable(argv[0], popen_options)
+    process = subprocess.Popen([setpriv, "--pdeathsig", "KILL", "--", *argv], **popen_options)
+    while process.poll() is None and _executable(process.pid) == setpriv:
+        time.sleep(0.001)  # a parent killed before setpriv's prctl would leave an orphan
+    return process
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    found = shutil.which("setpriv")
+    if found is None:
+        log.warning("no setpriv (util-linux): processes started here outlive a killed parent")
+        return None
+    return os.path.realpath(found)
+
+
+def _check_runnable(program: str, popen_options: dict[str, Any]) -> None:
+    """Popen's own error for a program it cannot run, which setpriv would only print."""
+    if "/" in program:
+        path = os.path.join(popen_options.get("cwd") or "", program)
+        runnable = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        search_path = os.pathsep.join(os.get_exec_path(popen_options.get("env")))
+        runnable = shutil.which(program, path=search_path) is not None
+    if not runnable:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+def _executable(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def run_until_interrupted(main: Callable[[], int | None]) -> int:
+    """A command's entry point: SIGINT and SIGTERM (`kill`, Kubernetes, systemd) unwind `main`
+    through every `finally` and `with` as Ctrl-C does (`spark.interrupts`), so the servers it
+    started are stopped and its file systems unmounted; on Python's default SIGTERM the process
+    dies at once and leaves them behind. Returns main's exit code, or 128 + the signal's number."""
+    from spark import interrupts
+
+    try:
+        with interrupts.raised():
+            return main() or 0
+    except interrupts.Interrupted as exc:
+        print(f"stopped by {exc.name}", file=sys.stderr)
+        return exc.exit_code
+
+
 class ManagedProcess:
-    """A subprocess whose output goes to a log file and which is stopped on exit, even on error."""
+    """A subprocess whose output goes to a log file and which is stopped on exit, even on error,
+    and killed by the kernel when the thread that started it ends (`start_dying_with_parent`)."""
 
     def __init__(self, argv: Sequence[str], log_path: Path, env: dict | None = None, cwd=None):
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
+        self.proc = start_dying_with_parent(
             self.argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -491,8 +491,9 @@ class Applier:
     def _dry_run(self, planned: Plan) -> ApplyResult:
         """Instead of acting: Kafka validates the plan (validate_only) and it is logged."""
         self.client.alter(planned.todo, validate_only=True)
-        for change in planned.todo:
-            log.info("cluster %s: dry run, would set %s", self.cluster, change.describe())
+        if log.isEnabledFor(logging.DEBUG):  # as an apply: its summary at info, the values here
+            for change in planned.todo:
+                log.debug("cluster %s: dry run, would set %s", self.cluster, change.describe())
         self._check_quota_callback()
         return ApplyResult(
             self.cluster, planned.factor, tuple(planned.todo), planned.drift, dry_run=True

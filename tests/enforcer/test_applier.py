@@ -124,6 +124,26 @@ def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
     assert journal.episodes.episode("c1") is None
 
 
+def test_a_large_dry_run_logs_one_summary_line_and_each_value_at_debug(journal, caplog):
+    """Like an apply: a line per dry run at info, not one per value it would change."""
+    kafka = InMemoryQuotas({QuotaEntity.user(f"u{i}"): {P: 10_000.0 + i} for i in range(2_000)})
+    applier = make(kafka, journal, dry_run=True)
+    with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
+        applier.apply(0.5)
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(info) == 1, info[:3]
+    assert re.fullmatch(
+        r"cluster c1: factor 0.5 validated \(dry run\): 2001 value\(s\) would change in "
+        r"[0-9.]+ s",
+        info[0],
+    ), info[0]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kvq.enforcer"):
+        applier.apply(0.25)
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "cluster c1: dry run, would set user=u7 producer_byte_rate = 2501" in debug
+
+
 def test_a_restart_resumes_from_the_journal_not_from_kafka(kafka, journal, tmp_path):
     make(kafka, journal).apply(0.5)
     journal.close()

@@ -1,0 +1,157 @@
+"""Servers started by a test, bench or demo do not outlive it: a SIGKILLed parent takes its
+servers with it (the kernel's parent-death signal), and an entry point stopped by SIGTERM stops its
+Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devkit.processes import ManagedProcess, wait_until
+from tests.kafka_support import mounted_paths
+
+REPO = Path(__file__).resolve().parents[2]
+
+SERVER_OF_A_KILLED_PARENT = """
+import sys, time
+from pathlib import Path
+from devkit.processes import ManagedProcess
+server = ManagedProcess([sys.executable, "-c", "import time; time.sleep(600)"], Path(sys.argv[1]))
+print(server.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+KAFKA_OF_A_TERMINATED_ENTRY_POINT = """
+import sys, threading
+from pathlib import Path
+from devkit.kafka_cluster import KafkaCluster
+from devkit.processes import run_until_interrupted
+
+def main():
+    with KafkaCluster(Path(sys.argv[1]), nodes=1, log_dir_bytes=16 << 20) as kafka:
+        print(*(node.process.proc.pid for node in kafka.node_list), flush=True)
+        threading.Event().wait()
+
+raise SystemExit(run_until_interrupted(main))
+"""
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie nobody reaped yet counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@contextlib.contextmanager
+def python_child(*args: str) -> Iterator[subprocess.Popen]:
+    """`python *args` in the repository, its stdout read by the test; killed if still running."""
+    process = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def kill_leftovers(pids: list[int]) -> None:
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_dies_with_the_process_that_started_it_even_when_that_is_sigkilled(tmp_path):
+    pids: list[int] = []
+    with python_child("-c", SERVER_OF_A_KILLED_PARENT, str(tmp_path / "server.log")) as parent:
+        try:
+            assert parent.stdout is not None
+            pids = [int(parent.stdout.readline())]
+            assert alive(pids[0])
+            parent.kill()  # no clean-up runs: only the kernel can stop the server now
+            parent.wait(10)
+            wait_until(lambda: not alive(pids[0]), timeout=15, what="the orphaned server gone")
+        finally:
+            kill_leftovers(pids)
+
+
+def test_a_program_that_does_not_exist_fails_at_start_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="/no/such/prometheus"):
+        ManagedProcess(["/no/such/prometheus", "--version"], tmp_path / "log")
+    with pytest.raises(FileNotFoundError, match="no-such-program"):
+        ManagedProcess(["no-such-program"], tmp_path / "log")
+
+
+def test_sigterm_to_an_entry_point_stops_its_kafka_jvm_and_unmounts_its_log_dirs(
+    tmp_path, kafka_dist
+):
+    pids: list[int] = []
+    work = tmp_path / "kafka"
+    with python_child("-c", KAFKA_OF_A_TERMINATED_ENTRY_POINT, str(work)) as entry_point:
+        try:
+            assert entry_point.stdout is not None
+            line = entry_point.stdout.readline()
+            assert line, f"the cluster did not start; logs in {work}"
+            pids = [int(pid) for pid in line.split()]
+            mounts_of_the_cluster = {p for p in mounted_paths() if p.startswith(str(work))}
+            assert mounts_of_the_cluster, "as root the log dirs are tmpfs mounts"
+            entry_point.send_signal(signal.SIGTERM)
+            assert entry_point.wait(120) == 128 + signal.SIGTERM
+            assert not [pid for pid in pids if alive(pid)]
+            assert not {p for p in mounted_paths() if p.startswith(str(work))}
+        finally:
+            kill_leftovers(pids)
+            for path in mounted_paths():
+                if path.startswith(str(work)):
+                    subprocess.run(["umount", "-l", path], check=False)
+
+
+def test_sigterm_to_the_demo_stops_every_process_of_its_stack_and_removes_its_files():
+    """Before, SIGTERM only ended a `--keep` wait: the demo ran on to its end."""
+    pids: list[int] = []
+    with python_child("-m", "demo") as demo:
+        try:
+            assert demo.stdout is not None
+            first = demo.stdout.readline()
+            assert first.startswith("starting the demo stack in "), first
+            work = Path(first.removeprefix("starting the demo stack in ").split()[0])
+            for line in demo.stdout:
+                if "exporter /metrics" in line:  # the stack is up, its URLs printed
+                    break
+            pids = children(demo.pid)
+            assert len(pids) >= 4, "devcluster, exporter, enforcer, Prometheus, Alertmanager"
+            demo.send_signal(signal.SIGTERM)
+            assert demo.wait(60) == 128 + signal.SIGTERM
+            assert not [pid for pid in pids if alive(pid)]
+            assert not work.exists()
+        finally:
+            kill_leftovers(pids)
