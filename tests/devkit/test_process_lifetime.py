@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.processes import ManagedProcess, wait_until
+from devkit.processes import ManagedProcess, start_dying_with_parent, wait_until
 from tests.kafka_support import mounted_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +43,20 @@ raise SystemExit(run_until_interrupted(main))
 """
 
 
+A_TEST_HOLDING_A_DEVCLUSTER_PROCESS = """
+import time
+from tests.devcluster.test_cli import Running
+
+def test_hold(tmp_path):
+    running = Running("--data-dir", str(tmp_path / "data"), "--brokers", "1",
+                      "--log-dirs-per-broker", "1", "--base-port", "0", "--control-port", "0")
+    running.proc.stderr.readline()  # its last line while it runs: a write to a pipe whose
+    # reader was killed would end it by itself (EPIPE), whatever started it
+    print(f"started={running.proc.pid}", flush=True)
+    time.sleep(600)
+"""
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie nobody reaped yet counts as dead)."""
     try:
@@ -55,7 +69,7 @@ def alive(pid: int) -> bool:
 @contextlib.contextmanager
 def python_child(*args: str) -> Iterator[subprocess.Popen]:
     """`python *args` in the repository, its stdout read by the test; killed if still running."""
-    process = subprocess.Popen(
+    process = start_dying_with_parent(
         [sys.executable, *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -70,6 +84,25 @@ def python_child(*args: str) -> Iterator[subprocess.Popen]:
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+@contextlib.contextmanager
+def child_pytest(tmp_path: Path, test_source: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """pytest on one test file of `test_source`, with this project's fixtures (tests/conftest.py);
+    yields the process and what its test printed after ``started=`` once it did."""
+    test_file = tmp_path / "child" / "test_hold.py"
+    test_file.parent.mkdir()
+    test_file.write_text(test_source)
+    pytest_argv = ["-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    options = ["-s", "-q", "--rootdir", str(test_file.parent), f"--basetemp={tmp_path / 'base'}"]
+    with python_child(*pytest_argv, *options, str(test_file)) as pytest_process:
+        assert pytest_process.stdout is not None
+        for line in pytest_process.stdout:
+            if line.startswith("started="):
+                break
+        else:
+            pytest.fail("the child pytest ended before its test started what it holds")
+        yield pytest_process, line.removeprefix("started=").strip()
 
 
 def children(pid: int) -> list[int]:
@@ -100,6 +133,21 @@ def test_a_server_dies_with_the_process_that_started_it_even_when_that_is_sigkil
             parent.kill()  # no clean-up runs: only the kernel can stop the server now
             parent.wait(10)
             wait_until(lambda: not alive(pids[0]), timeout=15, what="the orphaned server gone")
+        finally:
+            kill_leftovers(pids)
+
+
+def test_a_process_a_test_started_dies_with_a_sigkilled_pytest(tmp_path):
+    """The tests' own process helpers (here test_cli's kvq-devcluster) start through
+    `start_dying_with_parent`: a bare Popen's process would live on, ports and all."""
+    pids: list[int] = []
+    with child_pytest(tmp_path, A_TEST_HOLDING_A_DEVCLUSTER_PROCESS) as (pytest_process, pid):
+        try:
+            pids = [int(pid)]
+            assert alive(pids[0])
+            pytest_process.kill()
+            pytest_process.wait(10)
+            wait_until(lambda: not alive(pids[0]), timeout=15, what="the test's devcluster gone")
         finally:
             kill_leftovers(pids)
 
