@@ -1,6 +1,7 @@
 """Servers started by a test, bench or demo do not outlive it: a SIGKILLed parent takes its
 servers with it (the kernel's parent-death signal), and an entry point stopped by SIGTERM stops its
-Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`."""
+Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`, and so does pytest
+(its fixtures' finalizers run, as after Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ def test_hold(tmp_path):
     running.proc.stderr.readline()  # its last line while it runs: a write to a pipe whose
     # reader was killed would end it by itself (EPIPE), whatever started it
     print(f"started={running.proc.pid}", flush=True)
+    time.sleep(600)
+"""
+
+A_TEST_HOLDING_A_TMPFS = """
+import time
+
+def test_hold(mount_tmpfs, tmp_path):
+    mount_tmpfs(tmp_path / "disk")
+    print(f"started={tmp_path / 'disk'}", flush=True)
     time.sleep(600)
 """
 
@@ -150,6 +160,20 @@ def test_a_process_a_test_started_dies_with_a_sigkilled_pytest(tmp_path):
             wait_until(lambda: not alive(pids[0]), timeout=15, what="the test's devcluster gone")
         finally:
             kill_leftovers(pids)
+
+
+def test_sigterm_to_pytest_runs_the_fixtures_finalizers_and_unmounts_their_tmpfs(tmp_path):
+    """As Ctrl-C does; Python's default SIGTERM would end pytest at once, the tmpfs mounted."""
+    with child_pytest(tmp_path, A_TEST_HOLDING_A_TMPFS) as (pytest_process, disk):
+        try:
+            assert disk in mounted_paths()
+            pytest_process.send_signal(signal.SIGTERM)
+            exit_code = pytest_process.wait(60)
+            wait_until(lambda: disk not in mounted_paths(), timeout=15, what=f"{disk} unmounted")
+            assert exit_code == pytest.ExitCode.INTERRUPTED
+        finally:
+            if disk in mounted_paths():
+                subprocess.run(["umount", "-l", disk], check=False)
 
 
 def test_a_program_that_does_not_exist_fails_at_start_naming_it(tmp_path):
