@@ -5,9 +5,11 @@ SaslHandshake are answered (anything else closes the connection, Kafka's Illegal
 after a v1 handshake only SaslAuthenticate (a v0 handshake is followed by the raw token in a bare
 frame, answered by a bare frame). A failed authentication gets its error response, then the
 connection closes. The principal is ``User:<name>``; on the PLAINTEXT listener it is
-``User:ANONYMOUS``. Passwords come from a users file (JSON object name -> password) or the
-control API; they are never logged or returned. The SaslHandshake and SaslAuthenticate
-handlers are in ``sasl_api``.
+``User:ANONYMOUS``. A connection already authenticated (every PLAINTEXT one) gets
+ILLEGAL_SASL_STATE for SaslHandshake and SaslAuthenticate and stays open, its principal
+unchanged: Kafka without re-authentication (KIP-368). Passwords come from a users file (JSON
+object name -> password) or the control API; they are never logged or returned. The
+SaslHandshake and SaslAuthenticate handlers are in ``sasl_api``.
 """
 
 from __future__ import annotations

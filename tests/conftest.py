@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,16 +18,26 @@ from tests.kafka_support import SHARED_KAFKA_LOG_DIR_BYTES
 
 def pytest_configure(config):
     """kvq's cache (kvq-backfill's class archive) goes to a temp dir, never the user's home.
-    Kafka's jars stay where `make kafka-deps` put them (a download cache, not test state)."""
+    Kafka's jars stay where `make kafka-deps` put them (a download cache, not test state).
+
+    SIGTERM (`kill`, `timeout`, a CI job cancelled) unwinds the run as Ctrl-C does: the test
+    stops, every fixture's finalizer runs (servers stopped, tmpfs unmounted, the shared Kafka
+    cluster stopped). Python's default SIGTERM ends the process at once and leaves them behind."""
     from devkit.kafka_dist import CACHE_ENV, dist_cache_root
+    from spark import interrupts
 
     os.environ[CACHE_ENV] = str(dist_cache_root())
     config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")
     os.environ["KVQ_CACHE_DIR"] = config.kvq_cache
+    config.kvq_signals = contextlib.ExitStack()
+    config.kvq_signals.enter_context(interrupts.raised())
 
 
 def pytest_unconfigure(config):
     shutil.rmtree(getattr(config, "kvq_cache", ""), ignore_errors=True)
+    signals = getattr(config, "kvq_signals", None)
+    if signals is not None:
+        signals.close()  # the handlers the process had before
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient
 
 from devcluster.cli import control_port
 from devcluster.control_client import ControlClient
+from devkit.processes import start_dying_with_parent
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ class Running:
     """The process and the values of its bootstrap=/control= lines, read until ``ready``."""
 
     def __init__(self, *args, timeout=60):
-        self.proc = subprocess.Popen(
+        self.proc = start_dying_with_parent(
             command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         self.lines: list[str] = []

@@ -1,6 +1,7 @@
 """Servers started by a test, bench or demo do not outlive it: a SIGKILLed parent takes its
 servers with it (the kernel's parent-death signal), and an entry point stopped by SIGTERM stops its
-Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`."""
+Kafka JVMs and unmounts their tmpfs on the way out; so does `python -m demo`, and so does pytest
+(its fixtures' finalizers run, as after Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.processes import ManagedProcess, wait_until
+from devkit.processes import ManagedProcess, start_dying_with_parent, wait_until
 from tests.kafka_support import mounted_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,29 @@ raise SystemExit(run_until_interrupted(main))
 """
 
 
+A_TEST_HOLDING_A_DEVCLUSTER_PROCESS = """
+import time
+from tests.devcluster.test_cli import Running
+
+def test_hold(tmp_path):
+    running = Running("--data-dir", str(tmp_path / "data"), "--brokers", "1",
+                      "--log-dirs-per-broker", "1", "--base-port", "0", "--control-port", "0")
+    running.proc.stderr.readline()  # its last line while it runs: a write to a pipe whose
+    # reader was killed would end it by itself (EPIPE), whatever started it
+    print(f"started={running.proc.pid}", flush=True)
+    time.sleep(600)
+"""
+
+A_TEST_HOLDING_A_TMPFS = """
+import time
+
+def test_hold(mount_tmpfs, tmp_path):
+    mount_tmpfs(tmp_path / "disk")
+    print(f"started={tmp_path / 'disk'}", flush=True)
+    time.sleep(600)
+"""
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie nobody reaped yet counts as dead)."""
     try:
@@ -55,7 +79,7 @@ def alive(pid: int) -> bool:
 @contextlib.contextmanager
 def python_child(*args: str) -> Iterator[subprocess.Popen]:
     """`python *args` in the repository, its stdout read by the test; killed if still running."""
-    process = subprocess.Popen(
+    process = start_dying_with_parent(
         [sys.executable, *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -70,6 +94,25 @@ def python_child(*args: str) -> Iterator[subprocess.Popen]:
         process.wait(10)
         assert process.stdout is not None
         process.stdout.close()
+
+
+@contextlib.contextmanager
+def child_pytest(tmp_path: Path, test_source: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """pytest on one test file of `test_source`, with this project's fixtures (tests/conftest.py);
+    yields the process and what its test printed after ``started=`` once it did."""
+    test_file = tmp_path / "child" / "test_hold.py"
+    test_file.parent.mkdir()
+    test_file.write_text(test_source)
+    pytest_argv = ["-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    options = ["-s", "-q", "--rootdir", str(test_file.parent), f"--basetemp={tmp_path / 'base'}"]
+    with python_child(*pytest_argv, *options, str(test_file)) as pytest_process:
+        assert pytest_process.stdout is not None
+        for line in pytest_process.stdout:
+            if line.startswith("started="):
+                break
+        else:
+            pytest.fail("the child pytest ended before its test started what it holds")
+        yield pytest_process, line.removeprefix("started=").strip()
 
 
 def children(pid: int) -> list[int]:
@@ -102,6 +145,35 @@ def test_a_server_dies_with_the_process_that_started_it_even_when_that_is_sigkil
             wait_until(lambda: not alive(pids[0]), timeout=15, what="the orphaned server gone")
         finally:
             kill_leftovers(pids)
+
+
+def test_a_process_a_test_started_dies_with_a_sigkilled_pytest(tmp_path):
+    """The tests' own process helpers (here test_cli's kvq-devcluster) start through
+    `start_dying_with_parent`: a bare Popen's process would live on, ports and all."""
+    pids: list[int] = []
+    with child_pytest(tmp_path, A_TEST_HOLDING_A_DEVCLUSTER_PROCESS) as (pytest_process, pid):
+        try:
+            pids = [int(pid)]
+            assert alive(pids[0])
+            pytest_process.kill()
+            pytest_process.wait(10)
+            wait_until(lambda: not alive(pids[0]), timeout=15, what="the test's devcluster gone")
+        finally:
+            kill_leftovers(pids)
+
+
+def test_sigterm_to_pytest_runs_the_fixtures_finalizers_and_unmounts_their_tmpfs(tmp_path):
+    """As Ctrl-C does; Python's default SIGTERM would end pytest at once, the tmpfs mounted."""
+    with child_pytest(tmp_path, A_TEST_HOLDING_A_TMPFS) as (pytest_process, disk):
+        try:
+            assert disk in mounted_paths()
+            pytest_process.send_signal(signal.SIGTERM)
+            exit_code = pytest_process.wait(60)
+            wait_until(lambda: disk not in mounted_paths(), timeout=15, what=f"{disk} unmounted")
+            assert exit_code == pytest.ExitCode.INTERRUPTED
+        finally:
+            if disk in mounted_paths():
+                subprocess.run(["umount", "-l", disk], check=False)
 
 
 def test_a_program_that_does_not_exist_fails_at_start_naming_it(tmp_path):

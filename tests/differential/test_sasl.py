@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from devkit.devcluster_wire import exchange
+from devkit.devcluster_wire import WireConnection, exchange
+from devkit.kafka_cluster import DEFAULT_USERS
 from devkit.producer_load import LoadProducer
 from tests.differential.backends import (
     produce_request,
@@ -23,6 +24,8 @@ from tests.differential.backends import (
 pytestmark = pytest.mark.integration
 
 HANDSHAKE = SaslHandshakeRequest(version=1, mechanism="PLAIN")
+ILLEGAL_SASL_STATE = 34
+AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
 
 
 def plain_token(user: str, password: str) -> bytes:
@@ -90,3 +93,40 @@ def test_the_authenticated_user_is_the_principal_its_quota_applies_to(
         assert partition.error_code == 0
         throttles[user] = produced.throttle_time_ms
     assert throttles["alice"] > 0 and throttles["bob"] == 0, throttles
+
+
+def test_sasl_on_the_plaintext_listener_is_refused_and_the_client_stays_anonymous(
+    backend, admin, leader, topic
+):
+    """A PLAINTEXT connection needs no authentication, so Kafka answers its SaslHandshake and
+    SaslAuthenticate with ILLEGAL_SASL_STATE and keeps it open as User:ANONYMOUS: with alice's
+    password it still does not become alice, and her quota does not throttle it."""
+    client = unique("plaintext-client")
+    set_quota_seen_by(
+        admin, leader, (("user", "alice"), ("client-id", client)), {"producer_byte_rate": 10_000}
+    )
+    as_alice = SaslAuthenticateRequest(
+        version=2, auth_bytes=plain_token("alice", DEFAULT_USERS["alice"])
+    )
+    with WireConnection(backend.address(leader), client_id=client) as connection:
+        connection.send(HANDSHAKE)
+        connection.send(as_alice)
+        shake, auth = connection.receive()[0], connection.receive()[0]
+        connection.send(produce_request(topic, 0, record_batch(110, 1000)))
+        produced = connection.receive()[0]
+    assert (shake.error_code, shake.mechanisms) == (ILLEGAL_SASL_STATE, [])
+    assert (auth.error_code, auth.error_message) == (ILLEGAL_SASL_STATE, AFTER_AUTHENTICATION)
+    [[partition]] = [t.partition_responses for t in produced.responses]
+    assert (partition.error_code, produced.throttle_time_ms) == (0, 0)
+
+
+def test_an_authenticated_sasl_connection_cannot_authenticate_again(backend, leader):
+    """Re-authentication (KIP-368) is off unless connections.max.reauth.ms is set: a second
+    SaslHandshake is answered with ILLEGAL_SASL_STATE and the connection goes on as before."""
+    with sasl_connection(backend, leader, "alice", unique("again")) as connection:
+        connection.send(HANDSHAKE)
+        [shake, _] = connection.receive()
+        connection.send(MetadataRequest(version=12, topics=None))
+        [metadata, _] = connection.receive()
+    assert (shake.error_code, shake.mechanisms) == (ILLEGAL_SASL_STATE, [])
+    assert sorted(b.node_id for b in metadata.brokers) == backend.node_ids

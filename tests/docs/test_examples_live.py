@@ -28,7 +28,7 @@ from devcluster.quota_store import Alteration, Op
 from devkit import kubernetes_manifests
 from devkit.alertmanager import THROTTLE_ALERT, Alertmanager, throttle_webhook
 from devkit.archive_generator import DEFAULT_START, ArchivePlan, generate
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, free_port, http_ok, start_dying_with_parent, wait_until
 from devkit.prometheus import PROMETHEUS, PROMTOOL
 from enforcer import cli as enforcer_cli
 from kvq.kafka.quota_entity import ORIGINALS_USER
@@ -245,7 +245,9 @@ def test_the_devcluster_readme_commands_answer_as_shown(tmp_path) -> None:
     data_dir = tmp_path / "kvq"
     argv = shlex.split(start.replace("/tmp/kvq", str(data_dir)))[1:]
     argv = [sys.executable, "-m", "devcluster.cli", *argv, "--base-port", "0"]
-    process = subprocess.Popen(argv + ["--control-port", "0"], stdout=subprocess.PIPE, text=True)
+    process = start_dying_with_parent(
+        argv + ["--control-port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         printed = [process.stdout.readline().strip() for _ in range(3)]
         shown = block("devcluster/README.md", "bootstrap=127.0.0.1:19092").text.splitlines()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from devkit.archive_generator import ArchivePlan, generate, write_config
+from devkit.processes import start_dying_with_parent
 from tests.spark.backfill_cli import run_backfill
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ class Backfill:
 
     def __init__(self, cwd: Path, *flags: str, env: dict[str, str] | None = None) -> None:
         self.marker = str(cwd)
-        self.process = subprocess.Popen(
+        self.process = start_dying_with_parent(
             [sys.executable, "-m", "spark.cli", *flags],
             cwd=cwd,
             env={**os.environ, "PYTHONPATH": str(REPO), MARKER: self.marker, **(env or {})},

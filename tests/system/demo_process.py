@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from devkit.processes import start_dying_with_parent
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_demo(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """`python -m demo *args`; past the timeout it is interrupted (SIGINT) so that it stops its
     Kafka JVMs and unmounts its file systems itself, as after Ctrl-C."""
-    process = subprocess.Popen(
+    process = start_dying_with_parent(
         [sys.executable, "-m", "demo", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
