@@ -48,13 +48,26 @@ CRDS := $(VENV)/share/prometheus-operator-crds
 
 tools: $(VENV)/.helm-$(HELM_VERSION) $(VENV)/.kubeconform-$(KUBECONFORM_VERSION) $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION)
 
+# Each tool is built once per version into TOOLS_CACHE (in kvq's cache directory, as Kafka's jars)
+# and copied into the venv: a fresh venv (a fresh clone's `make test`) takes the copy instead of
+# linking helm again (seconds of CPU).
+TOOLS_CACHE ?= $(or $(KVQ_CACHE_DIR),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME)/kvq),$(HOME)/.cache/kvq)/tools
+# $(call go_tool,<binary>,<Go package>,<version>)
+define go_tool
+@built=$(TOOLS_CACHE)/$(1)-$(3); \
+if [ ! -x $$built/$(1) ]; then \
+  echo "GOBIN=$$built $(GO) install $(2)@$(3)" && \
+  rm -rf $$built.tmp-$$$$ && GOBIN=$$built.tmp-$$$$ $(GO) install $(2)@$(3) && \
+  { mv -T $$built.tmp-$$$$ $$built 2>/dev/null || rm -rf $$built.tmp-$$$$; }; \
+fi && cp $$built/$(1) $(TOOLS_BIN)/$(1)
+@touch $@
+endef
+
 $(VENV)/.helm-$(HELM_VERSION): | $(STAMP)
-	GOBIN=$(TOOLS_BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-	@touch $@
+	$(call go_tool,helm,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
 $(VENV)/.kubeconform-$(KUBECONFORM_VERSION): | $(STAMP)
-	GOBIN=$(TOOLS_BIN) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
-	@touch $@
+	$(call go_tool,kubeconform,github.com/yannh/kubeconform/cmd/kubeconform,$(KUBECONFORM_VERSION))
 
 $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
 	@dir=$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \

@@ -3,8 +3,9 @@
 On the embedded stack (devcluster, exporter, Prometheus, Alertmanager, enforcer), four
 confluent-kafka producers (three SASL users, four client-ids) write a steady total of
 ``RATE`` value bytes/s into two topics whose replicas all have a copy on broker 0, so broker 0's
-volume (a virtual disk of ``CAPACITY`` bytes) fills first, in about a minute. The run prints the
-timeline, each producer's acknowledged rate before / while / after the throttle, the lowest
+volume (a virtual disk of ``CAPACITY`` bytes, half of it other data) fills first: it reaches its
+limit about 15 s after the load starts. The run prints the timeline, each producer's
+acknowledged rate before / while / after the throttle, the lowest
 headroom (usable bytes) reached on any volume and the bound predicted from the configured
 intervals: limit - R x (poll + scrape + evaluation + group_wait + apply), R the fullest volume's
 fill rate. Then the same load runs with the enforcer stopped, until the disk fills (the storage
@@ -14,8 +15,9 @@ Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a st
 lowest headroom was at or above the bound and the throttle held through the restart.
 
 ``--kafka apache`` (make demo SCENARIO=producers KAFKA=apache) runs it on a real 3-node Apache
-Kafka cluster, each broker's log dir a 32 MiB tmpfs (real bytes, real ENOSPC), with two Java
-producers (Kafka's own ProducerPerformance, devkit/java_producer.py) beside the librdkafka ones,
+Kafka cluster, each broker's log dir a 32 MiB tmpfs (real bytes, real ENOSPC; on broker 0's, a
+16 MiB file of other data), with two Java producers (Kafka's own ProducerPerformance,
+devkit/java_producer.py) beside the librdkafka ones,
 75 kB/s each; the operator's fix is a real one (the full tmpfs remounted twice as large), and the
 time from that moment until each producer is back at its rate is printed per client kind. Without
 kvq, Kafka takes the full log dir offline and, as it was the broker's only one, the broker halts.
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import confluent_kafka.admin as ck
@@ -65,6 +67,10 @@ ORIGINAL_QUOTAS = {
 }
 RATE = 600_000  # value bytes/s, all producers together
 CAPACITY = 32_000_000  # each log dir: a virtual disk
+OTHER_DATA = 16_000_000
+"""Bytes already on broker 0's volume when the load starts (what else the disk holds): the load
+reaches the limit in a third of the time, and the limit, the headroom left once throttled and
+the room the operator's fix makes are the same as on an empty disk."""
 MIN_AVAILABLE_RATIO = 0.25
 MESSAGE_BYTES = 1000
 LOOP = loop_settings.demo()  # poll, scrape, evaluation, group_wait: 1 s each
@@ -106,6 +112,8 @@ class Setup:
     """Every topic's configs (retention, segments)."""
     broker_properties: dict[str, str] = field(default_factory=dict)
     """Real Kafka's broker properties beyond demo.apache's."""
+    other_data: int = 0
+    """Bytes of other data put on broker 0's volume before the load starts."""
 
     @property
     def producers(self) -> int:
@@ -120,7 +128,7 @@ class Setup:
         return int(self.capacity * MIN_AVAILABLE_RATIO)
 
 
-DEVCLUSTER = Setup("devcluster", CAPACITY, RATE / len(PRODUCERS))
+DEVCLUSTER = Setup("devcluster", CAPACITY, RATE / len(PRODUCERS), other_data=OTHER_DATA)
 APACHE = Setup(
     "apache",
     capacity=32 << 20,
@@ -130,7 +138,7 @@ APACHE = Setup(
     topics={**TOPICS, "java-orders": [[0, 1], [1, 0]], "java-clicks": [[0, 2], [2, 0]]},
     users={**USERS, "dave": "dave-secret", "erin": "erin-secret"},
 )
-SETUPS = {"devcluster": DEVCLUSTER, "apache": APACHE}
+SETUPS = {"devcluster": DEVCLUSTER, "apache": replace(APACHE, other_data=16 << 20)}
 
 
 @dataclass
@@ -316,8 +324,23 @@ def prepare(stack: DemoStack, setup: Setup = DEVCLUSTER) -> dict:
         client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in setup.quotas.items()])
     finally:
         client.close()
+    if setup.other_data:
+        put_other_data(stack, setup.other_data)
     # Kafka's brokers learn quotas from the metadata log: wait until they show them.
     return wait_until(lambda: holds(stack.quotas(), setup.quotas), 30, what="quotas set")
+
+
+def put_other_data(stack: DemoStack, nbytes: int) -> None:
+    """A file of ``nbytes`` that is not Kafka's on broker 0's volume: devcluster writes it beside
+    its log dir's partitions; on Kafka it is written into the tmpfs (Kafka loads only the log dir's
+    directories, so it is left alone)."""
+    if stack.kafka is None:
+        stack.control.set_log_dir(0, 0, fill_bytes=nbytes)
+        return
+    chunk = bytes(1 << 20)
+    with open(stack.kafka.log_dirs(0)[0] / "other-data.bin", "wb") as out:
+        for start in range(0, nbytes, len(chunk)):
+            out.write(chunk[: min(len(chunk), nbytes - start)])
 
 
 def start_load(
@@ -378,6 +401,8 @@ def run_with_kvq(
     started = timeline.mark(f"load started: {setup.rate:.0f} B/s")
     run = Run(timeline, producers, watch, started, limit, setup)
     log(f"{len(producers)} producers at {setup.rate / 1000:.0f} kB/s in total; limit {limit} bytes")
+    if setup.other_data:
+        log(f"broker 0's volume already holds {setup.other_data:,} bytes of other data")
     full = (0, 0)
     capacity = setup.capacity
 

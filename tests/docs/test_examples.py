@@ -52,7 +52,7 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("README.md", "space freed: topic demo-fill deleted"): (
         "tests/system/test_demo_kafka.py (make demo KAFKA=apache, every step asserted): its output"
     ),
-    ("README.md", "alice / web                    150 kB/s"): (
+    ("README.md", "alice / web                          150 kB/s"): (
         "tests/system/test_producers_scenario.py (python -m demo --scenario producers): output"
     ),
     ("README.md", "dave / java-web (Java)"): (

@@ -602,8 +602,10 @@ def test_the_loop_survives_a_journal_locked_longer_than_its_timeout(dc, enforcer
         locker.execute("BEGIN EXCLUSIVE")
         for broker in range(3):
             dc.start_broker(broker)
+        # Each round waits out the journal's busy timeout (5 s) before failing: a second failed
+        # round is the loop going on after the first.
         wait_until(
-            lambda: e.metric("kafka_volume_quota_enforcer_reconcile_failures_total") >= 3,
+            lambda: e.metric("kafka_volume_quota_enforcer_reconcile_failures_total") >= 2,
             timeout=60,
             what="failed rounds while the journal is locked",
         )

@@ -1,11 +1,18 @@
 """Done-when proof: a live exporter run against devcluster (a fill event, a broker stop with cache
 and eviction, a fallback) is archived, backfilled through promtool into the real Prometheus, and the
-backfilled factor and counters equal what the live exporter published at the same moments."""
+backfilled factor and counters equal what the live exporter published at the same moments. And
+what spark/README and `kvq-backfill --help` say about loading blocks, checked on the real
+Prometheus: blocks copied into the storage of a running Prometheus are served without a restart."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -13,9 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.control_client import ControlClient
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
-from devkit.prometheus import run_prometheus
+from devkit.prometheus import PROMTOOL, Prometheus, run_prometheus
 from devkit.python_replay import read_archive
 from kvq.settings.config import load_config
+from spark.cli import build_parser
+from spark.promtool_blocks import how_to_load
 from tests.spark.backfill_cli import run_backfill
 
 P = "client.quota.callback.static."
@@ -31,6 +40,17 @@ COMPARED = (
 )
 MARGIN = 0.15
 """Seconds around a state change within which a scrape may see either side of it."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def running_prometheus(tmp_path_factory) -> Iterator[tuple[Prometheus, Path]]:
+    """A Prometheus started with this module and left running, as a user's is: (it, its storage).
+    A running Prometheus looks for new blocks in its storage once a minute from its start, so
+    after the live run (about 40 s) its next look is seconds away, not a minute."""
+    work = tmp_path_factory.mktemp("running-prometheus")
+    storage = work / "tsdb"
+    with run_prometheus(work, {}, storage_path=storage, retention="10y") as prom:
+        yield prom, storage
 
 
 def exporter_value(base: str, name: str, **labels: str) -> float:
@@ -180,3 +200,33 @@ def test_backfill_of_a_live_run_equals_what_the_exporter_published(spark, tmp_pa
     assert all(count >= scrapes // 4 for count in compared.values()), (compared, scrapes)
     assert max(backfilled[NS + "log_dir_evictions_total"].values()) == 2
     assert max(backfilled[NS + "fallback_throttle_factor_applied_total"].values()) == 1
+
+
+@pytest.mark.e2e
+def test_a_running_prometheus_loads_copied_blocks_without_a_restart(tmp_path, running_prometheus):
+    prom, storage = running_prometheus
+    start = (int(time.time()) // 60 - 180) * 60  # three hours ago, whole minutes
+    lines = ["# TYPE kvq_backfill_probe gauge"]
+    lines += [f'kvq_backfill_probe{{cluster="c"}} {i} {start + 60 * i}' for i in range(120)]
+    openmetrics = tmp_path / "probe.om"
+    openmetrics.write_text("\n".join([*lines, "# EOF"]) + "\n")
+    blocks = tmp_path / "blocks"
+    subprocess.run(
+        [PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(blocks)],
+        check=True,
+        capture_output=True,
+    )
+    query = "count_over_time(kvq_backfill_probe[4h])"
+    assert prom.query(query, at=start + 7200) == []
+    for block in blocks.iterdir():  # the README's `cp -r out/blocks/* <storage.tsdb.path>/`
+        shutil.copytree(block, storage / block.name)
+    copied = time.monotonic()
+    (series,) = prom.wait_for(
+        lambda: prom.query(query, at=start + 7200), timeout=150, what="the copied blocks"
+    )
+    assert series["value"][1] == "120"
+    assert prom.process.running  # the same process: no restart
+    assert time.monotonic() - copied < 150
+    epilog = build_parser().epilog or ""
+    for text in (epilog, how_to_load(blocks)):
+        assert "no restart" in " ".join(text.split())

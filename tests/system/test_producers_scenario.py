@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from tests.system.demo_process import run_demo
+from tests.system.demo_process import DemoProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
+RUNS = {
+    "demo_on_devcluster": ("--scenario", "producers"),
+    "demo_on_kafka": ("--scenario", "producers", "--kafka", "apache", "--skip-without"),
+}
+"""The demo runs of this module, by the fixture each test asks for its run with."""
 
-def test_producers_scenario_protects_the_disk_and_shows_it_fill_without_kvq():
-    done = subprocess.run(
-        [sys.executable, "-m", "demo", "--scenario", "producers"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+
+@pytest.fixture(scope="module")
+def demo_runs(request) -> Iterator[dict[str, DemoProcess]]:
+    """The runs the selected tests ask for, started together, each on its own stack (its own
+    loopback ports, temp dirs and tmpfs mounts): most of each run is waiting at a set pace (a disk
+    filling at a set rate, a validity duration, a throttle time running out), so together they
+    take about as long as the longer one. Every run still going at the end is interrupted."""
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+    if "demo_on_kafka" in wanted:
+        request.getfixturevalue("kafka_dist")  # Kafka's jars before the clock starts
+    runs: dict[str, DemoProcess] = {}
+    try:
+        for name, args in RUNS.items():
+            if name in wanted:
+                runs[name] = DemoProcess(*args)
+        yield runs
+    finally:
+        for run in runs.values():
+            run.close()
+
+
+@pytest.fixture
+def demo_on_devcluster(demo_runs) -> DemoProcess:
+    return demo_runs["demo_on_devcluster"]
+
+
+@pytest.fixture
+def demo_on_kafka(demo_runs) -> DemoProcess:
+    return demo_runs["demo_on_kafka"]
+
+
+def test_producers_scenario_protects_the_disk_and_shows_it_fill_without_kvq(demo_on_devcluster):
+    done = demo_on_devcluster.result()
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "PROTECTED: no volume reached 0 usable bytes" in out
@@ -38,11 +65,11 @@ def test_producers_scenario_protects_the_disk_and_shows_it_fill_without_kvq():
 
 
 def test_producers_scenario_on_real_kafka_protects_the_tmpfs_with_librdkafka_and_java_producers(
-    kafka_dist,
+    demo_on_kafka,
 ):
     """The shortened form (only the run with kvq): real Kafka, real bytes on 32 MiB tmpfs log
     dirs, four librdkafka and two Java (ProducerPerformance) producers. A few minutes."""
-    done = run_demo("--scenario", "producers", "--kafka", "apache", "--skip-without")
+    done = demo_on_kafka.result()
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "PROTECTED: no volume reached 0 usable bytes" in out
