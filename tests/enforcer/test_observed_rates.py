@@ -140,6 +140,8 @@ def test_references_are_captured_once_per_episode_never_from_throttled_rates(tmp
         rates = RatesNow(seen(("alice", "", 300_000.0)))
         applier_with(kafka, journal, rates).apply(0.5)
         assert kafka.values[ALICE][P] == 150_000.0
+        journaled = journal.for_cluster("c1").episode()
+        assert journaled is not None and journaled.pairs[(ALICE, P)].reference == 300_000.0
         rates.rates = seen(("alice", "", 150_000.0))  # what the throttle let through
         restarted = applier_with(kafka, journal, rates)  # the references come from the journal
         restarted.apply(0.25)
