@@ -74,6 +74,14 @@ def test_traffic_is_held_to_the_entity_that_governs_it_while_throttled():
     assert references == {(ETL_MIRROR, P): 37_500.0, (DEFAULT, P): 60_000.0, (BOB_APP, P): 19_000.0}
 
 
+def test_an_entity_idle_when_the_episode_starts_is_held_at_the_floor():
+    references = select_references(POLICY, ORIGINALS, seen(("alice", "", 0.0)))
+    assert references == {(ALICE, P): 0.0}
+    desired = plan(POLICY, ORIGINALS, 0.9, references=references)
+    assert desired[(ALICE, P)] == 8192.0
+    assert desired[(DEFAULT, P)] == 9_000_000.0, "no observation: the base x factor"
+
+
 def test_kip55_order_of_the_governing_entity():
     alice_app = QuotaEntity.of({"user": "alice", "client-id": "app"})
     holding = {ALICE, alice_app, DEFAULT, ETL}
