@@ -67,6 +67,9 @@ ENFORCER_PROPERTIES = {
     "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
 }
 EPISODE_SECONDS = 120.0
+EQUILIBRIUM_SECONDS = 120.0
+"""With --episode-seconds long enough, the bytes of this window once retention frees space are
+printed too (the same window for both policies)."""
 AFTER_FREED_SECONDS = 30.0
 FIRST_SLOWDOWN_PATIENCE = 300.0
 
@@ -97,6 +100,15 @@ class Outcome:
             gap = max(b - a for a, b in zip(times, times[1:], strict=False))
             worst = max(worst, (gap, f"{producer.user} / {producer.client_id}"))
         return worst
+
+    def equilibrium_window(self) -> tuple[float, float] | None:
+        """The same window for every policy, once retention frees space (RETENTION_SECONDS
+        after the start) and before the volume is grown: where the policies' throughput at the
+        limit compares; None when the episode ends before EQUILIBRIUM_SECONDS of it."""
+        start = self.run.load_started + RETENTION_SECONDS + SEGMENT_SECONDS
+        if self.freed is None or self.freed < start + EQUILIBRIUM_SECONDS:
+            return None
+        return start, start + EQUILIBRIUM_SECONDS
 
     def back_at_rate(self, producer, step: float = 0.2) -> float | None:
         """Seconds from the space freed until `producer` itself was back at its rate (as
@@ -142,7 +154,13 @@ def throttled_now(stack, originals: dict) -> bool:
     )
 
 
-def drive(policy: str, stack, log: Callable[[str], None], active: list) -> Outcome:
+def drive(
+    policy: str,
+    stack,
+    log: Callable[[str], None],
+    active: list,
+    episode_seconds: float = EPISODE_SECONDS,
+) -> Outcome:
     prepare(stack, SETUP)
     watch = DiskWatch(stack).start()
     active.append(watch)
@@ -161,7 +179,7 @@ def drive(policy: str, stack, log: Callable[[str], None], active: list) -> Outco
     }
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
-    time.sleep(EPISODE_SECONDS)
+    time.sleep(episode_seconds)
     grow_full_volume(stack, SETUP)
     run.marks["grown"] = outcome.freed = time.monotonic()
     outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))
@@ -185,6 +203,15 @@ def table(outcome: Outcome) -> str:
         f"  {'bytes acknowledged, first slowdown -> space freed':52} {outcome.episode_bytes:,}",
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
+    window = outcome.equilibrium_window()
+    if window is not None:
+        start, end = window
+        acked = sum(p.log.acked_bytes(start, end) for p in run.producers)
+        what = (
+            f"bytes acknowledged, {start - run.load_started:.0f} s -> "
+            f"{end - run.load_started:.0f} s after the start"
+        )
+        rows.append(f"  {what:52} {acked:,} (retention freeing space, before it is grown)")
     for kind in ("librdkafka", "Java"):
         took = outcome.recovered.get(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
@@ -197,7 +224,9 @@ def table(outcome: Outcome) -> str:
     return "\n".join(rows)
 
 
-def run_policy(policy: str, work: Path, log: Callable[[str], None]) -> Outcome:
+def run_policy(
+    policy: str, work: Path, log: Callable[[str], None], episode_seconds: float = EPISODE_SECONDS
+) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
     graceful += ENFORCER_PROPERTIES.get(policy, "")
@@ -206,7 +235,7 @@ def run_policy(policy: str, work: Path, log: Callable[[str], None]) -> Outcome:
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
     with make_stack(work / policy, SETUP, graceful, **options) as stack:
         try:
-            return drive(policy, stack, log, active)
+            return drive(policy, stack, log, active, episode_seconds)
         finally:
             stop_all(active)
 
@@ -222,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=list(POLICIES),
         help="run only this policy (repeatable; default: every one, in this order)",
     )
+    parser.add_argument(
+        "--episode-seconds",
+        type=float,
+        default=EPISODE_SECONDS,
+        help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
+        f"longer than the retention, {RETENTION_SECONDS} s, to include the equilibrium)",
+    )
     args = parser.parse_args(argv)
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
@@ -229,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(temp)
         for policy in args.policy or POLICIES:
             try:
-                outcomes.append(run_policy(policy, work, log))
+                outcomes.append(run_policy(policy, work, log, args.episode_seconds))
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
                 return 1
