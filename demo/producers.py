@@ -292,7 +292,10 @@ def name(producer: LoadProducer | JavaPerfProducer, setup: Setup) -> str:
     return f"{label} ({producer.kind})" if setup.java else label
 
 
-def make_stack(work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = "") -> DemoStack:
+def make_stack(
+    work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = "", **options
+) -> DemoStack:
+    """The stack of `setup`; `options` are further DemoStack arguments."""
     return DemoStack(
         work,
         brokers=3,
@@ -305,6 +308,7 @@ def make_stack(work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = ""
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n{extra_properties}",
         kafka=setup.kafka,
         broker_properties=setup.broker_properties,
+        **options,
     )
 
 

@@ -1,18 +1,18 @@
 """`make demo SCENARIO=slowdown KAFKA=apache`: the proposal's 0/1 policy and graceful-slowdown
 side by side, on the same load on a fresh real Kafka cluster each.
 
-The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers
-at 75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for
-three of the five principals), with retention
-that frees space at a known rate: every topic keeps RETENTION_SECONDS of data in segments of
-SEGMENT_SECONDS, checked every second, so that at the full rate broker 0 would settle above the
-limit (25 % available) but an equilibrium exists below it. kvq runs with the recommended
-intervals (the chart's). Each run: the load until the first slowdown (Kafka's quotas first
-changed by the enforcer), EPISODE_SECONDS more, then broker 0's volume grown (space freed), and
-AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on any volume, the bytes
-acknowledged during the episode (first slowdown -> space freed), the longest time any producer
-went without an acknowledgement then, and the time from space freed until every producer is
-back at its rate.
+The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers at
+75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for three
+of the five principals), with retention that frees space at a known rate: every topic keeps
+RETENTION_SECONDS of data in segments of SEGMENT_SECONDS, checked every second, so that at the full
+rate broker 0 would settle above the limit (25 % available) but an equilibrium exists below it. kvq
+runs with the recommended intervals (the chart's); graceful-slowdown with observed-rate references
+(the brokers run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load until
+the first slowdown (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then
+broker 0's volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest
+headroom on any volume, the bytes acknowledged during the episode (first slowdown -> space freed),
+the longest time any producer went without an acknowledgement then, and the time from space freed
+until every producer is back at its rate.
 """
 
 from __future__ import annotations
@@ -58,9 +58,18 @@ HORIZON = "PT1M"
 the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 25 s to act on a factor."""
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
-    "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}",
+    "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}, observed-rate references",
+}
+ENFORCER_PROPERTIES = {
+    # The factor scales what each principal was writing when the episode started (Kafka's quota
+    # sensors via the brokers' JMX exporter and Prometheus), not its quota: a quota far above
+    # the rate it meets would not slow it.
+    "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
 }
 EPISODE_SECONDS = 120.0
+EQUILIBRIUM_SECONDS = 120.0
+"""With --episode-seconds long enough, the bytes of this window once retention frees space are
+printed too (the same window for both policies)."""
 AFTER_FREED_SECONDS = 30.0
 FIRST_SLOWDOWN_PATIENCE = 300.0
 
@@ -92,6 +101,49 @@ class Outcome:
             worst = max(worst, (gap, f"{producer.user} / {producer.client_id}"))
         return worst
 
+    def equilibrium_window(self) -> tuple[float, float] | None:
+        """The same window for every policy, once retention frees space (RETENTION_SECONDS
+        after the start) and before the volume is grown: where the policies' throughput at the
+        limit compares; None when the episode ends before EQUILIBRIUM_SECONDS of it."""
+        start = self.run.load_started + RETENTION_SECONDS + SEGMENT_SECONDS
+        if self.freed is None or self.freed < start + EQUILIBRIUM_SECONDS:
+            return None
+        return start, start + EQUILIBRIUM_SECONDS
+
+    def back_at_rate(self, producer, step: float = 0.2) -> float | None:
+        """Seconds from the space freed until `producer` itself was back at its rate (as
+        recovered_by_kind judges a kind: 80 % of its rate before, over 3 s), else None."""
+        freed, before = self.freed, self.before.get(producer.client_id)
+        if freed is None or before is None:
+            return None
+        at = freed
+        while at <= freed + AFTER_FREED_SECONDS:
+            if producer.log.rate(at - 3, at) >= 0.8 * before:
+                return at - freed
+            at += step
+        return None
+
+    def per_producer(self) -> list[str]:
+        """Per producer: its rate before, the longest it went without an ack in the episode,
+        when it was back after the space was freed and the longest throttle time a broker
+        reported to it (librdkafka only: Kafka's mute time after an overshoot)."""
+        start, end = self.slowed or 0.0, self.freed or 0.0
+        rows = []
+        for producer in self.run.producers:
+            times = [start, *(t for t, _ in producer.log.acked if start <= t < end), end]
+            gap = max(b - a for a, b in zip(times, times[1:], strict=False))
+            back = self.back_at_rate(producer)
+            throttles = [ms for t, ms in producer.log.throttles if t >= start]
+            rows.append(
+                f"    {f'{producer.user} / {producer.client_id}':22} "
+                f"{self.before.get(producer.client_id, 0) / 1000:6.1f} kB/s before, "
+                f"longest stall {gap:5.1f} s, back "
+                + (f"{back:5.1f} s" if back is not None else "  never")
+                + " after space freed"
+                + (f", longest throttle {max(throttles) / 1000:.1f} s" if throttles else "")
+            )
+        return rows
+
 
 def throttled_now(stack, originals: dict) -> bool:
     """Kafka holds some entity below its original producer quota (the enforcer slowed it)."""
@@ -102,7 +154,13 @@ def throttled_now(stack, originals: dict) -> bool:
     )
 
 
-def drive(policy: str, stack, log: Callable[[str], None], active: list) -> Outcome:
+def drive(
+    policy: str,
+    stack,
+    log: Callable[[str], None],
+    active: list,
+    episode_seconds: float = EPISODE_SECONDS,
+) -> Outcome:
     prepare(stack, SETUP)
     watch = DiskWatch(stack).start()
     active.append(watch)
@@ -121,13 +179,17 @@ def drive(policy: str, stack, log: Callable[[str], None], active: list) -> Outco
     }
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
-    time.sleep(EPISODE_SECONDS)
+    time.sleep(episode_seconds)
     grow_full_volume(stack, SETUP)
     run.marks["grown"] = outcome.freed = time.monotonic()
     outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))
     log(f"{policy}: broker 0's volume grown; waiting for the producers")
+    restored = False
     while time.monotonic() < outcome.freed + AFTER_FREED_SECONDS:
         recovered_by_kind(run, outcome, outcome.freed)  # type: ignore[arg-type]
+        if not restored and not throttled_now(stack, SETUP.quotas):
+            restored = True  # where the loop's share of "back at their rate" ends
+            outcome.events.append((time.monotonic(), "quotas restored by the enforcer"))
         time.sleep(0.2)
     return outcome
 
@@ -141,22 +203,39 @@ def table(outcome: Outcome) -> str:
         f"  {'bytes acknowledged, first slowdown -> space freed':52} {outcome.episode_bytes:,}",
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
+    window = outcome.equilibrium_window()
+    if window is not None:
+        start, end = window
+        acked = sum(p.log.acked_bytes(start, end) for p in run.producers)
+        what = (
+            f"bytes acknowledged, {start - run.load_started:.0f} s -> "
+            f"{end - run.load_started:.0f} s after the start"
+        )
+        rows.append(f"  {what:52} {acked:,} (retention freeing space, before it is grown)")
     for kind in ("librdkafka", "Java"):
         took = outcome.recovered.get(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
         rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
+    rows.append("  per producer:")
+    rows += outcome.per_producer()
     start = run.load_started
     rows.append("  timeline (s after the load started):")
     rows += [f"    {at - start:7.1f} s  {what}" for at, what in sorted(outcome.events)]
     return "\n".join(rows)
 
 
-def run_policy(policy: str, work: Path, log: Callable[[str], None]) -> Outcome:
+def run_policy(
+    policy: str, work: Path, log: Callable[[str], None], episode_seconds: float = EPISODE_SECONDS
+) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
-    with make_stack(work / policy, SETUP, graceful) as stack:
+    graceful += ENFORCER_PROPERTIES.get(policy, "")
+    # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
+    # asks Prometheus.
+    options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
+    with make_stack(work / policy, SETUP, graceful, **options) as stack:
         try:
-            return drive(policy, stack, log, active)
+            return drive(policy, stack, log, active, episode_seconds)
         finally:
             stop_all(active)
 
@@ -166,14 +245,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
     )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        choices=list(POLICIES),
+        help="run only this policy (repeatable; default: every one, in this order)",
+    )
+    parser.add_argument(
+        "--episode-seconds",
+        type=float,
+        default=EPISODE_SECONDS,
+        help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
+        f"longer than the retention, {RETENTION_SECONDS} s, to include the equilibrium)",
+    )
     args = parser.parse_args(argv)
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
         work = args.work or Path(temp)
-        for policy in POLICIES:
+        for policy in args.policy or POLICIES:
             try:
-                outcomes.append(run_policy(policy, work, log))
+                outcomes.append(run_policy(policy, work, log, args.episode_seconds))
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
                 return 1

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -67,6 +67,8 @@ class DemoStack:
         extra_properties: str = "",
         kafka: str = "devcluster",
         broker_properties: dict[str, str] | None = None,
+        jmx_exporter: bool = False,
+        enforcer_prometheus: bool = False,
     ) -> None:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
@@ -86,6 +88,12 @@ class DemoStack:
         self.extra_properties = extra_properties
         self.broker_properties = broker_properties or {}
         """Real Kafka's broker properties beyond demo.apache.BROKER_PROPERTIES."""
+        self.jmx_exporter = jmx_exporter
+        """Real Kafka: the JMX exporter agent in every broker, scraped by Prometheus (job kafka):
+        the per-quota-entity rates of the enforcer's observed-rate references."""
+        self.prometheus_port = free_port()
+        self.enforcer_prometheus = enforcer_prometheus
+        """Set kvq.enforcer.prometheus.url to this stack's Prometheus."""
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -122,7 +130,9 @@ class DemoStack:
                 targets={
                     "kvq-exporter": [self.exporter_address],
                     "kvq-enforcer": [self.enforcer_address],
+                    **self._kafka_targets(),
                 },
+                port=self.prometheus_port,
                 rule_files=self.loop.rule_files(self.work_dir),
                 interval=prometheus_duration(self.loop.scrape),
                 alertmanager_url=self.alertmanager.url,
@@ -131,6 +141,11 @@ class DemoStack:
                 extra_args=["--rules.alert.resend-delay=1s"],
             )
         )
+
+    def _kafka_targets(self) -> dict[str, list[str]]:
+        """The brokers' JMX exporters as a Prometheus job, when they run one."""
+        kafka: Any = self.kafka
+        return {"kafka": kafka.metrics_targets} if kafka is not None and self.jmx_exporter else {}
 
     def _process(self, name: str, argv: list[str]) -> ManagedProcess:
         process = ManagedProcess(argv, self.work_dir / f"{name}.log", cwd=ROOT)
@@ -171,6 +186,7 @@ class DemoStack:
                 log_dir_bytes=self.capacity_bytes,
                 users={**DEFAULT_USERS, **(self.sasl_users or {})},
                 broker_properties={**BROKER_PROPERTIES, **self.broker_properties},
+                jmx_exporter=self.jmx_exporter,
             )
         )
         self.bootstrap = self.kafka.bootstrap
@@ -204,7 +220,12 @@ class DemoStack:
             f"kvq.exporter.archive.dir={self.work_dir / 'archive'}\n"
             f"kvq.enforcer.auth.bearer.token.file={self.work_dir / 'webhook.token'}\n"
             f"kvq.enforcer.journal={self.work_dir / 'enforcer-journal.sqlite3'}\n"
-            f"{self.extra_properties}"
+            + (
+                f"kvq.enforcer.prometheus.url=http://127.0.0.1:{self.prometheus_port}\n"
+                if self.enforcer_prometheus
+                else ""
+            )
+            + f"{self.extra_properties}"
         )
         return path
 

@@ -60,6 +60,10 @@ SMALL_MACHINE = {
     "share.coordinator.state.topic.min.isr": "1",
 }
 """Broker defaults sized for a few brokers on two cores; a caller's properties override them."""
+JMX_EXPORTER_CONFIG = (
+    Path(__file__).resolve().parent.parent / "deploy" / "jmx-exporter" / "kafka-quota-rates.yaml"
+)
+"""What operators add to their brokers' JMX exporter: the quota sensors' rates."""
 STRIMZI_QUOTA_CALLBACK = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 STRIMZI_PREFIX = "client.quota.callback.static."
 
@@ -85,6 +89,8 @@ class KafkaNode:
     starts: int = 0
     wanted: bool = False
     """Started and not stopped on purpose: its JVM should be running."""
+    metrics_port: int | None = None
+    """The JMX exporter agent's port (KafkaCluster(jmx_exporter=True)), else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -130,6 +136,9 @@ class KafkaCluster:
     ready_timeout: float = 240.0
     stop_timeout: float = 20.0
     dist: KafkaDist | None = None
+    jmx_exporter: bool = False
+    """Start every broker with the Prometheus JMX exporter agent and JMX_EXPORTER_CONFIG (the
+    per-quota-entity rates); `metrics_url(node_id)` is where Prometheus scrapes it."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -180,6 +189,18 @@ class KafkaCluster:
             if node.node_id == node_id:
                 return node
         raise KeyError(f"no node {node_id}: nodes are {self.node_ids}")
+
+    def metrics_url(self, node_id: int) -> str:
+        """The node's JMX exporter endpoint (needs `jmx_exporter=True`)."""
+        port = self.node(node_id).metrics_port
+        if port is None:
+            raise KafkaClusterError(f"node {node_id} runs no JMX exporter (jmx_exporter=False)")
+        return f"http://{self.host}:{port}/metrics"
+
+    @property
+    def metrics_targets(self) -> list[str]:
+        """`host:port` of every node's JMX exporter (empty without `jmx_exporter`)."""
+        return [f"{self.host}:{n.metrics_port}" for n in self.node_list if n.metrics_port]
 
     def log_dirs(self, node_id: int) -> tuple[Path, ...]:
         """The node's data log dirs (its `log.dirs`, each a tmpfs mount point when mounted)."""
@@ -269,14 +290,17 @@ class KafkaCluster:
                 "not root: Kafka's log dirs are plain directories, not %d-byte tmpfs",
                 self.log_dir_bytes,
             )
+        per_node = 4 if self.jmx_exporter else 3
         ports: list[int] = []
-        for _ in range(3 * self.nodes):
+        for _ in range(per_node * self.nodes):
             ports.append(server_port(self.host, avoid=ports))
         for node_id in range(self.nodes):
             home = self.work_dir / f"node-{node_id}"
             log_dirs = tuple(home / f"data-{index}" for index in range(self.log_dirs_per_node))
-            plain, sasl, controller = ports[3 * node_id : 3 * node_id + 3]
+            plain, sasl, controller = ports[per_node * node_id : per_node * node_id + 3]
             node = KafkaNode(node_id, home, plain, sasl, controller, log_dirs)
+            if self.jmx_exporter:
+                node.metrics_port = ports[per_node * node_id + 3]
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -359,9 +383,11 @@ class KafkaCluster:
     def _launch(self, node: KafkaNode) -> None:
         assert self.dist is not None
         node.starts += 1
-        argv = self.dist.java_argv(
-            "kafka.Kafka", [str(node.config_path)], node.logs_dir, list(self.jvm_options)
-        )
+        options = list(self.jvm_options)
+        if node.metrics_port is not None:
+            agent = f"{self.dist.jmx_agent}={self.host}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"
+            options.append(f"-javaagent:{agent}")
+        argv = self.dist.java_argv("kafka.Kafka", [str(node.config_path)], node.logs_dir, options)
         node.process = ManagedProcess(argv, node.logs_dir / f"console-{node.starts}.log")
         node.wanted = True
 

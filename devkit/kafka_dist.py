@@ -47,6 +47,11 @@ class KafkaDist:
         return self.home / "lib"
 
     @property
+    def jmx_agent(self) -> Path:
+        """The Prometheus JMX exporter's Java agent (kept out of `lib`: not on the classpath)."""
+        return self.home / "agents" / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
+
+    @property
     def classpath(self) -> str:
         """Every jar in `lib` (the JVM expands `dir/*`)."""
         return f"{self.lib}/*"
@@ -81,6 +86,7 @@ def pom_property(name: str, pom: Path = POM) -> str:
 
 KAFKA_VERSION = pom_property("kafka.version")
 QUOTAS_PLUGIN_VERSION = pom_property("quotas.plugin.version")
+JMX_EXPORTER_VERSION = pom_property("jmx.exporter.version")
 
 
 def dist_cache_root() -> Path:
@@ -96,7 +102,9 @@ def dist_dir(root: Path | None = None, pom: Path = POM) -> Path:
 
 
 def is_complete(home: Path, version: str = KAFKA_VERSION) -> bool:
-    return (home / "lib" / f"kafka_2.13-{version}.jar").is_file()
+    return (home / "lib" / f"kafka_2.13-{version}.jar").is_file() and KafkaDist(
+        home
+    ).jmx_agent.is_file()
 
 
 def fetch(root: Path | None = None, mvn: str = "mvn", pom: Path = POM) -> KafkaDist:
@@ -110,6 +118,7 @@ def fetch(root: Path | None = None, mvn: str = "mvn", pom: Path = POM) -> KafkaD
     partial = home.with_name(f"{home.name}{_TEMP_MARK}{os.getpid()}")
     try:
         _copy_dependencies(mvn, pom, partial / "lib", version)
+        _copy_dependencies(mvn, pom, partial / "agents", version, scope="provided")
         try:
             partial.rename(home)
         except OSError:
@@ -122,7 +131,11 @@ def fetch(root: Path | None = None, mvn: str = "mvn", pom: Path = POM) -> KafkaD
     return KafkaDist(home)
 
 
-def _copy_dependencies(mvn: str, pom: Path, target: Path, version: str) -> None:
+def _copy_dependencies(
+    mvn: str, pom: Path, target: Path, version: str, scope: str = "runtime"
+) -> None:
+    """The pom's dependencies of `scope` (Maven's includeScope: runtime is compile + runtime,
+    provided only the provided ones) into `target`."""
     executable = shutil.which(mvn)
     if executable is None:
         raise KafkaDistError(f"Maven ({mvn}) is not installed: apt-get install maven")
@@ -133,7 +146,7 @@ def _copy_dependencies(mvn: str, pom: Path, target: Path, version: str) -> None:
         "-f",
         str(pom),
         "dependency:copy-dependencies",
-        "-DincludeScope=runtime",
+        f"-DincludeScope={scope}",
         f"-DoutputDirectory={target}",
     ]
     try:

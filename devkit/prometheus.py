@@ -153,18 +153,20 @@ def run_prometheus(
     storage_path: Path | None = None,
     retention: str | None = None,
     extra_args: Sequence[str] = (),
+    port: int | None = None,
 ) -> Iterator[Prometheus]:
     """Start Prometheus with a fresh config in `tmp_dir`; yield it ready; always stop it.
 
     `interval` is both scrape and rule evaluation interval. `storage_path` defaults to
-    `tmp_dir/tsdb`; `retention` (e.g. "10y") keeps old backfilled blocks from being deleted.
+    `tmp_dir/tsdb`; `retention` (e.g. "10y") keeps old backfilled blocks from being deleted;
+    `port` (default: a free one) lets a process started before know Prometheus' URL.
     """
     tmp_dir = Path(tmp_dir)
     tmp_dir.mkdir(parents=True, exist_ok=True)
     config = write_config(
         tmp_dir / "prometheus.yml", targets, rule_files, interval, alertmanager_url
     )
-    port = free_port()
+    port = port or free_port()
     argv = [
         PROMETHEUS,
         f"--config.file={config}",

@@ -34,6 +34,7 @@ from enforcer.cluster_journal import ClusterJournals
 from enforcer.journal import Episode, JournalError, PairRecord
 from enforcer.kafka_originals import KafkaOriginals, OriginalsUnknown
 from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import ObservedRates
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
 from enforcer.quota_plan import (
     Change,
@@ -106,6 +107,8 @@ class Plan:
     desired: dict[Pair, float | None]
     todo: list[Change]
     """What Kafka does not hold yet of `desired`."""
+    references: dict[Pair, float] = field(default_factory=dict)
+    """Observed rates captured for a new episode (journaled with its originals)."""
 
     @property
     def restoring(self) -> bool:
@@ -176,8 +179,12 @@ class Applier:
         verify_attempts: int = 5,
         verify_delay_s: float = 0.2,
         settle_s: float = SETTLE_S,
+        observed_rates: ObservedRates | None = None,
     ) -> None:
         self._sleep = sleep
+        self.observed_rates = observed_rates
+        """With kvq.enforcer.throttle.reference=observed-rate: where a new episode's reference
+        rates come from (observed_rates.py); None scales the originals."""
         self.verify_attempts = verify_attempts
         self.verify_delay_s = verify_delay_s
         self.cluster = cluster
@@ -483,10 +490,25 @@ class Applier:
         if factor >= UNTHROTTLED:
             reverted = []  # back at the original is what a restore wants
         frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
-        desired = plan(self.policy, {**originals, **discovered}, factor, frozen)
+        captured = self._captured_references(records, discovered, factor)
+        references = {p: r.reference for p, r in records.items() if r.reference is not None}
+        references.update(captured)
+        desired = plan(self.policy, {**originals, **discovered}, factor, frozen, references)
         todo = changes(desired, _trusted_view(view.snapshot, desired, records))
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
-        return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo)
+        return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo, captured)
+
+    def _captured_references(
+        self,
+        records: Mapping[Pair, PairRecord],
+        discovered: Mapping[Pair, float | None],
+        factor: float,
+    ) -> dict[Pair, float]:
+        """The observed rates a new episode starts from (observed-rate references): asked only
+        when no episode is active, so rates seen while throttled never become references."""
+        if self.observed_rates is None or records or factor >= UNTHROTTLED:
+            return {}
+        return self.observed_rates.references(self.cluster, self.policy, discovered)
 
     def _dry_run(self, planned: Plan) -> ApplyResult:
         """Instead of acting: Kafka validates the plan (validate_only) and it is logged."""
@@ -506,7 +528,10 @@ class Applier:
         if active is not None and not planned.discovered:
             return active
         episode_id = active.episode_id if active is not None else None
-        episode = self.journal.begin(planned.discovered, planned.factor, episode_id)
+        references = planned.references if active is None else None
+        episode = self.journal.begin(
+            planned.discovered, planned.factor, episode_id, references=references
+        )
         self._episode = episode
         return episode
 

@@ -21,6 +21,7 @@ from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal, JournalError
 from enforcer.journal_filesystem import wal_problem
 from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import OBSERVED_RATE, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import (
@@ -36,6 +37,7 @@ from enforcer.settings import (
     LISTEN,
     PROMETHEUS_URL,
     QUOTA_KEYS,
+    THROTTLE_REFERENCE,
     TOKEN_FILE,
     EnforcerSettings,
 )
@@ -217,6 +219,15 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
     )
 
 
+def observed_rates_of(
+    settings: EnforcerSettings, prometheus: PrometheusFactor | None
+) -> ObservedRates | None:
+    """Where a cluster's episodes take their reference rates from (observed-rate only)."""
+    if settings.throttle_reference != OBSERVED_RATE or prometheus is None:
+        return None
+    return ObservedRates(prometheus, settings.observed_rate_query)
+
+
 def _fail(message: str) -> SystemExit:
     print(f"kvq-enforcer: {message}", file=sys.stderr)
     return SystemExit(EXIT_CONFIG_ERROR)
@@ -272,6 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             policies[settings.config.cluster_name] = policy_of(settings)
         except ValueError as exc:
             raise _fail(f"{QUOTA_KEYS} in {settings.config.source}: {exc}") from None
+    for settings in all_settings:
+        if settings.throttle_reference == OBSERVED_RATE and not first.prometheus_url:
+            raise _fail(
+                f"{THROTTLE_REFERENCE}={OBSERVED_RATE} in {settings.config.source} needs "
+                f"{PROMETHEUS_URL} (or --prometheus-url): the observed rates are read from "
+                "Prometheus"
+            )
     try:
         credentials = Credentials.from_files(first.token_file, first.basic_file)
     except AuthConfigError as exc:
@@ -291,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cluster_label = first.config.cluster_label
     metrics = EnforcerMetrics(tuple(names), cluster_label)
+    prometheus = (
+        PrometheusFactor(first.prometheus_url, cluster_label=cluster_label)
+        if first.prometheus_url
+        else None
+    )
     appliers = {
         s.config.cluster_name: Applier(
             s.config.cluster_name,
@@ -300,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics,
             dry_run=s.dry_run,
             settle_s=s.alter_settle.total_seconds(),
+            observed_rates=observed_rates_of(s, prometheus),
         )
         for s in all_settings
     }
@@ -308,11 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         journal,
         metrics,
         alert_name=first.alert_name,
-        prometheus=(
-            PrometheusFactor(first.prometheus_url, cluster_label=cluster_label)
-            if first.prometheus_url
-            else None
-        ),
+        prometheus=prometheus,
         alert_expiry=first.alert_expiry,
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),

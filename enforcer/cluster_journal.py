@@ -44,6 +44,7 @@ class ClusterJournal(Protocol):
         target: float,
         episode_id: str | None = None,
         applied: Mapping[Pair, float | None] | None = None,
+        references: Mapping[Pair, float] | None = None,
     ) -> Episode: ...
 
     def discard(self) -> None: ...

@@ -449,6 +449,7 @@ class Enforcer:
                     "current": _json_number(current),
                     "unlimited_override": current == UNLIMITED,
                     "drift": record.drifted,
+                    "reference": _json_number(record.reference),
                 }
             )
         out["entities"] = rows

@@ -72,9 +72,14 @@ CREATE TABLE IF NOT EXISTS alert (
     PRIMARY KEY (group_key, cluster, fingerprint)
 );
 """
-_ADDED_COLUMNS = (("episode", "episode_id", "TEXT"), ("pair", "written", "TEXT"))
+_ADDED_COLUMNS = (
+    ("episode", "episode_id", "TEXT"),
+    ("pair", "written", "TEXT"),
+    ("pair", "reference", "REAL"),
+)
 """(table, column, type) added after the first release: a journal written before gets them when
-it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive)."""
+it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive);
+`pair.reference` the rate observed when the episode started (observed_rates.py), NULL: none."""
 WRITTEN_KEPT = 8
 """How many of the latest different values the enforcer wrote to a pair during an episode are
 remembered: a broker's view lagging further behind than that many changes is not expected."""
@@ -122,6 +127,9 @@ class PairRecord:
     written: tuple[float | None, ...] = ()
     """The last WRITTEN_KEPT different values the enforcer sent for this pair during the episode,
     oldest first (pending ones included: they may have landed)."""
+    reference: float | None = None
+    """The rate the pair's entity was seen producing when the episode started (None: none);
+    every factor of the episode scales min(original or base, reference)."""
 
     def expected(self) -> list[float | None]:
         """Values Kafka may hold without anyone but us having changed them."""
@@ -353,7 +361,8 @@ class ThrottleEpisodes:
                 return None, []
             rows = db.execute(
                 "SELECT entity, key, original, applied, applied_known, pending, pending_known, "
-                "drift, drifted, written FROM pair WHERE cluster=? ORDER BY entity, key",
+                "drift, drifted, written, reference FROM pair WHERE cluster=? "
+                "ORDER BY entity, key",
                 (cluster,),
             ).fetchall()
             return row, rows
@@ -363,9 +372,9 @@ class ThrottleEpisodes:
             return None
         pairs = {
             (QuotaEntity.from_json(e), k): PairRecord(
-                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd), _values(w)
+                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd), _values(w), r
             )
-            for e, k, o, a, ak, p, pk, d, dd, w in rows
+            for e, k, o, a, ak, p, pk, d, dd, w, r in rows
         }
         state, started_at, updated_at, target, applied, episode_id = row
         return Episode(cluster, state, started_at, updated_at, target, applied, episode_id, pairs)
@@ -383,15 +392,18 @@ class ThrottleEpisodes:
         target: float,
         episode_id: str | None = None,
         applied: Mapping[Pair, float | None] | None = None,
+        references: Mapping[Pair, float] | None = None,
     ) -> Episode:
         """Record originals (new pairs only) and make the cluster's episode active; returns it.
 
         `episode_id` names a new episode (a new id when None; ignored when one is active);
         `applied` marks values known to be in Kafka already (an episode recovered from Kafka's
-        copy of the originals).
+        copy of the originals); `references` the observed rates of new pairs (kept, like the
+        originals, until the episode is finished).
         """
         now = self._journal.now()
         applied = applied or {}
+        references = references or {}
         new_id = episode_id or new_episode_id()
 
         def run(db: sqlite3.Connection) -> None:
@@ -406,7 +418,7 @@ class ThrottleEpisodes:
                 )
             db.executemany(
                 "INSERT OR IGNORE INTO pair (cluster, entity, key, original, applied, "
-                "applied_known) VALUES (?,?,?,?,?,?)",
+                "applied_known, reference) VALUES (?,?,?,?,?,?,?)",
                 [
                     (
                         cluster,
@@ -415,6 +427,7 @@ class ThrottleEpisodes:
                         _dump(v),
                         _dump(applied.get((e, k))),
                         int((e, k) in applied),
+                        references.get((e, k)),
                     )
                     for (e, k), v in originals.items()
                 ],
@@ -615,8 +628,11 @@ class LocalClusterJournal:
         target: float,
         episode_id: str | None = None,
         applied: Mapping[Pair, float | None] | None = None,
+        references: Mapping[Pair, float] | None = None,
     ) -> Episode:
-        return self._journal.episodes.begin(self._cluster, originals, target, episode_id, applied)
+        return self._journal.episodes.begin(
+            self._cluster, originals, target, episode_id, applied, references
+        )
 
     def discard(self) -> None:
         self._journal.episodes.discard(self._cluster)

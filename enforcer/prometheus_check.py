@@ -73,6 +73,10 @@ class PrometheusFactor:
         result = self._instant(cluster, query)
         return None if result is None else len(result) > 0
 
+    def instant(self, cluster: str, query: str) -> list | None:
+        """The result vector of an instant query; None (logged) when Prometheus cannot answer."""
+        return self._instant(cluster, query)
+
     def _instant(self, cluster: str, query: str) -> list | None:
         """The result vector of an instant query; None (logged) when there is none."""
         try:

@@ -7,7 +7,9 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   byte-rate floor (8 KiB/s by default, see BYTE_RATE_FLOOR) for the byte-rate keys and 1 for the
   others, and never above the original. Where the original is unset the configured base
   (`produce`, `fetch`, `request`) stands in; with no base either, the quota is unlimited and
-  only factor 0 limits it (to the minimum).
+  only factor 0 limits it (to the minimum). With a *reference* for the pair (the rate its entity
+  was seen producing when the episode started, observed_rates.py) the factor scales
+  min(original or base, reference) instead, never below the minimum.
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -201,9 +203,16 @@ def desired_value(
     original: float | None,
     factor: float,
     originals: Mapping[Pair, float | None] | None = None,
+    reference: float | None = None,
 ) -> float | None:
-    """The value one pair should have at `factor` (None: no value), always a float."""
-    return quota_value(_desired(policy, pair, quota_value(original), factor, originals or {}))
+    """The value one pair should have at `factor` (None: no value), always a float.
+
+    `reference`: the rate the pair's entity was seen producing when the episode started
+    (kvq.enforcer.throttle.reference=observed-rate); the factor then scales the lower of it and
+    the original (or base), so a quota far above what its clients write still slows them."""
+    return quota_value(
+        _desired(policy, pair, quota_value(original), factor, originals or {}, reference)
+    )
 
 
 def _desired(
@@ -212,6 +221,7 @@ def _desired(
     original: float | None,
     factor: float,
     originals: Mapping[Pair, float | None],
+    reference: float | None = None,
 ) -> float | None:
     entity, key = pair
     if factor >= 1.0:
@@ -232,9 +242,15 @@ def _desired(
     if base is None and mirrored is not None and originals:
         base = originals.get((mirrored, key))
     if base is None or not math.isfinite(base):
+        if reference is not None and factor > 0.0:
+            return max(scaled(reference, factor, key, MINIMUM), policy.minimum(key))
         if factor <= 0.0:
             return policy.minimum(key)
         return original
+    if reference is not None and reference < base and factor > 0.0:
+        # Never above the original (or base), never below the minimum it allows.
+        floor = min(policy.minimum(key), base)
+        return max(scaled(reference, factor, key, MINIMUM), floor)
     return scaled(base, factor, key, policy.minimum(key))
 
 
@@ -251,11 +267,14 @@ def plan(
     originals: Mapping[Pair, float | None],
     factor: float,
     frozen: Iterable[Pair] = (),
+    references: Mapping[Pair, float] | None = None,
 ) -> dict[Pair, float | None]:
-    """Desired value of every tracked pair except the `frozen` ones (operator drift)."""
+    """Desired value of every tracked pair except the `frozen` ones (operator drift); pairs
+    with a `references` rate are scaled from min(original or base, reference)."""
     skip = set(frozen)
+    references = references or {}
     return {
-        pair: desired_value(policy, pair, original, factor, originals)
+        pair: desired_value(policy, pair, original, factor, originals, references.get(pair))
         for pair, original in originals.items()
         if pair not in skip
     }

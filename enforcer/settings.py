@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
+from enforcer.observed_rates import BASE, DEFAULT_QUERY, REFERENCES
 from enforcer.quota_plan import KNOWN_KEYS
 from kvq.kafka.client_settings import problems
 from kvq.settings import values
@@ -20,6 +21,7 @@ PROMETHEUS_URL = "kvq.enforcer.prometheus.url"
 DRY_RUN = "kvq.enforcer.dry.run"
 QUOTA_KEYS = "kvq.enforcer.quota.keys"
 STALE_WINDOW = "kvq.enforcer.stale.window"
+THROTTLE_REFERENCE = "kvq.enforcer.throttle.reference"
 REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
@@ -98,6 +100,21 @@ class EnforcerSettings(AppSettings):
         "8192",
         "lowest producer/consumer byte rate a throttle sets (Kafka does not throttle a client "
         "whose rate is over ~195,000 x its quota: the throttle time overflows an int)",
+    )
+    throttle_reference: str = setting(
+        THROTTLE_REFERENCE,
+        values.one_of(REFERENCES),
+        BASE,
+        "what a factor scales: base (each quota's original, or the configured base) or "
+        "observed-rate (the lower of that and the rate each quota entity was producing when the "
+        "episode started, from Prometheus; needs kvq.enforcer.prometheus.url)",
+    )
+    observed_rate_query: str = setting(
+        "kvq.enforcer.throttle.observed.rate.query",
+        values.text,
+        DEFAULT_QUERY,
+        "PromQL: per quota entity (labels user, clientId) its produce bytes/s on its busiest "
+        "broker, Kafka's quota sensors as the JMX exporter rules in deploy/jmx-exporter/ name them",
     )
     reconcile_interval: timedelta = setting(
         "kvq.enforcer.reconcile.interval",

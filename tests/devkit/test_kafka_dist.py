@@ -18,6 +18,8 @@ def test_a_cached_distribution_is_used_without_running_maven(kafka_dist):
     jars = {path.name for path in kafka_dist.lib.glob("*.jar")}
     assert f"kafka_2.13-{KAFKA_VERSION}.jar" in jars
     assert {"kafka-quotas-plugin-0.3.1.jar", "log4j-slf4j-impl-2.25.3.jar"} <= jars
+    assert kafka_dist.jmx_agent.is_file(), "the JMX exporter agent is fetched too"
+    assert not any(name.startswith("jmx_prometheus") for name in jars), "not on the classpath"
 
 
 def test_without_maven_the_error_says_so_and_nothing_is_left(tmp_path):

@@ -66,6 +66,16 @@ def test_unknown_quota_key_is_refused(tmp_path, capsys):
     assert code == 2 and "speed" in err and "consumer_byte_rate" in err
 
 
+def test_observed_rate_references_need_prometheus_and_a_known_reference(tmp_path, capsys):
+    config = write_config(tmp_path, **{"kvq.enforcer.throttle.reference": "observed-rate"})
+    code, err = run(["--config", config, "--insecure-no-auth", "--check-config"], capsys)
+    assert code == 2 and "observed-rate" in err and "kvq.enforcer.prometheus.url" in err
+    assert len(err.strip().splitlines()) == 1
+    config = write_config(tmp_path, **{"kvq.enforcer.throttle.reference": "guess"})
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2 and "guess" in err and "base, observed-rate" in err
+
+
 def test_flags_override_settings_and_map_the_base_quotas(tmp_path):
     args = build_parser().parse_args(
         ["--config", "x", "--listen", "127.0.0.1:1234", "--dry-run", "--journal", "j.db"]

@@ -147,6 +147,7 @@ def test_status_reports_target_applied_entities_and_drift(stack):
         "current": 5.0,
         "unlimited_override": False,
         "drift": True,
+        "reference": None,
     }
     assert status["drift"] == 1
 

@@ -1,0 +1,170 @@
+"""Reference rates for `kvq.enforcer.throttle.reference=observed-rate`: what each throttled
+producer quota entity was actually writing when the episode started.
+
+A factor scaling the quota alone slows only entities whose quota is near their rate: a principal
+with a 2 MB/s quota writing 300 kB/s is not slowed at all by factor 0.5. So when an episode
+starts (its first factor below 1) the enforcer asks Prometheus for Kafka's own per-quota-entity
+produce rates (the broker's ClientQuotaManager sensors, JMX
+`kafka.server:type=Produce,user=U,client-id=C` attribute `byte-rate`, exported by the Prometheus
+JMX exporter) on each entity's busiest broker (Kafka enforces quotas per broker), and every step of
+the episode scales min(original or base, that rate) (quota_plan.py). The references are captured
+once and journaled with the originals: rates seen while throttled are never taken as new
+references (they would ratchet the throttle down step after step).
+
+Kafka tags each sensor with the entity that governs the client (ClientQuotaManager's
+DefaultQuotaCallback.quotaMetricTags): `user` is set when a user-level quota governs (the
+default user's too: one sensor per user), `client-id` when a client-id (or user and client-id)
+quota does; an empty tag is left out of the MBean name. Kafka records the sensors only while some
+quota exists on the broker. A series' tags are resolved against the quotas the throttle sets
+(KIP-55 order, below) to the entity whose budget it will be held to; that entity's reference is
+the highest such rate (a default-user quota is a budget per user: its reference is the busiest
+user it covers).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy, plan
+from kvq.kafka.quota_entity import QuotaEntity
+
+log = logging.getLogger("kvq.enforcer")
+
+BASE = "base"
+OBSERVED_RATE = "observed-rate"
+REFERENCES = (BASE, OBSERVED_RATE)
+"""kvq.enforcer.throttle.reference: what a factor scales (`base`: the original or base)."""
+USER_LABEL = "user"
+CLIENT_ID_LABEL = "clientId"
+"""The labels the query's series carry (the JMX exporter rules in deploy/jmx-exporter/ name
+them so); a missing label is an empty Kafka tag."""
+DEFAULT_QUERY = (
+    f'max by ({USER_LABEL}, {CLIENT_ID_LABEL}) (kafka_server_quota_byte_rate{{resource="Produce"}})'
+)
+"""Each quota entity's produce rate on its busiest broker (bytes/s)."""
+_HOLDS_PROBE_FACTOR = 0.5
+"""A factor strictly between 0 and 1: the pairs that hold a value at it are the quotas the
+throttle sets (an unlimited default user counts too: it gets a value from its reference)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedRate:
+    """One series: the sensor's tags (`""`: tag absent) and its rate in bytes/s."""
+
+    user: str
+    client_id: str
+    rate: float
+
+
+def parse_vector(result: Iterable[object]) -> list[ObservedRate]:
+    """The series of an instant query's vector; malformed samples and non-finite or negative
+    rates are left out. Kafka URL-encodes user names in the tag (Sanitizer): decoded here."""
+    rates = []
+    for sample in result:
+        try:
+            labels = sample["metric"]  # type: ignore[index]
+            rate = float(sample["value"][1])  # type: ignore[index]
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if not isinstance(labels, dict) or not math.isfinite(rate) or rate < 0:
+            continue
+        user = unquote(str(labels.get(USER_LABEL, "")))
+        rates.append(ObservedRate(user, str(labels.get(CLIENT_ID_LABEL, "")), rate))
+    return rates
+
+
+def governing(holding: Iterable[QuotaEntity], user: str, client_id: str) -> QuotaEntity | None:
+    """The entity (of `holding`) whose budget traffic tagged (user, client_id) is held to, in
+    KIP-55 order. An empty user tag means a user with no quota of its own, an empty client-id
+    tag one with no client-specific quota (the tags Kafka gave the sensor say so)."""
+    held = set(holding)
+    candidates = []
+    if user:
+        if client_id:
+            candidates.append(QuotaEntity.of({"user": user, "client-id": client_id}))
+            candidates.append(QuotaEntity.of({"user": user, "client-id": None}))
+        candidates.append(QuotaEntity.user(user))
+    if client_id:
+        candidates.append(QuotaEntity.of({"user": None, "client-id": client_id}))
+        candidates.append(QuotaEntity.of({"user": None, "client-id": None}))
+    candidates.append(QuotaEntity.default_user())
+    if client_id:
+        candidates.append(QuotaEntity.of({"client-id": client_id}))
+        candidates.append(QuotaEntity.of({"client-id": None}))
+    return next((entity for entity in candidates if entity in held), None)
+
+
+def select_references(
+    policy: QuotaPolicy, originals: Mapping[Pair, float | None], observed: Iterable[ObservedRate]
+) -> dict[Pair, float]:
+    """Per throttled producer_byte_rate pair, the highest observed rate of the traffic its
+    entity will govern while throttled; pairs nobody was seen using get none (they keep their
+    original or base). Excluded principals' traffic and their overrides are left out."""
+    desired = plan(policy, originals, _HOLDS_PROBE_FACTOR)
+    holding = {e for (e, k), v in desired.items() if k == PRODUCER_BYTE_RATE and v is not None}
+    holding.add(policy.default_entity)
+    references: dict[Pair, float] = {}
+    for seen in observed:
+        if seen.user in policy.excluded_users:
+            continue
+        entity = governing(holding, seen.user, seen.client_id)
+        if entity is None or policy.override_source(entity) is not None:
+            continue
+        pair = (entity, PRODUCER_BYTE_RATE)
+        if pair in originals:
+            references[pair] = max(references.get(pair, 0.0), seen.rate)
+    return references
+
+
+class ObservedRates:
+    """The Prometheus side: one instant query when an episode starts."""
+
+    def __init__(self, prometheus: PrometheusFactor, query: str = DEFAULT_QUERY) -> None:
+        self.prometheus = prometheus
+        self.query = query
+
+    def references(
+        self, cluster: str, policy: QuotaPolicy, originals: Mapping[Pair, float | None]
+    ) -> dict[Pair, float]:
+        """The references of a new episode; none (logged once) when Prometheus cannot answer or
+        has no series: the throttle then scales each original or base, as without this."""
+        result = self.prometheus.instant(cluster, self.query)
+        observed = parse_vector(result or [])
+        if not observed:
+            if result is not None:
+                log.warning(
+                    "cluster %s: no observed produce rates (query %s returned no series; is the "
+                    "JMX exporter scraped and some quota set?); throttling from the originals",
+                    cluster,
+                    self.query,
+                )
+            else:
+                log.warning(
+                    "cluster %s: no observed produce rates (Prometheus not usable, above); "
+                    "throttling from the originals",
+                    cluster,
+                )
+            return {}
+        found = select_references(policy, originals, observed)
+        log.info(
+            "cluster %s: episode starts from observed produce rates of %d quota entit%s "
+            "(%d series): %s",
+            cluster,
+            len(found),
+            "y" if len(found) == 1 else "ies",
+            len(observed),
+            _first_few(found),
+        )
+        return found
+
+
+def _first_few(references: Mapping[Pair, float], few: int = 5) -> str:
+    """The first few references by entity, then how many more there are."""
+    shown = sorted((entity.label(), rate) for (entity, _), rate in references.items())
+    text = "; ".join(f"{label} {rate:.0f} B/s" for label, rate in shown[:few])
+    return text + (f" and {len(shown) - few} more" if len(shown) > few else "")

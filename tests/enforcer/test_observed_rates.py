@@ -1,0 +1,188 @@
+"""Observed-rate references (kvq.enforcer.throttle.reference=observed-rate): which rate each
+throttled producer quota is scaled from, captured once per episode, never from throttled rates."""
+
+import logging
+
+import pytest
+
+from devkit.memory_quotas import InMemoryQuotas
+from devkit.processes import free_port
+from devkit.prometheus import run_prometheus
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import (
+    ObservedRate,
+    ObservedRates,
+    governing,
+    parse_vector,
+    select_references,
+)
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_plan import QuotaPolicy, desired_value, plan
+from kvq.kafka.quota_entity import QuotaEntity
+
+P = "producer_byte_rate"
+DEFAULT = QuotaEntity.default_user()
+ALICE = QuotaEntity.user("alice")
+BOB_APP = QuotaEntity.of({"user": "bob", "client-id": "app"})
+ETL = QuotaEntity.of({"client-id": "etl"})
+ETL_MIRROR = QuotaEntity.of({"user": None, "client-id": "etl"})
+REPLICATOR = QuotaEntity.user("replicator")
+POLICY = QuotaPolicy((P,), {P: 10_000_000}, frozenset({"replicator"}), byte_rate_floor=8192)
+ORIGINALS = {
+    (ALICE, P): 2_000_000.0,
+    (BOB_APP, P): 20_000.0,
+    (ETL, P): 2_000_000.0,
+    (ETL_MIRROR, P): None,
+    (DEFAULT, P): None,
+    (REPLICATOR, P): None,
+}
+"""What tracked_originals finds for these quotas (no default-user quota in Kafka: client-id etl
+is mirrored, the excluded replicator gets an override)."""
+
+
+def seen(*rates: tuple[str, str, float]) -> list[ObservedRate]:
+    return [ObservedRate(user, client, rate) for user, client, rate in rates]
+
+
+def test_a_quota_far_above_its_rate_is_scaled_from_the_rate():
+    references = select_references(POLICY, ORIGINALS, seen(("alice", "", 300_000.0)))
+    assert references == {(ALICE, P): 300_000.0}
+    value = desired_value(POLICY, (ALICE, P), 2_000_000.0, 0.5, ORIGINALS, 300_000.0)
+    assert value == 150_000.0, "factor x what alice writes, not factor x her 2 MB/s quota"
+
+
+def test_the_default_user_is_scaled_from_its_busiest_user_and_excluded_traffic_is_left_out():
+    observed = seen(
+        ("erin", "", 40_000.0),  # a user on the default-user quota: one sensor per user
+        ("frank", "", 90_000.0),
+        ("replicator", "", 5_000_000.0),  # excluded: keeps its limits, never a reference
+    )
+    references = select_references(POLICY, ORIGINALS, observed)
+    assert references == {(DEFAULT, P): 90_000.0}
+    desired = plan(POLICY, ORIGINALS, 0.5, references=references)
+    assert desired[(DEFAULT, P)] == 45_000.0, "min(base 10 MB/s, busiest user) x factor"
+
+
+def test_traffic_is_held_to_the_entity_that_governs_it_while_throttled():
+    """Before the throttle carol's client-id etl is tagged (client-id=etl); while throttled the
+    mirror user=<default>,client-id=etl outranks it (KIP-55), so the mirror gets the rate. A
+    client with no quota at all lands on the default user the throttle sets."""
+    observed = seen(("", "etl", 37_500.0), ("", "java-etl", 60_000.0), ("bob", "app", 19_000.0))
+    references = select_references(POLICY, ORIGINALS, observed)
+    assert references == {(ETL_MIRROR, P): 37_500.0, (DEFAULT, P): 60_000.0, (BOB_APP, P): 19_000.0}
+
+
+def test_an_entity_idle_when_the_episode_starts_is_held_at_the_floor():
+    references = select_references(POLICY, ORIGINALS, seen(("alice", "", 0.0)))
+    assert references == {(ALICE, P): 0.0}
+    desired = plan(POLICY, ORIGINALS, 0.9, references=references)
+    assert desired[(ALICE, P)] == 8192.0
+    assert desired[(DEFAULT, P)] == 9_000_000.0, "no observation: the base x factor"
+
+
+def test_kip55_order_of_the_governing_entity():
+    alice_app = QuotaEntity.of({"user": "alice", "client-id": "app"})
+    holding = {ALICE, alice_app, DEFAULT, ETL}
+    assert governing(holding, "alice", "app") == alice_app
+    assert governing(holding, "alice", "") == ALICE
+    assert governing(holding, "erin", "") == DEFAULT
+    assert governing(holding, "", "etl") == DEFAULT, "the default user outranks client-id=etl"
+    assert governing({ETL}, "", "etl") == ETL
+    assert governing({ETL}, "", "other") is None
+
+
+@pytest.mark.parametrize(
+    ("original", "reference", "factor", "expected"),
+    [
+        (2_000_000.0, 300_000.0, 0.5, 150_000.0),
+        (2_000_000.0, 10_000.0, 0.1, 8192.0),  # never below the floor
+        (20_000.0, 300_000.0, 0.5, 10_000.0),  # a reference above the quota: the quota binds
+        (2_000_000.0, 300_000.0, 0.0, 8192.0),  # factor 0 is the floor, as without references
+        (2_000_000.0, 300_000.0, 1.0, 2_000_000.0),  # restored exactly
+        (None, 300_000.0, 0.5, 150_000.0),  # unlimited and no base: from the rate alone
+        (4096.0, 300_000.0, 0.5, 4096.0),  # a quota below the floor stays, as before
+    ],
+)
+def test_reference_bounds(original, reference, factor, expected):
+    policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192)
+    pair = (ALICE if original is not None else DEFAULT, P)
+    assert desired_value(policy, pair, original, factor, {pair: original}, reference) == expected
+
+
+def test_prometheus_answers_are_parsed_and_user_names_decoded():
+    vector = [
+        {"metric": {"user": "CN%3Dalice%2COU%3Dx", "clientId": "app"}, "value": [1, "12.5"]},
+        {"metric": {"clientId": "etl"}, "value": [1, "7"]},
+        {"metric": {"user": "bob"}, "value": [1, "NaN"]},
+        {"metric": {"user": "bob"}, "value": [1, "-1"]},
+        {"bad": True},
+    ]
+    assert parse_vector(vector) == seen(("CN=alice,OU=x", "app", 12.5), ("", "etl", 7.0))
+
+
+class RatesNow:
+    """The rates the brokers report now (a throttle lowers them): the applier's rate source."""
+
+    def __init__(self, rates):
+        self.rates = rates
+        self.asked = 0
+
+    def references(self, cluster, policy, originals):
+        self.asked += 1
+        return select_references(policy, originals, self.rates)
+
+
+def applier_with(kafka, journal, rates):
+    metrics = EnforcerMetrics(("c1",))
+    return Applier(
+        "c1", POLICY, kafka, journal, metrics, sleep=lambda _s: None, observed_rates=rates
+    )
+
+
+def test_references_are_captured_once_per_episode_never_from_throttled_rates(tmp_path):
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    journal = Journal(tmp_path / "journal.sqlite3")
+    try:
+        rates = RatesNow(seen(("alice", "", 300_000.0)))
+        applier_with(kafka, journal, rates).apply(0.5)
+        assert kafka.values[ALICE][P] == 150_000.0
+        journaled = journal.for_cluster("c1").episode()
+        assert journaled is not None and journaled.pairs[(ALICE, P)].reference == 300_000.0
+        rates.rates = seen(("alice", "", 150_000.0))  # what the throttle let through
+        restarted = applier_with(kafka, journal, rates)  # the references come from the journal
+        restarted.apply(0.25)
+        assert kafka.values[ALICE][P] == 75_000.0, "0.25 x the rate before the episode"
+        restarted.apply(0.5)
+        assert kafka.values[ALICE][P] == 150_000.0, "no ratchet: back to 0.5 x 300 kB/s"
+        assert rates.asked == 1
+        restarted.apply(1.0)
+        assert kafka.values[ALICE][P] == 2_000_000.0
+        rates.rates = seen(("alice", "", 400_000.0))
+        restarted.apply(0.5)
+        assert kafka.values[ALICE][P] == 200_000.0, "a new episode captures anew"
+        assert rates.asked == 2
+    finally:
+        journal.close()
+
+
+@pytest.mark.e2e
+def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
+    """Prometheus unreachable, or without the series: the throttle scales the originals."""
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    with run_prometheus(tmp_path / "prometheus", targets={}) as prometheus:
+        empty = ObservedRates(PrometheusFactor(prometheus.url))
+        caplog.set_level(logging.WARNING, "kvq.enforcer")
+        assert empty.references("c1", POLICY, ORIGINALS) == {}
+    assert [r.message for r in caplog.records if "no observed produce rates" in r.message]
+    caplog.clear()
+    unreachable = ObservedRates(PrometheusFactor(f"http://127.0.0.1:{free_port()}", timeout_s=1))
+    journal = Journal(tmp_path / "journal.sqlite3")
+    try:
+        applier_with(kafka, journal, unreachable).apply(0.5)
+    finally:
+        journal.close()
+    assert kafka.values[ALICE][P] == 1_000_000.0, "the throttle still applies, from the original"
+    fallback = [r for r in caplog.records if "no observed produce rates" in r.message]
+    assert len(fallback) == 1

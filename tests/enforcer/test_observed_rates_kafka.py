@@ -1,0 +1,93 @@
+"""Observed-rate references on real Kafka: the brokers' own quota sensors, exported by the JMX
+exporter agent with the rules in deploy/jmx-exporter/, scraped by a real Prometheus, slow a
+principal whose quota is far above what it writes."""
+
+import time
+
+import pytest
+
+from devkit.kafka_cluster import KafkaCluster
+from devkit.processes import wait_until
+from devkit.producer_load import LoadProducer
+from devkit.prometheus import run_prometheus
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
+from kvq.kafka.quota_entity import QuotaEntity
+
+pytestmark = pytest.mark.e2e
+
+P = "producer_byte_rate"
+ALICE = QuotaEntity.user("alice")
+QUOTA = 2_000_000.0
+OFFERED = 100_000.0
+FACTOR = 0.5
+KAFKA_WINDOW_S = 11.0
+"""Kafka's quota window (quota.window.num 11 x 1 s): the rate a throttle holds is measured
+after one window has passed."""
+MEASURED_S = 20.0
+"""Kafka holds a rate by muting a channel after a request that overshoots: acknowledgements come
+in bursts, the average over two windows is the rate."""
+
+
+@pytest.fixture
+def kafka_with_agent(tmp_path, kafka_dist):
+    with KafkaCluster(
+        tmp_path / "kafka",
+        nodes=1,
+        log_dirs_per_node=1,
+        log_dir_bytes=64 << 20,
+        dist=kafka_dist,
+        jmx_exporter=True,
+    ) as kafka:
+        yield kafka
+
+
+def test_a_principal_far_below_its_quota_is_slowed_to_factor_x_its_rate(tmp_path, kafka_with_agent):
+    kafka = kafka_with_agent
+    client = KafkaQuotaClient(kafka.admin_properties)
+    journal = Journal(tmp_path / "journal.sqlite3")
+    producer = LoadProducer(kafka.sasl_bootstrap, "app", "alice", kafka.users["alice"])
+    try:
+        # Kafka records its quota sensors only while some quota exists.
+        client.alter([Change(ALICE, P, QUOTA)])
+        producer.run_steady(["observed"], OFFERED)
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
+        ) as prometheus:
+
+            def alice_rate() -> float:
+                found = [s for s in prometheus.query(DEFAULT_QUERY) if s["metric"].get("user")]
+                return float(found[0]["value"][1]) if found else 0.0
+
+            wait_until(lambda: alice_rate() > 0.9 * OFFERED, 60, what="alice's rate scraped")
+            policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
+            rates = ObservedRates(PrometheusFactor(prometheus.url))
+            applier = Applier(
+                "c1", policy, client, journal, EnforcerMetrics(("c1",)), observed_rates=rates
+            )
+            applier.apply(FACTOR)
+            quota = client.describe()[ALICE][P]
+            assert 0.4 * OFFERED <= quota <= 0.6 * OFFERED, (
+                f"alice's 2 MB/s quota set to {quota}: factor x what she writes, not x her quota"
+            )
+            # The first overshoot mutes alice for about a window, then she catches up in bursts:
+            # her rate settles within two windows.
+            time.sleep(2 * KAFKA_WINDOW_S)
+            start = time.monotonic()
+            time.sleep(MEASURED_S)
+            achieved = producer.log.rate(start, time.monotonic())
+            assert 0.6 * quota <= achieved <= 1.2 * quota, (
+                f"alice achieved {achieved:.0f} B/s of {OFFERED:.0f} offered at factor {FACTOR} "
+                f"(quota {quota:.0f})"
+            )
+            applier.apply(1.0)
+            assert client.describe()[ALICE][P] == QUOTA
+    finally:
+        producer.close()
+        journal.close()
+        client.close()
