@@ -114,8 +114,8 @@ def log4j_time(line: str) -> float | None:
 PLUGIN_CHANGE = "Throttle Factor changed from"
 """The Strimzi plugin's line when its check changes the factor (PolicyBasedThrottle, INFO)."""
 QUOTA_CHANGE = "Changing PRODUCE quota for"
-"""A broker's line when it applies a produce quota record (ClientQuotaManager's default
-callback, INFO): from then on it enforces the new value."""
+"""A broker's line when it applies a produce quota record (ClientQuotaManager, INFO, for its
+default callback): from then on it enforces the new value."""
 
 
 def broker_lines(kafka, crossed: float, needle: str) -> dict[int, float]:
