@@ -1,7 +1,8 @@
 """The side-by-side table: one load on real Kafka against no guard, the Strimzi quota plugin (check
-every 5 s and every 60 s) and kvq with the recommended intervals (demo/versus.py). Needs root (the
-log dirs are tmpfs), Java and Maven's Kafka jars (`make kafka-deps`); about 15 minutes.
-    python -m bench.versus [--guards none,plugin-5s,plugin-60s,kvq]
+every 5 s and every 60 s) and kvq with the recommended setup (demo/versus.py), each hop's moment
+after the crossing; `kvq-no-default` adds kvq without the standing default-user quota. Needs root
+(the log dirs are tmpfs), Java and Maven's Kafka jars (`make kafka-deps`); about 15 minutes.
+    python -m bench.versus [--guards none,plugin-5s,plugin-60s,kvq,kvq-no-default]
 """
 
 from __future__ import annotations

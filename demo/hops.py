@@ -9,6 +9,10 @@
     producers  the first throttle a broker reported to a producer not throttled before the
                crossing (librdkafka's throttle callback): a broker enforcing the new quota
 
+On real Kafka, from each broker's server.log (devkit's log4j2 config): when the first and the last
+broker applied the enforcer's quotas (`Changing PRODUCE quota`), and for the Strimzi plugin when
+the first and the last broker's own check saw the crossing (`Throttle Factor changed`).
+
 Every moment is wall-clock seconds (time.time()); the caller turns them into seconds after the
 crossing.
 """
@@ -94,6 +98,61 @@ def loop_hops(stack, crossed: float) -> list[tuple[float | None, str]]:
         (notify, "Alertmanager sent the webhook"),
         (enforcer, "enforcer altered and verified"),
     ]
+
+
+_LOG4J_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def log4j_time(line: str) -> float | None:
+    """The `[%d]` of a Kafka server.log line (the JVM's local time) as seconds since the epoch."""
+    found = _LOG4J_TIME.search(line)
+    if found is None:
+        return None
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+PLUGIN_CHANGE = "Throttle Factor changed from"
+"""The Strimzi plugin's line when its check changes the factor (PolicyBasedThrottle, INFO)."""
+QUOTA_CHANGE = "Changing PRODUCE quota for"
+"""A broker's line when it applies a produce quota record (ClientQuotaManager, INFO, for its
+default callback): from then on it enforces the new value."""
+
+
+def broker_lines(kafka, crossed: float, needle: str) -> dict[int, float]:
+    """Node id -> when its server.log first had a line holding `needle`, at or after a second
+    before `crossed` (epoch seconds)."""
+    first: dict[int, float] = {}
+    for node in kafka.node_list:
+        path = node.logs_dir / "server.log"
+        lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        for line in lines:
+            at = log4j_time(line) if needle in line else None
+            if at is not None and at >= crossed - 1.0:
+                first[node.node_id] = min(at, first.get(node.node_id, at))
+    return first
+
+
+def first_and_every_broker(
+    kafka, crossed: float, needle: str, what: str
+) -> list[tuple[float | None, str]]:
+    """(moment or None, hop): the first broker, and the last of all, logging `needle` after the
+    crossing (`what` they did)."""
+    seen = broker_lines(kafka, crossed, needle)
+    every = len(seen) == len(kafka.node_list)
+    return [
+        (min(seen.values(), default=None), f"the first broker {what}"),
+        (max(seen.values()) if every else None, f"every broker {what}"),
+    ]
+
+
+def plugin_hops(kafka, crossed: float) -> list[tuple[float | None, str]]:
+    """The Strimzi plugin's checks (each broker's own schedule) that saw the crossing."""
+    return first_and_every_broker(kafka, crossed, PLUGIN_CHANGE, "checked and saw it (plugin)")
+
+
+def broker_quota_hops(kafka, crossed: float) -> list[tuple[float | None, str]]:
+    """The brokers applying the enforcer's first quota change after the crossing."""
+    return first_and_every_broker(kafka, crossed, QUOTA_CHANGE, "applied the quotas")
 
 
 def first_new_throttle(producers: Iterable, crossed_monotonic: float) -> float | None:

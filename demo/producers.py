@@ -292,6 +292,14 @@ def name(producer: LoadProducer | JavaPerfProducer, setup: Setup) -> str:
     return f"{label} ({producer.kind})" if setup.java else label
 
 
+def validity_seconds(loop: loop_settings.LoopSettings) -> float:
+    """throttle.factor.validity.duration: VALIDITY_SECONDS, but always 2 s longer than a poll
+    interval. A factor valid for only one interval expires whenever a poll ends later than the
+    one before (a broker back from a restart answers slowly): the fallback (1.0) is then in force
+    until it ends, and a scrape in between resolves the alert, so the enforcer restores."""
+    return max(VALIDITY_SECONDS, loop.poll + 2)
+
+
 def make_stack(
     work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = "", **options
 ) -> DemoStack:
@@ -304,7 +312,7 @@ def make_stack(
         min_available_ratio=MIN_AVAILABLE_RATIO,
         loop=setup.loop,
         sasl_users=setup.users,
-        validity=f"PT{VALIDITY_SECONDS}S",
+        validity=f"PT{validity_seconds(setup.loop):g}S",
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n{extra_properties}",
         kafka=setup.kafka,
         broker_properties=setup.broker_properties,

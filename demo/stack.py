@@ -53,6 +53,9 @@ STACK_PARTS = {
 class DemoStack:
     """Start with `with DemoStack(work_dir) as stack:`; URLs and clients are attributes."""
 
+    DEFAULT_PRODUCE = 10_000_000
+    """The enforcer's base `produce` (B/s per broker) unless one is given."""
+
     def __init__(
         self,
         work_dir: Path,
@@ -60,7 +63,7 @@ class DemoStack:
         log_dirs_per_broker: int = 2,
         capacity_bytes: int = 100_000_000,
         min_available_ratio: float = 0.1,
-        produce: int = 10_000_000,
+        produce: int = DEFAULT_PRODUCE,
         loop: LoopSettings | None = None,
         sasl_users: dict[str, str] | None = None,
         validity: str = "PT30S",

@@ -3,15 +3,19 @@
 The load is the producers scenario's on real Kafka (demo/producers.py, APACHE): four librdkafka
 and two Java producers, five SASL users, six client-ids, 75 kB/s each, replicas that put every
 byte on broker 0's 32 MiB tmpfs, Kafka's default retention (7 days: it frees nothing in time).
-Here the entities have quotas that bind *before* any crossing (Kafka enforces a quota per
-broker), so each principal's achieved rate can be held against its own quota. The guards:
+Here alice, bob/app and dave have quotas that bind *before* any crossing (Kafka enforces a quota
+per broker), so each principal's achieved rate can be held against its own quota; carol and erin
+have the standing default-user quota (10 MB/s, far above what they offer) that README "Reaction
+time" recommends. Every guard's cluster gets the same quotas. The guards:
 
 1. none;
 2. the Strimzi quota plugin (io.strimzi:kafka-quotas-plugin, what Maven Central has) in every
    broker, `storage.check-interval` 5 s, the same limit (25 % available);
 3. the plugin with its default check interval (60 s);
 4. kvq (exporter, Prometheus, Alertmanager, enforcer) with the recommended intervals
-   (devkit/loop_settings.recommended: the chart's defaults).
+   (devkit/loop_settings.recommended: the chart's defaults);
+5. (kvq-no-default, only when asked for) the same without the standing default-user quota: the
+   enforcer's throttle creates `user=<default>`, and Kafka measures carol and erin afresh.
 
 Each run: the load until broker 0's volume crosses the limit, then until every producer is held
 (or a log dir fails); while held, broker 0 is stopped for 10 s and started again (the plugin's
@@ -46,12 +50,14 @@ from demo.producers import (
     grow_full_volume,
     held,
     make_stack,
+    name,
     prepare,
     start_load,
     stop_all,
 )
 from demo.scenario import Timeline
-from demo.stack import described_quotas
+from demo.stack import DemoStack, described_quotas
+from devcluster.produce_quotas import candidates
 from devkit.kafka_cluster import (
     DEFAULT_USERS,
     KafkaCluster,
@@ -62,24 +68,34 @@ from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
 from devkit.processes import wait_until
 from enforcer.quota_client import KafkaQuotaClient
+from kvq.kafka.quota_entity import QuotaEntity
 
-VERSUS_QUOTAS = {
+OWN_QUOTAS = {
     # per broker; alice's two producers (orders, clicks) put 75 kB/s on broker 0, 37.5 on 1 and 2
     (("user", "alice"),): 25_000.0,
     # bob/app: 37.5 kB/s on brokers 0 and 1
     (("client-id", "app"), ("user", "bob")): 20_000.0,
-    (("client-id", "etl"),): 2_000_000.0,
     # dave's Java producer: 37.5 kB/s on brokers 0 and 1
     (("user", "dave"),): 20_000.0,
 }
-"""erin has no quota; carol's client-id etl has one far above what it offers."""
+"""The principals' own quotas, binding before any crossing."""
+STANDING_DEFAULT: dict[tuple, float] = {(("user", None),): float(DemoStack.DEFAULT_PRODUCE)}
+"""The recommended setup (README "Reaction time"): a standing default-user quota, the enforcer's
+base `produce`, far above what carol or erin offer. Every client is then measured against a quota
+from the start, as under the plugin's callback, and a throttle changes values in place."""
+VERSUS_QUOTAS: dict[tuple, float] = {**OWN_QUOTAS, **STANDING_DEFAULT}
 SETUP = replace(APACHE, quotas=VERSUS_QUOTAS)
-GUARDS = ("none", "plugin-5s", "plugin-60s", "kvq")
+NO_DEFAULT_SETUP = replace(APACHE, quotas=OWN_QUOTAS)
+"""Without the standing default quota, the enforcer's first throttle creates `user=<default>`:
+carol's and erin's brokers measure them on new rate sensors from then on."""
+GUARDS = ("none", "plugin-5s", "plugin-60s", "kvq", "kvq-no-default")
+DEFAULT_GUARDS = GUARDS[:4]
 TITLES = {
     "none": "no guard",
     "plugin-5s": "Strimzi plugin, storage.check-interval 5 s",
     "plugin-60s": "Strimzi plugin, storage.check-interval 60 s (its default)",
-    "kvq": "kvq, recommended intervals",
+    "kvq": "kvq, recommended intervals and standing default-user quota",
+    "kvq-no-default": "kvq, recommended intervals, no standing default-user quota",
 }
 HELD_PATIENCE = 120.0  # after the crossing: the plugin's 60 s check plus a loaded machine
 AFTER_RESTART_SECONDS = 15.0  # how long the throttle is watched once the full broker is back
@@ -114,11 +130,20 @@ class BareKafka:
         self._quota_client.close()
 
 
+def setup_of(guard: str) -> Setup:
+    """The load and Kafka's quotas (the same for every guard but kvq-no-default)."""
+    return NO_DEFAULT_SETUP if guard == "kvq-no-default" else SETUP
+
+
+def is_kvq(guard: str) -> bool:
+    return guard.startswith("kvq")
+
+
 @contextmanager
 def guarded_cluster(guard: str, work: Path) -> Iterator:
     """A fresh cluster with the guard: a BareKafka (none, plugin) or a kvq DemoStack."""
-    if guard == "kvq":
-        with make_stack(work, replace(SETUP, loop=recommended())) as stack:
+    if is_kvq(guard):
+        with make_stack(work, replace(setup_of(guard), loop=recommended())) as stack:
             yield stack
         return
     properties = dict(apache.BROKER_PROPERTIES)
@@ -207,14 +232,15 @@ class Outcome:
 def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcome:
     """One run of the load against one guard; see the module docstring."""
     timeline = Timeline()
-    prepare(stack, SETUP)
+    setup = setup_of(guard)
+    prepare(stack, setup)
     watch = DiskWatch(stack).start()
     active.append(watch)
-    producers = start_load(stack, active, SETUP)
-    run = Run(timeline, producers, watch, time.monotonic(), SETUP.limit, SETUP)
+    producers = start_load(stack, active, setup)
+    run = Run(timeline, producers, watch, time.monotonic(), setup.limit, setup)
     outcome = Outcome(guard, run)
-    full, limit, capacity = (0, 0), SETUP.limit, SETUP.capacity
-    log(f"{TITLES[guard]}: load started, {SETUP.rate / 1000:.0f} kB/s offered")
+    full, limit, capacity = (0, 0), setup.limit, setup.capacity
+    log(f"{TITLES[guard]}: load started, {setup.rate / 1000:.0f} kB/s offered")
 
     wait_until(
         lambda: any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:]),
@@ -267,14 +293,18 @@ def note_hops(stack, outcome: Outcome) -> None:
     outcome.throttled = hops.first_new_throttle(outcome.run.producers, outcome.crossed)
     if outcome.throttled is not None:
         outcome.events.append((outcome.throttled, "a broker throttles a producer (first report)"))
-    if outcome.guard != "kvq":
-        return
     to_monotonic = time.monotonic() - time.time()
     crossed_wall = outcome.crossed - to_monotonic
-    outcome.hops = [
-        (None if at is None else at + to_monotonic, hop)
-        for at, hop in hops.loop_hops(stack, crossed_wall)
-    ]
+    if is_kvq(outcome.guard):
+        wall_hops = [
+            *hops.loop_hops(stack, crossed_wall),
+            *hops.broker_quota_hops(stack.kafka, crossed_wall),
+        ]
+    elif outcome.guard.startswith("plugin"):
+        wall_hops = hops.plugin_hops(stack.kafka, crossed_wall)
+    else:
+        return
+    outcome.hops = [(None if at is None else at + to_monotonic, hop) for at, hop in wall_hops]
 
 
 def restart_while_held(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
@@ -323,19 +353,22 @@ def recovered_by_kind(run: Run, outcome: Outcome, freed: float) -> bool:
 def principal_rates(
     run: Run, start: float, end: float
 ) -> list[tuple[str, float, float, float | None]]:
-    """Per quota entity of the load: offered and achieved B/s over [start, end], its quota."""
+    """Per quota entity of the load (the one that applies to each producer, KIP-55): offered and
+    achieved B/s over [start, end], its quota (None: the producers without any)."""
+    quotas = {QuotaEntity.of(e): v for e, v in run.setup.quotas.items()}
+    members: dict[QuotaEntity | None, list] = {}
+    for p in run.producers:
+        user = p.user or "ANONYMOUS"  # every producer of this load logs in (SASL)
+        applying = next((e for e in candidates(user, p.client_id) if e in quotas), None)
+        members.setdefault(applying, []).append(p)
     rows = []
-    for entity, quota in [*VERSUS_QUOTAS.items(), ((("user", "erin"),), None)]:
-        pairs = dict(entity)
-        members = [
-            p
-            for p in run.producers
-            if pairs.get("user", p.user) == p.user
-            and pairs.get("client-id", p.client_id) == p.client_id
-        ]
-        achieved = sum(p.log.rate(start, end) for p in members)
-        label = ", ".join(f"{k}={v}" for k, v in entity)
-        rows.append((label, SETUP.producer_rate * len(members), achieved, quota))
+    for entity, producers in members.items():
+        label = "no quota" if entity is None else entity.label()
+        if entity is None or any(n is None for _, n in entity.components):  # say whom it holds
+            label += f" ({', '.join(sorted({p.user for p in producers}))})"
+        achieved = sum(p.log.rate(start, end) for p in producers)
+        quota = None if entity is None else quotas[entity]
+        rows.append((label, run.setup.producer_rate * len(producers), achieved, quota))
     return rows
 
 
@@ -357,6 +390,10 @@ def table(outcome: Outcome) -> str:
         for at, hop in [*outcome.hops, (outcome.throttled, "a broker throttles a producer")]:
             took = "never" if at is None else f"{at - outcome.crossed:.1f} s"
             line(f"  crossing -> {hop}", took)
+    if outcome.held is not None and outcome.crossed is not None:
+        rows.append("  per producer, s after the crossing: first throttle reported / held")
+        for label, throttled_at, held_at in producer_reactions(outcome):
+            rows.append(f"    {label:40} {throttled_at:>18} / {held_at}")
     line("lowest headroom on any volume", f"{lowest:,} bytes (broker {volume[0]})")
     line("produce requests failed with a storage error", str(outcome.storage_errors))
     line("log dirs offline / brokers halted", f"{outcome.offline} / {outcome.halted}")
@@ -376,6 +413,34 @@ def table(outcome: Outcome) -> str:
     rows.append("  timeline (s after the load started):")
     rows.extend(timeline(outcome))
     return "\n".join(rows)
+
+
+def producer_reactions(outcome: Outcome) -> list[tuple[str, str, str]]:
+    """Per producer: its first throttle after the crossing (librdkafka's callback; "throttled
+    before" if it was in the 10 s before, "-" for the Java tool, which reports none) and when it
+    was held (its acknowledged rate over 3 s below a quarter, as `held` judges), both in seconds
+    after the crossing."""
+    run, crossed = outcome.run, outcome.crossed
+    assert crossed is not None and outcome.held is not None
+    rows = []
+    for p in run.producers:
+        after = [at for at, _ in p.log.throttles if at >= crossed]
+        if any(crossed - 10 <= at < crossed for at, _ in p.log.throttles):
+            throttled = "throttled before"
+        elif after:
+            throttled = f"{after[0] - crossed:.1f}"
+        else:
+            throttled = "-" if p.kind == "Java" else "never"
+        held_at = next(
+            (
+                t
+                for t in (crossed + 3 + i / 10 for i in range(int((outcome.held - crossed) * 10)))
+                if p.log.rate(t - 3, t) < 0.25 * run.setup.producer_rate
+            ),
+            outcome.held,
+        )
+        rows.append((name(p, run.setup), throttled, f"{held_at - crossed:.1f}"))
+    return rows
 
 
 def restart_text(outcome: Outcome) -> str:
@@ -419,8 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo SCENARIO=versus KAFKA=apache")
     parser.add_argument(
         "--guards",
-        default=",".join(GUARDS),
-        help=f"comma-separated, in order, from {', '.join(GUARDS)} (default: all)",
+        default=",".join(DEFAULT_GUARDS),
+        help=f"comma-separated, in order, from {', '.join(GUARDS)} (default: all but the last)",
     )
     parser.add_argument(
         "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
@@ -441,16 +506,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{TITLES[guard]}: the run failed: {exc}", file=sys.stderr)
                 return 1
     print(f"\none load ({describe_load()}) on a fresh 3-node Kafka cluster per guard")
+    print(f"Kafka's quotas before the load, every guard: {describe_quotas(SETUP)}")
+    print(
+        '(kvq: the standing default-user quota is the recommended setup, README "Reaction time";'
+        " kvq-no-default runs without it; the plugin ignores Kafka's quotas, its issue #32)"
+    )
     for outcome in outcomes:
         print(f"\n{TITLES[outcome.guard]}:")
         print(table(outcome))
-    kvq = [o for o in outcomes if o.guard == "kvq"]
+    kvq = [o for o in outcomes if is_kvq(o.guard)]
     if kvq and not kvq[0].protected:
         print("\nkvq did NOT keep every volume above 0 without a storage error", file=sys.stderr)
         return 1
     if kvq:
         print("\nkvq kept every volume above 0 bytes: no storage error, no log dir offline")
     return 0
+
+
+def describe_quotas(setup: Setup) -> str:
+    """producer_byte_rate per broker of each entity, as Kafka renders them."""
+    return ", ".join(
+        f"{QuotaEntity.of(e).label()} {v / 1000:,.0f} kB/s" for e, v in setup.quotas.items()
+    )
 
 
 def describe_load(setup: Setup = SETUP) -> str:

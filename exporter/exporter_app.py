@@ -15,6 +15,7 @@ from exporter.cluster_volume_source import ClusterClient, ClusterVolumeSource
 from exporter.exposition import render_family, render_volumes
 from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
+from exporter.scrape_phase import ScrapePhase
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
 from kvq.contract.metric_families import ARCHIVE_WRITE_FAILURES, POLL_DURATION
@@ -66,6 +67,7 @@ class Exporter:
         ).labels(config.cluster_name)
         self.lock = threading.Lock()
         """Guards `throttle`: the poller feeds it, metrics and /status read it."""
+        self.scrape_phase = ScrapePhase()
         self.poller = Poller(
             ClusterVolumeSource(self.client, clock),
             self.throttle,
@@ -74,6 +76,7 @@ class Exporter:
             archive=self.archive,
             on_duration=histogram.observe,
             lock=self.lock,
+            scrape_phase=self.scrape_phase,
         )
         self._rendered: tuple[object, bytes] | None = None
         self._stop = threading.Event()
@@ -86,6 +89,7 @@ class Exporter:
                 self.poller.ready.is_set,
                 self.status,
                 metrics_path,
+                lambda peer: self.scrape_phase.scraped(peer, time.monotonic()),
             ),
             web_config,
             limits,

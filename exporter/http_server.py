@@ -24,20 +24,23 @@ def exporter_routes(
     is_ready: Callable[[], bool],
     status: Callable[[], dict[str, Any]],
     metrics_path: str = "/metrics",
+    on_scrape: Callable[[str], None] = lambda peer: None,
 ) -> list[Route]:
+    """`on_scrape` is told the address of each client asking for the metrics, as it asks."""
+
     def ready(_request) -> Response:
         if is_ready():
             return Response(200, b"ready\n")
         return Response(503, b"no successful observation yet\n")
 
+    def metrics(request) -> Response:
+        on_scrape(request.peer)
+        return Response(
+            200, render_metrics(), CONTENT_TYPE_LATEST, compressible=True, tail=render_live()
+        )
+
     return [
-        Route(
-            metrics_path,
-            lambda _r: Response(
-                200, render_metrics(), CONTENT_TYPE_LATEST, compressible=True, tail=render_live()
-            ),
-            "Prometheus metrics (gzip when asked)",
-        ),
+        Route(metrics_path, metrics, "Prometheus metrics (gzip when asked)"),
         Route("/status", lambda _r: Response.json(200, status()), "the factor and why, as JSON"),
         Route("/ready", ready, "200 once the first observation succeeded"),
         Route("/healthz", lambda _r: Response(200, b"ok\n"), "liveness"),

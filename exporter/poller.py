@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from exporter.archive import ArchiveWriter
 from exporter.cluster_volume_source import ClusterVolumeSource
+from exporter.scrape_phase import ScrapePhase
 from kvq.model.observation import Observation
 from kvq.model.throttle_factor_source import ThrottleFactor, ThrottleFactorSource
 
@@ -27,6 +28,7 @@ class Poller:
         archive: ArchiveWriter | None = None,
         on_duration: Callable[[float], None] = lambda seconds: None,
         lock: threading.Lock | None = None,
+        scrape_phase: ScrapePhase | None = None,
     ) -> None:
         self.volume_source = volume_source
         self.throttle = throttle
@@ -41,11 +43,15 @@ class Poller:
         """What the last poll found, as logged (a poll finding the same is logged at debug)."""
         self._failures = 0
         """Polls failed in a row."""
+        self.scrape_phase = scrape_phase
+        """When scrapes come: each poll is started to end just before one (None: on schedule)."""
+        self._last_duration = 0.0
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
         observation = self.volume_source.observe()
-        self.on_duration(time.monotonic() - started)
+        self._last_duration = time.monotonic() - started
+        self.on_duration(self._last_duration)
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
@@ -109,7 +115,15 @@ class Poller:
                 log.exception("unexpected error during poll")
             next_at += self.interval_seconds
             next_at = max(next_at, time.monotonic())
-            stop.wait(next_at - time.monotonic())
+            stop.wait(self._start_for(next_at) - time.monotonic())
+
+    def _start_for(self, planned: float) -> float:
+        """When to start the poll the schedule puts at `planned` (the schedule stays as it is)."""
+        if self.scrape_phase is None:
+            return planned
+        return self.scrape_phase.start_for(
+            planned, self._last_duration, self.interval_seconds, time.monotonic()
+        )
 
     def watch_expiry(self, stop: threading.Event, every_seconds: float = 1.0) -> None:
         """Judge expiry every few seconds, so a hung poll never keeps a stale factor alive."""

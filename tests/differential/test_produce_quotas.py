@@ -18,7 +18,7 @@ import time
 import pytest
 
 from devkit.devcluster_wire import WireConnection
-from devkit.kafka_cluster import DEFAULT_USERS
+from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
 from devkit.producer_load import LoadProducer
 from tests.differential.backends import (
     produce_request,
@@ -157,3 +157,34 @@ def test_the_most_specific_quota_applies_defaults_included(backend, admin, leade
         assert answer.throttle_time_ms == throttle_of_a_first_request(size, quota), pairs
         if index in (0, 2):  # the next step falls through to the next level
             set_quota_seen_by(admin, leader, pairs, {PRODUCER: None})
+
+
+@pytest.mark.parametrize(
+    ("standing", "user"), [(True, "bob"), (False, ADMIN)], ids=["standing-default", "new-default"]
+)
+def test_a_throttle_of_a_standing_default_user_quota_counts_the_bytes_sent_before_it(
+    backend, admin, leader, topic, standing, user
+):
+    """What the enforcer's throttle of `user=<default>` (to its 8 KiB/s floor) meets: with a
+    standing default-user quota (README "Reaction time"), the user's budget is (user) all along
+    and already holds the 100 kB sent, so the next request is throttled at once; without it, the
+    new entity moves the user from the client-id's budget to a new (user) budget that has
+    recorded nothing, and a small request passes (Kafka's ClientQuotaManager names budgets by the
+    entity that applies, DefaultQuotaCallback.quotaMetricTags). The variant without sends as the
+    admin user, whom no other test produces as: Kafka's cluster is shared, and a (user) budget
+    keeps what it recorded for 11 s."""
+    client = unique("standing" if standing else "new-default")
+    set_quota_seen_by(admin, leader, (("client-id", client),), {PRODUCER: 10_000_000})
+    if standing:
+        set_quota_seen_by(admin, leader, (("user", None),), {PRODUCER: 10_000_000})
+    with sasl_connection(backend, leader, user, client) as connection:
+        connection.send(produce_request(topic, 0, record_batch(100, 1000)))
+        before, _ = connection.receive()
+        assert before.throttle_time_ms == 0  # 100 kB over 10 s against 10 MB/s
+        set_quota_seen_by(admin, leader, (("user", None),), {PRODUCER: 8192})  # the throttle
+        connection.send(produce_request(topic, 0, record_batch(1, 1000)))
+        after, _ = connection.receive()
+    if standing:
+        assert after.throttle_time_ms > 0  # 101 kB over 10 s against 8 KiB/s
+    else:
+        assert after.throttle_time_ms == 0  # 1 kB over 10 s

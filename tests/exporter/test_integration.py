@@ -18,6 +18,7 @@ from devkit.kafka_cluster import KafkaCluster
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from exporter.exporter_app import Exporter
+from exporter.scrape_phase import KEEP
 from exporter.settings import ExporterSettings
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
 from tests.kafka_support import CHECKPOINT_SLACK, kafka_admin_settings, usable_bytes
@@ -456,3 +457,16 @@ def test_real_kafka_filling_a_volume_up_keeps_it_throttled_once_its_log_dir_is_o
     metrics = exporter.render_metrics().decode()
     assert 'kafka_volume_quota_held_log_dirs{cluster="kafka"} 1.0' in metrics
     assert 'kafka_volume_quota_throttle_factor{cluster="kafka"} 0.0' in metrics
+
+
+def test_the_exporter_learns_when_its_metrics_are_scraped_and_by_whom(cluster, exporters):
+    """Every GET of the metrics path is a scrape to align polls to (exporter/scrape_phase.py),
+    with the scraper's address; /status and the others are not."""
+    exporter = make_exporter(cluster)
+    exporters.append(exporter)
+    server = exporter.start()
+    for _ in range(KEEP):
+        assert requests.get(f"{server.url}/metrics", timeout=10).status_code == 200
+        assert requests.get(f"{server.url}/status", timeout=10).status_code == 200
+    seen = exporter.scrape_phase.seen()
+    assert list(seen) == ["127.0.0.1"] and len(seen["127.0.0.1"]) == KEEP

@@ -49,7 +49,10 @@ def test_versus_needs_real_kafka_and_names_an_unknown_guard():
     assert "versus runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr
     unknown = run_demo("--scenario", "versus", "--kafka", "apache", "--guards", "x", timeout=60)
     assert unknown.returncode == 2
-    assert "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq" in unknown.stderr
+    assert (
+        "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq, kvq-no-default"
+        in unknown.stderr
+    )
 
 
 def test_slowdown_needs_real_kafka():
