@@ -323,6 +323,17 @@ def _admin_properties(properties: Mapping[str, str]) -> dict[str, str]:
     return {k[len(ADMIN_PREFIX) :]: v for k, v in properties.items() if k.startswith(ADMIN_PREFIX)}
 
 
+def _short_validity_warning(validity: timedelta, check_interval: timedelta) -> str:
+    # A factor that expires before the next poll can replace it leaves the fallback in force
+    # whenever a poll ends later than the one before: the throttle alert resolves and the
+    # enforcer restores the quotas while the disk is still full.
+    return (
+        f"{VALIDITY} {format_duration(validity)} is not longer than the check interval "
+        f"{format_duration(check_interval)}: a poll that ends late lets the fallback factor "
+        f"apply in between; keep it several intervals long (default PT5M)"
+    )
+
+
 def _read_shared(reader: _Reader, source: str) -> Config | None:
     """The shared part of the configuration; None when it has errors (in `reader.errors`)."""
     properties = reader.properties
@@ -359,6 +370,9 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     policy_name = get(THROTTLE_POLICY, values.one_of(POLICIES), STOP_ON_VIOLATION)
     horizon = get(SLOWDOWN_HORIZON, values.positive_duration, SLOWDOWN_HORIZON_DEFAULT)
     cluster_label = get(CLUSTER_LABEL, cluster_label_name, CLUSTER_LABEL_DEFAULT)
+
+    if check_interval and validity and validity <= check_interval:
+        warnings.append(_short_validity_warning(validity, check_interval))
 
     for key in sorted(properties):
         if key in IGNORED_PLUGIN_KEYS:

@@ -170,6 +170,16 @@ def test_plugin_keys_we_deliberately_ignore_are_warnings_naming_them_as_such():
     ]
 
 
+def test_a_validity_not_longer_than_the_check_interval_is_a_warning_naming_both():
+    cfg = config(**{CHECK_INTERVAL: "PT5S", VALIDITY: "PT5S"})
+    assert cfg.warnings == (
+        f"{VALIDITY} PT5S is not longer than the check interval PT5S: a poll that ends late lets "
+        "the fallback factor apply in between; keep it several intervals long (default PT5M)",
+    )
+    assert config(**{CHECK_INTERVAL: "PT5S", VALIDITY: "PT7S"}).warnings == ()
+    assert config(**{CHECK_INTERVAL: "PT0S", VALIDITY: "PT5S"}).warnings == ()
+
+
 def test_removed_soft_and_hard_limits_are_ignored_with_a_warning():
     cfg = config(**{P + "storage.soft": "100", P + "storage.hard": "200"})
     assert sum("removed aggregate soft/hard limits" in w for w in cfg.warnings) == 2
