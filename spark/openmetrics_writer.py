@@ -19,7 +19,7 @@ import contextlib
 import queue
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,7 +130,7 @@ PREFETCH_GROUPS = 4
 _DONE = object()
 
 
-def _part_bytes(parts: list[Path]) -> Iterator[bytes]:
+def _part_bytes(parts: list[Path]) -> Generator[bytes, None, None]:
     """The decompressed bytes of `parts` in order, read ahead by a thread that also removes each
     part once read (what the kernel has not written back of it yet never is). Closing the
     iterator stops and joins the thread: an interrupted copy leaves no thread reading."""
