@@ -424,6 +424,14 @@ def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> 
                 f"({task / base_task:.2f}), whole run {wall * 1e6:.2f} us/row "
                 f"({wall / base_wall:.2f})"
             )
+        (small, first), (large, last) = runs[0], runs[-1]
+        extra_rows = large.rows - small.rows
+        print(
+            f"  marginal, {small.rows / 1e6:.1f}M -> {large.rows / 1e6:.1f}M rows (the fixed "
+            "costs, JVM start and JIT warm-up, cancel out): task time "
+            f"{(last.log.task_seconds - first.log.task_seconds) / extra_rows * 1e6:.2f} us/row, "
+            f"whole run {(last.seconds - first.seconds) / extra_rows * 1e6:.2f} us/row"
+        )
     if check:
         check_the_model(tmp, *runs[-1], step)
     a_year_of_a_fleet(tmp, *runs[-1], step, runs[0][0] if check else None)

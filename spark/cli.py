@@ -212,8 +212,7 @@ def parse_overrides(pairs: list[str], scenario: str | None) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_logging(args)
-    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # py4j's connection chatter
-        logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_py4j()
     require_pyspark()
     from spark.archive_files import ArchiveError, archive_files
     from spark.class_archive import ClassArchive
@@ -275,6 +274,22 @@ def main(argv: list[str] | None = None) -> int:
     for written in result.outputs:
         print(f"{written.openmetrics}: {written.samples} samples at {written.grid_times} times")
     return 0
+
+
+def quiet_py4j() -> None:
+    """py4j logs only what matters: its connection chatter only when debugging, and never its
+    traceback of an interrupt (`without_py4j_interrupt_trace`)."""
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger().addFilter(without_py4j_interrupt_trace)
+
+
+def without_py4j_interrupt_trace(record: logging.LogRecord) -> bool:
+    """False for py4j's traceback of an interrupt that arrived while it waited for the JVM (it
+    logs it on the root logger, `logging.exception` in `GatewayClient.send_command`): Ctrl-C or
+    SIGTERM during any Spark call would print it; the command says it in one line instead."""
+    interrupted = record.exc_info is not None and isinstance(record.exc_info[1], KeyboardInterrupt)
+    return not (interrupted and Path(record.pathname).parent.name == "py4j")
 
 
 def named_cluster(flag: str | None, config) -> tuple[str, ...] | None:

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -37,6 +37,7 @@ from spark.poll_history import (
     FallbackRules,
     PollHistory,
     PollLine,
+    Success,
     VolumeDeltas,
     impossible_time,
 )
@@ -140,7 +141,9 @@ class ClusterLines:
 def _read_lines(rows) -> tuple[dict[str, ClusterLines], list[BadLine]]:
     found: dict[str, ClusterLines] = {}
     bad: list[BadLine] = []
-    for row in rows:
+    for values in rows:
+        # A plain dict per row: a Row looks each name up in its list of names (43k rows a month).
+        row = dict(zip(values.__fields__, values, strict=True))
         if row["problem"] is not None:
             bad.append(BadLine(row["file"], row["line"], row["problem"]))
         else:
@@ -360,7 +363,7 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     work_dir = request.output / PARTS
     catalog = list(backfilled(config.limit, config.policy.gauges))
     say("computing and writing the series")
-    _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
+    spark_samples = _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
     check_interval = config.check_interval.total_seconds()
     for index, plan in enumerate(plans):
         folder = work_dir / f"cluster_index={index}"
@@ -377,7 +380,9 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
         path = request.output / output_name(plan.cluster, request.scenario)
         say(f"writing {path}")
         try:
-            samples = concatenate(work_dir, index, catalog, path, driver_lines)
+            samples = spark_samples[index] + concatenate(
+                work_dir, index, catalog, path, driver_lines
+            )
         except OSError as exc:  # a full or failing disk: Python's own writes and reads
             raise BackfillError(f"cannot write {path}: {exc.strerror or exc}") from None
         result.outputs.append(
@@ -388,9 +393,10 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
         say(f"wrote {samples} samples at {len(plan.grid)} times to {path}")
 
 
-def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found) -> None:
-    """The one Spark job over the log-dir rows: per-volume series and run events, as part files."""
-    from spark.metric_rows import volume_lines
+def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found) -> list[int]:
+    """The one Spark job over the log-dir rows: per-volume series and run events, as part files;
+    returns the sample lines written per cluster (by `plans` index)."""
+    from spark.metric_rows import counting_samples, volume_lines
     from spark.openmetrics_writer import write_parts
     from spark.volume_history import described_log_dirs, volume_runs
 
@@ -405,7 +411,8 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         with open(table, "w", encoding="utf-8") as out:
             for index, plan in enumerate(plans):
                 for s in plan.history.successes():
-                    row = {"cluster": plan.cluster, "cluster_index": index, **asdict(s)}
+                    row = {"cluster": plan.cluster, "cluster_index": index}
+                    row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
                     out.write(json.dumps(row) + "\n")
                     count += 1
     except OSError as exc:
@@ -421,8 +428,9 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
     runs = volume_runs(described, validity, hold)
-    lines = volume_lines(
-        runs, [p.grid for p in plans], catalog, request.scenario, config.cluster_label
+    grids = [p.grid for p in plans]
+    lines, counted = counting_samples(
+        volume_lines(runs, grids, catalog, request.scenario, config.cluster_label), len(plans)
     )
     try:
         write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
@@ -431,6 +439,7 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
         if cause is None or READ_FAILURE.search(str(exc)):  # an archive file's, not the parts'
             raise
         raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
+    return [counted.get[str(index)] for index in range(len(plans))]
 
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
@@ -449,6 +458,9 @@ def io_cause(java_trace: str) -> str | None:
     return found[-1] if found else None
 
 
+SUCCESS_FIELDS = tuple(f.name for f in fields(Success))
+"""A success's fields, as the successes table holds them (`asdict` deep-copies: seconds for a
+month of polls)."""
 SUCCESS_SCHEMA = (
     "cluster string, file string, line long, cluster_index int, sseq long, k long, "
     "expiry_sseq long, expiry_k long, hold_sseq long, hold_k long, time double"

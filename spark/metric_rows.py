@@ -6,7 +6,7 @@ Which run column feeds which per-volume family is declared in `spark.series_sour
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from kvq.contract.metric_families import CLUSTER_LABEL, MetricFamily
@@ -160,3 +160,16 @@ def volume_lines(
         )
         .alias("text"),
     )
+
+
+def counting_samples(lines: DataFrame, clusters: int) -> tuple[DataFrame, Observation]:
+    """`lines` (`volume_lines`), counting its sample lines per cluster as an action writes them:
+    after it, `observation.get[str(i)]` is the count of cluster_index i (event lines are not
+    samples). So the driver copies the part files without reading their lines."""
+    observation = Observation("samples")
+    sample = F.col("family") != EVENTS
+    counts = [
+        F.count_if(sample & (F.col("cluster_index") == index)).alias(str(index))
+        for index in range(clusters)
+    ]
+    return lines.observe(observation, *counts), observation

@@ -5,16 +5,22 @@ Every task writes its lines into one part file per (cluster, family) in the orde
 inside one task (`spark.metric_rows`). The driver then concatenates, per cluster, the families in
 catalog order with their `# TYPE`/`# HELP` lines and a final `# EOF`: the cluster-wide families
 from its own lines, the others by streaming the part files (LZ4, `spark.lz4_parts`) block by
-block (it never holds the data), counting the sample lines on the way, into a file written around
-the page cache (`spark.uncached_file`). So families are never interleaved, each series is
-contiguous and in time order (promtool silently drops out-of-order samples), and timestamps are
-whole seconds (promtool reads milliseconds as seconds).
+block (it never holds the data) into a file written around the page cache
+(`spark.uncached_file`). A thread of its own reads, decompresses and removes the parts ahead of
+the copy (file reads and LZ4 release the GIL), and the lines are never looked at: Spark counts
+the samples as it writes them (`spark.metric_rows.counting_samples`). So families are never
+interleaved, each series is contiguous and in time order (promtool silently drops out-of-order
+samples), and timestamps are whole seconds (promtool reads milliseconds as seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import shutil
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Generator, Iterable
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,9 +43,12 @@ def write_parts(spark: SparkSession, lines: DataFrame, writers: int, work_dir: P
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(writers))
     if work_dir.exists():
         shutil.rmtree(work_dir)
-    lines.write.option("compression", CODEC).partitionBy("cluster_index", "family").text(
-        hadoop_path(work_dir)
-    )
+    # Each task moves its own files into place as it commits (algorithm 2): with the default one,
+    # the driver renames every task's files alone, after the last task (driver-only time).
+    # A failed run's work folder is removed whole, so files of committed tasks do no harm.
+    lines.write.option("compression", CODEC).option(
+        "mapreduce.fileoutputcommitter.algorithm.version", "2"
+    ).partitionBy("cluster_index", "family").text(hadoop_path(work_dir))
 
 
 def concatenate(
@@ -51,7 +60,8 @@ def concatenate(
 ) -> int:
     """One cluster's file at `path`: each family of `catalog` in order, from the lines the driver
     has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
-    headers and `# EOF`; returns the sample count.
+    headers and `# EOF`; returns how many sample lines came from `driver_lines` (the parts' are
+    counted by Spark as it writes them).
 
     Written under a temporary name beside `path` and renamed once complete: `path` is only ever
     absent, a previous run's whole file, or this run's whole file, whatever stops the run."""
@@ -73,6 +83,10 @@ def pending_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
+DRIVER_LINES_PER_WRITE = 4096
+"""The driver's own lines are joined into one write this many at a time."""
+
+
 def _families(
     out: UncachedFile,
     work_dir: Path,
@@ -80,24 +94,89 @@ def _families(
     catalog: list[MetricFamily],
     driver_lines: Callable[[MetricFamily], Iterable[str] | None],
 ) -> int:
-    """`concatenate`'s families, written to `out`; returns the sample count."""
+    """`concatenate`'s families, written to `out`; returns the count of the driver's lines."""
     count = 0
     for index, family in enumerate(catalog):
         header = header_lines(family).encode("utf-8")
         lines = driver_lines(family)
         if lines is not None:
-            for line in lines:
-                out.write(header + line.encode("utf-8"))
-                header = b""
-                count += 1
+            count += _write_lines(out, header, lines)
             continue
-        folder = work_dir / f"cluster_index={cluster_index}" / f"family={index}"
-        for part in part_files(folder):
-            out.write(header)
-            header = b""
-            for data in decompressed(part):
-                count += data.count(b"\n")
-                out.write(data)
-            # Gone at once: what the kernel has not written back of it yet never is.
-            part.unlink()
+        parts = part_files(work_dir / f"cluster_index={cluster_index}" / f"family={index}")
+        if not parts:
+            continue
+        out.write(header)
+        with contextlib.closing(_part_bytes(parts)) as pieces:
+            for piece in pieces:
+                out.write(piece)
     return count
+
+
+def _write_lines(out: UncachedFile, header: bytes, lines: Iterable[str]) -> int:
+    """`header` (if there is a line) and `lines`, a few thousand per write; returns the count."""
+    count = 0
+    taken = iter(lines)
+    while batch := list(islice(taken, DRIVER_LINES_PER_WRITE)):
+        out.write(header + "".join(batch).encode("utf-8"))
+        header = b""
+        count += len(batch)
+    return count
+
+
+PREFETCH_BYTES = 4 << 20
+"""The reading thread hands over decompressed data in groups of about this many bytes."""
+PREFETCH_GROUPS = 4
+"""How many groups it may read ahead of the copy (memory: this times `PREFETCH_BYTES`)."""
+_DONE = object()
+
+
+def _part_bytes(parts: list[Path]) -> Generator[bytes, None, None]:
+    """The decompressed bytes of `parts` in order, read ahead by a thread that also removes each
+    part once read (what the kernel has not written back of it yet never is). Closing the
+    iterator stops and joins the thread: an interrupted copy leaves no thread reading."""
+    groups: queue.Queue[object] = queue.Queue(PREFETCH_GROUPS)
+    stop = threading.Event()
+    reader = threading.Thread(
+        target=_read_parts, args=(parts, groups, stop), name="kvq-part-reader", daemon=True
+    )
+    reader.start()
+    try:
+        while (group := groups.get()) is not _DONE:
+            if isinstance(group, BaseException):
+                raise group
+            yield from group  # type: ignore[misc]
+    finally:
+        stop.set()
+        reader.join()
+
+
+def _read_parts(parts: list[Path], groups: queue.Queue[object], stop: threading.Event) -> None:
+    """`_part_bytes`' thread: groups of decompressed pieces, then `_DONE` (or the error)."""
+    try:
+        group: list[bytes] = []
+        size = 0
+        for part in parts:
+            for piece in decompressed(part):
+                group.append(piece)
+                size += len(piece)
+                if size >= PREFETCH_BYTES:
+                    if not _hand_over(groups, group, stop):
+                        return
+                    group, size = [], 0
+            part.unlink()
+        if group and not _hand_over(groups, group, stop):
+            return
+        _hand_over(groups, _DONE, stop)
+    except BaseException as exc:  # noqa: BLE001 - the copy raises it in the main thread
+        _hand_over(groups, exc, stop)
+
+
+def _hand_over(groups: queue.Queue[object], item: object, stop: threading.Event) -> bool:
+    """Put `item` once there is room; False when the copy stopped (no one takes it any more)."""
+    while not stop.is_set():
+        try:
+            groups.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False

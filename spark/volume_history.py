@@ -1,9 +1,11 @@
 """Per-volume history: each log dir's descriptions as runs on the success sequence and the grid.
 
-Mirrors `kvq.model.volume_cache.VolumeCache` with windows over the log-dir rows hash-partitioned
+Mirrors `kvq.model.volume_cache.VolumeCache` with windows over the log-dir rows range-partitioned
 by broker (cluster, broker_id): one shuffle serves both the per-volume window (a log dir's next
 description) and the per-broker one (when the broker answered again), and the per-volume work,
-99% of the data, spreads over as many tasks as there are brokers. A log dir described usable at
+99% of the data, spreads over as many tasks as there are brokers, each broker whole in one task
+and the tasks' shares even (ranges of brokers cut at sampled row counts: no task left empty, no
+two brokers in one task by a hash collision while others sit idle). A log dir described usable at
 success s (time T) stays in the merged set of every later success until the *end* of its run:
 - the next success describing it again (usable or not): no eviction;
 - else the first success at or after T + validity (`expiry`, the plugin's boundary), which
@@ -155,6 +157,8 @@ def described_log_dirs(
 
     `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
     cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
+    `partitions`: the most tasks the per-broker work spreads over (as many as there are brokers
+    when they are fewer; Spark samples the rows once to cut the ranges).
     """
     ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
     described = log_dirs.select(
@@ -172,7 +176,7 @@ def described_log_dirs(
             "reason"
         ),
         *(["time"] if policy.history else []),  # the success's, for the policy's readings
-    ).repartition(partitions, "cluster", "broker_id")
+    ).repartitionByRange(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(
         "*",

@@ -168,10 +168,11 @@ STAGES = {
         lambda run: run.wait_for_line("computing and writing the series"),
         (),
     ),
-    # SIGTERM while the driver writes kafka.om (30 MB at a 1 s step: ~1 s here)
+    # SIGTERM while the driver writes kafka.om (30 MB at a 1 s step: ~1 s here); "writing /",
+    # the path, not "computing and writing the series"
     "concatenation": (
         signal.SIGTERM,
-        lambda run: run.wait_for_line("writing "),
+        lambda run: run.wait_for_line("writing /"),
         ("--step", "PT1S"),
     ),
 }

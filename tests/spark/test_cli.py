@@ -123,3 +123,38 @@ def test_a_damaged_part_file_is_named_not_a_traceback(tmp_path, spark, capsys, m
     assert "part-" in err and "truncated" in err and "running again" in err
     assert "Traceback" not in err
     assert not list((tmp_path / "o").glob("*.om"))
+
+
+INTERRUPTED_CALL = """
+import os, signal, threading
+from kvq.settings.logging_setup import setup_logging
+from spark import interrupts
+from spark.cli import quiet_py4j
+from spark.session import spark_session, stop_local_jvm
+setup_logging("info", "logfmt")
+quiet_py4j()
+spark = spark_session("local[1]")
+threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    with interrupts.raised():
+        spark._jvm.java.lang.Thread.sleep(60_000)  # the driver waiting for the JVM's answer
+except interrupts.Interrupted as exc:
+    print("stopped by", exc.name)
+finally:
+    stop_local_jvm()
+"""
+
+
+def test_an_interrupt_while_the_driver_waits_for_spark_is_not_a_traceback(tmp_path):
+    """py4j logs an interrupt that arrives during a call to the JVM with its traceback on the
+    root logger; kvq-backfill says it in one line (`stopped by SIGTERM`) instead."""
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_CALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert "stopped by SIGTERM" in done.stdout, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
