@@ -55,7 +55,7 @@ SETUP = replace(
 )
 HORIZON = "PT1M"
 """kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about two minutes;
-the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 25 s to act on a factor."""
+the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a factor."""
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
     "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}, observed-rate references",
@@ -71,6 +71,8 @@ EQUILIBRIUM_SECONDS = 120.0
 """With --episode-seconds long enough, the bytes of this window once retention frees space are
 printed too (the same window for both policies)."""
 AFTER_FREED_SECONDS = 30.0
+STEP_AFTER_SECONDS = 30.0
+"""With --load-step: how long after the first slowdown the load steps up."""
 FIRST_SLOWDOWN_PATIENCE = 300.0
 
 
@@ -154,12 +156,22 @@ def throttled_now(stack, originals: dict) -> bool:
     )
 
 
+def step_load(stack, active: list, times: float) -> None:
+    """Offer `times` the load from now on: one more librdkafka producer per librdkafka producer,
+    with the same user and client-id (Kafka's quotas and the enforcer's references see the same
+    entities write more), together offering (times - 1) x the whole load. They are not in the
+    per-producer tables; `active` stops them."""
+    extra_rate = (times - 1) * SETUP.rate / len(SETUP.librdkafka)
+    start_load(stack, active, replace(SETUP, java=(), producer_rate=extra_rate))
+
+
 def drive(
     policy: str,
     stack,
     log: Callable[[str], None],
     active: list,
     episode_seconds: float = EPISODE_SECONDS,
+    load_step: float | None = None,
 ) -> Outcome:
     prepare(stack, SETUP)
     watch = DiskWatch(stack).start()
@@ -179,6 +191,12 @@ def drive(
     }
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
+    if load_step is not None:
+        time.sleep(STEP_AFTER_SECONDS)
+        step_load(stack, active, load_step)
+        outcome.events.append((time.monotonic(), f"load stepped up {load_step:g}x"))
+        log(f"{policy}: load stepped up {load_step:g}x")
+        episode_seconds -= STEP_AFTER_SECONDS
     time.sleep(episode_seconds)
     grow_full_volume(stack, SETUP)
     run.marks["grown"] = outcome.freed = time.monotonic()
@@ -225,7 +243,11 @@ def table(outcome: Outcome) -> str:
 
 
 def run_policy(
-    policy: str, work: Path, log: Callable[[str], None], episode_seconds: float = EPISODE_SECONDS
+    policy: str,
+    work: Path,
+    log: Callable[[str], None],
+    episode_seconds: float = EPISODE_SECONDS,
+    load_step: float | None = None,
 ) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
@@ -235,7 +257,7 @@ def run_policy(
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
     with make_stack(work / policy, SETUP, graceful, **options) as stack:
         try:
-            return drive(policy, stack, log, active, episode_seconds)
+            return drive(policy, stack, log, active, episode_seconds, load_step)
         finally:
             stop_all(active)
 
@@ -258,14 +280,27 @@ def main(argv: list[str] | None = None) -> int:
         help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
         f"longer than the retention, {RETENTION_SECONDS} s, to include the equilibrium)",
     )
+    parser.add_argument(
+        "--load-step",
+        type=float,
+        metavar="TIMES",
+        help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
+    )
     args = parser.parse_args(argv)
+    if args.load_step is not None and args.load_step <= 1:
+        parser.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
+    if args.load_step is not None and args.episode_seconds <= STEP_AFTER_SECONDS:
+        parser.error(
+            f"--episode-seconds: {args.episode_seconds:g} ends before the load step "
+            f"({STEP_AFTER_SECONDS:.0f} s after the first slowdown); give more"
+        )
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
         work = args.work or Path(temp)
         for policy in args.policy or POLICIES:
             try:
-                outcomes.append(run_policy(policy, work, log, args.episode_seconds))
+                outcomes.append(run_policy(policy, work, log, args.episode_seconds, args.load_step))
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
                 return 1

@@ -93,8 +93,9 @@ CREATE TABLE finished_episode (
 """
 FINISHED_KEPT = 32
 """How many finished episode ids are remembered per cluster. A finished episode's copy shows up
-only in a view lagging seconds behind, and Alertmanager sends a group at most every
-group_interval (10 s or more), so 32 episodes span minutes at the very least."""
+only in a view lagging seconds behind, and an episode takes at least two notifications (firing,
+resolved), which Alertmanager sends a group at most every group_interval (1 s on the recommended
+route) after Prometheus has evaluated the alert, so 32 episodes span a minute or more."""
 _UNANSWERED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS unanswered_alter (
     cluster TEXT NOT NULL,

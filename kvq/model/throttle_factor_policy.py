@@ -166,13 +166,15 @@ class GracefulSlowdown:
       counts as an interval of no growth, which the median ignores too; a broker away in
       between gives one long interval at the average rate;
     - predicted seconds to the limit: headroom (available bytes above the limit) / fill rate;
-    - factor `1 / (1 + depth)`: the depth grows while the volume would reach the limit within
-      the horizon (in proportion to how much too fast it fills, at most `MAX_STEP` a reading and
-      `MAX_STEP_PER_SECOND`: each step lowers the factor by at most 20%, so a quota stays close
-      to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its window, stay
-      near two seconds), shrinks while the volume fills slower than that, and restarts at 0
-      (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the limit is
-      `RESTART_MARGIN` horizons away or more.
+    - factor `(1 + depth / 16) ** -16` (`factor_at_depth`): close to e ** -depth, so a step of
+      the depth lowers the factor by the same share whatever the factor already is;
+    - the depth grows while the volume would reach the limit within the horizon (in proportion
+      to how much too fast it fills, over `RESPONSE_SECONDS`): each step lowers the factor by
+      at most `MAX_DROP` (20%) and `MAX_DROP_PER_SECOND` (5% a second), so a quota stays
+      close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
+      window, stay within a few seconds; it shrinks while the volume fills slower than that,
+      and restarts at 0 (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the
+      limit is `RESTART_MARGIN` horizons away or more.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit.
     """
@@ -191,13 +193,33 @@ class GracefulSlowdown:
     RISE_SECONDS: ClassVar[float] = 15.0
     """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
     / this: producers get their rate back faster than they lose it."""
-    MAX_STEP: ClassVar[float] = 0.25
-    MAX_STEP_PER_SECOND: ClassVar[float] = 0.05
+    MAX_DROP: ClassVar[float] = 0.2
+    """The most one step lowers the factor by (a share of it)."""
+    MAX_DROP_PER_SECOND: ClassVar[float] = 0.05
+    COMPOUNDING: ClassVar[int] = 4
+    """The factor is (1 + depth / 2 ** this) ** -(2 ** this): squarings, not `exp`, so that the
+    exporter and Spark (whose `exp` is Java's StrictMath) compute the same bits."""
     RESTART_MARGIN: ClassVar[float] = 2.0
     FREED_SHARE: ClassVar[float] = 0.1
     """Space freed: available bytes up by this share of the volume in one interval, or the volume
     grown (retention deleting a segment frees less; a volume that merely stopped filling because
     it is throttled frees nothing)."""
+
+    @classmethod
+    def factor_at_depth(cls, depth: Any) -> Any:
+        """(1 + depth / n) ** -n for n = 2 ** COMPOUNDING, by products alone: 1.0 at depth 0."""
+        parts = 2.0**cls.COMPOUNDING
+        factor = 1.0 / (1.0 + depth / parts)
+        for _ in range(cls.COMPOUNDING):
+            factor = factor * factor
+        return factor
+
+    @classmethod
+    def depth_of_drop(cls, share: float) -> float:
+        """The depth step that lowers a factor of 1.0 by `share`; it lowers any smaller factor
+        by less (at most by that share)."""
+        parts = 2.0**cls.COMPOUNDING
+        return parts * ((1.0 / (1.0 - share)) ** (1.0 / parts) - 1.0)
 
     def limit_bytes(self, reading: VolumeReading) -> Any:
         """The limit in bytes for this volume (a ratio limit: of its total)."""
@@ -249,7 +271,8 @@ class GracefulSlowdown:
         too_fast = self.horizon_seconds * rate / ops.greatest(self.headroom(reading), 1) - 1.0
         last = previous[0]
         elapsed = ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
-        bound = ops.least(self.MAX_STEP, self.MAX_STEP_PER_SECOND * elapsed)
+        per_second = self.depth_of_drop(self.MAX_DROP_PER_SECOND)
+        bound = ops.least(self.depth_of_drop(self.MAX_DROP), per_second * elapsed)
         response = ops.choose(too_fast < 0, self.RISE_SECONDS, self.RESPONSE_SECONDS)
         step = ops.least(ops.greatest(too_fast, -1.0) * elapsed / response, bound)
         freed = (
@@ -266,7 +289,7 @@ class GracefulSlowdown:
         ops: Expressions,
     ) -> Any:
         violated = self.limit.is_violated(reading.available_bytes, reading.available_ratio)
-        return ops.choose(violated, THROTTLED, 1.0 / (1.0 + depth))
+        return ops.choose(violated, THROTTLED, self.factor_at_depth(depth))
 
     def volume_gauges(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions

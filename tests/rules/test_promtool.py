@@ -174,7 +174,7 @@ def test_alertmanager_example_is_valid_and_routes_the_throttle_alert_to_the_enfo
 def test_alertmanager_example_webhook_settings() -> None:
     config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text())
     (route,) = [r for r in config["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
-    assert route["group_wait"] == "0s" and route["group_interval"] == "10s"
+    assert route["group_wait"] == "0s" and route["group_interval"] == "1s"
     (receiver,) = [r for r in config["receivers"] if r["name"] == "kvq-enforcer"]
     (webhook,) = receiver["webhook_configs"]
     assert webhook["send_resolved"] is True

@@ -52,7 +52,7 @@ def test_a_first_reading_predicts_nothing():
 
 
 def test_a_volume_filling_too_fast_is_slowed_down_in_steps_of_at_most_20_percent():
-    """Each step lowers the factor by at most 1 - 1/1.25: a quota stays close to the rate it
+    """Each step lowers the factor by at most 20%: a quota stays close to the rate it
     meets, so Kafka's throttle times, (rate - quota) / quota x window, stay near two seconds."""
     run = PolicyRun(policy())
     factors = [observe(run, 5.0 * i, 1000 * MB - i * 50 * MB) for i in range(12)]
@@ -62,6 +62,18 @@ def test_a_volume_filling_too_fast_is_slowed_down_in_steps_of_at_most_20_percent
     for before, after in zip(factors, factors[1:], strict=False):
         assert after >= before / 1.25 - 1e-12
     assert factors == sorted(factors, reverse=True)
+
+
+def test_a_volume_filling_far_too_fast_loses_20_percent_a_poll_however_deep_the_throttle():
+    """The bound is a share of the factor, not of 1.0: a factor already low still falls 20% a
+    poll, so it reaches the level the volume needs before the limit."""
+    run = PolicyRun(policy())
+    # 20 MB/s with at most 900 MB above the limit: under 45 s to go, a quarter of the horizon
+    factors = [observe(run, 5.0 * i, 1100 * MB - i * 100 * MB) for i in range(8)]
+    assert factors[0] == 1.0  # a first reading: no rate yet
+    for before, after in zip(factors, factors[1:], strict=False):  # each a (nearly) full step
+        assert 0.8 * before - 1e-12 <= after <= 0.83 * before
+    assert factors[-1] < 0.25  # 1 -> 0.25 in seven polls (1 / (1 + depth): 0.36)
 
 
 def test_one_noisy_poll_changes_neither_the_fill_rate_nor_the_factor():
