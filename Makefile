@@ -82,10 +82,12 @@ MYPY_PATHS := kvq exporter spark enforcer bench devkit demo devcluster
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 
 test: system-deps venv kafka-deps tools
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 	$(PY) -m pytest $(PYTEST_ARGS)
 

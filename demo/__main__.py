@@ -24,7 +24,7 @@ from demo import scenario
 from demo.stack import KAFKA_BACKENDS, STACK_PARTS, DemoStack
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
-from spark.interrupts import Interrupted
+from kvq.interrupts import Interrupted
 
 STACKS: dict[str, dict] = {
     "devcluster": {},

@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kvq import interrupts
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -133,11 +135,9 @@ def _executable(pid: int) -> str | None:
 
 def run_until_interrupted(main: Callable[[], int | None]) -> int:
     """A command's entry point: SIGINT and SIGTERM (`kill`, Kubernetes, systemd) unwind `main`
-    through every `finally` and `with` as Ctrl-C does (`spark.interrupts`), so the servers it
+    through every `finally` and `with` as Ctrl-C does (`kvq.interrupts`), so the servers it
     started are stopped and its file systems unmounted; on Python's default SIGTERM the process
     dies at once and leaves them behind. Returns main's exit code, or 128 + the signal's number."""
-    from spark import interrupts
-
     try:
         with interrupts.raised():
             return main() or 0

@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kvq import interrupts
 from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
@@ -22,7 +23,6 @@ from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
-from spark import interrupts
 from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1

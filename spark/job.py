@@ -207,7 +207,7 @@ def work_folders(output: Path) -> tuple[Path, ...]:
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     """Run the backfill; raises BackfillError for problems the user must fix.
 
-    However it ends (an error, SIGINT or SIGTERM: `spark.interrupts`), it leaves no work folder
+    However it ends (an error, SIGINT or SIGTERM: `kvq.interrupts`), it leaves no work folder
     and no partial file in the output; interrupted, it stops the JVM it started first, so that no
     Spark task writes into the work folders while they are removed (or after)."""
     from spark.session import stop_local_jvm

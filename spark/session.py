@@ -8,7 +8,7 @@ import subprocess
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from spark import interrupts
+from kvq import interrupts
 from spark.class_archive import ClassArchive, keep_at_exit, prepare
 
 LOCAL_DEFAULTS = {

@@ -24,7 +24,7 @@ def pytest_configure(config):
     stops, every fixture's finalizer runs (servers stopped, tmpfs unmounted, the shared Kafka
     cluster stopped). Python's default SIGTERM ends the process at once and leaves them behind."""
     from devkit.kafka_dist import CACHE_ENV, dist_cache_root
-    from spark import interrupts
+    from kvq import interrupts
 
     os.environ[CACHE_ENV] = str(dist_cache_root())
     config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")

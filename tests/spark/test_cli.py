@@ -128,7 +128,7 @@ def test_a_damaged_part_file_is_named_not_a_traceback(tmp_path, spark, capsys, m
 INTERRUPTED_CALL = """
 import os, signal, threading
 from kvq.settings.logging_setup import setup_logging
-from spark import interrupts
+from kvq import interrupts
 from spark.cli import quiet_py4j
 from spark.session import spark_session, stop_local_jvm
 setup_logging("info", "logfmt")

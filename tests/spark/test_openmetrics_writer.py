@@ -20,7 +20,7 @@ CATALOG = list(backfilled(MinAvailableRatio(0.05)))
 def failing_lines(family):
     """The driver's lines of the first family, then a failure (a full disk, an interrupt)."""
     if family is not CATALOG[0]:
-        raise KeyboardInterrupt  # what SIGINT and SIGTERM raise (spark.interrupts)
+        raise KeyboardInterrupt  # what SIGINT and SIGTERM raise (kvq.interrupts)
     return [f"{family.name} 1 1700000000\n"]
 
 

@@ -47,7 +47,7 @@ def test_log_times_of_kvq_and_alertmanager_lines():
     kvq = 'ts=2026-11-25T04:51:01.453Z level=info logger=kvq.exporter msg="poll ok: factor 0.0"'
     alertmanager = (
         "ts=2026-11-25T04:51:02.460Z caller=dispatch.go:515 level=debug component=dispatcher "
-        'msg=flushing alerts=[KafkaVolumeQuotaThrottle[d8ea24e][active]]'
+        "msg=flushing alerts=[KafkaVolumeQuotaThrottle[d8ea24e][active]]"
     )
     assert hops.log_time(kvq) == pytest.approx(1795582261.453)
     assert hops.log_time(alertmanager) - hops.log_time(kvq) == pytest.approx(1.007)

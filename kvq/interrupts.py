@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM stop a backfill cleanly: no JVM left running, no partial file, no debris.
+"""SIGINT and SIGTERM stop a command cleanly: no JVM or server left running, no partial file.
 
 SIGTERM (what Kubernetes and `timeout` send) would otherwise end the process at once, skipping
 every `finally`: a half-written OpenMetrics file, the part folders, and a JVM that lives on with
