@@ -104,6 +104,7 @@ def test_a_batch_that_does_not_fit_writes_nothing(tmp_path):
 @pytest.mark.parametrize(
     "records, code",
     [(b"", 2), (batch(b"x")[:-1], 2), (batch(b"x") + b"\0" * 10, 2)],
+    ids=["empty", "cut-short", "trailing-bytes"],  # the batches hold the time: no stable id
 )
 def test_records_that_are_not_whole_batches_are_corrupt(records, code):
     with pytest.raises(CorruptBatch) as info:
