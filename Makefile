@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# Two pytest workers, each taking one test file at a time; PYTEST_WORKERS= runs in one process.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 .PHONY: test demo bench lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
 
@@ -89,7 +91,7 @@ test: system-deps venv kafka-deps tools
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)

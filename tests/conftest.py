@@ -40,6 +40,15 @@ def pytest_unconfigure(config):
         signals.close()  # the handlers the process had before
 
 
+LONGEST_FIRST = ("tests/system/test_producers_scenario.py", "tests/spark/test_scaling_model.py")
+"""Modules that take minutes of waiting at a set pace: they start first, so that under `make
+test`'s two workers (one module at a time each) the last minutes are not one long module alone."""
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)  # stable
+
+
 @pytest.fixture
 def devcluster(tmp_path_factory) -> Iterator[Callable[..., DevCluster]]:
     """Factory: ``devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=None, **more)``
