@@ -1,10 +1,34 @@
-"""Turn the OpenMetrics file into TSDB blocks: `promtool tsdb create-blocks-from openmetrics`."""
+"""Turn the OpenMetrics files into TSDB blocks: `promtool tsdb create-blocks-from openmetrics`.
+
+promtool parses its whole input once per block it builds, so the files are first split by block
+range (`spark.block_ranges`), one file per range, and promtool runs on each range's file, as many
+at a time as this process may use cores: the input is parsed twice in all (its time span, then
+its samples), whatever its length. Every run builds one block of `BLOCK_RANGE`.
+"""
 
 from __future__ import annotations
 
+import os
+import queue
 import shutil
 import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from spark import interrupts
+from spark.block_ranges import split_by_block_range
+
+BLOCK_RANGE_HOURS = 18
+"""Each block holds 18 hours: the largest block a Prometheus with the default retention (15d)
+builds itself (its largest compaction range at most a tenth of the retention, on the TSDB's
+2h x 3^n ranges: 2h, 6h, 18h), so Prometheus's retention drops backfilled history in the same
+steps as its own, and promtool's `--max-block-duration` accepts it as it is."""
+BLOCK_RANGE = BLOCK_RANGE_HOURS * 3600
+PROGRESS_SECONDS = 10.0
+"""A plain progress line at most this often (a terminal also gets a line redrawn in place)."""
 
 
 class PromtoolError(RuntimeError):
@@ -21,23 +45,122 @@ def find_promtool(promtool: str = "promtool") -> str:
     return found
 
 
-def create_blocks(openmetrics: Path, blocks_dir: Path, promtool: str = "promtool") -> list[Path]:
-    """Run promtool; returns the block directories it created (one ULID folder per block)."""
+@dataclass(frozen=True)
+class RangeInput:
+    source: Path
+    """The OpenMetrics file this range's samples came from (named in errors)."""
+    path: Path
+    """The range's own OpenMetrics file; promtool writes its block into the same folder."""
+
+
+def create_blocks(
+    openmetrics: list[Path],
+    blocks_dir: Path,
+    work_dir: Path,
+    say: Callable[[str], None] = lambda _: None,
+    promtool: str = "promtool",
+    workers: int | None = None,
+) -> list[Path]:
+    """Blocks of every sample of `openmetrics` in `blocks_dir`, built through `work_dir` (a
+    folder of the caller's, removed by it however this ends: it holds a copy of the input);
+    returns the block folders (one ULID folder each). Interrupted, it stops its promtool runs."""
     binary = find_promtool(promtool)
     blocks_dir.mkdir(parents=True, exist_ok=True)
-    before = {p.name for p in blocks_dir.iterdir()}
-    result = subprocess.run(
-        [binary, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(blocks_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
+    ranges: list[RangeInput] = []
+    for number, source in enumerate(openmetrics):
+        folder = work_dir / str(number)
+        folder.mkdir(parents=True, exist_ok=True)
+        for index, path in split_by_block_range(source, folder, BLOCK_RANGE).items():
+            range_folder = folder / str(index)
+            range_folder.mkdir()
+            ranges.append(RangeInput(source, path.rename(range_folder / path.name)))
+    workers = workers or len(os.sched_getaffinity(0))
+    say(
+        f"promtool: {len(ranges)} block(s) of {BLOCK_RANGE_HOURS}h, {min(workers, len(ranges))} "
+        "at a time"
     )
-    if result.returncode != 0:
-        raise PromtoolError(
-            f"promtool refused {openmetrics} (exit {result.returncode}):\n"
-            + (result.stderr or result.stdout).strip()
-        )
-    return sorted(p for p in blocks_dir.iterdir() if p.is_dir() and p.name not in before)
+    built: list[Path] = []
+    counter = _Counter(len(ranges), say)
+
+    def finished(done: RangeInput) -> None:
+        done.path.unlink()  # the copy of its samples, as soon as its block is built
+        for block in done.path.parent.iterdir():
+            if (block / "meta.json").is_file():
+                built.append(block.rename(blocks_dir / block.name))
+        counter.one_more()
+
+    # The largest first: the last runs to start are the short ones.
+    ranges.sort(key=lambda r: r.path.stat().st_size, reverse=True)
+    _run_all(binary, ranges, workers, finished)
+    return sorted(built)
+
+
+def promtool_command(binary: str, path: Path) -> list[str]:
+    return [
+        binary, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
+        f"--max-block-duration={BLOCK_RANGE_HOURS}h", str(path), str(path.parent),
+    ]  # fmt: skip
+
+
+def _run_all(
+    binary: str, ranges: list[RangeInput], workers: int, finished: Callable[[RangeInput], None]
+) -> None:
+    """promtool on each range, `workers` at a time; the first failure stops the others and
+    raises PromtoolError, and so does an interrupt (re-raised once they are stopped)."""
+    ended: queue.Queue[tuple[RangeInput, int, str]] = queue.Queue()
+    running: dict[Path, subprocess.Popen[str]] = {}
+
+    def wait(item: RangeInput, process: subprocess.Popen[str]) -> None:
+        out, err = process.communicate()
+        ended.put((item, process.returncode, (err or out).strip()))
+
+    waiting = list(reversed(ranges))
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                item = waiting.pop()
+                with interrupts.deferred():  # no promtool may start unrecorded
+                    process = subprocess.Popen(
+                        promtool_command(binary, item.path),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                    running[item.path] = process
+                threading.Thread(target=wait, args=(item, process), daemon=True).start()
+            item, code, output = ended.get()
+            del running[item.path]
+            if code != 0:
+                raise PromtoolError(f"promtool failed on {item.source} (exit {code}):\n{output}")
+            finished(item)
+    finally:
+        for process in running.values():
+            process.kill()
+        for process in running.values():
+            process.wait()
+
+
+class _Counter:
+    """Blocks done out of all, as a plain line every `PROGRESS_SECONDS` and the last, and, on a
+    terminal, redrawn in place at each."""
+
+    def __init__(self, total: int, say: Callable[[str], None]) -> None:
+        self.total, self.done, self.say = total, 0, say
+        self.started = self.shown = time.monotonic()
+
+    def one_more(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        line = f"promtool: {self.done}/{self.total} blocks built"
+        if self.done < self.total:
+            left = (self.total - self.done) * (now - self.started) / self.done
+            line += f", ~{left:.0f} s left"
+        show = getattr(self.say, "show", None)
+        if show is not None and getattr(self.say, "interactive", False):
+            show(f"  {line}" if self.done < self.total else "")
+        if self.done == self.total or now - self.shown >= PROGRESS_SECONDS:
+            self.shown = now
+            self.say(line)
 
 
 def how_to_load(blocks_dir: Path) -> str:
