@@ -9,11 +9,12 @@ promtool runs, side by side on as many cores as there are.
 Block ranges are promtool's: `[k * span, (k + 1) * span)` in milliseconds since the epoch. The
 input must be what the backfill writes (`spark.openmetrics_text`): families one after the other,
 each after its comment lines (`# TYPE`, `# HELP`), every series contiguous and in time order,
-`# EOF` last. Then the lines of one series in one range are one contiguous run, and the split
-only has to find where the runs end: it gallops over the file (probing lines at doubling
-distances, then bisecting), so it reads a few lines per run, not every line, and copies each run
-whole. Every output file has the same layout: a family's comment lines before its first
-sample there, each series contiguous and in time order, `# EOF` last.
+`# EOF` last. Then the lines of one series in one range are one contiguous run, and finding the
+runs needs no look at most lines: the index gallops over the file (probing lines at doubling
+distances from a run's start, then bisecting), a few lines per run. The files are then written
+one range after the other, in time order, each run copied whole, so promtool can start on the
+first range while the next are written. Every file has the input's layout: a family's comment
+lines before its first sample there, each series contiguous and in time order, `# EOF` last.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 EOF = b"# EOF\n"
 FIRST_PROBE = 1 << 12
@@ -39,32 +40,29 @@ class LayoutError(ValueError):
 
 
 @dataclass
-class RangeFiles:
-    """The files written so far, by block range index; each gets its family's comment lines before
-    its first sample of that family. `files` closes them however the split ends."""
+class RangeRuns:
+    """Where one block range's lines are: runs of whole lines, in the file's order, and the
+    family (an index into `RangeIndex.comments`) each belongs to."""
 
-    folder: Path
-    prefix: str
-    files: contextlib.ExitStack
-    paths: dict[int, Path] = field(default_factory=dict)
-    _open: dict[int, BinaryIO] = field(default_factory=dict)
-    _family_of: dict[int, int] = field(default_factory=dict)
+    starts: array = field(default_factory=lambda: array("q"))
+    ends: array = field(default_factory=lambda: array("q"))
+    families: array = field(default_factory=lambda: array("l"))
 
-    def write(self, index: int, family: int, comments: bytes, run: memoryview) -> None:
-        out = self._open.get(index)
-        if out is None:
-            path = self.folder / f"{self.prefix}{index}.om"
-            out = self.files.enter_context(open(path, "wb"))  # noqa: SIM115 (the stack closes it)
-            self._open[index] = out
-            self.paths[index] = path
-        if self._family_of.get(index) != family:
-            out.write(comments)
-            self._family_of[index] = family
-        out.write(run)
+    def add(self, family: int, start: int, end: int) -> None:
+        if self.ends and self.ends[-1] == start and self.families[-1] == family:
+            self.ends[-1] = end  # the next series of the family, right after: one copy
+            return
+        self.starts.append(start)
+        self.ends.append(end)
+        self.families.append(family)
 
-    def end(self) -> None:
-        for out in self._open.values():
-            out.write(EOF)
+
+@dataclass
+class RangeIndex:
+    """An OpenMetrics file's runs by block range index, and each family's comment lines."""
+
+    comments: list[bytes] = field(default_factory=list)
+    ranges: dict[int, RangeRuns] = field(default_factory=dict)
 
 
 def split_by_block_range(
@@ -73,40 +71,78 @@ def split_by_block_range(
     """Write `openmetrics`'s samples into `folder/<prefix><k>.om`, one file per block range k of
     `span_seconds` that holds samples; returns {k: path}."""
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as files:
-        ranges = RangeFiles(folder, prefix, files)
-        with open(openmetrics, "rb") as stream:
+    with SplitFile(openmetrics, span_seconds) as split:
+        written = {k: folder / f"{prefix}{k}.om" for k in split.ranges}
+        for k, path in written.items():
+            split.write(k, path)
+    return written
+
+
+class SplitFile:
+    """An OpenMetrics file, indexed by block range on entering: `ranges` (in time order), and
+    `write(k, path)` each range's file when wanted (the input stays mapped until the exit)."""
+
+    def __init__(self, openmetrics: Path, span_seconds: int) -> None:
+        self.openmetrics = openmetrics
+        self.span_ms = span_seconds * 1000
+        self.ranges: list[int] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> SplitFile:
+        with contextlib.ExitStack() as stack:
+            stream = stack.enter_context(open(self.openmetrics, "rb"))
             if not stream.seek(0, os.SEEK_END):
-                raise LayoutError(f"{openmetrics} is empty")
-            with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                _split(data, span_seconds * 1000, ranges)
-        ranges.end()
-    return dict(sorted(ranges.paths.items()))
+                raise LayoutError(f"{self.openmetrics} is empty")
+            data = stack.enter_context(mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ))
+            self._index = index_by_block_range(data, self.span_ms)
+            self._view = memoryview(data)
+            stack.callback(self._view.release)  # before the mmap closes
+            self.ranges = sorted(self._index.ranges)
+            self._stack = stack.pop_all()
+        return self
+
+    def write(self, k: int, path: Path) -> None:
+        _write_range(self._view, self._index.comments, self._index.ranges[k], path)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
 
-def _split(data: mmap.mmap, span_ms: int, files: RangeFiles) -> None:
-    view = memoryview(data)
-    try:
-        size, position = len(data), 0
-        family, comments = 0, b""
-        while position < size:
-            if _at(data, position, b"#"):
-                if _at(data, position, EOF):
-                    return
-                start = position  # a family's comment lines, up to its first sample
-                while _at(data, position, b"#") and not _at(data, position, EOF):
-                    position = _next_line(data, position)
-                family, comments = family + 1, bytes(data[start:position])
-                continue
-            key = _key(data, position, span_ms)
-            end = _run_end(data, position, key, lambda at: _key(data, at, span_ms))
+def _write_range(view: memoryview, comments: list[bytes], runs: RangeRuns, path: Path) -> None:
+    family = -1
+    with open(path, "wb") as out:
+        for start, end, run_family in zip(runs.starts, runs.ends, runs.families, strict=True):
+            if run_family != family:
+                family = run_family
+                out.write(comments[family])
             # released even when the write fails (a full disk): a slice left in the traceback
             # would keep the mmap from closing
-            with view[position:end] as run:
-                files.write(key[1], family, comments, run)
-            position = end
-    finally:
-        view.release()
+            with view[start:end] as run:
+                out.write(run)
+        out.write(EOF)
+
+
+def index_by_block_range(data: mmap.mmap, span_ms: int) -> RangeIndex:
+    """The runs of every block range of `span_ms` in `data`, read a few lines per run."""
+    index = RangeIndex()
+    size, position = len(data), 0
+    while position < size:
+        if _at(data, position, b"#"):
+            if _at(data, position, EOF):
+                break
+            start = position  # a family's comment lines, up to its first sample
+            while _at(data, position, b"#") and not _at(data, position, EOF):
+                position = _next_line(data, position)
+            index.comments.append(bytes(data[start:position]))
+            continue
+        if not index.comments:
+            raise LayoutError("samples before any # TYPE line")
+        key = _key(data, position, span_ms)
+        end = _run_end(data, position, key, lambda at: _key(data, at, span_ms))
+        runs = index.ranges.setdefault(key[1], RangeRuns())
+        runs.add(len(index.comments) - 1, position, end)
+        position = end
+    return index
 
 
 def _at(data: mmap.mmap, position: int, prefix: bytes) -> bool:

@@ -1,25 +1,28 @@
 """Turn the OpenMetrics files into TSDB blocks: `promtool tsdb create-blocks-from openmetrics`.
 
-promtool parses its whole input once per block it builds, so the files are first split by block
-range (`spark.block_ranges`), one file per range, and promtool runs on each range's file, as many
-at a time as this process may use cores: the input is parsed twice in all (its time span, then
-its samples), whatever its length. Every run builds one block of `BLOCK_RANGE`.
+promtool parses its whole input once per block it builds, so each file is split by block range
+(`spark.block_ranges`), one file per range, and promtool runs on each range's file, as many at a
+time as this process may use cores, while the next ranges' files are written: the input is
+parsed twice in all (its time span, then its samples), whatever its length, and the disk holds
+a few ranges' copies at a time. Every run builds one block of `BLOCK_RANGE`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark import interrupts
-from spark.block_ranges import split_by_block_range
+from spark.block_ranges import SplitFile
 
 BLOCK_RANGE_HOURS = 18
 """Each block holds 18 hours: the largest block a Prometheus with the default retention (15d)
@@ -47,10 +50,16 @@ def find_promtool(promtool: str = "promtool") -> str:
 
 @dataclass(frozen=True)
 class RangeInput:
-    source: Path
-    """The OpenMetrics file this range's samples came from (named in errors)."""
+    """One block range of one OpenMetrics file: promtool's input is written to `path` when its
+    turn comes, and promtool writes the block into the same folder."""
+
+    split: SplitFile
+    index: int
     path: Path
-    """The range's own OpenMetrics file; promtool writes its block into the same folder."""
+
+    @property
+    def source(self) -> Path:
+        return self.split.openmetrics
 
 
 def create_blocks(
@@ -62,36 +71,34 @@ def create_blocks(
     workers: int | None = None,
 ) -> list[Path]:
     """Blocks of every sample of `openmetrics` in `blocks_dir`, built through `work_dir` (a
-    folder of the caller's, removed by it however this ends: it holds a copy of the input);
-    returns the block folders (one ULID folder each). Interrupted, it stops its promtool runs."""
+    folder of the caller's, removed by it however this ends: it holds copies of a few ranges of
+    the input at a time); returns the block folders (one ULID folder each). Interrupted, it
+    stops its promtool runs."""
     binary = find_promtool(promtool)
     blocks_dir.mkdir(parents=True, exist_ok=True)
-    ranges: list[RangeInput] = []
-    for number, source in enumerate(openmetrics):
-        folder = work_dir / str(number)
-        folder.mkdir(parents=True, exist_ok=True)
-        for index, path in split_by_block_range(source, folder, BLOCK_RANGE).items():
-            range_folder = folder / str(index)
-            range_folder.mkdir()
-            ranges.append(RangeInput(source, path.rename(range_folder / path.name)))
     workers = workers or len(os.sched_getaffinity(0))
-    say(
-        f"promtool: {len(ranges)} block(s) of {BLOCK_RANGE_HOURS}h, {min(workers, len(ranges))} "
-        "at a time"
-    )
     built: list[Path] = []
-    counter = _Counter(len(ranges), say)
+    with contextlib.ExitStack() as stack:
+        ranges = []
+        for number, source in enumerate(openmetrics):
+            split = stack.enter_context(SplitFile(source, BLOCK_RANGE))
+            for k in split.ranges:
+                ranges.append(RangeInput(split, k, work_dir / f"{number}-{k}" / f"{k}.om"))
+        say(
+            f"promtool: {len(ranges)} block(s) of {BLOCK_RANGE_HOURS}h, "
+            f"{min(workers, len(ranges))} at a time"
+        )
+        counter = _Counter(len(ranges), say)
 
-    def finished(done: RangeInput) -> None:
-        done.path.unlink()  # the copy of its samples, as soon as its block is built
-        for block in done.path.parent.iterdir():
-            if (block / "meta.json").is_file():
-                built.append(block.rename(blocks_dir / block.name))
-        counter.one_more()
+        def finished(done: RangeInput) -> None:
+            done.path.unlink()  # the copy of its samples, as soon as its block is built
+            for block in done.path.parent.iterdir():
+                if (block / "meta.json").is_file():
+                    built.append(block.rename(blocks_dir / block.name))
+            shutil.rmtree(done.path.parent)
+            counter.one_more()
 
-    # The largest first: the last runs to start are the short ones.
-    ranges.sort(key=lambda r: r.path.stat().st_size, reverse=True)
-    _run_all(binary, ranges, workers, finished)
+        _run_all(binary, ranges, workers, finished)
     return sorted(built)
 
 
@@ -105,7 +112,8 @@ def promtool_command(binary: str, path: Path) -> list[str]:
 def _run_all(
     binary: str, ranges: list[RangeInput], workers: int, finished: Callable[[RangeInput], None]
 ) -> None:
-    """promtool on each range, `workers` at a time; the first failure stops the others and
+    """promtool on each range, `workers` at a time, each range's input written while the
+    previous ones run (at most `workers` written ahead); the first failure stops the others and
     raises PromtoolError, and so does an interrupt (re-raised once they are stopped)."""
     ended: queue.Queue[tuple[RangeInput, int, str]] = queue.Queue()
     running: dict[Path, subprocess.Popen[str]] = {}
@@ -114,11 +122,17 @@ def _run_all(
         out, err = process.communicate()
         ended.put((item, process.returncode, (err or out).strip()))
 
-    waiting = list(reversed(ranges))
+    def handle(item: RangeInput, code: int, output: str) -> None:
+        del running[item.path]
+        if code != 0:
+            raise PromtoolError(f"promtool failed on {item.source} (exit {code}):\n{output}")
+        finished(item)
+
+    to_write, ready = deque(ranges), deque[RangeInput]()
     try:
-        while waiting or running:
-            while waiting and len(running) < workers:
-                item = waiting.pop()
+        while to_write or ready or running:
+            if ready and len(running) < workers:
+                item = ready.popleft()
                 with interrupts.deferred():  # no promtool may start unrecorded
                     process = subprocess.Popen(
                         promtool_command(binary, item.path),
@@ -128,11 +142,16 @@ def _run_all(
                     )
                     running[item.path] = process
                 threading.Thread(target=wait, args=(item, process), daemon=True).start()
-            item, code, output = ended.get()
-            del running[item.path]
-            if code != 0:
-                raise PromtoolError(f"promtool failed on {item.source} (exit {code}):\n{output}")
-            finished(item)
+            elif to_write and len(ready) < workers:
+                item = to_write.popleft()
+                item.path.parent.mkdir(parents=True)
+                item.split.write(item.index, item.path)
+                ready.append(item)
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        handle(*ended.get_nowait())
+            else:
+                handle(*ended.get())
     finally:
         for process in running.values():
             process.kill()
