@@ -10,6 +10,7 @@ a few ranges' copies at a time. Every run builds one block of `BLOCK_RANGE`.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import shutil
@@ -76,7 +77,7 @@ def create_blocks(
     stops its promtool runs."""
     binary = find_promtool(promtool)
     blocks_dir.mkdir(parents=True, exist_ok=True)
-    workers = workers or len(os.sched_getaffinity(0))
+    workers = workers or usable_cores()
     built: list[Path] = []
     with contextlib.ExitStack() as stack:
         ranges = []
@@ -100,6 +101,30 @@ def create_blocks(
 
         _run_all(binary, ranges, workers, finished)
     return sorted(built)
+
+
+def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota (a
+    container's CPU limit, which the affinity does not show), as the JVM counts them for Spark."""
+    cores = len(os.sched_getaffinity(0))
+    quota = _cgroup_cpu_quota(cgroup)
+    return cores if quota is None else max(1, min(cores, math.ceil(quota)))
+
+
+def _cgroup_cpu_quota(root: Path) -> float | None:
+    """CPUs' worth of time per period the cgroup allows (cgroup v2 `cpu.max`, else v1's CFS
+    quota); None without a limit."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
 def promtool_command(binary: str, path: Path) -> list[str]:

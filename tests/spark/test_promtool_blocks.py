@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark.promtool_blocks import BLOCK_RANGE, PromtoolError, create_blocks
+from spark.promtool_blocks import BLOCK_RANGE, PromtoolError, create_blocks, usable_cores
 
 START = 1_763_596_800  # 2025-11-20T00:00:00Z, a multiple of 18 h
 FAILING_STAND_IN = """#!/bin/sh
@@ -83,3 +83,21 @@ def test_the_real_promtool_builds_one_block_per_18_hour_range(tmp_path):
     ]
     assert sum(m["stats"]["numSamples"] for m in metas) == 40 * 12
     assert not os.listdir(tmp_path / "work")
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({}, None),  # no cgroup CPU controller: the affinity
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "50000 100000\n"}, 1),  # half a CPU: still one run
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),
+    ],
+)
+def test_a_container_cpu_limit_caps_the_promtool_runs(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    affinity = len(os.sched_getaffinity(0))
+    assert usable_cores(tmp_path) == (affinity if expected is None else min(affinity, expected))
