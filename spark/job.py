@@ -220,7 +220,12 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from spark.session import stop_local_jvm
 
     try:
-        return _run(request, say)
+        result = _run(request, say)
+        # After `_run` has returned: no Python object of its Spark work is left to be collected
+        # (collecting one talks to the JVM, stopped if promtool's runs are interrupted).
+        if request.blocks and result.outputs:
+            result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
+        return result
     except KeyboardInterrupt:
         stop_local_jvm()
         raise
@@ -276,8 +281,6 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
         # to the JVM mid-answer (a call now would wait for the job, then read its answer).
         if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
             archive.records.unpersist()
-    if request.blocks and result.outputs:
-        result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
     return result
 
 
