@@ -392,21 +392,110 @@ def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) ->
 
 
 def promtool_rate(tmp: Path, archive: Archive, step: int) -> float | None:
-    """promtool's samples per second turning a backfill's OpenMetrics into blocks (None: no
-    promtool here)."""
+    """promtool's samples per second turning a backfill's OpenMetrics into blocks as `--blocks`
+    runs it (split by block range, side by side); None: no promtool here."""
     from spark.promtool_blocks import PromtoolError, create_blocks
 
     out = tmp / "promtool"
     _, samples = backfill_seconds(archive, out, "local[*]", step)
     started = time.perf_counter()
     try:
-        create_blocks(out / "kafka.om", out / "blocks")
+        create_blocks([out / "kafka.om"], out / "blocks", out / "work")
     except PromtoolError:
         return None
     finally:
         seconds = time.perf_counter() - started
         shutil.rmtree(out)
     return samples / seconds
+
+
+def whole_file_promtool(openmetrics: Path, blocks: Path, cap: float, hours: int | None = None):
+    """promtool on the whole file in one run, as `--blocks` ran it before (2-hour blocks, or
+    `--max-block-duration`): (seconds, blocks built, whether it finished within `cap` seconds)."""
+    from spark.promtool_blocks import find_promtool
+
+    shutil.rmtree(blocks, ignore_errors=True)
+    command = [find_promtool(), "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
+    if hours is not None:
+        command.append(f"--max-block-duration={hours}h")
+    started = time.perf_counter()
+    process = subprocess.Popen([*command, str(openmetrics), str(blocks)])
+    try:
+        finished = process.wait(cap) == 0
+    except subprocess.TimeoutExpired:
+        finished = False
+    finally:
+        process.kill()
+        process.wait()
+    seconds = time.perf_counter() - started
+    built = sum(1 for b in blocks.iterdir() if (b / "meta.json").is_file())
+    shutil.rmtree(blocks)
+    return seconds, built, finished
+
+
+def split_promtool(openmetrics: Path, work: Path, workers: int) -> tuple[float, float, int]:
+    """`--blocks` as it runs now (`spark.promtool_blocks.create_blocks`), `workers` promtool
+    runs at a time: (seconds in all, seconds of the split alone, blocks)."""
+    from spark.block_ranges import split_by_block_range
+    from spark.promtool_blocks import BLOCK_RANGE, create_blocks
+
+    shutil.rmtree(work, ignore_errors=True)
+    started = time.perf_counter()
+    split_by_block_range(openmetrics, work / "split-only", BLOCK_RANGE)
+    split = time.perf_counter() - started
+    shutil.rmtree(work)
+    started = time.perf_counter()
+    blocks = create_blocks([openmetrics], work / "blocks", work / "input", workers=workers)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(work)
+    return seconds, split, len(blocks)
+
+
+def promtool_comparison(tmp: Path, size: str, step: int, cap: float) -> None:
+    """The same OpenMetrics file into blocks: promtool on the whole file (before) against the
+    file split by block range with promtool runs side by side (`--blocks` now)."""
+    from spark.promtool_blocks import BLOCK_RANGE_HOURS
+
+    archive = sized_archive(tmp, size)
+    class_archive_written(archive, tmp, step)
+    out = tmp / f"{size}-promtool"
+    _, samples = backfill_seconds(archive, out, "local[*]", step)
+    om = out / "kafka.om"
+    print(
+        f"\n{size.upper()} rows: {archive.label}; {samples / 1e6:.1f}M samples, "
+        f"{om.stat().st_size / 1e9:.2f} GB of OpenMetrics; {load()}",
+        flush=True,
+    )
+    cores = len(os.sched_getaffinity(0))
+    now, split, blocks = split_promtool(om, tmp / "promtool-work", cores)
+    print(
+        f"  --blocks now: split by {BLOCK_RANGE_HOURS}h range ({split:.1f} s of it), {cores} "
+        f"promtool runs at a time: {now:7.1f} s, {blocks} blocks, "
+        f"{samples / now / 1e6:.2f}M samples/s",
+        flush=True,
+    )
+    one, _, _ = split_promtool(om, tmp / "promtool-work", 1)
+    print(f"  the same, one promtool run at a time:  {one:7.1f} s", flush=True)
+    for hours in (BLOCK_RANGE_HOURS, 486):
+        seconds, built, finished = whole_file_promtool(om, tmp / "promtool-blocks", cap, hours)
+        shown = f"{seconds:7.1f} s" if finished else f"stopped after {seconds:.0f} s"
+        print(
+            f"  whole file, --max-block-duration={hours}h:  {shown}, {built} blocks",
+            flush=True,
+        )
+    seconds, built, finished = whole_file_promtool(om, tmp / "promtool-blocks", cap)
+    ranges = blocks * BLOCK_RANGE_HOURS // 2
+    if finished:
+        before = f"{seconds:7.1f} s, {built} blocks"
+    else:  # the rest at the pace so far: every block is one more parse of the whole file
+        before = (
+            f"stopped after {seconds:.0f} s with {built} of ~{ranges} blocks: "
+            f"~{seconds * ranges / max(built, 1):.0f} s at that pace"
+        )
+    print(f"  before, whole file, 2-hour blocks:     {before}", flush=True)
+    estimated = seconds if finished else seconds * ranges / max(built, 1)
+    print(f"  before / now: {estimated / now:.0f}x  ({load()})", flush=True)
+    shutil.rmtree(out)
 
 
 def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> None:
@@ -484,8 +573,8 @@ def a_year_of_a_fleet(
         print(
             f"    then promtool's blocks: {rate / 1e6:.2f}M samples/s here, over "
             f"{promtool.hours / 24:.0f} days: "
-            f"{samples / rate / 3600:.0f} h at that rate, more over a year (it parses its whole "
-            "input once per 2-hour block)"
+            f"{samples / rate / 3600:.1f} h at that rate (the file split by block range, "
+            "each part parsed twice)"
         )
 
 
@@ -531,6 +620,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help=f"with --scaling: split the work as on N cores (default {MODEL_CORES})",
     )
+    parser.add_argument(
+        "--promtool",
+        action="store_true",
+        help="for each of --sizes: promtool turning the same output into blocks, split by "
+        "block range side by side (--blocks now) against the whole file (before)",
+    )
+    parser.add_argument(
+        "--promtool-cap",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="with --promtool: stop a whole-file promtool run after this long and extrapolate",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -548,6 +650,10 @@ def main(argv: list[str] | None = None) -> int:
         given = ",".join(sorted(sizes - known))
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
+        if args.promtool:
+            for size in sorted(sizes, key=shape_rows):
+                promtool_comparison(Path(tmp), size, args.step, args.promtool_cap)
+            return 0
         if args.scaling:
             scaling(Path(tmp), sorted(sizes), args.step, not args.model_only, args.split_cores)
             return 0

@@ -105,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="grid step, whole seconds, e.g. PT1M (default: kvq.backfill.step, PT1M)",
     )
-    parser.add_argument("--blocks", action="store_true", help="also run promtool to build blocks")
+    parser.add_argument(
+        "--blocks",
+        action="store_true",
+        help="also build TSDB blocks in OUTPUT/blocks with promtool (18-hour blocks, a promtool "
+        "run per core side by side)",
+    )
     parser.add_argument(
         "--scenario", metavar="NAME", help="label every series scenario=NAME (a what-if replay)"
     )

@@ -197,11 +197,18 @@ SUCCESSES = ".spark-successes"
 BLOCKS = "blocks"
 PENDING_BLOCKS = ".blocks.tmp"
 OLD_BLOCKS = ".blocks.old"
+BLOCK_INPUT = ".promtool-input"
 
 
 def work_folders(output: Path) -> tuple[Path, ...]:
     """The folders a run writes under `output` and removes before it ends."""
-    return (output / PARTS, output / SUCCESSES, output / PENDING_BLOCKS, output / OLD_BLOCKS)
+    return (
+        output / PARTS,
+        output / SUCCESSES,
+        output / PENDING_BLOCKS,
+        output / OLD_BLOCKS,
+        output / BLOCK_INPUT,
+    )
 
 
 def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
@@ -213,7 +220,12 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from spark.session import stop_local_jvm
 
     try:
-        return _run(request, say)
+        result = _run(request, say)
+        # After `_run` has returned: no Python object of its Spark work is left to be collected
+        # (collecting one talks to the JVM, stopped if promtool's runs are interrupted).
+        if request.blocks and result.outputs:
+            result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
+        return result
     except KeyboardInterrupt:
         stop_local_jvm()
         raise
@@ -269,8 +281,6 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
         # to the JVM mid-answer (a call now would wait for the job, then read its answer).
         if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
             archive.records.unpersist()
-    if request.blocks and result.outputs:
-        result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
     return result
 
 
@@ -532,17 +542,24 @@ def _blocks(openmetrics: list[Path], output: Path, say) -> list[Path]:
     """TSDB blocks of `openmetrics` in output/blocks, replacing the blocks a previous run left
     there (over the same times: both would be loaded). Built in a folder of their own, swapped in
     once all are built: a failed or interrupted run leaves the previous blocks as they were."""
+    from spark.block_ranges import LayoutError
     from spark.promtool_blocks import PromtoolError, create_blocks, how_to_load
 
     blocks_dir, pending, old = output / BLOCKS, output / PENDING_BLOCKS, output / OLD_BLOCKS
+    work_dir = output / BLOCK_INPUT
     say(f"building TSDB blocks with promtool into {blocks_dir}")
-    shutil.rmtree(pending, ignore_errors=True)
-    built: list[str] = []
+    for folder in (pending, work_dir):
+        shutil.rmtree(folder, ignore_errors=True)
     try:
-        for path in openmetrics:
-            built += [block.name for block in create_blocks(path, pending)]
-    except PromtoolError as exc:
+        built = create_blocks(openmetrics, pending, work_dir, say)
+    except (PromtoolError, LayoutError) as exc:
         raise BackfillError(str(exc)) from None
+    except OSError as exc:  # a full disk: promtool's input, split by time, is a copy of the file
+        raise BackfillError(
+            f"cannot build the blocks in {work_dir}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
     replaced = blocks_dir.exists()
     if replaced:
         shutil.rmtree(old, ignore_errors=True)
@@ -554,4 +571,4 @@ def _blocks(openmetrics: list[Path], output: Path, say) -> list[Path]:
         + (f"; the previous run's blocks in {blocks_dir} are replaced" if replaced else "")
     )
     print(how_to_load(blocks_dir), file=sys.stdout)
-    return [blocks_dir / name for name in built]
+    return [blocks_dir / block.name for block in built]

@@ -223,3 +223,72 @@ def test_a_full_output_disk_is_one_line_naming_the_file(archive, cwd, mount_tmpf
     ], err
     assert "Traceback" not in err and "BufferError" not in err
     assert list(out.iterdir()) == [], "a partial file or a work folder is left"
+
+
+PROMTOOL_STAND_IN = """#!/bin/sh
+# Stands in for promtool: records that it started, then runs until it is stopped.
+echo "$@" > "$KVQ_TEST_PROMTOOL_STARTED/$$"
+exec sleep 600
+"""
+
+
+def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks(
+    archive, cwd, tmp_path
+):
+    """SIGTERM while promtool builds the blocks: every promtool run is stopped, the finished
+    OpenMetrics file stays, the previous run's blocks stay as they were, and nothing else is left
+    in the output. The promtool on PATH is a stand-in that runs until stopped: the real one builds
+    this archive's block in a fraction of a second, too soon to be interrupted reliably."""
+    stand_in, started = tmp_path / "bin", tmp_path / "started"
+    stand_in.mkdir()
+    started.mkdir()
+    (stand_in / "promtool").write_text(PROMTOOL_STAND_IN)
+    (stand_in / "promtool").chmod(0o755)
+    previous = cwd / "out" / "blocks" / "01KPREVIOUSRUN0000000000000"
+    previous.mkdir(parents=True)
+    (previous / "meta.json").write_text("{}")
+    run = Backfill(
+        cwd,
+        *("--archive", str(archive), "--config", "kvq.properties", "--output", "out", "--blocks"),
+        env={
+            "PATH": f"{stand_in}{os.pathsep}{os.environ['PATH']}",
+            "KVQ_TEST_PROMTOOL_STARTED": str(started),
+        },
+    )
+    try:
+        run.wait_for_line("promtool: 1 block(s)")
+        for _ in range(WAIT_SECONDS * 10):
+            if any(started.iterdir()):
+                break
+            time.sleep(0.1)  # polling: the stand-in's start has no event to wait on
+        assert any(started.iterdir()), "promtool never started"
+        run.process.send_signal(signal.SIGTERM)
+        code, _, err, left = run.finish()
+    finally:
+        run.stop_leftovers()
+    assert code == 143, err
+    assert "kvq-backfill: stopped by SIGTERM" in err and "Traceback" not in err, err
+    assert not left, f"still running after kvq-backfill exited: {left}"
+    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
+    assert [p.name for p in (cwd / "out" / "blocks").iterdir()] == [previous.name]
+    assert (cwd / "out" / "kafka.om").read_text().endswith("# EOF\n")
+
+
+def test_a_full_disk_while_building_blocks_is_one_line_and_keeps_the_openmetrics_file(
+    archive, cwd, mount_tmpfs
+):
+    """promtool's input is the OpenMetrics file split by time, a copy: a disk that holds the
+    file (500k) but not twice fails the blocks in one line; the finished file stays."""
+    out = cwd / "out"
+    mount_tmpfs(out, "768k")
+    code, _, err = backfill(
+        cwd, "--archive", str(archive), "--config", "kvq.properties", "--output", "out", "--blocks"
+    )
+    assert code == 1, err
+    said = [line for line in err.splitlines() if line.startswith("kvq-backfill: ")]
+    assert said == [
+        f"kvq-backfill: cannot build the blocks in {out / '.promtool-input'}: "
+        "No space left on device"
+    ], err
+    assert "Traceback" not in err
+    assert [p.name for p in out.iterdir()] == ["kafka.om"]

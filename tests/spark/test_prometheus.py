@@ -3,6 +3,7 @@ Prometheus serves them, and every backfilled series reads back exactly as writte
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -43,6 +44,22 @@ def check_layout(path: Path) -> None:
         last_time = int(ts)
 
 
+def stored_samples(blocks: Path, times: list[int], tmp: Path) -> dict:
+    """Every sample a Prometheus serving `blocks` (kept for 100 years) holds between the first
+    and last of `times`, as read_openmetrics gives them."""
+    with run_prometheus(tmp, {}, storage_path=blocks, retention="100y") as prom:
+        # a range selector returns the raw stored samples (no lookback filling)
+        span = times[-1] - times[0] + 1
+        result = prom.query(f'{{__name__=~"kafka_volume_quota_.+"}}[{span}s]', at=times[-1])
+    read_back = {}
+    for series in result:
+        metric = dict(series["metric"])
+        name = metric.pop("__name__")
+        labels = "{" + ",".join(f'{k}="{metric[k]}"' for k in sorted(metric)) + "}"
+        read_back[(name, labels)] = {int(t): float(v) for t, v in series["values"]}
+    return read_back
+
+
 def test_blocks_load_into_prometheus_and_read_back_exactly(spark, tmp_path, capsys):
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=3), tmp_path / "archive")
     config = write_config(tmp_path / "kvq.properties", ratio=0.05)
@@ -60,16 +77,7 @@ def test_blocks_load_into_prometheus_and_read_back_exactly(spark, tmp_path, caps
     blocks = tmp_path / "out" / "blocks"
     assert any(p.is_dir() for p in blocks.iterdir())
 
-    with run_prometheus(tmp_path / "prom", {}, storage_path=blocks, retention="100y") as prom:
-        # a range selector returns the raw stored samples (no lookback filling)
-        span = times[-1] - times[0] + 1
-        result = prom.query(f'{{__name__=~"kafka_volume_quota_.+"}}[{span}s]', at=times[-1])
-    read_back = {}
-    for series in result:
-        metric = dict(series["metric"])
-        name = metric.pop("__name__")
-        labels = "{" + ",".join(f'{k}="{metric[k]}"' for k in sorted(metric)) + "}"
-        read_back[(name, labels)] = {int(t): float(v) for t, v in series["values"]}
+    read_back = stored_samples(blocks, times, tmp_path / "prom")
     factor = read_back[(NS + "throttle_factor", '{cluster="kafka"}')]
     assert set(factor.values()) == {0.0, 0.5, 1.0}  # throttled, fallback, normal
     assert (
@@ -79,6 +87,36 @@ def test_blocks_load_into_prometheus_and_read_back_exactly(spark, tmp_path, caps
         == 1
     )
     # every series and sample promtool ingested equals what the job wrote: nothing dropped
+    assert read_back.keys() == written.keys()
+    for key, samples in written.items():
+        assert read_back[key] == samples, key
+
+
+def test_a_multi_day_history_is_whole_in_prometheus_in_18_hour_blocks(spark, tmp_path, capsys):
+    """60 hours: promtool builds one block per 18-hour range side by side (the ranges Prometheus
+    itself compacts to at its default retention), none overlapping another, and every sample of
+    the 60 hours reads back from Prometheus."""
+    plan = ArchivePlan(brokers=2, dirs_per_broker=2, hours=60, interval=60)
+    generate(plan, tmp_path / "archive")
+    config = write_config(tmp_path / "kvq.properties")
+    code = run_backfill(
+        tmp_path / "archive", config, tmp_path / "out", "--step", "PT2M", "--blocks"
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    written = read_openmetrics(tmp_path / "out" / "kafka.om")
+    times = sorted({t for series in written.values() for t in series})
+    span = 18 * 3600 * 1000
+    ranges = sorted({t * 1000 // span for t in times})
+    assert len(ranges) == 4  # 2025-11-20T00:00Z + 60 h: 18 + 18 + 18 + 6 hours
+    assert "promtool: 4 block(s) of 18h" in err and "promtool: 4/4 blocks built" in err
+    blocks = tmp_path / "out" / "blocks"
+    metas = [json.loads((b / "meta.json").read_text()) for b in blocks.iterdir()]
+    assert sorted(m["minTime"] // span for m in metas) == ranges
+    assert all((m["maxTime"] - 1) // span == m["minTime"] // span for m in metas)
+    assert sum(m["stats"]["numSamples"] for m in metas) == sum(len(s) for s in written.values())
+
+    read_back = stored_samples(blocks, times, tmp_path / "prom")
     assert read_back.keys() == written.keys()
     for key, samples in written.items():
         assert read_back[key] == samples, key
