@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark import interrupts
+from kvq import interrupts
 from spark.block_ranges import SplitFile
 
 BLOCK_RANGE_HOURS = 18
