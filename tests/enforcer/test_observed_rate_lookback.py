@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import responses
@@ -26,6 +26,7 @@ from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from enforcer.settings import EnforcerSettings
 from kvq.kafka.quota_entity import QuotaEntity
+from tests.enforcer.test_alert_episodes import Clock
 from tests.properties_support import MINIMAL, config_errors
 
 URL = "http://prometheus.test:9090"
@@ -50,16 +51,6 @@ def rates(**by_user: float) -> dict:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
-class Clock:
-    """The journal's clock: a test moves it past the lookback instead of waiting."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def prometheus_api() -> Iterator[responses.RequestsMock]:
     with responses.RequestsMock() as mock:
@@ -80,6 +71,7 @@ def kafka(devcluster) -> Iterator[KafkaQuotaClient]:
 
 @pytest.fixture
 def clock() -> Clock:
+    """The journal's clock: a test moves it past the lookback instead of waiting."""
     return Clock()
 
 
