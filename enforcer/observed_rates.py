@@ -203,7 +203,7 @@ class ObservedRates:
         if kept:
             log.info(
                 "cluster %s: %d reference(s) kept from the episode that ended less than %s ago "
-                "(the rates observed since were lower: throttled): %s",
+                "(above what was observed since: rates it throttled, or none seen): %s",
                 cluster,
                 len(kept),
                 promql_duration(self.lookback),
