@@ -23,10 +23,10 @@ user it covers).
 Kafka's sensor is a rate over its last quota window (~11 s): read just after a throttle was
 lifted it is still the throttled rate, and an episode starting then (another broker near its
 limit) would hold the entity at that rate for the whole episode. Two things keep a stale,
-throttled rate from becoming a reference: the query is the highest rate over a lookback before
-the episode starts (`max_over_time` of the query as a subquery), and the references of the
-cluster's previous episode, if it ended less than the lookback ago, are a lower bound of the new
-ones (`carried_over`).
+throttled rate from becoming a reference: the reference is the highest rate over a lookback
+before the episode starts (the query now and `max_over_time` of it as a subquery), and the
+references of the cluster's previous episode, if it ended less than the lookback ago, are a
+lower bound of the new ones (`carried_over`).
 """
 
 from __future__ import annotations
@@ -116,11 +116,10 @@ def governing(holding: Iterable[QuotaEntity], user: str, client_id: str) -> Quot
 
 
 def lookback_query(query: str, lookback: timedelta) -> str:
-    """`query` as the highest value of each of its series over the `lookback` before now (a
-    subquery at Prometheus' default resolution, its evaluation interval); a zero lookback leaves
-    it as it is (the rate at this instant)."""
-    if lookback <= timedelta(0):
-        return query
+    """`query` as the highest value of each of its series over the `lookback` before now: a
+    subquery at Prometheus' default resolution (its evaluation interval). Its steps are aligned
+    to that interval, so it does not see samples newer than the last step (up to one interval
+    old, 15 s at the recommended 15 s): it is asked together with `query` itself."""
     return f"max_over_time(({query})[{promql_duration(lookback)}:])"
 
 
@@ -169,7 +168,7 @@ def select_references(
 
 
 class ObservedRates:
-    """The Prometheus side: one instant query when an episode starts."""
+    """The Prometheus side: instant queries when an episode starts."""
 
     def __init__(
         self,
@@ -184,6 +183,13 @@ class ObservedRates:
         """kvq.enforcer.throttle.observed.rate.lookback: the highest rate over this long before
         the episode starts is its reference; a previous episode that ended less than this ago
         carries its references over."""
+
+    def queries(self) -> list[str]:
+        """The instant queries of an episode's start: the user's (the rate now) and, with a
+        lookback, the same over the lookback (which misses the newest samples)."""
+        if self.lookback <= timedelta(0):
+            return [self.query]
+        return [self.query, lookback_query(self.query, self.lookback)]
 
     def references(
         self,
@@ -214,18 +220,18 @@ class ObservedRates:
     def _observed(
         self, cluster: str, policy: QuotaPolicy, originals: Mapping[Pair, float | None]
     ) -> dict[Pair, float]:
-        """The highest rate of each throttled pair's traffic over the lookback, from one instant
-        query; none (logged) when Prometheus cannot answer or has no series."""
-        query = lookback_query(self.query, self.lookback)
-        result = self.prometheus.instant(cluster, query)
-        observed = parse_vector(result or [])
+        """The highest rate of each throttled pair's traffic over the lookback, from the
+        instant queries (`queries`: select_references keeps each pair's highest); none (logged)
+        when Prometheus cannot answer or has no series."""
+        results = [self.prometheus.instant(cluster, query) for query in self.queries()]
+        observed = [rate for result in results for rate in parse_vector(result or [])]
         if not observed:
-            if result is not None:
+            if any(result is not None for result in results):
                 log.warning(
                     "cluster %s: no observed produce rates (query %s returned no series; is the "
                     "JMX exporter scraped and some quota set?); throttling from the originals",
                     cluster,
-                    query,
+                    " nor ".join(self.queries()),
                 )
             else:
                 log.warning(

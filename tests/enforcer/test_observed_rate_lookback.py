@@ -93,32 +93,48 @@ def quota(kafka: KafkaQuotaClient, entity: QuotaEntity) -> float:
     return kafka.describe()[entity][P]
 
 
-def test_the_query_asks_for_the_highest_rate_over_the_lookback(prometheus_api):
-    wrapped = f"max_over_time(({DEFAULT_QUERY})[300s:])"
-    prometheus_api.get(
-        f"{URL}/api/v1/query",
-        match=[matchers.query_param_matcher({"query": wrapped})],
-        json=rates(carol=BEFORE),
-    )
-    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, {(CAROL, P): QUOTA})
-    assert references == {(CAROL, P): BEFORE}
+def answer(api: responses.RequestsMock, query: str, **kwargs) -> None:
+    """Prometheus answers `query` (and only it) with `kwargs` (json=..., status=...)."""
+    api.get(f"{URL}/api/v1/query", match=[matchers.query_param_matcher({"query": query})], **kwargs)
+
+
+def test_the_reference_is_the_highest_rate_now_or_over_the_lookback(prometheus_api):
+    """Carol's sensor still shows her throttled rate: the lookback has what she wrote before.
+    Dave's rate rose after the subquery's last step (aligned to the evaluation interval, it
+    misses the newest samples): the rate now has it."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=THROTTLED, dave=1.1 * BEFORE))
+    over_lookback = f"max_over_time(({DEFAULT_QUERY})[300s:])"
+    answer(prometheus_api, over_lookback, json=rates(carol=BEFORE, dave=BEFORE))
+    originals = {(CAROL, P): QUOTA, (DAVE, P): QUOTA}
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, originals)
+    assert references == {(CAROL, P): BEFORE, (DAVE, P): 1.1 * BEFORE}
 
 
 @pytest.mark.parametrize(
     ("lookback", "sent"),
     [
-        (timedelta(seconds=90), "max_over_time((sum by (user) (my_rate))[90s:])"),
-        (timedelta(0), "sum by (user) (my_rate)"),  # off: the user's query as it is
+        (
+            timedelta(seconds=90),
+            ["sum by (user) (my_rate)", "max_over_time((sum by (user) (my_rate))[90s:])"],
+        ),
+        (timedelta(0), ["sum by (user) (my_rate)"]),  # off: the user's query alone
     ],
 )
-def test_a_users_own_query_is_wrapped_the_same_way(prometheus_api, lookback, sent):
-    prometheus_api.get(
-        f"{URL}/api/v1/query",
-        match=[matchers.query_param_matcher({"query": sent})],
-        json=rates(carol=BEFORE),
-    )
+def test_a_users_own_query_is_asked_now_and_over_the_lookback(prometheus_api, lookback, sent):
+    for query in sent:
+        answer(prometheus_api, query, json=rates(carol=BEFORE))
     observed = ObservedRates(PrometheusFactor(URL), "sum by (user) (my_rate)", lookback)
     assert observed.references("c1", POLICY, {(CAROL, P): QUOTA}) == {(CAROL, P): BEFORE}
+    assert [call.request.params["query"] for call in prometheus_api.calls] == sent
+
+
+def test_a_lookback_prometheus_refuses_leaves_the_rate_now(prometheus_api):
+    """A query that is no instant vector cannot be a subquery's: the rate now still counts."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=BEFORE))
+    refused = {"status": "error", "errorType": "bad_data", "error": "not an instant vector"}
+    answer(prometheus_api, f"max_over_time(({DEFAULT_QUERY})[300s:])", status=400, json=refused)
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, {(CAROL, P): QUOTA})
+    assert references == {(CAROL, P): BEFORE}
 
 
 def test_an_episode_right_after_another_keeps_its_references(prometheus_api, kafka, journal):
