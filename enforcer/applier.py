@@ -505,10 +505,13 @@ class Applier:
         factor: float,
     ) -> dict[Pair, float]:
         """The observed rates a new episode starts from (observed-rate references): asked only
-        when no episode is active, so rates seen while throttled never become references."""
+        when no episode is active, so rates seen while throttled never become references; an
+        episode that ended within the lookback passes its references on as a lower bound (the
+        rates just after it are what it let through)."""
         if self.observed_rates is None or records or factor >= UNTHROTTLED:
             return {}
-        return self.observed_rates.references(self.cluster, self.policy, discovered)
+        previous = self.journal.recent_references(self.observed_rates.lookback)
+        return self.observed_rates.references(self.cluster, self.policy, discovered, previous)
 
     def _dry_run(self, planned: Plan) -> ApplyResult:
         """Instead of acting: Kafka validates the plan (validate_only) and it is logged."""

@@ -225,7 +225,7 @@ def observed_rates_of(
     """Where a cluster's episodes take their reference rates from (observed-rate only)."""
     if settings.throttle_reference != OBSERVED_RATE or prometheus is None:
         return None
-    return ObservedRates(prometheus, settings.observed_rate_query)
+    return ObservedRates(prometheus, settings.observed_rate_query, settings.observed_rate_lookback)
 
 
 def _fail(message: str) -> SystemExit:

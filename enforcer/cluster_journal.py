@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import Protocol
 
 from enforcer.journal import Episode
@@ -37,6 +38,11 @@ class ClusterJournal(Protocol):
     def episode(self) -> Episode | None: ...
 
     def finished_ids(self) -> frozenset[str]: ...
+
+    def recent_references(self, within: timedelta) -> dict[Pair, float]:
+        """The references of the last episode if it finished less than `within` ago, else none
+        (observed_rates.carried_over)."""
+        ...
 
     def begin(
         self,

@@ -29,7 +29,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -240,6 +240,10 @@ class Journal:
 
     def unix_now(self) -> float:
         return self._clock().timestamp()
+
+    def stamp_before(self, duration: timedelta) -> str:
+        """The stamp of `duration` ago (compares with the journal's stamps as text)."""
+        return _stamp(self._clock() - duration)
 
     def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -537,6 +541,22 @@ class ThrottleEpisodes:
 
         self._journal.write(run)
 
+    def recent_references(self, cluster: str, since: str) -> dict[Pair, float]:
+        """The references of the cluster's last episode if it was finished (restored) at or
+        after `since` (a stamp); none if it is active, unknown or finished earlier. Its pairs
+        stay journaled until the next episode begins, which reads them first."""
+
+        def query(db: sqlite3.Connection) -> list[tuple[str, str, float]]:
+            return db.execute(
+                "SELECT p.entity, p.key, p.reference FROM episode e "
+                "JOIN finished_episode f ON f.cluster=e.cluster AND f.episode_id=e.episode_id "
+                "JOIN pair p ON p.cluster=e.cluster "
+                "WHERE e.cluster=? AND e.state=? AND f.finished_at>=? AND p.reference IS NOT NULL",
+                (cluster, RESTORED, since),
+            ).fetchall()
+
+        return {(QuotaEntity.from_json(e), k): r for e, k, r in self._journal.read(query)}
+
     def finished_ids(self, cluster: str) -> frozenset[str]:
         """Ids of the cluster's last FINISHED_KEPT finished (restored) episodes."""
         rows = self._journal.read(
@@ -622,6 +642,12 @@ class LocalClusterJournal:
 
     def finished_ids(self) -> frozenset[str]:
         return self._journal.episodes.finished_ids(self._cluster)
+
+    def recent_references(self, within: timedelta) -> dict[Pair, float]:
+        if within <= timedelta(0):
+            return {}
+        since = self._journal.stamp_before(within)
+        return self._journal.episodes.recent_references(self._cluster, since)
 
     def begin(
         self,

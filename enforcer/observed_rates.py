@@ -19,14 +19,23 @@ quota exists on the broker. A series' tags are resolved against the quotas the t
 (KIP-55 order, below) to the entity whose budget it will be held to; that entity's reference is
 the highest such rate (a default-user quota is a budget per user: its reference is the busiest
 user it covers).
+
+Kafka's sensor is a rate over its last quota window (~11 s): read just after a throttle was
+lifted it is still the throttled rate, and an episode starting then (another broker near its
+limit) would hold the entity at that rate for the whole episode. Two things keep a stale,
+throttled rate from becoming a reference: the reference is the highest rate over a lookback
+before the episode starts (the query now and `max_over_time` of it as a subquery), and the
+references of the cluster's previous episode, if it ended less than the lookback ago, are a
+lower bound of the new ones (`carried_over`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import unquote
 
 from enforcer.prometheus_check import PrometheusFactor
@@ -47,6 +56,13 @@ DEFAULT_QUERY = (
     f'max by ({USER_LABEL}, {CLIENT_ID_LABEL}) (kafka_server_quota_byte_rate{{resource="Produce"}})'
 )
 """Each quota entity's produce rate on its busiest broker (bytes/s)."""
+DEFAULT_LOOKBACK = timedelta(minutes=5)
+"""How far before an episode's start its references look (and how recent a previous episode
+must be for its references to carry over): longer than an episode that ends and gives way to the
+next one within seconds, so the rate before the first of them is still in view."""
+LONGEST_LOOKBACK = timedelta(hours=1)
+"""Beyond an hour the highest rate says little about what an entity writes now, and a
+subquery over it costs Prometheus more than one instant query should."""
 _HOLDS_PROBE_FACTOR = 0.5
 """A factor strictly between 0 and 1: the pairs that hold a value at it are the quotas the
 throttle sets (an unlimited default user counts too: it gets a value from its reference)."""
@@ -99,6 +115,36 @@ def governing(holding: Iterable[QuotaEntity], user: str, client_id: str) -> Quot
     return next((entity for entity in candidates if entity in held), None)
 
 
+def lookback_query(query: str, lookback: timedelta) -> str:
+    """`query` as the highest value of each of its series over the `lookback` before now: a
+    subquery at Prometheus' default resolution (its evaluation interval). Its steps are aligned
+    to that interval, so it does not see samples newer than the last step (up to one interval
+    old, 15 s at the recommended 15 s): it is asked together with `query` itself."""
+    return f"max_over_time(({query})[{promql_duration(lookback)}:])"
+
+
+def promql_duration(duration: timedelta) -> str:
+    """A duration as PromQL writes it: whole seconds, or milliseconds when it has a fraction."""
+    milliseconds = duration // timedelta(milliseconds=1)
+    if milliseconds % 1000:
+        return f"{milliseconds}ms"
+    return f"{milliseconds // 1000}s"
+
+
+def carried_over(
+    observed: Mapping[Pair, float], previous: Mapping[Pair, float], pairs: Collection[Pair]
+) -> dict[Pair, float]:
+    """The references of a new episode: per pair, the higher of what was observed now and its
+    reference in the previous episode (`previous`, when that ended recently enough), among the
+    pairs the new episode throttles. Right after a throttle the observed rates are what it let
+    through: never below the previous episode's reference."""
+    references = dict(observed)
+    for pair, rate in previous.items():
+        if pair in pairs and rate > references.get(pair, -math.inf):
+            references[pair] = rate
+    return references
+
+
 def select_references(
     policy: QuotaPolicy, originals: Mapping[Pair, float | None], observed: Iterable[ObservedRate]
 ) -> dict[Pair, float]:
@@ -122,26 +168,70 @@ def select_references(
 
 
 class ObservedRates:
-    """The Prometheus side: one instant query when an episode starts."""
+    """The Prometheus side: instant queries when an episode starts."""
 
-    def __init__(self, prometheus: PrometheusFactor, query: str = DEFAULT_QUERY) -> None:
+    def __init__(
+        self,
+        prometheus: PrometheusFactor,
+        query: str = DEFAULT_QUERY,
+        lookback: timedelta = DEFAULT_LOOKBACK,
+    ) -> None:
         self.prometheus = prometheus
         self.query = query
+        """The user's query (kvq.enforcer.throttle.observed.rate.query): the rate now."""
+        self.lookback = lookback
+        """kvq.enforcer.throttle.observed.rate.lookback: the highest rate over this long before
+        the episode starts is its reference; a previous episode that ended less than this ago
+        carries its references over."""
+
+    def queries(self) -> list[str]:
+        """The instant queries of an episode's start: the user's (the rate now) and, with a
+        lookback, the same over the lookback (which misses the newest samples)."""
+        if self.lookback <= timedelta(0):
+            return [self.query]
+        return [self.query, lookback_query(self.query, self.lookback)]
 
     def references(
+        self,
+        cluster: str,
+        policy: QuotaPolicy,
+        originals: Mapping[Pair, float | None],
+        previous: Mapping[Pair, float] | None = None,
+    ) -> dict[Pair, float]:
+        """The references of a new episode throttling `originals`: the highest rates observed
+        over the lookback, never below `previous` (the references of an episode that ended less
+        than the lookback ago). Without observations (logged once: Prometheus cannot answer or
+        has no series) only `previous` remains; pairs with neither scale their original or
+        base, as without this."""
+        observed = self._observed(cluster, policy, originals)
+        references = carried_over(observed, previous or {}, originals)
+        kept = {p: r for p, r in references.items() if observed.get(p) != r}
+        if kept:
+            log.info(
+                "cluster %s: %d reference(s) kept from the episode that ended less than %s ago "
+                "(above what was observed since: rates it throttled, or none seen): %s",
+                cluster,
+                len(kept),
+                promql_duration(self.lookback),
+                _first_few(kept),
+            )
+        return references
+
+    def _observed(
         self, cluster: str, policy: QuotaPolicy, originals: Mapping[Pair, float | None]
     ) -> dict[Pair, float]:
-        """The references of a new episode; none (logged once) when Prometheus cannot answer or
-        has no series: the throttle then scales each original or base, as without this."""
-        result = self.prometheus.instant(cluster, self.query)
-        observed = parse_vector(result or [])
+        """The highest rate of each throttled pair's traffic over the lookback, from the
+        instant queries (`queries`: select_references keeps each pair's highest); none (logged)
+        when Prometheus cannot answer or has no series."""
+        results = [self.prometheus.instant(cluster, query) for query in self.queries()]
+        observed = [rate for result in results for rate in parse_vector(result or [])]
         if not observed:
-            if result is not None:
+            if any(result is not None for result in results):
                 log.warning(
                     "cluster %s: no observed produce rates (query %s returned no series; is the "
                     "JMX exporter scraped and some quota set?); throttling from the originals",
                     cluster,
-                    self.query,
+                    " nor ".join(self.queries()),
                 )
             else:
                 log.warning(
@@ -152,9 +242,10 @@ class ObservedRates:
             return {}
         found = select_references(policy, originals, observed)
         log.info(
-            "cluster %s: episode starts from observed produce rates of %d quota entit%s "
-            "(%d series): %s",
+            "cluster %s: episode starts from the highest produce rates over the last %s of %d "
+            "quota entit%s (%d series): %s",
             cluster,
+            promql_duration(self.lookback),
             len(found),
             "y" if len(found) == 1 else "ies",
             len(observed),

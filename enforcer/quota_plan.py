@@ -241,17 +241,16 @@ def _desired(
     mirrored = _mirror_source(entity)
     if base is None and mirrored is not None and originals:
         base = originals.get((mirrored, key))
-    if base is None or not math.isfinite(base):
-        if reference is not None and factor > 0.0:
-            return max(scaled(reference, factor, key, MINIMUM), policy.minimum(key))
-        if factor <= 0.0:
-            return policy.minimum(key)
-        return original
-    if reference is not None and reference < base and factor > 0.0:
-        # Never above the original (or base), never below the minimum it allows.
-        floor = min(policy.minimum(key), base)
-        return max(scaled(reference, factor, key, MINIMUM), floor)
-    return scaled(base, factor, key, policy.minimum(key))
+    # An unset or non-finite base is no limit at all: any reference is below it.
+    ceiling = base if base is not None and math.isfinite(base) else math.inf
+    if reference is not None and reference < ceiling and factor > 0.0:
+        # The reference stands in for a higher (or no) base: the result is never above the base
+        # and never below the minimum the base allows (a base below the floor stays as it is).
+        return max(scaled(reference, factor, key, MINIMUM), min(policy.minimum(key), ceiling))
+    if ceiling == math.inf:
+        # Unlimited x factor is unlimited: only factor 0 limits it.
+        return policy.minimum(key) if factor <= 0.0 else original
+    return scaled(ceiling, factor, key, policy.minimum(key))
 
 
 def scaled(base: float, factor: float, key: str, minimum: float = MINIMUM) -> float:

@@ -7,11 +7,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
-from enforcer.observed_rates import BASE, DEFAULT_QUERY, REFERENCES
+from enforcer.observed_rates import (
+    BASE,
+    DEFAULT_LOOKBACK,
+    DEFAULT_QUERY,
+    LONGEST_LOOKBACK,
+    REFERENCES,
+)
 from enforcer.quota_plan import KNOWN_KEYS
 from kvq.kafka.client_settings import problems
 from kvq.settings import values
 from kvq.settings.app_settings import AppSettings, setting
+from kvq.settings.durations import format_duration
 
 LISTEN = "kvq.enforcer.listen"
 JOURNAL = "kvq.enforcer.journal"
@@ -22,6 +29,7 @@ DRY_RUN = "kvq.enforcer.dry.run"
 QUOTA_KEYS = "kvq.enforcer.quota.keys"
 STALE_WINDOW = "kvq.enforcer.stale.window"
 THROTTLE_REFERENCE = "kvq.enforcer.throttle.reference"
+OBSERVED_RATE_LOOKBACK = "kvq.enforcer.throttle.observed.rate.lookback"
 REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
@@ -45,6 +53,19 @@ def stale_window(text: str) -> timedelta:
         raise ValueError(
             "must be below PT5M (the enforcer route's repeat_interval): an alert Alertmanager "
             "resumes throttles only with the first repeat after the window; default PT2M"
+        )
+    return value
+
+
+def observed_rate_lookback(text: str) -> timedelta:
+    """PT0S, or whole seconds up to LONGEST_LOOKBACK (a fraction of a second means nothing
+    against sensors scraped seconds apart)."""
+    value = values.duration(text)
+    if value > LONGEST_LOOKBACK or value % timedelta(seconds=1):
+        raise ValueError(
+            f"must be whole seconds from PT0S (off: the rate when the episode starts, no "
+            f"carry-over) to {format_duration(LONGEST_LOOKBACK)}; default "
+            f"{format_duration(DEFAULT_LOOKBACK)}"
         )
     return value
 
@@ -115,6 +136,15 @@ class EnforcerSettings(AppSettings):
         DEFAULT_QUERY,
         "PromQL: per quota entity (labels user, clientId) its produce bytes/s on its busiest "
         "broker, Kafka's quota sensors as the JMX exporter rules in deploy/jmx-exporter/ name them",
+    )
+    observed_rate_lookback: timedelta = setting(
+        OBSERVED_RATE_LOOKBACK,
+        observed_rate_lookback,
+        format_duration(DEFAULT_LOOKBACK),
+        "observed-rate: each reference is the highest rate of the query over this long before "
+        "the episode starts (Kafka's rate covers ~10 s: just after a throttle it is still the "
+        "throttled rate), and a previous episode that ended less than this ago passes its "
+        "references on as a lower bound; PT0S: the rate at the start only",
     )
     reconcile_interval: timedelta = setting(
         "kvq.enforcer.reconcile.interval",

@@ -2,6 +2,7 @@
 throttled producer quota is scaled from, captured once per episode, never from throttled rates."""
 
 import logging
+from datetime import timedelta
 
 import pytest
 
@@ -123,14 +124,19 @@ def test_prometheus_answers_are_parsed_and_user_names_decoded():
 
 
 class RatesNow:
-    """The rates the brokers report now (a throttle lowers them): the applier's rate source."""
+    """The rates the brokers report now (a throttle lowers them): the applier's rate source,
+    without a lookback (the previous episode's references are tested in
+    test_observed_rate_lookback.py)."""
+
+    lookback = timedelta(0)
 
     def __init__(self, rates):
         self.rates = rates
         self.asked = 0
 
-    def references(self, cluster, policy, originals):
+    def references(self, cluster, policy, originals, previous=None):
         self.asked += 1
+        assert not previous, "no lookback, nothing carried over"
         return select_references(policy, originals, self.rates)
 
 

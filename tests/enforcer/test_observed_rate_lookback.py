@@ -1,0 +1,297 @@
+"""Observed-rate references that a stale, just-throttled rate cannot poison
+(kvq.enforcer.throttle.observed.rate.lookback): the reference is the highest rate over the
+lookback before the episode starts, and a previous episode that ended less than the lookback ago
+passes its references on. Prometheus' HTTP API is mocked with `responses` (the real Prometheus
+evaluates the query in the e2e test at the end); Kafka is devcluster, the journal real SQLite."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import responses
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from responses import matchers
+
+from devkit.processes import free_port, wait_until
+from devkit.prometheus import run_prometheus
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates, carried_over
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
+from enforcer.settings import EnforcerSettings
+from kvq.kafka.quota_entity import QuotaEntity
+from tests.enforcer.test_alert_episodes import Clock
+from tests.properties_support import MINIMAL, config_errors
+
+URL = "http://prometheus.test:9090"
+P = "producer_byte_rate"
+CAROL = QuotaEntity.user("carol")
+DAVE = QuotaEntity.user("dave")
+QUOTA = 2_000_000.0
+BEFORE = 150_000.0
+"""What carol writes before any throttle."""
+THROTTLED = 111.0
+"""Her rate as Kafka's ~10 s sensor still shows it just after a throttle at the floor."""
+POLICY = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
+LOOKBACK = timedelta(minutes=5)
+
+
+def rates(**by_user: float) -> dict:
+    """Prometheus' answer to the query: one series per user."""
+    result = [
+        {"metric": {"user": user}, "value": [1763823600.0, str(rate)]}
+        for user, rate in by_user.items()
+    ]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+@pytest.fixture
+def prometheus_api() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock() as mock:
+        yield mock
+
+
+@pytest.fixture
+def kafka(devcluster) -> Iterator[KafkaQuotaClient]:
+    """A devcluster broker holding carol's and dave's 2 MB/s quotas."""
+    dc = devcluster(brokers=1, log_dirs_per_broker=1)
+    client = KafkaQuotaClient({"bootstrap.servers": dc.bootstrap, "request.timeout.ms": "5000"})
+    try:
+        client.alter([Change(CAROL, P, QUOTA), Change(DAVE, P, QUOTA)])
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """The journal's clock: a test moves it past the lookback instead of waiting."""
+    return Clock()
+
+
+@pytest.fixture
+def journal(tmp_path, clock) -> Iterator[Journal]:
+    journal = Journal(tmp_path / "journal.sqlite3", clock=clock)
+    try:
+        yield journal
+    finally:
+        journal.close()
+
+
+def applier(kafka: KafkaQuotaClient, journal: Journal, lookback: timedelta = LOOKBACK) -> Applier:
+    rates = ObservedRates(PrometheusFactor(URL), DEFAULT_QUERY, lookback)
+    return Applier("c1", POLICY, kafka, journal, EnforcerMetrics(("c1",)), observed_rates=rates)
+
+
+def quota(kafka: KafkaQuotaClient, entity: QuotaEntity) -> float:
+    return kafka.describe()[entity][P]
+
+
+def answer(api: responses.RequestsMock, query: str, **kwargs) -> None:
+    """Prometheus answers `query` (and only it) with `kwargs` (json=..., status=...)."""
+    api.get(f"{URL}/api/v1/query", match=[matchers.query_param_matcher({"query": query})], **kwargs)
+
+
+def test_the_reference_is_the_highest_rate_now_or_over_the_lookback(prometheus_api):
+    """Carol's sensor still shows her throttled rate: the lookback has what she wrote before.
+    Dave's rate rose after the subquery's last step (aligned to the evaluation interval, it
+    misses the newest samples): the rate now has it."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=THROTTLED, dave=1.1 * BEFORE))
+    over_lookback = f"max_over_time(({DEFAULT_QUERY})[300s:])"
+    answer(prometheus_api, over_lookback, json=rates(carol=BEFORE, dave=BEFORE))
+    originals = {(CAROL, P): QUOTA, (DAVE, P): QUOTA}
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, originals)
+    assert references == {(CAROL, P): BEFORE, (DAVE, P): 1.1 * BEFORE}
+
+
+@pytest.mark.parametrize(
+    ("lookback", "sent"),
+    [
+        (
+            timedelta(seconds=90),
+            ["sum by (user) (my_rate)", "max_over_time((sum by (user) (my_rate))[90s:])"],
+        ),
+        (timedelta(0), ["sum by (user) (my_rate)"]),  # off: the user's query alone
+    ],
+)
+def test_a_users_own_query_is_asked_now_and_over_the_lookback(prometheus_api, lookback, sent):
+    for query in sent:
+        answer(prometheus_api, query, json=rates(carol=BEFORE))
+    observed = ObservedRates(PrometheusFactor(URL), "sum by (user) (my_rate)", lookback)
+    assert observed.references("c1", POLICY, {(CAROL, P): QUOTA}) == {(CAROL, P): BEFORE}
+    assert [call.request.params["query"] for call in prometheus_api.calls] == sent
+
+
+def test_a_lookback_prometheus_refuses_leaves_the_rate_now(prometheus_api):
+    """A query that is no instant vector cannot be a subquery's: the rate now still counts."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=BEFORE))
+    refused = {"status": "error", "errorType": "bad_data", "error": "not an instant vector"}
+    answer(prometheus_api, f"max_over_time(({DEFAULT_QUERY})[300s:])", status=400, json=refused)
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, {(CAROL, P): QUOTA})
+    assert references == {(CAROL, P): BEFORE}
+
+
+def test_an_episode_right_after_another_keeps_its_references(prometheus_api, kafka, journal):
+    """The issue's case: space freed, throttle restored, and seconds later another broker starts
+    a new episode while Kafka's sensors still show carol's throttled rate: she is scaled from
+    what she wrote before the first episode, not held at the floor."""
+    prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE, dave=BEFORE))
+    enforcer = applier(kafka, journal)
+    enforcer.apply(0.5)
+    assert quota(kafka, CAROL) == 0.5 * BEFORE
+    enforcer.apply(1.0)
+    assert quota(kafka, CAROL) == QUOTA, "restored"
+
+    # Dave's rate recovered at once, carol's sensor still shows the throttle; dave now writes
+    # more than before (his new reference).
+    prometheus_api.replace(
+        responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED, dave=3 * BEFORE)
+    )
+    enforcer.apply(0.78)
+    assert quota(kafka, CAROL) == math.floor(0.78 * BEFORE), (
+        "the first episode's reference, not 111 B/s"
+    )
+    assert quota(kafka, DAVE) == math.floor(0.78 * 3 * BEFORE), "a higher rate observed now wins"
+
+
+def test_no_carry_over_once_the_previous_episode_is_older_than_the_lookback(
+    prometheus_api, kafka, journal, clock
+):
+    prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
+    enforcer = applier(kafka, journal)
+    enforcer.apply(0.5)
+    enforcer.apply(1.0)
+    clock.now += LOOKBACK + timedelta(seconds=1)
+    prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED))
+    enforcer.apply(0.5)
+    assert quota(kafka, CAROL) == BYTE_RATE_FLOOR, "what she wrote over the whole lookback"
+
+
+def test_a_lookback_of_zero_takes_the_rate_at_the_start_only(prometheus_api, kafka, journal):
+    prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
+    enforcer = applier(kafka, journal, lookback=timedelta(0))
+    enforcer.apply(0.5)
+    enforcer.apply(1.0)
+    prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED))
+    enforcer.apply(0.5)
+    assert quota(kafka, CAROL) == BYTE_RATE_FLOOR
+
+
+def test_carried_references_stand_when_prometheus_cannot_answer(prometheus_api, kafka, journal):
+    prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
+    enforcer = applier(kafka, journal)
+    enforcer.apply(0.5)
+    enforcer.apply(1.0)
+    prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", status=503, json={})
+    enforcer.apply(0.5)
+    assert quota(kafka, CAROL) == 0.5 * BEFORE
+    assert quota(kafka, DAVE) == 0.5 * QUOTA, "no reference at all: his quota x factor"
+
+
+def test_only_pairs_the_new_episode_throttles_are_carried_over():
+    previous = {(CAROL, P): BEFORE, (DAVE, P): BEFORE}
+    observed = {(CAROL, P): THROTTLED}
+    assert carried_over(observed, previous, {(CAROL, P): QUOTA}) == {(CAROL, P): BEFORE}
+
+
+def test_a_journal_passes_on_the_references_of_an_episode_finished_within_the_window(
+    tmp_path, clock
+):
+    path = tmp_path / "journal.sqlite3"
+    journal = Journal(path, clock=clock)
+    try:
+        clusters = journal.for_cluster("c1")
+        clusters.begin({(CAROL, P): QUOTA, (DAVE, P): QUOTA}, 0.5, references={(CAROL, P): BEFORE})
+        assert clusters.recent_references(LOOKBACK) == {}, "still active: nothing to pass on"
+        clusters.finish()
+        assert journal.for_cluster("c2").recent_references(LOOKBACK) == {}, "per cluster"
+        assert clusters.recent_references(timedelta(0)) == {}
+    finally:
+        journal.close()
+    clock.now += LOOKBACK - timedelta(seconds=1)
+    reopened = Journal(path, clock=clock)  # an enforcer restarted between the episodes
+    try:
+        clusters = reopened.for_cluster("c1")
+        assert clusters.recent_references(LOOKBACK) == {(CAROL, P): BEFORE}
+        clock.now += timedelta(seconds=2)
+        assert clusters.recent_references(LOOKBACK) == {}, "finished longer ago than the window"
+    finally:
+        reopened.close()
+
+
+def test_a_new_episode_replaces_the_references_it_passes_on(tmp_path, clock):
+    journal = Journal(tmp_path / "journal.sqlite3", clock=clock)
+    try:
+        clusters = journal.for_cluster("c1")
+        clusters.begin({(CAROL, P): QUOTA}, 0.5, references={(CAROL, P): BEFORE})
+        clusters.finish()
+        clusters.begin({(CAROL, P): QUOTA}, 0.5, references={(CAROL, P): 2 * BEFORE})
+        clusters.finish()
+        assert clusters.recent_references(LOOKBACK) == {(CAROL, P): 2 * BEFORE}
+    finally:
+        journal.close()
+
+
+def test_the_lookback_setting(tmp_path):
+    default = EnforcerSettings.build(MINIMAL, environ={})
+    assert default.observed_rate_lookback == timedelta(minutes=5)
+    off = EnforcerSettings.build(
+        {**MINIMAL, "kvq.enforcer.throttle.observed.rate.lookback": "PT0S"}, environ={}
+    )
+    assert off.observed_rate_lookback == timedelta(0)
+    for bad in ("PT2H", "PT1.5S"):
+        (error,) = config_errors(
+            EnforcerSettings, **{"kvq.enforcer.throttle.observed.rate.lookback": bad}
+        )
+        assert error.startswith(
+            f"kvq.enforcer.throttle.observed.rate.lookback={bad}: must be whole seconds from "
+            "PT0S (off: the rate when the episode starts, no carry-over) to PT1H"
+        )
+    (error,) = config_errors(
+        EnforcerSettings, **{"kvq.enforcer.throttle.observed.rate.lookback": "5m"}
+    )
+    assert "not an ISO 8601 duration" in error
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
+    """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
+    reference is what she wrote before; with no lookback it is the throttled rate."""
+    registry = CollectorRegistry()
+    gauge = Gauge(
+        "kafka_server_quota_byte_rate",
+        "Kafka's quota sensor",
+        ["resource", "user"],
+        registry=registry,
+    )
+    sensor = gauge.labels(resource="Produce", user="carol")
+    sensor.set(BEFORE)
+    port = free_port()
+    server, thread = start_http_server(port, "127.0.0.1", registry)
+    try:
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": [f"127.0.0.1:{port}"]}
+        ) as prometheus:
+
+            def carol_now() -> float | None:
+                found = prometheus.query(DEFAULT_QUERY)
+                return float(found[0]["value"][1]) if found else None
+
+            wait_until(lambda: carol_now() == BEFORE, 30, what="carol's rate scraped")
+            sensor.set(THROTTLED)
+            wait_until(lambda: carol_now() == THROTTLED, 30, what="her throttled rate scraped")
+            originals = {(CAROL, P): QUOTA}
+            looking_back = ObservedRates(PrometheusFactor(prometheus.url), lookback=LOOKBACK)
+            assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+            at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
+            assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
