@@ -282,19 +282,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def quiet_py4j() -> None:
-    """py4j logs only what matters: its connection chatter only when debugging, and never its
-    traceback of an interrupt (`without_py4j_interrupt_trace`)."""
+    """py4j logs only what matters: its connection chatter only when debugging, and never a
+    traceback of an interrupt or of the JVM the run stopped (`without_expected_py4j_traces`)."""
+    from spark.session import without_expected_py4j_traces
+
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger().addFilter(without_py4j_interrupt_trace)
-
-
-def without_py4j_interrupt_trace(record: logging.LogRecord) -> bool:
-    """False for py4j's traceback of an interrupt that arrived while it waited for the JVM (it
-    logs it on the root logger, `logging.exception` in `GatewayClient.send_command`): Ctrl-C or
-    SIGTERM during any Spark call would print it; the command says it in one line instead."""
-    interrupted = record.exc_info is not None and isinstance(record.exc_info[1], KeyboardInterrupt)
-    return not (interrupted and Path(record.pathname).parent.name == "py4j")
+    logging.getLogger().addFilter(without_expected_py4j_traces)
 
 
 def named_cluster(flag: str | None, config) -> tuple[str, ...] | None:

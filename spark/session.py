@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
+import threading
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -22,6 +25,8 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """The throughput collector for a batch job: G1, the JVM's default, spends CPU on concurrent work
 and costlier write barriers that a run with no pause target does not need (`make bench`
 measures the backfill)."""
+STOPPING = threading.Event()
+"""Set once `stop_local_jvm` begins: from then on a call to the JVM failing is expected."""
 STOP_SECONDS = 5.0
 """How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
 folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""
@@ -76,9 +81,22 @@ def stop_local_jvm() -> None:
     jvm = local_jvm()
     if jvm is None or jvm.poll() is not None:
         return
+    STOPPING.set()
     jvm.terminate()
     try:
         jvm.wait(STOP_SECONDS)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):  # or a second Ctrl-C: no waiting
         jvm.kill()
         jvm.wait()
+
+
+def without_expected_py4j_traces(record: logging.LogRecord) -> bool:
+    """A filter for the root logger, on which py4j logs a failed call to the JVM with its traceback
+    (`logging.exception` in `GatewayClient.send_command`): False for the failures an interrupted
+    run causes itself, so that the command says it in one line instead. That is the interrupt
+    arriving while the driver waits for the JVM (Ctrl-C or SIGTERM during any Spark call), and any
+    call once `stop_local_jvm` has begun: py4j's finalizer thread still tells the JVM about the
+    Python objects collected later, at whatever moment the garbage collector finds them."""
+    if record.exc_info is None or Path(record.pathname).parent.name != "py4j":
+        return True
+    return not (isinstance(record.exc_info[1], KeyboardInterrupt) or STOPPING.is_set())
