@@ -7,17 +7,11 @@ import pytest
 
 from devcluster.mutation_quotas import MutationQuotas, ThrottlingQuotaExceeded
 from kvq.kafka.quota_entity import QuotaEntity
+from tests.clock_support import SettableClock
 
 
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def quotas(rate: float) -> tuple[MutationQuotas, Clock]:
-    clock = Clock()
+def quotas(rate: float) -> tuple[MutationQuotas, SettableClock[float]]:
+    clock = SettableClock(1000.0)
     table = {QuotaEntity.of([("client-id", "app")]): {"controller_mutation_rate": rate}}
     return MutationQuotas(lambda: table, clock), clock
 

@@ -14,14 +14,14 @@ from devcluster.produce_quotas import ProduceQuotas, candidates
 from devkit.devcluster_wire import admin_send
 from devkit.producer_load import LoadProducer
 from kvq.kafka.quota_entity import QuotaEntity
+from tests.clock_support import SettableClock
 
 
-class Clock:
+class Clock(SettableClock[float]):
+    """Also the sleep the quota manager is given: sleeping moves the clock."""
+
     def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+        super().__init__(1000.0)
 
     def sleep_ms(self, ms: float) -> None:
         self.now += ms / 1000

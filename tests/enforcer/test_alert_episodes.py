@@ -14,6 +14,7 @@ from enforcer.journal import Journal
 from enforcer.journal import _stamp as utc_stamp
 from enforcer.target_factor import ThrottleAlert, extract
 from enforcer.webhook_payload import PayloadError, webhook_from_dict
+from tests.clock_support import SettableClock, wall_clock
 
 T1 = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
 T2 = T1 + timedelta(minutes=20)
@@ -21,17 +22,9 @@ T3 = T2 + timedelta(minutes=5)
 NAME = "KafkaVolumeQuotaThrottle"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> SettableClock[datetime]:
+    return wall_clock(2026, 11, 25, 9)
 
 
 @pytest.fixture

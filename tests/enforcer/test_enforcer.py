@@ -19,22 +19,15 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.webhook_payload import webhook_from_dict
 from kvq.kafka.quota_entity import QuotaEntity
+from tests.clock_support import wall_clock
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def world(tmp_path):
-    clock = Clock()
+    clock = wall_clock(2026, 11, 22, 15)
     kafka = InMemoryQuotas({ALICE: {P: 800.0}})
     journals: list[Journal] = []
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import responses
@@ -26,7 +26,7 @@ from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from enforcer.settings import EnforcerSettings
 from kvq.kafka.quota_entity import QuotaEntity
-from tests.enforcer.test_alert_episodes import Clock
+from tests.clock_support import SettableClock, wall_clock
 from tests.properties_support import MINIMAL, config_errors
 
 URL = "http://prometheus.test:9090"
@@ -70,9 +70,9 @@ def kafka(devcluster) -> Iterator[KafkaQuotaClient]:
 
 
 @pytest.fixture
-def clock() -> Clock:
+def clock() -> SettableClock[datetime]:
     """The journal's clock: a test moves it past the lookback instead of waiting."""
-    return Clock()
+    return wall_clock(2026, 11, 25, 9)
 
 
 @pytest.fixture
