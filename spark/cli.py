@@ -288,7 +288,8 @@ def quiet_py4j() -> None:
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger().addFilter(without_expected_py4j_traces)
+    for handler in logging.getLogger().handlers:  # a logger's own filters skip its children's
+        handler.addFilter(without_expected_py4j_traces)
 
 
 def named_cluster(flag: str | None, config) -> tuple[str, ...] | None:

@@ -91,12 +91,22 @@ def stop_local_jvm() -> None:
 
 
 def without_expected_py4j_traces(record: logging.LogRecord) -> bool:
-    """A filter for the root logger, on which py4j logs a failed call to the JVM with its traceback
-    (`logging.exception` in `GatewayClient.send_command`): False for the failures an interrupted
-    run causes itself, so that the command says it in one line instead. That is the interrupt
-    arriving while the driver waits for the JVM (Ctrl-C or SIGTERM during any Spark call), and any
-    call once `stop_local_jvm` has begun: py4j's finalizer thread still tells the JVM about the
+    """A filter for the log handlers, which py4j's failed calls to the JVM reach with their
+    tracebacks (on the root logger from `GatewayClient.send_command`, on its own from the
+    connection's clean-up): False for the failures an interrupted run causes itself, so that the
+    command says it in one line instead. That is the interrupt arriving while the driver waits for
+    the JVM (Ctrl-C or SIGTERM during any Spark call) and whatever fails while that unwinds, and
+    any call once `stop_local_jvm` has begun: py4j's finalizer thread still tells the JVM about the
     Python objects collected later, at whatever moment the garbage collector finds them."""
     if record.exc_info is None or Path(record.pathname).parent.name != "py4j":
         return True
-    return not (isinstance(record.exc_info[1], KeyboardInterrupt) or STOPPING.is_set())
+    return not (caused_by_an_interrupt(record.exc_info[1]) or STOPPING.is_set())
+
+
+def caused_by_an_interrupt(error: BaseException | None) -> bool:
+    """True if `error`, or one it was raised while handling, is an interrupt."""
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
