@@ -23,6 +23,7 @@ from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
 from kvq.settings.durations import format_duration, parse_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
+from spark.py4j_logging import without_expected_py4j_traces
 from spark.settings import BackfillSettings
 
 EXIT_FAILED = 1
@@ -284,8 +285,6 @@ def main(argv: list[str] | None = None) -> int:
 def quiet_py4j() -> None:
     """py4j logs only what matters: its connection chatter only when debugging, and never a
     traceback of an interrupt or of the JVM the run stopped (`without_expected_py4j_traces`)."""
-    from spark.session import without_expected_py4j_traces
-
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("py4j").setLevel(logging.WARNING)
     for handler in logging.getLogger().handlers:  # a logger's own filters skip its children's

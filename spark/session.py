@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
-import threading
-from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from kvq import interrupts
 from spark.class_archive import ClassArchive, keep_at_exit, prepare
+from spark.py4j_logging import STOPPING
 
 LOCAL_DEFAULTS = {
     "spark.driver.memory": "2g",
@@ -25,8 +23,6 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """The throughput collector for a batch job: G1, the JVM's default, spends CPU on concurrent work
 and costlier write barriers that a run with no pause target does not need (`make bench`
 measures the backfill)."""
-STOPPING = threading.Event()
-"""Set once `stop_local_jvm` begins: from then on a call to the JVM failing is expected."""
 STOP_SECONDS = 5.0
 """How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
 folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""
@@ -88,25 +84,3 @@ def stop_local_jvm() -> None:
     except (subprocess.TimeoutExpired, KeyboardInterrupt):  # or a second Ctrl-C: no waiting
         jvm.kill()
         jvm.wait()
-
-
-def without_expected_py4j_traces(record: logging.LogRecord) -> bool:
-    """A filter for the log handlers, which py4j's failed calls to the JVM reach with their
-    tracebacks (on the root logger from `GatewayClient.send_command`, on its own from the
-    connection's clean-up): False for the failures an interrupted run causes itself, so that the
-    command says it in one line instead. That is the interrupt arriving while the driver waits for
-    the JVM (Ctrl-C or SIGTERM during any Spark call) and whatever fails while that unwinds, and
-    any call once `stop_local_jvm` has begun: py4j's finalizer thread still tells the JVM about the
-    Python objects collected later, at whatever moment the garbage collector finds them."""
-    if record.exc_info is None or Path(record.pathname).parent.name != "py4j":
-        return True
-    return not (caused_by_an_interrupt(record.exc_info[1]) or STOPPING.is_set())
-
-
-def caused_by_an_interrupt(error: BaseException | None) -> bool:
-    """True if `error`, or one it was raised while handling, is an interrupt."""
-    while error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
