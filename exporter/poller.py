@@ -26,6 +26,7 @@ class Poller:
         clock: Callable[[], float],
         interval_seconds: float,
         archive: ArchiveWriter | None = None,
+        throttled_interval_seconds: float = 0.0,
         on_duration: Callable[[float], None] = lambda seconds: None,
         lock: threading.Lock | None = None,
         scrape_phase: ScrapePhase | None = None,
@@ -34,6 +35,9 @@ class Poller:
         self.throttle = throttle
         self.clock = clock
         self.interval_seconds = interval_seconds
+        self.throttled_interval_seconds = throttled_interval_seconds
+        """While the last poll's factor was below 1 (not a fallback), polls come at most this far
+        apart (0: every `interval_seconds` always): freed space lifts the throttle sooner."""
         self.archive = archive
         self.on_duration = on_duration
         self.lock = lock or threading.Lock()
@@ -46,6 +50,8 @@ class Poller:
         self.scrape_phase = scrape_phase
         """When scrapes come: each poll is started to end just before one (None: on schedule)."""
         self._last_duration = 0.0
+        self._throttled = False
+        """The last poll's factor was calculated and below 1."""
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
@@ -55,6 +61,7 @@ class Poller:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
+        self._throttled = factor.value < 1.0 and not factor.fallback
         if self.archive is not None:
             try:
                 self.archive.append(observation)
@@ -113,17 +120,24 @@ class Poller:
                 self.poll_once()
             except Exception:  # never let one bad poll end the exporter
                 log.exception("unexpected error during poll")
-            next_at += self.interval_seconds
+            interval = self.current_interval()
+            next_at += interval
             next_at = max(next_at, time.monotonic())
-            stop.wait(self._start_for(next_at) - time.monotonic())
+            stop.wait(self._start_for(next_at, interval) - time.monotonic())
 
-    def _start_for(self, planned: float) -> float:
+    def current_interval(self) -> float:
+        """Seconds until the next poll: `throttled_interval_seconds` while the last poll's factor
+        was below 1 (a failed poll keeps the state of the last one that succeeded; a fallback
+        factor is not a throttle to lift), if shorter; else `interval_seconds`."""
+        if self._throttled and 0 < self.throttled_interval_seconds < self.interval_seconds:
+            return self.throttled_interval_seconds
+        return self.interval_seconds
+
+    def _start_for(self, planned: float, interval: float) -> float:
         """When to start the poll the schedule puts at `planned` (the schedule stays as it is)."""
         if self.scrape_phase is None:
             return planned
-        return self.scrape_phase.start_for(
-            planned, self._last_duration, self.interval_seconds, time.monotonic()
-        )
+        return self.scrape_phase.start_for(planned, self._last_duration, interval, time.monotonic())
 
     def watch_expiry(self, stop: threading.Event, every_seconds: float = 1.0) -> None:
         """Judge expiry every few seconds, so a hung poll never keeps a stale factor alive."""
