@@ -40,7 +40,7 @@ from demo.versus import recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
-from exporter.settings import THROTTLED_CHECK_INTERVAL
+from exporter.settings import VIOLATION_CHECK_INTERVAL
 
 RETENTION_SECONDS = 150
 SEGMENT_SECONDS = 5
@@ -294,13 +294,13 @@ def run_policy(
     log: Callable[[str], None],
     episode_seconds: float = EPISODE_SECONDS,
     load_step: float | None = None,
-    throttled_check_interval: str | None = None,
+    violation_check_interval: str | None = None,
 ) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
     graceful += ENFORCER_PROPERTIES.get(policy, "")
-    if throttled_check_interval is not None:
-        graceful += f"{THROTTLED_CHECK_INTERVAL}={throttled_check_interval}\n"
+    if violation_check_interval is not None:
+        graceful += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
     # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
     # asks Prometheus.
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
@@ -336,10 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
     )
     parser.add_argument(
-        "--throttled-check-interval",
+        "--violation-check-interval",
         metavar="DURATION",
-        help=f"the exporter's {THROTTLED_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
-        "polls every storage.check.interval while throttled too, as before it existed)",
+        help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
+        "polls every storage.check.interval at the limit too, as before it existed)",
     )
     args = parser.parse_args(argv)
     if args.load_step is not None and args.load_step <= 1:
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                     log,
                     args.episode_seconds,
                     args.load_step,
-                    args.throttled_check_interval,
+                    args.violation_check_interval,
                 )
                 outcomes.append(outcome)
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:

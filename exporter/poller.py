@@ -26,7 +26,7 @@ class Poller:
         clock: Callable[[], float],
         interval_seconds: float,
         archive: ArchiveWriter | None = None,
-        throttled_interval_seconds: float = 0.0,
+        violation_interval_seconds: float = 0.0,
         on_duration: Callable[[float], None] = lambda seconds: None,
         lock: threading.Lock | None = None,
         scrape_phase: ScrapePhase | None = None,
@@ -35,9 +35,9 @@ class Poller:
         self.throttle = throttle
         self.clock = clock
         self.interval_seconds = interval_seconds
-        self.throttled_interval_seconds = throttled_interval_seconds
-        """While the last poll's factor was below 1 (not a fallback), polls come at most this far
-        apart (0: every `interval_seconds` always): freed space lifts the throttle sooner."""
+        self.violation_interval_seconds = violation_interval_seconds
+        """While a volume violated the limit at the last successful poll, polls come at most this
+        far apart (0: every `interval_seconds` always): freed space lifts the throttle sooner."""
         self.archive = archive
         self.on_duration = on_duration
         self.lock = lock or threading.Lock()
@@ -50,8 +50,8 @@ class Poller:
         self.scrape_phase = scrape_phase
         """When scrapes come: each poll is started to end just before one (None: on schedule)."""
         self._last_duration = 0.0
-        self._throttled = False
-        """The last poll's factor was calculated and below 1."""
+        self._violating = False
+        """A volume violated the limit at the last successful poll (held ones included)."""
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
@@ -61,7 +61,8 @@ class Poller:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
-        self._throttled = factor.value < 1.0 and not factor.fallback
+            if observation.succeeded:
+                self._violating = bool(self.throttle.state.violating)
         if self.archive is not None:
             try:
                 self.archive.append(observation)
@@ -126,11 +127,14 @@ class Poller:
             stop.wait(self._start_for(next_at, interval) - time.monotonic())
 
     def current_interval(self) -> float:
-        """Seconds until the next poll: `throttled_interval_seconds` while the last poll's factor
-        was below 1 (a failed poll keeps the state of the last one that succeeded; a fallback
-        factor is not a throttle to lift), if shorter; else `interval_seconds`."""
-        if self._throttled and 0 < self.throttled_interval_seconds < self.interval_seconds:
-            return self.throttled_interval_seconds
+        """Seconds until the next poll: `violation_interval_seconds`, if shorter, while a volume
+        violated the limit at the last successful poll (a failed poll changes nothing); else
+        `interval_seconds`. Only then: at the limit the factor is 0 whatever the policy, and the
+        graceful-slowdown policy's fill rate, a median over its last three intervals, needs
+        intervals longer than the gaps between a volume's writes (at 1 s, a volume written to
+        in bursts every 2 s or more would seem not to fill half the time)."""
+        if self._violating and 0 < self.violation_interval_seconds < self.interval_seconds:
+            return self.violation_interval_seconds
         return self.interval_seconds
 
     def _start_for(self, planned: float, interval: float) -> float:

@@ -14,7 +14,7 @@ from kvq.settings.app_settings import AppSettings, setting
 LISTEN = "kvq.exporter.listen"
 ARCHIVE_DIR = "kvq.exporter.archive.dir"
 REQUEST_TIMEOUT = "kvq.exporter.request.timeout"
-THROTTLED_CHECK_INTERVAL = "kvq.exporter.throttled.check.interval"
+VIOLATION_CHECK_INTERVAL = "kvq.exporter.violation.check.interval"
 
 
 @dataclass(frozen=True)
@@ -37,16 +37,16 @@ class ExporterSettings(AppSettings):
         "PT10S",
         "per-broker timeout of each Kafka call in a poll",
     )
-    throttled_check_interval: timedelta = setting(
-        THROTTLED_CHECK_INTERVAL,
+    violation_check_interval: timedelta = setting(
+        VIOLATION_CHECK_INTERVAL,
         values.duration_off_or_between(
             timedelta(milliseconds=100),
             timedelta(hours=1),
             "PT0S: storage.check.interval always",
         ),
         "PT1S",
-        "poll interval while the factor is below 1 (at most storage.check.interval): freed "
-        "space is seen sooner",
+        "poll interval while a volume violates the limit (at most storage.check.interval): "
+        "freed space is seen sooner",
     )
 
     @classmethod

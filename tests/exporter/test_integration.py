@@ -111,7 +111,7 @@ def test_a_log_dir_below_the_ratio_limit_throttles_within_one_interval(cluster, 
     assert server.url.startswith("http://127.0.0.1:")
 
 
-def test_while_throttled_it_polls_every_throttled_interval_so_freed_space_lifts_it_sooner(
+def test_while_a_volume_violates_it_polls_every_violation_interval_so_freed_space_lifts_it(
     cluster, exporters
 ):
     exporter = make_exporter(
@@ -119,7 +119,7 @@ def test_while_throttled_it_polls_every_throttled_interval_so_freed_space_lifts_
         **{
             P + "storage.check.interval": "PT6S",
             P + "throttle.factor.validity.duration": "PT1M",
-            "kvq.exporter.throttled.check.interval": "PT0.5S",
+            "kvq.exporter.violation.check.interval": "PT0.5S",
         },
     )
     exporters.append(exporter)
@@ -136,7 +136,7 @@ def test_while_throttled_it_polls_every_throttled_interval_so_freed_space_lifts_
     assert time.monotonic() - freed_at < 2.0  # the next 0.5 s poll, not the next 6 s one
     polls = exporter.throttle.state.observations_total
     time.sleep(3)
-    assert exporter.throttle.state.observations_total - polls <= 1  # unthrottled: every 6 s
+    assert exporter.throttle.state.observations_total - polls <= 1  # no violation: every 6 s
 
 
 def test_limit_violated_counts_violating_volumes_per_poll_bytes_limit(cluster, exporters):
