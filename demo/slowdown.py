@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
-        work = args.work or Path(temp)
+        # absolute: Alertmanager and Prometheus read the files it names from their own dirs
+        work = (args.work or Path(temp)).resolve()
         for policy in args.policy or POLICIES:
             try:
                 outcome = run_policy(

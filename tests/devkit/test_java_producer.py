@@ -13,7 +13,7 @@ from devkit.java_producer import JavaPerfProducer
 from kvq.kafka.client_settings import librdkafka_config
 from tests.quota_backends import kafka_quotas_left_as_found
 
-QUOTA = 10_000
+QUOTA = 10_000.0
 """alice's producer_byte_rate (per broker; her topic has one partition, on broker 0)."""
 OFFERED = 40_000
 
