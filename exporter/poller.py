@@ -26,10 +26,10 @@ class Poller:
         clock: Callable[[], float],
         interval_seconds: float,
         archive: ArchiveWriter | None = None,
-        violation_interval_seconds: float = 0.0,
         on_duration: Callable[[float], None] = lambda seconds: None,
         lock: threading.Lock | None = None,
         scrape_phase: ScrapePhase | None = None,
+        violation_interval_seconds: float = 0.0,
     ) -> None:
         self.volume_source = volume_source
         self.throttle = throttle
