@@ -157,7 +157,7 @@ def broker_quota_hops(kafka, crossed: float) -> list[tuple[float | None, str]]:
 
 def first_new_throttle(producers: Iterable, crossed_monotonic: float) -> float | None:
     """Monotonic moment of the first throttle reported after the crossing to a producer that had
-    none in the 10 s before it (librdkafka's throttle callback; the Java tool reports none)."""
+    none in the 10 s before it (librdkafka's throttle callback, the Java client's log)."""
     moments = [
         at
         for p in producers

@@ -471,9 +471,10 @@ def run_with_kvq(
 def held(
     producer: LoadProducer | JavaPerfProducer, since: float, setup: Setup, by_rate: bool = False
 ) -> bool:
-    """The brokers hold the producer back: librdkafka reported a throttle since ``since``; the
-    Java tool reports none (nor do quotas that bind anyway, ``by_rate``), so: its acknowledged
-    rate over the last 3 s fell below a quarter of what it offers."""
+    """The brokers hold the producer back: a broker reported a throttle to it since ``since``;
+    with ``by_rate`` (quotas that bind anyway throttle before the throttle counts), or before any
+    throttle was reported to it: its acknowledged rate over the last 3 s fell below a quarter of
+    what it offers."""
     if producer.log.throttles and not by_rate:
         return any(t >= since for t, _ in producer.log.throttles)
     now = time.monotonic()

@@ -40,6 +40,7 @@ from demo.versus import recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
+from exporter.settings import VIOLATION_CHECK_INTERVAL
 
 RETENTION_SECONDS = 150
 SEGMENT_SECONDS = 5
@@ -82,6 +83,9 @@ class Outcome:
     run: Run
     slowed: float | None = None
     freed: float | None = None
+    restored: float | None = None
+    """When Kafka held no throttled quota any more after the space was freed (the enforcer's
+    restore)."""
     recovered: dict[str, float] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
     before: dict[str, float] = field(default_factory=dict)
@@ -127,24 +131,58 @@ class Outcome:
 
     def per_producer(self) -> list[str]:
         """Per producer: its rate before, the longest it went without an ack in the episode,
-        when it was back after the space was freed and the longest throttle time a broker
-        reported to it (librdkafka only: Kafka's mute time after an overshoot)."""
+        when it was back after the space was freed, the longest throttle time a broker
+        reported to it in the episode, and the last one before the restore with when it ended
+        (after the restore: what the producer still waited out; librdkafka's throttle_cb, the
+        Java client's own log)."""
         start, end = self.slowed or 0.0, self.freed or 0.0
         rows = []
         for producer in self.run.producers:
             times = [start, *(t for t, _ in producer.log.acked if start <= t < end), end]
             gap = max(b - a for a, b in zip(times, times[1:], strict=False))
             back = self.back_at_rate(producer)
-            throttles = [ms for t, ms in producer.log.throttles if t >= start]
-            rows.append(
-                f"    {f'{producer.user} / {producer.client_id}':22} "
+            throttles = [(t, ms) for t, ms in producer.log.throttles if t >= start]
+            row = (
+                f"    {f'{producer.user} / {producer.client_id} ({producer.kind})':33} "
                 f"{self.before.get(producer.client_id, 0) / 1000:6.1f} kB/s before, "
                 f"longest stall {gap:5.1f} s, back "
                 + (f"{back:5.1f} s" if back is not None else "  never")
                 + " after space freed"
-                + (f", longest throttle {max(throttles) / 1000:.1f} s" if throttles else "")
             )
+            if throttles:
+                row += f", longest throttle {max(ms for _, ms in throttles) / 1000:.1f} s"
+            last = self.last_throttle_before_restore(producer)
+            if last is not None and self.restored is not None:
+                at, ms = last
+                row += (
+                    f", last before the restore {ms / 1000:.1f} s, ending "
+                    f"{at + ms / 1000 - self.restored:+.1f} s after it"
+                )
+            rows.append(row)
         return rows
+
+    def last_throttle_before_restore(self, producer) -> tuple[float, int] | None:
+        """(monotonic time, ms) of the last throttle a broker reported to `producer` before the
+        quotas were restored, if it was reported after the first slowdown."""
+        if self.restored is None or self.slowed is None:
+            return None
+        before = [(t, ms) for t, ms in producer.log.throttles if self.slowed <= t < self.restored]
+        return before[-1] if before else None
+
+    def throttle_summary(self, kind: str) -> str | None:
+        """The longest throttle time any `kind` producer got in the episode, and the longest a
+        producer of that kind still waited out after the restore (its last throttle before it)."""
+        start = self.slowed or 0.0
+        of_kind = [p for p in self.run.producers if p.kind == kind]
+        longest = max((ms for p in of_kind for t, ms in p.log.throttles if t >= start), default=0)
+        if not longest:
+            return None
+        if self.restored is None:
+            return f"longest {longest / 1000:.1f} s"
+        lasts = [self.last_throttle_before_restore(p) for p in of_kind]
+        ends = [at + ms / 1000 - self.restored for at, ms in filter(None, lasts)]
+        after = f", still waited out after the restore: {max(0.0, *ends):.1f} s" if ends else ""
+        return f"longest {longest / 1000:.1f} s{after}"
 
 
 def throttled_now(stack, originals: dict) -> bool:
@@ -207,7 +245,8 @@ def drive(
         recovered_by_kind(run, outcome, outcome.freed)  # type: ignore[arg-type]
         if not restored and not throttled_now(stack, SETUP.quotas):
             restored = True  # where the loop's share of "back at their rate" ends
-            outcome.events.append((time.monotonic(), "quotas restored by the enforcer"))
+            outcome.restored = time.monotonic()
+            outcome.events.append((outcome.restored, "quotas restored by the enforcer"))
         time.sleep(0.2)
     return outcome
 
@@ -234,6 +273,13 @@ def table(outcome: Outcome) -> str:
         took = outcome.recovered.get(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
         rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
+    if outcome.restored is not None and outcome.freed is not None:
+        took = outcome.restored - outcome.freed
+        rows.append(f"  {'space freed -> quotas restored by the enforcer':52} {took:.1f} s")
+    for kind in ("librdkafka", "Java"):
+        summary = outcome.throttle_summary(kind)
+        if summary is not None:
+            rows.append(f"  {'throttle times sent to ' + kind + ' producers':52} {summary}")
     rows.append("  per producer:")
     rows += outcome.per_producer()
     start = run.load_started
@@ -248,10 +294,13 @@ def run_policy(
     log: Callable[[str], None],
     episode_seconds: float = EPISODE_SECONDS,
     load_step: float | None = None,
+    violation_check_interval: str | None = None,
 ) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
     graceful += ENFORCER_PROPERTIES.get(policy, "")
+    if violation_check_interval is not None:
+        graceful += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
     # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
     # asks Prometheus.
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
@@ -286,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TIMES",
         help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
     )
+    parser.add_argument(
+        "--violation-check-interval",
+        metavar="DURATION",
+        help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
+        "polls every storage.check.interval at the limit too, as before it existed)",
+    )
     args = parser.parse_args(argv)
     if args.load_step is not None and args.load_step <= 1:
         parser.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
@@ -297,10 +352,19 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
-        work = args.work or Path(temp)
+        # absolute: Alertmanager and Prometheus read the files it names from their own dirs
+        work = (args.work or Path(temp)).resolve()
         for policy in args.policy or POLICIES:
             try:
-                outcomes.append(run_policy(policy, work, log, args.episode_seconds, args.load_step))
+                outcome = run_policy(
+                    policy,
+                    work,
+                    log,
+                    args.episode_seconds,
+                    args.load_step,
+                    args.violation_check_interval,
+                )
+                outcomes.append(outcome)
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
                 return 1

@@ -416,8 +416,8 @@ def table(outcome: Outcome) -> str:
 
 
 def producer_reactions(outcome: Outcome) -> list[tuple[str, str, str]]:
-    """Per producer: its first throttle after the crossing (librdkafka's callback; "throttled
-    before" if it was in the 10 s before, "-" for the Java tool, which reports none) and when it
+    """Per producer: its first throttle after the crossing (librdkafka's callback, the Java
+    client's log; "throttled before" if it was in the 10 s before) and when it
     was held (its acknowledged rate over 3 s below a quarter, as `held` judges), both in seconds
     after the crossing."""
     run, crossed = outcome.run, outcome.crossed
@@ -430,7 +430,7 @@ def producer_reactions(outcome: Outcome) -> list[tuple[str, str, str]]:
         elif after:
             throttled = f"{after[0] - crossed:.1f}"
         else:
-            throttled = "-" if p.kind == "Java" else "never"
+            throttled = "never"
         held_at = next(
             (
                 t

@@ -6,8 +6,11 @@ broker returns (KIP-219) by not sending to that broker until it has passed. `Pro
 reports only 5 s averages, so what it got acknowledged is read from Kafka instead: each Java
 producer writes its own topic, and a thread reads the topic's high watermarks (ListOffsets) every
 quarter second; with `acks=all` a record below the high watermark is acknowledged. The result is
-a `DeliveryLog` like librdkafka's `LoadProducer` keeps (no throttle reports: the Java tool prints
-none). Its errors are the exceptions the tool printed, by class name.
+a `DeliveryLog` like librdkafka's `LoadProducer` keeps. Its throttles are the throttle times the
+brokers returned, as the client logged them (NetworkClient, "Connection to node N is throttled for
+T ms until timestamp U": our log4j2 config writes those lines alone to `throttles.log`, read by the
+same thread; U - T is when the response arrived, on the wall clock). Its errors are the exceptions
+the tool printed, by class name.
 
 `ProducerPerformance` keeps its *average* rate (its ThroughputThrottler compares records sent with
 the time since the start): after a stall it sends faster than `--throughput` until it has caught
@@ -24,6 +27,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from devkit.kafka_cluster import KafkaCluster, plain_jaas, write_properties
+from devkit.kafka_dist import PRODUCER_LOG4J2_CONFIG
 from devkit.processes import ManagedProcess
 from devkit.producer_load import DeliveryLog
 
@@ -31,6 +35,7 @@ MAIN_CLASS = "org.apache.kafka.tools.ProducerPerformance"
 JVM_OPTIONS = ("-Xms16m", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 WATERMARK_INTERVAL = 0.25
 _EXCEPTION = re.compile(r"org\.apache\.kafka\.common\.errors\.(\w+)")
+_THROTTLED = re.compile(r"is throttled for (\d+) ms until timestamp (\d+)")
 
 
 class JavaPerfProducer:
@@ -64,6 +69,8 @@ class JavaPerfProducer:
             {"bootstrap.servers": kafka.bootstrap, "group.id": f"kvq-hwm-{topic}", "log_level": 0}
         )
         self._watermarks = self._read_watermarks()
+        self._throttles_log = self.work_dir / "throttles.log"
+        self._throttles_read = 0
         self._thread = threading.Thread(target=self._watch, name=f"hwm-{topic}", daemon=True)
         self._thread.start()
         properties = self.work_dir / "producer.properties"
@@ -81,6 +88,7 @@ class JavaPerfProducer:
             ],
             self.work_dir,
             list(JVM_OPTIONS),
+            PRODUCER_LOG4J2_CONFIG,
         )  # fmt: skip
         self.process = ManagedProcess(argv, self.work_dir / "producer-performance.log")
 
@@ -116,8 +124,28 @@ class JavaPerfProducer:
                 continue
         return marks
 
+    def _read_throttles(self) -> None:
+        """Append the throttle times logged since the last call to `log.throttles`."""
+        try:
+            with self._throttles_log.open("rb") as file:
+                file.seek(self._throttles_read)
+                text = file.read()
+        except FileNotFoundError:  # no throttle yet
+            return
+        complete = text[: text.rfind(b"\n") + 1]  # a line still being written: next time
+        self._throttles_read += len(complete)
+        wall_to_monotonic = time.monotonic() - time.time()
+        found = []
+        for match in _THROTTLED.finditer(complete.decode(errors="replace")):
+            throttle_ms, until_ms = int(match[1]), int(match[2])
+            found.append(((until_ms - throttle_ms) / 1000 + wall_to_monotonic, throttle_ms))
+        if found:
+            with self.log.lock:
+                self.log.throttles.extend(found)
+
     def _watch(self) -> None:
         while not self._stop.wait(WATERMARK_INTERVAL):
+            self._read_throttles()
             now = time.monotonic()
             for partition, high in self._read_watermarks().items():
                 before = self._watermarks.get(partition)
@@ -143,4 +171,5 @@ class JavaPerfProducer:
         self.process.stop(timeout=10)
         self._stop.set()
         self._thread.join(5)
+        self._read_throttles()
         self._consumer.close()

@@ -24,6 +24,8 @@ from spark.class_archive import cache_dir, java_binary
 
 POM = Path(__file__).parent / "kafka" / "pom.xml"
 LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2.properties"
+PRODUCER_LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2-producer.properties"
+"""devkit/java_producer.py's: warnings, and each throttle time a broker returned to the client."""
 CACHE_ENV = "KVQ_KAFKA_CACHE"
 """Where distributions are cached; default `<kvq cache>/kafka`. The test run keeps it pointed at
 the user's cache while it moves the rest of kvq's cache to a temp dir (tests/conftest.py)."""
@@ -57,7 +59,12 @@ class KafkaDist:
         return f"{self.lib}/*"
 
     def java_argv(
-        self, main_class: str, args: list[str], logs_dir: Path, jvm_options: list[str]
+        self,
+        main_class: str,
+        args: list[str],
+        logs_dir: Path,
+        jvm_options: list[str],
+        log_config: Path = LOG4J2_CONFIG,
     ) -> list[str]:
         """A `java` command line as Kafka's scripts build it: our log4j2 config, the logs dir."""
         java = java_binary()
@@ -67,7 +74,7 @@ class KafkaDist:
             str(java),
             *jvm_options,
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            f"-Dlog4j2.configurationFile={log_config}",
             f"-Dkafka.logs.dir={logs_dir}",
             "-cp",
             self.classpath,

@@ -74,6 +74,7 @@ class Exporter:
             clock,
             config.check_interval.total_seconds(),
             archive=self.archive,
+            violation_interval_seconds=settings.violation_check_interval.total_seconds(),
             on_duration=histogram.observe,
             lock=self.lock,
             scrape_phase=self.scrape_phase,

@@ -29,11 +29,15 @@ class Poller:
         on_duration: Callable[[float], None] = lambda seconds: None,
         lock: threading.Lock | None = None,
         scrape_phase: ScrapePhase | None = None,
+        violation_interval_seconds: float = 0.0,
     ) -> None:
         self.volume_source = volume_source
         self.throttle = throttle
         self.clock = clock
         self.interval_seconds = interval_seconds
+        self.violation_interval_seconds = violation_interval_seconds
+        """While a volume violated the limit at the last successful poll, polls come at most this
+        far apart (0: every `interval_seconds` always): freed space lifts the throttle sooner."""
         self.archive = archive
         self.on_duration = on_duration
         self.lock = lock or threading.Lock()
@@ -46,6 +50,8 @@ class Poller:
         self.scrape_phase = scrape_phase
         """When scrapes come: each poll is started to end just before one (None: on schedule)."""
         self._last_duration = 0.0
+        self._violating = False
+        """A volume violated the limit at the last successful poll (held ones included)."""
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
@@ -55,6 +61,8 @@ class Poller:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
+            if observation.succeeded:
+                self._violating = bool(self.throttle.state.violating)
         if self.archive is not None:
             try:
                 self.archive.append(observation)
@@ -113,17 +121,27 @@ class Poller:
                 self.poll_once()
             except Exception:  # never let one bad poll end the exporter
                 log.exception("unexpected error during poll")
-            next_at += self.interval_seconds
+            interval = self.current_interval()
+            next_at += interval
             next_at = max(next_at, time.monotonic())
-            stop.wait(self._start_for(next_at) - time.monotonic())
+            stop.wait(self._start_for(next_at, interval) - time.monotonic())
 
-    def _start_for(self, planned: float) -> float:
+    def current_interval(self) -> float:
+        """Seconds until the next poll: `violation_interval_seconds`, if shorter, while a volume
+        violated the limit at the last successful poll (a failed poll changes nothing); else
+        `interval_seconds`. Only then: at the limit the factor is 0 whatever the policy, and the
+        graceful-slowdown policy's fill rate, a median over its last three intervals, needs
+        intervals longer than the gaps between a volume's writes (at 1 s, a volume written to
+        in bursts every 2 s or more would seem not to fill half the time)."""
+        if self._violating and 0 < self.violation_interval_seconds < self.interval_seconds:
+            return self.violation_interval_seconds
+        return self.interval_seconds
+
+    def _start_for(self, planned: float, interval: float) -> float:
         """When to start the poll the schedule puts at `planned` (the schedule stays as it is)."""
         if self.scrape_phase is None:
             return planned
-        return self.scrape_phase.start_for(
-            planned, self._last_duration, self.interval_seconds, time.monotonic()
-        )
+        return self.scrape_phase.start_for(planned, self._last_duration, interval, time.monotonic())
 
     def watch_expiry(self, stop: threading.Event, every_seconds: float = 1.0) -> None:
         """Judge expiry every few seconds, so a hung poll never keeps a stale factor alive."""

@@ -14,6 +14,7 @@ from kvq.settings.app_settings import AppSettings, setting
 LISTEN = "kvq.exporter.listen"
 ARCHIVE_DIR = "kvq.exporter.archive.dir"
 REQUEST_TIMEOUT = "kvq.exporter.request.timeout"
+VIOLATION_CHECK_INTERVAL = "kvq.exporter.violation.check.interval"
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,17 @@ class ExporterSettings(AppSettings):
         ),
         "PT10S",
         "per-broker timeout of each Kafka call in a poll",
+    )
+    violation_check_interval: timedelta = setting(
+        VIOLATION_CHECK_INTERVAL,
+        values.duration_off_or_between(
+            timedelta(milliseconds=100),
+            timedelta(hours=1),
+            "PT0S: storage.check.interval always",
+        ),
+        "PT1S",
+        "poll interval while a volume violates the limit (at most storage.check.interval): "
+        "freed space is seen sooner",
     )
 
     @classmethod

@@ -60,6 +60,22 @@ def duration_between(low: timedelta, high: timedelta, why: str) -> Callable[[str
     return parse
 
 
+def duration_off_or_between(
+    low: timedelta, high: timedelta, off: str
+) -> Callable[[str], timedelta]:
+    """Parses PT0S (off, as `off` says) or durations from `low` to `high` inclusive."""
+
+    def parse(text: str) -> timedelta:
+        value = parse_duration(text)
+        if value and not low <= value <= high:
+            raise ValueError(
+                f"must be PT0S ({off}) or from {format_duration(low)} to {format_duration(high)}"
+            )
+        return value
+
+    return parse
+
+
 def positive_number(text: str) -> float:
     value = number(text)
     if not value > 0:

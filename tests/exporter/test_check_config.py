@@ -32,6 +32,7 @@ def test_prints_effective_configuration_with_secrets_masked(tmp_path):
     assert "kvq.cluster.label=kafka_cluster" in renamed.stdout.splitlines(), renamed.stderr
     assert f"{P}storage.check.interval=PT30S" in lines
     assert f"{P}throttle.factor.validity.duration=PT5M" in lines
+    assert "kvq.exporter.violation.check.interval=PT1S" in lines  # the default, shown
     assert "kvq.cluster.name=eu-1" in lines
     assert f"{P}kafka.admin.sasl.jaas.config=********" in lines
     assert "hunter2" not in result.stdout + result.stderr

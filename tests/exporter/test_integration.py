@@ -111,6 +111,34 @@ def test_a_log_dir_below_the_ratio_limit_throttles_within_one_interval(cluster, 
     assert server.url.startswith("http://127.0.0.1:")
 
 
+def test_while_a_volume_violates_it_polls_every_violation_interval_so_freed_space_lifts_it(
+    cluster, exporters
+):
+    exporter = make_exporter(
+        cluster,
+        **{
+            P + "storage.check.interval": "PT6S",
+            P + "throttle.factor.validity.duration": "PT1M",
+            "kvq.exporter.violation.check.interval": "PT0.5S",
+        },
+    )
+    exporters.append(exporter)
+    exporter.start()
+    wait_until(exporter.poller.ready.is_set, what="first observation")
+    log_dir(cluster, 1, 0, fill_bytes=CAPACITY - 500_000)  # 5 % left: below the limit
+    wait_until(lambda: exporter.status()["throttle_factor"] == 0.0, timeout=10, what="throttle")
+    polls = exporter.throttle.state.observations_total
+    time.sleep(3)
+    assert exporter.throttle.state.observations_total - polls >= 4  # every 0.5 s, not 6 s
+    log_dir(cluster, 1, 0, clear=True)  # the operator freed the space
+    freed_at = time.monotonic()
+    wait_until(lambda: exporter.status()["throttle_factor"] == 1.0, timeout=10, what="lifted")
+    assert time.monotonic() - freed_at < 2.0  # the next 0.5 s poll, not the next 6 s one
+    polls = exporter.throttle.state.observations_total
+    time.sleep(3)
+    assert exporter.throttle.state.observations_total - polls <= 1  # no violation: every 6 s
+
+
 def test_limit_violated_counts_violating_volumes_per_poll_bytes_limit(cluster, exporters):
     exporter = make_exporter(
         cluster, **{P + "storage.per.volume.limit.min.available.bytes": "1000"}

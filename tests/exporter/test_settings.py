@@ -16,6 +16,19 @@ def test_defaults():
     assert settings.listen == ("127.0.0.1", 9898)
     assert settings.archive_dir is None
     assert settings.request_timeout.total_seconds() == 10
+    assert settings.violation_check_interval.total_seconds() == 1
+
+
+@pytest.mark.parametrize("interval", ["PT0.05S", "PT2H"])
+def test_the_violation_check_interval_is_off_or_a_sane_duration(interval):
+    key = "kvq.exporter.violation.check.interval"
+    (error,) = config_errors(ExporterSettings, **{key: interval})
+    assert error == (
+        f"{key}={interval}: must be PT0S (PT0S: storage.check.interval always) "
+        "or from PT0.1S to PT1H"
+    )
+    off = ExporterSettings.build({**MINIMAL, key: "PT0S"}, environ={})
+    assert off.violation_check_interval.total_seconds() == 0
 
 
 def test_bad_listen_names_property_value_and_what_is_allowed():
