@@ -29,7 +29,7 @@ from spark.archive_files import ArchiveError, BadLine, archive_files, damaged_fi
 from spark.block_ranges import RangeIndex, RangeIndexer
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
-from spark.global_series import global_lines
+from spark.global_series import global_lines, timestamp_suffixes
 from spark.hadoop_paths import hadoop_read_path
 from spark.lz4_parts import CorruptPart, part_files, text_lines
 from spark.openmetrics_text import check_timestamp
@@ -385,11 +385,12 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
         if request.scenario:
             labels["scenario"] = request.scenario
         states = list(plan.history.grid_states(plan.grid, read_events(folder / f"family={EVENTS}")))
+        stamps = timestamp_suffixes(states)
 
-        def driver_lines(family, states=states, labels=labels):
+        def driver_lines(family, states=states, labels=labels, stamps=stamps):
             if family.short not in GLOBAL:
                 return None
-            return global_lines(family, states, config.limit, check_interval, labels)
+            return global_lines(family, states, config.limit, check_interval, labels, stamps)
 
         path = request.output / output_name(plan.cluster, request.scenario)
         say(f"writing {path}")
