@@ -42,7 +42,7 @@ from spark.poll_history import (
     VolumeDeltas,
     impossible_time,
 )
-from spark.promtool_blocks import BLOCK_RANGE
+from spark.promtool_blocks import BLOCK_RANGE, usable_cores
 from spark.series_sources import EVENTS, GLOBAL
 
 MAX_BAD_LINES_SHOWN = 20
@@ -251,11 +251,16 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     except ArchiveError as exc:
         raise BackfillError(str(exc)) from None
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    # Every .gz is inflated once on the driver while the JVM starts: Hadoop's codec would fail
+    # Every .gz is inflated once on the driver while the JVM starts and the archive's DataFrame
+    # is built (no Spark job reads a file before the check is done): Hadoop's codec would fail
     # the read task on a damaged one with a Java stack trace naming the file only deep inside.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvq-gzip-check") as checking:
-        damaged = checking.submit(damaged_files, files)
+        damaged = checking.submit(damaged_files, files, usable_cores())
         spark = spark_session(request.master, classes=request.classes)
+        # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed
+        # once, cached as parsed (reading the cache back is several times cheaper than parsing
+        # again).
+        records = read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK)
         problems = damaged.result()
     if problems:
         raise BackfillError(
@@ -266,9 +271,7 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
             )
         )
     say(f"reading {len(files)} archive files under {request.archive}")
-    # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once,
-    # cached as parsed (reading the cache back is several times cheaper than parsing again).
-    archive = ArchiveRows(read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK))
+    archive = ArchiveRows(records)
     stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
     try:
         with stages(spark.sparkContext) if stages else contextlib.nullcontext():
