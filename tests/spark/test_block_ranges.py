@@ -5,7 +5,6 @@ against a line-by-line split of the same text)."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -66,18 +65,13 @@ def split_line_by_line(text: str, span: int) -> dict[int, str]:
     return {index: "".join(lines) + "# EOF\n" for index, lines in out.items()}
 
 
-def random_file(rng: random.Random, folder: Path) -> tuple[str, Path, int]:
-    """A random `history` in folder/kafka.om: (its text, its path, a block span in seconds)."""
-    text = history(rng, families=rng.randint(1, 5), hours=rng.choice([5, 40, 100]))
-    source = folder / "kafka.om"
-    source.write_text(text)
-    return text, source, rng.choice([2, 6, 18]) * HOUR
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_each_range_file_holds_exactly_that_ranges_lines(tmp_path, seed):
     rng = random.Random(seed)
-    text, source, span = random_file(rng, tmp_path)
+    text = history(rng, families=rng.randint(1, 5), hours=rng.choice([5, 40, 100]))
+    source = tmp_path / "kafka.om"
+    source.write_text(text)
+    span = rng.choice([2, 6, 18]) * HOUR
 
     written = split_by_block_range(source, tmp_path / "ranges", span)
 
@@ -119,7 +113,10 @@ def fed_in_pieces(text: bytes, span: int, rng: random.Random) -> RangeIndex:
 @pytest.mark.parametrize("seed", range(12))
 def test_the_index_fed_while_writing_splits_as_the_one_read_from_the_file(tmp_path, seed):
     rng = random.Random(seed)
-    text, source, span = random_file(rng, tmp_path)
+    text = history(rng, families=rng.randint(1, 5), hours=rng.choice([5, 40, 100]))
+    source = tmp_path / "kafka.om"
+    source.write_text(text)
+    span = rng.choice([2, 6, 18]) * HOUR
 
     index = fed_in_pieces(text.encode(), span, rng)
 
