@@ -129,16 +129,15 @@ def backfill_seconds(
     master: str,
     step: int,
     spark_settings: dict[str, str] | None = None,
-    options: tuple[str, ...] = (),
 ) -> tuple[float, int]:
     """The whole `kvq-backfill` command in a fresh process: (seconds, samples written).
 
     `spark_settings` reach its Spark as `--conf` options (PYSPARK_SUBMIT_ARGS), as a user's
-    spark-submit would pass them: the command itself is unchanged but for `options`."""
+    spark-submit would pass them: the command itself is unchanged."""
     command = [
         sys.executable, "-m", "spark.cli", "--archive", str(archive.root),
         "--config", str(archive.config), "--output", str(out), "--master", master,
-        "--step", f"PT{step}S", *options,
+        "--step", f"PT{step}S",
     ]  # fmt: skip
     env = dict(os.environ)
     if spark_settings:
@@ -452,31 +451,6 @@ def split_promtool(openmetrics: Path, work: Path, workers: int) -> tuple[float, 
     return seconds, split, len(blocks)
 
 
-def blocks_command_comparison(tmp: Path, archive: Archive, step: int) -> None:
-    """The whole `kvq-backfill --blocks` command (the file's block ranges indexed as it is
-    written) against the command without `--blocks`, then the same blocks from its file as
-    before (the index read back from the file, then promtool)."""
-    from spark.promtool_blocks import create_blocks
-
-    out = tmp / "blocks-now"
-    now, _ = backfill_seconds(archive, out, "local[*]", step, options=("--blocks",))
-    shutil.rmtree(out)
-    out = tmp / "blocks-before"
-    started = time.perf_counter()
-    backfill_seconds(archive, out, "local[*]", step)
-    written = time.perf_counter() - started
-    create_blocks([out / "kafka.om"], out / "blocks", out / "work")
-    before = time.perf_counter() - started
-    shutil.rmtree(out)
-    print(
-        f"  kvq-backfill --blocks, whole command: {now:.1f} s (the index collected while "
-        f"writing) vs {before:.1f} s (the file written in {written:.1f} s, then indexed "
-        f"reading it back and promtool's: {before - written:.1f} s); before / now "
-        f"{before / now:.2f}x ({load()})",
-        flush=True,
-    )
-
-
 def promtool_comparison(tmp: Path, size: str, step: int, cap: float) -> None:
     """The same OpenMetrics file into blocks: promtool on the whole file (before) against the
     file split by block range with promtool runs side by side (`--blocks` now)."""
@@ -492,7 +466,6 @@ def promtool_comparison(tmp: Path, size: str, step: int, cap: float) -> None:
         f"{om.stat().st_size / 1e9:.2f} GB of OpenMetrics; {load()}",
         flush=True,
     )
-    blocks_command_comparison(tmp, archive, step)
     cores = len(os.sched_getaffinity(0))
     now, split, blocks = split_promtool(om, tmp / "promtool-work", cores)
     print(
