@@ -25,7 +25,6 @@ import os
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 EOF = b"# EOF\n"
@@ -80,17 +79,13 @@ def split_by_block_range(
 
 
 class SplitFile:
-    """An OpenMetrics file, indexed by block range on entering (unless `index` is its index,
-    collected while it was written: `RangeIndexer`): `ranges` (in time order), and
+    """An OpenMetrics file, indexed by block range on entering: `ranges` (in time order), and
     `write(k, path)` each range's file when wanted (the input stays mapped until the exit)."""
 
-    def __init__(
-        self, openmetrics: Path, span_seconds: int, index: RangeIndex | None = None
-    ) -> None:
+    def __init__(self, openmetrics: Path, span_seconds: int) -> None:
         self.openmetrics = openmetrics
         self.span_ms = span_seconds * 1000
         self.ranges: list[int] = []
-        self._known = index
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> SplitFile:
@@ -99,7 +94,7 @@ class SplitFile:
             if not stream.seek(0, os.SEEK_END):
                 raise LayoutError(f"{self.openmetrics} is empty")
             data = stack.enter_context(mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ))
-            self._index = self._known or index_by_block_range(data, self.span_ms)
+            self._index = index_by_block_range(data, self.span_ms)
             self._view = memoryview(data)
             stack.callback(self._view.release)  # before the mmap closes
             self.ranges = sorted(self._index.ranges)
@@ -127,113 +122,40 @@ def _write_range(view: memoryview, comments: list[bytes], runs: RangeRuns, path:
         out.write(EOF)
 
 
-def index_by_block_range(data: bytes | mmap.mmap, span_ms: int) -> RangeIndex:
+def index_by_block_range(data: mmap.mmap, span_ms: int) -> RangeIndex:
     """The runs of every block range of `span_ms` in `data`, read a few lines per run."""
-    indexer = RangeIndexer(span_ms)
-    indexer.feed(data)
-    return indexer.finish()
+    index = RangeIndex()
+    size, position = len(data), 0
+    while position < size:
+        if _at(data, position, b"#"):
+            if _at(data, position, EOF):
+                break
+            start = position  # a family's comment lines, up to its first sample
+            while _at(data, position, b"#") and not _at(data, position, EOF):
+                position = _next_line(data, position)
+            index.comments.append(bytes(data[start:position]))
+            continue
+        if not index.comments:
+            raise LayoutError("samples before any # TYPE line")
+        key = _key(data, position, span_ms)
+        end = _run_end(data, position, key, lambda at: _key(data, at, span_ms))
+        runs = index.ranges.setdefault(key[1], RangeRuns())
+        runs.add(len(index.comments) - 1, position, end)
+        position = end
+    return index
 
 
-class RangeIndexer:
-    """A file's `RangeIndex`, built from its bytes fed in order in pieces of any size: the
-    backfill feeds it what it writes, so the split need not read the file back (gigabytes)
-    before the first promtool run can start. A few lines are read per run, and one per piece
-    that a run goes on through."""
-
-    def __init__(self, span_ms: int) -> None:
-        self.span_ms = span_ms
-        self.index = RangeIndex()
-        self._offset = 0
-        """Bytes fed so far."""
-        self._partial = b""
-        """The start of a line whose newline is not fed yet."""
-        self._comment_lines: list[bytes] = []
-        """The comment lines of a family whose first sample is not fed yet."""
-        self._run: tuple[RunKey, int] | None = None
-        """The open run: its key and where it starts in the file."""
-        self._ended = False
-        """`# EOF` was fed: what follows is not indexed."""
-
-    def feed(self, data: bytes | mmap.mmap) -> None:
-        """The next `data` of the file."""
-        if self._ended or not data:
-            return
-        base, self._offset = self._offset, self._offset + len(data)
-        first_end = data.find(b"\n") + 1
-        if not first_end:
-            self._partial += data[:]
-            return
-        start = 0
-        if self._partial:  # the line begun in an earlier piece, whole
-            line = self._partial + data[:first_end]
-            self._lines(line, 0, len(line), base - len(self._partial))
-            start = first_end
-        last_end = data.rfind(b"\n") + 1
-        self._lines(data, start, last_end, base)
-        self._partial = data[last_end:]
-
-    def finish(self) -> RangeIndex:
-        """The index, once every byte of the file has been fed."""
-        if self._partial and not self._ended:  # a last line without a newline
-            line = self._partial + b"\n"
-            self._lines(line, 0, len(line), self._offset - len(self._partial))
-        self._close(self._offset)
-        self._flush_comments()
-        return self.index
-
-    def _lines(self, data: bytes | mmap.mmap, position: int, end: int, base: int) -> None:
-        """Index the whole lines `data[position:end]`, which start at `base + position`."""
-        while position < end and not self._ended:
-            if _at(data, position, b"#"):
-                self._close(base + position)
-                if _at(data, position, EOF):
-                    self._ended = True
-                    return
-                after = _next_line(data, position)
-                self._comment_lines.append(bytes(data[position:after]))
-                position = after
-                continue
-            self._flush_comments()
-            if not self.index.comments:
-                raise LayoutError("samples before any # TYPE line")
-            key = _key(data, position, self.span_ms)
-            if self._run is None or self._run[0] != key:
-                self._close(base + position)
-                self._run = key, base + position
-            newline = data.rfind(b"\n", position, end - 1)
-            last = position if newline < 0 else newline + 1
-            if not _at(data, last, b"#") and _key(data, last, self.span_ms) == key:
-                position = end  # the run goes on through the last line, so through all
-            else:
-                key_at = partial(_key, data, span_ms=self.span_ms)
-                position = _run_end(data, position, key, key_at, end)
-
-    def _flush_comments(self) -> None:
-        if self._comment_lines:
-            self.index.comments.append(b"".join(self._comment_lines))
-            self._comment_lines = []
-
-    def _close(self, end: int) -> None:
-        """End the open run (if any) at `end`."""
-        if self._run is None:
-            return
-        (_, block_range), start = self._run
-        self._run = None
-        runs = self.index.ranges.setdefault(block_range, RangeRuns())
-        runs.add(len(self.index.comments) - 1, start, end)
-
-
-def _at(data: bytes | mmap.mmap, position: int, prefix: bytes) -> bool:
+def _at(data: mmap.mmap, position: int, prefix: bytes) -> bool:
     return data[position : position + len(prefix)] == prefix
 
 
-def _next_line(data: bytes | mmap.mmap, position: int) -> int:
+def _next_line(data: mmap.mmap, position: int) -> int:
     """The start of the line after the one at `position` (the size at the end)."""
     newline = data.find(b"\n", position)
     return len(data) if newline < 0 else newline + 1
 
 
-def _key(data: bytes | mmap.mmap, position: int, span_ms: int) -> RunKey:
+def _key(data: mmap.mmap, position: int, span_ms: int) -> RunKey:
     """The run a sample line belongs to: (its series, its block range index)."""
     newline = data.find(b"\n", position)
     line = data[position : newline if newline >= 0 else len(data)]
@@ -245,12 +167,11 @@ def _key(data: bytes | mmap.mmap, position: int, span_ms: int) -> RunKey:
     return series, milliseconds // span_ms
 
 
-def _run_end(
-    data: bytes | mmap.mmap, start: int, key: RunKey, key_at: Callable[[int], object], size: int
-) -> int:
-    """The start of the first line after `start` and before `size` (a line's start) whose key is
-    not `key` (the lines of one key are contiguous), else `size`: probes at doubling distances,
-    then bisects between the last line found in the run and the first found past it."""
+def _run_end(data: mmap.mmap, start: int, key: RunKey, key_at: Callable[[int], object]) -> int:
+    """The start of the first line after `start` whose key is not `key` (the lines of one key
+    are contiguous): probes at doubling distances, then bisects between the last line found in
+    the run and the first found past it."""
+    size = len(data)
     inside, past, step = start, size, FIRST_PROBE
     while True:
         probe = _next_line(data, inside + step - 1)

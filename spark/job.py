@@ -26,7 +26,6 @@ from kvq.contract.metric_families import backfilled
 from kvq.settings.config import Config
 from kvq.settings.redaction import mask_url_credentials
 from spark.archive_files import ArchiveError, BadLine, archive_files, damaged_files, one_line
-from spark.block_ranges import RangeIndex, RangeIndexer
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
 from spark.global_series import global_lines, timestamp_suffixes
@@ -42,7 +41,7 @@ from spark.poll_history import (
     VolumeDeltas,
     impossible_time,
 )
-from spark.promtool_blocks import BLOCK_RANGE, usable_cores
+from spark.promtool_blocks import usable_cores
 from spark.series_sources import EVENTS, GLOBAL
 
 MAX_BAD_LINES_SHOWN = 20
@@ -83,8 +82,6 @@ class ClusterOutput:
     samples: int
     grid_times: int
     observations: int
-    block_ranges: RangeIndex | None = None
-    """The file's block ranges (`--blocks`), indexed as it was written."""
 
 
 @dataclass
@@ -228,7 +225,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
         # After `_run` has returned: no Python object of its Spark work is left to be collected
         # (collecting one talks to the JVM, stopped if promtool's runs are interrupted).
         if request.blocks and result.outputs:
-            result.blocks = _blocks(result.outputs, request.output, say)
+            result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
         return result
     except KeyboardInterrupt:
         stop_local_jvm()
@@ -397,21 +394,15 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
 
         path = request.output / output_name(plan.cluster, request.scenario)
         say(f"writing {path}")
-        indexer = RangeIndexer(BLOCK_RANGE * 1000) if request.blocks else None
         try:
             samples = spark_samples[index] + concatenate(
-                work_dir, index, catalog, path, driver_lines, indexer
+                work_dir, index, catalog, path, driver_lines
             )
         except OSError as exc:  # a full or failing disk: Python's own writes and reads
             raise BackfillError(f"cannot write {path}: {exc.strerror or exc}") from None
         result.outputs.append(
             ClusterOutput(
-                plan.cluster,
-                path,
-                samples,
-                len(plan.grid),
-                found[plan.cluster].observations,
-                indexer.finish() if indexer else None,
+                plan.cluster, path, samples, len(plan.grid), found[plan.cluster].observations
             )
         )
         say(f"wrote {samples} samples at {len(plan.grid)} times to {path}")
@@ -552,8 +543,8 @@ def _grid(
     return grid
 
 
-def _blocks(outputs: list[ClusterOutput], output: Path, say) -> list[Path]:
-    """TSDB blocks of the `outputs` in output/blocks, replacing the blocks a previous run left
+def _blocks(openmetrics: list[Path], output: Path, say) -> list[Path]:
+    """TSDB blocks of `openmetrics` in output/blocks, replacing the blocks a previous run left
     there (over the same times: both would be loaded). Built in a folder of their own, swapped in
     once all are built: a failed or interrupted run leaves the previous blocks as they were."""
     from spark.block_ranges import LayoutError
@@ -565,13 +556,7 @@ def _blocks(outputs: list[ClusterOutput], output: Path, say) -> list[Path]:
     for folder in (pending, work_dir):
         shutil.rmtree(folder, ignore_errors=True)
     try:
-        built = create_blocks(
-            [o.openmetrics for o in outputs],
-            pending,
-            work_dir,
-            say,
-            indexes=[o.block_ranges for o in outputs],
-        )
+        built = create_blocks(openmetrics, pending, work_dir, say)
     except (PromtoolError, LayoutError) as exc:
         raise BackfillError(str(exc)) from None
     except OSError as exc:  # a full disk: promtool's input, split by time, is a copy of the file

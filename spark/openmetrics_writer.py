@@ -22,10 +22,9 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
-from spark.block_ranges import RangeIndexer
 from spark.hadoop_paths import hadoop_path
 from spark.lz4_parts import CODEC, decompressed, part_files
 from spark.openmetrics_text import EOF_LINE, header_lines
@@ -58,19 +57,17 @@ def concatenate(
     catalog: list[MetricFamily],
     path: Path,
     driver_lines: Callable[[MetricFamily], Iterable[str] | None],
-    indexer: RangeIndexer | None = None,
 ) -> int:
     """One cluster's file at `path`: each family of `catalog` in order, from the lines the driver
     has for it (`driver_lines(family)`, None when it has none) or else from its part files, with
     headers and `# EOF`; returns how many sample lines came from `driver_lines` (the parts' are
-    counted by Spark as it writes them). `indexer` (for `--blocks`) is fed every byte written.
+    counted by Spark as it writes them).
 
     Written under a temporary name beside `path` and renamed once complete: `path` is only ever
     absent, a previous run's whole file, or this run's whole file, whatever stops the run."""
     pending = pending_path(path)
     try:
-        with UncachedFile(pending) as file:
-            out: _Output = file if indexer is None else _Indexed(file, indexer)
+        with UncachedFile(pending) as out:
             count = _families(out, work_dir, cluster_index, catalog, driver_lines)
             out.write(EOF_LINE.encode("utf-8"))
         pending.replace(path)
@@ -86,27 +83,12 @@ def pending_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-class _Output(Protocol):
-    def write(self, data: bytes) -> None: ...
-
-
-class _Indexed:
-    """The file, its index fed every byte written to it."""
-
-    def __init__(self, file: UncachedFile, indexer: RangeIndexer) -> None:
-        self.file, self.indexer = file, indexer
-
-    def write(self, data: bytes) -> None:
-        self.file.write(data)
-        self.indexer.feed(data)
-
-
 DRIVER_LINES_PER_WRITE = 4096
 """The driver's own lines are joined into one write this many at a time."""
 
 
 def _families(
-    out: _Output,
+    out: UncachedFile,
     work_dir: Path,
     cluster_index: int,
     catalog: list[MetricFamily],
@@ -130,7 +112,7 @@ def _families(
     return count
 
 
-def _write_lines(out: _Output, header: bytes, lines: Iterable[str]) -> int:
+def _write_lines(out: UncachedFile, header: bytes, lines: Iterable[str]) -> int:
     """`header` (if there is a line) and `lines`, a few thousand per write; returns the count."""
     count = 0
     taken = iter(lines)

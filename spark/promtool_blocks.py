@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvq import interrupts
-from spark.block_ranges import RangeIndex, SplitFile
+from spark.block_ranges import SplitFile
 
 BLOCK_RANGE_HOURS = 18
 """Each block holds 18 hours: the largest block a Prometheus with the default retention (15d)
@@ -70,22 +70,19 @@ def create_blocks(
     say: Callable[[str], None] = lambda _: None,
     promtool: str = "promtool",
     workers: int | None = None,
-    indexes: list[RangeIndex | None] | None = None,
 ) -> list[Path]:
     """Blocks of every sample of `openmetrics` in `blocks_dir`, built through `work_dir` (a
     folder of the caller's, removed by it however this ends: it holds copies of a few ranges of
-    the input at a time); returns the block folders (one ULID folder each). `indexes`: each
-    file's block ranges of `BLOCK_RANGE` as collected while it was written (None: read from
-    the file). Interrupted, it stops its promtool runs."""
+    the input at a time); returns the block folders (one ULID folder each). Interrupted, it
+    stops its promtool runs."""
     binary = find_promtool(promtool)
     blocks_dir.mkdir(parents=True, exist_ok=True)
     workers = workers or usable_cores()
     built: list[Path] = []
     with contextlib.ExitStack() as stack:
         ranges = []
-        known = indexes or [None] * len(openmetrics)
-        for number, (source, index) in enumerate(zip(openmetrics, known, strict=True)):
-            split = stack.enter_context(SplitFile(source, BLOCK_RANGE, index))
+        for number, source in enumerate(openmetrics):
+            split = stack.enter_context(SplitFile(source, BLOCK_RANGE))
             for k in split.ranges:
                 ranges.append(RangeInput(split, k, work_dir / f"{number}-{k}" / f"{k}.om"))
         say(

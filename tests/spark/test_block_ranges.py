@@ -8,14 +8,7 @@ import random
 
 import pytest
 
-from spark.block_ranges import (
-    RangeIndex,
-    RangeIndexer,
-    RangeRuns,
-    SplitFile,
-    index_by_block_range,
-    split_by_block_range,
-)
+from spark.block_ranges import split_by_block_range
 from spark.openmetrics_text import read_openmetrics
 from tests.spark.test_prometheus import check_layout
 
@@ -96,52 +89,3 @@ def test_every_sample_is_in_the_file_of_its_range_and_each_file_is_valid(tmp_pat
             assert not merged.get(series, {}).keys() & samples.keys()
             merged.setdefault(series, {}).update(samples)
     assert merged == read_openmetrics(source)
-
-
-def fed_in_pieces(text: bytes, span: int, rng: random.Random) -> RangeIndex:
-    """The index `RangeIndexer` builds from `text` fed in pieces of random sizes (single bytes,
-    part of a line, many lines), as the backfill feeds it what it writes."""
-    indexer = RangeIndexer(span * 1000)
-    position = 0
-    while position < len(text):
-        size = rng.choice([1, 7, 60, 200, 4096, 70_000])
-        indexer.feed(text[position : position + size])
-        position += size
-    return indexer.finish()
-
-
-@pytest.mark.parametrize("seed", range(12))
-def test_the_index_fed_while_writing_splits_as_the_one_read_from_the_file(tmp_path, seed):
-    rng = random.Random(seed)
-    text = history(rng, families=rng.randint(1, 5), hours=rng.choice([5, 40, 100]))
-    source = tmp_path / "kafka.om"
-    source.write_text(text)
-    span = rng.choice([2, 6, 18]) * HOUR
-
-    index = fed_in_pieces(text.encode(), span, rng)
-
-    expected = split_line_by_line(text, span)
-    with SplitFile(source, span, index) as split:
-        assert split.ranges == sorted(expected)
-        for k in split.ranges:
-            split.write(k, tmp_path / f"{k}.om")
-            assert (tmp_path / f"{k}.om").read_text() == expected[k], k
-    assert index == index_by_block_range(text.encode(), span * 1000)
-
-
-def test_the_fed_index_ignores_pieces_after_eof_and_takes_a_last_line_without_newline():
-    samples = '# TYPE a gauge\na{x="1"} 1 0\na{x="1"} 2 60\n'
-    ended = RangeIndexer(HOUR * 1000)
-    ended.feed((samples + "# EOF\n").encode())
-    ended.feed(b"anything\n")
-    unended = RangeIndexer(HOUR * 1000)
-    unended.feed(samples.rstrip("\n").encode())
-
-    assert ended.finish() == RangeIndex([b"# TYPE a gauge\n"], {0: runs(0, 15, 42)})
-    assert unended.finish() == RangeIndex([b"# TYPE a gauge\n"], {0: runs(0, 15, 41)})
-
-
-def runs(family: int, start: int, end: int) -> RangeRuns:
-    found = RangeRuns()
-    found.add(family, start, end)
-    return found
