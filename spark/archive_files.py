@@ -7,6 +7,7 @@ import gzip
 import os
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -131,19 +132,22 @@ INFLATE_LIMIT = 16 << 20
 """Bytes inflated per call while checking: a small file that inflates hugely costs no memory."""
 
 
-def damaged_files(files: list[Path]) -> list[PathProblem]:
-    """The `.gz` files of `files` that are not whole gzip data, and why; [] when all are sound.
+def damaged_files(files: list[Path], workers: int = 1) -> list[PathProblem]:
+    """The `.gz` files of `files` that are not whole gzip data, and why (in the order of
+    `files`); [] when all are sound.
 
     Every member is inflated (the data is thrown away): a truncated file, a text file named
     `.gz` or bytes after the last member would otherwise fail Spark's read task with a Java stack
-    trace (Hadoop's codec refuses any of them, zero padding included)."""
-    problems = []
-    for path in files:
-        if path.name.endswith(".gz"):
-            problem = gzip_problem(path)
-            if problem is not None:
-                problems.append(PathProblem(path, problem))
-    return problems
+    trace (Hadoop's codec refuses any of them, zero padding included). `workers` files are
+    inflated at a time (zlib inflates outside the GIL)."""
+    gzipped = [path for path in files if path.name.endswith(".gz")]
+    with ThreadPoolExecutor(workers, thread_name_prefix="kvq-gzip-check") as pool:
+        found = list(pool.map(gzip_problem, gzipped))
+    return [
+        PathProblem(path, problem)
+        for path, problem in zip(gzipped, found, strict=True)
+        if problem is not None
+    ]
 
 
 def gzip_problem(path: Path) -> str | None:

@@ -22,12 +22,26 @@ def global_lines(
     limit: Limit,
     check_interval: float,
     base_labels: dict[str, str],
+    stamps: list[str] | None = None,
 ) -> Iterator[str]:
-    """A cluster-wide family's sample lines, each series whole and in time order."""
+    """A cluster-wide family's sample lines, each series whole and in time order. `stamps`:
+    `timestamp_suffixes(states)`, given when several families are written from the same states
+    (every series has a line per state: each timestamp is formatted once, not once a series)."""
     constants = {"limit": float(limit.threshold), "check_interval": float(check_interval)}
+    suffixes = stamps if stamps is not None else timestamp_suffixes(states)
     for extra, field in GLOBAL[family.short]:
         prefix = family.sample_name + label_text({**base_labels, **extra}) + " "
-        for state in states:
+        texts: dict[float, str] = {}  # a series takes few values: each is formatted once
+        for state, suffix in zip(states, suffixes, strict=True):
             value = constants[field] if field in constants else getattr(state, field)
-            if value is not None:
-                yield f"{prefix}{format_value(value)} {check_timestamp(state.t)}\n"
+            if value is None:
+                continue
+            text = texts.get(value)
+            if text is None:
+                text = texts[value] = prefix + format_value(value)
+            yield text + suffix
+
+
+def timestamp_suffixes(states: list[GridState]) -> list[str]:
+    """Each state's line ending: a space, its timestamp, the newline."""
+    return [f" {check_timestamp(state.t)}\n" for state in states]

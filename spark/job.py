@@ -28,7 +28,7 @@ from kvq.settings.redaction import mask_url_credentials
 from spark.archive_files import ArchiveError, BadLine, archive_files, damaged_files, one_line
 from spark.class_archive import ClassArchive
 from spark.evaluation_grid import EvaluationGrid
-from spark.global_series import global_lines
+from spark.global_series import global_lines, timestamp_suffixes
 from spark.hadoop_paths import hadoop_read_path
 from spark.lz4_parts import CorruptPart, part_files, text_lines
 from spark.openmetrics_text import check_timestamp
@@ -41,6 +41,7 @@ from spark.poll_history import (
     VolumeDeltas,
     impossible_time,
 )
+from spark.promtool_blocks import usable_cores
 from spark.series_sources import EVENTS, GLOBAL
 
 MAX_BAD_LINES_SHOWN = 20
@@ -247,11 +248,16 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     except ArchiveError as exc:
         raise BackfillError(str(exc)) from None
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    # Every .gz is inflated once on the driver while the JVM starts: Hadoop's codec would fail
+    # Every .gz is inflated once on the driver while the JVM starts and the archive's DataFrame
+    # is built (no Spark job reads a file before the check is done): Hadoop's codec would fail
     # the read task on a damaged one with a Java stack trace naming the file only deep inside.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvq-gzip-check") as checking:
-        damaged = checking.submit(damaged_files, files)
+        damaged = checking.submit(damaged_files, files, usable_cores())
         spark = spark_session(request.master, classes=request.classes)
+        # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed
+        # once, cached as parsed (reading the cache back is several times cheaper than parsing
+        # again).
+        records = read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK)
         problems = damaged.result()
     if problems:
         raise BackfillError(
@@ -262,9 +268,7 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
             )
         )
     say(f"reading {len(files)} archive files under {request.archive}")
-    # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once,
-    # cached as parsed (reading the cache back is several times cheaper than parsing again).
-    archive = ArchiveRows(read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK))
+    archive = ArchiveRows(records)
     stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
     try:
         with stages(spark.sparkContext) if stages else contextlib.nullcontext():
@@ -381,11 +385,12 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
         if request.scenario:
             labels["scenario"] = request.scenario
         states = list(plan.history.grid_states(plan.grid, read_events(folder / f"family={EVENTS}")))
+        stamps = timestamp_suffixes(states)
 
-        def driver_lines(family, states=states, labels=labels):
+        def driver_lines(family, states=states, labels=labels, stamps=stamps):
             if family.short not in GLOBAL:
                 return None
-            return global_lines(family, states, config.limit, check_interval, labels)
+            return global_lines(family, states, config.limit, check_interval, labels, stamps)
 
         path = request.output / output_name(plan.cluster, request.scenario)
         say(f"writing {path}")

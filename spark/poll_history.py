@@ -195,20 +195,23 @@ class PollHistory:
         rules = self.rules
         states: list[_SuccessState] = []
         total = VolumeDeltas()
+        factor = total.factor
         violated = evictions = closed = 0
         previous = rules.start_time
         for sseq, poll in enumerate(self._successes, start=1):
-            change = deltas.get(sseq, VolumeDeltas())
-            total = total + change
+            change = deltas.get(sseq)
+            if change is not None:  # rare: most successes change no run (summed only then)
+                total = total + change
+                factor = total.factor
+                evictions += change.evicted
             violating = poll.violating + total.cached_violating
             violated += violating
-            evictions += change.evicted
             closed += int(rules.checking and poll.time > previous + rules.validity)
             previous = poll.time
             states.append(
                 _SuccessState(
                     poll.time,
-                    total.factor,
+                    factor,
                     violated,
                     evictions,
                     closed,

@@ -136,6 +136,9 @@ def test_gzip_damage_is_named_and_whole_files_pass(tmp_path, gz_text):
     (sound / "empty.jsonl.gz").write_bytes(b"")  # read as no lines by Python and Hadoop alike
     (sound / "plain.jsonl").write_bytes(b"\x1f\x8bnot checked: not a .gz")
     assert damaged_files(archive_files(sound)) == []
+    files = archive_files(tmp_path)
+    found = [(p.path.name, p.reason) for p in damaged_files(files, workers=3)]
+    assert found == [(p.name, reasons[p.name]) for p in files if p.name in reasons]
 
 
 def test_damaged_gzip_files_fail_the_run_naming_each(spark, tmp_path, gz_text, capsys):
@@ -163,7 +166,7 @@ def test_a_file_damaged_after_the_check_is_named_from_sparks_failure(
     damage(archive, gz_text)
     for name in ("appended", "zero-padded", "plain-text"):
         (archive / f"{name}.jsonl.gz").unlink()
-    monkeypatch.setattr(job, "damaged_files", lambda files: [])
+    monkeypatch.setattr(job, "damaged_files", lambda files, workers: [])
     config = write_config(tmp_path / "kvq.properties")
     assert run_backfill(archive, config, tmp_path / "out") == 1
     line = error_line(capsys.readouterr().err)
