@@ -125,6 +125,18 @@ def test_a_damaged_part_file_is_named_not_a_traceback(tmp_path, spark, capsys, m
     assert not list((tmp_path / "o").glob("*.om"))
 
 
+def run_script(code: str, cwd) -> subprocess.CompletedProcess:
+    """`code` run by this Python in a process of its own (its logging set up as a command's)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cwd,
+    )
+
+
 INTERRUPTED_CALL = """
 import os, signal, threading
 from kvq.settings.logging_setup import setup_logging
@@ -148,14 +160,7 @@ finally:
 def test_an_interrupt_while_the_driver_waits_for_spark_is_not_a_traceback(tmp_path):
     """py4j logs an interrupt that arrives during a call to the JVM with its traceback on the
     root logger; kvq-backfill says it in one line (`stopped by SIGTERM`) instead."""
-    done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED_CALL],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = run_script(INTERRUPTED_CALL, tmp_path)
     assert "stopped by SIGTERM" in done.stdout, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
 
@@ -193,14 +198,7 @@ def test_a_java_object_collected_after_an_interrupt_is_not_a_traceback(tmp_path)
     """py4j's finalizer thread tells the JVM about every Python object collected: after an
     interrupted run stopped its JVM, that call fails and py4j logs its traceback on the root
     logger (it failed a CI run once, at whatever moment the garbage collector ran). Quiet."""
-    done = subprocess.run(
-        [sys.executable, "-c", COLLECTED_AFTER_THE_STOP],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = run_script(COLLECTED_AFTER_THE_STOP, tmp_path)
     assert "collected" in done.stdout, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
 
@@ -239,14 +237,7 @@ def test_py4j_failures_while_an_interrupt_unwinds_are_quiet_and_others_are_not(t
     """An interrupt that lands while py4j waits for the JVM makes py4j's clean-up fail too, and
     py4j logs that on its own logger with a traceback: quiet as the interrupt itself (it failed a
     CI run once). A py4j failure with no interrupt behind it is still logged."""
-    done = subprocess.run(
-        [sys.executable, "-c", FAILURES_LOGGED_BY_PY4J],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
+    done = run_script(FAILURES_LOGGED_BY_PY4J, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "while an interrupt unwinds" not in done.stderr, done.stderr
     assert 'msg="a failure of its own"' in done.stderr and "BrokenPipeError" in done.stderr
