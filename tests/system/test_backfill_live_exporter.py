@@ -83,6 +83,9 @@ def record_live_history(tmp_path, cluster) -> tuple[dict, float, float]:
         f"{P}throttle.factor.validity.duration=PT5S\n"
         f"{P}throttle.factor.fallback=0.5\n"
         "kvq.exporter.request.timeout=PT1S\n"
+        # Polls every 2 s while violating too: at the default 1 s every scrape while throttled
+        # would follow a poll within MARGIN (polls end just before scrapes), none comparable.
+        "kvq.exporter.violation.check.interval=PT0S\n"
         "kvq.cluster.name=live\n"
     )
     port = free_port()
