@@ -50,8 +50,6 @@ class Poller:
         self.scrape_phase = scrape_phase
         """When scrapes come: each poll is started to end just before one (None: on schedule)."""
         self._last_duration = 0.0
-        self._violating = False
-        """A volume violated the limit at the last successful poll (held ones included)."""
 
     def poll_once(self) -> Observation:
         started = time.monotonic()
@@ -61,8 +59,6 @@ class Poller:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
-            if observation.succeeded:
-                self._violating = bool(self.throttle.state.violating)
         if self.archive is not None:
             try:
                 self.archive.append(observation)
@@ -133,7 +129,8 @@ class Poller:
         graceful-slowdown policy's fill rate, a median over its last three intervals, needs
         intervals longer than the gaps between a volume's writes (at 1 s, a volume written to
         in bursts every 2 s or more would seem not to fill half the time)."""
-        if self._violating and 0 < self.violation_interval_seconds < self.interval_seconds:
+        violating = self.throttle.state.violating  # as of the last successful poll
+        if violating and 0 < self.violation_interval_seconds < self.interval_seconds:
             return self.violation_interval_seconds
         return self.interval_seconds
 

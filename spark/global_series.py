@@ -22,17 +22,16 @@ def global_lines(
     limit: Limit,
     check_interval: float,
     base_labels: dict[str, str],
-    stamps: list[str] | None = None,
+    stamps: list[str],
 ) -> Iterator[str]:
     """A cluster-wide family's sample lines, each series whole and in time order. `stamps`:
-    `timestamp_suffixes(states)`, given when several families are written from the same states
-    (every series has a line per state: each timestamp is formatted once, not once a series)."""
+    `timestamp_suffixes(states)`, shared by every family written from the same states (every
+    series has a line per state: each timestamp is formatted once, not once a series)."""
     constants = {"limit": float(limit.threshold), "check_interval": float(check_interval)}
-    suffixes = stamps if stamps is not None else timestamp_suffixes(states)
     for extra, field in GLOBAL[family.short]:
         prefix = family.sample_name + label_text({**base_labels, **extra}) + " "
         texts: dict[float, str] = {}  # a series takes few values: each is formatted once
-        for state, suffix in zip(states, suffixes, strict=True):
+        for state, suffix in zip(states, stamps, strict=True):
             value = constants[field] if field in constants else getattr(state, field)
             if value is None:
                 continue
