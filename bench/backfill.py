@@ -40,6 +40,7 @@ from pathlib import Path
 from bench.spark_event_log import (
     MAX_TASKS_PER_STAGE,
     EventLog,
+    application_scaling_line,
     driver_gaps,
     event_log_settings,
     grown_stages_seconds,
@@ -323,11 +324,22 @@ class LoggedRun:
     samples: int
     log: EventLog
     output_bytes: int
+    ended: float = 0.0
+    """When the process ended, seconds since the epoch (0: unknown)."""
 
     @property
     def outside(self) -> float:
-        """The process's seconds outside the Spark application (Python's and the JVM's start)."""
+        """The process's seconds outside the Spark application: before its start (Python's
+        start, imports, the JVM's launch) and after its end (the JVM's stop, Python's exit)."""
         return max(0.0, self.seconds - self.log.seconds)
+
+    @property
+    def outside_after(self) -> float:
+        """The part of `outside` after the application's end (Spark's clock and this one are
+        the same machine's)."""
+        if not self.ended:
+            return 0.0
+        return min(self.outside, max(0.0, self.ended - self.log.ended))
 
 
 def logged_backfill(
@@ -340,10 +352,11 @@ def logged_backfill(
     events.mkdir(parents=True)
     confs = {**event_log_settings(events), **(settings or {})}
     seconds, samples = backfill_seconds(archive, out, master, step, confs)
+    ended = time.time()
     log = read_event_log(events)
     written = sum(p.stat().st_size for p in out.glob("*.om"))
     shutil.rmtree(out)
-    return LoggedRun(seconds, samples, log, written)
+    return LoggedRun(seconds, samples, log, written, ended)
 
 
 def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, LoggedRun]:
@@ -361,8 +374,12 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
         flush=True,
     )
     outside = run.outside
-    for line in report(run.log, archive.rows, outside) + scaling_lines(run.log, outside):
+    for line in report(run.log, archive.rows, outside, run.outside_after):
         print(f"  {line}")
+    print("  the whole command (the goal's measure: Python's and the JVM's start and exit in):")
+    for line in scaling_lines(run.log, outside):
+        print(f"  {line}")
+    print(f"  {application_scaling_line(run.log)}")
     print(
         f"  the same with every task taking its CPU time ({run.log.costs.cpu:.1f} s in all: on "
         "cores of its own; driver-only time as measured):"
@@ -540,11 +557,12 @@ def a_year_of_a_fleet(
     stage), the polls (its pass between the stages), the output (the concatenation after).
     With `promtool`, promtool's rate is measured on that archive's output."""
     rows = YEAR_OF_A_FLEET / archive.rows
-    gaps = driver_gaps(run.log, run.outside)
+    gaps = driver_gaps(run.log, run.outside, run.outside_after)
     gzip_bytes = archive.megabytes * 1e6 * rows
     before = gaps.before + gzip_bytes / gzip_check_rate(archive)
     between = gaps.between * YEAR_OF_POLLS / archive.polls
-    after = gaps.after * rows
+    # the concatenation grows with the output; the process's exit after the application does not
+    after = (gaps.after - gaps.outside_after) * rows + gaps.outside_after
     stages = grown_stages_seconds(run.log, rows, MODEL_CORES)
     on_cpu = grown_stages_seconds(on_dedicated_cores(run.log), rows, MODEL_CORES)
     total = before + between + after + stages

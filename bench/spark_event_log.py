@@ -295,25 +295,43 @@ def critical_path_seconds(log: EventLog, outside: float = 0.0) -> float:
 
 @dataclass(frozen=True)
 class DriverGaps:
-    """Driver-only seconds of a run: before its first stage (the process's time outside the
-    application included: Python's and the JVM's start), between stages, after the last one."""
+    """Driver-only seconds of a run: before its first stage, between stages, after the last one.
+    `before` and `after` hold the process's time outside the application when it is given
+    (`outside_before`: Python's start, imports, the JVM's launch up to Spark's ApplicationStart;
+    `outside_after`: from ApplicationEnd to the process's exit)."""
 
     before: float
     between: float
     after: float
+    outside_before: float = 0.0
+    outside_after: float = 0.0
 
     @property
     def total(self) -> float:
         return self.before + self.between + self.after
 
+    @property
+    def application(self) -> float:
+        """Driver-only seconds within the application (Sparklens' span: start to end)."""
+        return self.total - self.outside_before - self.outside_after
 
-def driver_gaps(log: EventLog, outside: float = 0.0) -> DriverGaps:
+
+def driver_gaps(log: EventLog, outside: float = 0.0, outside_after: float = 0.0) -> DriverGaps:
+    """The gaps, `outside` (the process's seconds outside the application) counted in: the part
+    `outside_after` after the application's end, the rest before its start."""
+    before_app = max(0.0, outside - outside_after)
     periods = busy_periods(log.stages)
     if not periods:
-        return DriverGaps(outside + log.seconds, 0.0, 0.0)
+        return DriverGaps(outside + log.seconds, 0.0, 0.0, before_app, outside_after)
     before = periods[0][0].submitted - log.started
     after = log.ended - max(s.completed for s in periods[-1])
-    return DriverGaps(outside + before, driver_only_seconds(log) - before - after, after)
+    return DriverGaps(
+        before_app + before,
+        driver_only_seconds(log) - before - after,
+        after + outside_after,
+        before_app,
+        outside_after,
+    )
 
 
 MAX_TASKS_PER_STAGE = 4000
@@ -349,17 +367,25 @@ def stage_label(stage: Stage) -> str:
     return re.sub(r" at \S*/", " at ", stage.name)
 
 
-def report(log: EventLog, rows: int, outside: float = 0.0) -> list[str]:
-    """Where a run's time went: driver-only time, task time per stage, the critical path."""
+def report(log: EventLog, rows: int, outside: float = 0.0, outside_after: float = 0.0) -> list[str]:
+    """Where a run's time went: driver-only time, task time per stage, the critical path.
+
+    Driver-only time is the whole process's (what a user waits for: `outside` counted in, of
+    which `outside_after` after the application's end), and also the application's alone."""
     wall = log.seconds + outside
-    gaps = driver_gaps(log, outside)
+    gaps = driver_gaps(log, outside, outside_after)
     costs = log.costs
     lines = [
         f"{len(log.stages)} stages, {log.tasks} tasks; the run {wall:.1f} s "
         f"(the Spark application {log.seconds:.1f} s)",
         f"driver-only {gaps.total:.1f} s ({gaps.total / wall:.0%} of the run): before the first "
-        f"stage {gaps.before:.1f} s (Python, JVM and session start), between stages "
-        f"{gaps.between:.1f} s, after the last {gaps.after:.1f} s",
+        f"stage {gaps.before:.1f} s (of it {gaps.outside_before:.1f} s before Spark's "
+        f"application started: Python, imports, the JVM's launch), between stages "
+        f"{gaps.between:.1f} s, after the last {gaps.after:.1f} s (of it "
+        f"{gaps.outside_after:.1f} s after the application ended: the JVM's stop, the exit)",
+        f"driver-only within the Spark application (its start to its end, Sparklens' span): "
+        f"{gaps.application:.1f} s ({gaps.application / log.seconds:.0%} of "
+        f"{log.seconds:.1f} s)",
         f"task time {log.task_seconds:.1f} s, {log.task_seconds / rows * 1e6:.2f} us per log-dir "
         f"row (run {costs.run:.1f} s of which GC {costs.gc:.1f} s and shuffle fetch wait "
         f"{costs.fetch_wait:.1f} s; deserialization {costs.deserialize:.1f} s; scheduler and "
@@ -388,6 +414,17 @@ def scaling_lines(log: EventLog, outside: float = 0.0) -> list[str]:
     return lines
 
 
+def application_scaling_line(log: EventLog) -> str:
+    """The speedups of `scaling_lines` over the Spark application alone (start to end, as
+    Sparklens counts a run: without the process's start before it and its exit after), in one
+    line."""
+    one = predicted_seconds(log, 1)
+    shown = ", ".join(
+        f"{cores} {one / predicted_seconds(log, cores):.2f}x" for cores in CORE_COUNTS
+    )
+    return f"the Spark application alone ({one:.1f} s on 1 core), by cores: {shown}"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -413,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: {exc}\n")
     for line in report(log, args.rows, args.outside) + scaling_lines(log, args.outside):
         print(line)
+    print(application_scaling_line(log))
     return 0
 
 

@@ -102,6 +102,10 @@ def test_a_stage_waits_for_its_parent_and_the_driver_delay_before_it(tmp_path):
     assert driver_only_seconds(log) == pytest.approx(4.5)
     gaps = driver_gaps(log, outside=2.0)
     assert (gaps.before, gaps.between, gaps.after) == pytest.approx((3.0, 0.0, 3.5))
+    # 0.5 s of the process's 2 s outside the application came after its end (the JVM's stop)
+    gaps = driver_gaps(log, outside=2.0, outside_after=0.5)
+    assert (gaps.before, gaps.between, gaps.after) == pytest.approx((2.5, 0.0, 4.0))
+    assert (gaps.total, gaps.application) == pytest.approx((6.5, 4.5))
     # a core per task: stage 0 takes 1 s, stage 1 starts 0.5 s later (the driver's delay) and
     # takes 1 s: 2.5 s; stage 2 takes 4 s: the period is 4 s
     assert critical_path_seconds(log) == pytest.approx(4.5 + 4.0)
@@ -141,4 +145,6 @@ def test_the_scaling_bench_prints_a_time_per_core_count_never_growing(tmp_path, 
         seconds = [float(s) for _, s, _ in model]
         assert seconds == sorted(seconds, reverse=True)
     assert re.search(r"driver-only [\d.]+ s \(\d+% of the run\)", out)
+    assert re.search(r"driver-only within the Spark application .*: [\d.]+ s \(\d+% of", out)
+    assert re.search(r"the Spark application alone .* 16 [\d.]+x", out)
     assert re.search(r"critical path \(a core for every task\): [\d.]+ s", out)
