@@ -3,14 +3,14 @@ side by side, on the same load on a fresh real Kafka cluster each.
 
 The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers at
 75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for three
-of the five principals), on a volume that already holds OTHER_DATA (16 MiB) of other data, with
-retention that frees space at a known rate: every topic keeps RETENTION_SECONDS (30 s) of data in
-segments of SEGMENT_SECONDS (5 s), checked every second, so a byte stays on broker 0 for 30-36 s.
-An equilibrium exists within the episode: the room above the limit (25 % available: 8 MiB) holds
-about 8.4 MB / 33 s = 250 kB/s of retained data; the load at its full rate (its own quotas) puts
-about 300 kB/s on broker 0, about 10 MB retained, past the limit; at the enforcer's floor (8 KiB/s
-per principal and broker) about 90 kB/s, 3 MB retained, well below it. The factor at which
-retention holds broker 0 at the limit is therefore about 250 / 300, 0.8 (a factor scales each
+of the five principals), on a volume that already holds OTHER_DATA (9 MiB) of other data, with
+retention that frees space at a known rate: every topic keeps RETENTION_SECONDS (60 s) of data in
+segments of SEGMENT_SECONDS (5 s), checked every second, so a byte stays on broker 0 for 60-66 s.
+An equilibrium exists within the episode: the room above the limit (25 % available), 15.7 MB, holds
+about 15.7 MB / 64 s = 245 kB/s of retained data; the load at its full rate (its own quotas) puts
+about 300 kB/s on broker 0, about 19 MB retained, past the limit; at the enforcer's floor (8 KiB/s
+per principal and broker) about 90 kB/s, 5.8 MB retained, well below it. The factor at which
+retention holds broker 0 at the limit is therefore about 245 / 300, 0.8 (a factor scales each
 principal's rate above the floor); any factor below it settles below the limit. kvq runs with the
 recommended intervals (the chart's); graceful-slowdown with observed-rate references (the brokers
 run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load until the first
@@ -18,8 +18,8 @@ slowdown (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, t
 volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on
 any volume, the bytes acknowledged during the episode (first slowdown -> space freed) against the
 most any policy could have acknowledged then without crossing the limit (`Outcome.bound`), the
-longest time any producer went without an acknowledgement then, and the time from space freed
-until every producer is back at its rate.
+longest time any producer went without an acknowledgement then, and the time from space freed until
+every producer is back at its rate.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 
-RETENTION_SECONDS = 30
+RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
-OTHER_DATA = 16 << 20
-"""Broker 0's volume holds this much other data: 8 MiB of room above the limit, less than the
-load's retained data at its full rate, three times its retained data at the floor."""
+OTHER_DATA = 9 << 20
+"""Broker 0's volume holds this much other data: 15.7 MB of room above the limit, less than the
+load's retained data at its full rate, nearly three times its retained data at the floor."""
 SETUP = replace(
     VERSUS,
     other_data=OTHER_DATA,
@@ -66,10 +66,12 @@ SETUP = replace(
     },
     broker_properties={"log.retention.check.interval.ms": "1000"},
 )
-HORIZON = "PT1M"
-"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about 30 s (so
-graceful-slowdown slows it from its second poll on); the loop (poll, scrape, rule, Alertmanager,
-enforcer) takes about 10 s to act on a factor."""
+HORIZON = "PT40S"
+"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about 50 s, so
+graceful-slowdown first slows it about 15 s after the start (a longer horizon would slow it before
+Kafka's rate sensors, whose window is 11 s, show the rates the observed-rate references are read
+from); the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a
+factor."""
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
     "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}, observed-rate references",
@@ -81,14 +83,13 @@ ENFORCER_PROPERTIES = {
     "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
 }
 EPISODE_SECONDS = 150.0
-EQUILIBRIUM_START_SECONDS = 2.0 * (RETENTION_SECONDS + SEGMENT_SECONDS)
+EQUILIBRIUM_START_SECONDS = RETENTION_SECONDS + SEGMENT_SECONDS + 5.0
 EQUILIBRIUM_SECONDS = 80.0
-"""The bytes of this window, from EQUILIBRIUM_START_SECONDS after the start (retention has been
-deleting for a retention period), are printed too: the same window for both policies."""
+"""The bytes of this window, from EQUILIBRIUM_START_SECONDS after the start (retention deleting),
+are printed too: the same window for both policies."""
 BEFORE_SECONDS = (5.0, 15.0)
 """Each producer's rate before (what it must be back at): over at least this window after the
-start; graceful-slowdown first slows the load about 10 s after it starts, so its window includes
-its first small steps."""
+start (the first slowdown may come before its end: its first step is then included)."""
 AFTER_FREED_SECONDS = 30.0
 STEP_AFTER_SECONDS = 30.0
 """With --load-step: how long after the first slowdown the load steps up."""
