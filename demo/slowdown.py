@@ -48,6 +48,7 @@ from demo.versus import recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
+from devkit.processes import wait_until
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 
 RETENTION_SECONDS = 60
@@ -260,6 +261,30 @@ def step_load(stack, active: list, times: float) -> None:
     start_load(stack, active, replace(SETUP, java=(), producer_rate=extra_rate))
 
 
+def quiet_before_load(stack, polls: int = 4, patience: float = 120.0) -> None:
+    """Start the load only once the exporter has seen the other data in place: written within a
+    poll interval or two, it is a burst graceful-slowdown's fill rate takes for a load (one run
+    was slowed 6 s after the load started, before Kafka's rate sensors showed the rates the
+    observed-rate references are read from). Waits for `polls` polls after it and for the
+    throttle, if that burst caused one, to be lifted."""
+    for _ in range(polls):
+        last = stack.exporter_status()["last_successful_poll"]
+
+        def polled(last: str = last) -> bool:
+            return stack.exporter_status()["last_successful_poll"] != last
+
+        wait_until(polled, 30, interval=0.2, what="the exporter's next poll")
+    wait_until(
+        lambda: (
+            stack.exporter_status()["throttle_factor"] == 1.0
+            and not throttled_now(stack, SETUP.quotas)
+        ),
+        patience,
+        interval=0.5,
+        what="no throttle before the load",
+    )
+
+
 def drive(
     policy: str,
     stack,
@@ -269,6 +294,7 @@ def drive(
     load_step: float | None = None,
 ) -> Outcome:
     prepare(stack, SETUP)
+    quiet_before_load(stack)
     watch = DiskWatch(stack).start()
     active.append(watch)
     producers = start_load(stack, active, SETUP)
