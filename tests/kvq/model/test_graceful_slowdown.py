@@ -202,13 +202,13 @@ class FullPaceRise(GracefulSlowdown):
         return 1.0
 
 
-def retention_loop(kind=GracefulSlowdown, full=4 * MB, floor=1 * MB, duration=900.0):
+def retention_loop(kind=GracefulSlowdown, full=4 * MB, floor=1 * MB, duration=900.0, step=None):
     """A volume with retention as Kafka's: producers write `full` B/s x the factor in force
     (`delay` s after it was computed), never less than `floor` (the enforcer's byte-rate floor);
     segments roll every `segment` s and are deleted once their newest byte is `retention` s old.
     Room for `room` bytes of data above the limit: at `full` the data retention keeps would not
-    fit, at `floor` it fills a third of it. (lowest available, factors from four retention periods
-    on)."""
+    fit, at `floor` it fills a third of it. `step`: (time, times) the load steps up. (lowest
+    available, factors from four retention periods on)."""
     retention, segment, poll, delay, room = 60.0, 10.0, 5.0, 10.0, 200 * MB
     other = TOTAL - LIMIT - room
     run = PolicyRun(kind(MinAvailableBytes(LIMIT), HORIZON))
@@ -220,7 +220,8 @@ def retention_loop(kind=GracefulSlowdown, full=4 * MB, floor=1 * MB, duration=90
         if not segments or t >= segments[-1][0] // segment * segment + segment:
             segments.append([t, 0.0])
         segments[-1][0] = t
-        segments[-1][1] += max(full * factor, floor) * poll
+        load = full * (step[1] if step and t >= step[0] else 1)
+        segments[-1][1] += max(load * factor, floor) * poll
         segments = [s for s in segments[:-1] if s[0] >= t - retention] + segments[-1:]
         available = int(TOTAL - other - sum(s[1] for s in segments))
         published.append((t, observe(run, t, available)))
@@ -242,3 +243,8 @@ def test_with_retention_the_factor_settles_between_the_floor_and_the_limit_witho
     assert min(late) > 0.25 and max(late) < 0.77
     lowest, late = retention_loop(FullPaceRise)
     assert lowest <= LIMIT and 1.0 in late
+
+
+def test_with_retention_a_10x_load_step_keeps_the_volume_above_zero():
+    lowest, _ = retention_loop(step=(400.0, 10))
+    assert lowest > 0
