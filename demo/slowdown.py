@@ -3,21 +3,29 @@ side by side, on the same load on a fresh real Kafka cluster each.
 
 The load is the side-by-side scenario's (demo/versus.py: four librdkafka and two Java producers at
 75 kB/s each, every byte on broker 0's 32 MiB tmpfs, quotas that bind before any crossing for three
-of the five principals), with retention that frees space at a known rate: every topic keeps
-RETENTION_SECONDS of data in segments of SEGMENT_SECONDS, checked every second, so that at the full
-rate broker 0 would settle above the limit (25 % available) but an equilibrium exists below it. kvq
-runs with the recommended intervals (the chart's); graceful-slowdown with observed-rate references
-(the brokers run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load until
-the first slowdown (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then
-broker 0's volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest
-headroom on any volume, the bytes acknowledged during the episode (first slowdown -> space freed),
-the longest time any producer went without an acknowledgement then, and the time from space freed
-until every producer is back at its rate.
+of the five principals), on a volume that already holds OTHER_DATA (9 MiB) of other data, with
+retention that frees space at a known rate: every topic keeps RETENTION_SECONDS (60 s) of data in
+segments of SEGMENT_SECONDS (5 s), checked every second, so a byte stays on broker 0 for 60-66 s.
+An equilibrium exists within the episode: the room above the limit (25 % available), 15.7 MB, holds
+about 15.7 MB / 64 s = 245 kB/s of retained data; the load at its full rate (its own quotas) puts
+about 300 kB/s on broker 0, about 19 MB retained, past the limit; at the enforcer's floor (8 KiB/s
+per principal and broker) about 90 kB/s, 5.8 MB retained, well below it. The factor at which
+retention holds broker 0 at the limit is therefore about 245 / 300, 0.8 (a factor scales each
+principal's rate above the floor); any factor below it settles below the limit. kvq runs with the
+recommended intervals (the chart's); graceful-slowdown with observed-rate references (the brokers
+run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load until the first
+slowdown (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then broker 0's
+volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on
+any volume, the bytes acknowledged during the episode (first slowdown -> space freed) against the
+most any policy could have acknowledged then without crossing the limit (`Outcome.bound`), the
+longest time any producer went without an acknowledgement then, and the time from space freed until
+every producer is back at its rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -40,12 +48,17 @@ from demo.versus import recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
+from devkit.processes import wait_until
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 
-RETENTION_SECONDS = 150
+RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
+OTHER_DATA = 9 << 20
+"""Broker 0's volume holds this much other data: 15.7 MB of room above the limit, less than the
+load's retained data at its full rate, nearly three times its retained data at the floor."""
 SETUP = replace(
     VERSUS,
+    other_data=OTHER_DATA,
     loop=recommended(),
     topic_config={
         "retention.ms": str(RETENTION_SECONDS * 1000),
@@ -54,9 +67,12 @@ SETUP = replace(
     },
     broker_properties={"log.retention.check.interval.ms": "1000"},
 )
-HORIZON = "PT1M"
-"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about two minutes;
-the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a factor."""
+HORIZON = "PT40S"
+"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about 50 s, so
+graceful-slowdown first slows it about 15 s after the start (a longer horizon would slow it before
+Kafka's rate sensors, whose window is 11 s, show the rates the observed-rate references are read
+from); the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a
+factor."""
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
     "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}, observed-rate references",
@@ -67,14 +83,20 @@ ENFORCER_PROPERTIES = {
     # the rate it meets would not slow it.
     "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
 }
-EPISODE_SECONDS = 120.0
-EQUILIBRIUM_SECONDS = 120.0
-"""With --episode-seconds long enough, the bytes of this window once retention frees space are
-printed too (the same window for both policies)."""
+EPISODE_SECONDS = 150.0
+EQUILIBRIUM_START_SECONDS = RETENTION_SECONDS + SEGMENT_SECONDS + 5.0
+EQUILIBRIUM_SECONDS = 80.0
+"""The bytes of this window, from EQUILIBRIUM_START_SECONDS after the start (retention deleting),
+are printed too: the same window for both policies."""
+BEFORE_SECONDS = (5.0, 15.0)
+"""Each producer's rate before (what it must be back at): over at least this window after the
+start (the first slowdown may come before its end: its first step is then included)."""
 AFTER_FREED_SECONDS = 30.0
 STEP_AFTER_SECONDS = 30.0
 """With --load-step: how long after the first slowdown the load steps up."""
 FIRST_SLOWDOWN_PATIENCE = 300.0
+FULL = (0, 0)
+"""(broker, log dir) of the volume every byte of the load lands on."""
 
 
 @dataclass
@@ -108,13 +130,49 @@ class Outcome:
         return worst
 
     def equilibrium_window(self) -> tuple[float, float] | None:
-        """The same window for every policy, once retention frees space (RETENTION_SECONDS
-        after the start) and before the volume is grown: where the policies' throughput at the
-        limit compares; None when the episode ends before EQUILIBRIUM_SECONDS of it."""
-        start = self.run.load_started + RETENTION_SECONDS + SEGMENT_SECONDS
+        """The same window for every policy, once retention frees space and before the volume
+        is grown: where the policies' throughput at the limit compares; None when the episode
+        ends before it."""
+        start = self.run.load_started + EQUILIBRIUM_START_SECONDS
         if self.freed is None or self.freed < start + EQUILIBRIUM_SECONDS:
             return None
         return start, start + EQUILIBRIUM_SECONDS
+
+    def usable_at(self, at: float) -> int:
+        """Broker 0's usable bytes at the last watch sample at or before `at` (the first one if
+        none was taken before)."""
+        samples = [s for s in self.run.watch.samples if FULL in s.usable]
+        return ([s for s in samples if s.at <= at][-1:] or samples[:1])[0].usable[FULL]
+
+    def disk_per_acked_byte(self) -> float:
+        """Bytes broker 0's volume filled by per value byte acknowledged, over the first
+        RETENTION_SECONDS of the load: no segment is old enough to be deleted then (a segment
+        goes once its newest record is RETENTION_SECONDS old), so this is the load's replication
+        and Kafka's overhead as measured."""
+        start = self.run.load_started
+        end = start + RETENTION_SECONDS
+        acked = sum(p.log.acked_bytes(start, end) for p in self.run.producers)
+        return (self.usable_at(start) - self.usable_at(end)) / max(acked, 1)
+
+    def bound(self) -> tuple[float, float, float]:
+        """(any policy, this run's, disk bytes per acked byte): the most value bytes that could
+        have been acknowledged during the episode without broker 0 crossing the limit.
+        Any policy: every byte acknowledged within RETENTION_SECONDS is still on broker 0's
+        volume, so no window of that length can take more than the room above the limit at the
+        start of the load; the episode spans ceil(episode / RETENTION_SECONDS) such windows.
+        This run's: the headroom left at the first slowdown plus what retention deleted on
+        broker 0 during the episode (what reached the disk, acknowledged bytes x the ratio, less
+        what the volume filled by), a bound given the deletions this run's own earlier writes
+        made possible."""
+        ratio = self.disk_per_acked_byte()
+        start, slowed, freed = self.run.load_started, self.slowed or 0.0, self.freed or 0.0
+        limit = self.run.limit
+        room = self.usable_at(start) - limit
+        windows = math.ceil((freed - slowed) / RETENTION_SECONDS)
+        filled = self.usable_at(slowed) - self.usable_at(freed)
+        deleted = ratio * self.episode_bytes - filled
+        headroom = self.usable_at(slowed) - limit
+        return windows * room / ratio, (headroom + deleted) / ratio, ratio
 
     def back_at_rate(self, producer, step: float = 0.2) -> float | None:
         """Seconds from the space freed until `producer` itself was back at its rate (as
@@ -203,6 +261,30 @@ def step_load(stack, active: list, times: float) -> None:
     start_load(stack, active, replace(SETUP, java=(), producer_rate=extra_rate))
 
 
+def quiet_before_load(stack, polls: int = 4, patience: float = 120.0) -> None:
+    """Start the load only once the exporter has seen the other data in place: written within a
+    poll interval or two, it is a burst graceful-slowdown's fill rate takes for a load (one run
+    was slowed 6 s after the load started, before Kafka's rate sensors showed the rates the
+    observed-rate references are read from). Waits for `polls` polls after it and for the
+    throttle, if that burst caused one, to be lifted."""
+    for _ in range(polls):
+        last = stack.exporter_status()["last_successful_poll"]
+
+        def polled(last: str = last) -> bool:
+            return stack.exporter_status()["last_successful_poll"] != last
+
+        wait_until(polled, 30, interval=0.2, what="the exporter's next poll")
+    wait_until(
+        lambda: (
+            stack.exporter_status()["throttle_factor"] == 1.0
+            and not throttled_now(stack, SETUP.quotas)
+        ),
+        patience,
+        interval=0.5,
+        what="no throttle before the load",
+    )
+
+
 def drive(
     policy: str,
     stack,
@@ -212,6 +294,7 @@ def drive(
     load_step: float | None = None,
 ) -> Outcome:
     prepare(stack, SETUP)
+    quiet_before_load(stack)
     watch = DiskWatch(stack).start()
     active.append(watch)
     producers = start_load(stack, active, SETUP)
@@ -224,9 +307,8 @@ def drive(
             raise TimeoutError(f"no slowdown within {FIRST_SLOWDOWN_PATIENCE:.0f} s")
         time.sleep(0.5)
     outcome.slowed = time.monotonic()
-    outcome.before = {
-        p.client_id: p.log.rate(run.load_started + 5, outcome.slowed) for p in producers
-    }
+    begin, end = (run.load_started + seconds for seconds in BEFORE_SECONDS)
+    outcome.before = {p.client_id: p.log.rate(begin, max(end, outcome.slowed)) for p in producers}
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
     if load_step is not None:
@@ -255,9 +337,15 @@ def table(outcome: Outcome) -> str:
     run = outcome.run
     lowest, volume = run.watch.lowest()
     stall, who = outcome.longest_stall()
+    any_policy, this_run, ratio = outcome.bound()
+    acked = outcome.episode_bytes
     rows = [
         f"  {'lowest headroom on any volume':52} {lowest:,} bytes (broker {volume[0]})",
-        f"  {'bytes acknowledged, first slowdown -> space freed':52} {outcome.episode_bytes:,}",
+        f"  {'bytes acknowledged, first slowdown -> space freed':52} {acked:,}",
+        f"  {'  most any policy could without crossing the limit':52} {any_policy:,.0f} "
+        f"({acked / any_policy:.0%} of it; {ratio:.2f} disk bytes on broker 0 per acked byte)",
+        f"  {'  room at first slowdown + retention deleted (run)':52} {this_run:,.0f} "
+        f"({acked / this_run:.0%} of it)",
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
     window = outcome.equilibrium_window()
@@ -327,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=EPISODE_SECONDS,
         help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
-        f"longer than the retention, {RETENTION_SECONDS} s, to include the equilibrium)",
+        f"retention {RETENTION_SECONDS} s)",
     )
     parser.add_argument(
         "--load-step",

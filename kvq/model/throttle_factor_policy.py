@@ -174,9 +174,15 @@ class GracefulSlowdown:
       close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
       window, stay within a few seconds; it shrinks while the volume fills slower than that,
       and restarts at 0 (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the
-      limit is `RESTART_MARGIN` horizons away or more.
+      limit is `RESTART_MARGIN` horizons away or more;
+    - near the limit the depth shrinks slower, in proportion to the headroom left over the limit
+      itself (`rise_scale`), and not at all at or past it: while retention deletes what was
+      written before a throttle, the volume does not fill whatever the factor, so a rise shows
+      in the fill rate only once those segments are gone; a rise at full pace would by then
+      have the producers back at 1.0 with no headroom to absorb them.
     At a steady load the factor settles where the volume fills just as fast as it may: its
-    headroom shrinks at most by a factor e every horizon, it never reaches the limit.
+    headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
+    retention it settles below the factor at which retention would hold the volume at the limit.
     """
 
     limit: Limit
@@ -252,6 +258,12 @@ class GracefulSlowdown:
         """Bytes available above the limit (<= 0: at or past it)."""
         return reading.available_bytes - self.limit_bytes(reading)
 
+    def rise_scale(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """How fast the depth may shrink, as a share of its full pace: the headroom over the limit
+        in bytes, at most 1 (0 at or past the limit)."""
+        ratio = self.headroom(reading) / ops.greatest(self.limit_bytes(reading), 1.0)
+        return ops.least(ops.greatest(ratio, 0.0), 1.0)
+
     def seconds_to_limit(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> Any:
@@ -273,8 +285,12 @@ class GracefulSlowdown:
         elapsed = ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
         per_second = self.depth_of_drop(self.MAX_DROP_PER_SECOND)
         bound = ops.least(self.depth_of_drop(self.MAX_DROP), per_second * elapsed)
-        response = ops.choose(too_fast < 0, self.RISE_SECONDS, self.RESPONSE_SECONDS)
-        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed / response, bound)
+        pace = ops.choose(
+            too_fast < 0,
+            self.rise_scale(reading, ops) / self.RISE_SECONDS,
+            1.0 / self.RESPONSE_SECONDS,
+        )
+        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
         freed = (
             reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
         ) | (reading.total_bytes > last.total_bytes)

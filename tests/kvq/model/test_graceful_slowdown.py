@@ -193,3 +193,58 @@ def test_a_volume_that_stops_filling_because_it_is_throttled_gets_its_rate_back_
     # the median of the last three intervals sees no growth from the second reading on
     rising = [observe(run, 40.0 + 5.0 * i, 650 * MB) for i in range(1, 6)][1:]
     assert 0.0 < rising[0] < rising[1] < rising[2] < rising[3] < 1.0
+
+
+class FullPaceRise(GracefulSlowdown):
+    """The factor rising at full pace at any headroom (as before the scaled rise)."""
+
+    def rise_scale(self, reading, ops):
+        return 1.0
+
+
+def retention_loop(kind=GracefulSlowdown, full=4 * MB, floor=1 * MB, duration=900.0, step=None):
+    """A volume with retention as Kafka's: producers write `full` B/s x the factor in force
+    (`delay` s after it was computed), never less than `floor` (the enforcer's byte-rate floor);
+    segments roll every `segment` s and are deleted once their newest byte is `retention` s old.
+    Room for `room` bytes of data above the limit: at `full` the data retention keeps would not
+    fit, at `floor` it fills a third of it. `step`: (time, times) the load steps up. (lowest
+    available, factors from four retention periods on)."""
+    retention, segment, poll, delay, room = 60.0, 10.0, 5.0, 10.0, 200 * MB
+    other = TOTAL - LIMIT - room
+    run = PolicyRun(kind(MinAvailableBytes(LIMIT), HORIZON))
+    segments: list[list[float]] = []  # [newest write time, bytes]
+    published: list[tuple[float, float]] = [(-delay, 1.0)]
+    lowest, late, t = TOTAL, [], 0.0
+    while t <= duration:
+        factor = [f for at, f in published if at <= t - delay][-1]
+        if not segments or t >= segments[-1][0] // segment * segment + segment:
+            segments.append([t, 0.0])
+        segments[-1][0] = t
+        load = full * (step[1] if step and t >= step[0] else 1)
+        segments[-1][1] += max(load * factor, floor) * poll
+        segments = [s for s in segments[:-1] if s[0] >= t - retention] + segments[-1:]
+        available = int(TOTAL - other - sum(s[1] for s in segments))
+        published.append((t, observe(run, t, available)))
+        lowest = min(lowest, available)
+        if t >= 4 * retention:
+            late.append(published[-1][1])
+        t += poll
+    return lowest, late
+
+
+def test_with_retention_the_factor_settles_between_the_floor_and_the_limit_without_reaching_it():
+    """Retention frees what was written `retention` s before: at the full rate the volume would
+    settle past its limit (the factor at which it settles at the limit: 200 MB over 4 MB/s x
+    about 65 s, 0.77), at the floor far from it. The factor settles in between; rising at full
+    pace while retention still deletes what was written before the throttle, it would reach 1.0
+    and the limit."""
+    lowest, late = retention_loop()
+    assert lowest > LIMIT
+    assert min(late) > 0.25 and max(late) < 0.77
+    lowest, late = retention_loop(FullPaceRise)
+    assert lowest <= LIMIT and 1.0 in late
+
+
+def test_with_retention_a_10x_load_step_keeps_the_volume_above_zero():
+    lowest, _ = retention_loop(step=(400.0, 10))
+    assert lowest > 0
