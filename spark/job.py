@@ -459,7 +459,8 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
     """Whether a success of the plan's cluster described a log dir without sizes (one that may
-    have gone offline while violating: `spark.volume_history` then needs one more sort)."""
+    have gone offline while violating: `spark.volume_history` then also finds each log dir's next
+    description with sizes and when it is seen again)."""
     return any(p.unusable_error or p.unusable_unknown_size for p in plan.history.lines)
 
 

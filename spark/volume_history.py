@@ -28,7 +28,7 @@ at every success yields none.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy, VolumeReading
@@ -153,7 +153,7 @@ def described_log_dirs(
     `offline_matters` (a hold, and log dirs described without sizes in the archive): also the next
     description with sizes (`usable_sseq`, `usable_k`; else the next description) and when it is
     first seen again without sizes-less descriptions in between (`seen_sseq`, `seen_k`; else
-    `back`), at the price of one more sort of the rows.
+    `back`), over the same per-volume order as the rest (no further sort).
 
     `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
     cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
@@ -234,15 +234,21 @@ def _with_next(described: DataFrame) -> DataFrame:
 
 
 def _with_next_offline(described: DataFrame) -> DataFrame:
-    """The next description, the next one with sizes, `back` and `seen`, over the descending
-    order (the later rows are the preceding ones: growing frames, linear)."""
-    by_volume = Window.partitionBy(*VOLUME).orderBy(F.col("sseq").desc())
-    later = by_volume.rowsBetween(Window.unboundedPreceding, -1)
-    following = F.lag(F.struct("sseq", "k", F.col("reason").isNotNull().alias("unusable")))
-    nxt = following.over(by_volume)
-    usable = F.min(F.when(F.col("reason").isNull(), F.struct("sseq", "k"))).over(later)
+    """The next description, the next one with sizes, `back` and `seen`, over the same ascending
+    per-volume order as `_with_next` and the policy's windows: the rows come out of it in the
+    order the writer needs, where a descending window would cost one more sort of every row."""
+    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    unusable = F.col("reason").isNotNull().alias("unusable")
+    described = described.select(
+        "*",
+        F.lead(F.struct("sseq", "k", unusable)).over(by_volume).alias("next"),
+        F.when(F.col("reason").isNull(), F.struct("sseq", "k")).alias("sized"),
+    )
+    nxt = F.col("next")
     # The broker answered without this log dir before its next description: seen again.
     gap = F.when(F.col("broker.sseq") < F.coalesce(nxt.sseq, F.lit(NEVER)), F.col("broker"))
+    # The first later description with sizes: the least later one, their sseq rising.
+    usable = _first_later("sized", by_volume)
     described = described.select(
         "*",
         nxt.sseq.alias("next_sseq"),
@@ -251,10 +257,11 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
         usable.sseq.alias("usable_sseq"),
         usable.k.alias("usable_k"),
         gap.alias("gap"),
-    )
-    # The first gap from here on: any gap after the next description with sizes comes after it
-    # too, where it no longer matters (a run ends there).
-    seen = F.min("gap").over(by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    ).drop("next", "sized")
+    # The first gap from here on, which is also the least (the broker's next success never moves
+    # back as the success moves on); any gap after the next description with sizes comes after
+    # it too, where it no longer matters (a run ends there).
+    seen = F.coalesce(F.col("gap"), _first_later("gap", by_volume))
     back = F.when(_departed(F.col("next_sseq")), F.col("gap"))
     return described.select(
         "*",
@@ -263,6 +270,12 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
         seen.sseq.alias("seen_sseq"),
         seen.k.alias("seen_k"),
     ).drop("broker", "gap")
+
+
+def _first_later(column: str, window: WindowSpec) -> Column:
+    """The first non-null `column` after this row in `window`'s order, null if none: `lead` that
+    skips nulls (SQL syntax only; PySpark's `lead` takes no such flag), one pass over the rows."""
+    return F.expr(f"lead(`{column}`) IGNORE NULLS").over(window)
 
 
 def _never(column: str) -> Column:
