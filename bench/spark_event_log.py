@@ -403,25 +403,28 @@ def report(log: EventLog, rows: int, outside: float = 0.0, outside_after: float 
     return lines
 
 
+def predicted_by_cores(log: EventLog, outside: float = 0.0) -> list[tuple[int, float]]:
+    """(cores, predicted seconds) for each count of `CORE_COUNTS`, 1 first."""
+    return [(cores, predicted_seconds(log, cores, outside)) for cores in CORE_COUNTS]
+
+
 def scaling_lines(log: EventLog, outside: float = 0.0) -> list[str]:
     """`16 cores: <seconds> s, <speedup>x`, one line per count of `CORE_COUNTS`."""
-    one = predicted_seconds(log, 1, outside)
-    lines = []
-    for cores in CORE_COUNTS:
-        seconds = predicted_seconds(log, cores, outside)
-        name = "core" if cores == 1 else "cores"
-        lines.append(f"{cores:2d} {name}: {seconds:7.1f} s, {one / seconds:5.2f}x")
-    return lines
+    predicted = predicted_by_cores(log, outside)
+    one = predicted[0][1]
+    return [
+        f"{cores:2d} {'core' if cores == 1 else 'cores'}: {seconds:7.1f} s, {one / seconds:5.2f}x"
+        for cores, seconds in predicted
+    ]
 
 
 def application_scaling_line(log: EventLog) -> str:
     """The speedups of `scaling_lines` over the Spark application alone (start to end, as
     Sparklens counts a run: without the process's start before it and its exit after), in one
     line."""
-    one = predicted_seconds(log, 1)
-    shown = ", ".join(
-        f"{cores} {one / predicted_seconds(log, cores):.2f}x" for cores in CORE_COUNTS
-    )
+    predicted = predicted_by_cores(log)
+    one = predicted[0][1]
+    shown = ", ".join(f"{cores} {one / seconds:.2f}x" for cores, seconds in predicted)
     return f"the Spark application alone ({one:.1f} s on 1 core), by cores: {shown}"
 
 
