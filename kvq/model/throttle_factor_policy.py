@@ -214,8 +214,8 @@ class GracefulSlowdown:
       at most `MAX_DROP` (20%) and `MAX_DROP_PER_SECOND` (5% a second), so a quota stays
       close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
       window, stay within a few seconds; it shrinks while the volume fills slower than that,
-      and restarts (factor 1.0 at once, peak forgotten) when space was freed within its last
-      readings (`FREED_SHARE`) and the limit is `RESTART_MARGIN` horizons away or more;
+      and restarts (factor 1.0 at once, peak forgotten) when space is freed (`FREED_SHARE`)
+      and the limit is `RESTART_MARGIN` horizons away or more;
     - the depth never falls below its held floor (`depth_floor`): the factor stays at or below
       the share of the volume's peak fill rate (the fastest it filled since its last restart)
       at which its headroom would last the horizon with nothing deleted. With time-based
@@ -259,9 +259,9 @@ class GracefulSlowdown:
     """The held floor climbs by at most one `MAX_DROP` every this many seconds (the exporter's
     recommended poll interval): a factor it lowers stays close to the rate it meets."""
     FREED_SHARE: ClassVar[float] = 0.1
-    """Space freed: available bytes up by this share of the volume since any of the previous
-    readings, or the volume grown (retention deleting a segment frees less; a volume that merely
-    stopped filling because it is throttled frees nothing)."""
+    """Space freed: available bytes up by this share of the volume in one interval, or the volume
+    grown (retention deleting a segment frees less; a volume that merely stopped filling because
+    it is throttled frees nothing)."""
 
     @classmethod
     def factor_at_depth(cls, depth: Any) -> Any:
@@ -306,11 +306,6 @@ class GracefulSlowdown:
         a, b, c = rates
         return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
 
-    @staticmethod
-    def least_of(values: list[Any], ops: Expressions) -> Any:
-        """The least of one or more values (Spark's `least` takes two at the least)."""
-        return values[0] if len(values) == 1 else ops.least(*values)
-
     def headroom(self, reading: VolumeReading) -> Any:
         """Bytes available above the limit (<= 0: at or past it)."""
         return reading.available_bytes - self.limit_bytes(reading)
@@ -342,15 +337,9 @@ class GracefulSlowdown:
             1.0 / self.RESPONSE_SECONDS,
         )
         step = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
-        # Against the least of the previous readings, not the last alone: at the reading that
-        # sees the space freed the median fill rate still shows the fill before it, and the
-        # limit may not look far enough yet; at the next ones it does.
-        available = [p.available_bytes for p in previous]
-        totals = [p.total_bytes for p in previous]
         freed = (
-            reading.available_bytes - self.least_of(available, ops)
-            >= self.FREED_SHARE * reading.total_bytes
-        ) | (reading.total_bytes > self.least_of(totals, ops))
+            reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
+        ) | (reading.total_bytes > last.total_bytes)
         restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
         return step, restart
 

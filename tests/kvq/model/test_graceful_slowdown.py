@@ -136,18 +136,6 @@ def test_at_the_limit_the_factor_is_zero_and_space_freed_lets_producers_go_at_on
     assert observe(run, 60.0, 1900 * MB) == 1.0  # space freed: the next reading is 1.0
 
 
-def test_space_freed_while_the_fill_rate_still_shows_the_fill_lets_producers_go_a_poll_later():
-    """Freed to 1800 MB available while the median still reads 10 MB/s: the limit is not two
-    horizons away at that rate yet; at the next poll the median reads no fill and the space
-    freed still counts: back at 1.0, the peak forgotten (not held at 1600 MB / 120 s / 10 MB/s,
-    a factor of 0.75, until the next time space is freed)."""
-    run = PolicyRun(policy())
-    for i in range(8):
-        observe(run, 5.0 * i, 1000 * MB - i * 50 * MB)
-    assert observe(run, 40.0, 1800 * MB) < 1.0
-    assert [observe(run, 40.0 + 5.0 * i, 1800 * MB) for i in range(1, 6)] == [1.0] * 5
-
-
 def test_a_ratio_limit_is_a_number_of_bytes_of_each_volume():
     run = PolicyRun(policy(MinAvailableRatio(0.1)))
     observe(run, 0.0, 1000 * MB)
