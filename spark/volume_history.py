@@ -53,6 +53,9 @@ class SparkExpressions:
     def greatest(self, *values) -> Column:
         return F.greatest(*(v if isinstance(v, Column) else F.lit(v) for v in values))
 
+    def sqrt(self, value) -> Column:
+        return F.sqrt(value)  # java.lang.Math.sqrt: correctly rounded, as Python's
+
 
 SPARK_EXPRESSIONS = SparkExpressions()
 
@@ -80,8 +83,10 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     """`described` + the factor the policy gives each usable description and its gauges
     (`gauge0`..), the same declaration the exporter evaluates on numbers: on the columns READING,
     the volume's previous usable descriptions (`previous1`.., windows over its descriptions in
-    success order) and, for a policy that accumulates, its depth (a running sum since the last
-    restart minus its running minimum, 0 included: `kvq.model.throttle_factor_policy`)."""
+    success order) and, for a policy that accumulates, its peak (a running maximum since the
+    last restart), its held floor and its depth (a running sum since the last restart minus the
+    running minimum of that sum less the held floor, 0 included:
+    `kvq.model.throttle_factor_policy`)."""
     ops = SPARK_EXPRESSIONS
     usable = F.col("reason").isNull()
     by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
@@ -104,12 +109,27 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
                 "step"
             ),
         )
+        sample = _by_variant(policy, lambda r, p: policy.peak_sample(r, p, ops))
         run = F.sum("restart").over(so_far)
-        described = described.select("*", run.alias("since_restart"))
+        described = described.select(
+            "*",
+            run.alias("since_restart"),
+            F.when(usable, sample.cast("double")).alias("peak_sample"),
+        )
         segment = Window.partitionBy(*VOLUME, "since_restart").orderBy("sseq")
         segment = segment.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        described = described.select("*", F.sum("step").over(segment).alias("depth_total"))
-        lowest = F.least(F.lit(0.0), F.min("depth_total").over(segment))
+        described = described.select(
+            "*",
+            F.sum("step").over(segment).alias("depth_total"),
+            F.max("peak_sample").over(segment).alias("peak"),
+        )
+        reading = VolumeReading(*(F.col(name) for name in READING))
+        floor = F.lit(policy.depth_floor(reading, F.col("peak"), ops)).cast("double")
+        climbed = F.lit(policy.floor_climb) * F.col("time")
+        described = described.select("*", (floor - climbed).alias("climb_from"))
+        held = climbed + F.min("climb_from").over(segment)
+        described = described.select("*", (F.col("depth_total") - held).alias("above_floor"))
+        lowest = F.least(F.lit(0.0), F.min("above_floor").over(segment))
         described = described.select("*", (F.col("depth_total") - lowest).alias("depth"))
         depth = F.col("depth")
     factor = _by_variant(policy, lambda r, p: policy.volume_factor(r, p, depth, ops))
@@ -133,7 +153,11 @@ def _is_policy_work(column: str) -> bool:
         "restart",
         "step",
         "since_restart",
+        "peak_sample",
+        "peak",
         "depth_total",
+        "climb_from",
+        "above_floor",
         "depth",
     )
 

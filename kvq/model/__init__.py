@@ -8,6 +8,6 @@ it on numbers (`PolicyRun`, used by `throttle_factor_source`); the backfill eval
 declaration on Spark Columns (`spark.volume_history.with_policy_columns`) and
 `tests/spark/test_equivalence.py` holds the two equal.
 `history` and `accumulates` are all a policy reading earlier observations declares: the exporter
-keeps each volume's previous readings and depth, the backfill computes them with windows over the
-volume's descriptions.
+keeps each volume's previous readings, peak and depth, the backfill computes them with windows
+over the volume's descriptions.
 """

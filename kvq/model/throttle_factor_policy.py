@@ -14,11 +14,12 @@ a volume's history says how many previous usable readings it reads (`history`; m
 first, fewer while the volume has fewer: a declaration may branch on `len(previous)`), which
 `PolicyRun` keeps in the exporter and windows over the volume's descriptions give in the
 backfill. A policy that `accumulates` also reads a per-volume *depth*: the running sum of its
-`depth_step` increments since the volume's last restart, never below 0 (the sum minus its running
-minimum, 0 included: a running sum and a running minimum, which Spark's windows compute in the
-same order as the exporter, so both give the same bits). Both branches of `choose` are evaluated
-on numbers: a declaration keeps each one defined (divide by `greatest(elapsed, 1.0)`, not by
-`elapsed`).
+`depth_step` increments since the volume's last restart, never below its held floor (0 at the
+least; `depth_floor`, which reads the volume's *peak*: the running maximum of its `peak_sample`s
+since the last restart). All of it is running sums, minimums and maximums since the last
+restart, which Spark's windows compute in the same order as the exporter, so both give the same
+bits. Both branches of `choose` are evaluated on numbers: a declaration keeps each one defined
+(divide by `greatest(elapsed, 1.0)`, not by `elapsed`).
 
 The limit stays the limit whatever the policy: violations are counted and published
 (`log_dir_violating`, `limit_violated_total`) and decide the violation hold.
@@ -26,6 +27,7 @@ The limit stays the limit whatever the policy: violations are counted and publis
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
@@ -59,6 +61,10 @@ class Expressions(Protocol):
 
     def greatest(self, *values: Any) -> Any: ...
 
+    def sqrt(self, value: Any) -> Any:
+        """The square root, correctly rounded (IEEE 754) on both sides: the same bits."""
+        ...
+
 
 class PlainExpressions:
     """`Expressions` on plain numbers and booleans."""
@@ -71,6 +77,9 @@ class PlainExpressions:
 
     def greatest(self, *values: Any) -> Any:
         return max(values)
+
+    def sqrt(self, value: Any) -> Any:
+        return math.sqrt(value)
 
 
 PLAIN = PlainExpressions()
@@ -99,8 +108,28 @@ class ThrottleFactorPolicy(Protocol):
     def depth_step(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> tuple[Any, Any]:
-        """(increment, restart) of the volume's depth at this reading: restart sets it to 0
-        (the increment is then ignored), else the increment is added and the depth kept >= 0."""
+        """(increment, restart) of the volume's depth at this reading: restart sets it to its
+        floor (the increment is then ignored), else the increment is added and the depth kept
+        at or above the floor (`depth_floor`)."""
+        ...
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """What the volume's *peak* is the running maximum of, since its last restart (the
+        restart's own reading included); `depth_floor` reads the peak."""
+        ...
+
+    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
+        """The floor this reading sets the volume's depth (>= 0); the depth is kept at or above
+        the *held floor*: the least, over the readings since the last restart, of each one's
+        floor plus `floor_climb` per second since it (it follows a floor down at once and up
+        at most that fast)."""
+        ...
+
+    @property
+    def floor_climb(self) -> float:
+        """How fast the held floor may climb, in depth per second."""
         ...
 
     def volume_factor(
@@ -130,6 +159,18 @@ class StopOnViolation:
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> tuple[Any, Any]:
         return 0.0, False
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        return 0.0
+
+    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
+        return 0.0
+
+    @property
+    def floor_climb(self) -> float:
+        return 0.0
 
     def volume_factor(
         self,
@@ -173,16 +214,21 @@ class GracefulSlowdown:
       at most `MAX_DROP` (20%) and `MAX_DROP_PER_SECOND` (5% a second), so a quota stays
       close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
       window, stay within a few seconds; it shrinks while the volume fills slower than that,
-      and restarts at 0 (factor 1.0 at once) when space is freed (`FREED_SHARE`) and the
-      limit is `RESTART_MARGIN` horizons away or more;
-    - near the limit the depth shrinks slower, in proportion to the headroom left over the limit
-      itself (`rise_scale`), and not at all at or past it: while retention deletes what was
-      written before a throttle, the volume does not fill whatever the factor, so a rise shows
-      in the fill rate only once those segments are gone; a rise at full pace would by then
-      have the producers back at 1.0 with no headroom to absorb them.
+      and restarts (factor 1.0 at once, peak forgotten) when space is freed (`FREED_SHARE`)
+      and the limit is `RESTART_MARGIN` horizons away or more;
+    - the depth never falls below its held floor (`depth_floor`): the factor stays at or below
+      the share of the volume's peak fill rate (the fastest it filled since its last restart)
+      at which its headroom would last the horizon with nothing deleted. With time-based
+      retention, the volume holds about what was written over the last retention time, so
+      once a throttle's segments are reached retention deletes more than is written and the
+      fill rate reads 0 or less whatever the factor: a rise from there shows in the fill rate
+      only a retention time later, with the producers back near 1.0 and no headroom left to
+      absorb them. The floor climbs as the headroom shrinks or the peak rises; the held floor
+      follows it at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
-    retention it settles below the factor at which retention would hold the volume at the limit.
+    retention it settles where the headroom left lasts the horizon at the factor's share of the
+    peak: below the factor at which retention would hold the volume at the limit.
     """
 
     limit: Limit
@@ -206,6 +252,12 @@ class GracefulSlowdown:
     """The factor is (1 + depth / 2 ** this) ** -(2 ** this): squarings, not `exp`, so that the
     exporter and Spark (whose `exp` is Java's StrictMath) compute the same bits."""
     RESTART_MARGIN: ClassVar[float] = 2.0
+    LOWEST_CAP: ClassVar[float] = 0.01
+    """The lowest factor `depth_floor` holds a volume to (at or near its limit): a floor that
+    the depth climbs back from within a minute or so once there is room again."""
+    FLOOR_CLIMB_SECONDS: ClassVar[float] = 5.0
+    """The held floor climbs by at most one `MAX_DROP` every this many seconds (the exporter's
+    recommended poll interval): a factor it lowers stays close to the rate it meets."""
     FREED_SHARE: ClassVar[float] = 0.1
     """Space freed: available bytes up by this share of the volume in one interval, or the volume
     grown (retention deleting a segment frees less; a volume that merely stopped filling because
@@ -258,12 +310,6 @@ class GracefulSlowdown:
         """Bytes available above the limit (<= 0: at or past it)."""
         return reading.available_bytes - self.limit_bytes(reading)
 
-    def rise_scale(self, reading: VolumeReading, ops: Expressions) -> Any:
-        """How fast the depth may shrink, as a share of its full pace: the headroom over the limit
-        in bytes, at most 1 (0 at or past the limit)."""
-        ratio = self.headroom(reading) / ops.greatest(self.limit_bytes(reading), 1.0)
-        return ops.least(ops.greatest(ratio, 0.0), 1.0)
-
     def seconds_to_limit(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> Any:
@@ -287,7 +333,7 @@ class GracefulSlowdown:
         bound = ops.least(self.depth_of_drop(self.MAX_DROP), per_second * elapsed)
         pace = ops.choose(
             too_fast < 0,
-            self.rise_scale(reading, ops) / self.RISE_SECONDS,
+            1.0 / self.RISE_SECONDS,
             1.0 / self.RESPONSE_SECONDS,
         )
         step = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
@@ -296,6 +342,40 @@ class GracefulSlowdown:
         ) | (reading.total_bytes > last.total_bytes)
         restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
         return step, restart
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """The fill rate, once it is the median of three intervals (a single interval may be a
+        burst of other data the median would ignore): the peak is the fastest the volume filled
+        since its last restart."""
+        if len(previous) < self.history:
+            return 0.0
+        return self.fill_rate(reading, previous, ops)
+
+    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
+        """The depth of the highest factor at which the volume, filling at that share of its
+        peak with nothing deleted, would still take the horizon to reach its limit (0 while
+        that is 1.0 or more; never past the depth of `LOWEST_CAP`). While retention deletes
+        what was written before a throttle, the fill rate says nothing of what a higher factor
+        will write once those segments are gone; the peak does."""
+        reach = self.horizon_seconds * peak / ops.greatest(self.headroom(reading), 1.0)
+        return self.depth_dividing_by(
+            ops.least(ops.greatest(reach, 1.0), 1.0 / self.LOWEST_CAP), ops
+        )
+
+    @property
+    def floor_climb(self) -> float:
+        return self.depth_of_drop(self.MAX_DROP) / self.FLOOR_CLIMB_SECONDS
+
+    @classmethod
+    def depth_dividing_by(cls, divisor: Any, ops: Expressions) -> Any:
+        """The depth at which `factor_at_depth` is about 1 / `divisor` (>= 1): its inverse, the
+        root by square roots alone (bit for bit the same in the exporter and Spark)."""
+        root = divisor
+        for _ in range(cls.COMPOUNDING):
+            root = ops.sqrt(root)
+        return 2.0**cls.COMPOUNDING * (root - 1.0)
 
     def volume_factor(
         self,
@@ -331,18 +411,31 @@ class FactorCalculation:
 
 @dataclass(slots=True)
 class _Depth:
-    """A volume's depth as the backfill computes it: the sum since the last restart and its
-    running minimum (0 included); the depth is their difference."""
+    """A volume's accumulators as the backfill computes them, each since the last restart: its
+    peak (the running maximum of its samples); its held floor (`climb` x time plus the running
+    minimum of each floor less `climb` x its time); the sum of its steps and the running
+    minimum of that sum less the held floor (0 included). The depth is the sum less that
+    minimum: the sum, kept at or above the held floor as it comes."""
 
+    peak: float = 0.0
+    climb_from: float = math.inf
     total: float = 0.0
     lowest: float = 0.0
 
-    def take(self, step: float, restart: bool) -> float:
+    def take_peak(self, sample: float, restart: bool) -> float:
+        self.peak = sample if restart else max(self.peak, sample)
+        return self.peak
+
+    def take(self, step: float, restart: bool, floor: float, time: float, climb: float) -> float:
+        start = floor - climb * time
         if restart:
             self.total = self.lowest = 0.0
+            self.climb_from = start
         else:
             self.total += step
-            self.lowest = min(self.lowest, self.total)
+            self.climb_from = min(self.climb_from, start)
+        held = climb * time + self.climb_from
+        self.lowest = min(self.lowest, self.total - held)
         return self.total - self.lowest
 
 
@@ -379,7 +472,13 @@ class PolicyRun:
             depth = 0.0
             if policy.accumulates:
                 step, restart = policy.depth_step(reading, previous, PLAIN)
-                depth = self._depths.setdefault(key, _Depth()).take(float(step), bool(restart))
+                sample = float(policy.peak_sample(reading, previous, PLAIN))
+                accumulated = self._depths.setdefault(key, _Depth())
+                peak = accumulated.take_peak(sample, bool(restart))
+                floor = float(policy.depth_floor(reading, peak, PLAIN))
+                depth = accumulated.take(
+                    float(step), bool(restart), floor, time, policy.floor_climb
+                )
             factor = float(policy.volume_factor(reading, previous, depth, PLAIN))
             if gauged:
                 gauges = policy.volume_gauges(reading, previous, PLAIN)
