@@ -301,7 +301,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
     (unless told otherwise: `spark.session.LOCAL_JAVA_OPTIONS`)."""
     violating, usable = F.col("violating"), F.col("reason").isNull()
     # The successes that may end a run, as plain numbers (no null checks in what follows).
-    at = {name: f"{name[: -len('_sseq')]}_at" for name in _RUN_ENDS}
+    at = {name: name.removesuffix("_sseq") + "_at" for name in _RUN_ENDS}
     runs = described.select("*", *(_never(name).alias(at[name]) for name in _RUN_ENDS))
     expiry, back, hold_end, next_sseq, usable_sseq, seen = (F.col(at[n]) for n in _RUN_ENDS)
     # Missing until its next description (a broker away): the validity, then the hold.
