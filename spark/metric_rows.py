@@ -13,7 +13,7 @@ from kvq.contract.metric_families import CLUSTER_LABEL, MetricFamily
 from spark.evaluation_grid import EvaluationGrid
 from spark.openmetrics_text import MAX_EXACT_INTEGER
 from spark.series_sources import EVENTS, PER_VOLUME, families
-from spark.volume_history import events
+from spark.volume_history import event_factor, events
 
 
 def _escaped(value: Column) -> Column:
@@ -86,8 +86,10 @@ def volume_lines(
     if scenario:
         labels["scenario"] = F.lit(scenario)
     # The label text once per run (a column of its own: Spark keeps it instead of inlining its
-    # escaping into every family's line).
-    runs = runs.filter(F.col("reason").isNull()).select("*", _label_text(labels).alias("labels"))
+    # escaping into every family's line), the factor its event lines end with too.
+    runs = runs.filter(F.col("reason").isNull()).select(
+        "*", _label_text(labels).alias("labels"), event_factor().alias("factor_text")
+    )
     values = {
         "total_bytes": F.col("total_bytes"),
         "available_bytes": F.col("available_bytes"),
@@ -119,7 +121,7 @@ def volume_lines(
         step.alias("step"),
         lo.alias("lo"),
         hi.alias("hi"),
-        F.concat_ws("\n", *events()).alias("events"),
+        F.concat_ws("\n", *events(F.col("factor_text"))).alias("events"),
         *(value.alias(f"value{index}") for index, _, value in samples),
     )
     lo, hi, happened = F.col("lo"), F.col("hi"), F.col("events")

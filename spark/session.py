@@ -23,9 +23,9 @@ LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:-DontCompileHugeMethods"
 """The throughput collector for a batch job: G1, the JVM's default, spends CPU on concurrent work
 and costlier write barriers that a run with no pause target does not need (`make bench`
 measures the backfill). And the JIT compiles methods of any size: HotSpot leaves a method of
-more than 8,000 bytes of bytecode interpreted, and since the offline hold a hot method of the
-job is that large (which one is not pinned down; the per-row code Spark generates for the write
-stage is the likely one)."""
+more than 8,000 bytes of bytecode interpreted, and the per-row code Spark generates for a stage
+is one method: the write stage's is kept under the limit (`spark.volume_history.volume_runs`),
+but graceful-slowdown's policy stages are far over it (its readings and depth, `_by_variant`)."""
 STOP_SECONDS = 5.0
 """How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
 folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""

@@ -262,38 +262,42 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
     per-volume order as `_with_next` and the policy's windows: the rows come out of it in the
     order the writer needs, where a descending window would cost one more sort of every row."""
     by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
-    unusable = F.col("reason").isNotNull().alias("unusable")
+    sized = F.col("reason").isNull()
+    described = described.select("*", F.when(sized, F.struct("sseq", "k")).alias("sized"))
+    # Each window function a column of its own, read by field after: one used by two fields
+    # would be computed once per field.
     described = described.select(
         "*",
-        F.lead(F.struct("sseq", "k", unusable)).over(by_volume).alias("next"),
-        F.when(F.col("reason").isNull(), F.struct("sseq", "k")).alias("sized"),
+        F.lead(F.struct("sseq", "k", (~sized).alias("unusable"))).over(by_volume).alias("next"),
+        # The first later description with sizes: the least later one, their sseq rising.
+        _first_later("sized", by_volume).alias("usable"),
     )
     nxt = F.col("next")
     # The broker answered without this log dir before its next description: seen again.
     gap = F.when(F.col("broker.sseq") < F.coalesce(nxt.sseq, F.lit(NEVER)), F.col("broker"))
-    # The first later description with sizes: the least later one, their sseq rising.
-    usable = _first_later("sized", by_volume)
     described = described.select(
-        "*",
+        *(c for c in described.columns if c not in ("broker", "sized", "next", "usable")),
         nxt.sseq.alias("next_sseq"),
         nxt.k.alias("next_k"),
         F.coalesce(nxt.unusable, F.lit(False)).alias("next_unusable"),
-        usable.sseq.alias("usable_sseq"),
-        usable.k.alias("usable_k"),
+        F.col("usable.sseq").alias("usable_sseq"),
+        F.col("usable.k").alias("usable_k"),
         gap.alias("gap"),
-    ).drop("next", "sized")
+    )
     # The first gap from here on, which is also the least (the broker's next success never moves
     # back as the success moves on); any gap after the next description with sizes comes after
     # it too, where it no longer matters (a run ends there).
-    seen = F.coalesce(F.col("gap"), _first_later("gap", by_volume))
+    described = described.select("*", _first_later("gap", by_volume).alias("later_gap"))
+    seen = F.coalesce(F.col("gap"), F.col("later_gap"))
     back = F.when(_departed(F.col("next_sseq")), F.col("gap"))
+    described = described.select("*", back.alias("back"), seen.alias("seen"))
     return described.select(
-        "*",
-        back.sseq.alias("back_sseq"),
-        back.k.alias("back_k"),
-        seen.sseq.alias("seen_sseq"),
-        seen.k.alias("seen_k"),
-    ).drop("broker", "gap")
+        *(c for c in described.columns if c not in ("gap", "later_gap", "back", "seen")),
+        F.col("back.sseq").alias("back_sseq"),
+        F.col("back.k").alias("back_k"),
+        F.col("seen.sseq").alias("seen_sseq"),
+        F.col("seen.k").alias("seen_k"),
+    )
 
 
 def _first_later(column: str, window: WindowSpec) -> Column:
@@ -306,33 +310,32 @@ def _never(column: str) -> Column:
     return F.coalesce(F.col(column), F.lit(NEVER))
 
 
+_RUN_ENDS = ("expiry_sseq", "back_sseq", "hold_sseq", "next_sseq", "usable_sseq", "seen_sseq")
+"""The successes a run may end at (`volume_runs`)."""
+
+
 def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame:
     """`described_log_dirs` + each description's run: end_sseq/end_k (null: never ends), evicted,
     held_from/held_until, released_at/released_until (null: not released by an expired hold).
-    Keeps the partitioning of `described`."""
-    violating = F.col("violating")
-    expiry, back, hold_end, next_sseq = (
-        _never("expiry_sseq"),
-        _never("back_sseq"),
-        _never("hold_sseq"),
-        _never("next_sseq"),
-    )
-    usable, seen = _never("usable_sseq"), _never("seen_sseq")
+    Keeps the partitioning of `described`.
+
+    Built in steps, each value a column of its own, and the offline hold as other inputs to the
+    same formulas rather than a second set of them: Spark generates one method for all the
+    write stage's per-row code, and past 8,000 bytes of bytecode HotSpot leaves it interpreted
+    (unless told otherwise: `spark.session.LOCAL_JAVA_OPTIONS`)."""
+    violating, usable = F.col("violating"), F.col("reason").isNull()
+    # The successes that may end a run, as plain numbers (no null checks in what follows).
+    at = {name: name.removesuffix("_sseq") + "_at" for name in _RUN_ENDS}
+    runs = described.select("*", *(_never(name).alias(at[name]) for name in _RUN_ENDS))
+    expiry, back, hold_end, next_sseq, usable_sseq, seen = (F.col(at[n]) for n in _RUN_ENDS)
     # Missing until its next description (a broker away): the validity, then the hold.
     until = F.least(back, hold_end)
-    evicted_at = F.when(violating, F.greatest(expiry, until)).otherwise(expiry)
-    evicted = F.col("reason").isNull() & (evicted_at < next_sseq)
-    end = F.when(evicted, evicted_at).otherwise(next_sseq)
-    end_k = (
-        F.when(~evicted, F.col("next_k"))
-        .when(evicted_at == expiry, F.col("expiry_k"))
-        .when(evicted_at == back, F.col("back_k"))
-        .otherwise(F.col("hold_k"))
+    runs = runs.select(
+        "*",
+        until.alias("until"),
+        F.when(violating, F.greatest(expiry, until)).otherwise(expiry).alias("runs_out"),
     )
-    held_from = F.when(violating & (expiry < F.least(until, end)), expiry)
-    held_until = F.least(until, end)
-    released = evicted & violating & F.lit(hold > validity) & (evicted_at < back)
-    released_at = evicted_at
+    until, runs_out = F.col("until"), F.col("runs_out")
     # Offline at its next description, still held there: held by the hold alone from then on
     # (`spark.volume_history` module text); a hold already out there ends it at once, loudly.
     offline = (
@@ -340,29 +343,55 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         & F.col("next_unusable")
         & F.col("back_sseq").isNull()
         & F.lit(hold > 0)
-        & (evicted_at >= next_sseq)
+        & (runs_out >= next_sseq)
     )
-    hold_out = F.greatest(hold_end, next_sseq)
-    offline_end = F.least(usable, seen, hold_out)
-    offline_end_k = (
-        F.when(offline_end == usable, F.col("usable_k"))
-        .when(offline_end == seen, F.col("seen_k"))
-        .when(hold_out == hold_end, F.col("hold_k"))
-        .otherwise(F.col("next_k"))
+    runs = runs.select("*", offline.alias("offline"))
+    offline = F.col("offline")
+    # A run ends without eviction at its next description (offline: the next one with sizes),
+    # or is evicted when its validity or hold runs `out` (offline: the hold from the offline
+    # description on, or being seen again first); unusable descriptions are never cached.
+    runs = runs.select(
+        "*",
+        F.when(offline, usable_sseq).otherwise(next_sseq).alias("stays_until"),
+        F.when(offline, F.greatest(hold_end, next_sseq)).otherwise(runs_out).alias("out"),
     )
-    offline_evicted = offline_end < usable
-    end = F.when(offline, offline_end).otherwise(end)
-    end_k = F.when(offline, offline_end_k).otherwise(end_k)
-    evicted = F.when(offline, offline_evicted).otherwise(evicted)
-    offline_held_from = F.least(expiry, next_sseq)
-    held_from = F.when(
-        offline, F.when(offline_held_from < offline_end, offline_held_from)
-    ).otherwise(held_from)
-    held_until = F.when(offline, offline_end).otherwise(held_until)
-    released = F.when(offline, offline_evicted & (hold_out < seen)).otherwise(released)
-    released_at = F.when(offline, hold_out).otherwise(released_at)
-    released_until = F.least(seen, usable)
-    return described.select(
+    stays_until, out = F.col("stays_until"), F.col("out")
+    evicted_at = F.when(offline, F.least(seen, out)).when(usable, out).otherwise(F.lit(NEVER))
+    runs = runs.select("*", evicted_at.alias("evicted_at"))
+    evicted_at = F.col("evicted_at")
+    runs = runs.select(
+        "*",
+        F.least(stays_until, evicted_at).alias("end"),
+        (evicted_at < stays_until).alias("evicted"),
+    )
+    end, evicted = F.col("end"), F.col("evicted")
+    held_start = F.when(offline, F.least(expiry, next_sseq)).otherwise(expiry)
+    runs = runs.select(
+        "*",
+        held_start.alias("held_start"),
+        F.when(offline, end).otherwise(F.least(until, end)).alias("held_until"),
+    )
+    held_start, held_until = F.col("held_start"), F.col("held_until")
+    runs = runs.select(
+        "*", F.when(violating & (held_start < held_until), held_start).alias("held_from")
+    )
+    held_from = F.col("held_from")
+    # Every end is one of these successes, and a success's grid index is the same in each.
+    end_k = (
+        F.when(end == next_sseq, F.col("next_k"))
+        .when(end == expiry, F.col("expiry_k"))
+        .when(end == back, F.col("back_k"))
+        .when(end == hold_end, F.col("hold_k"))
+        .when(end == usable_sseq, F.col("usable_k"))
+        .otherwise(F.col("seen_k"))
+    )
+    released = (
+        evicted
+        & violating
+        & F.when(offline, out < seen).otherwise(F.lit(hold > validity) & (out < back))
+    )
+    released_until = F.least(seen, usable_sseq)
+    return runs.select(
         "cluster_index",
         *VOLUME,
         "sseq",
@@ -376,10 +405,10 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         *(c for c in described.columns if c.startswith("log_dir_")),  # a policy's gauges
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
-        evicted.alias("evicted"),
-        held_from.alias("held_from"),
+        evicted,
+        held_from,
         F.when(held_from.isNotNull() & (held_until < NEVER), held_until).alias("held_until"),
-        F.when(released, released_at).alias("released_at"),
+        F.when(released, out).alias("released_at"),
         F.when(released & (released_until < NEVER), released_until).alias("released_until"),
     )
 
@@ -389,17 +418,36 @@ EVENT_FIELDS = ("cached", "cached_violating", "held", "hold_expired", "evicted",
 (`spark.job.read_events`, `spark.poll_history.VolumeDeltas`)."""
 
 
-def _event(at: Column, **values: Column) -> Column:
-    """`sseq cached cached_violating held hold_expired evicted throttling factor`: one line."""
-    counts = [at] + [values.get(name, F.lit(0)) for name in EVENT_FIELDS]
-    factor = F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)).cast("string")
-    return F.concat_ws(" ", *(f.cast("long").cast("string") for f in counts), factor)
+def _event(at: Column, factor_text: Column, **values: Column | int) -> Column:
+    """`sseq cached cached_violating held hold_expired evicted throttling factor`: one line.
+
+    The constant counts go in as one text each run of them (one argument instead of a cast per
+    count: Spark's per-row code for the write stage stays small, see `volume_runs`)."""
+    parts = [at.cast("long").cast("string")]
+    constants: list[str] = []
+    for name in EVENT_FIELDS:
+        value = values.get(name, 0)
+        if isinstance(value, int):
+            constants.append(str(value))
+            continue
+        if constants:
+            parts.append(F.lit(" ".join(constants)))
+            constants = []
+        parts.append(value.cast("long").cast("string"))
+    if constants:
+        parts.append(F.lit(" ".join(constants)))
+    return F.concat_ws(" ", *parts, factor_text)
 
 
-def events() -> list[Column]:
+def event_factor() -> Column:
+    """The factor text that ends each event line of a run (`events`), computed once per run."""
+    return F.coalesce(F.col("factor"), F.lit(UNTHROTTLED)).cast("string")
+
+
+def events(factor_text: Column) -> list[Column]:
     """The run's events as text lines, null where there is none (all of them null for a volume
     described at every success that the policy leaves unthrottled; unusable descriptions are
-    never cached, so they yield none).
+    never cached, so they yield none); `factor_text`: `event_factor()`, as a column of its own.
 
     A run whose volume asks for a factor below 1.0 is *throttling* from its own success to its
     end (at least that success: it is in that success's merged set, however soon it ends); the
@@ -407,18 +455,19 @@ def events() -> list[Column]:
     sseq, end = F.col("sseq"), F.col("end_sseq")
     violating = F.col("violating").cast("long")
     cached = F.col("reason").isNull() & (end.isNull() | (end > sseq + 1))
-    one = F.lit(1)
     throttling = F.col("factor") < UNTHROTTLED
+    f = factor_text
     return [
-        F.when(throttling, _event(sseq, throttling=one)),
-        F.when(throttling & end.isNotNull(), _event(F.greatest(end, sseq + 1), throttling=-one)),
-        F.when(cached, _event(sseq + 1, cached=one, cached_violating=violating)),
-        F.when(cached & end.isNotNull(), _event(end, cached=-one, cached_violating=-violating)),
-        F.when(F.col("evicted"), _event(end, evicted=one)),
-        F.when(F.col("held_from").isNotNull(), _event(F.col("held_from"), held=one)),
-        F.when(F.col("held_until").isNotNull(), _event(F.col("held_until"), held=-one)),
-        F.when(F.col("released_at").isNotNull(), _event(F.col("released_at"), hold_expired=one)),
+        F.when(throttling, _event(sseq, f, throttling=1)),
+        F.when(throttling & end.isNotNull(), _event(F.greatest(end, sseq + 1), f, throttling=-1)),
+        F.when(cached, _event(sseq + 1, f, cached=1, cached_violating=violating)),
+        F.when(cached & end.isNotNull(), _event(end, f, cached=-1, cached_violating=-violating)),
+        F.when(F.col("evicted"), _event(end, f, evicted=1)),
+        F.when(F.col("held_from").isNotNull(), _event(F.col("held_from"), f, held=1)),
+        F.when(F.col("held_until").isNotNull(), _event(F.col("held_until"), f, held=-1)),
+        F.when(F.col("released_at").isNotNull(), _event(F.col("released_at"), f, hold_expired=1)),
         F.when(
-            F.col("released_until").isNotNull(), _event(F.col("released_until"), hold_expired=-one)
+            F.col("released_until").isNotNull(),
+            _event(F.col("released_until"), f, hold_expired=-1),
         ),
     ]
