@@ -117,6 +117,12 @@ def firing_factors(body: dict) -> set[str]:
     }
 
 
+def enforced_factor(body: dict) -> str:
+    """What the enforcer sets on hearing one notification: the lowest firing factor, 1 (restore)
+    when none fires."""
+    return min(firing_factors(body), key=float, default="1")
+
+
 @pytest.mark.e2e
 def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_interval(
     tmp_path: Path,
@@ -124,10 +130,13 @@ def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_inte
     """A factor that moves while the alert fires (graceful-slowdown) reaches the enforcer at each
     step within the scrape, the evaluation and the route's group_interval (1 s), not at its
     repeat_interval (5m): Alertmanager notifies only when the set of alerts changes, and each
-    step (the `factor_step` label) is a new alert, the previous one resolved in the same
-    notification."""
+    step (the `factor_step` label) is a new alert. Never in between does a notification leave
+    nothing firing (the enforcer would restore the quotas between two steps): the previous step
+    stays firing one evaluation longer (`keep_firing_for`), so a fall applies at once and a rise
+    once the lower step resolves."""
     token = tmp_path / "webhook.token"
     token.write_text("s3cret-token\n")
+    steps = ("0.9", "0.75", "0.6", "0.8")  # falls, then a rise
     delays = []
     with (
         WebhookRecorder() as hook,
@@ -137,18 +146,18 @@ def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_inte
         try:
             targets = {"kvq-exporter": [fake.target], "kvq-enforcer": [fake.enforcer_target]}
             with run_prometheus(tmp_path / "prom", targets, [RULES], alertmanager_url=manager.url):
-                for factor in ("0.9", "0.75", "0.6"):  # two steps while the alert fires
+                for factor in steps:
                     fake.set_fallback(float(factor))
                     changed = time.monotonic()
-                    body = hook.wait_for(lambda b, f=factor: firing_factors(b) == {f}, timeout=60)
+                    hook.wait_for(lambda b, f=factor: enforced_factor(b) == f, timeout=60)
                     delays.append(time.monotonic() - changed)
-                    if factor != "0.9":  # the previous step's alert resolves in the same one
-                        assert any(a["status"] == "resolved" for a in body["alerts"])
         finally:
             manager.stop()
-    first, *steps = delays
+    enforced = [enforced_factor(b) for b in hook.bodies]
+    assert [f for i, f in enumerate(enforced) if i == 0 or f != enforced[i - 1]] == list(steps)
+    first, *moves = delays
     assert first < 25, delays  # Prometheus' first scrapes and evaluation
-    assert max(steps) < 5, delays  # each step: within a few seconds, not the next 10 s tick
+    assert max(moves) < 5, delays  # each step: within a few seconds, not the next 10 s tick
 
 
 def test_the_fake_enforcer_metrics_are_the_enforcers() -> None:
