@@ -52,10 +52,30 @@ class Poller:
         self._last_duration = 0.0
 
     def poll_once(self) -> Observation:
+        observation = self._observe()
+        self._take(observation)
+        return observation
+
+    def check_once(self) -> bool:
+        """Observe between polls; take the observation in as a poll only if it shows a volume
+        past its limit or space freed (`ThrottleFactorSource.decisive`), else drop it: the
+        factor, the archive and the policy's readings stay as the last poll left them. Returns
+        whether it was taken."""
+        observation = self._observe()
+        with self.lock:
+            decisive = self.throttle.decisive(observation)
+        if decisive:
+            self._take(observation)
+        return decisive
+
+    def _observe(self) -> Observation:
         started = time.monotonic()
         observation = self.volume_source.observe()
         self._last_duration = time.monotonic() - started
         self.on_duration(self._last_duration)
+        return observation
+
+    def _take(self, observation: Observation) -> None:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
@@ -67,7 +87,6 @@ class Poller:
         if observation.succeeded:
             self.ready.set()
         self._log_outcome(observation, factor)
-        return observation
 
     def _log_outcome(self, observation: Observation, factor: ThrottleFactor) -> None:
         """Log a poll at info (a failure at warn) only when what it found differs from the poll
@@ -107,20 +126,42 @@ class Poller:
         self._last_outcome = outcome
 
     def run(self, stop: threading.Event) -> None:
-        """Poll every interval until `stop` is set (an interval of 0 disables polling)."""
+        """Poll every interval until `stop` is set (an interval of 0 disables polling); while
+        throttled, check in between (`check_interval`)."""
         if self.interval_seconds <= 0:
             log.warning("storage.check.interval is PT0S: polling is disabled")
             return
         next_at = time.monotonic()
+        checked = False
         while not stop.is_set():
-            try:
-                self.poll_once()
-            except Exception:  # never let one bad poll end the exporter
-                log.exception("unexpected error during poll")
+            if not checked:  # a check taken in was this turn's poll
+                self._guarded(self.poll_once)
             interval = self.current_interval()
-            next_at += interval
-            next_at = max(next_at, time.monotonic())
-            stop.wait(self._start_for(next_at, interval) - time.monotonic())
+            next_at = max(next_at + interval, time.monotonic())
+            checked = self._check_until(stop, self._start_for(next_at, interval))
+            if checked:
+                next_at = time.monotonic()
+
+    def _check_until(self, stop: threading.Event, poll_at: float) -> bool:
+        """Wait until `poll_at`, checking every `check_interval` meanwhile; True as soon as a
+        check was taken in as a poll (the schedule then starts again from it)."""
+        while True:
+            every, now = self.check_interval(), time.monotonic()
+            if every <= 0 or now + every >= poll_at:
+                stop.wait(poll_at - now)
+                return False
+            if stop.wait(every):
+                return False
+            if self._guarded(self.check_once):
+                return True
+
+    @staticmethod
+    def _guarded(step: Callable[[], object]) -> object:
+        try:
+            return step()
+        except Exception:  # never let one bad poll end the exporter
+            log.exception("unexpected error during poll")
+            return None
 
     def current_interval(self) -> float:
         """Seconds until the next poll: `violation_interval_seconds`, if shorter, while a volume
@@ -129,10 +170,28 @@ class Poller:
         graceful-slowdown policy's fill rate, a median over its last three intervals, needs
         intervals longer than the gaps between a volume's writes (at 1 s, a volume written to
         in bursts every 2 s or more would seem not to fill half the time)."""
-        violating = self.throttle.state.violating  # as of the last successful poll
-        if violating and 0 < self.violation_interval_seconds < self.interval_seconds:
+        if self.throttle.state.violating and self._violation_interval_applies:
             return self.violation_interval_seconds
         return self.interval_seconds
+
+    def check_interval(self) -> float:
+        """Seconds between checks until the next poll (0: none): `violation_interval_seconds`
+        while a calculated factor below 1 is in force and no volume violates the limit
+        (graceful-slowdown long before the limit, or a volume held by the violation hold). A
+        check is taken in only when it shows space freed or a volume past the limit
+        (`check_once`), so freed space lifts a throttle within a check interval, not a poll
+        interval, while the policy's readings stay a poll interval apart."""
+        if not self._violation_interval_applies or self.throttle.state.violating:
+            return 0.0
+        with self.lock:
+            factor = self.throttle.factor_at(self.clock())
+        if factor.fallback or factor.value >= 1.0:
+            return 0.0
+        return self.violation_interval_seconds
+
+    @property
+    def _violation_interval_applies(self) -> bool:
+        return 0 < self.violation_interval_seconds < self.interval_seconds
 
     def _start_for(self, planned: float, interval: float) -> float:
         """When to start the poll the schedule puts at `planned` (the schedule stays as it is)."""

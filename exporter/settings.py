@@ -45,8 +45,9 @@ class ExporterSettings(AppSettings):
             "PT0S: storage.check.interval always",
         ),
         "PT1S",
-        "poll interval while a volume violates the limit (at most storage.check.interval): "
-        "freed space is seen sooner",
+        "poll interval while a volume violates the limit, and check interval while a factor "
+        "below 1 is in force before it (a check counts only when it shows space freed or the "
+        "limit reached); at most storage.check.interval: freed space is seen sooner",
     )
 
     @classmethod

@@ -498,3 +498,21 @@ class PolicyRun:
             if limit.violated_by(volume):
                 violating.append(volume)
         return FactorCalculation(cluster_factor(factors), tuple(violating))
+
+    def decisive(self, observed: Iterable[Volume], time: float) -> bool:
+        """Whether `observed`, read at `time`, shows a volume at or past its limit or one whose
+        depth would restart (space freed: its factor back to 1.0 at once), judged against the
+        readings kept so far without taking them in: a check between polls that shows neither
+        changes nothing the next poll would not (the exporter drops it, `exporter.poller`)."""
+        policy = self.policy
+        for volume in observed:
+            if policy.limit.violated_by(volume):
+                return True
+            if policy.accumulates:
+                reading = VolumeReading(
+                    time, volume.total_bytes, volume.available_bytes, volume.available_ratio
+                )
+                previous = self._readings.get(volume.key, ())
+                if bool(policy.depth_step(reading, previous, PLAIN)[1]):
+                    return True
+        return False

@@ -118,6 +118,14 @@ class ThrottleFactorSource:
         self._calculated_at = observation.time
         self._fallback_since = None
 
+    def decisive(self, observation: Observation) -> bool:
+        """Whether a check made between polls must be taken in as a poll (`observe`): it
+        succeeded and shows a volume past its limit or space freed (`PolicyRun.decisive`)."""
+        if not observation.succeeded:
+            return False
+        volumes = (v for v in map(LogDirDescription.to_volume, observation.log_dirs) if v)
+        return self.run.decisive(volumes, observation.time)
+
     def factor_at(self, now: float) -> ThrottleFactor:
         """The factor in force at `now`; applies (and counts) the fallback once it is due.
 

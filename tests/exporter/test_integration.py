@@ -142,6 +142,50 @@ def test_while_a_volume_violates_it_polls_every_violation_interval_so_freed_spac
     assert exporter.throttle.state.observations_total - polls <= 1  # no violation: every 6 s
 
 
+def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_space_lifts_it(
+    cluster, exporters
+):
+    """Throttled long before the limit, the exporter checks every violation interval between
+    its polls: a check showing only the throttled volume as it was is dropped (the policy's
+    readings stay a poll apart), the one showing the volume grown is taken in and lifts the
+    throttle within a check, not at the next poll."""
+    exporter = make_exporter(
+        cluster,
+        **{
+            P + "storage.check.interval": "PT3S",
+            P + "throttle.factor.validity.duration": "PT1M",
+            "kvq.exporter.violation.check.interval": "PT0.25S",
+            "kvq.throttle.policy": "graceful-slowdown",
+            "kvq.throttle.slowdown.horizon": "PT20S",
+        },
+    )
+    exporters.append(exporter)
+    available = 4_000_000  # the limit is 1 MB (10 % of 10 MB)
+    fill_to(cluster, 1, 0, available)
+    exporter.start()
+    wait_until(exporter.poller.ready.is_set, what="first observation")
+    while exporter.status()["throttle_factor"] > 0.75:  # 600 kB a poll: 200 kB/s, too fast
+        polls = exporter.throttle.state.observations_total
+        available -= 600_000
+        assert available > 1_000_000, "not throttled before the limit"
+        fill_to(cluster, 1, 0, available)
+        wait_until(
+            lambda p=polls: exporter.throttle.state.observations_total > p,
+            timeout=10,
+            what="the next poll",
+        )
+    polls = exporter.throttle.state.observations_total
+    wait_until(  # the fill stopped: checks every 0.25 s, each dropped, then the next poll
+        lambda: exporter.throttle.state.observations_total > polls, timeout=10, what="a poll"
+    )
+    assert exporter.throttle.state.observations_total == polls + 1
+    assert exporter.status()["throttle_factor"] < 1.0  # the peak fill rate holds the throttle
+    log_dir(cluster, 1, 0, usable_bytes=9_000_000)  # space freed just after a poll
+    freed_at = time.monotonic()
+    wait_until(lambda: exporter.status()["throttle_factor"] == 1.0, timeout=10, what="lifted")
+    assert time.monotonic() - freed_at < 1.5  # a 0.25 s check, not the next 3 s poll
+
+
 def test_limit_violated_counts_violating_volumes_per_poll_bytes_limit(cluster, exporters):
     exporter = make_exporter(
         cluster, **{P + "storage.per.volume.limit.min.available.bytes": "1000"}

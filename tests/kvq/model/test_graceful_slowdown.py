@@ -136,6 +136,28 @@ def test_at_the_limit_the_factor_is_zero_and_space_freed_lets_producers_go_at_on
     assert observe(run, 60.0, 1900 * MB) == 1.0  # space freed: the next reading is 1.0
 
 
+def test_a_check_between_polls_is_decisive_only_for_space_freed_or_the_limit_and_changes_nothing():
+    """What the exporter keeps of a check made between two polls while throttled: a reading that
+    frees space (the factor back to 1.0 at once) or reaches the limit; not one that merely
+    continues the fill. Judging a check takes nothing in."""
+    run, alone = PolicyRun(policy()), PolicyRun(policy())
+    for i in range(8):  # 10 MB/s, 800 MB above the limit at first: throttled
+        observe(run, 5.0 * i, 1000 * MB - i * 50 * MB)
+        observe(alone, 5.0 * i, 1000 * MB - i * 50 * MB)
+    throttled = run.columns[KEY][2]
+    assert 0.0 < throttled < 1.0
+    check = 36.0
+    assert not run.decisive([Volume(0, "/d", TOTAL, 640 * MB)], check)  # the fill goes on
+    assert not run.decisive([Volume(0, "/d", TOTAL, 1900 * MB)], check)  # freed, still too
+    # close at this fill rate: 1,700 MB above the limit, less than two horizons at 10 MB/s
+    assert run.decisive([Volume(0, "/d", 2 * TOTAL, 3900 * MB)], check)  # grown, far enough
+    assert run.decisive([Volume(0, "/d", TOTAL, LIMIT)], check)  # at the limit
+    assert run.decisive([Volume(1, "/other", TOTAL, 100 * MB)], check)  # another, past it
+    assert observe(run, 40.0, 600 * MB) == observe(alone, 40.0, 600 * MB)  # nothing taken
+    assert run.columns == alone.columns
+    assert observe(run, 41.0, 3900 * MB, 2 * TOTAL) == 1.0  # the decisive check, taken in
+
+
 def test_a_ratio_limit_is_a_number_of_bytes_of_each_volume():
     run = PolicyRun(policy(MinAvailableRatio(0.1)))
     observe(run, 0.0, 1000 * MB)
