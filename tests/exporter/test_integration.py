@@ -5,6 +5,7 @@ with a small tmpfs that a producer fills past the limit."""
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -174,16 +175,26 @@ def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_spac
             timeout=10,
             what="the next poll",
         )
-    polls = exporter.throttle.state.observations_total
+    polls, observed = exporter.throttle.state.observations_total, observations(exporter)
     wait_until(  # the fill stopped: checks every 0.25 s, each dropped, then the next poll
         lambda: exporter.throttle.state.observations_total > polls, timeout=10, what="a poll"
     )
     assert exporter.throttle.state.observations_total == polls + 1
+    assert observations(exporter) - observed >= 6  # the poll and the checks before it
     assert exporter.status()["throttle_factor"] < 1.0  # the peak fill rate holds the throttle
     log_dir(cluster, 1, 0, usable_bytes=9_000_000)  # space freed just after a poll
     freed_at = time.monotonic()
     wait_until(lambda: exporter.status()["throttle_factor"] == 1.0, timeout=10, what="lifted")
     assert time.monotonic() - freed_at < 1.5  # a 0.25 s check, not the next 3 s poll
+
+
+def observations(exporter) -> float:
+    """Polls and checks alike: the count of `kafka_volume_quota_poll_duration_seconds`."""
+    text = exporter.render_metrics().decode()
+    (count,) = re.findall(
+        r"^kafka_volume_quota_poll_duration_seconds_count\{.*\} (\S+)$", text, re.M
+    )
+    return float(count)
 
 
 def test_limit_violated_counts_violating_volumes_per_poll_bytes_limit(cluster, exporters):
