@@ -177,8 +177,8 @@ class Poller:
     def check_interval(self) -> float:
         """Seconds between checks until the next poll (0: none): `violation_interval_seconds`
         while a calculated factor below 1 is in force and no volume violates the limit
-        (graceful-slowdown long before the limit, or a volume held by the violation hold). A
-        check is taken in only when it shows space freed or a volume past the limit
+        (graceful-slowdown long before the limit; held volumes count as violating). A check is
+        taken in only when it shows a throttled volume's space freed or a volume past the limit
         (`check_once`), so freed space lifts a throttle within a check interval, not a poll
         interval, while the policy's readings stay a poll interval apart."""
         if not self._violation_interval_applies or self.throttle.state.violating:

@@ -500,15 +500,16 @@ class PolicyRun:
         return FactorCalculation(cluster_factor(factors), tuple(violating))
 
     def decisive(self, observed: Iterable[Volume], time: float) -> bool:
-        """Whether `observed`, read at `time`, shows a volume at or past its limit or one whose
-        depth would restart (space freed: its factor back to 1.0 at once), judged against the
-        readings kept so far without taking them in: a check between polls that shows neither
-        changes nothing the next poll would not (the exporter drops it, `exporter.poller`)."""
+        """Whether `observed`, read at `time`, shows a volume at or past its limit or a
+        throttled one whose depth would restart (space freed: its factor back to 1.0 at once),
+        judged against the readings kept so far without taking them in: a check between polls
+        that shows neither lifts nothing and crosses nothing (the exporter drops it,
+        `exporter.poller`). A volume not throttled restarts on any growth; that is no reason."""
         policy = self.policy
         for volume in observed:
             if policy.limit.violated_by(volume):
                 return True
-            if policy.accumulates:
+            if policy.accumulates and self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED:
                 reading = VolumeReading(
                     time, volume.total_bytes, volume.available_bytes, volume.available_ratio
                 )

@@ -141,19 +141,22 @@ def test_a_check_between_polls_is_decisive_only_for_space_freed_or_the_limit_and
     frees space (the factor back to 1.0 at once) or reaches the limit; not one that merely
     continues the fill. Judging a check takes nothing in."""
     run, alone = PolicyRun(policy()), PolicyRun(policy())
+    quiet = Volume(1, "/quiet", TOTAL, 1500 * MB)  # another volume, never throttled
     for i in range(8):  # 10 MB/s, 800 MB above the limit at first: throttled
-        observe(run, 5.0 * i, 1000 * MB - i * 50 * MB)
-        observe(alone, 5.0 * i, 1000 * MB - i * 50 * MB)
-    throttled = run.columns[KEY][2]
-    assert 0.0 < throttled < 1.0
+        for each in (run, alone):
+            each.calculate([Volume(0, "/d", TOTAL, 1000 * MB - i * 50 * MB), quiet], time=5.0 * i)
+    assert 0.0 < run.columns[KEY][2] < 1.0 and run.columns[quiet.key][2] == 1.0
     check = 36.0
+    grown = Volume(1, "/quiet", 2 * TOTAL, 3500 * MB)  # its depth would restart: it lifts nothing
+    assert not run.decisive([grown], check)
     assert not run.decisive([Volume(0, "/d", TOTAL, 640 * MB)], check)  # the fill goes on
     assert not run.decisive([Volume(0, "/d", TOTAL, 1900 * MB)], check)  # freed, still too
     # close at this fill rate: 1,700 MB above the limit, less than two horizons at 10 MB/s
     assert run.decisive([Volume(0, "/d", 2 * TOTAL, 3900 * MB)], check)  # grown, far enough
     assert run.decisive([Volume(0, "/d", TOTAL, LIMIT)], check)  # at the limit
     assert run.decisive([Volume(1, "/other", TOTAL, 100 * MB)], check)  # another, past it
-    assert observe(run, 40.0, 600 * MB) == observe(alone, 40.0, 600 * MB)  # nothing taken
+    for each in (run, alone):  # nothing taken in
+        each.calculate([Volume(0, "/d", TOTAL, 600 * MB), quiet], time=40.0)
     assert run.columns == alone.columns
     assert observe(run, 41.0, 3900 * MB, 2 * TOTAL) == 1.0  # the decisive check, taken in
 
