@@ -44,7 +44,7 @@ from demo.producers import (
 )
 from demo.scenario import Timeline
 from demo.versus import SETUP as VERSUS
-from demo.versus import recovered_by_kind
+from demo.versus import quota_members, recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
@@ -174,18 +174,30 @@ class Outcome:
         headroom = self.usable_at(slowed) - limit
         return windows * room / ratio, (headroom + deleted) / ratio, ratio
 
-    def back_at_rate(self, producer, step: float = 0.2) -> float | None:
-        """Seconds from the space freed until `producer` itself was back at its rate (as
-        recovered_by_kind judges a kind: 80 % of its rate before, over 3 s), else None."""
-        freed, before = self.freed, self.before.get(producer.client_id)
-        if freed is None or before is None:
+    def back_at_rate(self, producers: list, step: float = 0.2) -> float | None:
+        """Seconds from the space freed until `producers` together were back at their rate (as
+        recovered_by_kind judges a kind: 80 % of their rate before, over 3 s), else None."""
+        freed = self.freed
+        befores = [self.before.get(p.client_id) for p in producers]
+        if freed is None or None in befores:
             return None
+        before = sum(b for b in befores if b is not None)
         at = freed
         while at <= freed + AFTER_FREED_SECONDS:
-            if producer.log.rate(at - 3, at) >= 0.8 * before:
+            if sum(p.log.rate(at - 3, at) for p in producers) >= 0.8 * before:
                 return at - freed
             at += step
         return None
+
+    def entities_back_at_rate(self) -> float | None:
+        """Seconds from the space freed until every quota entity was back at its rate: producers
+        sharing one quota (alice's two) together, for how they split it is the client's affair;
+        a producer without a quota alone. None if one was not back within the watch."""
+        groups: list[list] = []
+        for entity, producers in quota_members(self.run).items():
+            groups += [producers] if entity is not None else [[p] for p in producers]
+        times = [self.back_at_rate(group) for group in groups]
+        return None if None in times else max(t for t in times if t is not None)
 
     def per_producer(self) -> list[str]:
         """Per producer: its rate before, the longest it went without an ack in the episode,
@@ -198,7 +210,7 @@ class Outcome:
         for producer in self.run.producers:
             times = [start, *(t for t, _ in producer.log.acked if start <= t < end), end]
             gap = max(b - a for a, b in zip(times, times[1:], strict=False))
-            back = self.back_at_rate(producer)
+            back = self.back_at_rate([producer])
             throttles = [(t, ms) for t, ms in producer.log.throttles if t >= start]
             row = (
                 f"    {f'{producer.user} / {producer.client_id} ({producer.kind})':33} "
@@ -361,6 +373,9 @@ def table(outcome: Outcome) -> str:
         took = outcome.recovered.get(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
         rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
+    took = outcome.entities_back_at_rate()
+    value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
+    rows.append(f"  {'space freed -> every quota entity back at its rate':52} {value}")
     if outcome.restored is not None and outcome.freed is not None:
         took = outcome.restored - outcome.freed
         rows.append(f"  {'space freed -> quotas restored by the enforcer':52} {took:.1f} s")

@@ -350,19 +350,25 @@ def recovered_by_kind(run: Run, outcome: Outcome, freed: float) -> bool:
     return len(outcome.recovered) == len({p.kind for p in run.producers})
 
 
+def quota_members(run: Run) -> dict[QuotaEntity | None, list]:
+    """The load's producers by the quota entity that applies to each (KIP-55; None: no quota)."""
+    quotas = {QuotaEntity.of(e) for e in run.setup.quotas}
+    members: dict[QuotaEntity | None, list] = {}
+    for p in run.producers:
+        user = p.user or "ANONYMOUS"  # every producer of this load logs in (SASL)
+        applying = next((e for e in candidates(user, p.client_id) if e in quotas), None)
+        members.setdefault(applying, []).append(p)
+    return members
+
+
 def principal_rates(
     run: Run, start: float, end: float
 ) -> list[tuple[str, float, float, float | None]]:
     """Per quota entity of the load (the one that applies to each producer, KIP-55): offered and
     achieved B/s over [start, end], its quota (None: the producers without any)."""
     quotas = {QuotaEntity.of(e): v for e, v in run.setup.quotas.items()}
-    members: dict[QuotaEntity | None, list] = {}
-    for p in run.producers:
-        user = p.user or "ANONYMOUS"  # every producer of this load logs in (SASL)
-        applying = next((e for e in candidates(user, p.client_id) if e in quotas), None)
-        members.setdefault(applying, []).append(p)
     rows = []
-    for entity, producers in members.items():
+    for entity, producers in quota_members(run).items():
         label = "no quota" if entity is None else entity.label()
         if entity is None or any(n is None for _, n in entity.components):  # say whom it holds
             label += f" ({', '.join(sorted({p.user for p in producers}))})"

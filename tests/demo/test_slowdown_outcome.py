@@ -1,0 +1,48 @@
+"""How `make demo SCENARIO=slowdown` judges recovery: per producer, and per quota entity (the
+producers sharing one quota together), from the producers' delivery logs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from demo.slowdown import SETUP, Outcome
+from devkit.producer_load import DeliveryLog
+
+FREED = 100.0
+
+
+def producer(user: str, client_id: str, rate_before: float, rate_after: float):
+    """A producer that acknowledged 1,000-byte messages at `rate_before` B/s, at 2 kB/s while
+    throttled in the 30 s before the space was freed, at `rate_after` from 5 s after that."""
+    log = DeliveryLog()
+    at = 0.0
+    while at < FREED + 30:
+        rate = rate_before if at < FREED - 30 else 2000 if at < FREED + 5 else rate_after
+        log.acked.append((at, 1000))
+        at += 1000 / rate
+    return SimpleNamespace(user=user, client_id=client_id, kind="librdkafka", log=log)
+
+
+def outcome(*producers) -> Outcome:
+    run = SimpleNamespace(producers=list(producers), setup=SETUP)
+    before = {p.client_id: p.log.rate(FREED - 50, FREED - 30) for p in producers}
+    return Outcome("graceful-slowdown", run, freed=FREED, before=before)  # type: ignore[arg-type]
+
+
+def test_producers_sharing_a_quota_are_back_when_their_quota_entity_is():
+    """alice's two producers share her user quota: after the restore they split it otherwise
+    (web 30 -> 12 kB/s, batch 10 -> 28 kB/s); web alone is not back, alice is."""
+    run = outcome(
+        producer("alice", "web", 30_000, 12_000),
+        producer("alice", "batch", 10_000, 28_000),
+        producer("bob", "app", 20_000, 20_000),
+    )
+    web, batch, app = run.run.producers
+    assert run.back_at_rate([web]) is None
+    assert 5.0 < run.back_at_rate([batch]) < 8.0  # 80 % over the last 3 s
+    assert 5.0 < run.entities_back_at_rate() < 8.0
+
+
+def test_one_quota_entity_not_back_is_not_back():
+    run = outcome(producer("alice", "web", 30_000, 30_000), producer("bob", "app", 20_000, 5_000))
+    assert run.entities_back_at_rate() is None
