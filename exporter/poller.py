@@ -59,9 +59,8 @@ class Poller:
     def check_once(self) -> bool:
         """Observe between polls; take the observation in as a poll only if it shows a volume
         past its limit or a throttled volume's space freed (`ThrottleFactorSource.decisive`),
-        else drop it: the
-        factor, the archive and the policy's readings stay as the last poll left them. Returns
-        whether it was taken."""
+        else drop it: the factor, the archive and the policy's readings stay as the last poll
+        left them. Returns whether it was taken."""
         observation = self._observe()
         with self.lock:
             decisive = self.throttle.decisive(observation)
