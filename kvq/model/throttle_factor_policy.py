@@ -50,6 +50,11 @@ class VolumeReading(NamedTuple):
     available_bytes: Any
     available_ratio: Any
 
+    @classmethod
+    def of(cls, volume: Volume, time: float) -> VolumeReading:
+        """The exporter's reading of `volume` observed at `time`."""
+        return cls(time, volume.total_bytes, volume.available_bytes, volume.available_ratio)
+
 
 class Expressions(Protocol):
     """What a policy may do beyond operators: plain Python (`PLAIN`) or Spark's functions
@@ -467,7 +472,7 @@ class PolicyRun:
         for volume in observed:
             key = volume.key
             ratio = volume.available_ratio
-            reading = VolumeReading(time, volume.total_bytes, volume.available_bytes, ratio)
+            reading = VolumeReading.of(volume, time)
             previous = self._readings.get(key, ()) if history else ()
             depth = 0.0
             if policy.accumulates:
@@ -510,10 +515,7 @@ class PolicyRun:
             if policy.limit.violated_by(volume):
                 return True
             if policy.accumulates and self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED:
-                reading = VolumeReading(
-                    time, volume.total_bytes, volume.available_bytes, volume.available_ratio
-                )
                 previous = self._readings.get(volume.key, ())
-                if bool(policy.depth_step(reading, previous, PLAIN)[1]):
+                if bool(policy.depth_step(VolumeReading.of(volume, time), previous, PLAIN)[1]):
                     return True
         return False
