@@ -58,7 +58,8 @@ class Poller:
 
     def check_once(self) -> bool:
         """Observe between polls; take the observation in as a poll only if it shows a volume
-        past its limit or a throttled volume's space freed (`ThrottleFactorSource.decisive`),
+        past its limit, a throttled volume's space freed or a volume closing on its limit fast
+        (`ThrottleFactorSource.decisive`),
         else drop it: the factor, the archive and the policy's readings stay as the last poll
         left them. Returns whether it was taken."""
         observation = self._observe()
@@ -174,18 +175,27 @@ class Poller:
             return self.violation_interval_seconds
         return self.interval_seconds
 
+    WATCH_AFTER_LIFT_POLLS = 3
+    """Checks go on this many poll intervals after a throttle is lifted: the load it held
+    comes back at once, on every volume, and the policy's fill rate (a median of three
+    intervals) would see it only two polls later."""
+
     def check_interval(self) -> float:
         """Seconds between checks until the next poll (0: none): `violation_interval_seconds`
-        while a calculated factor below 1 is in force and no volume violates the limit
-        (graceful-slowdown long before the limit; held volumes count as violating). A check is
-        taken in only when it shows a throttled volume's space freed or a volume past the limit
-        (`check_once`), so freed space lifts a throttle within a check interval, not a poll
-        interval, while the policy's readings stay a poll interval apart."""
+        while a calculated factor below 1 is in force, and `WATCH_AFTER_LIFT_POLLS` poll
+        intervals after it was lifted, unless a volume violates the limit (graceful-slowdown
+        long before the limit; held volumes count as violating). A check is taken in only when
+        it shows a throttled volume's space freed, a volume closing on its limit fast or one
+        past it (`check_once`), so freed space lifts a throttle within a check interval, not a
+        poll interval, and a load step is slowed a poll sooner, while otherwise the policy's
+        readings stay a poll interval apart."""
         if not self._violation_interval_applies or self.throttle.state.violating:
             return 0.0
+        now = self.clock()
         with self.lock:
-            factor = self.throttle.factor_at(self.clock())
-        if factor.fallback or factor.value >= 1.0:
+            factor = self.throttle.factor_at(now)
+        lifted_lately = now - factor.since < self.WATCH_AFTER_LIFT_POLLS * self.interval_seconds
+        if factor.fallback or (factor.value >= 1.0 and not lifted_lately):
             return 0.0
         return self.violation_interval_seconds
 

@@ -123,11 +123,15 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
             F.sum("step").over(segment).alias("depth_total"),
             F.max("peak_sample").over(segment).alias("peak"),
         )
-        reading = VolumeReading(*(F.col(name) for name in READING))
-        floor = F.lit(policy.depth_floor(reading, F.col("peak"), ops)).cast("double")
+        floor = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, F.col("peak"), ops)[0])
+        at_once = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, F.col("peak"), ops)[1])
         climbed = F.lit(policy.floor_climb) * F.col("time")
-        described = described.select("*", (floor - climbed).alias("climb_from"))
-        held = climbed + F.min("climb_from").over(segment)
+        described = described.select(
+            "*",
+            (floor.cast("double") - climbed).alias("climb_from"),
+            at_once.cast("double").alias("floor_at_once"),
+        )
+        held = F.greatest(climbed + F.min("climb_from").over(segment), F.col("floor_at_once"))
         described = described.select("*", (F.col("depth_total") - held).alias("above_floor"))
         lowest = F.least(F.lit(0.0), F.min("above_floor").over(segment))
         described = described.select("*", (F.col("depth_total") - lowest).alias("depth"))
@@ -157,6 +161,7 @@ def _is_policy_work(column: str) -> bool:
         "peak",
         "depth_total",
         "climb_from",
+        "floor_at_once",
         "above_floor",
         "depth",
     )

@@ -125,16 +125,29 @@ class ThrottleFactorPolicy(Protocol):
         restart's own reading included); `depth_floor` reads the peak."""
         ...
 
-    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
-        """The floor this reading sets the volume's depth (>= 0); the depth is kept at or above
-        the *held floor*: the least, over the readings since the last restart, of each one's
-        floor plus `floor_climb` per second since it (it follows a floor down at once and up
-        at most that fast)."""
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: Any,
+        ops: Expressions,
+    ) -> tuple[Any, Any]:
+        """(floor, at once): the floors this reading sets the volume's depth (each >= 0). The
+        depth is kept at or above the *held floor*: the least, over the readings since the
+        last restart, of each one's floor plus `floor_climb` per second since it (it follows a
+        floor down at once and up at most that fast), or this reading's floor at once if that
+        is higher."""
         ...
 
     @property
     def floor_climb(self) -> float:
         """How fast the held floor may climb, in depth per second."""
+        ...
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        """Whether the volume, at the rate it filled at since `last` (one interval, plain
+        numbers), would reach its limit so soon that a check showing it is to be taken in as a
+        poll: the policy's own fill rate then sees the rate a poll sooner."""
         ...
 
     def volume_factor(
@@ -163,19 +176,28 @@ class StopOnViolation:
     def depth_step(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> tuple[Any, Any]:
-        return 0.0, False
+        return 0.0, 0.0
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> Any:
         return 0.0
 
-    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
-        return 0.0
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: Any,
+        ops: Expressions,
+    ) -> tuple[Any, Any]:
+        return 0.0, 0.0
 
     @property
     def floor_climb(self) -> float:
         return 0.0
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        return False
 
     def volume_factor(
         self,
@@ -358,26 +380,57 @@ class GracefulSlowdown:
             return 0.0
         return self.fill_rate(reading, previous, ops)
 
-    def depth_floor(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
-        """The depth of the highest factor at which the volume, filling at that share of its
-        peak with nothing deleted, would still take the horizon to reach its limit (0 while
-        that is 1.0 or more; never past the depth of `LOWEST_CAP`). While retention deletes
-        what was written before a throttle, the fill rate says nothing of what a higher factor
-        will write once those segments are gone; the peak does."""
-        reach = self.horizon_seconds * peak / ops.greatest(self.headroom(reading), 1.0)
-        return self.depth_dividing_by(
-            ops.least(ops.greatest(reach, 1.0), 1.0 / self.LOWEST_CAP), ops
-        )
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: Any,
+        ops: Expressions,
+    ) -> tuple[Any, Any]:
+        """(held, at once): the depth of the highest factor at which the volume, filling at
+        that share of its peak with nothing deleted, would still take the horizon to reach its
+        limit (0 while that is 1.0 or more; never past the depth of `LOWEST_CAP`). While
+        retention deletes what was written before a throttle, the fill rate says nothing of
+        what a higher factor will write once those segments are gone; the peak does.
+
+        At once, while the volume at its fill rate would reach its limit within
+        `RESPONSE_SECONDS` from this reading and from the one before (one spuriously low
+        reading is not enough), sooner than the held floor's climb and the paced steps could
+        slow it (a load step, or the load another volume's throttle held coming back when that
+        throttle is lifted): the depth of the factor at which its headroom lasts
+        `RESPONSE_SECONDS` at its peak (0 otherwise); the held floor then climbs on from there.
+        A level, not a step: readings that still show the rate from before it took effect ask
+        for no more than it."""
+        headroom = ops.greatest(self.headroom(reading), 1.0)
+        held = self.depth_sharing(self.horizon_seconds * peak / headroom, ops)
+        if not previous:
+            return held, 0.0
+        surest = ops.greatest(headroom, self.headroom(previous[0]))
+        imminent = self.imminent(self.fill_rate(reading, previous, ops), surest)
+        at_once = self.depth_sharing(self.RESPONSE_SECONDS * peak / headroom, ops)
+        return held, ops.choose(imminent, at_once, 0.0)
 
     @property
     def floor_climb(self) -> float:
         return self.depth_of_drop(self.MAX_DROP) / self.FLOOR_CLIMB_SECONDS
 
+    def imminent(self, rate: Any, headroom: Any) -> Any:
+        """Whether `headroom` lasts less than `RESPONSE_SECONDS` at `rate`."""
+        return self.RESPONSE_SECONDS * rate > headroom
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        """The limit within `RESPONSE_SECONDS` at the rate of this one interval: the fill
+        rate, a median of three, would see it only a poll later."""
+        rate = self.fill_rate(reading, (last,), PLAIN)
+        return bool(self.imminent(rate, self.headroom(reading)))
+
     @classmethod
-    def depth_dividing_by(cls, divisor: Any, ops: Expressions) -> Any:
-        """The depth at which `factor_at_depth` is about 1 / `divisor` (>= 1): its inverse, the
-        root by square roots alone (bit for bit the same in the exporter and Spark)."""
-        root = divisor
+    def depth_sharing(cls, reach: Any, ops: Expressions) -> Any:
+        """The depth at which `factor_at_depth` is about 1 / `reach`, the share at which a load
+        `reach` times too fast fits (0 at a reach of 1 or less; never past the depth of
+        `LOWEST_CAP`): its inverse, the root by square roots alone (bit for bit the same in the
+        exporter and Spark)."""
+        root = ops.least(ops.greatest(reach, 1.0), 1.0 / cls.LOWEST_CAP)
         for _ in range(cls.COMPOUNDING):
             root = ops.sqrt(root)
         return 2.0**cls.COMPOUNDING * (root - 1.0)
@@ -418,9 +471,10 @@ class FactorCalculation:
 class _Depth:
     """A volume's accumulators as the backfill computes them, each since the last restart: its
     peak (the running maximum of its samples); its held floor (`climb` x time plus the running
-    minimum of each floor less `climb` x its time); the sum of its steps and the running
-    minimum of that sum less the held floor (0 included). The depth is the sum less that
-    minimum: the sum, kept at or above the held floor as it comes."""
+    minimum of each floor less `climb` x its time, or the floor that holds at once if higher);
+    the sum of its steps and the running minimum of that sum less the held floor (0 included).
+    The depth is the sum less that minimum: the sum, kept at or above the held floor as it
+    comes."""
 
     peak: float = 0.0
     climb_from: float = math.inf
@@ -431,7 +485,15 @@ class _Depth:
         self.peak = sample if restart else max(self.peak, sample)
         return self.peak
 
-    def take(self, step: float, restart: bool, floor: float, time: float, climb: float) -> float:
+    def take(
+        self,
+        step: float,
+        restart: bool,
+        floor: float,
+        at_once: float,
+        time: float,
+        climb: float,
+    ) -> float:
         start = floor - climb * time
         if restart:
             self.total = self.lowest = 0.0
@@ -439,7 +501,7 @@ class _Depth:
         else:
             self.total += step
             self.climb_from = min(self.climb_from, start)
-        held = climb * time + self.climb_from
+        held = max(climb * time + self.climb_from, at_once)
         self.lowest = min(self.lowest, self.total - held)
         return self.total - self.lowest
 
@@ -480,9 +542,14 @@ class PolicyRun:
                 sample = float(policy.peak_sample(reading, previous, PLAIN))
                 accumulated = self._depths.setdefault(key, _Depth())
                 peak = accumulated.take_peak(sample, bool(restart))
-                floor = float(policy.depth_floor(reading, peak, PLAIN))
+                floor, at_once = policy.depth_floor(reading, previous, peak, PLAIN)
                 depth = accumulated.take(
-                    float(step), bool(restart), floor, time, policy.floor_climb
+                    float(step),
+                    bool(restart),
+                    float(floor),
+                    float(at_once),
+                    time,
+                    policy.floor_climb,
                 )
             factor = float(policy.volume_factor(reading, previous, depth, PLAIN))
             if gauged:
@@ -505,17 +572,24 @@ class PolicyRun:
         return FactorCalculation(cluster_factor(factors), tuple(violating))
 
     def decisive(self, observed: Iterable[Volume], time: float) -> bool:
-        """Whether `observed`, read at `time`, shows a volume at or past its limit or a
-        throttled one whose depth would restart (space freed: its factor back to 1.0 at once),
-        judged against the readings kept so far without taking them in: a check between polls
-        that shows neither lifts nothing and crosses nothing (the exporter drops it,
-        `exporter.poller`). A volume not throttled restarts on any growth; that is no reason."""
+        """Whether `observed`, read at `time`, shows a volume at or past its limit, a throttled
+        one whose depth would restart (space freed: its factor back to 1.0 at once) or one
+        closing on its limit fast (`closing_fast`), judged against the readings kept so far
+        without taking them in: a check between polls that shows none of these lifts nothing,
+        crosses nothing and hastens nothing (the exporter drops it, `exporter.poller`). A
+        volume not throttled restarts on any growth; that is no reason."""
         policy = self.policy
         for volume in observed:
             if policy.limit.violated_by(volume):
                 return True
-            if policy.accumulates and self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED:
-                previous = self._readings.get(volume.key, ())
-                if bool(policy.depth_step(VolumeReading.of(volume, time), previous, PLAIN)[1]):
-                    return True
+            previous = self._readings.get(volume.key, ())
+            if not previous:
+                continue
+            reading = VolumeReading.of(volume, time)
+            throttled = self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED
+            freed = (
+                throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]
+            )
+            if bool(freed) or policy.closing_fast(reading, previous[0]):
+                return True
         return False

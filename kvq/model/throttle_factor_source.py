@@ -120,8 +120,8 @@ class ThrottleFactorSource:
 
     def decisive(self, observation: Observation) -> bool:
         """Whether a check made between polls must be taken in as a poll (`observe`): it
-        succeeded and shows a volume past its limit or a throttled volume's space freed
-        (`PolicyRun.decisive`)."""
+        succeeded and shows a volume past its limit, a throttled volume's space freed or a
+        volume closing on its limit fast (`PolicyRun.decisive`)."""
         if not observation.succeeded:
             return False
         volumes = (v for v in map(LogDirDescription.to_volume, observation.log_dirs) if v)

@@ -149,7 +149,8 @@ def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_spac
     """Throttled long before the limit, the exporter checks every violation interval between
     its polls: a check showing only the throttled volume as it was is dropped (the policy's
     readings stay a poll apart), the one showing the volume grown is taken in and lifts the
-    throttle within a check, not at the next poll."""
+    throttle within a check, not at the next poll; the checks go on after the lift, and one
+    showing another volume filling fast is taken in too."""
     exporter = make_exporter(
         cluster,
         **{
@@ -186,6 +187,15 @@ def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_spac
     freed_at = time.monotonic()
     wait_until(lambda: exporter.status()["throttle_factor"] == 1.0, timeout=10, what="lifted")
     assert time.monotonic() - freed_at < 1.5  # a 0.25 s check, not the next 3 s poll
+    # the load the throttle held comes back on another volume: checks go on after the lift,
+    # and one showing it closing on its limit fast is taken in at once
+    polls = exporter.throttle.state.observations_total
+    fill_to(cluster, 2, 0, 5_000_000)
+    stepped_at = time.monotonic()
+    wait_until(
+        lambda: exporter.throttle.state.observations_total > polls, timeout=10, what="taken in"
+    )
+    assert time.monotonic() - stepped_at < 1.5  # a check, not the next poll 3 s after the lift
 
 
 def observations(exporter) -> float:

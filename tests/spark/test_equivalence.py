@@ -177,6 +177,29 @@ def write_lines(path: Path, observations: list[Observation]) -> None:
     path.write_text("".join(to_line(o, "kafka") for o in observations))
 
 
+def test_a_floor_at_once_is_evaluated_alike(spark, tmp_path):
+    """A load step that brings a volume within 30 s of its limit (readings a second apart, as
+    the exporter's checks take them in): the factor falls at once, by more than the paced 20 %,
+    to a floor the backfill holds as the exporter does, bit for bit."""
+    total, available, rows = 32 << 20, 27_080_000, []
+    times = [*range(0, 65, 5), *range(65, 71), *range(75, 125, 5)]
+    for before, time in zip([0, *times], times, strict=False):
+        falling = min(max(time - 62, 0), 8) - min(max(before - 62, 0), 8)
+        available -= 1_900_000 * falling + 200_000 * (time - before) * (time > 70)
+        rows.append(Observation(1000 + time, (0,), (LogDirDescription(0, "/d", total, available),)))
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S"},
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 1)
+    key = '{broker_id="0",cluster="kafka",log_dir="/d"}'
+    factors = [f for _, f in sorted(expected[(NS + "log_dir_throttle_factor", key)].items())]
+    steps = zip(factors, factors[1:], strict=False)
+    assert any(0.0 < after < 0.75 * before for before, after in steps)
+    assert_same(got, expected)
+
+
 def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     """Exact boundaries: expiry at equality, cache age == validity, observation at a grid time,
     equal timestamps, a fallback before the first success, unusable dirs never cached."""

@@ -3,6 +3,8 @@ the limit and a factor that slows producers early, in small steps, and lets them
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
@@ -76,6 +78,19 @@ def test_a_volume_filling_far_too_fast_loses_20_percent_a_poll_however_deep_the_
     assert factors[-1] < 0.25  # 1 -> 0.25 in seven polls (1 / (1 + depth): 0.36)
 
 
+def test_a_limit_closer_than_30_s_lowers_the_factor_at_once_to_what_lasts_30_s():
+    """The paced steps lose 20 % a poll; a volume that would reach its limit within 30 s
+    (`RESPONSE_SECONDS`) at its fill rate, from this reading and the one before, drops at once
+    to the share of its peak at which the headroom lasts 30 s: 5 s to go at 20 MB/s, a sixth.
+    A level, not a step: a next reading at the same rate asks for what its own headroom lasts,
+    not a sixth of a sixth."""
+    run = PolicyRun(policy())
+    factors = [observe(run, 5.0 * i, 1100 * MB - i * 100 * MB) for i in range(9)]
+    assert factors[7] == pytest.approx(0.8 * factors[6], rel=0.05)  # 10 s to go: level 1/3
+    assert factors[8] == pytest.approx(1 / 6, rel=1e-3)  # 5 s to go: 100 MB / (30 s x 20 MB/s)
+    assert observe(run, 42.5, 250 * MB) == pytest.approx(1 / 12, rel=1e-3)  # 2.5 s to go
+
+
 def test_one_noisy_poll_changes_neither_the_fill_rate_nor_the_factor():
     run = PolicyRun(policy())
     for i in range(5):
@@ -136,10 +151,12 @@ def test_at_the_limit_the_factor_is_zero_and_space_freed_lets_producers_go_at_on
     assert observe(run, 60.0, 1900 * MB) == 1.0  # space freed: the next reading is 1.0
 
 
-def test_a_check_between_polls_is_decisive_only_for_space_freed_or_the_limit_and_changes_nothing():
+def test_a_check_between_polls_is_decisive_only_for_space_freed_a_fast_close_or_the_limit():
     """What the exporter keeps of a check made between two polls while throttled: a reading that
-    frees space (the factor back to 1.0 at once) or reaches the limit; not one that merely
-    continues the fill. Judging a check takes nothing in."""
+    frees space (the factor back to 1.0 at once), closes on the limit within 30 s at the rate
+    since the last poll (a load step: the median of three intervals would see it a poll later)
+    or reaches the limit; not one that merely continues the fill. Judging a check takes nothing
+    in."""
     run, alone = PolicyRun(policy()), PolicyRun(policy())
     quiet = Volume(1, "/quiet", TOTAL, 1500 * MB)  # another volume, never throttled
     for i in range(8):  # 10 MB/s, 800 MB above the limit at first: throttled
@@ -150,6 +167,9 @@ def test_a_check_between_polls_is_decisive_only_for_space_freed_or_the_limit_and
     grown = Volume(1, "/quiet", 2 * TOTAL, 3500 * MB)  # its depth would restart: it lifts nothing
     assert not run.decisive([grown], check)
     assert not run.decisive([Volume(0, "/d", TOTAL, 640 * MB)], check)  # the fill goes on
+    # 50 MB in the second since the poll: 400 MB above the limit, 8 s at that rate
+    assert run.decisive([Volume(0, "/d", TOTAL, 600 * MB)], check)
+    assert run.decisive([Volume(1, "/quiet", TOTAL, 1400 * MB)], check)  # unthrottled, too
     assert not run.decisive([Volume(0, "/d", TOTAL, 1900 * MB)], check)  # freed, still too
     # close at this fill rate: 1,700 MB above the limit, less than two horizons at 10 MB/s
     assert run.decisive([Volume(0, "/d", 2 * TOTAL, 3900 * MB)], check)  # grown, far enough
@@ -227,8 +247,8 @@ def test_a_volume_that_stops_filling_because_it_is_throttled_gets_back_what_its_
 class WithoutFloor(GracefulSlowdown):
     """The factor rising on the fill rate alone (no floor under the depth)."""
 
-    def depth_floor(self, reading, peak, ops):
-        return 0.0
+    def depth_floor(self, reading, previous, peak, ops):
+        return 0.0, 0.0
 
 
 KAFKA_TOTAL = 32 << 20
@@ -304,3 +324,55 @@ def test_with_kafkas_retention_a_load_step_keeps_the_volume_off_its_limit(step):
     lowest, factors = kafka_retention_loop(load_step=(45.0, step))
     assert lowest > KAFKA_LIMIT
     assert 0.0 not in [f for _, f in factors]
+
+
+class PacedOnly(GracefulSlowdown):
+    """The factor lowered by paced steps and the held floor alone (no floor at once)."""
+
+    def depth_floor(self, reading, previous, peak, ops):
+        return super().depth_floor(reading, previous, peak, ops)[0], 0.0
+
+
+def lifted_throttle_loop(kind=GracefulSlowdown, checks=True, delay=3.0):
+    """bench/slowdown's broker 2 under a ten-times load (`--load-step 10`), by tenths of a
+    second: another volume's throttle holds the load at 0.45, where retention deletes what is
+    written; the exporter's poll at 60 s sees space freed there and lifts that throttle, and
+    `delay` s later the load comes back at once, filling this volume at 1.9 MB/s (from the
+    exporter's archive of a run on real Kafka) from 18.7 MB above its limit: ten seconds. The
+    factor in force is the least of both volumes' as the exporter computed them `delay` s
+    before. The exporter polls every 5 s; with `checks`, every second in between for three
+    polls after the lift, taking in a check that is decisive. (lowest available, [(time,
+    factor)])."""
+    held, full, start, lift = 0.45, 1.9e6 / 0.55, 27_080_000.0, 60.0
+    run = PolicyRun(kind(MinAvailableRatio(0.25), 40.0))
+    published, factors = [(-delay, held)], []
+    available = lowest = start
+    next_check, tenth = math.inf, 0
+    while tenth <= 1500:
+        t = tenth / 10
+        in_force = [f for at, f in published if at <= t - delay][-1]
+        available -= full * max(in_force - held, 0.0) * 0.1
+        lowest = min(lowest, available)
+        volume = Volume(2, "/d", KAFKA_TOTAL, int(available))
+        if tenth % 50 == 0 or (t >= next_check and run.decisive([volume], t)):
+            own = run.calculate([volume], time=t).factor
+            published.append((t, min(own, held if t < lift else 1.0)))
+            factors.append((t, own))
+        if tenth % 10 == 0 and checks:
+            next_check = t + 1.0 if lift <= t < lift + 15.0 else math.inf
+        tenth += 1
+    return lowest, factors
+
+
+@pytest.mark.parametrize("delay", [2.0, 3.0, 5.0])
+def test_the_load_a_lifted_throttle_held_is_slowed_before_the_limit(delay):
+    """The 10x step's crossing on real Kafka, after the space was freed: with the checks after
+    the lift and the floor at once the volume stays 5 MB or more above its limit (never a
+    factor of 0, whose throttle times were 383-389 s); the paced steps alone (20 % a second)
+    cross it, and so does the floor at once without the checks (the median sees the load two
+    polls late)."""
+    lowest, factors = lifted_throttle_loop(delay=delay)
+    assert lowest > KAFKA_LIMIT + 5_000_000
+    assert min(f for _, f in factors) > 0.0
+    assert lifted_throttle_loop(PacedOnly, delay=delay)[0] < KAFKA_LIMIT
+    assert lifted_throttle_loop(checks=False, delay=delay)[0] < KAFKA_LIMIT
