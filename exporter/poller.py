@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,8 @@ class Poller:
         self.scrape_phase = scrape_phase
         """When scrapes come: each poll is started to end just before one (None: on schedule)."""
         self._last_duration = 0.0
+        self._throttled_at = -math.inf
+        """When a poll (or a check taken in) last gave a calculated factor below 1."""
 
     def poll_once(self) -> Observation:
         observation = self._observe()
@@ -80,6 +83,8 @@ class Poller:
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)
+        if factor.value < 1.0 and not factor.fallback:
+            self._throttled_at = observation.time
         if self.archive is not None:
             try:
                 self.archive.append(observation)
@@ -194,8 +199,8 @@ class Poller:
         now = self.clock()
         with self.lock:
             factor = self.throttle.factor_at(now)
-        lifted_lately = now - factor.since < self.WATCH_AFTER_LIFT_POLLS * self.interval_seconds
-        if factor.fallback or (factor.value >= 1.0 and not lifted_lately):
+        watched = now - self._throttled_at < self.WATCH_AFTER_LIFT_POLLS * self.interval_seconds
+        if factor.fallback or (factor.value >= 1.0 and not watched):
             return 0.0
         return self.violation_interval_seconds
 

@@ -46,8 +46,9 @@ class ExporterSettings(AppSettings):
         ),
         "PT1S",
         "poll interval while a volume violates the limit, and check interval while a factor "
-        "below 1 is in force before it (a check counts only when it shows space freed or the "
-        "limit reached); at most storage.check.interval: freed space is seen sooner",
+        "below 1 is in force before it and three polls after it is lifted (a check counts only "
+        "when it shows space freed, a volume closing on its limit within 30 s or the limit "
+        "reached); at most storage.check.interval: freed space and load steps are seen sooner",
     )
 
     @classmethod
