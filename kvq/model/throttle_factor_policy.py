@@ -176,7 +176,7 @@ class StopOnViolation:
     def depth_step(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> tuple[Any, Any]:
-        return 0.0, 0.0
+        return 0.0, False
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
@@ -251,7 +251,9 @@ class GracefulSlowdown:
       fill rate reads 0 or less whatever the factor: a rise from there shows in the fill rate
       only a retention time later, with the producers back near 1.0 and no headroom left to
       absorb them. The floor climbs as the headroom shrinks or the peak rises; the held floor
-      follows it at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`.
+      follows it at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`, except that a volume
+      that would reach its limit within `RESPONSE_SECONDS` at its fill rate (a load step)
+      gets at once the factor at which its headroom lasts that long at its peak.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
     retention it settles where the headroom left lasts the horizon at the factor's share of the
@@ -268,7 +270,9 @@ class GracefulSlowdown:
     )
     RESPONSE_SECONDS: ClassVar[float] = 30.0
     """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
-    time of the loop, longer than the alert and enforcer delays so that it does not overshoot."""
+    time of the loop, longer than the alert and enforcer delays so that it does not overshoot.
+    A volume that would reach its limit sooner than this is past what paced steps can slow
+    (`depth_floor` holds it at once; the exporter takes in a check showing it)."""
     RISE_SECONDS: ClassVar[float] = 15.0
     """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
     / this: producers get their rate back faster than they lose it."""
