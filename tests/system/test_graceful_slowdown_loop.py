@@ -23,13 +23,14 @@ MB = 1_000_000
 def test_a_filling_volume_slows_producers_in_steps_that_reach_kafka_and_freeing_it_restores(
     tmp_path,
 ):
-    graceful = "kvq.throttle.policy=graceful-slowdown\nkvq.throttle.slowdown.horizon=PT1M\n"
+    graceful = "kvq.throttle.policy=graceful-slowdown\nkvq.throttle.slowdown.horizon=PT2M\n"
     with DemoStack(tmp_path / "stack", extra_properties=graceful) as stack:
         before = scenario.set_initial_quotas(stack)
         original = before[ALICE][scenario.KEY]
         seen: dict[float, float] = {}  # alice's quota -> when Kafka first held it
-        # 2 MB/s with 50 MB above the 10 MB limit: 25 s to go, well within the 60 s horizon
-        usable, started = 60 * MB, time.monotonic()
+        # 2 MB/s with 90 MB above the 10 MB limit: 45 s to go, well within the 120 s horizon
+        # and longer than the 30 s within which the factor would fall at once
+        usable, started = 100 * MB, time.monotonic()
         while len([q for q in seen if BYTE_RATE_FLOOR < q < original]) < 4:
             assert time.monotonic() - started < 60, f"quotas seen: {sorted(seen)}"
             stack.control.set_log_dir(1, 0, usable_bytes=usable)
@@ -51,6 +52,6 @@ def test_a_filling_volume_slows_producers_in_steps_that_reach_kafka_and_freeing_
         # space freed, far more than the horizon needs at the rate it filled at (the volume
         # grown to 1 GB): producers go at once, the original quotas come back exactly. Freed
         # to its 100 MB only, 90 MB above the limit, the factor would stay at what that covers
-        # at its peak of 2 MB/s for the 60 s horizon (0.75) until space is freed again.
+        # at its peak of 2 MB/s for the 120 s horizon (0.375) until space is freed again.
         stack.control.set_log_dir(1, 0, usable_bytes=None, capacity_bytes=1_000_000_000)
         wait_until(lambda: stack.quotas() == before, 60, what="quotas restored exactly")
