@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Two pytest workers, each taking one test file at a time; PYTEST_WORKERS= runs in one process.
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 
-.PHONY: test demo bench lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
+.PHONY: test demo bench docs lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
 
 venv: $(STAMP)
 
@@ -79,7 +79,7 @@ $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION): | $(STAMP)
 	echo "prometheus-operator $(PROMETHEUS_OPERATOR_VERSION) CRDs in $(CRDS)"
 	@touch $@
 
-# The folders mypy keeps clean (devkit/ and devcluster/ join once they are).
+# The folders mypy keeps clean.
 MYPY_PATHS := kvq exporter spark enforcer bench devkit demo devcluster
 
 lint: venv
@@ -95,6 +95,12 @@ test: system-deps venv kafka-deps tools
 
 demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)
+
+# The documentation site (docs/, Sphinx + MyST) into build/docs: every warning an error, so a broken
+# link or anchor fails (tests/docs/test_site.py runs the same build in `make test`).
+docs: venv
+	$(PY) -m sphinx -W --keep-going -n -E -q -b html docs build/docs
+	@echo "the site: build/docs/index.html"
 
 bench: system-deps venv
 	$(PY) -m bench

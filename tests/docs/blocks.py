@@ -9,21 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Every page a user copies examples from (the CHANGELOG only narrates).
+# Every page a user copies examples from: the README, the docs site's pages, every folder's README
+# (the CHANGELOG only narrates; the benchmarks' results are their output, written by the runs).
 DOCS = (
     "README.md",
-    "enforcer/README.md",
-    "spark/README.md",
-    "rules/README.md",
-    "grafana/README.md",
-    "devcluster/README.md",
-    "docs/strimzi.md",
-    "docs/runbook.md",
-    "deploy/helm/kafka-volume-quotas/README.md",
+    "CONTRIBUTING.md",
+    *sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (
+            *ROOT.glob("docs/*.md"),
+            *ROOT.glob("*/README.md"),
+            *ROOT.glob("deploy/**/README.md"),
+        )
+    ),
 )
 # A fence may be indented (a block inside a list item): the closing fence has the same indent.
+# A fence whose info string is in braces is a MyST directive of the site (toctree, include,
+# figure), not an example.
 FENCE = re.compile(
-    r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```\s*$", re.M | re.S
+    r"^(?P<indent> *)```(?P<lang>\{?[\w-]*\}?)\n(?P<body>.*?)^(?P=indent)```\s*$", re.M | re.S
 )
 
 
@@ -50,6 +54,7 @@ def blocks(doc: str) -> list[Block]:
             textwrap.dedent(match["body"]),
         )
         for match in FENCE.finditer(text)
+        if not match["lang"].startswith("{")
     ]
 
 

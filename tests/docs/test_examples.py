@@ -130,6 +130,9 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("devcluster/README.md", '{"by_broker"'): (
         f"{LIVE}::test_the_devcluster_readme_commands_answer_as_shown"
     ),
+    ("devkit/README.md", "with KafkaCluster(work_dir"): (
+        f"{HERE}::test_the_devkit_kafka_cluster_sketch_names_what_exists"
+    ),
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
     ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",
@@ -553,3 +556,14 @@ def test_the_backfill_help_examples_are_the_readmes(tmp_path) -> None:
         argv = [w for w in shlex.split(line)[1:] if w != "..."]
         known = {s for a in parser._actions for s in a.option_strings}
         assert {w for w in argv if w.startswith("--")} <= known, line
+
+
+def test_the_devkit_kafka_cluster_sketch_names_what_exists() -> None:
+    """devkit's README sketches KafkaCluster (starting one takes real Kafka: its own tests do):
+    every attribute the sketch uses is one KafkaCluster has, and the import works."""
+    sketch = block("devkit/README.md", "with KafkaCluster(work_dir").text
+    from devkit.kafka_cluster import KafkaCluster
+
+    used = set(re.findall(r"\bkafka\.(\w+)", sketch))
+    assert used and {name for name in used if not hasattr(KafkaCluster, name)} == set()
+    exec(sketch.split("\n\n")[0], {})  # noqa: S102 (the import line, as shown)
