@@ -349,9 +349,9 @@ def test_the_same_secret_for_two_clusters_is_one_variable(tmp_path) -> None:
     assert enforcer["spec"]["template"]["spec"]["containers"][0]["env"] == shared
 
 
-def test_readme_values_render_and_validate(tmp_path) -> None:
+def test_the_install_page_values_render_and_validate(tmp_path) -> None:
     values = tmp_path / "my-values.yaml"
-    values.write_text(block("README.md", "# my-values.yaml").text)
+    values.write_text(block("docs/install-kubernetes.md", "# my-values.yaml").text)
     text = kubernetes_manifests.helm_template("-f", str(values))
     assert kubeconform.kubeconform(text) == []
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -359,14 +359,14 @@ def test_readme_values_render_and_validate(tmp_path) -> None:
     assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
-def test_readme_kustomize_overlay_renders_and_validates(tmp_path) -> None:
-    """The README's overlay, next to a checkout, with its own kvq.properties: both components
+def test_the_install_page_kustomize_overlay_renders_and_validates(tmp_path) -> None:
+    """The install page's overlay, next to a checkout, with its own kvq.properties: both components
     run the named image and read that file, every object carries the monitoring label."""
     (tmp_path / "kafka-volume-quotas").symlink_to(ROOT)
     overlay = tmp_path / "my-kvq"
     overlay.mkdir()
     overlay.joinpath("kustomization.yaml").write_text(
-        block("README.md", "# my-kvq/kustomization.yaml").text
+        block("docs/install-kubernetes.md", "# my-kvq/kustomization.yaml").text
     )
     properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
     overlay.joinpath("kvq.properties").write_text(properties)

@@ -38,38 +38,38 @@ from tests.docs.blocks import (
 HERE = "tests/docs/test_examples.py"
 LIVE = "tests/docs/test_examples_live.py"
 HELM = "tests/deploy/test_helm.py"
+INSTALL = "docs/install-kubernetes.md"
 INSTALL_STEPS = "make tools"
-"""A text only the README's install block holds (its step 0)."""
+"""A text only the install page's steps hold (their step 0)."""
 STRIMZI_OVERLAY = (
     "tests/deploy/test_kubernetes.py::test_strimzi_overlay_is_the_setup_docs_strimzi_describes"
 )
 # (page, a text only that block holds) -> the test that runs it, or why nothing can run it.
 INVENTORY: dict[tuple[str, str], str] = {
-    ("README.md", "make demo   #"): f"{HERE}::test_make_targets_of_the_readme_exist",
+    ("README.md", "make demo   #"): f"{HERE}::test_the_two_commands_are_make_targets",
+    ("docs/getting-started.md", "make demo   #"): f"{HERE}::test_the_two_commands_are_make_targets",
+    ("docs/getting-started.md", "volume crossed the limit (devcluster broker 1"): (
+        "tests/system/test_e2e_loop.py (the demo's scenario, every step asserted): its output"
+    ),
     ("README.md", "volume crossed the limit (devcluster broker 1"): (
         "tests/system/test_e2e_loop.py (the demo's scenario, every step asserted): its output"
     ),
-    ("README.md", "space freed: topic demo-fill deleted"): (
-        "tests/system/test_demo_kafka.py (make demo KAFKA=apache, every step asserted): its output"
-    ),
-    ("README.md", "alice / web                          150 kB/s"): (
-        "tests/system/test_producers_scenario.py (python -m demo --scenario producers): output"
-    ),
-    ("README.md", "dave / java-web (Java)"): (
-        "tests/system/test_producers_scenario.py (shortened form on Kafka, --skip-without): output"
-    ),
-    ("README.md", INSTALL_STEPS): f"{HERE}::test_the_install_steps_install_what_they_check",
-    ("README.md", "# my-values.yaml"): (
+    (INSTALL, INSTALL_STEPS): f"{HERE}::test_the_install_steps_install_what_they_check",
+    (INSTALL, "# my-values.yaml"): (
         f"{HERE}::test_the_install_steps_install_what_they_check; "
-        f"{HELM}::test_readme_values_render_and_validate"
+        f"{HELM}::test_the_install_page_values_render_and_validate"
     ),
     ("deploy/helm/kafka-volume-quotas/README.md", "helm template kvq"): (
         f"{HERE}::test_the_chart_readme_renders_what_the_install_steps_check"
     ),
-    ("README.md", "# my-kvq/kustomization.yaml"): (
-        f"{HELM}::test_readme_kustomize_overlay_renders_and_validates"
+    (INSTALL, "# my-kvq/kustomization.yaml"): (
+        f"{HELM}::test_the_install_page_kustomize_overlay_renders_and_validates"
     ),
     ("README.md", "Kafka brokers ──DescribeCluster"): "a diagram",
+    ("docs/architecture.md", "Kafka brokers ──DescribeCluster"): "a diagram",
+    ("docs/policies.md", "kvq.throttle.policy=graceful-slowdown"): (
+        "tests/test_properties_files.py::test_every_readme_properties_block_loads_in_every_app"
+    ),
     ("README.md", "--check-config   # effective"): (
         f"{HERE}::test_the_readme_configuration_passes_both_check_config_commands"
     ),
@@ -186,10 +186,15 @@ def run(
     )
 
 
-def test_make_targets_of_the_readme_exist() -> None:
+@pytest.mark.parametrize("doc", ["README.md", "docs/getting-started.md"])
+def test_the_two_commands_are_make_targets(doc) -> None:
     """`make demo` runs `python -m demo` (tests/system runs that scenario); `make test` runs
     ruff and pytest. `make -n` shows the commands without running them."""
-    (example,) = [b for b in blocks("README.md") if b.text.startswith("make demo")]
+    (example,) = [b for b in blocks(doc) if b.text.startswith("make demo")]
+    assert [line.split()[:2] for line in commands(example, "make")] == [
+        ["make", "demo"],
+        ["make", "test"],
+    ]
     for line in commands(example, "make"):
         result = run(["make", "-n", *shlex.split(line)[1:]], ROOT)
         assert result.returncode == 0, result.stderr
@@ -318,7 +323,7 @@ def secrets_used(docs: list[dict]) -> dict[str, set[str]]:
 
 
 def test_the_install_steps_install_what_they_check(tmp_path) -> None:
-    """The README's install steps, in a clone with the README's `my-values.yaml`: the chart
+    """The install page's steps, in a clone with its `my-values.yaml`: the chart
     renders and validates (helm | kubeconform, as shown); the values render with `| less` as
     shown; `helm install` gets what was checked; the image built is the one every pod runs; the
     namespace and the Secrets the steps create (`--dry-run=client`, no cluster needed) are the
@@ -326,8 +331,8 @@ def test_the_install_steps_install_what_they_check(tmp_path) -> None:
     none); the Deployment `rollout status` waits for is rendered. `make tools` is shown with
     `make -n`: here the tools are already in the environment the tests run in."""
     clone = a_clone(tmp_path)
-    (clone / "my-values.yaml").write_text(block("README.md", "# my-values.yaml").text)
-    steps = command_lines(block("README.md", INSTALL_STEPS))
+    (clone / "my-values.yaml").write_text(block(INSTALL, "# my-values.yaml").text)
+    steps = command_lines(block(INSTALL, INSTALL_STEPS))
     created: set[tuple[str, str, str]] = set()  # (kind, namespace, name)
     secret_keys: dict[str, set[str]] = {}
     rendered: list[dict] = []
@@ -375,12 +380,12 @@ def test_the_install_steps_install_what_they_check(tmp_path) -> None:
 
 
 def test_the_chart_readme_renders_what_the_install_steps_check(tmp_path) -> None:
-    """The chart README's command (helm on PATH), in a clone with the README's values, renders
-    what the README's install steps render and check."""
+    """The chart README's command (helm on PATH), in a clone with the install page's values,
+    renders what the install steps render and check."""
     clone = a_clone(tmp_path)
-    (clone / "my-values.yaml").write_text(block("README.md", "# my-values.yaml").text)
+    (clone / "my-values.yaml").write_text(block(INSTALL, "# my-values.yaml").text)
     (line,) = command_lines(block("deploy/helm/kafka-volume-quotas/README.md", "helm template"))
-    (checked,) = [s for s in command_lines(block("README.md", INSTALL_STEPS))
+    (checked,) = [s for s in command_lines(block(INSTALL, INSTALL_STEPS))
                   if "template" in s and "my-values.yaml" in s]  # fmt: skip
     result = run(shlex.split(line), clone)
     assert result.returncode == 0, result.stderr

@@ -59,10 +59,10 @@ SHIPPED = {
 
 def chart_properties() -> str:
     """The kvq.properties the chart gives the enforcer (the exporter mounts the same file) with
-    the README's values, as `helm install ... -f my-values.yaml` deploys it."""
+    the install page's values, as `helm install ... -f my-values.yaml` deploys it."""
     with tempfile.TemporaryDirectory() as where:
         values = Path(where) / "my-values.yaml"
-        values.write_text(block("README.md", "# my-values.yaml").text)
+        values.write_text(block("docs/install-kubernetes.md", "# my-values.yaml").text)
         docs = documents(kubernetes_manifests.helm_template("-f", str(values)))
     (enforcer,) = [w for w in workloads(docs) if command_of(w) == "kvq-enforcer"]
     ((text, _),) = config_files(docs, enforcer)
