@@ -95,7 +95,7 @@ def demo() -> LoopSettings:
 
 
 def recommended(render: Path = BASE_RENDER) -> LoopSettings:
-    """What deploy/kubernetes/base ships, the chart's defaults (README "Reaction time")."""
+    """What deploy/kubernetes/base ships, the chart's defaults (docs/reaction-time.md)."""
     documents = _documents(render)
     (config_map,) = [
         d for d in documents if d["kind"] == "ConfigMap" and "kvq.properties" in d["data"]

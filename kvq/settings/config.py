@@ -46,7 +46,7 @@ BOOTSTRAP_SERVERS = ADMIN_PREFIX + "bootstrap.servers"
 CHECK_INTERVAL = PREFIX + "storage.check.interval"
 DEFAULT_CHECK_INTERVAL = "PT5S"
 """Ours, not the proposal's PT1M: a poll is one small request per broker, and every second of
-delay lets a disk fill (README "Reaction time"). A pasted broker line keeps its own value."""
+delay lets a disk fill (docs/reaction-time.md). A pasted broker line keeps its own value."""
 PLUGIN_CHECK_INTERVAL = PREFIX + "storage.check-interval"
 """The key the Strimzi plugin ships (whole seconds): an alias of CHECK_INTERVAL."""
 FALLBACK = PREFIX + "throttle.factor.fallback"

@@ -166,7 +166,7 @@ def test_a_throttle_of_a_standing_default_user_quota_counts_the_bytes_sent_befor
     backend, admin, leader, topic, standing, user
 ):
     """What the enforcer's throttle of `user=<default>` (to its 8 KiB/s floor) meets: with a
-    standing default-user quota (README "Reaction time"), the user's budget is (user) all along
+    standing default-user quota (docs/reaction-time.md), the user's budget is (user) all along
     and already holds the 100 kB sent, so the next request is throttled at once; without it, the
     new entity moves the user from the client-id's budget to a new (user) budget that has
     recorded nothing, and a small request passes (Kafka's ClientQuotaManager names budgets by the
