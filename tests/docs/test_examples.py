@@ -94,9 +94,15 @@ INVENTORY: dict[tuple[str, str], str] = {
         f"{LIVE}::test_the_enforcer_readme_receiver_delivers_alerts"
     ),
     ("enforcer/README.md", "1 user=U,client-id=C"): "a table of KIP-55 precedence levels",
-    ("spark/README.md", "archive (*.jsonl"): "a diagram",
-    ("spark/README.md", "# 1. the series"): f"{LIVE}::test_the_backfill_how_to",
-    ("spark/README.md", "--scenario ratio5"): f"{LIVE}::test_the_backfill_what_if_examples",
+    ("docs/backfill.md", "archive (*.jsonl"): "a diagram",
+    ("docs/backfill.md", "# 1. the series"): (
+        f"{LIVE}::test_the_backfill_how_to; {HERE}::test_the_backfill_help_examples_are_the_docs"
+    ),
+    ("docs/backfill.md", "--scenario ratio5"): f"{LIVE}::test_the_backfill_what_if_examples",
+    ("docs/backfill.md", "spark-submit --master"): (
+        f"{HERE}::test_the_backfill_help_examples_are_the_docs (--help's line); "
+        "tests/spark/test_spark_submit.py::test_the_help_spark_submit_line_runs_the_installed_module"
+    ),
     ("rules/README.md", "promtool check rules"): f"{HERE}::test_the_rules_readme_commands",
     ("rules/README.md", "# prometheus.yml"): f"{HERE}::test_the_prometheus_configuration_example",
     ("grafana/README.md", "docker run"): f"{HERE}::test_the_grafana_container_mounts",
@@ -547,15 +553,18 @@ def test_the_devcluster_python_example_runs(tmp_path) -> None:
     assert dc.log_dir_path(0, 1) == tmp_path / "broker-0" / "logdir-1"
 
 
-def test_the_backfill_help_examples_are_the_readmes(tmp_path) -> None:
-    """`kvq-backfill --help`'s first example is the README's how-to (run by the live tests),
-    and every example's flags exist."""
+def test_the_backfill_help_examples_are_the_docs(tmp_path) -> None:
+    """`kvq-backfill --help`'s first example is docs/backfill.md's how-to (run by the live
+    tests), its spark-submit line is the page's (run by tests/spark/test_spark_submit.py), and
+    every example's flags exist."""
     epilog = backfill_cli.build_parser().epilog or ""
     joined = re.sub(r"\\\n\s*", "", epilog)
     lines = [line.strip() for line in joined.splitlines()]
     lines = [line for line in lines if line.startswith("kvq-backfill")]
-    how_to = commands(block("spark/README.md", "# 1. the series"), "kvq-backfill")
+    how_to = commands(block("docs/backfill.md", "# 1. the series"), "kvq-backfill")
     assert lines[0] == how_to[0]
+    (submit,) = commands(block("docs/backfill.md", "spark-submit --master"), "spark-submit")
+    assert submit in [line.strip() for line in joined.splitlines()]
     parser = backfill_cli.build_parser()
     for line in lines:
         argv = [w for w in shlex.split(line)[1:] if w != "..."]

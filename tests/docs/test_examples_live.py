@@ -306,8 +306,8 @@ SPARK_TIMEOUT = pytest.mark.timeout(900)  # a Spark run takes minutes on a loade
 
 
 def archive_and_config(tmp_path: Path, start: float) -> None:
-    """The README's kvq.properties in tmp_path, and an archive of its cluster where the README
-    keeps it (/var/lib/kvq/archive, moved under tmp_path/root)."""
+    """The README's kvq.properties in tmp_path, and an archive of its cluster where
+    docs/backfill.md keeps it (/var/lib/kvq/archive, moved under tmp_path/root)."""
     text = block("README.md", "--- the Strimzi proposal's properties").text
     (tmp_path / "kvq.properties").write_text(localize(text, tmp_path / "root"))
     plan = ArchivePlan("prod-eu-1", brokers=2, dirs_per_broker=1, start=start, hours=2)
@@ -330,12 +330,12 @@ def block_names(folder: Path) -> set[str]:
 
 @SPARK_TIMEOUT
 def test_the_backfill_how_to(tmp_path) -> None:
-    """spark/README's three steps in a fresh folder (relative --config and --output): the
+    """docs/backfill.md's three steps in a fresh folder (relative --config and --output): the
     backfill as shown, then `cp -r out/blocks/* ...` into a Prometheus' storage (kept for 10
     years, the pitfall), which then answers for the archive. The same command again replaces the
     blocks in the output: only the second run's are there."""
     archive_and_config(tmp_path, DEFAULT_START)
-    how_to = block("spark/README.md", "# 1. the series")
+    how_to = block("docs/backfill.md", "# 1. the series")
     (command,) = commands(how_to, "kvq-backfill")
     backfill(command, tmp_path)
     out = tmp_path / "out"
@@ -380,12 +380,12 @@ def test_the_backfill_how_to(tmp_path) -> None:
 
 
 def what_if_examples() -> list:
-    (readme,) = commands(block("spark/README.md", "--scenario ratio5"), "kvq-backfill")
+    (page,) = commands(block("docs/backfill.md", "--scenario ratio5"), "kvq-backfill")
     epilog = backfill_cli.build_parser().epilog or ""
     joined = re.sub(r"\\\n\s*", "", epilog).splitlines()
     printed = [line.strip() for line in joined if "--scenario ratio5" in line]
     return [
-        pytest.param(readme, "what-if", id="spark/README.md"),
+        pytest.param(page, "what-if", id="docs/backfill.md"),
         *[pytest.param(line, "out", id="kvq-backfill --help") for line in printed],
     ]
 

@@ -1,6 +1,7 @@
 """kvq-backfill's output as users meet it: relative and odd output paths, SIGINT/SIGTERM at each
-stage (what Ctrl-C, Kubernetes and `timeout` send), a full output disk. The README's how-to from a
-fresh folder and a second --blocks run into the same output are in tests/docs/test_examples_live.py.
+stage (what Ctrl-C, Kubernetes and `timeout` send), a full output disk. docs/backfill.md's
+how-to from a fresh folder and a second --blocks run into the same output are in
+tests/docs/test_examples_live.py.
 
 Real `kvq-backfill` processes on a generated archive. Every process a run starts (Python, the
 JVM, its launcher) inherits a marker in its environment; after the run exits, none may be left."""
@@ -39,7 +40,7 @@ def archive(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def cwd(tmp_path, archive) -> Path:
-    """A fresh working directory holding kvq.properties, as in the README's how-to."""
+    """A fresh working directory holding kvq.properties, as in docs/backfill.md's how-to."""
     folder = tmp_path / "cwd"
     folder.mkdir()
     shutil.copy(archive.with_name("kvq.properties"), folder / "kvq.properties")

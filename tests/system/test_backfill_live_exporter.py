@@ -1,7 +1,7 @@
 """Done-when proof: a live exporter run against devcluster (a fill event, a broker stop with cache
 and eviction, a fallback) is archived, backfilled through promtool into the real Prometheus, and the
 backfilled factor and counters equal what the live exporter published at the same moments. And
-what spark/README and `kvq-backfill --help` say about loading blocks, checked on the real
+what docs/backfill.md and `kvq-backfill --help` say about loading blocks, checked on the real
 Prometheus: blocks copied into the storage of a running Prometheus are served without a restart."""
 
 from __future__ import annotations
