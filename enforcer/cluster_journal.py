@@ -9,7 +9,7 @@ Today one process holds everything: `journal.LocalClusterJournal` is a thread lo
 the SQLite journal (`Journal.for_cluster`). A second enforcer replica would plug in here: an
 implementation whose `exclusive` holds a lease every replica honours (per cluster) and whose
 reads and writes go to state all replicas share, handed to each `Applier` instead of the local
-one (see the README, *A second replica*). Nothing in the protocol's phases would change.
+one (see enforcer/README.md, *A second replica*). Nothing in the protocol's phases would change.
 """
 
 from __future__ import annotations

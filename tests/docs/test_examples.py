@@ -85,15 +85,15 @@ INVENTORY: dict[tuple[str, str], str] = {
         f"{HERE}::test_every_usage_synopsis_parses"
     ),
     ("README.md", '{"schema": 1,'): f"{HERE}::test_the_archive_record_example_reads",
-    ("enforcer/README.md", "Alertmanager ──POST /webhook"): "a diagram",
-    ("enforcer/README.md", "kvq-enforcer --config kvq.properties [--config"): (
+    ("docs/enforcer.md", "Alertmanager ──POST /webhook"): "a diagram",
+    ("docs/enforcer.md", "kvq-enforcer --config kvq.properties [--config"): (
         f"{HERE}::test_every_usage_synopsis_parses"
     ),
-    ("enforcer/README.md", "receivers:"): (
+    ("docs/enforcer.md", "receivers:"): (
         f"{HERE}::test_the_alertmanager_receivers_are_valid; "
         f"{LIVE}::test_the_enforcer_readme_receiver_delivers_alerts"
     ),
-    ("enforcer/README.md", "1 user=U,client-id=C"): "a table of KIP-55 precedence levels",
+    ("docs/enforcer.md", "1 user=U,client-id=C"): "a table of KIP-55 precedence levels",
     ("docs/backfill.md", "archive (*.jsonl"): "a diagram",
     ("docs/backfill.md", "# 1. the series"): (
         f"{LIVE}::test_the_backfill_how_to; {HERE}::test_the_backfill_help_examples_are_the_docs"
@@ -104,8 +104,8 @@ INVENTORY: dict[tuple[str, str], str] = {
         "tests/spark/test_spark_submit.py::test_the_help_spark_submit_line_runs_the_installed_module"
     ),
     ("rules/README.md", "promtool check rules"): f"{HERE}::test_the_rules_readme_commands",
-    ("rules/README.md", "# prometheus.yml"): f"{HERE}::test_the_prometheus_configuration_example",
-    ("grafana/README.md", "docker run"): f"{HERE}::test_the_grafana_container_mounts",
+    ("docs/operating.md", "# prometheus.yml"): f"{HERE}::test_the_prometheus_configuration_example",
+    ("docs/operating.md", "docker run"): f"{HERE}::test_the_grafana_container_mounts",
     ("devcluster/README.md", "kvq-devcluster --brokers N"): (
         f"{HERE}::test_every_usage_synopsis_parses"
     ),
@@ -222,7 +222,7 @@ PARSERS = {
 COMMON_FLAGS = {"-h", "--help", "--version", "--log.level", "--log.format"}
 SYNOPSES = [
     ("README.md", "kvq-exporter --config kvq.properties [--web.listen-address"),
-    ("enforcer/README.md", "kvq-enforcer --config kvq.properties [--config"),
+    ("docs/enforcer.md", "kvq-enforcer --config kvq.properties [--config"),
     ("devcluster/README.md", "kvq-devcluster --brokers N"),
 ]
 
@@ -486,10 +486,10 @@ def test_the_rules_readme_commands() -> None:
 
 
 def test_the_prometheus_configuration_example(tmp_path) -> None:
-    """The rules README's prometheus.yml (rule file path moved under tmp_path) passes
+    """docs/operating.md's prometheus.yml (rule file path moved under tmp_path) passes
     `promtool check config`, loads every rule, and evaluates the throttle alert at the
-    recommended 1 s (README "Reaction time"), not at Prometheus' default of 1 m."""
-    example = block("rules/README.md", "# prometheus.yml").text
+    recommended 1 s (docs/reaction-time.md), not at Prometheus' default of 1 m."""
+    example = block("docs/operating.md", "# prometheus.yml").text
     rule_file = "/etc/prometheus/rules/kafka-volume-quotas.rules.yml"
     assert rule_file in example
     local = tmp_path / "root" / rule_file.lstrip("/")
@@ -510,9 +510,9 @@ def test_the_prometheus_configuration_example(tmp_path) -> None:
 
 
 def test_the_alertmanager_receivers_are_valid(tmp_path) -> None:
-    """The enforcer README's receiver and the one `kvq-enforcer --help` prints, each under a
+    """docs/enforcer.md's receiver and the one `kvq-enforcer --help` prints, each under a
     route to it, pass `amtool check-config` (credentials file placed under tmp_path)."""
-    documented = block("enforcer/README.md", "receivers:").text
+    documented = block("docs/enforcer.md", "receivers:").text
     printed = enforcer_cli.EPILOG.split("Alertmanager receiver", 1)[1].split("\n\n", 1)[1]
     printed = printed.split("\n\n", 1)[0]
     for n, receivers in enumerate((documented, textwrap.dedent(printed))):
@@ -529,7 +529,7 @@ def test_the_alertmanager_receivers_are_valid(tmp_path) -> None:
 def test_the_grafana_container_mounts() -> None:
     """The `docker run` mounts (run from the repository's root: `$PWD/grafana/...`) exist and
     put the dashboards where the dashboard provider looks for them."""
-    example = block("grafana/README.md", "docker run").text
+    example = block("docs/operating.md", "docker run").text
     mounts = re.findall(r'-v "\$PWD/([^:]+):([^:]+):ro"', example)
     assert len(mounts) == 3
     for host, _ in mounts:

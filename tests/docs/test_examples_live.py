@@ -183,11 +183,11 @@ def test_shipped_configuration_runs_against_a_cluster(devcluster, tmp_path, sour
 
 
 def test_the_enforcer_readme_receiver_delivers_alerts(devcluster, tmp_path) -> None:
-    """A real Alertmanager with the enforcer README's receiver (its URL's port and its token
+    """A real Alertmanager with docs/enforcer.md's receiver (its URL's port and its token
     file moved here) throttles through the enforcer and restores on the resolve."""
     dc = devcluster(brokers=1, log_dirs_per_broker=1)
     seed(dc, {"user": "alice"}, **{P: 1_048_576})
-    receivers = yaml.safe_load(localize(block("enforcer/README.md", "receivers:").text,
+    receivers = yaml.safe_load(localize(block("docs/enforcer.md", "receivers:").text,
                                         tmp_path / "root"))  # fmt: skip
     (hook,) = receivers["receivers"][0]["webhook_configs"]
     token_file = hook["http_config"]["authorization"]["credentials_file"]

@@ -1,5 +1,5 @@
 """What a throttle means for every client, checked with Kafka's own resolution (KIP-55) over
-generated quota sets: the bounds the enforcer README states; and that any sequence of factors,
+generated quota sets: the bounds docs/enforcer.md states; and that any sequence of factors,
 with the journal lost on the way, ends in a byte-exact restore."""
 
 from __future__ import annotations
