@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    add_web_flags(parser, LISTEN, OTHER_PATHS, "see the README")
+    add_web_flags(parser, LISTEN, OTHER_PATHS, "see docs/http.md")
     add_override_flag(parser, "--cluster-name", CLUSTER_NAME, values.label_value, "NAME")
     add_cluster_label_flag(parser)
     add_override_flag(parser, "--archive-dir", ARCHIVE_DIR, values.text, "DIR")

@@ -1,4 +1,5 @@
-"""One properties file serves every app; every properties example in a README pastes cleanly."""
+"""One properties file serves every app; every properties example in a README, and the whole
+file docs/configuration.md shows, pastes cleanly."""
 
 from __future__ import annotations
 
@@ -21,22 +22,27 @@ BLOCK = re.compile(r"^```properties\n(.*?)^```", re.M | re.S)
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def readme_blocks() -> list:
+WHOLE_FILES = (ROOT / "docs" / "configuration.md", ROOT / "docs" / "policies.md")
+"""Docs pages whose properties blocks are whole files (docs/strimzi.md's are lines to add)."""
+
+
+def documented_blocks() -> list:
     readmes = sorted(p for p in ROOT.rglob("README*.md") if ".venv" not in p.parts)
     return [
-        pytest.param(block, id=f"{readme.relative_to(ROOT)} block {n}")
-        for readme in readmes
-        for n, block in enumerate(BLOCK.findall(readme.read_text()), 1)
+        pytest.param(block, id=f"{doc.relative_to(ROOT)} block {n}")
+        for doc in (*readmes, *WHOLE_FILES)
+        for n, block in enumerate(BLOCK.findall(doc.read_text()), 1)
     ]
 
 
-def test_the_readmes_have_properties_examples():
-    assert readme_blocks(), "no ```properties block found: the paste test would test nothing"
+def test_the_docs_have_properties_examples():
+    assert documented_blocks(), "no ```properties block found: the paste test would test nothing"
+    assert any("docs/configuration.md" in p.id for p in documented_blocks())
 
 
-@pytest.mark.parametrize("block", readme_blocks())
+@pytest.mark.parametrize("block", documented_blocks())
 @pytest.mark.parametrize("app", APPS, ids=lambda app: app.__name__)
-def test_every_readme_properties_block_loads_in_every_app(tmp_path, block, app):
+def test_every_documented_properties_block_loads_in_every_app(tmp_path, block, app):
     environ = {name: "from-the-environment" for name in ENV_REF.findall(block)}
     # certificate paths of the example do not exist here: any real PEM file stands in for them
     text = re.sub(r"=/\S+\.pem$", f"={certifi.where()}", block, flags=re.M)

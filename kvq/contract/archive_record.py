@@ -1,6 +1,6 @@
 """The archive's line format: one JSON object per poll, read back by the Spark backfill.
 
-Schema version 1 (documented in the README):
+Schema version 1 (documented in docs/exporter.md, "The archive"):
   {"schema": 1, "cluster": "kafka", "time": 1763820000.123, "outcome": "success" | "failure",
    "failure_stage": null | "describe_cluster" | "describe_log_dirs", "error": null | "text",
    "active_brokers": [0, 1, 2],

@@ -68,23 +68,24 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("README.md", "Kafka brokers ──DescribeCluster"): "a diagram",
     ("docs/architecture.md", "Kafka brokers ──DescribeCluster"): "a diagram",
     ("docs/policies.md", "kvq.throttle.policy=graceful-slowdown"): (
-        "tests/test_properties_files.py::test_every_readme_properties_block_loads_in_every_app"
+        "tests/test_properties_files.py::test_every_documented_properties_block_loads_in_every_app"
     ),
-    ("README.md", "--check-config   # effective"): (
-        f"{HERE}::test_the_readme_configuration_passes_both_check_config_commands"
+    ("docs/configuration.md", "--check-config   # effective"): (
+        f"{HERE}::test_the_documented_configuration_passes_both_check_config_commands"
     ),
-    ("README.md", "--- the Strimzi proposal's properties"): (
-        "tests/test_properties_files.py::test_every_readme_properties_block_loads_in_every_app; "
-        f"{HERE}::test_the_readme_configuration_passes_both_check_config_commands; "
+    ("docs/configuration.md", "--- the Strimzi proposal's properties"): (
+        "tests/test_properties_files.py::"
+        "test_every_documented_properties_block_loads_in_every_app; "
+        f"{HERE}::test_the_documented_configuration_passes_both_check_config_commands; "
         f"{LIVE}::test_shipped_configuration_runs_against_a_cluster"
     ),
-    ("README.md", "tls_server_config:"): (
-        "tests/kvq/web/test_web_config.py::test_the_readme_example_loads_with_real_files"
+    ("docs/http.md", "tls_server_config:"): (
+        "tests/kvq/web/test_web_config.py::test_the_documented_example_loads_with_real_files"
     ),
-    ("README.md", "kvq-exporter --config kvq.properties [--web.listen-address"): (
+    ("docs/exporter.md", "kvq-exporter --config kvq.properties [--web.listen-address"): (
         f"{HERE}::test_every_usage_synopsis_parses"
     ),
-    ("README.md", '{"schema": 1,'): f"{HERE}::test_the_archive_record_example_reads",
+    ("docs/exporter.md", '{"schema": 1,'): f"{HERE}::test_the_archive_record_example_reads",
     ("docs/enforcer.md", "Alertmanager ──POST /webhook"): "a diagram",
     ("docs/enforcer.md", "kvq-enforcer --config kvq.properties [--config"): (
         f"{HERE}::test_every_usage_synopsis_parses"
@@ -218,10 +219,10 @@ PARSERS = {
     "kvq-enforcer": enforcer_cli.build_parser,
     "kvq-devcluster": devcluster_cli.parser,
 }
-# Flags that every command has, documented once under "Flags every command has".
+# Flags that every command has, documented once in docs/configuration.md, "Flags every command has".
 COMMON_FLAGS = {"-h", "--help", "--version", "--log.level", "--log.format"}
 SYNOPSES = [
-    ("README.md", "kvq-exporter --config kvq.properties [--web.listen-address"),
+    ("docs/exporter.md", "kvq-exporter --config kvq.properties [--web.listen-address"),
     ("docs/enforcer.md", "kvq-enforcer --config kvq.properties [--config"),
     ("devcluster/README.md", "kvq-devcluster --brokers N"),
 ]
@@ -252,14 +253,14 @@ def test_every_usage_synopsis_parses(doc, text) -> None:
 # --- the configuration and its checks ---------------------------------------------------------
 
 
-def test_the_readme_configuration_passes_both_check_config_commands(tmp_path) -> None:
-    """`kvq-exporter/kvq-enforcer --config kvq.properties --check-config` with the README's
+def test_the_documented_configuration_passes_both_check_config_commands(tmp_path) -> None:
+    """`kvq-exporter/kvq-enforcer --config kvq.properties --check-config` with docs/configuration's
     properties pasted as kvq.properties (its files placed under tmp_path): exit 0, secrets
     masked, the environment's password never printed."""
-    properties = block("README.md", "--- the Strimzi proposal's properties")
+    properties = block("docs/configuration.md", "--- the Strimzi proposal's properties")
     (tmp_path / "kvq.properties").write_text(localize(properties.text, tmp_path / "root"))
-    checks = commands(block("README.md", "--check-config   # effective"), "kvq-exporter")
-    checks += commands(block("README.md", "--check-config   # effective"), "kvq-enforcer")
+    check = block("docs/configuration.md", "--check-config   # effective")
+    checks = commands(check, "kvq-exporter") + commands(check, "kvq-enforcer")
     assert len(checks) == 2
     for command in checks:
         result = run(command, tmp_path, env={"KVQ_KAFKA_PASSWORD": "s3cret-from-env"})
@@ -281,8 +282,8 @@ def test_the_exporter_help_example_passes_its_check_command(tmp_path) -> None:
 
 
 def test_the_archive_record_example_reads() -> None:
-    """The README's archive line is a record the backfill reads (one JSON line)."""
-    example = block("README.md", '{"schema": 1,').text
+    """docs/exporter's archive line is a record the backfill reads (one JSON line)."""
+    example = block("docs/exporter.md", '{"schema": 1,').text
     line = json.dumps(json.loads(example))
     cluster, observation = from_line(line)
     assert cluster == "prod-eu-1" and observation.succeeded

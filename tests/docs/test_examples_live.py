@@ -50,7 +50,9 @@ def help_properties(epilog: str) -> str:
 
 
 SHIPPED = {
-    "README.md": lambda: block("README.md", "--- the Strimzi proposal's properties").text,
+    "docs/configuration.md": lambda: (
+        block("docs/configuration.md", "--- the Strimzi proposal's properties").text
+    ),
     "helm chart": lambda: chart_properties(),
     "strimzi": lambda: (ROOT / "deploy/kubernetes/overlays/strimzi/kvq.properties").read_text(),
     "kvq-enforcer --help": lambda: help_properties(enforcer_cli.EPILOG),
@@ -306,9 +308,9 @@ SPARK_TIMEOUT = pytest.mark.timeout(900)  # a Spark run takes minutes on a loade
 
 
 def archive_and_config(tmp_path: Path, start: float) -> None:
-    """The README's kvq.properties in tmp_path, and an archive of its cluster where
+    """docs/configuration.md's kvq.properties in tmp_path, and an archive of its cluster where
     docs/backfill.md keeps it (/var/lib/kvq/archive, moved under tmp_path/root)."""
-    text = block("README.md", "--- the Strimzi proposal's properties").text
+    text = block("docs/configuration.md", "--- the Strimzi proposal's properties").text
     (tmp_path / "kvq.properties").write_text(localize(text, tmp_path / "root"))
     plan = ArchivePlan("prod-eu-1", brokers=2, dirs_per_broker=1, start=start, hours=2)
     generate(plan, tmp_path / "root" / "var/lib/kvq/archive")

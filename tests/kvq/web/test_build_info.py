@@ -55,12 +55,12 @@ def test_build_info_and_landing_page_carry_the_revision(monkeypatch, revision) -
 
 
 def test_the_docs_and_the_dashboard_show_every_build_info_label() -> None:
-    """The README's list and the dashboard's "Versions running" table have every label
+    """docs/metrics.md's list and the dashboard's "Versions running" table have every label
     build_info carries, the revision included."""
     labels = list(BuildInfoCollector("kvq-test").labels)
     assert "revision" in labels
-    readme = (ROOT / "README.md").read_text()
-    assert f"`{BUILD_INFO}{{{', '.join(labels)}}} 1`" in readme
+    page = (ROOT / "docs" / "metrics.md").read_text()
+    assert f"`{BUILD_INFO}{{{', '.join(labels)}}} 1`" in page
     dashboard = json.loads(
         (ROOT / "grafana" / "dashboards" / "kafka-volume-quotas.json").read_text()
     )

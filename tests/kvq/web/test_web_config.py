@@ -15,6 +15,7 @@ import requests
 from devkit.tls_certificates import make_pki
 from kvq.web.server import Response, Route, WebServer
 from kvq.web.web_config import WebConfigError, load_web_config
+from tests.docs.blocks import block as documented
 
 HASH = bcrypt.hashpw(b"scrape-secret", bcrypt.gensalt(rounds=10)).decode()
 
@@ -212,10 +213,9 @@ def test_no_file_means_plain_http_without_auth():
     assert load_web_config(None) is None
 
 
-def test_the_readme_example_loads_with_real_files(tmp_path, pki):
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    block = readme.split("**TLS and basic auth: `--web.config.file`**")[1]
-    block = block.split("```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_documented_example_loads_with_real_files(tmp_path, pki):
+    """docs/http.md's --web.config.file, its certificate paths replaced by real files."""
+    block = documented("docs/http.md", "tls_server_config:").text
     for placeholder, real in (
         ("/etc/kvq/tls/tls.crt", pki.server.cert),
         ("/etc/kvq/tls/tls.key", pki.server.key),
