@@ -295,7 +295,7 @@ def test_the_archive_record_example_reads() -> None:
 
 
 def a_clone(tmp_path: Path) -> Path:
-    """A directory laid out as the clone the README's commands run in: this checkout's files,
+    """A directory laid out as the clone the docs' commands run in: this checkout's files,
     and `.venv` the environment running the tests (a worktree has none of its own)."""
     clone = tmp_path / "kafka-volume-quotas"
     clone.mkdir()

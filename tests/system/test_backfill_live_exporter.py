@@ -221,7 +221,7 @@ def test_a_running_prometheus_loads_copied_blocks_without_a_restart(tmp_path, ru
     )
     query = "count_over_time(kvq_backfill_probe[4h])"
     assert prom.query(query, at=start + 7200) == []
-    for block in blocks.iterdir():  # the README's `cp -r out/blocks/* <storage.tsdb.path>/`
+    for block in blocks.iterdir():  # docs/backfill.md's `cp -r out/blocks/* <storage.tsdb.path>/`
         shutil.copytree(block, storage / block.name)
     copied = time.monotonic()
     (series,) = prom.wait_for(
