@@ -34,39 +34,42 @@ REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
 
+@values.parser("list", f"comma-separated client quota keys of {', '.join(KNOWN_KEYS)}")
 def quota_keys(text: str) -> tuple[str, ...]:
-    """Comma-separated client quota keys the factor scales; producer_byte_rate always is."""
+    """The client quota keys the factor scales; producer_byte_rate always is."""
     keys = values.names(text)
     unknown = [key for key in keys if key not in KNOWN_KEYS]
     if unknown:
-        raise ValueError(
-            f"unknown quota key(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}"
-        )
+        raise values.NotAccepted(f"unknown quota key(s) {', '.join(unknown)}")
     return keys
 
 
+@values.parser(
+    "duration",
+    f"above PT0S and below {format_duration(REPEAT_INTERVAL)} (the enforcer route's "
+    "repeat_interval: an alert Alertmanager resumes throttles only with the first repeat after "
+    "the window)",
+)
 def stale_window(text: str) -> timedelta:
     """How long after a resolution a firing of the same episode is a late retry (ignored); a
     resumed alert's repeat must arrive after it, so it is kept below the route's repeat_interval."""
     value = values.positive_duration(text)
     if value >= REPEAT_INTERVAL:
-        raise ValueError(
-            "must be below PT5M (the enforcer route's repeat_interval): an alert Alertmanager "
-            "resumes throttles only with the first repeat after the window; default PT2M"
-        )
+        raise values.NotAccepted
     return value
 
 
+@values.parser(
+    "duration",
+    "whole seconds from PT0S (off: the rate when the episode starts, no carry-over) to "
+    f"{format_duration(LONGEST_LOOKBACK)}",
+)
 def observed_rate_lookback(text: str) -> timedelta:
     """PT0S, or whole seconds up to LONGEST_LOOKBACK (a fraction of a second means nothing
     against sensors scraped seconds apart)."""
     value = values.duration(text)
     if value > LONGEST_LOOKBACK or value % timedelta(seconds=1):
-        raise ValueError(
-            f"must be whole seconds from PT0S (off: the rate when the episode starts, no "
-            f"carry-over) to {format_duration(LONGEST_LOOKBACK)}; default "
-            f"{format_duration(DEFAULT_LOOKBACK)}"
-        )
+        raise values.NotAccepted
     return value
 
 

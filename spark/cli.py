@@ -20,11 +20,11 @@ from kvq.settings.cli_support import (
     start_logging,
 )
 from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
-from kvq.settings.durations import format_duration, parse_duration
+from kvq.settings.durations import format_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
 from spark.py4j_logging import without_expected_py4j_traces
-from spark.settings import BackfillSettings
+from spark.settings import STEP, BackfillSettings, grid_step
 
 EXIT_FAILED = 1
 SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--step",
         metavar="DURATION",
-        help="grid step, whole seconds, e.g. PT1M (default: kvq.backfill.step, PT1M)",
+        help=f"grid step: {grid_step.accepts}, e.g. PT5M (overrides {STEP}, default "
+        f"{BackfillSettings.declaration(STEP).default})",
     )
     parser.add_argument(
         "--blocks",
@@ -157,17 +158,11 @@ def parse_time(flag: str, text: str | None) -> float | None:
 
 
 def parse_step(text: str) -> int:
+    """--step in whole seconds, as kvq.backfill.step takes it."""
     try:
-        value = parse_duration(text)
+        return int(grid_step(text).total_seconds())
     except ValueError as exc:
         raise UsageError(f"--step {text!r}: {exc}") from None
-    seconds = value.total_seconds()
-    if seconds < 1 or seconds != int(seconds):
-        raise UsageError(
-            f"--step {text!r} must be a whole number of seconds, at least PT1S (promtool keeps "
-            "whole seconds exactly)"
-        )
-    return int(seconds)
 
 
 def parse_url(flag: str, text: str | None) -> str | None:

@@ -40,6 +40,7 @@ from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
 from kvq.settings.redaction import MASK, mask_url_credentials, remember_secrets, url_secrets
+from kvq.settings.setting import Setting
 
 ADMIN_PREFIX = PREFIX + "kafka.admin."
 BOOTSTRAP_SERVERS = ADMIN_PREFIX + "bootstrap.servers"
@@ -130,16 +131,6 @@ class ConfigError(ValueError):
         self.source = source
         where = f" in {source}" if source else ""
         super().__init__(f"{len(errors)} configuration error(s){where}:\n  " + "\n  ".join(errors))
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One `kvq.*` setting: how to parse it, its default (None: unset) and what it does."""
-
-    key: str
-    parse: Callable[[str], Any]
-    default: str | None
-    help: str
 
 
 @dataclass(frozen=True)
@@ -413,15 +404,17 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     )
 
 
+@values.parser(
+    "label name",
+    f"{values.label_name.accepts}, and none the series or alerts already carry "
+    f"({', '.join(sorted(TAKEN_LABELS))})",
+)
 def cluster_label_name(text: str) -> str:
     """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
     meaning."""
     name = values.label_name(text)
     if name in TAKEN_LABELS:
-        raise ValueError(
-            f"{name} is a label the series or alerts already carry; allowed: any other label "
-            "name (e.g. kafka_cluster)"
-        )
+        raise values.NotAccepted(f"{name} is a label the series or alerts already carry")
     return name
 
 
