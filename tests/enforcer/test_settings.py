@@ -55,7 +55,7 @@ def test_the_prometheus_url_must_be_http_with_a_host(url):
 
 def test_a_secret_is_masked_in_error_messages_too():
     (error,) = config_errors(EnforcerSettings, **{"kvq.enforcer.auth.bearer.token.file": " "})
-    assert error == "kvq.enforcer.auth.bearer.token.file=********: must be text that is not blank"
+    assert error == "kvq.enforcer.auth.bearer.token.file=********: must be a path that is not blank"
 
 
 def test_the_exporters_settings_are_not_the_enforcers_business():
