@@ -15,11 +15,13 @@ from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
+    add_override_flag,
     load_or_exit,
     new_parser,
+    overrides,
     start_logging,
 )
-from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
+from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME, SHARED_SETTINGS
 from kvq.settings.durations import format_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
@@ -101,12 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the archive's first observation; no zone means UTC)",
     )
     parser.add_argument("--end", metavar="ISO8601", help="last time (default: the archive's last)")
-    parser.add_argument(
+    step = parser.add_argument(
         "--step",
         metavar="DURATION",
         help=f"grid step: {grid_step.accepts}, e.g. PT5M (overrides {STEP}, default "
         f"{BackfillSettings.declaration(STEP).default})",
     )
+    overrides(step, STEP)
     parser.add_argument(
         "--blocks",
         action="store_true",
@@ -123,10 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a property for the scenario (repeatable; needs --scenario)",
     )
-    parser.add_argument(
+    add_override_flag(
+        parser,
         "--cluster-name",
-        metavar="NAME",
-        help="the cluster to backfill, as kvq-exporter --cluster-name (overrides kvq.cluster.name)",
+        SHARED_SETTINGS[CLUSTER_NAME],
+        "NAME",
+        f"the cluster to backfill, as kvq-exporter --cluster-name (overrides {CLUSTER_NAME})",
     )
     add_cluster_label_flag(parser)
     parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")

@@ -5,6 +5,8 @@ from datetime import timedelta
 import pytest
 
 from kvq.settings import values
+from kvq.settings.cli_support import add_override_flag, new_parser, override_flags
+from kvq.settings.config import CLUSTER_LABEL, SHARED_SETTINGS
 
 
 @pytest.mark.parametrize(
@@ -16,7 +18,7 @@ from kvq.settings import values
         (values.open_ratio, "five"),
         (values.positive_duration, "PT0S"),
         (values.listen, "9898"),
-        (values.text, " "),
+        (values.path, " "),
         (values.boolean, "maybe"),
         (values.one_of(("a", "b")), "c"),
         (values.duration_between(timedelta(seconds=1), timedelta(minutes=1), "why"), "PT2M"),
@@ -46,4 +48,16 @@ def test_a_durations_own_diagnosis_is_kept():
 def test_a_parser_is_its_conversion():
     assert values.positive_long(" 42 ") == 42
     assert values.listen(":9898") == ("", 9898)
-    assert values.text(" /var/lib/kvq ") == "/var/lib/kvq"
+    assert values.path(" /var/lib/kvq ") == "/var/lib/kvq"
+
+
+def test_an_override_flag_is_checked_by_the_propertys_parser_and_says_what_it_overrides(capsys):
+    parser = new_parser("kvq-test", None, "")
+    add_override_flag(parser, "--cluster-label", SHARED_SETTINGS[CLUSTER_LABEL], "NAME")
+    assert override_flags(parser) == [(("--cluster-label",), CLUSTER_LABEL)]
+    assert "(overrides kvq.cluster.label; default cluster)" in " ".join(
+        parser.format_help().split()
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--cluster-label", "le"])
+    assert "le is a label the series or alerts already carry; must be" in capsys.readouterr().err
