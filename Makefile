@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Two pytest workers, each taking one test file at a time; PYTEST_WORKERS= runs in one process.
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 
-.PHONY: test demo bench docs lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
+.PHONY: test demo bench docs config-reference lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
 
 venv: $(STAMP)
 
@@ -101,6 +101,11 @@ demo: system-deps venv kafka-deps
 docs: venv
 	$(PY) -m sphinx -W --keep-going -n -E -q -b html docs build/docs
 	@echo "the site: build/docs/index.html"
+
+# The configuration reference (docs/configuration-reference.md), written from the settings' own
+# declarations: run it after changing a setting (tests/docs/test_config_reference.py checks it is current).
+config-reference: venv
+	$(PY) -m devkit.config_reference
 
 bench: system-deps venv
 	$(PY) -m bench

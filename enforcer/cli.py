@@ -42,7 +42,6 @@ from enforcer.settings import (
     EnforcerSettings,
 )
 from enforcer.webhook_app import OTHER_PATHS, enforcer_server
-from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
@@ -51,6 +50,7 @@ from kvq.settings.cli_support import (
     given_overrides,
     load_or_exit,
     new_parser,
+    overrides,
     print_effective,
     start_logging,
 )
@@ -114,19 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="check everything start-up checks (settings, credentials files, journal), print "
         "the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    add_web_flags(parser, LISTEN, OTHER_PATHS, "the webhook token still applies")
-    add_override_flag(parser, "--journal", JOURNAL, values.text, "PATH")
+    declared = EnforcerSettings.declaration
+    add_web_flags(parser, declared(LISTEN), OTHER_PATHS, "the webhook token still applies")
+    add_override_flag(parser, "--journal", declared(JOURNAL), "PATH")
     add_cluster_label_flag(parser)
-    parser.add_argument(
+    dry_run = parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="validate every plan with Kafka (validate_only) and log it; change nothing",
+        help=f"validate every plan with Kafka (validate_only) and log it; change nothing "
+        f"(sets {DRY_RUN}=true)",
     )
+    overrides(dry_run, DRY_RUN)
     add_override_flag(
         parser,
         "--prometheus-url",
-        PROMETHEUS_URL,
-        values.http_url,
+        declared(PROMETHEUS_URL),
         "URL",
         f"confirm a lower factor with this Prometheus first ({PROMETHEUS_URL})",
     )

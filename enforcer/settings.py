@@ -34,39 +34,42 @@ REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
 
+@values.parser("list", f"comma-separated client quota keys of {', '.join(KNOWN_KEYS)}")
 def quota_keys(text: str) -> tuple[str, ...]:
-    """Comma-separated client quota keys the factor scales; producer_byte_rate always is."""
+    """The client quota keys the factor scales; producer_byte_rate always is."""
     keys = values.names(text)
     unknown = [key for key in keys if key not in KNOWN_KEYS]
     if unknown:
-        raise ValueError(
-            f"unknown quota key(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}"
-        )
+        raise values.NotAccepted(f"unknown quota key(s) {', '.join(unknown)}")
     return keys
 
 
+@values.parser(
+    "duration",
+    f"above PT0S and below {format_duration(REPEAT_INTERVAL)} (the enforcer route's "
+    "repeat_interval: an alert Alertmanager resumes throttles only with the first repeat after "
+    "the window)",
+)
 def stale_window(text: str) -> timedelta:
     """How long after a resolution a firing of the same episode is a late retry (ignored); a
     resumed alert's repeat must arrive after it, so it is kept below the route's repeat_interval."""
     value = values.positive_duration(text)
     if value >= REPEAT_INTERVAL:
-        raise ValueError(
-            "must be below PT5M (the enforcer route's repeat_interval): an alert Alertmanager "
-            "resumes throttles only with the first repeat after the window; default PT2M"
-        )
+        raise values.NotAccepted
     return value
 
 
+@values.parser(
+    "duration",
+    "whole seconds from PT0S (off: the rate when the episode starts, no carry-over) to "
+    f"{format_duration(LONGEST_LOOKBACK)}",
+)
 def observed_rate_lookback(text: str) -> timedelta:
     """PT0S, or whole seconds up to LONGEST_LOOKBACK (a fraction of a second means nothing
     against sensors scraped seconds apart)."""
     value = values.duration(text)
     if value > LONGEST_LOOKBACK or value % timedelta(seconds=1):
-        raise ValueError(
-            f"must be whole seconds from PT0S (off: the rate when the episode starts, no "
-            f"carry-over) to {format_duration(LONGEST_LOOKBACK)}; default "
-            f"{format_duration(DEFAULT_LOOKBACK)}"
-        )
+        raise values.NotAccepted
     return value
 
 
@@ -75,67 +78,103 @@ class EnforcerSettings(AppSettings):
     NAMESPACE: ClassVar[str] = "enforcer"
 
     listen: tuple[str, int] = setting(
-        LISTEN, values.listen, values.default_listen(9899), "enforcer HTTP address"
+        LISTEN,
+        values.listen,
+        values.default_listen(9899),
+        "The enforcer's HTTP address (the webhook, /metrics, health). The default host is "
+        f"${values.LISTEN_HOST_ENV} where set (the container image sets 0.0.0.0), else 127.0.0.1.",
     )
-    journal: str = setting(JOURNAL, values.text, "kvq-enforcer-journal.sqlite3", "durable journal")
-    token_file: str | None = setting(TOKEN_FILE, values.text, None, "file holding the token")
-    basic_file: str | None = setting(BASIC_FILE, values.text, None, "file of user:password lines")
+    journal: str = setting(
+        JOURNAL,
+        values.path,
+        "kvq-enforcer-journal.sqlite3",
+        "The SQLite journal of the original quotas and the throttles in progress (a relative "
+        "path is in the working directory); not on a network file system, where SQLite's WAL "
+        "does not work.",
+    )
+    token_file: str | None = setting(
+        TOKEN_FILE,
+        values.path,
+        None,
+        "The file holding the one bearer token Alertmanager sends. With neither credentials "
+        "file the enforcer refuses to start, unless --insecure-no-auth.",
+    )
+    basic_file: str | None = setting(
+        BASIC_FILE,
+        values.path,
+        None,
+        "The file of user:password lines (# comments allowed) for basic authentication.",
+    )
     alert_name: str = setting(
-        "kvq.enforcer.alert.name", values.text, "KafkaVolumeQuotaThrottle", "alert that throttles"
+        "kvq.enforcer.alert.name",
+        values.text,
+        "KafkaVolumeQuotaThrottle",
+        "The alert that throttles: its annotation throttle_factor is the factor.",
     )
     quota_keys: tuple[str, ...] = setting(
         QUOTA_KEYS,
         quota_keys,
         "producer_byte_rate",
-        "quota keys scaled by the factor (comma-separated)",
+        "The client quota keys the factor scales; producer_byte_rate always is.",
     )
     prometheus_url: str | None = setting(
-        PROMETHEUS_URL, values.http_url, None, "confirm factors via this Prometheus"
+        PROMETHEUS_URL,
+        values.http_url,
+        None,
+        "Confirm a lower factor with this Prometheus before applying it (and, with "
+        "observed-rate, read the rates there).",
     )
     dry_run: bool = setting(
-        DRY_RUN, values.boolean, "false", "validate and log plans, change nothing"
+        DRY_RUN,
+        values.boolean,
+        "false",
+        "Validate every plan with Kafka (validate_only) and log it; change nothing.",
     )
     alert_expiry: timedelta = setting(
         "kvq.enforcer.alert.expiry",
         values.positive_duration,
         "PT12H",
-        "forget a firing throttle alert Alertmanager has not re-sent for this long",
+        "Forget a firing throttle alert Alertmanager has not re-sent for this long (keep it well "
+        "above the route's repeat_interval).",
     )
     stale_window: timedelta = setting(
         STALE_WINDOW,
         stale_window,
         "PT2M",
-        "a firing alert of an episode already resolved is ignored (a late retry) only if it "
-        "arrives this soon after the resolution; later it throttles (Alertmanager resumed it)",
+        "A firing alert of an episode already resolved is ignored (a late retry) only if it "
+        "arrives this soon after the resolution; later it throttles (Alertmanager resumed it).",
     )
     alter_settle: timedelta = setting(
         "kvq.enforcer.alter.settle",
         values.positive_duration,
         "PT75S",
-        "how long an AlterClientQuotas that got no answer may still be applied by Kafka; "
-        "applies and restores are verified again after it",
+        "How long an AlterClientQuotas that got no answer may still be applied by Kafka; "
+        "applies and restores are verified again after it.",
     )
     byte_rate_floor: int = setting(
         "kvq.enforcer.throttle.byte.rate.floor",
         values.positive_long,
         "8192",
-        "lowest producer/consumer byte rate a throttle sets (Kafka does not throttle a client "
-        "whose rate is over ~195,000 x its quota: the throttle time overflows an int)",
+        "The lowest producer/consumer byte rate a throttle sets (bytes/s): Kafka does not "
+        "throttle a client whose rate is over ~195,000 x its quota (the throttle time "
+        "overflows an int).",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,
         values.one_of(REFERENCES),
         BASE,
-        "what a factor scales: base (each quota's original, or the configured base) or "
+        "What a factor scales: base (each quota's original, or the configured base) or "
         "observed-rate (the lower of that and the rate each quota entity was producing when the "
-        "episode started, from Prometheus; needs kvq.enforcer.prometheus.url)",
+        "episode started, from Prometheus; needs kvq.enforcer.prometheus.url).",
     )
     observed_rate_query: str = setting(
         "kvq.enforcer.throttle.observed.rate.query",
         values.text,
         DEFAULT_QUERY,
-        "PromQL: per quota entity (labels user, clientId) its produce bytes/s on its busiest "
-        "broker, Kafka's quota sensors as the JMX exporter rules in deploy/jmx-exporter/ name them",
+        "PromQL giving, per quota entity (labels user, clientId), its produce bytes/s on its "
+        "busiest broker now: Kafka's quota sensors as the JMX exporter rules in "
+        "deploy/jmx-exporter/ name them. An instant query: the enforcer wraps it for the "
+        "lookback.",
     )
     observed_rate_lookback: timedelta = setting(
         OBSERVED_RATE_LOOKBACK,
@@ -144,13 +183,13 @@ class EnforcerSettings(AppSettings):
         "observed-rate: each reference is the highest rate of the query over this long before "
         "the episode starts (Kafka's rate covers ~10 s: just after a throttle it is still the "
         "throttled rate), and a previous episode that ended less than this ago passes its "
-        "references on as a lower bound; PT0S: the rate at the start only",
+        "references on as a lower bound; PT0S: the rate at the start only.",
     )
     reconcile_interval: timedelta = setting(
         "kvq.enforcer.reconcile.interval",
         values.positive_duration,
         "PT30S",
-        "how often unfinished throttles, restores and failed applies are retried",
+        "How often unfinished throttles, restores and failed applies are retried.",
     )
 
     @classmethod

@@ -16,7 +16,6 @@ from exporter.exporter_app import Exporter
 from exporter.http_server import OTHER_PATHS
 from exporter.settings import ARCHIVE_DIR, LISTEN, ExporterSettings
 from kvq.contract.archive_record import to_record
-from kvq.settings import values
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
@@ -28,7 +27,7 @@ from kvq.settings.cli_support import (
     print_effective,
     start_logging,
 )
-from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
+from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME, SHARED_SETTINGS
 from kvq.web.web_config import WebConfig, load_web_config_or_exit
 
 log = logging.getLogger("kvq.exporter")
@@ -55,10 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective configuration (secrets masked) and exit 0, or the errors and 2",
     )
-    add_web_flags(parser, LISTEN, OTHER_PATHS, "see docs/http.md")
-    add_override_flag(parser, "--cluster-name", CLUSTER_NAME, values.label_value, "NAME")
+    add_web_flags(parser, ExporterSettings.declaration(LISTEN), OTHER_PATHS, "see docs/http.md")
+    add_override_flag(parser, "--cluster-name", SHARED_SETTINGS[CLUSTER_NAME], "NAME")
     add_cluster_label_flag(parser)
-    add_override_flag(parser, "--archive-dir", ARCHIVE_DIR, values.text, "DIR")
+    add_override_flag(parser, "--archive-dir", ExporterSettings.declaration(ARCHIVE_DIR), "DIR")
     parser.add_argument(
         "--once",
         action="store_true",

@@ -22,10 +22,18 @@ class ExporterSettings(AppSettings):
     NAMESPACE: ClassVar[str] = "exporter"
 
     listen: tuple[str, int] = setting(
-        LISTEN, values.listen, values.default_listen(9898), "exporter HTTP address"
+        LISTEN,
+        values.listen,
+        values.default_listen(9898),
+        "The exporter's HTTP address (/metrics, health, status). The default host is "
+        f"${values.LISTEN_HOST_ENV} where set (the container image sets 0.0.0.0), else 127.0.0.1.",
     )
     archive_dir: str | None = setting(
-        ARCHIVE_DIR, values.text, None, "append one JSON line per poll here"
+        ARCHIVE_DIR,
+        values.path,
+        None,
+        "Append one JSON line per poll to files in this directory: the history the backfill "
+        "rebuilds the metrics from. Unset: no archive.",
     )
     request_timeout: timedelta = setting(
         REQUEST_TIMEOUT,
@@ -35,7 +43,7 @@ class ExporterSettings(AppSettings):
             "librdkafka's socket.timeout.ms range",
         ),
         "PT10S",
-        "per-broker timeout of each Kafka call in a poll",
+        "The per-broker deadline of each Kafka call in a poll.",
     )
     violation_check_interval: timedelta = setting(
         VIOLATION_CHECK_INTERVAL,
@@ -45,10 +53,11 @@ class ExporterSettings(AppSettings):
             "PT0S: storage.check.interval always",
         ),
         "PT1S",
-        "poll interval while a volume violates the limit, and check interval while a factor "
-        "below 1 is in force before it and three polls after it is lifted (a check counts only "
-        "when it shows space freed, a volume closing on its limit within 30 s or the limit "
-        "reached); at most storage.check.interval: freed space and load steps are seen sooner",
+        "The poll interval while a volume violates the limit, and the check interval while a "
+        "factor below 1 is in force before it and three polls after it is lifted (a check "
+        "counts only when it shows space freed, a volume closing on its limit within 30 s or "
+        "the limit reached); at most storage.check.interval: freed space and load steps are "
+        "seen sooner.",
     )
 
     @classmethod

@@ -15,16 +15,18 @@ from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
+    add_override_flag,
     load_or_exit,
     new_parser,
+    overrides,
     start_logging,
 )
-from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME
-from kvq.settings.durations import format_duration, parse_duration
+from kvq.settings.config import CLUSTER_LABEL, CLUSTER_NAME, SHARED_SETTINGS
+from kvq.settings.durations import format_duration
 from kvq.settings.redaction import mask_url_credentials, remember_secrets
 from kvq.settings.values import http_url
 from spark.py4j_logging import without_expected_py4j_traces
-from spark.settings import BackfillSettings
+from spark.settings import STEP, BackfillSettings, grid_step
 
 EXIT_FAILED = 1
 SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
@@ -101,11 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the archive's first observation; no zone means UTC)",
     )
     parser.add_argument("--end", metavar="ISO8601", help="last time (default: the archive's last)")
-    parser.add_argument(
+    step = parser.add_argument(
         "--step",
         metavar="DURATION",
-        help="grid step, whole seconds, e.g. PT1M (default: kvq.backfill.step, PT1M)",
+        help=f"grid step: {grid_step.accepts}, e.g. PT5M (overrides {STEP}, default "
+        f"{BackfillSettings.declaration(STEP).default})",
     )
+    overrides(step, STEP)
     parser.add_argument(
         "--blocks",
         action="store_true",
@@ -122,10 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a property for the scenario (repeatable; needs --scenario)",
     )
-    parser.add_argument(
+    add_override_flag(
+        parser,
         "--cluster-name",
-        metavar="NAME",
-        help="the cluster to backfill, as kvq-exporter --cluster-name (overrides kvq.cluster.name)",
+        SHARED_SETTINGS[CLUSTER_NAME],
+        "NAME",
+        f"the cluster to backfill, as kvq-exporter --cluster-name (overrides {CLUSTER_NAME})",
     )
     add_cluster_label_flag(parser)
     parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
@@ -157,17 +163,11 @@ def parse_time(flag: str, text: str | None) -> float | None:
 
 
 def parse_step(text: str) -> int:
+    """--step in whole seconds, as kvq.backfill.step takes it."""
     try:
-        value = parse_duration(text)
+        return int(grid_step(text).total_seconds())
     except ValueError as exc:
         raise UsageError(f"--step {text!r}: {exc}") from None
-    seconds = value.total_seconds()
-    if seconds < 1 or seconds != int(seconds):
-        raise UsageError(
-            f"--step {text!r} must be a whole number of seconds, at least PT1S (promtool keeps "
-            "whole seconds exactly)"
-        )
-    return int(seconds)
 
 
 def parse_url(flag: str, text: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """What every app reads its configuration with, and what every CLI does alike.
 
-- `properties`: Java `.properties` files; `durations`: ISO 8601 durations; `values`: value parsers.
+- `properties`: Java `.properties` files; `durations`: ISO 8601 durations; `values`: value parsers,
+  each saying what it accepts; `setting`: Setting, one property's declaration.
 - `config`: the shared Config (the Strimzi proposal's properties and `kvq.cluster.name`).
 - `app_settings`: AppSettings, the base of each app's typed, frozen `kvq.<app>.*` settings
   (exporter/settings.py, enforcer/settings.py, spark/settings.py).

@@ -13,15 +13,17 @@ and gets them, validated with everything else (all errors at once), from `Export
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from kvq.settings.config import Config, Setting, read_config, read_with_overrides
+from kvq.settings.config import Config, read_config, read_with_overrides
+from kvq.settings.setting import Setting
+from kvq.settings.values import Parser
 
 
-def setting(key: str, parse: Callable[[str], Any], default: str | None, help: str) -> Any:
+def setting(key: str, parse: Parser[Any], default: str | None, help: str) -> Any:
     """A dataclass field holding the parsed value of property `key` (`default` when unset)."""
     return field(metadata={"setting": Setting(key, parse, default, help)})
 
@@ -38,6 +40,11 @@ class AppSettings:
     def declared(cls) -> tuple[Setting, ...]:
         """The app's own settings, in declaration order."""
         return tuple(f.metadata["setting"] for f in fields(cls) if "setting" in f.metadata)
+
+    @classmethod
+    def declaration(cls, key: str) -> Setting:
+        """The declaration of the app's own setting `key` (KeyError if it has none)."""
+        return {setting.key: setting for setting in cls.declared()}[key]
 
     @classmethod
     def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:

@@ -14,11 +14,13 @@ from typing import TypeVar
 
 import kvq
 from kvq.settings.app_settings import AppSettings
-from kvq.settings.config import CLUSTER_LABEL, ConfigError, cluster_label_name
+from kvq.settings.config import CLUSTER_LABEL, SHARED_SETTINGS, ConfigError
 from kvq.settings.logging_setup import add_logging_flags, setup_logging
-from kvq.settings.values import listen
+from kvq.settings.setting import Setting
 
 EXIT_CONFIG_ERROR = 2
+_OVERRIDES = "kvq_overrides"
+"""The attribute of an argparse action naming the property its flag overrides."""
 log = logging.getLogger("kvq.settings")
 S = TypeVar("S", bound=AppSettings)
 
@@ -90,21 +92,34 @@ def telemetry_path(taken: Sequence[str]) -> Callable[[str], str]:
     return check
 
 
+def overrides(action: argparse.Action, key: str) -> None:
+    """Mark `action`'s flag as the one that overrides property `key`: the configuration
+    reference lists it beside the property (`override_flags`)."""
+    setattr(action, _OVERRIDES, key)
+
+
+def override_flags(parser: argparse.ArgumentParser) -> list[tuple[tuple[str, ...], str]]:
+    """(option strings, property) of every flag of `parser` that overrides a property."""
+    marked = [(action, getattr(action, _OVERRIDES, None)) for action in parser._actions]
+    return [(tuple(action.option_strings), key) for action, key in marked if key is not None]
+
+
 def add_web_flags(
-    parser: argparse.ArgumentParser, setting: str, taken: Sequence[str], config_file_note: str
+    parser: argparse.ArgumentParser, listen: Setting, taken: Sequence[str], config_file_note: str
 ) -> None:
     """`--web.listen-address` (alias `--listen`), `--web.telemetry-path` and `--web.config.file`,
-    as Prometheus exporters (exporter-toolkit) spell them; `setting` is the property the address
+    as Prometheus exporters (exporter-toolkit) spell them; `listen` is the property the address
     overrides, `taken` the paths the server has besides /metrics, `config_file_note` what the
     web config file's help adds for this program."""
-    parser.add_argument(
+    action = parser.add_argument(
         "--web.listen-address",
         "--listen",
         dest="listen",
         metavar="[HOST]:PORT",
-        type=flag_value(listen),
-        help=f"address to serve on; :PORT means every interface (overrides {setting})",
+        type=flag_value(listen.parse),
+        help=f"address to serve on; :PORT means every interface (overrides {listen.key})",
     )
+    overrides(action, listen.key)
     parser.add_argument(
         "--web.telemetry-path",
         dest="telemetry_path",
@@ -125,33 +140,27 @@ def add_web_flags(
 def add_override_flag(
     parser: argparse.ArgumentParser,
     flag: str,
-    setting: str,
-    parse: Callable[[str], object],
+    setting: Setting,
     metavar: str,
     help_text: str | None = None,
 ) -> None:
-    """A flag that overrides the property `setting`, its value checked with `parse` (the
-    property's parser, see `flag_value`); its help says which property unless `help_text`."""
-    parser.add_argument(
-        flag, metavar=metavar, type=flag_value(parse), help=help_text or f"overrides {setting}"
+    """A flag that overrides the property `setting`, its value checked with the property's
+    parser (see `flag_value`); its help is the property's, unless `help_text`, and says which
+    property it overrides."""
+    default = f"; default {setting.default}" if setting.default is not None else ""
+    action = parser.add_argument(
+        flag,
+        metavar=metavar,
+        type=flag_value(setting.parse),
+        help=help_text or f"{setting.help} (overrides {setting.key}{default})",
     )
+    overrides(action, setting.key)
 
 
 def add_cluster_label_flag(parser: argparse.ArgumentParser) -> None:
-    """`--cluster-label NAME`, overriding kvq.cluster.label (the same in every app)."""
-    add_override_flag(
-        parser,
-        "--cluster-label",
-        CLUSTER_LABEL,
-        cluster_label_name,
-        "NAME",
-        "the label that carries the cluster's name (kvq.cluster.name) on every series, alert and "
-        "matcher (overrides kvq.cluster.label; default cluster). Change it where `cluster` "
-        "already means something else: in Thanos or Mimir it is often the Kubernetes cluster's "
-        "external label, and a label already on a series wins, so queries by Kubernetes "
-        "cluster would miss ours. Exporter, backfill, enforcer, rules and dashboards must use "
-        "the same name (the Helm chart's clusterLabel sets them all)",
-    )
+    """`--cluster-label NAME`, overriding kvq.cluster.label (the same in every app; the Helm
+    chart's clusterLabel sets them all)."""
+    add_override_flag(parser, "--cluster-label", SHARED_SETTINGS[CLUSTER_LABEL], "NAME")
 
 
 def given_overrides(flags: Mapping[str, str | None]) -> dict[str, str]:

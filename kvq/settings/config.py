@@ -8,6 +8,10 @@ Command-line flags override properties; values may name environment variables as
 so secrets stay out of the file. Every error names the property, the bad value and what is
 allowed; all errors are reported at once. Secret values and values taken from the environment
 are never printed.
+
+Every property is declared once, as a `Setting` (PROPOSAL_SETTINGS and SHARED_KVQ_SETTINGS here,
+each app's own in its AppSettings), and read through its declaration: the configuration
+reference (docs/configuration-reference.md) is written from the same declarations.
 """
 
 from __future__ import annotations
@@ -40,15 +44,13 @@ from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
 from kvq.settings.redaction import MASK, mask_url_credentials, remember_secrets, url_secrets
+from kvq.settings.setting import Setting
 
 ADMIN_PREFIX = PREFIX + "kafka.admin."
 BOOTSTRAP_SERVERS = ADMIN_PREFIX + "bootstrap.servers"
 CHECK_INTERVAL = PREFIX + "storage.check.interval"
 DEFAULT_CHECK_INTERVAL = "PT5S"
-"""Ours, not the proposal's PT1M: a poll is one small request per broker, and every second of
-delay lets a disk fill (docs/reaction-time.md). A pasted broker line keeps its own value."""
 PLUGIN_CHECK_INTERVAL = PREFIX + "storage.check-interval"
-"""The key the Strimzi plugin ships (whole seconds): an alias of CHECK_INTERVAL."""
 FALLBACK = PREFIX + "throttle.factor.fallback"
 VALIDITY = PREFIX + "throttle.factor.validity.duration"
 PRODUCE = PREFIX + "produce"
@@ -79,40 +81,165 @@ say why, not errors. Every other unknown `client.quota.callback.static.*` key is
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
 CLUSTER_LABEL = "kvq.cluster.label"
-"""The name of the label that carries kvq.cluster.name on every series, alert and matcher: change
-it where `cluster` already means something else (in Thanos or Mimir it is often the Kubernetes
-cluster's external label, which would hide ours)."""
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
-"""How long a volume violating when last seen keeps violating while unseen: its broker away, or
-its log dir offline (an error code, no sizes). Counted from when it was last seen with sizes."""
 VIOLATION_HOLD_DEFAULT = "PT1H"
 THROTTLE_POLICY = "kvq.throttle.policy"
-"""Which policy turns the volumes into the factor (`POLICIES`): the proposal's by default."""
 STOP_ON_VIOLATION = "stop-on-violation"
 GRACEFUL_SLOWDOWN = "graceful-slowdown"
 POLICIES = (STOP_ON_VIOLATION, GRACEFUL_SLOWDOWN)
 SLOWDOWN_HORIZON = "kvq.throttle.slowdown.horizon"
-"""graceful-slowdown: no volume may be predicted to reach its limit sooner than this (the time an
-operator needs to react); production slows down as much as that takes."""
 SLOWDOWN_HORIZON_DEFAULT = "PT10M"
-SHARED_KVQ_KEYS = (CLUSTER_NAME, CLUSTER_LABEL, VIOLATION_HOLD, THROTTLE_POLICY, SLOWDOWN_HORIZON)
-"""The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
 
-_STATIC_KEYS = {
-    BOOTSTRAP_SERVERS,
-    CHECK_INTERVAL,
-    PLUGIN_CHECK_INTERVAL,
-    FALLBACK,
-    VALIDITY,
-    PRODUCE,
-    FETCH,
-    REQUEST,
-    EXCLUDED,
-    MIN_AVAILABLE_BYTES,
-    MIN_AVAILABLE_RATIO,
-}
+
+@values.parser(
+    "label name",
+    f"{values.label_name.accepts}, and none the series or alerts already carry "
+    f"({', '.join(sorted(TAKEN_LABELS))})",
+)
+def cluster_label_name(text: str) -> str:
+    """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
+    meaning."""
+    name = values.label_name(text)
+    if name in TAKEN_LABELS:
+        raise values.NotAccepted(f"{name} is a label the series or alerts already carry")
+    return name
+
+
+PROPOSAL_SETTINGS = (
+    Setting(
+        BOOTSTRAP_SERVERS,
+        values.text,
+        None,
+        "Required: the brokers to ask, host:port comma-separated. Every other "
+        f"{ADMIN_PREFIX}* property (security.protocol, sasl.*, ssl.*, request.timeout.ms, ...) "
+        "goes to the Kafka clients without the prefix.",
+    ),
+    Setting(
+        MIN_AVAILABLE_BYTES,
+        values.positive_long,
+        None,
+        "Throttle when a volume (one log dir of one broker) has this many bytes available or "
+        "fewer. Exactly one of the two limits must be set.",
+    ),
+    Setting(
+        MIN_AVAILABLE_RATIO,
+        values.open_ratio,
+        None,
+        "Throttle when a volume has this share of its size available or less (0.05: 5 %). "
+        "Exactly one of the two limits must be set.",
+    ),
+    Setting(
+        CHECK_INTERVAL,
+        values.duration,
+        DEFAULT_CHECK_INTERVAL,
+        "How often the exporter reads every broker's log dirs; PT0S disables the check (factor "
+        "1.0, never a fallback, nothing throttles). The proposal's default is PT1M, ours PT5S: a "
+        "poll is one small request per broker, and every second of delay lets a disk fill.",
+    ),
+    Setting(
+        PLUGIN_CHECK_INTERVAL,
+        values.seconds,
+        None,
+        f"The key the Strimzi plugin ships, in whole seconds: an alias of {CHECK_INTERVAL} "
+        "(setting both is an error).",
+    ),
+    Setting(
+        VALIDITY,
+        values.positive_duration,
+        "PT5M",
+        "How long a factor holds after the observation that gave it while later ones fail; "
+        "then the fallback factor applies, counted once, until an observation succeeds. Keep "
+        "it several check intervals long (a shorter one is warned about).",
+    ),
+    Setting(
+        FALLBACK,
+        values.factor,
+        "1.0",
+        "The factor once the last one has expired: 1.0 lets producers write while kvq cannot "
+        "see the brokers, 0.0 throttles them.",
+    ),
+    Setting(
+        PRODUCE,
+        values.positive_long,
+        None,
+        "The default user's unthrottled producer_byte_rate (bytes/s) where Kafka holds none: "
+        "what the enforcer scales for it. Unset: unlimited (only factor 0 limits it, to the "
+        "floor).",
+    ),
+    Setting(
+        FETCH,
+        values.positive_long,
+        None,
+        "As produce, for consumer_byte_rate (bytes/s), when kvq.enforcer.quota.keys has it.",
+    ),
+    Setting(
+        REQUEST,
+        values.positive_number,
+        None,
+        "As produce, for request_percentage (%), when kvq.enforcer.quota.keys has it.",
+    ),
+    Setting(
+        EXCLUDED,
+        values.principals,
+        None,
+        "Principals never throttled: while the default user is throttled the enforcer keeps "
+        "their original limits with overrides of their own.",
+    ),
+)
+"""The Strimzi proposal's properties (prefix `client.quota.callback.static.`), read by every
+app. Their names are the proposal's verbatim, so a Strimzi user can paste their broker lines."""
+
+SHARED_KVQ_SETTINGS = (
+    Setting(
+        CLUSTER_NAME,
+        values.label_value,
+        CLUSTER_NAME_DEFAULT,
+        "The cluster's name: the value of the cluster label on every series and alert. The "
+        "enforcer acts on the alerts that carry it, so every cluster needs its own.",
+    ),
+    Setting(
+        CLUSTER_LABEL,
+        cluster_label_name,
+        CLUSTER_LABEL_DEFAULT,
+        f"The name of the label that carries {CLUSTER_NAME} on every series, alert and matcher. "
+        "Change it where `cluster` already means something else: in Thanos or Mimir it is "
+        "often the Kubernetes cluster's external label, and a label already on a series wins, "
+        "so queries by Kubernetes cluster would miss ours. Exporter, enforcer, backfill, rules "
+        "and dashboards must use the same name (the Helm chart's clusterLabel sets them all).",
+    ),
+    Setting(
+        VIOLATION_HOLD,
+        values.duration,
+        VIOLATION_HOLD_DEFAULT,
+        "How long a volume that violated its limit when last seen keeps violating while "
+        "unseen (its broker away, or its log dir offline: an error code, no sizes), counted "
+        "from when it was last seen with sizes: a full broker that restarts does not release "
+        "the throttle. PT0S: only as long as the validity duration, as the plugin.",
+    ),
+    Setting(
+        THROTTLE_POLICY,
+        values.one_of(POLICIES),
+        STOP_ON_VIOLATION,
+        f"Which policy turns the volumes into the factor: {STOP_ON_VIOLATION} (the proposal's: "
+        f"0 while any volume violates its limit, else 1) or {GRACEFUL_SLOWDOWN} (production "
+        f"slows down as a volume closes on its limit, see {SLOWDOWN_HORIZON}).",
+    ),
+    Setting(
+        SLOWDOWN_HORIZON,
+        values.positive_duration,
+        SLOWDOWN_HORIZON_DEFAULT,
+        f"{GRACEFUL_SLOWDOWN} only: no volume may be predicted to reach its limit sooner than "
+        "this (the time an operator needs to react); production slows down as much as that "
+        "takes.",
+    ),
+)
+"""The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
+SHARED_KVQ_KEYS = tuple(setting.key for setting in SHARED_KVQ_SETTINGS)
+SHARED_SETTINGS = {setting.key: setting for setting in (*PROPOSAL_SETTINGS, *SHARED_KVQ_SETTINGS)}
+"""Every shared property's declaration by key: what `_read_shared` reads."""
+_STATIC_KEYS = {setting.key for setting in PROPOSAL_SETTINGS}
 _SECRET = re.compile(
     r"(password|secret|jaas|token|credential|oauthbearer\.config|(^|\.)key(\.pem)?$)",
     re.IGNORECASE,
@@ -130,16 +257,6 @@ class ConfigError(ValueError):
         self.source = source
         where = f" in {source}" if source else ""
         super().__init__(f"{len(errors)} configuration error(s){where}:\n  " + "\n  ".join(errors))
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One `kvq.*` setting: how to parse it, its default (None: unset) and what it does."""
-
-    key: str
-    parse: Callable[[str], Any]
-    default: str | None
-    help: str
 
 
 @dataclass(frozen=True)
@@ -271,7 +388,7 @@ def read_config(
     reader = _Reader(raw, os.environ if environ is None else environ)
     remember_secrets(secret_values(reader.properties))  # masked in every log line from now on
     config = _read_shared(reader, source)
-    own_values = {s.key: reader.get(s.key, s.parse, s.default) for s in own}
+    own_values = {setting.key: reader.read(setting) for setting in own}
     _check_kvq_keys(reader, namespace, {s.key for s in own})
     if kafka_checks is not None:
         reader.errors.extend(kafka_checks(_admin_properties(reader.properties)))
@@ -298,6 +415,11 @@ class _Reader:
             return environ[name]
 
         return _ENV_REF.sub(substitute, value)
+
+    def read(self, setting: Setting) -> Any:
+        """The parsed value of `setting` (or of its default); None and an error if it does not
+        parse."""
+        return self.get(setting.key, setting.parse, setting.default)
 
     def get(self, key: str, parse: Callable[[str], Any], default: str | None = None) -> Any:
         """The parsed value of `key` (or of `default`); None and an error if it does not parse."""
@@ -339,9 +461,12 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     properties = reader.properties
     errors = reader.errors
     warnings = reader.warnings
-    get = reader.get
 
-    bootstrap = properties.get(BOOTSTRAP_SERVERS, "").strip()
+    def read(key: str) -> Any:
+        return reader.read(SHARED_SETTINGS[key])
+
+    # blank is "required" (below), not "must be text"
+    bootstrap = read(BOOTSTRAP_SERVERS) if properties.get(BOOTSTRAP_SERVERS, "").strip() else ""
     if not bootstrap:
         errors.append(
             f"{BOOTSTRAP_SERVERS} is required: the brokers to ask, e.g. "
@@ -355,21 +480,21 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         )
         check_interval = None
     elif PLUGIN_CHECK_INTERVAL in properties:
-        check_interval = get(PLUGIN_CHECK_INTERVAL, values.seconds)
+        check_interval = read(PLUGIN_CHECK_INTERVAL)
     else:
-        check_interval = get(CHECK_INTERVAL, values.duration, DEFAULT_CHECK_INTERVAL)
-    validity = get(VALIDITY, values.positive_duration, "PT5M")
-    fallback = get(FALLBACK, values.factor, "1.0")
-    violation_hold = get(VIOLATION_HOLD, values.duration, VIOLATION_HOLD_DEFAULT)
+        check_interval = read(CHECK_INTERVAL)
+    validity = read(VALIDITY)
+    fallback = read(FALLBACK)
+    violation_hold = read(VIOLATION_HOLD)
     limit = _limit(reader)
-    produce = get(PRODUCE, values.positive_long)
-    fetch = get(FETCH, values.positive_long)
-    request = get(REQUEST, values.positive_number)
-    excluded = get(EXCLUDED, values.principals) or ()
-    cluster_name = get(CLUSTER_NAME, values.label_value, CLUSTER_NAME_DEFAULT)
-    policy_name = get(THROTTLE_POLICY, values.one_of(POLICIES), STOP_ON_VIOLATION)
-    horizon = get(SLOWDOWN_HORIZON, values.positive_duration, SLOWDOWN_HORIZON_DEFAULT)
-    cluster_label = get(CLUSTER_LABEL, cluster_label_name, CLUSTER_LABEL_DEFAULT)
+    produce = read(PRODUCE)
+    fetch = read(FETCH)
+    request = read(REQUEST)
+    excluded = read(EXCLUDED) or ()
+    cluster_name = read(CLUSTER_NAME)
+    policy_name = read(THROTTLE_POLICY)
+    horizon = read(SLOWDOWN_HORIZON)
+    cluster_label = read(CLUSTER_LABEL)
 
     if check_interval and validity and validity <= check_interval:
         warnings.append(_short_validity_warning(validity, check_interval))
@@ -413,18 +538,6 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     )
 
 
-def cluster_label_name(text: str) -> str:
-    """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
-    meaning."""
-    name = values.label_name(text)
-    if name in TAKEN_LABELS:
-        raise ValueError(
-            f"{name} is a label the series or alerts already carry; allowed: any other label "
-            "name (e.g. kafka_cluster)"
-        )
-    return name
-
-
 def did_you_mean(key: str, known: Iterable[str]) -> str:
     """`; did you mean <closest>?` when a known key is close to `key` (a typo), else ""."""
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
@@ -460,7 +573,7 @@ def _limit(reader: _Reader) -> Limit | None:
         )
         return None
     if has_bytes:
-        value = reader.get(MIN_AVAILABLE_BYTES, values.positive_long)
+        value = reader.read(SHARED_SETTINGS[MIN_AVAILABLE_BYTES])
         return None if value is None else MinAvailableBytes(value)
-    value = reader.get(MIN_AVAILABLE_RATIO, values.open_ratio)
+    value = reader.read(SHARED_SETTINGS[MIN_AVAILABLE_RATIO])
     return None if value is None else MinAvailableRatio(value)

@@ -35,7 +35,7 @@ def test_bad_values_name_the_property_the_value_and_what_is_allowed():
     [
         ("PT0S", "must be a positive ISO 8601 duration"),
         ("2m", "not an ISO 8601 duration"),
-        ("PT5M", "must be below PT5M (the enforcer route's repeat_interval)"),
+        ("PT5M", "must be above PT0S and below PT5M (the enforcer route's repeat_interval"),
     ],
 )
 def test_the_stale_window_is_positive_and_below_the_routes_repeat_interval(text, allowed):
@@ -55,7 +55,7 @@ def test_the_prometheus_url_must_be_http_with_a_host(url):
 
 def test_a_secret_is_masked_in_error_messages_too():
     (error,) = config_errors(EnforcerSettings, **{"kvq.enforcer.auth.bearer.token.file": " "})
-    assert error == "kvq.enforcer.auth.bearer.token.file=********: must not be empty"
+    assert error == "kvq.enforcer.auth.bearer.token.file=********: must be a path that is not blank"
 
 
 def test_the_exporters_settings_are_not_the_enforcers_business():

@@ -106,7 +106,7 @@ def test_every_interface_telemetry_path_and_json_logs_of_changes_only(tmp_path, 
             "/status",
             "argument --web.telemetry-path: '/status' is already served",
         ),
-        ("--cluster-name", "a b", "argument --cluster-name: 'a b': must start with a letter"),
+        ("--cluster-name", "a b", "argument --cluster-name: 'a b': must be a name of A-Z a-z"),
         ("--cluster-label", "le", "argument --cluster-label: 'le': le is a label the series"),
     ],
 )
