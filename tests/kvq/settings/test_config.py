@@ -70,7 +70,7 @@ def test_strimzi_broker_lines_paste_unchanged(tmp_path):
 
 def test_defaults_follow_the_proposal_except_the_recommended_check_interval():
     cfg = config()
-    assert cfg.check_interval == timedelta(seconds=5)  # the proposal's is PT1M: docs/reaction-time.md
+    assert cfg.check_interval == timedelta(seconds=5)  # the proposal: PT1M (docs/reaction-time.md)
     assert cfg.validity == timedelta(minutes=5)
     assert cfg.fallback_factor == 1.0
     assert cfg.limit == MinAvailableRatio(0.05)
