@@ -103,3 +103,34 @@ def test_the_page_says_it_is_generated_and_links_the_guide() -> None:
     head = PAGE.read_text().split("\n## ", 1)[0]
     assert "make config-reference" in head and COMMAND in head
     assert "](configuration.md)" in head
+
+
+PROSE_DEFAULT = re.compile(r"`(?P<key>[\w.-]+)`[^`\n|]{0,60}?\(?default:? `?(?P<value>[^`\s),;:]+)")
+"""`some.key` ... (default `VALUE`), as the pages' prose and tables state a setting's default."""
+
+
+def prose_defaults() -> list[tuple[str, str, str]]:
+    """(page, key, value) of every default the hand-written pages state for a declared setting
+    (the Strimzi proposal's names may come without their prefix)."""
+    pages = sorted(PAGE.parent.glob("*.md"))
+    stated = []
+    for page in (p for p in pages if p != PAGE):
+        for match in PROSE_DEFAULT.finditer(page.read_text()):
+            key = match["key"]
+            key = key if key in DECLARED else PREFIX + key
+            if key in DECLARED:
+                stated.append((page.name, key, match["value"]))
+    return stated
+
+
+def test_the_defaults_the_pages_state_are_the_code_s() -> None:
+    """A hand-written page that says "`kvq.enforcer.alter.settle` (default `PT75S`)" says what
+    the code does: each such default parses to the declared one."""
+    stated = prose_defaults()
+    assert len(stated) >= 10, stated  # the pattern still finds the pages' defaults
+    wrong = [
+        f"{page}: {key} default {value}, the code {DECLARED[key].default}"
+        for page, key, value in stated
+        if DECLARED[key].parse(value) != DECLARED[key].parse(DECLARED[key].default or "")
+    ]
+    assert wrong == []
