@@ -23,6 +23,7 @@ from typing import Any
 
 from kvq.contract.metric_families import CLUSTER_LABEL as CLUSTER_LABEL_DEFAULT
 from kvq.contract.metric_families import TAKEN_LABELS
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -31,11 +32,8 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
-from kvq.model.throttle_factor_policy import (
-    GracefulSlowdown,
-    StopOnViolation,
-    ThrottleFactorPolicy,
-)
+from kvq.model.stop_on_violation import StopOnViolation
+from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties

@@ -104,7 +104,7 @@ def test_changelog_names_every_metric_family() -> None:
     from enforcer.metrics import EnforcerMetrics
     from kvq.contract.metric_samples import families
     from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
-    from kvq.model.throttle_factor_policy import StopOnViolation
+    from kvq.model.stop_on_violation import StopOnViolation
     from kvq.model.throttle_factor_source import ThrottleFactorSource
 
     names = set()

@@ -3,7 +3,7 @@
 from kvq.contract.metric_samples import families
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import StopOnViolation
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 
