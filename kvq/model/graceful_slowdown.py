@@ -60,6 +60,10 @@ class GracefulSlowdown:
     horizon_seconds: float
     history: ClassVar[int] = 3
     accumulates: ClassVar[bool] = True
+    polls_watched_after_lift: ClassVar[int] = history
+    """As long as the fill rate, a median of the last `history` intervals, lags the load a lift
+    lets back: it shows it only two polls later; until then a check showing a volume closing
+    fast (`closing_fast`) is taken in."""
     gauges: ClassVar[tuple[str, ...]] = (
         "log_dir_fill_rate_bytes_per_second",
         "log_dir_seconds_to_limit",

@@ -18,6 +18,10 @@ class StopOnViolation:
     limit: Limit
     history: ClassVar[int] = 0
     accumulates: ClassVar[bool] = False
+    polls_watched_after_lift: ClassVar[int] = 3
+    """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
+    freed, and a check that shows it past the limit again throttles a check interval after the
+    crossing, not a poll interval."""
     gauges: ClassVar[tuple[str, ...]] = ()
 
     def depth_step(

@@ -74,6 +74,12 @@ class ThrottleFactorPolicy(Protocol):
     accumulates: ClassVar[bool]
     """Whether `volume_factor` reads the volume's depth (`depth_step` feeds it)."""
 
+    polls_watched_after_lift: ClassVar[int]
+    """For how many poll intervals after a throttle is lifted the exporter keeps checking between
+    polls (`exporter.poller.Poller.check_interval`): the load the throttle held comes back at
+    once, on every volume, and a check showing a volume past its limit or closing on it fast
+    (`closing_fast`) is taken in as a poll instead of waiting for the next one."""
+
     gauges: ClassVar[tuple[str, ...]]
     """The short names (`kvq.contract.metric_families`) of the per-volume gauges
     `volume_gauges` gives, in order; the volume's factor is published beside them when there are
