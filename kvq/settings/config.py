@@ -21,8 +21,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kvq.contract.metric_families import CLUSTER_LABEL as CLUSTER_LABEL_DEFAULT
-from kvq.contract.metric_families import TAKEN_LABELS
+from kvq.contract import metric_families
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
@@ -80,6 +80,9 @@ CLUSTER_LABEL = "kvq.cluster.label"
 """The name of the label that carries kvq.cluster.name on every series, alert and matcher: change
 it where `cluster` already means something else (in Thanos or Mimir it is often the Kubernetes
 cluster's external label, which would hide ours)."""
+CLUSTER_LABEL_DEFAULT = metric_families.CLUSTER_LABEL
+"""`cluster`, the name the metric table is written with: the label's one default, which every app
+and test tool takes from here (`Config.cluster`)."""
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
 """How long a volume violating when last seen keeps violating while unseen: its broker away, or
 its log dir offline (an error code, no sizes). Counted from when it was last seen with sizes."""
@@ -150,6 +153,8 @@ class Config:
     properties: Mapping[str, str]
     """The properties with `${env:...}` substituted, what the clients use."""
     cluster_name: str
+    cluster_label: str
+    """The label carrying `cluster_name` (kvq.cluster.label)."""
     bootstrap_servers: str
     admin_properties: Mapping[str, str]
     """`kafka.admin.*` without the prefix (bootstrap.servers, security.protocol, sasl.*, ...)."""
@@ -165,8 +170,12 @@ class Config:
     warnings: tuple[str, ...]
     policy_name: str = STOP_ON_VIOLATION
     slowdown_horizon: timedelta = timedelta(minutes=10)
-    cluster_label: str = CLUSTER_LABEL_DEFAULT
-    """The label carrying `cluster_name` (kvq.cluster.label)."""
+
+    @property
+    def cluster(self) -> ClusterIdentity:
+        """The cluster as every series, alert matcher and query names it: what the apps hand on,
+        instead of the name and the label one by one."""
+        return ClusterIdentity(self.cluster_name, self.cluster_label)
 
     @property
     def policy(self) -> ThrottleFactorPolicy:
@@ -393,6 +402,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         raw=reader.raw,
         properties=properties,
         cluster_name=cluster_name,
+        cluster_label=cluster_label,
         bootstrap_servers=bootstrap,
         admin_properties=_admin_properties(properties),
         check_interval=check_interval,
@@ -407,7 +417,6 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         warnings=tuple(warnings),
         policy_name=policy_name,
         slowdown_horizon=horizon,
-        cluster_label=cluster_label,
     )
 
 
@@ -415,7 +424,7 @@ def cluster_label_name(text: str) -> str:
     """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
     meaning."""
     name = values.label_name(text)
-    if name in TAKEN_LABELS:
+    if name in metric_families.TAKEN_LABELS:
         raise ValueError(
             f"{name} is a label the series or alerts already carry; allowed: any other label "
             "name (e.g. kafka_cluster)"
