@@ -17,7 +17,8 @@ from exporter.exporter_app import Exporter
 from exporter.settings import ExporterSettings
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_policy import PolicyRun, StopOnViolation
+from kvq.model.policy_run import PolicyRun
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.volume import LogDirDescription
 
 LIMIT = MinAvailableRatio(0.05)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 BINARY = "prometheus-alertmanager"
 
@@ -263,7 +264,7 @@ def throttle_webhook(
     group_key: str | None = None,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
-    cluster_label: str = "cluster",
+    cluster_label: str = CLUSTER_LABEL_DEFAULT,
 ) -> dict[str, Any]:
     """A captured body rewritten for throttle alerts; `alerts` lists (cluster, factor or None for
     resolved). With no `alerts`: one alert for `cluster`, firing at `factor` (None: resolved).

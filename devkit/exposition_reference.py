@@ -22,17 +22,11 @@ class _Collected:
 def prometheus_client_text(exporter) -> bytes:
     """`/metrics` of a running `exporter.exporter_app.Exporter` as prometheus_client writes it."""
     config = exporter.config
-    built = families(
-        exporter.throttle,
-        exporter.clock(),
-        config.cluster_name,
-        config.limit,
-        config.check_interval.total_seconds(),
-        config.cluster_label,
-    )
+    interval = config.check_interval.total_seconds()
+    built = families(exporter.throttle, exporter.clock(), config.cluster, config.limit, interval)
     metrics = []
     for family in [exporter.archive_family(), *built]:
-        labels = list(family.family.label_names(config.cluster_label))
+        labels = list(family.family.label_names(config.cluster.label))
         kind = CounterMetricFamily if family.type == COUNTER else GaugeMetricFamily
         metric = kind(family.name, family.help, labels=labels)
         for sample_labels, value in family.samples:

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kvq.contract import metric_families as mf
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS
 from kvq.model.volume import UNUSABLE_REASONS
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT, CLUSTER_NAME_DEFAULT
 from kvq.web.server import DROP_REASONS
 from kvq.web.standard_metrics import register_standard_metrics
 
@@ -49,9 +50,9 @@ class Volume:
 class FakeExporter:
     """State of one exporter (one cluster) plus an enforcer; rendered at every scrape."""
 
-    cluster: str = "kafka"
-    cluster_label: str = mf.CLUSTER_LABEL
-    """The label naming the cluster (kvq.cluster.label)."""
+    cluster: str = CLUSTER_NAME_DEFAULT
+    cluster_label: str = CLUSTER_LABEL_DEFAULT
+    """The label naming the cluster (kvq.cluster.label); both default as the settings do."""
     limit_ratio: float = 0.1
     brokers: int = 3
     fallback_factor: float | None = None  # not None: the fallback applies with this factor

@@ -81,14 +81,7 @@ def replay(
             position += 1
         if not grid.emitted(index):
             continue
-        for family in families(
-            source,
-            float(now),
-            config.cluster_name,
-            config.limit,
-            check_interval,
-            config.cluster_label,
-        ):
+        for family in families(source, float(now), config.cluster, config.limit, check_interval):
             name = family.name + "_total" if family.type == COUNTER else family.name
             for labels, value in family.samples:
                 yield Sample(name, tuple(sorted({**labels, **dict(extra)}.items())), now, value)

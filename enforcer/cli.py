@@ -311,11 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cluster_label = first.config.cluster_label
     metrics = EnforcerMetrics(tuple(names), cluster_label)
-    prometheus = (
-        PrometheusFactor(first.prometheus_url, cluster_label=cluster_label)
-        if first.prometheus_url
-        else None
-    )
+    prometheus = PrometheusFactor(first.prometheus_url) if first.prometheus_url else None
     appliers = {
         s.config.cluster_name: Applier(
             s.config.cluster_name,
@@ -333,12 +329,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         appliers,
         journal,
         metrics,
+        cluster_label,
         alert_name=first.alert_name,
         prometheus=prometheus,
         alert_expiry=first.alert_expiry,
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
-        cluster_label=cluster_label,
     )
     return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
 

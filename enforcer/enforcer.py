@@ -27,13 +27,13 @@ from enforcer.originals_recovery import RecoveredThrottles
 from enforcer.prometheus_check import PrometheusFactor, factor_to_apply
 from enforcer.quota_plan import UNLIMITED, same_value
 from enforcer.target_factor import (
-    CLUSTER_LABEL,
     ThrottleAlert,
     extract,
     next_group_state,
     target_factor,
 )
 from enforcer.webhook_payload import WebhookPayload
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 log = logging.getLogger("kvq.enforcer")
@@ -119,16 +119,17 @@ class Enforcer:
         appliers: Mapping[str, ClusterApplier],
         journal: Journal,
         metrics: EnforcerMetrics,
+        cluster_label: str,
         alert_name: str = "KafkaVolumeQuotaThrottle",
         prometheus: PrometheusFactor | None = None,
         alert_expiry: timedelta = timedelta(hours=12),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reconcile_interval: float = 30.0,
         stale_window: timedelta = DEFAULT_WINDOW,
-        cluster_label: str = CLUSTER_LABEL,
     ) -> None:
+        """`cluster_label`: the label naming the cluster on the alerts and the series
+        (kvq.cluster.label)."""
         self.cluster_label = cluster_label
-        """The alerts' label naming the cluster (kvq.cluster.label)."""
         self.alert_expiry = alert_expiry
         self.reconcile_interval = reconcile_interval
         self._clock = clock
@@ -206,7 +207,7 @@ class Enforcer:
             return set()
         throttling = set()
         for cluster in sorted(self.alert_episodes.stale_firings(alerts)):
-            answer = self.prometheus.throttling(cluster, self.alert_name)
+            answer = self.prometheus.throttling(self.identity(cluster), self.alert_name)
             if answer is None:
                 log.warning(
                     "cluster %s: cannot confirm with Prometheus that a firing alert's episode "
@@ -221,6 +222,10 @@ class Enforcer:
                 )
                 throttling.add(cluster)
         return throttling
+
+    def identity(self, cluster: str) -> ClusterIdentity:
+        """The managed cluster named `cluster` as its alerts and series name it."""
+        return ClusterIdentity(cluster, self.cluster_label)
 
     def target(self, cluster: str) -> float:
         return target_factor(self.alerts.firing_factors(cluster))
@@ -252,7 +257,8 @@ class Enforcer:
                 read_at = next(self._moments)
                 self.recovered.hold(cluster, adopted)
                 self.recovered.release_if_heard(cluster)
-                target = factor_to_apply(cluster, self.target(cluster), applied, self.prometheus)
+                identity, alerted = self.identity(cluster), self.target(cluster)
+                target = factor_to_apply(identity, alerted, applied, self.prometheus)
                 self.metrics.target_factor.labels(cluster).set(target)
                 return target
 

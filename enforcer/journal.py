@@ -1,19 +1,24 @@
-"""The durable journal (one SQLite file) and the two stores it holds.
+"""The durable journal (one SQLite file) and the three stores it holds (`Journal.episodes`,
+`.alerts`, `.unanswered`), each on its own tables.
 
 Every write is one transaction committed with `synchronous=FULL` (fsync) before the enforcer
 touches Kafka, so a crash at any point leaves enough to finish or undo a throttle.
 
-- `ThrottleEpisodes` (tables `episode`, `pair`): per cluster one throttle from its first change
-  to its full restore; per (entity, key) of it the original value (NULL: unset), the value last
-  confirmed in Kafka, the value about to be set (pending), an operator's value (drift) and the
-  last values the enforcer wrote during the episode (a lagging broker may still show them).
-- `finished_episode`: the ids of the last FINISHED_KEPT episodes restored per cluster: a broker
-  whose metadata lags may still show a finished episode's copy of the originals in Kafka, which
-  is then known to be a leftover, not a throttle whose journal was lost.
+- `ThrottleEpisodes` (tables `episode`, `pair`, `finished_episode`): per cluster one throttle
+  from its first change to its full restore; per (entity, key) of it the original value (NULL:
+  unset), the value last confirmed in Kafka, the value about to be set (pending), an operator's
+  value (drift) and the last values the enforcer wrote during the episode (a lagging broker may
+  still show them). `finished_episode` keeps the ids of the last FINISHED_KEPT episodes restored
+  per cluster: a broker whose metadata lags may still show a finished episode's copy of the
+  originals in Kafka, which is then known to be a leftover, not a throttle whose journal was
+  lost.
 - `FiringAlerts` (table `alert`): firing throttle alerts per Alertmanager group with the time they
   were last sent, so the target survives restarts and an alert no longer sent can expire.
 - `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
   and not answered (yet), so a request that may still land is known after a restart.
+
+`LocalClusterJournal` is one cluster's episode and unanswered requests, what an `Applier` acts
+through; the firing alerts are the `Enforcer`'s, across clusters.
 
 SQLite stores a NaN REAL as NULL, so non-finite values are written as text ('nan', 'inf').
 """
@@ -184,7 +189,7 @@ def new_episode_id(now: datetime | None = None) -> str:
 
 
 class Journal:
-    """The SQLite journal file at `path`: one connection, serialised, shared by both stores."""
+    """The SQLite journal file at `path`: one connection, serialised, shared by its three stores."""
 
     def __init__(
         self,

@@ -6,8 +6,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kvq.contract.metric_families import CLUSTER_LABEL
-
 PREFIX = "kafka_volume_quota_enforcer_"
 WEBHOOK_OUTCOMES = (
     "applied",
@@ -26,7 +24,7 @@ class EnforcerMetrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self, clusters: tuple[str, ...] = (), cluster_label: str = CLUSTER_LABEL) -> None:
+    def __init__(self, clusters: tuple[str, ...], cluster_label: str) -> None:
         self.registry = CollectorRegistry()
         self.cluster_label = cluster_label
         self._cluster_metrics: list = []

@@ -13,7 +13,7 @@ import math
 
 import requests
 
-from kvq.contract.metric_families import CLUSTER_LABEL
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.settings.redaction import mask_url_credentials
 
 METRIC = "kafka_volume_quota_throttle_factor"
@@ -21,56 +21,55 @@ log = logging.getLogger("kvq.enforcer")
 
 
 class PrometheusFactor:
-    """Instant queries of the lowest throttle factor of a cluster."""
+    """Instant queries of the lowest throttle factor of a cluster (named as its series and alerts
+    name it: `ClusterIdentity`)."""
 
     def __init__(
         self,
         url: str,
         timeout_s: float = 5.0,
         session: requests.Session | None = None,
-        cluster_label: str = CLUSTER_LABEL,
     ) -> None:
         self.url = url.rstrip("/")
-        self.cluster_label = cluster_label
-        """The label naming the cluster on the series and alerts (kvq.cluster.label)."""
         self.shown_url = mask_url_credentials(self.url)
         """What the log may say of `url`: its credentials masked."""
         self.timeout_s = timeout_s
         self.session = session or requests.Session()
 
     @staticmethod
-    def query_for(cluster: str, cluster_label: str = CLUSTER_LABEL) -> str:
-        return f"min({METRIC}{{{cluster_label}={_promql_string(cluster)}}})"
+    def query_for(cluster: ClusterIdentity) -> str:
+        return f"min({METRIC}{{{_matcher(cluster)}}})"
 
     @staticmethod
-    def throttling_query(cluster: str, alert_name: str, cluster_label: str = CLUSTER_LABEL) -> str:
+    def throttling_query(cluster: ClusterIdentity, alert_name: str) -> str:
         """Non-empty while the throttle alert fires for `cluster` or its factor is below 1."""
-        alert = f"alertname={_promql_string(alert_name)},{cluster_label}={_promql_string(cluster)}"
+        alert = f"alertname={_promql_string(alert_name)},{_matcher(cluster)}"
         return (
             f'count(ALERTS{{{alert},alertstate="firing"}}) '
-            f"or {PrometheusFactor.query_for(cluster, cluster_label)} < 1"
+            f"or {PrometheusFactor.query_for(cluster)} < 1"
         )
 
-    def current(self, cluster: str) -> float | None:
+    def current(self, cluster: ClusterIdentity) -> float | None:
         """The factor Prometheus sees now, or None (no series, error, bad answer)."""
-        result = self._instant(cluster, self.query_for(cluster, self.cluster_label))
+        result = self._instant(cluster.name, self.query_for(cluster))
         if result is None:
             return None
         try:
             value = float(result[0]["value"][1])
         except (IndexError, KeyError, TypeError, ValueError):
-            log.warning("cluster %s: Prometheus has no %s series", cluster, METRIC)
+            log.warning("cluster %s: Prometheus has no %s series", cluster.name, METRIC)
             return None
         if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-            log.warning("cluster %s: Prometheus factor %r is out of 0..1; ignored", cluster, value)
+            log.warning(
+                "cluster %s: Prometheus factor %r is out of 0..1; ignored", cluster.name, value
+            )
             return None
         return value
 
-    def throttling(self, cluster: str, alert_name: str) -> bool | None:
+    def throttling(self, cluster: ClusterIdentity, alert_name: str) -> bool | None:
         """Whether Prometheus has `alert_name` firing for `cluster` now, or the cluster's factor
         below 1; None when Prometheus cannot answer."""
-        query = self.throttling_query(cluster, alert_name, self.cluster_label)
-        result = self._instant(cluster, query)
+        result = self._instant(cluster.name, self.throttling_query(cluster, alert_name))
         return None if result is None else len(result) > 0
 
     def instant(self, cluster: str, query: str) -> list | None:
@@ -109,8 +108,16 @@ def _promql_string(text: str) -> str:
     return f'"{escaped}"'
 
 
+def _matcher(cluster: ClusterIdentity) -> str:
+    """The PromQL matcher of the cluster's series and alerts: `label="name"`."""
+    return f"{cluster.label}={_promql_string(cluster.name)}"
+
+
 def factor_to_apply(
-    cluster: str, alert_factor: float, applied: float, prometheus: PrometheusFactor | None
+    cluster: ClusterIdentity,
+    alert_factor: float,
+    applied: float,
+    prometheus: PrometheusFactor | None,
 ) -> float:
     """The factor to apply: Prometheus' current value when lowering the factor, if it has one."""
     if prometheus is None or alert_factor >= applied:
@@ -121,7 +128,7 @@ def factor_to_apply(
     if value != alert_factor:
         log.info(
             "cluster %s: alert says factor %s, Prometheus now says %s; using %s",
-            cluster,
+            cluster.name,
             alert_factor,
             value,
             value,

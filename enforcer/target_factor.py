@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from enforcer.webhook_payload import PayloadError, WebhookPayload, quoted
-from kvq.contract.metric_families import CLUSTER_LABEL
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 FACTOR_ANNOTATION = "throttle_factor"
@@ -54,7 +53,7 @@ def extract(
     payload: WebhookPayload,
     alert_name: str,
     clusters: Iterable[str],
-    cluster_label: str = CLUSTER_LABEL,
+    cluster_label: str,
 ) -> Extracted:
     """The throttle alerts of managed clusters, named by their label `cluster_label`
     (kvq.cluster.label); raises PayloadError for a malformed one."""

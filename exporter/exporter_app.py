@@ -61,10 +61,10 @@ class Exporter:
         histogram = Histogram(
             POLL_DURATION.name,
             POLL_DURATION.help,
-            list(POLL_DURATION.label_names(config.cluster_label)),
+            list(POLL_DURATION.label_names(config.cluster.label)),
             buckets=POLL_BUCKETS,
             registry=self.registry,
-        ).labels(config.cluster_name)
+        ).labels(config.cluster.name)
         self.lock = threading.Lock()
         """Guards `throttle`: the poller feeds it, metrics and /status read it."""
         self.scrape_phase = ScrapePhase()
@@ -115,22 +115,16 @@ class Exporter:
             if self._rendered is not None and self._rendered[0] == key:
                 return self._rendered[1]
             config = self.config
+            interval = config.check_interval.total_seconds()
             cluster = [archive] + list(
-                cluster_families(
-                    self.throttle,
-                    now,
-                    config.cluster_name,
-                    config.limit,
-                    config.check_interval.total_seconds(),
-                    config.cluster_label,
-                )
+                cluster_families(self.throttle, now, config.cluster, config.limit, interval)
             )
             state = self.throttle.state
             volumes = judged_volumes(state)
             violating = {v.key for v in state.violating}
             policy = policy_columns(self.throttle, volumes)
         text = "".join(map(render_family, cluster)) + render_volumes(
-            volumes, violating, config.cluster_name, policy, config.cluster_label
+            volumes, violating, config.cluster, policy
         )
         self._rendered = (key, generate_latest(self.registry) + text.encode())
         return self._rendered[1]
@@ -139,8 +133,7 @@ class Exporter:
         """The archive's write failures (0 without an archive): measured by this process, so
         published live only, as the poll duration is."""
         failures = self.archive.failures if self.archive is not None else 0
-        labels = {self.config.cluster_label: self.config.cluster_name}
-        return Family(ARCHIVE_WRITE_FAILURES).add(failures, **labels)
+        return Family(ARCHIVE_WRITE_FAILURES).add(failures, **self.config.cluster.labels)
 
     def render_live(self) -> bytes:
         """The families that change on every scrape (process, connections, build info): small,

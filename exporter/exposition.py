@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from prometheus_client.utils import floatToGoString
 
 from kvq.contract import metric_families as mf
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.contract.metric_samples import VOLUME_COLUMNS, Family, VolumeColumn
 from kvq.model.volume import Volume
 
@@ -69,16 +70,16 @@ def _formatted(column: VolumeColumn, judged: list[tuple[Volume, bool]]) -> list[
     return [texts[value] for value in values]
 
 
-def volume_label_parts(cluster: str, cluster_label: str) -> tuple[str, str, str]:
+def volume_label_parts(cluster: ClusterIdentity) -> tuple[str, str, str]:
     """A volume's label text, `{broker_id="B",cluster="..",log_dir="D"} `, as the three parts
     around its broker id B and escaped log dir D: the table's per-volume labels in their order,
     the cluster's (the same on every line) within the parts."""
     pairs = {
         "broker_id": 'broker_id="\0"',
         "log_dir": 'log_dir="\0"',
-        cluster_label: f'{cluster_label}="{escape_label_value(cluster)}"',
+        cluster.label: f'{cluster.label}="{escape_label_value(cluster.name)}"',
     }
-    names = mf.PER_VOLUME_FAMILIES[0].label_names(cluster_label)
+    names = mf.PER_VOLUME_FAMILIES[0].label_names(cluster.label)
     before, between, after = ("{" + ",".join(pairs[name] for name in names) + "} ").split("\0")
     return before, between, after
 
@@ -86,15 +87,14 @@ def volume_label_parts(cluster: str, cluster_label: str) -> tuple[str, str, str]
 def render_volumes(
     volumes: Iterable[Volume],
     violating: Collection[tuple[int, str]],
-    cluster: str,
+    cluster: ClusterIdentity,
     policy: Sequence[tuple[mf.MetricFamily, list[float]]] = (),
-    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> str:
     """The per-volume families (`VOLUME_COLUMNS`) for `volumes` (sorted by key), in table order,
-    then the policy's (`kvq.contract.metric_samples.policy_columns`: a value per volume each); the
-    cluster's name in the label `cluster_label`."""
+    then the policy's (`kvq.contract.metric_samples.policy_columns`: a value per volume each),
+    each line labelled with the cluster's name."""
     volumes = list(volumes)
-    before, between, after = volume_label_parts(cluster, cluster_label)
+    before, between, after = volume_label_parts(cluster)
     labels = [
         f"{before}{v.broker_id}{between}{escape_label_value(v.log_dir)}{after}" for v in volumes
     ]

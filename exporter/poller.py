@@ -180,16 +180,12 @@ class Poller:
             return self.violation_interval_seconds
         return self.interval_seconds
 
-    WATCH_AFTER_LIFT_POLLS = 3
-    """Checks go on this many poll intervals after a throttle is lifted: the load it held
-    comes back at once, on every volume, and the policy's fill rate (a median of three
-    intervals) would see it only two polls later."""
-
     def check_interval(self) -> float:
         """Seconds between checks until the next poll (0: none): `violation_interval_seconds`
-        while a calculated factor below 1 is in force, and `WATCH_AFTER_LIFT_POLLS` poll
-        intervals after it was lifted, unless a volume violates the limit (graceful-slowdown
-        long before the limit; held volumes count as violating). A check is taken in only when
+        while a calculated factor below 1 is in force, and for as many poll intervals after it
+        was lifted as the policy asks (`polls_watched_after_lift`: the load the throttle held
+        comes back at once), unless a volume violates the limit (graceful-slowdown long before
+        the limit; held volumes count as violating). A check is taken in only when
         it shows a throttled volume's space freed, a volume closing on its limit fast or one
         past it (`check_once`), so freed space lifts a throttle within a check interval, not a
         poll interval, and a load step is slowed a poll sooner, while otherwise the policy's
@@ -199,7 +195,8 @@ class Poller:
         now = self.clock()
         with self.lock:
             factor = self.throttle.factor_at(now)
-        watched = now - self._throttled_at < self.WATCH_AFTER_LIFT_POLLS * self.interval_seconds
+        watched_polls = self.throttle.policy.polls_watched_after_lift
+        watched = now - self._throttled_at < watched_polls * self.interval_seconds
         if factor.fallback or (factor.value >= 1.0 and not watched):
             return 0.0
         return self.violation_interval_seconds

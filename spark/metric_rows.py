@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from kvq.contract.metric_families import CLUSTER_LABEL, MetricFamily
+from kvq.contract.metric_families import MetricFamily
 from spark.evaluation_grid import EvaluationGrid
 from spark.openmetrics_text import MAX_EXACT_INTEGER
 from spark.series_sources import EVENTS, PER_VOLUME, families
@@ -72,7 +72,7 @@ def volume_lines(
     grids: list[EvaluationGrid],
     catalog: list[MetricFamily],
     scenario: str | None,
-    cluster_label: str = CLUSTER_LABEL,
+    cluster_label: str,
 ) -> DataFrame:
     """cluster_index, family, text: the per-volume samples and the runs' events (family EVENTS).
 

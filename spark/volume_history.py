@@ -40,7 +40,7 @@ NEVER = 2**62
 
 
 class SparkExpressions:
-    """`kvq.model.throttle_factor_policy.Expressions` on Spark Columns."""
+    """`kvq.model.policy_expressions.Expressions` on Spark Columns."""
 
     def choose(self, condition: Column | bool, if_true, if_false) -> Column:
         # A condition on constants (a declaration given no previous reading) is a plain bool.

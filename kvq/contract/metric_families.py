@@ -48,7 +48,7 @@ class MetricFamily:
     def name(self) -> str:
         return f"{NAMESPACE}_{self.short}"
 
-    def label_names(self, cluster_label: str = CLUSTER_LABEL) -> tuple[str, ...]:
+    def label_names(self, cluster_label: str) -> tuple[str, ...]:
         """The label names with the cluster's label named `cluster_label`, sorted (as the
         exposition writes them)."""
         return tuple(sorted(cluster_label if n == CLUSTER_LABEL else n for n in self.labels))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from kvq.contract import metric_families as mf
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.model.limits import Limit
 from kvq.model.observation import STAGES
 from kvq.model.throttle_factor_source import ThrottleFactorSource, ThrottleState
@@ -45,32 +46,30 @@ class Family:
 def families(
     source: ThrottleFactorSource,
     now: float,
-    cluster: str,
+    cluster: ClusterIdentity,
     limit: Limit,
     check_interval: float,
-    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> Iterator[Family]:
-    """Every family the exporter computes from the policy state at `now`, in table order, the
-    cluster's name in the label `cluster_label`.
+    """Every family the exporter computes from the policy state at `now`, in table order, each
+    sample labelled with the cluster's name.
 
     Reading the factor applies due expiry. The live-only poll duration histogram is not here.
     """
-    yield from cluster_families(source, now, cluster, limit, check_interval, cluster_label)
-    yield from volume_families(source, cluster, cluster_label)
+    yield from cluster_families(source, now, cluster, limit, check_interval)
+    yield from volume_families(source, cluster)
 
 
 def cluster_families(
     source: ThrottleFactorSource,
     now: float,
-    cluster: str,
+    cluster: ClusterIdentity,
     limit: Limit,
     check_interval: float,
-    cluster_label: str = mf.CLUSTER_LABEL,
 ) -> Iterator[Family]:
     """The families about the cluster as a whole (a few samples each), in table order."""
     factor = source.factor_at(now)
     state = source.state
-    c = {cluster_label: cluster}
+    c = cluster.labels
 
     yield Family(mf.THROTTLE_FACTOR).add(factor.value, **c)
     yield Family(mf.FALLBACK_APPLIED).add(state.fallback_applied_total, **c)
@@ -119,12 +118,10 @@ VOLUME_COLUMNS = (
 declaration behind both `volume_families` and the exporter's fast `exporter.exposition`."""
 
 
-def volume_families(
-    source: ThrottleFactorSource, cluster: str, cluster_label: str = mf.CLUSTER_LABEL
-) -> Iterator[Family]:
+def volume_families(source: ThrottleFactorSource, cluster: ClusterIdentity) -> Iterator[Family]:
     """The per-volume families (`VOLUME_COLUMNS`, then the policy's: `policy_columns`), one
-    sample per judged volume each, the cluster's name in the label `cluster_label`."""
-    c = {cluster_label: cluster}
+    sample per judged volume each, labelled with the cluster's name."""
+    c = cluster.labels
     state = source.state
     violating_keys = {v.key for v in state.violating}
     volumes = judged_volumes(state)

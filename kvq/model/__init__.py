@@ -1,13 +1,14 @@
 """The pure decision core of the Strimzi proposal: no I/O, every time is an argument.
 
-Where a new throttle policy goes: a class in `throttle_factor_policy` implementing
-`ThrottleFactorPolicy.volume_factor` (one volume's reading, its `history` previous ones and, if it
-`accumulates`, its depth, to the factor that volume asks for; operators and `Expressions` only),
-chosen in `kvq.settings.config.Config.policy` (`kvq.throttle.policy`). The exporter evaluates
-it on numbers (`PolicyRun`, used by `throttle_factor_source`); the backfill evaluates the same
+Where a new throttle policy goes: a module of its own beside `stop_on_violation` and
+`graceful_slowdown`, a class implementing `throttle_factor_policy.ThrottleFactorPolicy` (one
+volume's reading, its `history` previous ones and, if it `accumulates`, its depth, to the factor
+that volume asks for; operators and `policy_expressions.Expressions` only), chosen in
+`kvq.settings.config.Config.policy` (`kvq.throttle.policy`). The exporter evaluates it on numbers
+(`policy_run.PolicyRun`, used by `throttle_factor_source`); the backfill evaluates the same
 declaration on Spark Columns (`spark.volume_history.with_policy_columns`) and
 `tests/spark/test_equivalence.py` holds the two equal.
 `history` and `accumulates` are all a policy reading earlier observations declares: the exporter
-keeps each volume's previous readings, peak and depth, the backfill computes them with windows
-over the volume's descriptions.
+keeps each volume's previous readings, peak and depth (`depth_accumulator`), the backfill computes
+them with windows over the volume's descriptions.
 """

@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, Observation
-from kvq.model.throttle_factor_policy import UNTHROTTLED, PolicyRun, ThrottleFactorPolicy
+from kvq.model.policy_run import PolicyRun
+from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy
 from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import CachedVolume, VolumeCache
 

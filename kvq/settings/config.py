@@ -25,8 +25,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kvq.contract.metric_families import CLUSTER_LABEL as CLUSTER_LABEL_DEFAULT
-from kvq.contract.metric_families import TAKEN_LABELS
+from kvq.contract import metric_families
+from kvq.contract.cluster_identity import ClusterIdentity
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -35,11 +36,8 @@ from kvq.model.limits import (
     MinAvailableBytes,
     MinAvailableRatio,
 )
-from kvq.model.throttle_factor_policy import (
-    GracefulSlowdown,
-    StopOnViolation,
-    ThrottleFactorPolicy,
-)
+from kvq.model.stop_on_violation import StopOnViolation
+from kvq.model.throttle_factor_policy import ThrottleFactorPolicy
 from kvq.settings import values
 from kvq.settings.durations import format_duration
 from kvq.settings.properties import PropertiesError, read_properties
@@ -81,6 +79,9 @@ say why, not errors. Every other unknown `client.quota.callback.static.*` key is
 CLUSTER_NAME = "kvq.cluster.name"
 CLUSTER_NAME_DEFAULT = "kafka"
 CLUSTER_LABEL = "kvq.cluster.label"
+CLUSTER_LABEL_DEFAULT = metric_families.CLUSTER_LABEL
+"""`cluster`, the name the metric table is written with: the label's one default, which every app
+and test tool takes from here (`Config.cluster`)."""
 VIOLATION_HOLD = "kvq.departed.broker.violation.hold"
 VIOLATION_HOLD_DEFAULT = "PT1H"
 THROTTLE_POLICY = "kvq.throttle.policy"
@@ -96,13 +97,13 @@ APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 @values.parser(
     "label name",
     f"{values.label_name.accepts}, and none the series or alerts already carry "
-    f"({', '.join(sorted(TAKEN_LABELS))})",
+    f"({', '.join(sorted(metric_families.TAKEN_LABELS))})",
 )
 def cluster_label_name(text: str) -> str:
     """kvq.cluster.label: a label name that none of our series, nor Prometheus, gives another
     meaning."""
     name = values.label_name(text)
-    if name in TAKEN_LABELS:
+    if name in metric_families.TAKEN_LABELS:
         raise values.NotAccepted(f"{name} is a label the series or alerts already carry")
     return name
 
@@ -269,6 +270,8 @@ class Config:
     properties: Mapping[str, str]
     """The properties with `${env:...}` substituted, what the clients use."""
     cluster_name: str
+    cluster_label: str
+    """The label carrying `cluster_name` (kvq.cluster.label)."""
     bootstrap_servers: str
     admin_properties: Mapping[str, str]
     """`kafka.admin.*` without the prefix (bootstrap.servers, security.protocol, sasl.*, ...)."""
@@ -284,8 +287,12 @@ class Config:
     warnings: tuple[str, ...]
     policy_name: str = STOP_ON_VIOLATION
     slowdown_horizon: timedelta = timedelta(minutes=10)
-    cluster_label: str = CLUSTER_LABEL_DEFAULT
-    """The label carrying `cluster_name` (kvq.cluster.label)."""
+
+    @property
+    def cluster(self) -> ClusterIdentity:
+        """The cluster as every series, alert matcher and query names it: what the apps hand on,
+        instead of the name and the label one by one."""
+        return ClusterIdentity(self.cluster_name, self.cluster_label)
 
     @property
     def policy(self) -> ThrottleFactorPolicy:
@@ -520,6 +527,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         raw=reader.raw,
         properties=properties,
         cluster_name=cluster_name,
+        cluster_label=cluster_label,
         bootstrap_servers=bootstrap,
         admin_properties=_admin_properties(properties),
         check_interval=check_interval,
@@ -534,7 +542,6 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         warnings=tuple(warnings),
         policy_name=policy_name,
         slowdown_horizon=horizon,
-        cluster_label=cluster_label,
     )
 
 

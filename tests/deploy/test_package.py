@@ -102,16 +102,19 @@ def test_changelog_names_every_metric_family() -> None:
     import re
 
     from enforcer.metrics import EnforcerMetrics
+    from kvq.contract.cluster_identity import ClusterIdentity
     from kvq.contract.metric_samples import families
     from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
-    from kvq.model.throttle_factor_policy import StopOnViolation
+    from kvq.model.stop_on_violation import StopOnViolation
     from kvq.model.throttle_factor_source import ThrottleFactorSource
+    from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
+    prod = ClusterIdentity("prod", CLUSTER_LABEL_DEFAULT)
     names = set()
     for limit in (MinAvailableBytes(5), MinAvailableRatio(0.1)):
         source = ThrottleFactorSource(StopOnViolation(limit), 120, 0.0, 0)
-        names |= {f.name for f in families(source, 0.0, "prod", limit, 5.0)}
-    rendered = EnforcerMetrics(("prod",)).render()
+        names |= {f.name for f in families(source, 0.0, prod, limit, 5.0)}
+    rendered = EnforcerMetrics((prod.name,), prod.label).render()
     text = rendered.decode() if isinstance(rendered, bytes) else rendered
     names |= set(re.findall(r"^# TYPE (kafka_volume_quota_\S+?)(?:_created)? ", text, re.M))
     changelog = (ROOT / "CHANGELOG.md").read_text()

@@ -14,6 +14,7 @@ from enforcer.journal import Journal
 from enforcer.journal import _stamp as utc_stamp
 from enforcer.target_factor import ThrottleAlert, extract
 from enforcer.webhook_payload import PayloadError, webhook_from_dict
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import SettableClock, wall_clock
 
 T1 = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
@@ -38,7 +39,7 @@ def alerts(factor: float | None, starts_at: datetime, ends_at: datetime | None =
     body = throttle_webhook(cluster="c1", factor=factor, starts_at=starts_at, ends_at=ends_at)
     for alert in body["alerts"]:
         alert.update(more)
-    return extract(webhook_from_dict(body), NAME, ["c1"]).throttle
+    return extract(webhook_from_dict(body), NAME, ["c1"], CLUSTER_LABEL_DEFAULT).throttle
 
 
 def firing(starts_at: datetime, **more) -> tuple[ThrottleAlert, ...]:

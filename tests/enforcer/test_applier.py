@@ -15,6 +15,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClientError
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 P = "producer_byte_rate"
 C = "controller_mutation_rate"
@@ -38,7 +39,7 @@ def journal(tmp_path):
 
 def make(kafka, journal, dry_run=False, excluded=()):
     policy = QuotaPolicy((P,), {P: 1000}, frozenset(excluded))
-    metrics = EnforcerMetrics(("c1",))
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     return Applier("c1", policy, kafka, journal, metrics, dry_run=dry_run, sleep=lambda _s: None)
 
 
@@ -362,7 +363,7 @@ def test_an_unanswered_alter_landing_late_is_ours_and_the_restore_waits_it_out(k
         policy,
         kafka,
         journal,
-        EnforcerMetrics(("c1",)),
+        EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
         monotonic=lambda: now[0],
         sleep=lambda _s: None,
         settle_s=10.0,

@@ -19,6 +19,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.webhook_payload import webhook_from_dict
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import wall_clock
 
 P = "producer_byte_rate"
@@ -34,9 +35,9 @@ def world(tmp_path):
     def enforcer() -> Enforcer:
         journal = Journal(tmp_path / "j.sqlite3", clock=clock, busy_timeout_s=0.05)
         journals.append(journal)
-        metrics = EnforcerMetrics(("c1",))
+        metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
         applier = Applier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
-        return Enforcer({"c1": applier}, journal, metrics, clock=clock)
+        return Enforcer({"c1": applier}, journal, metrics, CLUSTER_LABEL_DEFAULT, clock=clock)
 
     yield clock, kafka, enforcer
     for journal in journals:
@@ -300,9 +301,9 @@ class WatchedApplier(Applier):
 def slow_world(tmp_path):
     kafka = SlowKafka({ALICE: {P: 800.0}})
     journal = Journal(tmp_path / "j.sqlite3")
-    metrics = EnforcerMetrics(("c1",))
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     applier = WatchedApplier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
-    enforcer = Enforcer({"c1": applier}, journal, metrics)
+    enforcer = Enforcer({"c1": applier}, journal, metrics, CLUSTER_LABEL_DEFAULT)
     threads: list[threading.Thread] = []
 
     def start(target, *args) -> None:

@@ -16,6 +16,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import MAX_PAIRS_PER_REQUEST, KafkaQuotaClient
 from enforcer.quota_plan import Change, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.quota_backends import DevclusterQuotas, kafka_quotas_left_as_found
 
 pytestmark = pytest.mark.integration
@@ -71,7 +72,7 @@ def backend(request, devcluster):
 
 def _applier(client, journal, settle_s: float = 75.0) -> Applier:
     policy = QuotaPolicy((P,), {P: 2000.0})
-    metrics = EnforcerMetrics(("c1",))
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     return Applier("c1", policy, client, journal, metrics, verify_attempts=20, settle_s=settle_s)
 
 

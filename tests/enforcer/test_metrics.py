@@ -3,10 +3,11 @@
 import subprocess
 
 from enforcer.metrics import EnforcerMetrics
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 
 def test_exposition_is_promtool_clean_and_complete():
-    metrics = EnforcerMetrics(("prod-eu-1",))
+    metrics = EnforcerMetrics(("prod-eu-1",), CLUSTER_LABEL_DEFAULT)
     metrics.webhooks.labels("applied").inc()
     metrics.applies.labels("prod-eu-1").inc()
     metrics.apply_seconds.labels("prod-eu-1").observe(0.02)

@@ -26,6 +26,7 @@ from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from enforcer.settings import EnforcerSettings
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import SettableClock, wall_clock
 from tests.properties_support import MINIMAL, config_errors
 
@@ -86,7 +87,14 @@ def journal(tmp_path, clock) -> Iterator[Journal]:
 
 def applier(kafka: KafkaQuotaClient, journal: Journal, lookback: timedelta = LOOKBACK) -> Applier:
     rates = ObservedRates(PrometheusFactor(URL), DEFAULT_QUERY, lookback)
-    return Applier("c1", POLICY, kafka, journal, EnforcerMetrics(("c1",)), observed_rates=rates)
+    return Applier(
+        "c1",
+        POLICY,
+        kafka,
+        journal,
+        EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
+        observed_rates=rates,
+    )
 
 
 def quota(kafka: KafkaQuotaClient, entity: QuotaEntity) -> float:

@@ -22,6 +22,7 @@ from enforcer.observed_rates import (
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import QuotaPolicy, desired_value, plan
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 P = "producer_byte_rate"
 DEFAULT = QuotaEntity.default_user()
@@ -141,7 +142,7 @@ class RatesNow:
 
 
 def applier_with(kafka, journal, rates):
-    metrics = EnforcerMetrics(("c1",))
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     return Applier(
         "c1", POLICY, kafka, journal, metrics, sleep=lambda _s: None, observed_rates=rates
     )

@@ -18,6 +18,7 @@ from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +72,12 @@ def test_a_principal_far_below_its_quota_is_slowed_to_factor_x_its_rate(tmp_path
             policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
             rates = ObservedRates(PrometheusFactor(prometheus.url))
             applier = Applier(
-                "c1", policy, client, journal, EnforcerMetrics(("c1",)), observed_rates=rates
+                "c1",
+                policy,
+                client,
+                journal,
+                EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
+                observed_rates=rates,
             )
             applier.apply(FACTOR)
             quota = client.describe()[ALICE][P]

@@ -17,6 +17,7 @@ from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy, plan, tracked_originals
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 P = "producer_byte_rate"
 USERS = ("alice", "bob", "admin")
@@ -122,6 +123,11 @@ def _same(a: dict, b: dict) -> bool:
     }
 
 
+def c1_metrics() -> EnforcerMetrics:
+    """The metrics of a (re)started enforcer managing cluster c1."""
+    return EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     snapshot=snapshots,
@@ -138,13 +144,13 @@ def test_any_sequence_of_factors_and_a_lost_journal_restore_byte_exact(
     with tempfile.TemporaryDirectory() as work:
         journal = Journal(Path(work) / "j.sqlite3")
         try:
-            applier = Applier("c1", policy, kafka, journal, EnforcerMetrics(("c1",)))
+            applier = Applier("c1", policy, kafka, journal, c1_metrics())
             for step, factor in enumerate(factors):
                 applier.apply(factor)
                 if step == lose_journal_after:
                     journal.close()
                     journal = Journal(Path(work) / f"fresh-{step}.sqlite3")
-                    applier = Applier("c1", policy, kafka, journal, EnforcerMetrics(("c1",)))
+                    applier = Applier("c1", policy, kafka, journal, c1_metrics())
             applier.apply(1.0)
         finally:
             journal.close()

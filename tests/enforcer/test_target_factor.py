@@ -7,6 +7,7 @@ import pytest
 from devkit.alertmanager import captured_webhook, throttle_webhook
 from enforcer.target_factor import ThrottleAlert, extract, next_group_state, target_factor
 from enforcer.webhook_payload import PayloadError, webhook_from_dict
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 NAME = "KafkaVolumeQuotaThrottle"
 T0 = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
@@ -22,7 +23,7 @@ def test_lowest_firing_factor_wins_and_none_firing_means_unthrottled():
 
 
 def test_firing_alert_of_a_managed_cluster_yields_its_factor():
-    found = extract(payload(cluster="a", factor=0.25), NAME, ["a"])
+    found = extract(payload(cluster="a", factor=0.25), NAME, ["a"], CLUSTER_LABEL_DEFAULT)
     assert [(t.cluster, t.factor) for t in found.throttle] == [("a", 0.25)]
 
 
@@ -43,7 +44,7 @@ def test_other_alerts_and_other_clusters_are_ignored():
     other["labels"]["alertname"] = "DiskAlmostFull"
     other["annotations"].pop("throttle_factor")
     body["alerts"].append(other)
-    found = extract(webhook_from_dict(body), NAME, ["a"])
+    found = extract(webhook_from_dict(body), NAME, ["a"], CLUSTER_LABEL_DEFAULT)
     assert [t.cluster for t in found.throttle] == ["a"]
     assert found.ignored == 2
 
@@ -51,7 +52,7 @@ def test_other_alerts_and_other_clusters_are_ignored():
 def test_resolved_alerts_need_no_factor():
     body = throttle_webhook(cluster="a", factor=None)
     body["alerts"][0]["annotations"].pop("throttle_factor")
-    (alert,) = extract(webhook_from_dict(body), NAME, ["a"]).throttle
+    (alert,) = extract(webhook_from_dict(body), NAME, ["a"], CLUSTER_LABEL_DEFAULT).throttle
     assert not alert.firing
 
 
@@ -68,7 +69,7 @@ def test_bad_factor_is_a_payload_error_naming_value_and_range(value, message):
     body = throttle_webhook(cluster="a", factor=0.5)
     body["alerts"][0]["annotations"]["throttle_factor"] = value
     with pytest.raises(PayloadError, match=message) as info:
-        extract(webhook_from_dict(body), NAME, ["a"])
+        extract(webhook_from_dict(body), NAME, ["a"], CLUSTER_LABEL_DEFAULT)
     assert "throttle_factor" in str(info.value) and "0.0 to 1.0" in str(info.value)
 
 
@@ -76,11 +77,11 @@ def test_firing_alert_without_factor_or_cluster_is_rejected():
     body = throttle_webhook(cluster="a", factor=0.5)
     body["alerts"][0]["annotations"].pop("throttle_factor")
     with pytest.raises(PayloadError, match="throttle_factor is missing"):
-        extract(webhook_from_dict(body), NAME, ["a"])
+        extract(webhook_from_dict(body), NAME, ["a"], CLUSTER_LABEL_DEFAULT)
     body = throttle_webhook(cluster="a", factor=0.5)
     body["alerts"][0]["labels"].pop("cluster")
     with pytest.raises(PayloadError, match="labels.cluster is missing"):
-        extract(webhook_from_dict(body), NAME, ["a"])
+        extract(webhook_from_dict(body), NAME, ["a"], CLUSTER_LABEL_DEFAULT)
 
 
 def test_complete_notification_replaces_the_group_state():

@@ -18,6 +18,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.webhook_app import OTHER_PATHS, enforcer_server
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")
@@ -28,12 +29,12 @@ class Stack:
     def __init__(self, tmp_path, clusters=("prod-eu-1",), max_body=64 * 1024):
         self.kafka = {c: InMemoryQuotas({ALICE: {P: 800.0}}) for c in clusters}
         self.journal = Journal(tmp_path / "journal.sqlite3")
-        self.metrics = EnforcerMetrics(tuple(clusters))
+        self.metrics = EnforcerMetrics(tuple(clusters), CLUSTER_LABEL_DEFAULT)
         policy = QuotaPolicy((P,), {P: 1000})
         appliers = {
             c: Applier(c, policy, self.kafka[c], self.journal, self.metrics) for c in clusters
         }
-        self.enforcer = Enforcer(appliers, self.journal, self.metrics)
+        self.enforcer = Enforcer(appliers, self.journal, self.metrics, CLUSTER_LABEL_DEFAULT)
         self.server = enforcer_server(
             self.enforcer, Credentials(token="s3cret"), ("127.0.0.1", 0), max_body=max_body
         ).start()

@@ -23,6 +23,7 @@ from devkit.fake_exporter import FakeExporter
 from devkit.prometheus import run_prometheus
 from enforcer.metrics import EnforcerMetrics
 from kvq.contract.metric_families import FAMILIES
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from kvq.web.standard_metrics import BUILD_INFO, HTTP_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +112,7 @@ def test_every_family_the_exporter_and_enforcer_publish_is_on_the_dashboard(
     """A family added to the exporter or the enforcer gets a panel (or a reason here)."""
     enforcer = {
         family.name + ("_total" if family.type == "counter" else "")
-        for family in EnforcerMetrics(clusters=("c1",)).registry.collect()
+        for family in EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT).registry.collect()
     }
     published = (
         {family.sample_name for family in FAMILIES}

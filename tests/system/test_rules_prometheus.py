@@ -17,6 +17,7 @@ from devkit.alertmanager import Alertmanager, WebhookRecorder
 from devkit.fake_exporter import FakeExporter, metric_families
 from devkit.prometheus import run_prometheus
 from enforcer.metrics import EnforcerMetrics
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
@@ -162,7 +163,7 @@ def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_inte
 
 def test_the_fake_enforcer_metrics_are_the_enforcers() -> None:
     """Names, types and labels as enforcer/metrics.py publishes them (once values are set)."""
-    real = EnforcerMetrics(clusters=("c1",))
+    real = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     real.target_factor.labels("c1").set(1)
     real.applied_factor.labels("c1").set(1)
     fake = FakeExporter(cluster="c1").render_enforcer()

@@ -1,19 +1,22 @@
 """The families the exporter publishes, built from the policy state."""
 
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.contract.metric_samples import families
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import StopOnViolation
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 LIMIT = MinAvailableRatio(0.1)
+PROD = ClusterIdentity("prod", CLUSTER_LABEL_DEFAULT)
 
 
 def publish(source, now, limit=LIMIT):
     return {
         f.name: {tuple(sorted(labels.items())): value for labels, value in f.samples}
-        for f in families(source, now, "prod", limit, 60.0)
+        for f in families(source, now, PROD, limit, 60.0)
     }
 
 
@@ -50,7 +53,7 @@ def test_the_five_strimzi_metrics_and_per_volume_detail():
 def test_every_sample_carries_the_cluster_label():
     s = make_source()
     s.observe(Observation(1, (0,), (LogDirDescription(0, "/a", 100, 50),)))
-    for family in families(s, 2, "prod", MinAvailableBytes(5), 60.0):
+    for family in families(s, 2, PROD, MinAvailableBytes(5), 60.0):
         assert family.samples, family.name
         assert all(labels["cluster"] == "prod" for labels, _ in family.samples)
 

@@ -7,12 +7,9 @@ import math
 
 import pytest
 
+from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
-from kvq.model.throttle_factor_policy import (
-    NOT_FILLING_SECONDS,
-    GracefulSlowdown,
-    PolicyRun,
-)
+from kvq.model.policy_run import PolicyRun
 from kvq.model.volume import Volume
 
 MB = 1_000_000

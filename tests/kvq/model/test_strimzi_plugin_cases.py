@@ -11,7 +11,8 @@ import pytest
 
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import PolicyRun, StopOnViolation
+from kvq.model.policy_run import PolicyRun
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription, Volume
 from kvq.model.volume_cache import VolumeCache

@@ -4,7 +4,7 @@ import pytest
 
 from kvq.model.limits import MinAvailableBytes
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import StopOnViolation
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 

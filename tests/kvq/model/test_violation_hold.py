@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvq.model.limits import MinAvailableBytes
 from kvq.model.observation import Observation
-from kvq.model.throttle_factor_policy import StopOnViolation
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.model.throttle_factor_source import ThrottleFactorSource
 from kvq.model.volume import LogDirDescription
 

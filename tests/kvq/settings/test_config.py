@@ -4,13 +4,14 @@ from datetime import timedelta
 
 import pytest
 
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
     MinAvailableBytes,
     MinAvailableRatio,
 )
-from kvq.model.throttle_factor_policy import GracefulSlowdown, StopOnViolation
+from kvq.model.stop_on_violation import StopOnViolation
 from kvq.settings.config import (
     BOOTSTRAP_SERVERS,
     CHECK_INTERVAL,

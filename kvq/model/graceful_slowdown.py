@@ -1,0 +1,228 @@
+"""GracefulSlowdown: slow producers down early, just enough, and let them go when space is freed
+(`kvq.throttle.policy=graceful-slowdown`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kvq.model.limits import Limit, MinAvailableRatio
+from kvq.model.policy_expressions import PLAIN, Expressions
+from kvq.model.slowdown_depth import depth_of_drop, depth_sharing, factor_at_depth
+from kvq.model.throttle_factor_policy import THROTTLED, VolumeReading
+
+NOT_FILLING_SECONDS = 365 * 86400.0
+"""The predicted time to the limit of a volume that is not filling (and the most ever shown)."""
+MIN_ELAPSED_SECONDS = 0.001
+"""Observations closer than this (equal timestamps) count as this far apart."""
+
+
+@dataclass(frozen=True, slots=True)
+class GracefulSlowdown:
+    """Slow producers down early and just enough that no volume reaches its limit sooner than
+    `horizon_seconds` from now, and let them go at once when space is freed; 0.0 the moment a
+    volume is at or past its limit (the proposal's rule, the last line of defence).
+
+    Per volume:
+    - fill rate: the median of the rates over the last three intervals between its readings,
+      each `max(0, growth of used bytes) / elapsed`: one noisy reading spoils two intervals in
+      opposite directions and the median ignores both; a segment deleted by retention (a drop)
+      counts as an interval of no growth, which the median ignores too; a broker away in
+      between gives one long interval at the average rate;
+    - predicted seconds to the limit: headroom (available bytes above the limit) / fill rate;
+    - factor `(1 + depth / 16) ** -16` (`kvq.model.slowdown_depth`): close to e ** -depth, so
+      a step of the depth lowers the factor by the same share whatever the factor already is;
+    - the depth grows while the volume would reach the limit within the horizon (in proportion
+      to how much too fast it fills, over `RESPONSE_SECONDS`): each step lowers the factor by
+      at most `MAX_DROP` (20%) and `MAX_DROP_PER_SECOND` (5% a second), so a quota stays
+      close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
+      window, stay within a few seconds; it shrinks while the volume fills slower than that,
+      and restarts (factor 1.0 at once, peak forgotten) when space is freed (`FREED_SHARE`)
+      and the limit is `RESTART_MARGIN` horizons away or more;
+    - the depth never falls below its held floor (`depth_floor`): the factor stays at or below
+      the share of the volume's peak fill rate (the fastest it filled since its last restart)
+      at which its headroom would last the horizon with nothing deleted. With time-based
+      retention, the volume holds about what was written over the last retention time, so
+      once a throttle's segments are reached retention deletes more than is written and the
+      fill rate reads 0 or less whatever the factor: a rise from there shows in the fill rate
+      only a retention time later, with the producers back near 1.0 and no headroom left to
+      absorb them. The floor climbs as the headroom shrinks or the peak rises; the held floor
+      follows it at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`, except that a volume
+      that would reach its limit within `RESPONSE_SECONDS` at its fill rate (a load step)
+      gets at once the factor at which its headroom lasts that long at its peak.
+    At a steady load the factor settles where the volume fills just as fast as it may: its
+    headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
+    retention it settles where the headroom left lasts the horizon at the factor's share of the
+    peak: below the factor at which retention would hold the volume at the limit.
+    """
+
+    limit: Limit
+    horizon_seconds: float
+    history: ClassVar[int] = 3
+    accumulates: ClassVar[bool] = True
+    polls_watched_after_lift: ClassVar[int] = history
+    """As long as the fill rate, a median of the last `history` intervals, lags the load a lift
+    lets back: it shows it only two polls later; until then a check showing a volume closing
+    fast (`closing_fast`) is taken in."""
+    gauges: ClassVar[tuple[str, ...]] = (
+        "log_dir_fill_rate_bytes_per_second",
+        "log_dir_seconds_to_limit",
+    )
+    RESPONSE_SECONDS: ClassVar[float] = 30.0
+    """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
+    time of the loop, longer than the alert and enforcer delays so that it does not overshoot.
+    A volume that would reach its limit sooner than this is past what paced steps can slow
+    (`depth_floor` holds it at once; the exporter takes in a check showing it)."""
+    RISE_SECONDS: ClassVar[float] = 15.0
+    """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
+    / this: producers get their rate back faster than they lose it."""
+    MAX_DROP: ClassVar[float] = 0.2
+    """The most one step lowers the factor by (a share of it)."""
+    MAX_DROP_PER_SECOND: ClassVar[float] = 0.05
+    RESTART_MARGIN: ClassVar[float] = 2.0
+    LOWEST_CAP: ClassVar[float] = 0.01
+    """The lowest factor `depth_floor` holds a volume to (at or near its limit): a floor that
+    the depth climbs back from within a minute or so once there is room again."""
+    FLOOR_CLIMB_SECONDS: ClassVar[float] = 5.0
+    """The held floor climbs by at most one `MAX_DROP` every this many seconds (the exporter's
+    recommended poll interval): a factor it lowers stays close to the rate it meets."""
+    FREED_SHARE: ClassVar[float] = 0.1
+    """Space freed: available bytes up by this share of the volume in one interval, or the volume
+    grown (retention deleting a segment frees less; a volume that merely stopped filling because
+    it is throttled frees nothing)."""
+
+    def limit_bytes(self, reading: VolumeReading) -> Any:
+        """The limit in bytes for this volume (a ratio limit: of its total)."""
+        if isinstance(self.limit, MinAvailableRatio):
+            return self.limit.min_ratio * reading.total_bytes
+        return self.limit.threshold
+
+    def fill_rate(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """Bytes per second the volume fills at (0.0 at its first reading)."""
+        readings = (reading, *previous)
+        rates = [
+            ops.greatest(
+                (later.total_bytes - later.available_bytes)
+                - (earlier.total_bytes - earlier.available_bytes),
+                0,
+            )
+            / ops.greatest(later.time - earlier.time, MIN_ELAPSED_SECONDS)
+            for later, earlier in zip(readings, readings[1:], strict=False)
+        ]
+        if len(rates) < 2:
+            return rates[0] if rates else 0.0
+        if len(rates) == 2:  # while the history builds up: the lower, so one spike is ignored
+            return ops.least(*rates)
+        a, b, c = rates
+        return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
+
+    def headroom(self, reading: VolumeReading) -> Any:
+        """Bytes available above the limit (<= 0: at or past it)."""
+        return reading.available_bytes - self.limit_bytes(reading)
+
+    def seconds_to_limit(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        rate = self.fill_rate(reading, previous, ops)
+        headroom = ops.greatest(self.headroom(reading), 0)
+        predicted = headroom / ops.greatest(rate, MIN_ELAPSED_SECONDS)
+        return ops.choose(rate > 0, ops.least(predicted, NOT_FILLING_SECONDS), NOT_FILLING_SECONDS)
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, Any]:
+        if not previous:
+            return 0.0, False
+        rate = self.fill_rate(reading, previous, ops)
+        # How much too fast the volume approaches its limit: horizon / predicted time - 1
+        # (-1: not filling; > 0: it would reach the limit within the horizon).
+        too_fast = self.horizon_seconds * rate / ops.greatest(self.headroom(reading), 1) - 1.0
+        last = previous[0]
+        elapsed = ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
+        per_second = depth_of_drop(self.MAX_DROP_PER_SECOND)
+        bound = ops.least(depth_of_drop(self.MAX_DROP), per_second * elapsed)
+        pace = ops.choose(
+            too_fast < 0,
+            1.0 / self.RISE_SECONDS,
+            1.0 / self.RESPONSE_SECONDS,
+        )
+        step = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
+        freed = (
+            reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
+        ) | (reading.total_bytes > last.total_bytes)
+        restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
+        return step, restart
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """The fill rate, once it is the median of three intervals (a single interval may be a
+        burst of other data the median would ignore): the peak is the fastest the volume filled
+        since its last restart."""
+        if len(previous) < self.history:
+            return 0.0
+        return self.fill_rate(reading, previous, ops)
+
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: Any,
+        ops: Expressions,
+    ) -> tuple[Any, Any]:
+        """(held, at once): the depth of the highest factor at which the volume, filling at
+        that share of its peak with nothing deleted, would still take the horizon to reach its
+        limit (0 while that is 1.0 or more; never past the depth of `LOWEST_CAP`). While
+        retention deletes what was written before a throttle, the fill rate says nothing of
+        what a higher factor will write once those segments are gone; the peak does.
+
+        At once, while the volume at its fill rate would reach its limit within
+        `RESPONSE_SECONDS` from this reading and from the one before (one spuriously low
+        reading is not enough), sooner than the held floor's climb and the paced steps could
+        slow it (a load step, or the load another volume's throttle held coming back when that
+        throttle is lifted): the depth of the factor at which its headroom lasts
+        `RESPONSE_SECONDS` at its peak (0 otherwise); the held floor then climbs on from there.
+        A level, not a step: readings that still show the rate from before it took effect ask
+        for no more than it."""
+        headroom = ops.greatest(self.headroom(reading), 1.0)
+        held = depth_sharing(self.horizon_seconds * peak / headroom, self.LOWEST_CAP, ops)
+        if not previous:
+            return held, 0.0
+        surest = ops.greatest(headroom, self.headroom(previous[0]))
+        imminent = self.imminent(self.fill_rate(reading, previous, ops), surest)
+        at_once = depth_sharing(self.RESPONSE_SECONDS * peak / headroom, self.LOWEST_CAP, ops)
+        return held, ops.choose(imminent, at_once, 0.0)
+
+    @property
+    def floor_climb(self) -> float:
+        return depth_of_drop(self.MAX_DROP) / self.FLOOR_CLIMB_SECONDS
+
+    def imminent(self, rate: Any, headroom: Any) -> Any:
+        """Whether `headroom` lasts less than `RESPONSE_SECONDS` at `rate`."""
+        return self.RESPONSE_SECONDS * rate > headroom
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        """The limit within `RESPONSE_SECONDS` at the rate of this one interval: the fill
+        rate, a median of three, would see it only a poll later."""
+        rate = self.fill_rate(reading, (last,), PLAIN)
+        return bool(self.imminent(rate, self.headroom(reading)))
+
+    def volume_factor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        depth: Any,
+        ops: Expressions,
+    ) -> Any:
+        violated = self.limit.is_violated(reading.available_bytes, reading.available_ratio)
+        return ops.choose(violated, THROTTLED, factor_at_depth(depth))
+
+    def volume_gauges(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, ...]:
+        return (
+            self.fill_rate(reading, previous, ops),
+            self.seconds_to_limit(reading, previous, ops),
+        )

@@ -1,0 +1,114 @@
+"""PolicyRun: a policy applied to successive observations, the exporter's side of the seam
+(the backfill evaluates the same declarations on Spark Columns: `spark.volume_history`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kvq.model.depth_accumulator import DepthAccumulator
+from kvq.model.policy_expressions import PLAIN
+from kvq.model.throttle_factor_policy import (
+    UNTHROTTLED,
+    ThrottleFactorPolicy,
+    VolumeReading,
+    cluster_factor,
+)
+from kvq.model.volume import Volume
+
+
+@dataclass(frozen=True, slots=True)
+class FactorCalculation:
+    """The factor computed from one set of volumes and the volumes that violated the limit."""
+
+    factor: float
+    violating: tuple[Volume, ...]
+
+
+class PolicyRun:
+    """A policy applied to successive observations (the exporter's side of the seam): keeps the
+    factor each volume got when last observed (a cached volume keeps it), and for a policy that
+    needs them each volume's last usable readings, its depth and its gauges."""
+
+    def __init__(self, policy: ThrottleFactorPolicy) -> None:
+        self.policy = policy
+        self._factors: dict[tuple[int, str], float] = {}
+        self._readings: dict[tuple[int, str], tuple[VolumeReading, ...]] = {}
+        self._depths: dict[tuple[int, str], DepthAccumulator] = {}
+        self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
+        """Per judged volume: the policy's gauges and then its factor (only for a policy that
+        has gauges), as last observed."""
+
+    def calculate(
+        self, observed: Iterable[Volume], cached: Iterable[Volume] = (), time: float = 0.0
+    ) -> FactorCalculation:
+        """The factor of `observed` (read at `time`) and `cached` (judged as last observed)."""
+        observed, cached = tuple(observed), tuple(cached)
+        policy, limit, history = self.policy, self.policy.limit, self.policy.history
+        known, self._factors = self._factors, {}
+        columns, self.columns = self.columns, {}
+        gauged = bool(policy.gauges)
+        factors: list[float] = []
+        violating: list[Volume] = []
+        for volume in observed:
+            key = volume.key
+            ratio = volume.available_ratio
+            reading = VolumeReading.of(volume, time)
+            previous = self._readings.get(key, ()) if history else ()
+            depth = 0.0
+            if policy.accumulates:
+                step, restart = policy.depth_step(reading, previous, PLAIN)
+                sample = float(policy.peak_sample(reading, previous, PLAIN))
+                accumulated = self._depths.setdefault(key, DepthAccumulator())
+                peak = accumulated.take_peak(sample, bool(restart))
+                floor, at_once = policy.depth_floor(reading, previous, peak, PLAIN)
+                depth = accumulated.take(
+                    float(step),
+                    bool(restart),
+                    float(floor),
+                    float(at_once),
+                    time,
+                    policy.floor_climb,
+                )
+            factor = float(policy.volume_factor(reading, previous, depth, PLAIN))
+            if gauged:
+                gauges = policy.volume_gauges(reading, previous, PLAIN)
+                self.columns[key] = (*map(float, gauges), factor)
+            if history:
+                self._readings[key] = (reading, *previous)[:history]
+            factors.append(factor)
+            self._factors[key] = factor
+            if limit.is_violated(volume.available_bytes, ratio):
+                violating.append(volume)
+        for volume in cached:  # cached volumes were observed earlier, by this run
+            key = volume.key
+            factors.append(known[key])
+            self._factors[key] = known[key]
+            if gauged:
+                self.columns[key] = columns[key]
+            if limit.violated_by(volume):
+                violating.append(volume)
+        return FactorCalculation(cluster_factor(factors), tuple(violating))
+
+    def decisive(self, observed: Iterable[Volume], time: float) -> bool:
+        """Whether `observed`, read at `time`, shows a volume at or past its limit, a throttled
+        one whose depth would restart (space freed: its factor back to 1.0 at once) or one
+        closing on its limit fast (`closing_fast`), judged against the readings kept so far
+        without taking them in: a check between polls that shows none of these lifts nothing,
+        crosses nothing and hastens nothing (the exporter drops it, `exporter.poller`). A
+        volume not throttled restarts on any growth; that is no reason."""
+        policy = self.policy
+        for volume in observed:
+            if policy.limit.violated_by(volume):
+                return True
+            previous = self._readings.get(volume.key, ())
+            if not previous:
+                continue
+            reading = VolumeReading.of(volume, time)
+            throttled = self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED
+            freed = (
+                throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]
+            )
+            if bool(freed) or policy.closing_fast(reading, previous[0]):
+                return True
+        return False

@@ -1,0 +1,66 @@
+"""StopOnViolation: the proposal's policy, the default (`kvq.throttle.policy=stop-on-violation`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kvq.model.limits import Limit
+from kvq.model.policy_expressions import Expressions
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, VolumeReading
+
+
+@dataclass(frozen=True, slots=True)
+class StopOnViolation:
+    """The proposal's rule: message production stops (factor 0.0) while any volume violates the
+    limit, else it runs unthrottled (1.0)."""
+
+    limit: Limit
+    history: ClassVar[int] = 0
+    accumulates: ClassVar[bool] = False
+    polls_watched_after_lift: ClassVar[int] = 3
+    """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
+    freed, and a check that shows it past the limit again throttles a check interval after the
+    crossing, not a poll interval."""
+    gauges: ClassVar[tuple[str, ...]] = ()
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, Any]:
+        return 0.0, False
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        return 0.0
+
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: Any,
+        ops: Expressions,
+    ) -> tuple[Any, Any]:
+        return 0.0, 0.0
+
+    @property
+    def floor_climb(self) -> float:
+        return 0.0
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        return False
+
+    def volume_factor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        depth: Any,
+        ops: Expressions,
+    ) -> Any:
+        violated = self.limit.is_violated(reading.available_bytes, reading.available_ratio)
+        return ops.choose(violated, THROTTLED, UNTHROTTLED)
+
+    def volume_gauges(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[Any, ...]:
+        return ()

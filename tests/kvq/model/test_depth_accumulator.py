@@ -1,0 +1,33 @@
+"""DepthAccumulator: a volume's depth, the sum of its steps kept at or above its held floor."""
+
+from kvq.model.depth_accumulator import DepthAccumulator
+
+
+def take(depth: DepthAccumulator, step=0.0, restart=False, floor=0.0, at_once=0.0, time=0.0):
+    return depth.take(step, restart, floor, at_once, time, climb=0.5)
+
+
+def test_steps_add_up_and_the_depth_never_falls_below_zero():
+    depth = DepthAccumulator()
+    assert [take(depth, step) for step in (1.0, 2.0, -5.0, 1.0)] == [1.0, 3.0, 0.0, 1.0]
+
+
+def test_the_held_floor_follows_a_floor_down_at_once_and_up_at_most_climb_a_second():
+    depth = DepthAccumulator()
+    assert take(depth, restart=True, floor=2.0, time=0.0) == 2.0
+    assert take(depth, floor=0.0, time=1.0) == 2.0  # a floor lower: no step, the depth stays
+    assert take(depth, floor=10.0, time=2.0) == 2.0  # held: 0 at 1 s, +0.5 a second since
+    assert take(depth, floor=10.0, time=10.0) == 4.5
+
+
+def test_a_floor_at_once_holds_at_once_and_a_restart_starts_from_the_floor():
+    depth = DepthAccumulator()
+    assert take(depth, step=1.0) == 1.0
+    assert take(depth, at_once=7.0, time=1.0) == 7.0
+    assert take(depth, step=3.0, restart=True, time=2.0) == 0.0  # the step is ignored
+
+
+def test_the_peak_is_the_running_maximum_since_the_last_restart():
+    depth = DepthAccumulator()
+    assert [depth.take_peak(s, False) for s in (3.0, 1.0, 5.0)] == [3.0, 3.0, 5.0]
+    assert depth.take_peak(2.0, True) == 2.0
