@@ -43,11 +43,13 @@ class RepositoryLinks(SphinxPostTransform):
 
     default_priority = 8
 
-    def run(self, **kwargs: Any) -> None:
+    def run(self, only: type[nodes.Element] | None = None, **kwargs: Any) -> None:
         source = Path(self.env.srcdir)
         root = source.parent
         base = self.config.repository_url.rstrip("/")
         for node in list(self.document.findall(_is_link)):
+            if only is not None and not isinstance(node, only):
+                continue
             path, anchor = self._target(node, source)
             if path is None or path.is_relative_to(source) or not path.is_relative_to(root):
                 continue
@@ -87,7 +89,15 @@ class RepositoryLinks(SphinxPostTransform):
         return (page_dir / target).resolve(), anchor
 
 
+def _links_before_downloads(app: Sphinx, doctree: nodes.document) -> None:
+    """Links MyST made downloads are resolved as the page is read, before Sphinx's collector
+    copies every downloaded file into the site (a repository file is linked, not copied)."""
+    transform = RepositoryLinks(doctree)
+    transform.run(only=addnodes.download_reference)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("repository_url", "", "env")
+    app.connect("doctree-read", _links_before_downloads, priority=400)
     app.add_post_transform(RepositoryLinks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
