@@ -43,8 +43,8 @@ def running_enforcer(
     """A kvq-enforcer process (`python -m enforcer.cli`) for `admin_properties`, its webhook's
     bearer token TOKEN; yields its URL, stops it on exit. `code`: run the enforcer of that
     checkout instead of this one."""
+    from devkit.kafka_cluster import kafka_admin_settings
     from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
-    from tests.kafka_support import kafka_admin_settings
 
     (work_dir / "token").write_text(TOKEN + "\n")
     settings = {
