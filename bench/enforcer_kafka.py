@@ -27,6 +27,8 @@ from pathlib import Path
 
 import requests
 
+from devkit import results_page
+
 P = "client.quota.callback.static."
 CLUSTER = "bench"
 TOKEN = "bench-token"
@@ -224,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         "worktree) next to this one's, alternating, the same cluster and pairs",
     )
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args, kafka=not args.devcluster_only)
     if args.compare_with is not None:
         compare(args.pairs, args.compare_with.resolve())
         return
@@ -288,6 +291,6 @@ def compare(pairs: int, other: Path, rounds: int = 2) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))
