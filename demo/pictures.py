@@ -34,18 +34,21 @@ AVAILABLE_STEP = 0.5
 RATE_STEP = 1.0
 """A producer's rate is kept per second of the run."""
 RATE_WINDOW = 10
-"""...and drawn averaged over this many seconds around each: a producer that its quota binds is
+"""...and drawn averaged over this many seconds up to each: a producer that its quota binds is
 throttled in bursts (Kafka's quota window is 11 s), and a Java producer's acknowledgements are read
-from its topic's high watermark once a second."""
+from its topic's high watermark. A drop shows from its moment on, never before it."""
 
-CROSSING, THROTTLE, FREED, FAILED, RESTART = "crossing", "throttle", "freed", "failed", "restart"
+CROSSING, THROTTLE, FREED, FAILED = "crossing", "throttle", "freed", "failed"
+OTHER_CROSSING, RESTART = "other-crossing", "restart"
 MARKS = {
-    # kind: (legend text, marker, vertical line style)
+    # kind: (legend text, marker on the filling volume's line or None, vertical line style)
     CROSSING: ("limit crossed", "o", "--"),
     THROTTLE: ("throttle (first broker throttle after the crossing)", "v", ":"),
     FREED: ("space freed (volume grown)", "^", "-"),
     FAILED: ("disk full: log dir offline, broker halted", "X", "-"),
+    OTHER_CROSSING: ("another log dir crossed the limit", None, "-."),
 }
+"""The moments drawn; RESTART (a span: a broker stopped and started) is shaded."""
 
 
 @dataclass
@@ -132,6 +135,22 @@ def available_series(
     return [points[slot] for slot in sorted(points)]
 
 
+def other_crossing(
+    samples: Iterable, filling: tuple[int, int], limit: int, start: float
+) -> Mark | None:
+    """The first moment from `start` on that a volume other than `filling` was at or below the
+    limit (a DiskWatch's samples; seconds after `start`)."""
+    for sample in samples:
+        if sample.at < start:
+            continue
+        crossed = sorted(v for v, b in sample.usable.items() if v != filling and b <= limit)
+        if crossed:
+            broker, index = crossed[0]
+            label = f"broker {broker}'s log dir {index} crossed the limit"
+            return Mark(round(sample.at - start, 2), OTHER_CROSSING, label)
+    return None
+
+
 def rate_series(
     acked: Sequence[tuple[float, int]], start: float, end: float, step: float = RATE_STEP
 ) -> list[tuple[float, float]]:
@@ -146,13 +165,16 @@ def rate_series(
 
 
 def smoothed(points: Sequence[tuple[float, float]], count: int) -> list[tuple[float, float]]:
-    """Each point's value averaged over the `count` points around it (fewer at either end)."""
+    """Each point's value averaged over it and the `count - 1` points before it (fewer at the
+    start): what a moment shows never comes after it."""
     values = [v for _, v in points]
     out = []
-    for i, (t, _) in enumerate(points):
-        low = max(0, i - count // 2)
-        high = min(len(values), low + count)
-        out.append((t, sum(values[low:high]) / max(1, high - low)))
+    total = 0.0
+    for i, (t, value) in enumerate(points):
+        total += value
+        if i >= count:
+            total -= values[i - count]
+        out.append((t, total / min(i + 1, count)))
     return out
 
 
@@ -224,10 +246,10 @@ def available_bytes_figure(recorded: Recorded) -> Figure:
             times, values, color=color, lw=1.8, label=run.title, gid=run.key, zorder=3 - order / 10
         )
         for mark in run.marks:
-            if mark.kind not in MARKS:
+            marker = MARKS[mark.kind][1] if mark.kind in MARKS else None
+            if marker is None:
                 continue
             y = _value_at(run.available, mark.at) / MIB
-            _, marker, _ = MARKS[mark.kind]
             size = 12 if mark.kind == FAILED else 7
             axes.plot(
                 [mark.at], [y], marker=marker, ms=size, color=line.get_color(), mec="black",
@@ -245,8 +267,10 @@ def available_bytes_figure(recorded: Recorded) -> Figure:
     axes.set_ylabel("available bytes (MiB)")
     axes.set_title(f"Available bytes on {recorded.volume}", loc="left", fontsize=11)
     axes.grid(alpha=0.3)
-    axes.legend(handles=[*axes.get_legend_handles_labels()[0], *_mark_handles(recorded)],
-                loc="upper left", fontsize=8, framealpha=0.9)  # fmt: skip
+    axes.legend(
+        handles=[*axes.get_legend_handles_labels()[0], *_mark_handles(recorded)],
+        loc="upper left", bbox_to_anchor=(0, -0.11), ncols=2, fontsize=8, frameon=False,
+    )  # fmt: skip
     return figure
 
 
@@ -259,7 +283,7 @@ def _mark_handles(recorded: Recorded) -> list:
             [], [], marker=marker, color="0.5", mec="black", ls="none", label=recorded.legend(kind)
         )
         for kind, (_, marker, _) in MARKS.items()
-        if kind in kinds
+        if kind in kinds and marker is not None
     ]
 
 
@@ -299,11 +323,12 @@ def producer_rates_figure(recorded: Recorded) -> Figure:
         axes.set_title(run.title, loc="left", fontsize=9, color=COLORS.get(run.key, "black"))
         axes.set_ylabel("kB/s acked")
         axes.grid(alpha=0.3)
-        axes.set_ylim(bottom=0)
+    axes_list[-1].set_ylim(0, _rates_top(recorded))
     axes_list[-1].set_xlim(0, end)
     axes_list[-1].set_xlabel("seconds after the load started")
     figure.suptitle(
-        f"Each producer's acknowledged rate (value bytes/s, averaged over {RATE_WINDOW} s)",
+        f"Each producer's acknowledged rate (value bytes/s over the {RATE_WINDOW} s before each "
+        "moment)",
         x=0.01, ha="left",
         fontsize=11,
     )  # fmt: skip
@@ -312,6 +337,20 @@ def producer_rates_figure(recorded: Recorded) -> Figure:
         loc="lower left", bbox_to_anchor=(0, 1.12), fontsize=8, ncols=3, frameon=False,
     )  # fmt: skip
     return figure
+
+
+def _rates_top(recorded: Recorded) -> float:
+    """kB/s at the top of the rate panels: above nearly every drawn point, so that a catch-up
+    burst (a producer's backlog acknowledged at once after a throttle) does not flatten the
+    rest; the burst runs off the top."""
+    window = int(RATE_WINDOW / RATE_STEP)
+    drawn = sorted(
+        v
+        for run in recorded.runs
+        for points in run.rates.values()
+        for _, v in smoothed(points, window)
+    )
+    return max(1.0, 1.15 * drawn[int(0.995 * (len(drawn) - 1))] / 1000) if drawn else 1.0
 
 
 def _producer_order(recorded: Recorded):

@@ -526,11 +526,13 @@ def series(outcome: Outcome) -> pictures.RunSeries:
         (outcome.freed, pictures.FREED),
     ]
     names = {p: name(p, run.setup) for p in run.producers}
+    marks = [pictures.Mark(round(at - start, 2), kind) for at, kind in moments if at is not None]
+    other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,
         SHORT_TITLES[outcome.policy],
         pictures.available_series(run.watch.samples, FULL, start),
-        [pictures.Mark(round(at - start, 2), kind) for at, kind in moments if at is not None],
+        marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),
     )
 

@@ -585,12 +585,13 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     mark(run.marks.get("grown"), pictures.FREED)
     failure = "disk full, broker 0 halted" if outcome.halted else "disk full, log dir offline"
     mark(outcome.full, pictures.FAILED, failure)
+    other = pictures.other_crossing(run.watch.samples, (0, 0), run.limit, start)
     names = {p: name(p, run.setup) for p in run.producers}
     return pictures.RunSeries(
         outcome.guard,
         SHORT_TITLES[outcome.guard],
         pictures.available_series(run.watch.samples, (0, 0), start),
-        marks,
+        marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),
     )
 

@@ -14,6 +14,7 @@ from demo.pictures import (
     FAILED,
     FREED,
     MIB,
+    OTHER_CROSSING,
     RESTART,
     THROTTLE,
     Mark,
@@ -79,6 +80,9 @@ def versus_like() -> Recorded:
                 rates(freed + 60, throttle),
             )
         )
+    runs[-1].marks.append(
+        Mark(freed + 40, OTHER_CROSSING, "broker 2's log dir 0 crossed the limit")
+    )
     return Recorded("versus", "broker 0's log dir (a 32 MiB tmpfs)", LIMIT, runs, "a run\nmachine")
 
 
@@ -95,6 +99,7 @@ def test_the_available_bytes_picture_has_a_line_per_guard_the_limit_and_every_ma
     limits = [line for line in axes.get_lines() if line.get_label() == "_limit"]
     assert [tuple(line.get_ydata()) for line in limits] == [(LIMIT / MIB, LIMIT / MIB)]
     assert "none:failed" in lines and "none:throttle" not in lines
+    assert "kvq:other-crossing" not in lines  # another volume: not on this one's line
     for key in ("plugin-5s", "plugin-60s", "kvq"):
         assert {f"{key}:{kind}" for kind in (CROSSING, THROTTLE, FREED)} <= set(lines)
     # kvq's throttle is drawn where its line is at that moment
@@ -173,6 +178,17 @@ def test_a_rate_is_kept_per_second_and_drawn_averaged() -> None:
     assert dict(points)[0.5] == pytest.approx(100_000, rel=0.01)
     assert dict(points)[10.5] == 0
     drawn = dict(pictures.smoothed(points, 4))
-    assert drawn[2.5] == pytest.approx(100_000, rel=0.01)
-    assert drawn[9.5] == pytest.approx(75_000, rel=0.02)  # 7-10 s: three of load, one without
+    assert drawn[0.5] == pytest.approx(100_000, rel=0.01)  # one second so far
+    assert drawn[9.5] == pytest.approx(100_000, rel=0.01)  # the four seconds up to it: loaded
+    assert drawn[11.5] == pytest.approx(50_000, rel=0.02)  # 8-11 s: two of load, two without
     assert drawn[19.5] == 0
+
+
+def test_another_volume_crossing_is_found_for_the_rates_panels() -> None:
+    def sample(at: float, broker_2: int) -> SimpleNamespace:
+        return SimpleNamespace(at=at, usable={(0, 0): 1, (1, 0): 10 * MIB, (2, 0): broker_2})
+
+    samples = [sample(5.0, 0), sample(10.0, 9 * MIB), sample(12.5, LIMIT), sample(13.0, 0)]
+    mark = pictures.other_crossing(samples, (0, 0), LIMIT, start=10.0)
+    assert mark == Mark(2.5, OTHER_CROSSING, "broker 2's log dir 0 crossed the limit")
+    assert pictures.other_crossing(samples[:2], (0, 0), LIMIT, start=10.0) is None
