@@ -135,6 +135,27 @@ def available_series(
     return [points[slot] for slot in sorted(points)]
 
 
+REARM_BYTES = 512 << 10
+"""A volume back above the limit by this much can cross it again (no mark for every wobble)."""
+
+
+def crossings(samples: Iterable, volume: tuple[int, int], limit: int, start: float) -> list[float]:
+    """Every moment from `start` on (seconds after it) that `volume` went from above the limit
+    to at or below it."""
+    moments = []
+    armed = True
+    for sample in samples:
+        if sample.at < start or volume not in sample.usable:
+            continue
+        usable = sample.usable[volume]
+        if armed and usable <= limit:
+            moments.append(round(sample.at - start, 2))
+            armed = False
+        elif usable > limit + REARM_BYTES:
+            armed = True
+    return moments
+
+
 def other_crossing(
     samples: Iterable, filling: tuple[int, int], limit: int, start: float
 ) -> Mark | None:
@@ -340,9 +361,9 @@ def producer_rates_figure(recorded: Recorded) -> Figure:
 
 
 def _rates_top(recorded: Recorded) -> float:
-    """kB/s at the top of the rate panels: above nearly every drawn point, so that a catch-up
-    burst (a producer's backlog acknowledged at once after a throttle) does not flatten the
-    rest; the burst runs off the top."""
+    """kB/s at the top of the rate panels: well above what the producers steadily reach (the
+    95th percentile of the drawn points), so that a catch-up burst (a backlog acknowledged at
+    once after a throttle, hundreds of kB/s) does not flatten the rest: it runs off the top."""
     window = int(RATE_WINDOW / RATE_STEP)
     drawn = sorted(
         v
@@ -350,7 +371,7 @@ def _rates_top(recorded: Recorded) -> float:
         for points in run.rates.values()
         for _, v in smoothed(points, window)
     )
-    return max(1.0, 1.15 * drawn[int(0.995 * (len(drawn) - 1))] / 1000) if drawn else 1.0
+    return max(1.0, 1.4 * drawn[int(0.95 * (len(drawn) - 1))] / 1000) if drawn else 1.0
 
 
 def _producer_order(recorded: Recorded):

@@ -519,14 +519,16 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     run = outcome.run
     start, limit = run.load_started, run.limit
     end = run.watch.samples[-1].at if run.watch.samples else time.monotonic()
-    crossed = run.watch.first(lambda s: s.at >= start and s.usable.get(FULL, limit + 1) <= limit)
-    moments = [
-        (crossed, pictures.CROSSING),
-        (outcome.slowed, pictures.THROTTLE),
-        (outcome.freed, pictures.FREED),
-    ]
+    moments = [(outcome.slowed, pictures.THROTTLE), (outcome.freed, pictures.FREED)]
     names = {p: name(p, run.setup) for p in run.producers}
-    marks = [pictures.Mark(round(at - start, 2), kind) for at, kind in moments if at is not None]
+    until_freed = [s for s in run.watch.samples if outcome.freed is None or s.at < outcome.freed]
+    marks = [
+        *(
+            pictures.Mark(at, pictures.CROSSING)
+            for at in pictures.crossings(until_freed, FULL, limit, start)
+        ),
+        *(pictures.Mark(round(at - start, 2), kind) for at, kind in moments if at is not None),
+    ]
     other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,

@@ -192,3 +192,11 @@ def test_another_volume_crossing_is_found_for_the_rates_panels() -> None:
     mark = pictures.other_crossing(samples, (0, 0), LIMIT, start=10.0)
     assert mark == Mark(2.5, OTHER_CROSSING, "broker 2's log dir 0 crossed the limit")
     assert pictures.other_crossing(samples[:2], (0, 0), LIMIT, start=10.0) is None
+
+
+def test_every_crossing_of_the_limit_is_found_once() -> None:
+    """Down through the limit, wobbling around it (one crossing), back well above, down again."""
+    values = [10 * MIB, LIMIT + 1, LIMIT, LIMIT + 1000, LIMIT - 5, 10 * MIB, LIMIT - 1, 0]
+    samples = [SimpleNamespace(at=100.0 + i, usable={(0, 0): v}) for i, v in enumerate(values)]
+    assert pictures.crossings(samples, (0, 0), LIMIT, start=100.0) == [2.0, 6.0]
+    assert pictures.crossings(samples, (0, 0), LIMIT, start=103.0) == [1.0, 3.0]
