@@ -2,7 +2,8 @@
 
 Benchmarks never fail on a number; a benchmark that cannot run says why and the rest go on.
 `python -m bench NAME...` runs only those (the module names without `bench.`, e.g.
-`python -m bench exporter_poll_kafka enforcer_kafka versus`).
+`python -m bench exporter_poll_kafka enforcer_kafka versus`). Each completed benchmark writes its
+results page, docs/results/NAME.md (bench/results.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import importlib
 import sys
 import time
 import traceback
+
+from bench import results
 
 BENCHMARKS = (
     "bench.poll_fanout",
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n=== {name} ===", flush=True)
         started = time.perf_counter()
         try:
-            importlib.import_module(name).main([])
+            results.run(importlib.import_module(name), [], alone=False)
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise

@@ -50,6 +50,7 @@ from bench.spark_event_log import (
     report,
     scaling_lines,
 )
+from devkit import results_page
 
 SAMPLES = re.compile(r": (\d+) samples at (\d+) times")
 
@@ -654,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args, ignore=("keep",))
     if args.keep:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
     work = (
@@ -684,6 +686,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -23,6 +23,7 @@ from pathlib import Path
 import bcrypt
 import requests
 
+from devkit import results_page
 from devkit.processes import wait_until
 from devkit.web_clients import WrongPasswordCrowd
 from kvq.web.server import Response, Route, WebServer
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", default="50,400", help="crowd sizes, comma-separated")
     parser.add_argument("--seconds", type=float, default=5.0, help="flood duration")
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
     print(f"scrape latency with the remembered password, {args.seconds:g} s of flood each")
     print(
         "  cost clients  alone ms  flooded p50 ms   max ms  flooded/alone  timed out"
@@ -132,6 +134,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

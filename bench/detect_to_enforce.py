@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from devkit import loop_settings
+from devkit import loop_settings, results_page
 
 REFERENCE_BROKERS = 200
 PLUGIN_CHECK_SECONDS = 60.0  # the in-broker Strimzi quota plugin's check interval
@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--settings", choices=("recommended", "demo"), default="recommended")
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
 
     from demo import scenario
     from demo.stack import DemoStack
@@ -70,6 +71,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

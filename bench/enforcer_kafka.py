@@ -27,6 +27,8 @@ from pathlib import Path
 
 import requests
 
+from devkit import results_page
+
 P = "client.quota.callback.static."
 CLUSTER = "bench"
 TOKEN = "bench-token"
@@ -43,8 +45,8 @@ def running_enforcer(
     """A kvq-enforcer process (`python -m enforcer.cli`) for `admin_properties`, its webhook's
     bearer token TOKEN; yields its URL, stops it on exit. `code`: run the enforcer of that
     checkout instead of this one."""
+    from devkit.kafka_cluster import kafka_admin_settings
     from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
-    from tests.kafka_support import kafka_admin_settings
 
     (work_dir / "token").write_text(TOKEN + "\n")
     settings = {
@@ -224,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         "worktree) next to this one's, alternating, the same cluster and pairs",
     )
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args, kafka=not args.devcluster_only)
     if args.compare_with is not None:
         compare(args.pairs, args.compare_with.resolve())
         return
@@ -288,6 +291,6 @@ def compare(pairs: int, other: Path, rounds: int = 2) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

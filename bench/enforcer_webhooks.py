@@ -18,6 +18,8 @@ from pathlib import Path
 
 import requests
 
+from devkit import results_page
+
 P = "client.quota.callback.static."
 
 
@@ -26,6 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--posts", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
 
     from devcluster.cluster import DevCluster
     from devkit.alertmanager import throttle_webhook
@@ -86,6 +89,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

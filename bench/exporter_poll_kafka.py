@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from devkit import results_page
+
 TOPIC_PARTITIONS = 100
 """Partitions per topic; topics are created a few at a time (the controller writes every
 partition's records in one batch of at most 10,000)."""
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between polls")
     parser.add_argument("--rounds", type=int, default=3, help="busy/idle window pairs")
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args, kafka=True)
 
     from bench.timing import median_seconds
     from devkit.kafka_cluster import KafkaCluster
@@ -185,6 +188,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -15,6 +15,7 @@ import time
 
 import requests
 
+from devkit import results_page
 from devkit.processes import wait_until
 from devkit.web_clients import held_connections
 from kvq.web.server import Response, Route, WebServer
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slow", type=int, default=100)
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
     route = Route(
         "/webhook", lambda r: Response.json(200, {"ok": True}), "", ("POST",), max_body=1024
     )
@@ -71,4 +73,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import command_line
+
+    raise SystemExit(command_line(__name__))

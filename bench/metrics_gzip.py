@@ -15,6 +15,7 @@ import requests
 
 from bench.metrics_render import large_exporter
 from bench.timing import median_seconds
+from devkit import results_page
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--brokers", type=int, default=2000)
     parser.add_argument("--log-dirs", type=int, default=12)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
     exporter, _observation, _limit = large_exporter(args.brokers, args.log_dirs)
     server = exporter.server.start()
     url = server.url + "/metrics"
@@ -53,4 +55,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import command_line
+
+    raise SystemExit(command_line(__name__))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from bench.timing import median_seconds
+from devkit import results_page
 from devkit.exposition_reference import prometheus_client_text
 from exporter.exporter_app import Exporter
 from exporter.settings import ExporterSettings
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--brokers", type=int, default=2000)
     parser.add_argument("--log-dirs", type=int, default=12)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
     exporter, observation, _limit = large_exporter(args.brokers, args.log_dirs)
     half, _observation, _limit = large_exporter(args.brokers // 2, args.log_dirs)
 
@@ -87,4 +89,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import command_line
+
+    raise SystemExit(command_line(__name__))

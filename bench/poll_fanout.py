@@ -15,6 +15,7 @@ from pathlib import Path
 import requests
 
 from bench.timing import median_seconds
+from devkit import results_page
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
 
     from kafka.admin import KafkaAdminClient
 
@@ -73,6 +75,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from statistics import median
 
+from devkit import results_page
+
 MIB = 1 << 20
 
 
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=400)
     args = parser.parse_args(argv)
+    results_page.arguments(parser, args)
     with tempfile.TemporaryDirectory(prefix="kvq-bench-produce-") as work_name:
         work = Path(work_name)
         plain = median([disk_write_speed(work, args.megabytes, sync=False) for _ in range(3)])
@@ -94,6 +97,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -12,9 +12,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from devkit import results_page
+
 
 def main(argv: list[str] | None = None) -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    results_page.arguments(parser, parser.parse_args(argv))
     from demo import producers
     from demo.scenario import Timeline
 
@@ -36,6 +39,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -6,6 +6,11 @@ and Maven's Kafka jars (`make kafka-deps`); about 10 minutes.
 
 from __future__ import annotations
 
+RECORDED_BY_MAIN = True
+"""demo.slowdown.main writes its results page and pictures itself (docs/results/slowdown.md,
+slowdown-available-bytes.png, slowdown-producer-rates.png): `make demo SCENARIO=slowdown` does
+too."""
+
 
 def main(argv: list[str] | None = None) -> None:
     from demo import slowdown
@@ -14,6 +19,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -7,6 +7,10 @@ after the crossing; `kvq-no-default` adds kvq without the standing default-user 
 
 from __future__ import annotations
 
+RECORDED_BY_MAIN = True
+"""demo.versus.main writes its results page and pictures itself (docs/results/versus.md,
+versus-available-bytes.png, versus-producer-rates.png): `make demo SCENARIO=versus` does too."""
+
 
 def main(argv: list[str] | None = None) -> None:
     from demo import versus
@@ -15,6 +19,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from devkit.processes import run_until_interrupted
+    from bench.results import command_line
 
-    raise SystemExit(run_until_interrupted(main))
+    raise SystemExit(command_line(__name__))

@@ -19,7 +19,10 @@ volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the l
 any volume, the bytes acknowledged during the episode (first slowdown -> space freed) against the
 most any policy could have acknowledged then without crossing the limit (`Outcome.bound`), the
 longest time any producer went without an acknowledgement then, and the time from space freed until
-every producer is back at its rate.
+every producer is back at its rate. Once every run completed, the tables and two pictures
+(demo/pictures.py: broker 0's available bytes under each policy, each producer's acknowledged rate)
+are written to docs/results/slowdown.md (devkit/results_page.py; `python -m bench.slowdown` is
+this).
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from demo import pictures
 from demo.producers import (
     DiskWatch,
     Run,
     grow_full_volume,
     make_stack,
+    name,
     prepare,
     start_load,
     stop_all,
@@ -49,6 +54,7 @@ from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
 from devkit.processes import wait_until
+from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 
 RETENTION_SECONDS = 60
@@ -415,43 +421,71 @@ def run_policy(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make demo SCENARIO=slowdown KAFKA=apache")
-    parser.add_argument(
-        "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
-    )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        choices=list(POLICIES),
-        help="run only this policy (repeatable; default: every one, in this order)",
-    )
-    parser.add_argument(
-        "--episode-seconds",
-        type=float,
-        default=EPISODE_SECONDS,
-        help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
-        f"retention {RETENTION_SECONDS} s)",
-    )
-    parser.add_argument(
-        "--load-step",
-        type=float,
-        metavar="TIMES",
-        help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
-    )
-    parser.add_argument(
-        "--violation-check-interval",
-        metavar="DURATION",
-        help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
-        "polls every storage.check.interval at the limit too, as before it existed)",
-    )
-    args = parser.parse_args(argv)
+    """Each policy's run, its table, and (when every run completed) the results page with the
+    pictures (docs/results/slowdown.md, devkit.results_page)."""
+    with Recording("slowdown", __doc__.splitlines()[0]) as recording:
+        args = parse(argv)
+        recording.arguments(PARSER, args, ignore=("work",), kafka=True)
+        outcomes = run_policies(args)
+        if outcomes is None:
+            return 1
+        print(
+            f"\none load ({SETUP.producers} producers at {SETUP.producer_rate / 1000:.0f} kB/s, "
+            f"retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka cluster per policy"
+        )
+        for outcome in outcomes:
+            print(f"\n{POLICIES[outcome.policy]}:")
+            print(table(outcome))
+        pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "policy")
+        recording.complete()
+        return 0
+
+
+PARSER = argparse.ArgumentParser(prog="make demo SCENARIO=slowdown KAFKA=apache")
+PARSER.add_argument(
+    "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
+)
+PARSER.add_argument(
+    "--policy",
+    action="append",
+    choices=list(POLICIES),
+    help="run only this policy (repeatable; default: every one, in this order)",
+)
+PARSER.add_argument(
+    "--episode-seconds",
+    type=float,
+    default=EPISODE_SECONDS,
+    help=f"how long the load goes on after the first slowdown (default {EPISODE_SECONDS:.0f}; "
+    f"retention {RETENTION_SECONDS} s)",
+)
+PARSER.add_argument(
+    "--load-step",
+    type=float,
+    metavar="TIMES",
+    help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
+)
+PARSER.add_argument(
+    "--violation-check-interval",
+    metavar="DURATION",
+    help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
+    "polls every storage.check.interval at the limit too, as before it existed)",
+)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    args = PARSER.parse_args(argv)
     if args.load_step is not None and args.load_step <= 1:
-        parser.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
+        PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
     if args.load_step is not None and args.episode_seconds <= STEP_AFTER_SECONDS:
-        parser.error(
+        PARSER.error(
             f"--episode-seconds: {args.episode_seconds:g} ends before the load step "
             f"({STEP_AFTER_SECONDS:.0f} s after the first slowdown); give more"
         )
+    return args
+
+
+def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
+    """Each policy's run on a fresh cluster, in order; None (said why) if one failed."""
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
@@ -470,15 +504,51 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(outcome)
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
-                return 1
-    print(
-        f"\none load ({SETUP.producers} producers at {SETUP.producer_rate / 1000:.0f} kB/s, "
-        f"retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka cluster per policy"
+                return None
+    return outcomes
+
+
+SHORT_TITLES = {
+    "stop-on-violation": "kvq, the proposal's 0/1 policy",
+    "graceful-slowdown": f"kvq, graceful-slowdown (horizon {HORIZON}, observed-rate references)",
+}
+
+
+def series(outcome: Outcome) -> pictures.RunSeries:
+    """What the pictures draw of one policy's run (demo/pictures.py)."""
+    run = outcome.run
+    start, limit = run.load_started, run.limit
+    end = run.watch.samples[-1].at if run.watch.samples else time.monotonic()
+    moments = [(outcome.slowed, pictures.THROTTLE), (outcome.freed, pictures.FREED)]
+    names = {p: name(p, run.setup) for p in run.producers}
+    until_freed = [s for s in run.watch.samples if outcome.freed is None or s.at < outcome.freed]
+    marks = [
+        *(
+            pictures.Mark(at, pictures.CROSSING)
+            for at in pictures.crossings(until_freed, FULL, limit, start)
+        ),
+        *(pictures.Mark(round(at - start, 2), kind) for at, kind in moments if at is not None),
+    ]
+    other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
+    return pictures.RunSeries(
+        outcome.policy,
+        SHORT_TITLES[outcome.policy],
+        pictures.available_series(run.watch.samples, FULL, start),
+        marks + ([other] if other is not None else []),
+        pictures.producer_rates(run.producers, names, start, end),
     )
-    for outcome in outcomes:
-        print(f"\n{POLICIES[outcome.policy]}:")
-        print(table(outcome))
-    return 0
+
+
+def recorded(outcomes: list[Outcome], page: str, footer: str) -> pictures.Recorded:
+    return pictures.Recorded(
+        page,
+        f"broker 0's log dir (a {SETUP.capacity >> 20} MiB tmpfs, {OTHER_DATA >> 20} MiB of other "
+        f"data, retention {RETENTION_SECONDS} s)",
+        SETUP.limit,
+        [series(o) for o in outcomes],
+        footer,
+        legends={pictures.THROTTLE: "first slowdown: the enforcer lowers Kafka's quotas"},
+    )
 
 
 if __name__ == "__main__":

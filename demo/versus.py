@@ -23,7 +23,9 @@ issue #40: does the throttle survive the restart?); then the volume is grown (th
 remounted twice as large) and the load goes on for 60 s more: are the producers back at their
 rate?
 One table per run. Exit 0 only if kvq kept every volume above 0 bytes with no storage error,
-no log dir offline and no broker halted.
+no log dir offline and no broker halted. Once every run completed, the tables and two pictures
+(demo/pictures.py: broker 0's available bytes under each guard, each producer's acknowledged rate)
+are written to docs/results/versus.md (devkit/results_page.py; `python -m bench.versus` is this).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from demo import apache, hops
+from demo import apache, hops, pictures
 from demo.producers import (
     APACHE,
     AWAY_SECONDS,
@@ -67,6 +69,7 @@ from devkit.kafka_cluster import (
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
 from devkit.processes import wait_until
+from devkit.results_page import Recording
 from enforcer.quota_client import KafkaQuotaClient
 from kvq.kafka.quota_entity import QuotaEntity
 
@@ -192,6 +195,8 @@ class Outcome:
     """When a broker first reported a throttle to a producer it did not throttle before."""
     hops: list[tuple[float | None, str]] = field(default_factory=list)
     """kvq: (monotonic moment or None, hop) of each step of the loop (demo/hops.py)."""
+    away: tuple[float, float] | None = None
+    """When broker 0 was stopped while held, and when it was back."""
 
     @property
     def lowest(self) -> tuple[int, tuple[int, int]]:
@@ -318,6 +323,7 @@ def restart_while_held(stack, outcome: Outcome, log: Callable[[str], None]) -> N
     time.sleep(AWAY_SECONDS)
     kafka.start_node(0)
     back = time.monotonic()
+    outcome.away = (stopping, back)
     outcome.events.append((back, "broker 0 started again"))
     time.sleep(AFTER_RESTART_SECONDS)
     outcome.rate_after_restart = acked_rate(run, back, time.monotonic())
@@ -487,30 +493,59 @@ def run_guard(guard: str, work: Path, log: Callable[[str], None]) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make demo SCENARIO=versus KAFKA=apache")
-    parser.add_argument(
-        "--guards",
-        default=",".join(DEFAULT_GUARDS),
-        help=f"comma-separated, in order, from {', '.join(GUARDS)} (default: all but the last)",
-    )
-    parser.add_argument(
-        "--work", type=Path, help="keep every cluster's logs here (default: a temp dir, removed)"
-    )
-    args = parser.parse_args(argv)
-    guards = [g for g in args.guards.split(",") if g]
-    unknown = [g for g in guards if g not in GUARDS]
-    if unknown or not guards:
-        parser.error(f"--guards {args.guards!r}: each must be one of {', '.join(GUARDS)}")
+    """Every guard's run, its table, and (when every run completed) the results page with the
+    pictures (docs/results/versus.md, devkit.results_page)."""
+    with Recording("versus", __doc__.splitlines()[0]) as recording:
+        parser = argparse.ArgumentParser(prog="make demo SCENARIO=versus KAFKA=apache")
+        parser.add_argument(
+            "--guards",
+            default=",".join(DEFAULT_GUARDS),
+            help=f"comma-separated, in order, from {', '.join(GUARDS)} (default: all but the last)",
+        )
+        parser.add_argument(
+            "--work",
+            type=Path,
+            help="keep every cluster's logs here (default: a temp dir, removed)",
+        )
+        args = parser.parse_args(argv)
+        guards = [g for g in args.guards.split(",") if g]
+        unknown = [g for g in guards if g not in GUARDS]
+        if unknown or not guards:
+            parser.error(f"--guards {args.guards!r}: each must be one of {', '.join(GUARDS)}")
+        recording.arguments(parser, args, ignore=("work",), kafka=True)
+        outcomes = run_guards(guards, args.work)
+        if outcomes is None:
+            return 1
+        report(outcomes)
+        pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "guard")
+        recording.complete()  # a run that did not protect is a result too
+        kvq = [o for o in outcomes if is_kvq(o.guard)]
+        if kvq and not kvq[0].protected:
+            print(
+                "\nkvq did NOT keep every volume above 0 without a storage error", file=sys.stderr
+            )
+            return 1
+        if kvq:
+            print("\nkvq kept every volume above 0 bytes: no storage error, no log dir offline")
+        return 0
+
+
+def run_guards(guards: list[str], work_dir: Path | None) -> list[Outcome] | None:
+    """Each guard's run on a fresh cluster, in order; None (said why) if one failed."""
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="kvq-demo-versus-") as temp:
-        work = args.work or Path(temp)
+        work = work_dir or Path(temp)
         for guard in guards:
             try:
                 outcomes.append(run_guard(guard, work, log))
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{TITLES[guard]}: the run failed: {exc}", file=sys.stderr)
-                return 1
+                return None
+    return outcomes
+
+
+def report(outcomes: list[Outcome]) -> None:
     print(f"\none load ({describe_load()}) on a fresh 3-node Kafka cluster per guard")
     print(f"Kafka's quotas before the load, every guard: {describe_quotas(SETUP)}")
     print(
@@ -520,13 +555,58 @@ def main(argv: list[str] | None = None) -> int:
     for outcome in outcomes:
         print(f"\n{TITLES[outcome.guard]}:")
         print(table(outcome))
-    kvq = [o for o in outcomes if is_kvq(o.guard)]
-    if kvq and not kvq[0].protected:
-        print("\nkvq did NOT keep every volume above 0 without a storage error", file=sys.stderr)
-        return 1
-    if kvq:
-        print("\nkvq kept every volume above 0 bytes: no storage error, no log dir offline")
-    return 0
+
+
+SHORT_TITLES = {
+    "none": "no guard",
+    "plugin-5s": "Strimzi plugin, check every 5 s",
+    "plugin-60s": "Strimzi plugin, check every 60 s (its default)",
+    "kvq": "kvq (recommended intervals)",
+    "kvq-no-default": "kvq, no standing default-user quota",
+}
+
+
+def series(outcome: Outcome) -> pictures.RunSeries:
+    """What the pictures draw of one guard's run (demo/pictures.py)."""
+    run = outcome.run
+    start = run.load_started
+    end = run.watch.samples[-1].at if run.watch.samples else time.monotonic()
+    marks = []
+
+    def mark(at: float | None, kind: str, label: str = "", until: float | None = None) -> None:
+        if at is not None:
+            later = None if until is None else round(until - start, 2)
+            marks.append(pictures.Mark(round(at - start, 2), kind, label, later))
+
+    mark(outcome.crossed, pictures.CROSSING)
+    mark(outcome.throttled if outcome.throttled is not None else outcome.held, pictures.THROTTLE)
+    if outcome.away is not None:
+        mark(outcome.away[0], pictures.RESTART, "broker 0 stopped", until=outcome.away[1])
+    mark(run.marks.get("grown"), pictures.FREED)
+    failure = "disk full, broker 0 halted" if outcome.halted else "disk full, log dir offline"
+    mark(outcome.full, pictures.FAILED, failure)
+    other = pictures.other_crossing(run.watch.samples, (0, 0), run.limit, start)
+    names = {p: name(p, run.setup) for p in run.producers}
+    return pictures.RunSeries(
+        outcome.guard,
+        SHORT_TITLES[outcome.guard],
+        pictures.available_series(run.watch.samples, (0, 0), start),
+        marks + ([other] if other is not None else []),
+        pictures.producer_rates(run.producers, names, start, end),
+    )
+
+
+def recorded(outcomes: list[Outcome], page: str, footer: str) -> pictures.Recorded:
+    return pictures.Recorded(
+        page,
+        f"broker 0's log dir (a {SETUP.capacity >> 20} MiB tmpfs taking every byte of the load)",
+        SETUP.limit,
+        [series(o) for o in outcomes],
+        footer,
+        legends={
+            pictures.THROTTLE: "throttle: a broker first throttles a producer after the crossing"
+        },
+    )
 
 
 def describe_quotas(setup: Setup) -> str:

@@ -66,6 +66,7 @@ JMX_EXPORTER_CONFIG = (
 """What operators add to their brokers' JMX exporter: the quota sensors' rates."""
 STRIMZI_QUOTA_CALLBACK = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 STRIMZI_PREFIX = "client.quota.callback.static."
+STRIMZI_ADMIN = f"{STRIMZI_PREFIX}kafka.admin."
 
 
 NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
@@ -458,6 +459,21 @@ def strimzi_quota_callback(static: Mapping[str, str]) -> NodeProperties:
         }
 
     return properties
+
+
+def kafka_admin_settings(admin_properties: Mapping[str, str]) -> dict[str, str]:
+    """The `client.quota.callback.static.kafka.admin.*` settings (exporter and enforcer) for a
+    cluster's admin properties: SASL/PLAIN as a Strimzi user writes it, a JAAS line."""
+    settings = {"bootstrap.servers": admin_properties["bootstrap.servers"]}
+    if "sasl.username" in admin_properties:
+        user, password = admin_properties["sasl.username"], admin_properties["sasl.password"]
+        settings |= {
+            "security.protocol": admin_properties["security.protocol"],
+            "sasl.mechanism": admin_properties["sasl.mechanism"],
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+            f'required username="{user}" password="{password}";',
+        }
+    return {f"{STRIMZI_ADMIN}{k}": v for k, v in settings.items()}
 
 
 def new_cluster_id() -> str:

@@ -1,5 +1,6 @@
 """What tests on real Kafka and on devcluster read alike: log dir sizes as Kafka and the kernel
-report them, what is mounted, and how kvq's components are configured to reach a cluster."""
+report them and what is mounted (how kvq's components are configured to reach a cluster is
+devkit.kafka_cluster.kafka_admin_settings: the benchmarks use it too)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import os
 from pathlib import Path
 
 from exporter.cluster_client import KafkaClusterClient
-
-STRIMZI_ADMIN = "client.quota.callback.static.kafka.admin."
 
 SHARED_KAFKA_LOG_DIR_BYTES = 64 << 20
 """The size of each tmpfs log dir of the run's `shared_kafka` (tests/conftest.py)."""
@@ -35,18 +34,3 @@ def described(client: KafkaClusterClient, broker_id: int) -> dict[str, tuple[int
     assert not isinstance(answer, Exception), answer
     assert all(d.error_code == 0 for d in answer)
     return {d.log_dir: (d.total_bytes, d.usable_bytes) for d in answer}
-
-
-def kafka_admin_settings(admin_properties: dict[str, str]) -> dict[str, str]:
-    """The `client.quota.callback.static.kafka.admin.*` settings (exporter and enforcer) for a
-    cluster's admin properties: SASL/PLAIN as a Strimzi user writes it, a JAAS line."""
-    settings = {"bootstrap.servers": admin_properties["bootstrap.servers"]}
-    if "sasl.username" in admin_properties:
-        user, password = admin_properties["sasl.username"], admin_properties["sasl.password"]
-        settings |= {
-            "security.protocol": admin_properties["security.protocol"],
-            "sasl.mechanism": admin_properties["sasl.mechanism"],
-            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
-            f'required username="{user}" password="{password}";',
-        }
-    return {f"{STRIMZI_ADMIN}{k}": v for k, v in settings.items()}

@@ -140,6 +140,10 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("devkit/README.md", "with KafkaCluster(work_dir"): (
         f"{HERE}::test_the_devkit_kafka_cluster_sketch_names_what_exists"
     ),
+    ("docs/benchmarks.md", "python -m bench poll_fanout metrics_render"): (
+        "tests/docs/test_benchmarks_page.py::"
+        "test_the_benchmarks_page_commands_name_benchmarks_that_exist"
+    ),
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
     ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",

@@ -26,12 +26,16 @@ import pytest
 from devcluster.cluster import DevCluster
 from devcluster.control_client import ControlClient
 from devkit.alertmanager import alertmanager, throttle_webhook
-from devkit.kafka_cluster import STRIMZI_QUOTA_CALLBACK, KafkaCluster, strimzi_quota_callback
+from devkit.kafka_cluster import (
+    STRIMZI_QUOTA_CALLBACK,
+    KafkaCluster,
+    kafka_admin_settings,
+    strimzi_quota_callback,
+)
 from devkit.processes import ManagedProcess, free_port, wait_until
 from devkit.producer_load import LoadProducer
 from enforcer.quota_plan import UNLIMITED
 from kvq.kafka.quota_entity import ORIGINALS_USER
-from tests.kafka_support import kafka_admin_settings
 from tests.quota_backends import (
     DevclusterQuotas,
     KafkaQuotas,

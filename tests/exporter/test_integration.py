@@ -15,14 +15,14 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.cluster import DevCluster
-from devkit.kafka_cluster import KafkaCluster
+from devkit.kafka_cluster import KafkaCluster, kafka_admin_settings
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
 from exporter.exporter_app import Exporter
 from exporter.scrape_phase import KEEP
 from exporter.settings import ExporterSettings
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
-from tests.kafka_support import CHECKPOINT_SLACK, kafka_admin_settings, usable_bytes
+from tests.kafka_support import CHECKPOINT_SLACK, usable_bytes
 
 P = "client.quota.callback.static."
 CAPACITY = 10_000_000
