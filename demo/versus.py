@@ -5,8 +5,8 @@ and two Java producers, five SASL users, six client-ids, 75 kB/s each, replicas 
 byte on broker 0's 32 MiB tmpfs, Kafka's default retention (7 days: it frees nothing in time).
 Here alice, bob/app and dave have quotas that bind *before* any crossing (Kafka enforces a quota
 per broker), so each principal's achieved rate can be held against its own quota; carol and erin
-have the standing default-user quota (10 MB/s, far above what they offer) that README "Reaction
-time" recommends. Every guard's cluster gets the same quotas. The guards:
+have the standing default-user quota (10 MB/s, far above what they offer) that docs/reaction-time.md
+recommends. Every guard's cluster gets the same quotas. The guards:
 
 1. none;
 2. the Strimzi quota plugin (io.strimzi:kafka-quotas-plugin, what Maven Central has) in every
@@ -83,7 +83,7 @@ OWN_QUOTAS = {
 }
 """The principals' own quotas, binding before any crossing."""
 STANDING_DEFAULT: dict[tuple, float] = {(("user", None),): float(DemoStack.DEFAULT_PRODUCE)}
-"""The recommended setup (README "Reaction time"): a standing default-user quota, the enforcer's
+"""The recommended setup (docs/reaction-time.md): a standing default-user quota, the enforcer's
 base `produce`, far above what carol or erin offer. Every client is then measured against a quota
 from the start, as under the plugin's callback, and a throttle changes values in place."""
 VERSUS_QUOTAS: dict[tuple, float] = {**OWN_QUOTAS, **STANDING_DEFAULT}
@@ -385,7 +385,7 @@ def principal_rates(
 
 
 def table(outcome: Outcome) -> str:
-    """The run's table, as printed and in the README."""
+    """The run's table, as printed and on its results page."""
     run, rows = outcome.run, []
     start = run.load_started
 
@@ -549,7 +549,7 @@ def report(outcomes: list[Outcome]) -> None:
     print(f"\none load ({describe_load()}) on a fresh 3-node Kafka cluster per guard")
     print(f"Kafka's quotas before the load, every guard: {describe_quotas(SETUP)}")
     print(
-        '(kvq: the standing default-user quota is the recommended setup, README "Reaction time";'
+        "(kvq: the standing default-user quota is the recommended setup, docs/reaction-time.md;"
         " kvq-no-default runs without it; the plugin ignores Kafka's quotas, its issue #32)"
     )
     for outcome in outcomes:
