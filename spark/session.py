@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -36,6 +37,12 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def runs_here(master: str | None) -> bool:
+    """True when the executors are on this machine: `local[...]` (the default), not a cluster
+    whose workers have interpreters of their own."""
+    return master is None or master.startswith("local")
+
+
 def spark_session(
     master: str | None = None,
     app_name: str = "kvq-backfill",
@@ -55,6 +62,11 @@ def spark_session(
     java_options = ""
     if not under_spark_submit():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if runs_here(master):
+            # Spark starts its Python workers with $PYSPARK_PYTHON, else whatever `python3` is
+            # first on PATH: another version than the driver's is refused
+            # (PYTHON_VERSION_MISMATCH). Workers on this machine run this interpreter.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
         java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
