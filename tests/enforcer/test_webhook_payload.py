@@ -59,3 +59,19 @@ def test_malformed_bodies_name_the_field(mutate, message):
 def test_non_objects_are_rejected(raw):
     with pytest.raises(PayloadError):
         parse_webhook(raw)
+
+
+def test_nesting_is_bounded_by_the_parser_not_by_the_interpreter():
+    """33 levels are refused for their depth, on every Python: 3.11's json fails only near 1,000
+    levels and 3.12's much deeper, so a hostile body would otherwise meet whatever the shape
+    check says of it. Brackets inside strings are text, not depth."""
+    too_deep = b'{"version": "4", "alerts": ' + b"[" * 32 + b"]" * 32 + b"}"
+    with pytest.raises(PayloadError, match="nested too deeply: at most 32 levels"):
+        parse_webhook(too_deep)
+    deepest = b'{"version": "4", "alerts": ' + b"[" * 31 + b"]" * 31 + b"}"
+    with pytest.raises(PayloadError) as refused:
+        parse_webhook(deepest)
+    assert "nested" not in str(refused.value)
+    body = captured_webhook("firing")
+    body["alerts"][0]["annotations"]["summary"] = "[" * 100 + '\\" {{' * 50
+    assert parse_webhook(json.dumps(body)).alerts[0].name == "KafkaVolumeQuotaThrottle"
