@@ -55,6 +55,13 @@ def _certificate(name, issuer_key, issuer_cert, ca=False, server=False):
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        # Key identifiers: strict verification (Python 3.13's default, VERIFY_X509_STRICT)
+        # refuses a certificate without them, as OpenSSL's strict mode does.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key((issuer_key or key).public_key()),
+            critical=False,
+        )
     )
     if ca:
         builder = builder.add_extension(
