@@ -381,3 +381,44 @@ def test_the_install_page_kustomize_overlay_renders_and_validates(tmp_path) -> N
         ((text_read, _),) = config_files(docs, workload)
         assert text_read == properties
     assert all(d["metadata"]["labels"]["release"] == "kube-prometheus-stack" for d in docs)
+
+
+STRIMZI_PRINCIPALS = [
+    "User:CN=my-cluster-kafka,O=io.strimzi",
+    "User:CN=my-cluster-cruise-control,O=io.strimzi",
+    "User:CN=my-cluster-entity-topic-operator,O=io.strimzi",
+    "User:CN=my-cluster-entity-user-operator,O=io.strimzi",
+    "User:CN=my-cluster-kafka-exporter,O=io.strimzi",
+    "User:CN=cluster-operator,O=io.strimzi",
+]
+"""docs/strimzi.md's internal principals of a Strimzi cluster named my-cluster."""
+
+
+def test_a_strimzi_cluster_s_internal_principals_are_excluded(tmp_path) -> None:
+    """`strimziCluster: my-cluster` adds Strimzi's own principals to the cluster's exclusions,
+    after the ones given (every app's file, as kvq reads them); a cluster without it keeps its
+    own list; the page that explains them names each."""
+
+    def with_bootstrap(entry: dict, **properties: str) -> dict:
+        entry["properties"] = {BOOTSTRAP: "kafka-bootstrap:9093", **properties}
+        return entry
+
+    excluded_key = "client.quota.callback.static.excluded.principal.name.list"
+    mine = with_bootstrap(
+        cluster("kafka", strimziCluster="my-cluster"), **{excluded_key: "User:ops"}
+    )
+    values = {"clusters": [mine, with_bootstrap(cluster("plain"))]}
+    text = kubernetes_manifests.helm_template("-f", values_file(tmp_path, values))
+    assert kubeconform.kubeconform(text) == []
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    excluded: dict[str, set[tuple[str, ...]]] = {}
+    for workload in workloads(docs):
+        for _, properties in config_files(docs, workload):
+            config = build_config(properties, environ={})
+            principals = tuple(config.excluded_principals)
+            excluded.setdefault(properties["kvq.cluster.name"], set()).add(principals)
+    assert excluded["kafka"] == {("User:ops", *STRIMZI_PRINCIPALS)}
+    assert excluded["plain"] == {("User:admin",)}
+    strimzi_page = (ROOT / "docs" / "strimzi.md").read_text()
+    for principal in STRIMZI_PRINCIPALS:
+        assert principal.removeprefix("User:") in strimzi_page

@@ -46,11 +46,31 @@ kafka-volume-quotas/cluster: {{ . }}
 {{/* The bearer token file the enforcer reads, mounted from enforcer.webhookTokenSecret. */}}
 {{- define "kvq.tokenFile" -}}/etc/kvq/webhook/token{{- end -}}
 
+{{/* The principals of a Strimzi cluster's own components (docs/strimzi.md, "Strimzi's internal
+     principals"): its brokers (Cruise Control's metrics reporter produces with their
+     certificate), Cruise Control, the Topic and User Operators, the Kafka Exporter, and the
+     Cluster Operator. Throttled, Cruise Control would lose the metrics it needs to move data off
+     the full disk. */}}
+{{- define "kvq.strimziPrincipals" -}}
+{{- $c := . -}}
+{{- $names := list (printf "%s-kafka" $c) (printf "%s-cruise-control" $c) (printf "%s-entity-topic-operator" $c) (printf "%s-entity-user-operator" $c) (printf "%s-kafka-exporter" $c) "cluster-operator" -}}
+{{- $principals := list -}}
+{{- range $names }}{{ $principals = append $principals (printf "User:CN=%s,O=io.strimzi" .) }}{{ end -}}
+{{- join ";" $principals -}}
+{{- end -}}
+
 {{/* One cluster's kvq.properties: `properties`, then the cluster's own, then what the chart
-     decides (the cluster's name and its label, clusterLabel, which the rules, dashboards and
-     Alertmanager route use too; the enforcer's token file, the same in every file). */}}
+     decides (a Strimzi cluster's internal principals added to the exclusions; the cluster's name
+     and its label, clusterLabel, which the rules, dashboards and Alertmanager route use too; the
+     enforcer's token file, the same in every file). */}}
 {{- define "kvq.properties" -}}
 {{- $merged := merge (dict) (.cluster.properties | default dict) .root.Values.properties -}}
+{{- with .cluster.strimziCluster }}
+{{- $excluded := "client.quota.callback.static.excluded.principal.name.list" }}
+{{- $given := get $merged $excluded | toString | trimSuffix ";" }}
+{{- $internal := include "kvq.strimziPrincipals" . }}
+{{- $_ := set $merged $excluded (ternary $internal (printf "%s;%s" $given $internal) (empty $given)) }}
+{{- end }}
 {{- $_ := set $merged "kvq.cluster.name" .cluster.name -}}
 {{- $_ := set $merged "kvq.cluster.label" .root.Values.clusterLabel -}}
 {{- $_ := set $merged "kvq.enforcer.auth.bearer.token.file" (include "kvq.tokenFile" .) -}}
