@@ -49,7 +49,8 @@ def test_the_page_starts_with_the_runs_facts_then_holds_every_line_it_printed(
     load = r"[\d.]+ / [\d.]+ / [\d.]+"
     loads = rf"{load} at the start, {load} at the end \(1 / 5 / 15 min.*"
     assert re.fullmatch(loads, rows["load average"])
-    assert rows["command"].startswith("`") and "pytest" in rows["command"]
+    # the command as this process was started (under pytest-xdist, its worker's)
+    assert rows["command"] == f"`{results_page.command_line()}`"
     assert "took" in rows
     output = page.split("## Output\n\n```\n", 1)[1]
     assert output == (
@@ -173,3 +174,12 @@ def test_the_commit_is_dirty_for_changed_code_not_for_results_pages(tmp_path) ->
     (repo / "bench.py").write_text("x = 2\n")
     assert git_commit(repo) == f"{clean}-dirty"
     assert git_commit(tmp_path / "not-a-repo").startswith("unknown")
+
+
+def test_the_command_is_shown_as_typed_with_the_checkout_s_interpreter_relative() -> None:
+    python = results_page.ROOT / ".venv" / "bin" / "python"
+    typed = [str(python), "-m", "bench.slowdown", "--load-step", "10"]
+    assert results_page.command_line(typed) == ".venv/bin/python -m bench.slowdown --load-step 10"
+    assert results_page.command_line(["/usr/bin/python3", "-m", "bench"]) == (
+        "/usr/bin/python3 -m bench"
+    )
