@@ -259,6 +259,27 @@ class Applier:
             or self.unanswered.deadline is not None
         )
 
+    def throttle_changed(self) -> bool:
+        """A look between applies while a throttle is in force: one DescribeClientQuotas, and
+        whether an apply at the applied factor would change something (a value a reconciler
+        reset or an operator changed, an entity to throttle that appeared, a value missing).
+        Writes nothing. False without a throttle applied, with work already left for the
+        reconcile loop, in a dry run, or when Kafka cannot be asked (the loop finds out)."""
+        with self.journal.exclusive():
+            active = _active(self._episode_now())
+            if active is None or active.applied is None or self.dry_run or self.needs_reconcile:
+                return False
+            described_at = self._monotonic()
+            try:
+                snapshot, copy = kafka_originals.split(self.client.describe())
+            except QuotaClientError as exc:
+                log.debug("cluster %s: cannot look at the throttle: %s", self.cluster, exc)
+                return False
+            held = copy.episodes.get(active.episode_id, {})
+            view = View(described_at, snapshot, copy)
+            planned = self._plan(active.pairs, held, view, active.applied)
+            return bool(planned.todo or planned.drift or planned.reverted or planned.discovered)
+
     def settle_due_in(self) -> float | None:
         """Seconds until requests in doubt can no longer land (None: none in doubt)."""
         return self.unanswered.due_in()

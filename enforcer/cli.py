@@ -82,7 +82,8 @@ names, annotation throttle_factor):
 Try a plan without changing anything:  kvq-enforcer --config kvq.properties --dry-run
 Several clusters: repeat --config. What the one server has once (listen address, journal,
 webhook credentials, alert name, cluster label, expiry and stale window, Prometheus URL, reconcile
-interval) must be the same in every file, or be set by a flag; files that disagree are refused.
+and throttle check intervals) must be the same in every file, or be set by a flag; files that
+disagree are refused.
 """
 
 SERVER_WIDE = (
@@ -95,6 +96,7 @@ SERVER_WIDE = (
     "alert_expiry",
     "stale_window",
     "reconcile_interval",
+    "throttle_check_interval",
 )
 """EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
 
@@ -335,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         alert_expiry=first.alert_expiry,
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
+        throttle_check_interval=first.throttle_check_interval.total_seconds(),
     )
     return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
 

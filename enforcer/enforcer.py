@@ -38,6 +38,10 @@ from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 log = logging.getLogger("kvq.enforcer")
 
+CHECK_SHARE = 0.1
+"""The most of the reconcile thread's time the checks of throttles in force may take: a look
+that takes long (a DescribeClientQuotas of 20,000 pairs) spaces the next one out."""
+
 
 @dataclass(frozen=True, slots=True)
 class WebhookOutcome:
@@ -93,6 +97,12 @@ class _ClusterTurn:
     last: _LastApply | None = None
 
 
+def check_delay(interval: float, took: float) -> float:
+    """Seconds from the end of one check of the throttles to the next: `interval`, or longer
+    when the check took `took` s, so that checks take at most CHECK_SHARE of the time."""
+    return max(interval, took * (1 - CHECK_SHARE) / CHECK_SHARE)
+
+
 class ClusterApplier(Protocol):
     """All the Enforcer asks of one cluster's applier (applier.Applier)."""
 
@@ -106,6 +116,10 @@ class ClusterApplier(Protocol):
 
     def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
         """One step of the cluster's work: apply the factor `choose_target` picks, atomically."""
+        ...
+
+    def throttle_changed(self) -> bool:
+        """One look at Kafka: would an apply at the applied factor change something?"""
         ...
 
     def close(self) -> None: ...
@@ -126,12 +140,15 @@ class Enforcer:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reconcile_interval: float = 30.0,
         stale_window: timedelta = DEFAULT_WINDOW,
+        throttle_check_interval: float = 0.0,
     ) -> None:
         """`cluster_label`: the label naming the cluster on the alerts and the series
-        (kvq.cluster.label)."""
+        (kvq.cluster.label). `throttle_check_interval`: how often (s) Kafka is asked between
+        reconcile rounds whether it still holds a throttle in force (0: never)."""
         self.cluster_label = cluster_label
         self.alert_expiry = alert_expiry
         self.reconcile_interval = reconcile_interval
+        self.throttle_check_interval = throttle_check_interval
         self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal
@@ -358,25 +375,53 @@ class Enforcer:
         deadlines = [a.condition().settle_deadline for a in self.appliers.values()]
         return any(d is not None and since < d <= now for d in deadlines)
 
+    def check_throttles(self) -> list[str]:
+        """Between reconcile rounds: apply again, at once, the throttle of every cluster where
+        Kafka no longer holds it as applied (a reconciler such as Strimzi's User Operator put
+        originals back, an operator changed a value, an entity to throttle appeared). Returns
+        the clusters applied again. Never raises (the reconcile round reports failures)."""
+        applied = []
+        for cluster, applier in self.appliers.items():
+            try:
+                if self.target(cluster) >= UNTHROTTLED or not applier.throttle_changed():
+                    continue
+                self._enforce(cluster, None)
+                applied.append(cluster)
+            except ApplyError:
+                pass  # logged and counted by the applier; the reconcile round retries
+            except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+                log.exception("cluster %s: checking the throttle failed: %s", cluster, exc)
+        return applied
+
     def reconcile_forever(self, stop: threading.Event, interval: float, tick: float = 0.5) -> None:
-        """The reconcile loop: one round now, then every `interval` s, and as soon as a request
-        in doubt settles (checked every `tick` s), until `stop` is set."""
-        next_round = last_round = 0.0
+        """The reconcile loop until `stop` is set: one round now, then every `interval` s, and as
+        soon as a request in doubt settles (checked every `tick` s); between rounds, a check of
+        the throttles in force every `throttle_check_interval` s (`check_throttles`), spaced so
+        that it takes at most CHECK_SHARE of the time when a look is slow (20,000 pairs)."""
+        next_round = last_round = next_check = 0.0
+        checking = self.throttle_check_interval > 0
         while not stop.is_set():
-            if time.monotonic() >= next_round or self.settle_due(last_round):
-                last_round = time.monotonic()
-                try:
-                    for cluster, error in self.reconcile().items():
-                        log.warning(
-                            "cluster %s: not reconciled yet (retry in %ss): %s",
-                            cluster,
-                            interval,
-                            error,
-                        )
-                except Exception:  # noqa: BLE001 - never let the loop die
-                    log.exception("reconcile round failed; retrying in %ss", interval)
+            now = time.monotonic()
+            if now >= next_round or self.settle_due(last_round):
+                last_round = now
+                self._reconcile_round(interval)
                 next_round = time.monotonic() + interval
-            stop.wait(min(tick, interval))
+                next_check = time.monotonic() + self.throttle_check_interval
+            elif checking and now >= next_check:
+                self.check_throttles()
+                took = time.monotonic() - now
+                next_check = time.monotonic() + check_delay(self.throttle_check_interval, took)
+            wake = min(next_round, next_check) if checking else next_round
+            stop.wait(min(tick, max(wake - time.monotonic(), 0.0)))
+
+    def _reconcile_round(self, interval: float) -> None:
+        try:
+            for cluster, error in self.reconcile().items():
+                log.warning(
+                    "cluster %s: not reconciled yet (retry in %ss): %s", cluster, interval, error
+                )
+        except Exception:  # noqa: BLE001 - never let the loop die
+            log.exception("reconcile round failed; retrying in %ss", interval)
 
     def close(self) -> None:
         """Close every cluster's Kafka connection, then the journal."""

@@ -191,6 +191,17 @@ class EnforcerSettings(AppSettings):
         "PT30S",
         "How often unfinished throttles, restores and failed applies are retried.",
     )
+    throttle_check_interval: timedelta = setting(
+        "kvq.enforcer.throttle.check.interval",
+        values.duration_off_or_between(
+            timedelta(milliseconds=100), timedelta(hours=1), "only the reconcile round looks"
+        ),
+        "PT0.5S",
+        "While a throttle is in force, how often Kafka is asked whether it still holds it "
+        "(one DescribeClientQuotas): a value a reconciler such as Strimzi's User Operator put "
+        "back, or an entity that appeared, is throttled again at once. Spaced out further when "
+        "a look is slow, to take at most a tenth of the time.",
+    )
 
     @classmethod
     def kafka_problems(cls, admin_properties: Mapping[str, str]) -> list[str]:

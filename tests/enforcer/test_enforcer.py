@@ -13,7 +13,7 @@ from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import wait_until
 from enforcer.applier import Applier, ApplyError
-from enforcer.enforcer import Enforcer
+from enforcer.enforcer import Enforcer, check_delay
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
@@ -353,3 +353,79 @@ def test_a_webhook_during_a_reconcile_rounds_apply_still_applies_its_own_alerts(
     kafka.release.set()
     wait_until(lambda: kafka.values[ALICE][P] == 200.0, what="the lower factor applied")
     assert enforcer.status()["clusters"]["c1"]["applied_factor"] == 0.25
+
+
+class CountedApplier(Applier):
+    """An applier that counts the checks of its throttle."""
+
+    checks = 0
+
+    def throttle_changed(self) -> bool:
+        self.checks += 1
+        return super().throttle_changed()
+
+
+@pytest.fixture
+def checked_world(tmp_path):
+    """(quotas, enforcer factory taking the throttle check interval); loops stopped after."""
+    clock = wall_clock(2026, 11, 22, 15)
+    kafka = InMemoryQuotas({ALICE: {P: 800.0}})
+    stops: list[tuple[threading.Event, threading.Thread]] = []
+    journal = Journal(tmp_path / "j.sqlite3", clock=clock, busy_timeout_s=0.05)
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
+
+    def start(check_interval: float, reconcile_interval: float) -> tuple[Enforcer, CountedApplier]:
+        applier = CountedApplier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
+        enforcer = Enforcer(
+            {"c1": applier},
+            journal,
+            metrics,
+            CLUSTER_LABEL_DEFAULT,
+            clock=clock,
+            throttle_check_interval=check_interval,
+        )
+        handle(enforcer, 0.5)
+        stop = threading.Event()
+        loop = threading.Thread(
+            target=enforcer.reconcile_forever, args=(stop, reconcile_interval), daemon=True
+        )
+        loop.start()
+        stops.append((stop, loop))
+        return enforcer, applier
+
+    yield kafka, start
+    for stop, loop in stops:
+        stop.set()
+        loop.join(timeout=10)
+    journal.close()
+
+
+def test_a_reset_between_reconcile_rounds_is_throttled_again_by_the_check(checked_world):
+    kafka, start = checked_world
+    enforcer, applier = start(check_interval=0.01, reconcile_interval=3600)
+    wait_until(lambda: enforcer.reconcile_rounds == 1, what="the round at start")
+    kafka.set(ALICE, P, 800.0)  # a reconciler puts the original back
+    wait_until(lambda: kafka.values[ALICE][P] == 400.0, what="throttled again")
+    assert enforcer.reconcile_rounds == 1, "by a check, not a round"
+    assert applier.checks >= 1
+
+
+def test_no_check_between_rounds_when_turned_off(checked_world):
+    kafka, start = checked_world
+    enforcer, applier = start(check_interval=0.0, reconcile_interval=0.01)
+    wait_until(lambda: enforcer.reconcile_rounds >= 3, what="three reconcile rounds")
+    assert applier.checks == 0
+
+
+def test_nothing_is_checked_without_a_throttle_in_force(checked_world):
+    kafka, start = checked_world
+    enforcer, applier = start(check_interval=0.01, reconcile_interval=3600)
+    handle(enforcer, None)
+    calls = len(kafka.calls)
+    assert not applier.throttle_changed(), "no throttle applied: nothing to look at"
+    assert kafka.calls[calls:] == [], "Kafka was not asked"
+
+
+def test_a_slow_check_is_spaced_out_to_a_tenth_of_the_time():
+    assert check_delay(0.5, 0.01) == 0.5
+    assert check_delay(0.5, 0.2) == pytest.approx(1.8)

@@ -645,21 +645,43 @@ def test_nan_and_two_to_the_63_originals_in_kafka_throttle_and_restore_exactly(b
     assert after == {key(user="bob"): {P: 2.0**63}}
 
 
-def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_loop(backend, enforcer):
+def test_a_reconciler_putting_originals_back_is_throttled_again_by_the_check(backend, enforcer):
     """As Strimzi's User Operator re-applying a KafkaUser's quota, or the Cluster Operator the
-    default user's: the value is exactly the original again while throttled."""
+    default user's: the value is exactly the original again while throttled. At the default
+    settings the check of the throttle in force finds it, not the next reconcile round (every
+    30 s): no round has run since the start when it is throttled again."""
     backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
-    e = enforcer(**{"kvq.enforcer.reconcile.interval": "PT0.5S"})
+    e = enforcer()
     assert e.post(firing(0.5))[0] == 200
     backend.seed({"user": "alice"}, everywhere=False, producer_byte_rate=1000.0)
     wait_until(
         lambda: backend.quotas()[key(user="alice")] == {P: 500.0},
-        what="throttled again by the loop",
+        what="throttled again by the check",
     )
+    assert e.health()["reconcile_rounds"] == 1, "the round at start only"
     assert e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") == 1.0
     assert e.status()["drift"] == 0, "not the operator's value"
     assert e.post(resolved())[0] == 200
     assert backend.quotas() == {key(user="alice"): {P: 1000.0}}
+
+
+def test_an_entity_created_while_throttled_is_throttled_by_the_check(backend, enforcer):
+    """A KafkaUser created during a throttle (the User Operator sets its quota at once): it is
+    throttled too without waiting for a webhook or a round, and restored with the others."""
+    backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
+    e = enforcer()
+    assert e.post(firing(0.5))[0] == 200
+    backend.seed({"user": "carol"}, producer_byte_rate=3000.0)
+    wait_until(
+        lambda: backend.quotas().get(key(user="carol")) == {P: 1500.0},
+        what="the new entity throttled by the check",
+    )
+    assert e.health()["reconcile_rounds"] == 1, "the round at start only"
+    assert e.post(resolved())[0] == 200
+    assert backend.quotas() == {
+        key(user="alice"): {P: 1000.0},
+        key(user="carol"): {P: 3000.0},
+    }
 
 
 def _pending_rows(journal: Path) -> int:
