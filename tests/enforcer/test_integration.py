@@ -34,6 +34,7 @@ from devkit.kafka_cluster import (
 )
 from devkit.processes import ManagedProcess, free_port, wait_until
 from devkit.producer_load import LoadProducer
+from devkit.strimzi_operators import ClusterOperator, UserOperator, UserQuotas
 from enforcer.quota_plan import UNLIMITED
 from kvq.kafka.quota_entity import ORIGINALS_USER
 from tests.quota_backends import (
@@ -682,6 +683,35 @@ def test_an_entity_created_while_throttled_is_throttled_by_the_check(backend, en
         key(user="alice"): {P: 1000.0},
         key(user="carol"): {P: 3000.0},
     }
+
+
+def test_strimzis_operators_putting_quotas_back_are_undone_and_the_restore_gives_theirs(
+    backend, enforcer
+):
+    """Strimzi's User Operator (alice's KafkaUser) and Cluster Operator (the default user)
+    reconciling every 0.5 s while a throttle is in force, the enforcer at its defaults: each
+    reset is throttled again, nothing counts as an operator's change, and the restore leaves
+    exactly the operators' values."""
+    backend.seed({"user": "alice"}, producer_byte_rate=1000.0)
+    backend.seed({"user": None}, producer_byte_rate=2000.0)
+    e = enforcer()
+    users = {"alice": UserQuotas(producer_byte_rate=1000)}
+    admin = backend.admin_properties
+    with (
+        UserOperator(admin, users, interval=0.5, cache_refresh=0.2) as user_operator,
+        ClusterOperator(admin, UserQuotas(producer_byte_rate=2000), interval=0.5),
+    ):
+        assert e.post(firing(0.5))[0] == 200
+        wait_until(
+            lambda: e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") >= 4,
+            what="several resets throttled again",
+        )
+        throttled = {key(user="alice"): {P: 500.0}, key(user=None): {P: 1000.0}}
+        wait_until(lambda: backend.quotas() == throttled, what="throttled again")
+        assert user_operator.alterations >= 2
+        assert e.status()["drift"] == 0, "a reset is no operator's change"
+        assert e.post(resolved())[0] == 200
+    assert backend.quotas() == {key(user="alice"): {P: 1000.0}, key(user=None): {P: 2000.0}}
 
 
 def _pending_rows(journal: Path) -> int:
