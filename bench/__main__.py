@@ -28,6 +28,7 @@ BENCHMARKS = (
     "bench.producers_headroom",
     "bench.exporter_poll_kafka",
     "bench.enforcer_kafka",
+    "bench.throttle_check",
     "bench.versus",
     "bench.slowdown",
 )

@@ -17,60 +17,21 @@ minutes.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import requests
 
 from devkit import results_page
+from devkit.enforcer_process import TOKEN, running_enforcer
 
-P = "client.quota.callback.static."
 CLUSTER = "bench"
-TOKEN = "bench-token"
 KEY = "producer_byte_rate"
 FACTOR = 0.5
 MARKER = (("ip", "192.0.2.1"),)  # TEST-NET-1: no client of this run connects from there
 MARKER_KEY = "connection_creation_rate"
-
-
-@contextlib.contextmanager
-def running_enforcer(
-    admin_properties: dict[str, str], work_dir: Path, threads: int = 4, code: Path | None = None
-) -> Iterator[str]:
-    """A kvq-enforcer process (`python -m enforcer.cli`) for `admin_properties`, its webhook's
-    bearer token TOKEN; yields its URL, stops it on exit. `code`: run the enforcer of that
-    checkout instead of this one."""
-    from devkit.kafka_cluster import kafka_admin_settings
-    from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
-
-    (work_dir / "token").write_text(TOKEN + "\n")
-    settings = {
-        **kafka_admin_settings(admin_properties),
-        f"{P}storage.per.volume.limit.min.available.ratio": "0.05",
-        f"{P}produce": "10000000",
-        "kvq.cluster.name": CLUSTER,
-        "kvq.enforcer.auth.bearer.token.file": str(work_dir / "token"),
-    }
-    config = work_dir / "kvq.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = [
-        sys.executable, "-m", "enforcer.cli", "--config", str(config),
-        "--listen", f"127.0.0.1:{port}", "--journal", str(work_dir / "journal.sqlite3"),
-        "--threads", str(threads),
-    ]  # fmt: skip
-    env = {"PYTHONPATH": str(code)} if code is not None else None
-    with ManagedProcess(argv, work_dir / "enforcer.log", env=env, cwd=code) as process:
-        wait_until(lambda: http_ok(url + "/healthz"), 60, what="kvq-enforcer /healthz")
-        if not process.running:
-            raise RuntimeError(f"kvq-enforcer exited:\n{process.log_text()[-2000:]}")
-        yield url
 
 
 def originals(pairs: int) -> dict:
@@ -184,7 +145,7 @@ def measure(
         brokers.every_broker_applied_so_far()
         brokers.check(before)
         times = []
-        with running_enforcer(admin_properties, work, code=code) as url:
+        with running_enforcer(admin_properties, work, code=code) as enforcer:
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {TOKEN}"
             for factor, expected in (
@@ -193,7 +154,7 @@ def measure(
             ):
                 started = time.monotonic()
                 answer = session.post(
-                    url + "/webhook",
+                    enforcer.url + "/webhook",
                     json=throttle_webhook(cluster=CLUSTER, factor=factor),
                     timeout=300,
                 )

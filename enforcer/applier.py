@@ -270,6 +270,7 @@ class Applier:
             if active is None or active.applied is None or self.dry_run or self.needs_reconcile:
                 return False
             described_at = self._monotonic()
+            self.metrics.throttle_checks.labels(self.cluster).inc()
             try:
                 snapshot, copy = kafka_originals.split(self.client.describe())
             except QuotaClientError as exc:

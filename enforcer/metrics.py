@@ -56,6 +56,11 @@ class EnforcerMetrics:
             "Throttled values found reset to exactly their original (a reconciler undoing the "
             "throttle), throttled again",
         )
+        self.throttle_checks = counter(
+            "throttle_checks",
+            "Looks at Kafka between applies whether a throttle in force still holds (one "
+            "DescribeClientQuotas each)",
+        )
         self.originals_recovered = counter(
             "originals_recovered",
             "Originals taken from Kafka's copy because the journal did not have them",

@@ -61,3 +61,14 @@ def test_slowdown_needs_real_kafka():
     without_kafka = run_demo("--scenario", "slowdown", timeout=60)
     assert without_kafka.returncode == 2
     assert "slowdown runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr
+
+
+def test_strimzi_needs_real_kafka_and_a_throttle_long_enough():
+    """`make demo SCENARIO=strimzi` without KAFKA=apache, or firing shorter than two operator
+    periods, is a usage error (exit 2), before any cluster starts."""
+    without_kafka = run_demo("--scenario", "strimzi", timeout=60)
+    assert without_kafka.returncode == 2
+    assert "strimzi runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr
+    short = run_demo("--scenario", "strimzi", "--kafka", "apache", "--seconds", "5", timeout=60)
+    assert short.returncode == 2
+    assert "--seconds 5: at least 40" in short.stderr
