@@ -429,3 +429,17 @@ def test_nothing_is_checked_without_a_throttle_in_force(checked_world):
 def test_a_slow_check_is_spaced_out_to_a_tenth_of_the_time():
     assert check_delay(0.5, 0.01) == 0.5
     assert check_delay(0.5, 0.2) == pytest.approx(1.8)
+
+
+def test_the_apply_a_check_triggers_acts_on_what_the_check_read(world):
+    """One DescribeClientQuotas between a reset and the alter that throttles it again: the
+    check's (at 20,000 pairs each one is a long round trip while the reset holds)."""
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+    handle(enforcer, 0.5)
+    assert enforcer.check_throttles() == [], "Kafka holds the throttle: nothing to do"
+    kafka.set(ALICE, P, 800.0)  # a reconciler puts the original back
+    before = len(kafka.calls)
+    assert enforcer.check_throttles() == ["c1"]
+    assert kafka.calls[before : before + 3] == ["describe", "validate", "alter"]
+    assert kafka.values[ALICE][P] == 400.0
