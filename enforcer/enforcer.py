@@ -97,10 +97,21 @@ class _ClusterTurn:
     last: _LastApply | None = None
 
 
-def check_delay(interval: float, took: float) -> float:
+def check_delay(interval: float, looked: float) -> float:
     """Seconds from the end of one check of the throttles to the next: `interval`, or longer
-    when the check took `took` s, so that checks take at most CHECK_SHARE of the time."""
-    return max(interval, took * (1 - CHECK_SHARE) / CHECK_SHARE)
+    when looking took `looked` s, so that looks take at most CHECK_SHARE of the time (the
+    applies a check triggers are not counted)."""
+    return max(interval, looked * (1 - CHECK_SHARE) / CHECK_SHARE)
+
+
+@dataclass
+class CheckRound:
+    """What one check of the throttles in force did."""
+
+    applied: list[str] = field(default_factory=list)
+    """Clusters whose throttle was applied again."""
+    looking_s: float = 0.0
+    """Seconds spent asking Kafka and comparing (without the applies)."""
 
 
 class ClusterApplier(Protocol):
@@ -375,23 +386,27 @@ class Enforcer:
         deadlines = [a.condition().settle_deadline for a in self.appliers.values()]
         return any(d is not None and since < d <= now for d in deadlines)
 
-    def check_throttles(self) -> list[str]:
+    def check_throttles(self) -> CheckRound:
         """Between reconcile rounds: apply again, at once, the throttle of every cluster where
         Kafka no longer holds it as applied (a reconciler such as Strimzi's User Operator put
-        originals back, an operator changed a value, an entity to throttle appeared). Returns
-        the clusters applied again. Never raises (the reconcile round reports failures)."""
-        applied = []
+        originals back, an operator changed a value, an entity to throttle appeared). Never
+        raises (the reconcile round reports failures)."""
+        checked = CheckRound()
         for cluster, applier in self.appliers.items():
             try:
-                if self.target(cluster) >= UNTHROTTLED or not applier.throttle_changed():
+                if self.target(cluster) >= UNTHROTTLED:
                     continue
-                self._enforce(cluster, None)
-                applied.append(cluster)
+                started = time.monotonic()
+                changed = applier.throttle_changed()
+                checked.looking_s += time.monotonic() - started
+                if changed:
+                    checked.applied.append(cluster)
+                    self._enforce(cluster, None)
             except ApplyError:
                 pass  # logged and counted by the applier; the reconcile round retries
             except Exception as exc:  # noqa: BLE001 - the loop must survive anything
                 log.exception("cluster %s: checking the throttle failed: %s", cluster, exc)
-        return applied
+        return checked
 
     def reconcile_forever(self, stop: threading.Event, interval: float, tick: float = 0.5) -> None:
         """The reconcile loop until `stop` is set: one round now, then every `interval` s, and as
@@ -408,9 +423,11 @@ class Enforcer:
                 next_round = time.monotonic() + interval
                 next_check = time.monotonic() + self.throttle_check_interval
             elif checking and now >= next_check:
-                self.check_throttles()
-                took = time.monotonic() - now
-                next_check = time.monotonic() + check_delay(self.throttle_check_interval, took)
+                checked = self.check_throttles()
+                delay = check_delay(self.throttle_check_interval, checked.looking_s)
+                if checked.applied:  # a reconciler may be half-way through: look again soon
+                    delay = self.throttle_check_interval
+                next_check = time.monotonic() + delay
             wake = min(next_round, next_check) if checking else next_round
             stop.wait(min(tick, max(wake - time.monotonic(), 0.0)))
 

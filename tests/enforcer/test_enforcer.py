@@ -437,9 +437,9 @@ def test_the_apply_a_check_triggers_acts_on_what_the_check_read(world):
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()
     handle(enforcer, 0.5)
-    assert enforcer.check_throttles() == [], "Kafka holds the throttle: nothing to do"
+    assert enforcer.check_throttles().applied == [], "Kafka holds the throttle: nothing to do"
     kafka.set(ALICE, P, 800.0)  # a reconciler puts the original back
     before = len(kafka.calls)
-    assert enforcer.check_throttles() == ["c1"]
+    assert enforcer.check_throttles().applied == ["c1"]
     assert kafka.calls[before : before + 3] == ["describe", "validate", "alter"]
     assert kafka.values[ALICE][P] == 400.0
