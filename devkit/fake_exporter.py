@@ -177,8 +177,12 @@ class FakeExporter:
                 "reverted_pairs",
                 "originals_recovered",
                 "reconcile_failures",
+                "throttle_checks",
+                "heartbeats",
             ):
                 out.family(name, "counter", [(c, 0)])
+            out.family("failsafe_active", "gauge", [(c, 0)])
+            out.family("failsafe_factor", "gauge", [(c, 1)])
             out.family("originals_unknown", "gauge", [(c, 0)])
             out.family("quota_callback_active", "gauge", [(c, 0)])
             return out.text()

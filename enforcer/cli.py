@@ -10,7 +10,7 @@ import signal
 import sqlite3
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from operator import attrgetter
 from pathlib import Path
@@ -18,6 +18,7 @@ from pathlib import Path
 from enforcer.applier import Applier
 from enforcer.auth import AuthConfigError, Credentials
 from enforcer.enforcer import Enforcer
+from enforcer.failsafe import ExporterFactor, FactorSource, FailSafe
 from enforcer.journal import Journal, JournalError
 from enforcer.journal_filesystem import wal_problem
 from enforcer.metrics import EnforcerMetrics
@@ -42,6 +43,7 @@ from enforcer.settings import (
     EnforcerSettings,
 )
 from enforcer.webhook_app import OTHER_PATHS, enforcer_server
+from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
@@ -97,6 +99,9 @@ SERVER_WIDE = (
     "stale_window",
     "reconcile_interval",
     "throttle_check_interval",
+    "heartbeat_alert_name",
+    "failsafe_after",
+    "failsafe_interval",
 )
 """EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
 
@@ -309,10 +314,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for settings in all_settings:
             print_effective(settings)
         return 0
-    journal = open_journal(first.journal)
+    enforcer = build_enforcer(all_settings, policies, open_journal(first.journal))
+    return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
 
+
+def build_enforcer(
+    all_settings: Sequence[EnforcerSettings], policies: Mapping[str, QuotaPolicy], journal: Journal
+) -> Enforcer:
+    """The Enforcer of the clusters `all_settings` describe, with their appliers, metrics and
+    fail-safe (the server-wide settings are the first file's: they agree)."""
+    first = all_settings[0]
     cluster_label = first.config.cluster_label
-    metrics = EnforcerMetrics(tuple(names), cluster_label)
+    names = tuple(s.config.cluster_name for s in all_settings)
+    metrics = EnforcerMetrics(names, cluster_label)
     prometheus = PrometheusFactor(first.prometheus_url) if first.prometheus_url else None
     appliers = {
         s.config.cluster_name: Applier(
@@ -327,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for s in all_settings
     }
-    enforcer = Enforcer(
+    return Enforcer(
         appliers,
         journal,
         metrics,
@@ -338,8 +352,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale_window=first.stale_window,
         reconcile_interval=first.reconcile_interval.total_seconds(),
         throttle_check_interval=first.throttle_check_interval.total_seconds(),
+        failsafe=failsafe_of(all_settings, journal, metrics, prometheus),
+        heartbeat_name=first.heartbeat_alert_name,
     )
-    return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
+
+
+def failsafe_of(
+    all_settings: Sequence[EnforcerSettings],
+    journal: Journal,
+    metrics: EnforcerMetrics,
+    prometheus: PrometheusFactor | None,
+) -> FailSafe | None:
+    """The fail-safe (None with kvq.enforcer.failsafe.after=PT0S): Prometheus first, then each
+    cluster's exporters."""
+    first = all_settings[0]
+    if not first.failsafe_after:
+        return None
+    sources: list[FactorSource] = [prometheus] if prometheus is not None else []
+    urls = {s.config.cluster_name: s.failsafe_exporter_urls for s in all_settings}
+    if any(urls.values()):
+        sources.append(ExporterFactor(urls))
+    return FailSafe(
+        [ClusterIdentity(s.config.cluster_name, s.config.cluster_label) for s in all_settings],
+        journal.alerts,
+        metrics,
+        first.failsafe_after.total_seconds(),
+        first.failsafe_interval.total_seconds(),
+        sources,
+    )
 
 
 def serve(

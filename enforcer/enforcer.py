@@ -21,6 +21,7 @@ from enforcer.applier import (
     ClusterCondition,
     ClusterStatus,
 )
+from enforcer.failsafe import FailSafe
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.originals_recovery import RecoveredThrottles
@@ -49,11 +50,13 @@ class WebhookOutcome:
     ignored: int
     stale: int = 0
     """Throttle alerts older than what the enforcer already heard (see alert_episodes.py)."""
+    heartbeats: int = 0
+    """Heartbeat alerts of managed clusters (failsafe.py)."""
 
     @property
     def outcome(self) -> str:
         if not self.results:
-            return "ignored"
+            return "heartbeat" if self.heartbeats else "ignored"
         if all(r.dry_run for r in self.results.values()):
             return "dry_run"
         return "applied"
@@ -152,6 +155,8 @@ class Enforcer:
         reconcile_interval: float = 30.0,
         stale_window: timedelta = DEFAULT_WINDOW,
         throttle_check_interval: float = 0.0,
+        failsafe: FailSafe | None = None,
+        heartbeat_name: str | None = None,
     ) -> None:
         """`cluster_label`: the label naming the cluster on the alerts and the series
         (kvq.cluster.label). `throttle_check_interval`: how often (s) Kafka is asked between
@@ -160,6 +165,9 @@ class Enforcer:
         self.alert_expiry = alert_expiry
         self.reconcile_interval = reconcile_interval
         self.throttle_check_interval = throttle_check_interval
+        self.failsafe = failsafe
+        """Reads the throttle factor itself while no heartbeat alert comes (failsafe.py)."""
+        self.heartbeat_name = heartbeat_name
         self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal
@@ -189,7 +197,15 @@ class Enforcer:
 
         Raises PayloadError (nothing recorded) or ApplyError (alerts recorded; retry applies).
         """
-        found = extract(payload, self.alert_name, self.appliers, self.cluster_label)
+        found = extract(
+            payload, self.alert_name, self.appliers, self.cluster_label, self.heartbeat_name
+        )
+        for cluster in found.heartbeats:
+            if self.failsafe is not None:
+                self.failsafe.heard(cluster)
+        if not found.throttle and not self.alerts.group_state(payload.group_key):
+            # heartbeats only (or nothing of ours): no alert state to keep
+            return WebhookOutcome({}, found.ignored, heartbeats=len(found.heartbeats))
         truncated = payload.truncated_alerts > 0
         throttling = self._throttling_per_prometheus(found.throttle)
         with self._alerts_lock:
@@ -224,7 +240,7 @@ class Enforcer:
                 errors.append(f"cluster {cluster}: {exc}")
         if errors:
             raise ApplyError("; ".join(errors))
-        return WebhookOutcome(results, found.ignored, len(stale))
+        return WebhookOutcome(results, found.ignored, len(stale), len(found.heartbeats))
 
     def _throttling_per_prometheus(self, alerts: tuple[ThrottleAlert, ...]) -> set[str]:
         """Clusters of firing `alerts` about to be ignored as stale for which Prometheus says the
@@ -416,6 +432,7 @@ class Enforcer:
         next_round = last_round = next_check = 0.0
         checking = self.throttle_check_interval > 0
         while not stop.is_set():
+            self.step_failsafe()
             now = time.monotonic()
             if now >= next_round or self.settle_due(last_round):
                 last_round = now
@@ -430,6 +447,25 @@ class Enforcer:
                 next_check = time.monotonic() + delay
             wake = min(next_round, next_check) if checking else next_round
             stop.wait(min(tick, max(wake - time.monotonic(), 0.0)))
+
+    def step_failsafe(self) -> None:
+        """Advance the fail-safe; apply the target of every cluster whose fail-safe factor
+        changed. Never raises (the reconcile round retries what fails)."""
+        if self.failsafe is None:
+            return
+        try:
+            changed = self.failsafe.step()
+        except Exception as exc:  # noqa: BLE001 - the loop must survive anything
+            log.exception("fail-safe step failed: %s", exc)
+            return
+        self._alerts_changed(changed)
+        for cluster in sorted(changed):
+            try:
+                self._enforce(cluster, None)
+            except ApplyError:
+                pass  # logged and counted by the applier; the reconcile round retries
+            except Exception as exc:  # noqa: BLE001
+                log.exception("cluster %s: fail-safe apply failed: %s", cluster, exc)
 
     def _reconcile_round(self, interval: float) -> None:
         try:
@@ -465,6 +501,8 @@ class Enforcer:
                 problems.append(f"cluster {cluster}: cannot make progress: {error}")
         if "*" in self.reconcile_errors:
             problems.append(f"journal: {self.reconcile_errors['*']}")
+        if self.failsafe is not None:
+            problems.extend(self.failsafe.problems())
         status = "failing" if failing else "degraded" if problems else "ok"
         return {
             "status": status,
@@ -488,6 +526,7 @@ class Enforcer:
             "last_error": status.condition.last_error,
             "settling": status.condition.settle_deadline is not None,
             "held_from_kafka": self.recovered.held(cluster),
+            "failsafe": self.failsafe.status(cluster) if self.failsafe is not None else None,
             "episode": None,
             "entities": [],
             "drift": 0,

@@ -11,6 +11,7 @@ WEBHOOK_OUTCOMES = (
     "applied",
     "ignored",
     "dry_run",
+    "heartbeat",
     "bad_request",
     "unauthorized",
     "too_large",
@@ -60,6 +61,16 @@ class EnforcerMetrics:
             "throttle_checks",
             "Looks at Kafka between applies whether a throttle in force still holds (one "
             "DescribeClientQuotas each)",
+        )
+        self.heartbeats = counter(
+            "heartbeats", "Heartbeat alerts received (the alert path works for the cluster)"
+        )
+        self.failsafe_active = gauge(
+            "failsafe_active",
+            "1 while no heartbeat alert comes and the enforcer reads the throttle factor itself",
+        )
+        self.failsafe_factor = gauge(
+            "failsafe_factor", "The throttle factor the fail-safe last read (while active)"
         )
         self.originals_recovered = counter(
             "originals_recovered",

@@ -24,6 +24,8 @@ class PrometheusFactor:
     """Instant queries of the lowest throttle factor of a cluster (named as its series and alerts
     name it: `ClusterIdentity`)."""
 
+    name = "Prometheus"
+
     def __init__(
         self,
         url: str,

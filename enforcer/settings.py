@@ -111,6 +111,36 @@ class EnforcerSettings(AppSettings):
         "KafkaVolumeQuotaThrottle",
         "The alert that throttles: its annotation throttle_factor is the factor.",
     )
+    heartbeat_alert_name: str = setting(
+        "kvq.enforcer.heartbeat.alert.name",
+        values.text,
+        "KafkaVolumeQuotaHeartbeat",
+        "The alert that always fires while the alert path works for a cluster (the fail-safe "
+        "acts when it stops coming).",
+    )
+    failsafe_after: timedelta = setting(
+        "kvq.enforcer.failsafe.after",
+        values.duration_off_or_between(
+            timedelta(seconds=5), timedelta(hours=1), "no fail-safe: only alerts throttle"
+        ),
+        "PT30S",
+        "With no heartbeat alert of a cluster for this long, the enforcer reads its throttle "
+        "factor itself (from Prometheus, else the exporters) and acts on it until heartbeats "
+        "come again.",
+    )
+    failsafe_interval: timedelta = setting(
+        "kvq.enforcer.failsafe.interval",
+        values.duration_between(timedelta(seconds=1), timedelta(minutes=5), "a poll's pace"),
+        "PT5S",
+        "How often the fail-safe reads the throttle factor while it is active.",
+    )
+    failsafe_exporter_urls: tuple[str, ...] = setting(
+        "kvq.enforcer.failsafe.exporter.urls",
+        values.http_urls,
+        "",
+        "The cluster's exporters' /metrics URLs the fail-safe reads the throttle factor from "
+        "when Prometheus does not answer (the lowest factor any of them publishes).",
+    )
     quota_keys: tuple[str, ...] = setting(
         QUOTA_KEYS,
         quota_keys,

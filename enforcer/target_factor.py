@@ -47,6 +47,8 @@ class Extracted:
     throttle: tuple[ThrottleAlert, ...]
     ignored: int
     """Alerts of other names or of clusters this enforcer does not manage."""
+    heartbeats: tuple[str, ...] = ()
+    """Managed clusters whose heartbeat alert fires (failsafe.py)."""
 
 
 def extract(
@@ -54,13 +56,23 @@ def extract(
     alert_name: str,
     clusters: Iterable[str],
     cluster_label: str,
+    heartbeat_name: str | None = None,
 ) -> Extracted:
     """The throttle alerts of managed clusters, named by their label `cluster_label`
-    (kvq.cluster.label); raises PayloadError for a malformed one."""
+    (kvq.cluster.label), and the clusters whose heartbeat alert (`heartbeat_name`) fires;
+    raises PayloadError for a malformed throttle alert."""
     managed = set(clusters)
     found: list[ThrottleAlert] = []
+    heartbeats: list[str] = []
     ignored = 0
     for index, alert in enumerate(payload.alerts):
+        if heartbeat_name is not None and alert.name == heartbeat_name:
+            cluster = alert.labels.get(cluster_label)
+            if alert.firing and cluster in managed:
+                heartbeats.append(cluster)
+            else:
+                ignored += 1
+            continue
         if alert.name != alert_name:
             ignored += 1
             continue
@@ -81,7 +93,7 @@ def extract(
         found.append(
             ThrottleAlert(cluster, alert.fingerprint, factor, alert.starts_at, alert.ends_at)
         )
-    return Extracted(tuple(found), ignored)
+    return Extracted(tuple(found), ignored, tuple(heartbeats))
 
 
 # What Prometheus' `{{ $value }}` prints for 0..1 (Go's %v: "0", "0.25", "1e-05"), nothing else:

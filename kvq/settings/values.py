@@ -204,6 +204,11 @@ def http_url(value: str) -> str:
     return url
 
 
+@parser("list", "comma-separated http:// or https:// URLs")
+def http_urls(value: str) -> tuple[str, ...]:
+    return tuple(http_url.convert(u) for u in value.split(",") if u.strip())
+
+
 @parser("list", "comma-separated names")
 def names(value: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in value.split(",") if n.strip())

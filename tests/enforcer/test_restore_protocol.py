@@ -51,6 +51,7 @@ def _seed_users(dc, users: int) -> dict:
 WEBHOOKS_ONLY = {
     "kvq.enforcer.quota.keys": f"{P},{C}",
     "kvq.enforcer.reconcile.interval": "PT1H",  # only the webhooks act
+    "kvq.enforcer.throttle.check.interval": "PT0S",
 }
 
 

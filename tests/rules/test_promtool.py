@@ -151,6 +151,9 @@ def test_prometheus_config_loading_the_rules_is_valid(tmp_path: Path) -> None:
     assert "SUCCESS" in result.stdout and "rules found" in result.stdout
 
 
+HEARTBEAT = "KafkaVolumeQuotaHeartbeat"
+
+
 def test_alertmanager_example_is_valid_and_routes_the_throttle_alert_to_the_enforcer() -> None:
     check = run("amtool", "check-config", str(ALERTMANAGER_EXAMPLE))
     assert check.returncode == 0, check.stdout + check.stderr
@@ -166,15 +169,19 @@ def test_alertmanager_example_is_valid_and_routes_the_throttle_alert_to_the_enfo
         "kvq-enforcer",
         "team-kafka",
     }
+    assert receivers(f"alertname={HEARTBEAT}", "cluster=c1") == {"kvq-enforcer"}, "never people"
     for name in alert_names():
-        if name != "KafkaVolumeQuotaThrottle":
+        if name not in ("KafkaVolumeQuotaThrottle", HEARTBEAT):
             assert receivers(f"alertname={name}", "cluster=c1") == {"team-kafka"}, name
 
 
 def test_alertmanager_example_webhook_settings() -> None:
     config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text())
-    (route,) = [r for r in config["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
-    assert route["group_wait"] == "0s" and route["group_interval"] == "1s"
+    heartbeat, throttle = [r for r in config["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
+    assert throttle["group_wait"] == "0s" and throttle["group_interval"] == "1s"
+    assert heartbeat["matchers"] == [f'alertname = "{HEARTBEAT}"'] and "continue" not in heartbeat
+    # re-sent well within the enforcer's default kvq.enforcer.failsafe.after (PT30S)
+    assert heartbeat["repeat_interval"] == "10s" and heartbeat["group_interval"] == "5s"
     (receiver,) = [r for r in config["receivers"] if r["name"] == "kvq-enforcer"]
     (webhook,) = receiver["webhook_configs"]
     assert webhook["send_resolved"] is True

@@ -22,6 +22,7 @@ from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
 EXAMPLE = ROOT / "rules" / "alertmanager.example.yml"
+HEARTBEAT = "KafkaVolumeQuotaHeartbeat"
 THROTTLE = "KafkaVolumeQuotaThrottle"
 
 
@@ -105,8 +106,14 @@ def test_throttle_alert_fires_reaches_the_enforcer_webhook_and_resolves(tmp_path
                 prom.wait_for(lambda: not prom.firing(THROTTLE), what="fallback over")
         finally:
             manager.stop()
-    # only the throttle alert reached the enforcer's receiver
-    assert {a["labels"]["alertname"] for b in hook.bodies for a in b["alerts"]} == {THROTTLE}
+    # only the throttle alert and the heartbeat reached the enforcer's receiver, the heartbeat
+    # alone in its notifications
+    assert {a["labels"]["alertname"] for b in hook.bodies for a in b["alerts"]} == {
+        THROTTLE,
+        HEARTBEAT,
+    }
+    beats = [b for b in hook.bodies if b["commonLabels"].get("alertname") == HEARTBEAT]
+    assert beats and all(b["status"] == "firing" for b in beats)
 
 
 def firing_factors(body: dict) -> set[str]:
@@ -116,6 +123,11 @@ def firing_factors(body: dict) -> set[str]:
         for a in body["alerts"]
         if a["labels"]["alertname"] == THROTTLE and a["status"] == "firing"
     }
+
+
+def throttle_bodies(bodies: list[dict]) -> list[dict]:
+    """The notifications of the throttle alert (the heartbeat's come in between)."""
+    return [b for b in bodies if any(a["labels"]["alertname"] == THROTTLE for a in b["alerts"])]
 
 
 def enforced_factor(body: dict) -> str:
@@ -150,11 +162,14 @@ def test_each_step_of_a_moving_factor_reaches_the_enforcer_within_the_group_inte
                 for factor in steps:
                     fake.set_fallback(float(factor))
                     changed = time.monotonic()
-                    hook.wait_for(lambda b, f=factor: enforced_factor(b) == f, timeout=60)
+                    hook.wait_for(
+                        lambda b, f=factor: bool(throttle_bodies([b])) and enforced_factor(b) == f,
+                        timeout=60,
+                    )
                     delays.append(time.monotonic() - changed)
         finally:
             manager.stop()
-    enforced = [enforced_factor(b) for b in hook.bodies]
+    enforced = [enforced_factor(b) for b in throttle_bodies(hook.bodies)]
     assert [f for i, f in enumerate(enforced) if i == 0 or f != enforced[i - 1]] == list(steps)
     first, *moves = delays
     assert first < 25, delays  # Prometheus' first scrapes and evaluation
