@@ -442,8 +442,8 @@ class Enforcer:
             elif checking and now >= next_check:
                 checked = self.check_throttles()
                 delay = check_delay(self.throttle_check_interval, checked.looking_s)
-                if checked.applied:  # a reconciler may be half-way through: look again soon
-                    delay = self.throttle_check_interval
+                if checked.applied:  # a reconciler resets entity by entity: look again at once
+                    delay = 0.0
                 next_check = time.monotonic() + delay
             wake = min(next_round, next_check) if checking else next_round
             stop.wait(min(tick, max(wake - time.monotonic(), 0.0)))

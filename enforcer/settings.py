@@ -226,11 +226,12 @@ class EnforcerSettings(AppSettings):
         values.duration_off_or_between(
             timedelta(milliseconds=100), timedelta(hours=1), "only the reconcile round looks"
         ),
-        "PT0.5S",
+        "PT0.25S",
         "While a throttle is in force, how often Kafka is asked whether it still holds it "
         "(one DescribeClientQuotas): a value a reconciler such as Strimzi's User Operator put "
-        "back, or an entity that appeared, is throttled again at once. Spaced out further when "
-        "a look is slow, to take at most a tenth of the time.",
+        "back, or an entity that appeared, is throttled again at once (and Kafka asked again "
+        "right after). Spaced out further when a look is slow, to take at most a tenth of the "
+        "time.",
     )
 
     @classmethod
