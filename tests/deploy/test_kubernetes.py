@@ -272,9 +272,12 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
     service = one(rendered, "Service", enforcer["metadata"]["name"])
     (port,) = service["spec"]["ports"]
     namespace = namespace_of(source, service)
+    # the scheme the enforcer serves, as its probes use it (HTTPS behind a web config with TLS)
+    probe = enforcer["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    scheme = probe.get("scheme", "HTTP").lower()
     assert (
         webhook["url"]
-        == f"http://{service['metadata']['name']}.{namespace}.svc:{port['port']}/webhook"
+        == f"{scheme}://{service['metadata']['name']}.{namespace}.svc:{port['port']}/webhook"
     )
     assert namespace_of(source, config) == namespace
     credentials = webhook["httpConfig"]["authorization"]["credentials"]
@@ -352,9 +355,10 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
             assert properties.get(key) == value, key
         mounted = mounted_files(workload)
         user = command_of(workload)  # the KafkaUser of each component is named after it
-        assert mounted["/etc/kvq/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
-        assert mounted["/etc/kvq/kafka-user/user.key"] == f"Secret/{user}/user.key"
-        assert mounted["/etc/kvq/cluster-ca/ca.crt"] == "Secret/my-cluster-cluster-ca-cert/ca.crt"
+        assert mounted["/etc/kvq/kafka/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
+        assert mounted["/etc/kvq/kafka/kafka-user/user.key"] == f"Secret/{user}/user.key"
+        ca = mounted["/etc/kvq/kafka/cluster-ca/ca.crt"]
+        assert ca == "Secret/my-cluster-cluster-ca-cert/ca.crt"
 
 
 def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
