@@ -1,7 +1,7 @@
 """The intervals that bound detect-to-enforce: the demo's, and the recommended ones read from the
 Kubernetes manifests we ship (so a benchmark measures exactly what an operator deploys).
 
-    exporter poll  (storage.check.interval in the ConfigMap's kvq.properties)
+    exporter poll  (storage.check.interval in the exporter's properties file)
   + scrape         (the exporter's ServiceMonitor interval)
   + evaluation     (the throttle alert's rule group interval in the PrometheusRule)
   + group_wait     (the enforcer's route in the AlertmanagerConfig)
