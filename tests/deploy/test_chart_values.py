@@ -337,16 +337,19 @@ def test_pod_annotations_labels_and_extra_args_reach_the_pods(strimzi) -> None:
     app's own parser)."""
     for workload in workloads(strimzi):
         template = workload["spec"]["template"]
-        assert template["metadata"]["annotations"]["example.com/team"] == "platform"
+        annotations = template["metadata"]["annotations"]
         assert re.fullmatch(r"[0-9a-f]{64}", template["metadata"]["annotations"]["checksum/config"])
         labels = template["metadata"]["labels"]
         assert workload["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert labels["example.com/system"] == "kafka"
         args = container(workload)["args"]
         if command_of(workload) == "kvq-exporter":
             assert labels["example.com/tier"] == "monitoring"
+            assert annotations["example.com/team"] == "platform"
             assert args[-2:] == ["--log.format", "json"]
         else:
             assert "example.com/tier" not in labels
+            assert annotations["example.com/team"] == "quotas"
             assert args[-2:] == ["--log.level", "debug"]
 
 
@@ -414,6 +417,7 @@ def test_service_monitors_scrape_over_tls_with_basic_auth_and_relabel(strimzi) -
             "serverName": server,
         }
         assert endpoint["basicAuth"]["password"] == {"name": "kvq-scrape", "key": "password"}
+    assert (exporter["scrapeTimeout"], enforcer["scrapeTimeout"]) == ("1s", "10s")
     assert exporter["metricRelabelings"][0]["action"] == "drop"
     assert exporter["relabelings"] == [{"targetLabel": "team", "replacement": "platform"}]
     assert "relabelings" not in enforcer
@@ -539,3 +543,26 @@ def test_the_web_config_file_is_mounted_where_the_flag_names_it(strimzi) -> None
     for workload in workloads(render("helm-one-cluster")):
         assert "--web.config.file" not in container(workload)["args"]
         assert "scheme" not in container(workload)["readinessProbe"]["httpGet"]
+
+
+def test_a_changed_property_rolls_the_pods_under_helm(tmp_path) -> None:
+    """Each pod template carries a checksum of the files its app reads: a property of one app's
+    block changes that app's pods only, a shared one both."""
+
+    def checksums(values: dict) -> dict[str, str]:
+        docs = rendered(tmp_path, values)
+        return {
+            command_of(w): w["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+            for w in workloads(docs)
+        }
+
+    default = yaml.safe_load((CHART / "values.yaml").read_text())["clusters"]
+    before = checksums({})
+    assert checksums({"clusters": default}) == before
+    default[0]["enforcer"]["properties"][ADMIN + "client.id"] = "kvq-enforcer"
+    own = checksums({"clusters": default})
+    assert own["kvq-exporter"] == before["kvq-exporter"]
+    assert own["kvq-enforcer"] != before["kvq-enforcer"]
+    default[0]["properties"][ADMIN + "client.id"] = "kvq"
+    shared = checksums({"clusters": default})
+    assert shared["kvq-exporter"] != before["kvq-exporter"]
