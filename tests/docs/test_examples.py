@@ -147,6 +147,9 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
     ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",
+    ("docs/strimzi.md", "# my-values.yaml"): (
+        "tests/deploy/test_chart_values.py::test_the_strimzi_page_s_chart_values_are_the_overlay_s"
+    ),
     ("docs/strimzi.md", "ssl.ca.location"): (
         f"{STRIMZI_OVERLAY}; "
         f"{LIVE}::test_shipped_configuration_runs_against_a_cluster (the overlay's file)"
