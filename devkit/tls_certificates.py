@@ -170,23 +170,29 @@ def strimzi_ca_secret(cas: list[CertificateAuthority], password: str) -> dict[st
     """The cluster CA's `<cluster>-cluster-ca-cert` Secret: `ca.crt` and `ca.p12` (a Java PKCS12
     truststore of trusted certificate entries, written by keytool as Strimzi's are) with its
     `ca.password`. Several CAs: a renewal in progress, when Strimzi's `ca.crt` holds both."""
-    with tempfile.TemporaryDirectory(prefix="kvq-ca-") as tmp:
-        store = Path(tmp, "ca.p12")
-        for index, ca in enumerate(cas):
-            Path(tmp, "ca.crt").write_text(ca.pem)
-            subprocess.run(
-                [_keytool(), "-importcert", "-noprompt", "-storetype", "PKCS12",
-                 "-keystore", str(store), "-storepass", password, "-alias", f"ca-{index}",
-                 "-file", str(Path(tmp, "ca.crt"))],
-                check=True,
-                capture_output=True,
-            )  # fmt: skip
-        p12 = store.read_bytes()
+    p12 = java_truststore(cas, password)
     return {
         "ca.crt": "".join(ca.pem for ca in cas).encode(),
         "ca.p12": p12,
         "ca.password": password.encode(),
     }
+
+
+def java_truststore(cas: list[CertificateAuthority], password: str, kind: str = "PKCS12") -> bytes:
+    """A Java truststore of trusted certificate entries (`kind`: PKCS12 or JKS) written by
+    keytool."""
+    with tempfile.TemporaryDirectory(prefix="kvq-truststore-") as tmp:
+        store = Path(tmp, "truststore")
+        for index, ca in enumerate(cas):
+            Path(tmp, "ca.crt").write_text(ca.pem)
+            subprocess.run(
+                [_keytool(), "-importcert", "-noprompt", "-storetype", kind,
+                 "-keystore", str(store), "-storepass", password, "-alias", f"ca-{index}",
+                 "-file", str(Path(tmp, "ca.crt"))],
+                check=True,
+                capture_output=True,
+            )  # fmt: skip
+        return store.read_bytes()
 
 
 def _keytool() -> str:

@@ -78,7 +78,7 @@ def _store(props: Mapping[str, str], store: str, location: str) -> dict[str, str
     try:
         kind = store_kind(location, props.get(f"ssl.{store}.type"))
     except OSError as exc:
-        raise StoreError(f"{prop}={location}: cannot read the file ({exc.strerror})") from None
+        raise StoreError(f"{prop}={location}: no readable file there ({exc.strerror})") from None
     if kind == "PEM":
         if keystore:
             return {"ssl.certificate.location": location, "ssl.key.location": location}

@@ -69,7 +69,7 @@ def read_pkcs12(path: str, password: str | None, prop: str, keystore: bool) -> S
         with open(path, "rb") as store:
             data = store.read()
     except OSError as exc:
-        raise StoreError(f"{where}: cannot read the file ({exc.strerror})") from None
+        raise StoreError(f"{where}: no readable file there ({exc.strerror})") from None
     try:
         loaded = pkcs12.load_pkcs12(data, password.encode() if password else None)
     except ValueError:

@@ -43,6 +43,7 @@ from devkit.tls_certificates import (
 from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.client_settings import kafka_python_config, librdkafka_config
 from tests.kafka_support import described
+from tests.quota_backends import kafka_quotas_left_as_found, key
 
 pytestmark = pytest.mark.integration
 
@@ -315,3 +316,56 @@ def test_certificates_renewed_by_strimzi_are_used_without_a_restart(
         client.close()
     reloads = [r for r in caplog.records if r.getMessage().startswith(RELOADED)]
     assert len(reloads) == 1 and str(user_dir / "user.p12") in reloads[0].getMessage()
+
+
+def renew_and_retire(kafka, strimzi, acls, tmp_path, user: str) -> None:
+    """Strimzi renews the CAs and `user`'s certificate; from then on only the renewed one works."""
+    retired = retire(strimzi.root / user, strimzi, tmp_path, kafka)
+    strimzi.renew(user, cn=f"{user}-renewed")
+    only_the_renewed_certificate(acls, renewed=f"{user}-renewed", retired=user)
+    wait_until(lambda: log_dirs_refused(retired), what="the retired certificate refused")
+
+
+def test_the_exporter_polls_on_through_a_renewal(kafka, strimzi, acls, tmp_path):
+    user_dir = strimzi.user("kvq-exporter")
+    props = pkcs12(kafka, strimzi, user_dir)
+    props["ssl.keystore.password"] = "${env:USER_PASSWORD}"  # Strimzi's user.password, as the
+    props["ssl.truststore.password"] = "${env:CA_PASSWORD}"  # chart hands it: env from the Secret
+    exporter = Exporter(tmp_path, props, ENV)
+    try:
+        exporter.wait_polled_after(0.0)
+        renew_and_retire(kafka, strimzi, acls, tmp_path, "kvq-exporter")
+        exporter.wait_polled_after(time.time())
+        log = exporter.process.log_text()
+    finally:
+        exporter.stop()
+    assert log.count(RELOADED) == 1, log[-3000:]
+    assert USER_PASSWORD not in log and CA_PASSWORD not in log
+
+
+def test_the_enforcer_throttles_and_restores_through_a_renewal(
+    kafka, strimzi, acls, tmp_path, monkeypatch
+):
+    from tests.enforcer.test_integration import Enforcer, firing, resolved
+
+    user_dir = strimzi.user("kvq-enforcer")
+    props = pkcs12(kafka, strimzi, user_dir)
+    props["ssl.keystore.password"] = "${env:USER_PASSWORD}"
+    props["ssl.truststore.password"] = "${env:CA_PASSWORD}"
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)  # the enforcer's process inherits them
+    tls = {A + key: value for key, value in props.items() if key != "bootstrap.servers"}
+    with kafka_quotas_left_as_found(kafka) as backend:
+        enforcer = Enforcer(tmp_path, {"bootstrap.servers": kafka.tls_bootstrap}, tls).start()
+        try:
+            status, body = enforcer.post(firing(0.5))
+            assert status == 200, body
+            assert backend.quotas() == {key(user=None): {"producer_byte_rate": 524288.0}}
+            renew_and_retire(kafka, strimzi, acls, tmp_path, "kvq-enforcer")
+            status, body = enforcer.post(resolved())
+            assert status == 200, body
+            assert backend.quotas() == {}
+            log = enforcer.process.log_text()
+        finally:
+            enforcer.stop()
+    assert log.count(RELOADED) == 1, log[-3000:]
