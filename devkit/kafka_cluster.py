@@ -15,7 +15,8 @@ otherwise plain directories, with a warning. Listeners: `PLAIN` (PLAINTEXT, prin
 user) and `CONTROLLER` (SASL too). With `scram=True` the SASL listener takes SCRAM-SHA-512 too,
 every user's credential stored when the nodes are formatted (as Strimzi's User Operator stores a
 KafkaUser's); with `tls=ServerTls(...)` a `TLS` listener (SSL, client certificates required, as
-Strimzi's `tls` listener with `authentication: tls`; a client's principal is `User:CN=<its CN>`).
+Strimzi's `tls` listener with `authentication: tls`; a client's principal is `User:CN=<its CN>`),
+and with both a `SASL_TLS` listener (SASL_SSL, SCRAM-SHA-512: Strimzi's `scram-sha-512` on TLS).
 The StandardAuthorizer is on with `User:admin` as super user and
 `allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
 
@@ -110,6 +111,8 @@ class KafkaNode:
     """The JMX exporter agent's port (KafkaCluster(jmx_exporter=True)), else None."""
     tls_port: int | None = None
     """The TLS listener's port (KafkaCluster(tls=...)), else None."""
+    sasl_tls_port: int | None = None
+    """The SASL_TLS listener's port (KafkaCluster(tls=..., scram=True)), else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -198,6 +201,13 @@ class KafkaCluster:
         if self.tls is None:
             raise KafkaClusterError("this cluster has no TLS listener (tls=None)")
         return ",".join(f"{self.host}:{n.tls_port}" for n in self.node_list)
+
+    @property
+    def sasl_tls_bootstrap(self) -> str:
+        """`host:port,...` of every node's SASL_TLS listener (needs `tls` and `scram`)."""
+        if self.tls is None or not self.scram:
+            raise KafkaClusterError("this cluster has no SASL_TLS listener (needs tls and scram)")
+        return ",".join(f"{self.host}:{n.sasl_tls_port}" for n in self.node_list)
 
     def client_properties(self, user: str = ADMIN) -> dict[str, str]:
         """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
@@ -334,6 +344,8 @@ class KafkaCluster:
                 node.metrics_port = port()
             if self.tls is not None:
                 node.tls_port = port()
+                if self.scram:
+                    node.sasl_tls_port = port()
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -357,6 +369,8 @@ class KafkaCluster:
         }
         if node.tls_port is not None:
             listeners["TLS"] = ("SSL", node.tls_port)
+        if node.sasl_tls_port is not None:
+            listeners["SASL_TLS"] = ("SASL_SSL", node.sasl_tls_port)
         advertised = ",".join(f"{name}://{host}:{port}" for name, (_, port) in listeners.items())
         protocols = ",".join(f"{name}:{protocol}" for name, (protocol, _) in listeners.items())
         return {
@@ -390,25 +404,36 @@ class KafkaCluster:
     def _scram_properties(self) -> dict[str, str]:
         if not self.scram:
             return {}
-        return {
+        login = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        scram = SCRAM_MECHANISM.lower()
+        properties = {
             "listener.name.sasl.sasl.enabled.mechanisms": f"PLAIN,{SCRAM_MECHANISM}",
-            f"listener.name.sasl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            ),
+            f"listener.name.sasl.{scram}.sasl.jaas.config": login,
         }
+        if self.tls is not None:
+            properties |= {
+                "listener.name.sasl_tls.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                f"listener.name.sasl_tls.{scram}.sasl.jaas.config": login,
+            }
+        return properties
 
     def _tls_properties(self) -> dict[str, str]:
         if self.tls is None:
             return {}
-        prefix = "listener.name.tls."
-        return {
-            f"{prefix}ssl.client.auth": "required",
-            f"{prefix}ssl.keystore.type": "PEM",
-            f"{prefix}ssl.keystore.certificate.chain": self.tls.certificate_chain,
-            f"{prefix}ssl.keystore.key": self.tls.key,
-            f"{prefix}ssl.truststore.type": "PEM",
-            f"{prefix}ssl.truststore.certificates": self.tls.client_cas,
+        server = {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": self.tls.certificate_chain,
+            "ssl.keystore.key": self.tls.key,
         }
+        properties = {
+            "listener.name.tls.ssl.client.auth": "required",
+            "listener.name.tls.ssl.truststore.type": "PEM",
+            "listener.name.tls.ssl.truststore.certificates": self.tls.client_cas,
+            **{f"listener.name.tls.{key}": value for key, value in server.items()},
+        }
+        if self.scram:
+            properties |= {f"listener.name.sasl_tls.{key}": value for key, value in server.items()}
+        return properties
 
     def _format(self) -> None:
         """`StorageTool format` for every node, the JVMs side by side (static voters: no

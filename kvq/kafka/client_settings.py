@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvq.kafka.tls_stores import ClientTls, StoreError, read_pkcs12, ssl_context, store_kind
-from kvq.settings.config import JAAS_OPTION, secret_values
+from kvq.settings.config import JAAS_OPTION, read_directory_references, secret_values
 from kvq.settings.redaction import redact
 
 # Java/librdkafka name -> kafka-python keyword (values passed through unchanged).
@@ -124,7 +124,8 @@ def _integer_errors(props: Mapping[str, str]) -> list[str]:
 
 def _translated(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """Java-style properties with JAAS and PEM stores rewritten to librdkafka's names, and what
-    cannot be translated."""
+    cannot be translated. `${directory:DIR:FILE}` references and stores are read now."""
+    props, file_errors, _ = read_directory_references(props, "kafka.admin.")
     out = {k: v for k, v in props.items() if not k.startswith("ssl.truststore.")}
     out = {k: v for k, v in out.items() if not k.startswith("ssl.keystore.")}
     stores, store_errors = _stores(props)
@@ -137,7 +138,7 @@ def _translated(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
         out.pop(key, None)
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
-    return out, store_errors + jaas_errors + _integer_errors(props)
+    return out, file_errors + store_errors + jaas_errors + _integer_errors(props)
 
 
 def normalized(props: Mapping[str, str]) -> dict[str, str]:

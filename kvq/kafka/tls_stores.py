@@ -25,6 +25,8 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from kvq.settings.config import DIRECTORY_REF
+
 JKS_MAGIC = (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce")
 """The first bytes of a JKS and of a JCEKS store (a PKCS12 store starts with a DER sequence)."""
 
@@ -230,7 +232,8 @@ def _digest(path: str) -> str | None:
 
 
 def watched_files(props: Mapping[str, str]) -> list[str]:
-    """The files the `kafka.admin.*` TLS settings name (stores, CA, certificate, key)."""
+    """The files the `kafka.admin.*` settings name (stores, CA, certificate, key) or read
+    (`${directory:DIR:FILE}`: a store's password from the same Secret)."""
     keys = (
         "ssl.keystore.location",
         "ssl.truststore.location",
@@ -238,4 +241,6 @@ def watched_files(props: Mapping[str, str]) -> list[str]:
         "ssl.certificate.location",
         "ssl.key.location",
     )
-    return sorted({props[key] for key in keys if props.get(key)})
+    named = {props[key] for key in keys if props.get(key)}
+    read = {os.path.join(*ref) for value in props.values() for ref in DIRECTORY_REF.findall(value)}
+    return sorted(named | read)

@@ -11,6 +11,7 @@ allow.everyone.if.no.acl.found for every other principal.
 from __future__ import annotations
 
 import logging
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,10 +51,13 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 P = "client.quota.callback.static."
 A = P + "kafka.admin."
-USER_PASSWORD = "uSeR-p12-pass"
-CA_PASSWORD = "cA-p12-pass"
-ENV = {"USER_PASSWORD": USER_PASSWORD, "CA_PASSWORD": CA_PASSWORD}
 RELOADED = "TLS files changed"
+
+
+def new_password() -> str:
+    """As Strimzi's PasswordGenerator: a new one for every keystore and truststore it writes,
+    also when it renews a certificate (InternalCa.generateSignedCert, renewCaCert)."""
+    return secrets.token_urlsafe(9)
 
 
 @dataclass
@@ -70,7 +74,7 @@ class Strimzi:
 
     def __post_init__(self) -> None:
         self.server = self.cluster_ca.issue("127.0.0.1", server=True)
-        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], CA_PASSWORD))
+        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], new_password()))
 
     @property
     def ca_dir(self) -> Path:
@@ -90,12 +94,12 @@ class Strimzi:
         swapped at once as the kubelet swaps it."""
         self.cluster_ca = self.cluster_ca.renewed()
         self.clients_ca = self.clients_ca.renewed()
-        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], CA_PASSWORD))
+        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], new_password()))
         self._write_user(user, self.clients_ca.issue(cn))
 
     def _write_user(self, name: str, issued: Issued) -> None:
         project_secret(
-            self.root / name, strimzi_user_secret(issued, self.clients_ca, USER_PASSWORD)
+            self.root / name, strimzi_user_secret(issued, self.clients_ca, new_password())
         )
 
 
@@ -117,17 +121,21 @@ def kafka(tmp_path_factory, kafka_dist, strimzi):
         yield cluster
 
 
-def pkcs12(kafka: KafkaCluster, strimzi: Strimzi, user_dir: Path) -> dict[str, str]:
-    """docs/strimzi.md's PKCS12 lines (without the prefix), passwords substituted."""
+def pkcs12(
+    kafka: KafkaCluster, strimzi: Strimzi, user_dir: Path, ca_dir: Path | None = None
+) -> dict[str, str]:
+    """A KafkaUser's user.p12 and the cluster CA's ca.p12 (without the prefix), each password
+    read from the Secret's key next to the store as a `${directory:...}` reference."""
+    ca_dir = ca_dir or strimzi.ca_dir
     return {
         "bootstrap.servers": kafka.tls_bootstrap,
         "security.protocol": "SSL",
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": str(user_dir / "user.p12"),
-        "ssl.keystore.password": USER_PASSWORD,
+        "ssl.keystore.password": f"${{directory:{user_dir}:user.password}}",
         "ssl.truststore.type": "PKCS12",
-        "ssl.truststore.location": str(strimzi.ca_dir / "ca.p12"),
-        "ssl.truststore.password": CA_PASSWORD,
+        "ssl.truststore.location": str(ca_dir / "ca.p12"),
+        "ssl.truststore.password": f"${{directory:{ca_dir}:ca.password}}",
     }
 
 
@@ -291,12 +299,11 @@ def retire(user_dir: Path, strimzi: Strimzi, tmp_path: Path, kafka: KafkaCluster
     """Settings that keep the current certificate and CA (copies): a client that never renews."""
     kept = tmp_path / "kept"
     kept.mkdir()
-    for name in ("user.p12",):
-        (kept / name).write_bytes((user_dir / name).read_bytes())
-    (kept / "ca.p12").write_bytes((strimzi.ca_dir / "ca.p12").read_bytes())
-    props = pkcs12(kafka, strimzi, kept)
-    props["ssl.truststore.location"] = str(kept / "ca.p12")
-    return props
+    for source in ("user.p12", "user.password"):
+        (kept / source).write_bytes((user_dir / source).read_bytes())
+    for source in ("ca.p12", "ca.password"):
+        (kept / source).write_bytes((strimzi.ca_dir / source).read_bytes())
+    return pkcs12(kafka, strimzi, kept, ca_dir=kept)
 
 
 def test_certificates_renewed_by_strimzi_are_used_without_a_restart(
@@ -328,10 +335,7 @@ def renew_and_retire(kafka, strimzi, acls, tmp_path, user: str) -> None:
 
 def test_the_exporter_polls_on_through_a_renewal(kafka, strimzi, acls, tmp_path):
     user_dir = strimzi.user("kvq-exporter")
-    props = pkcs12(kafka, strimzi, user_dir)
-    props["ssl.keystore.password"] = "${env:USER_PASSWORD}"  # Strimzi's user.password, as the
-    props["ssl.truststore.password"] = "${env:CA_PASSWORD}"  # chart hands it: env from the Secret
-    exporter = Exporter(tmp_path, props, ENV)
+    exporter = Exporter(tmp_path, pkcs12(kafka, strimzi, user_dir), {})
     try:
         exporter.wait_polled_after(0.0)
         renew_and_retire(kafka, strimzi, acls, tmp_path, "kvq-exporter")
@@ -340,20 +344,13 @@ def test_the_exporter_polls_on_through_a_renewal(kafka, strimzi, acls, tmp_path)
     finally:
         exporter.stop()
     assert log.count(RELOADED) == 1, log[-3000:]
-    assert USER_PASSWORD not in log and CA_PASSWORD not in log
 
 
-def test_the_enforcer_throttles_and_restores_through_a_renewal(
-    kafka, strimzi, acls, tmp_path, monkeypatch
-):
+def test_the_enforcer_throttles_and_restores_through_a_renewal(kafka, strimzi, acls, tmp_path):
     from tests.enforcer.test_integration import Enforcer, firing, resolved
 
     user_dir = strimzi.user("kvq-enforcer")
     props = pkcs12(kafka, strimzi, user_dir)
-    props["ssl.keystore.password"] = "${env:USER_PASSWORD}"
-    props["ssl.truststore.password"] = "${env:CA_PASSWORD}"
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)  # the enforcer's process inherits them
     tls = {A + key: value for key, value in props.items() if key != "bootstrap.servers"}
     with kafka_quotas_left_as_found(kafka) as backend:
         enforcer = Enforcer(tmp_path, {"bootstrap.servers": kafka.tls_bootstrap}, tls).start()
@@ -369,3 +366,29 @@ def test_the_enforcer_throttles_and_restores_through_a_renewal(
         finally:
             enforcer.stop()
     assert log.count(RELOADED) == 1, log[-3000:]
+
+
+def test_renewed_files_that_cannot_be_used_leave_the_current_ones_in_place(
+    kafka, strimzi, tmp_path, caplog
+):
+    """A password given as it was at start (an environment variable does not change in a running
+    pod) does not open the renewed store: one warning, and the client goes on with what it has."""
+    user_dir = strimzi.user("kvq-literal")
+    props = pkcs12(kafka, strimzi, user_dir)
+    props["ssl.keystore.password"] = (user_dir / "user.password").read_text()
+    props["ssl.truststore.password"] = (strimzi.ca_dir / "ca.password").read_text()
+    client = KafkaClusterClient(props, timeout_seconds=10)
+    try:
+        assert described(client, 0)
+        strimzi.renew("kvq-literal", cn="kvq-literal")
+        assert described(client, 0)
+    finally:
+        client.close()
+    (warning,) = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "TLS" in r.getMessage()
+    ]
+    assert warning.startswith("TLS files changed (") and "kept the previous ones" in warning
+    assert f"kafka.admin.ssl.keystore.location={user_dir}/user.p12: cannot open it" in warning
+    assert props["ssl.keystore.password"] not in warning

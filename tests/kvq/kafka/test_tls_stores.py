@@ -189,3 +189,39 @@ def test_the_watch_sees_a_kubelet_swap_once_and_ignores_the_same_bytes(tmp_path,
     project_secret(mounted, strimzi_user_secret(ca.issue("kvq"), ca, USER_PASSWORD))
     assert watch.changed()
     assert not watch.changed()
+
+
+def test_a_password_is_read_from_the_secrets_file_each_time_the_settings_are_built(
+    tmp_path, secrets
+):
+    mounted = tmp_path / "user"
+    project_secret(
+        mounted,
+        {"user.p12": (secrets / "user.p12").read_bytes(), "user.password": USER_PASSWORD.encode()},
+    )
+    props = strimzi_pkcs12(
+        secrets,
+        **{
+            "ssl.keystore.location": str(mounted / "user.p12"),
+            "ssl.keystore.password": f"${{directory:{mounted}:user.password}}",
+        },
+    )
+    assert problems(props, librdkafka=False) == []
+    project_secret(
+        mounted, {"user.p12": (secrets / "user.p12").read_bytes(), "user.password": b"changed"}
+    )
+    (error,) = problems(props, librdkafka=False)
+    assert error.startswith(f"kafka.admin.ssl.keystore.location={mounted}/user.p12: cannot open it")
+
+
+def test_a_directory_reference_names_the_property_and_the_file_it_cannot_read(secrets):
+    missing = f"${{directory:{secrets}:nothing.password}}"
+    (error,) = config_errors(
+        ExporterSettings, **{A + "sasl.password": missing, A + "sasl.username": "kvq"}
+    )
+    assert error == (
+        f"kafka.admin.sasl.password refers to {secrets}/nothing.password, which cannot be read "
+        "(No such file or directory)"
+    )
+    errors = config_errors(ExporterSettings, **{"kvq.exporter.listen": missing})
+    assert "kvq.exporter.listen: ${directory:...} references are read for " in errors[0]
