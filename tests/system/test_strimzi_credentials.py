@@ -11,6 +11,7 @@ allow.everyone.if.no.acl.found for every other principal.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 from confluent_kafka.admin import AdminClient
 from kafka.admin import (
     ACL,
@@ -32,7 +34,7 @@ from kafka.admin import (
     ResourceType,
 )
 
-from devkit.kafka_cluster import SCRAM_MECHANISM, KafkaCluster, ServerTls
+from devkit.kafka_cluster import DEFAULT_USERS, SCRAM_MECHANISM, KafkaCluster, ServerTls
 from devkit.processes import ManagedProcess, free_port, wait_until
 from devkit.tls_certificates import (
     CertificateAuthority,
@@ -43,6 +45,8 @@ from devkit.tls_certificates import (
 )
 from exporter.cluster_client import KafkaClusterClient
 from kvq.kafka.client_settings import kafka_python_config, librdkafka_config
+from kvq.settings.properties import parse_properties
+from tests.docs.blocks import block
 from tests.kafka_support import described
 from tests.quota_backends import kafka_quotas_left_as_found, key
 
@@ -52,6 +56,8 @@ REPO = Path(__file__).resolve().parents[2]
 P = "client.quota.callback.static."
 A = P + "kafka.admin."
 RELOADED = "TLS files changed"
+CA_SECRET = "my-cluster-cluster-ca-cert"
+STRIMZI_PAGE = "docs/strimzi.md"
 
 
 def new_password() -> str:
@@ -74,7 +80,9 @@ class Strimzi:
 
     def __post_init__(self) -> None:
         self.server = self.cluster_ca.issue("127.0.0.1", server=True)
-        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], new_password()))
+        self.secrets: dict[str, dict[str, bytes]] = {}
+        """Each Secret's keys by its name, as last written."""
+        self._write_ca()
 
     @property
     def ca_dir(self) -> Path:
@@ -94,13 +102,18 @@ class Strimzi:
         swapped at once as the kubelet swaps it."""
         self.cluster_ca = self.cluster_ca.renewed()
         self.clients_ca = self.clients_ca.renewed()
-        project_secret(self.ca_dir, strimzi_ca_secret([self.cluster_ca], new_password()))
+        self._write_ca()
         self._write_user(user, self.clients_ca.issue(cn))
 
+    def _write_ca(self) -> None:
+        secret = strimzi_ca_secret([self.cluster_ca], new_password())
+        self.secrets[CA_SECRET] = secret
+        project_secret(self.ca_dir, secret)
+
     def _write_user(self, name: str, issued: Issued) -> None:
-        project_secret(
-            self.root / name, strimzi_user_secret(issued, self.clients_ca, new_password())
-        )
+        secret = strimzi_user_secret(issued, self.clients_ca, new_password())
+        self.secrets[name] = secret
+        project_secret(self.root / name, secret)
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +127,7 @@ def kafka(tmp_path_factory, kafka_dist, strimzi):
         tmp_path_factory.mktemp("kafka-tls"),
         nodes=1,
         log_dirs_per_node=1,
+        users={**DEFAULT_USERS, "kvq-exporter": secrets.token_urlsafe(24)},
         scram=True,
         tls=strimzi.server_tls(),
         dist=kafka_dist,
@@ -220,9 +234,11 @@ def test_strimzi_scram_sha_512_user_both_ways(kafka, tmp_path, way):
 class Exporter:
     """`kvq-exporter` as a process with `props` (kafka.admin.* without the prefix) and `env`."""
 
-    def __init__(self, tmp_path: Path, props: dict[str, str], env: dict[str, str]) -> None:
+    def __init__(
+        self, tmp_path: Path, props: dict[str, str], env: dict[str, str], prefix: str = A
+    ) -> None:
         lines = {
-            **{A + key: value for key, value in props.items()},
+            **{prefix + key: value for key, value in props.items()},
             P + "storage.per.volume.limit.min.available.ratio": "0.01",
             P + "storage.check.interval": "PT1S",
             "kvq.exporter.request.timeout": "PT3S",
@@ -392,3 +408,63 @@ def test_renewed_files_that_cannot_be_used_leave_the_current_ones_in_place(
     assert warning.startswith("TLS files changed (") and "kept the previous ones" in warning
     assert f"kafka.admin.ssl.keystore.location={user_dir}/user.p12: cannot open it" in warning
     assert props["ssl.keystore.password"] not in warning
+
+
+def run_documented(
+    tmp_path: Path,
+    snippet: str,
+    properties: str,
+    secrets_by_name: dict[str, dict[str, bytes]],
+    bootstrap: str,
+) -> None:
+    """docs/strimzi.md's pod snippet and properties as shown: each Secret's items projected at
+    its mountPath (under `tmp_path`), each env variable from its secretKeyRef, the properties with
+    /etc/kvq under `tmp_path` and `bootstrap` for my-cluster-kafka-bootstrap; the exporter polls."""
+    (pod,) = [d for d in yaml.safe_load_all(snippet) if d]
+    (container,) = pod["containers"]
+    volumes = {volume["name"]: volume["secret"] for volume in pod["volumes"]}
+    for mount in container.get("volumeMounts", []):
+        secret = volumes[mount["name"]]
+        keys = secrets_by_name[secret["secretName"]]
+        items = {item["path"]: keys[item["key"]] for item in secret["items"]}
+        project_secret(tmp_path / mount["mountPath"].lstrip("/"), items)
+    env = {}
+    for variable in container.get("env", []):
+        ref = variable["valueFrom"]["secretKeyRef"]
+        env[variable["name"]] = secrets_by_name[ref["name"]][ref["key"]].decode()
+    text = properties.replace("/etc/kvq/", f"{tmp_path}/etc/kvq/")
+    lines = parse_properties(re.sub(r"my-cluster-kafka-bootstrap:\d+", bootstrap, text))
+    exporter = Exporter(tmp_path, lines, env, prefix="")
+    try:
+        exporter.wait_polled_after(0.0)
+    finally:
+        exporter.stop()
+
+
+def test_the_documented_pkcs12_setup_runs_as_shown(kafka, strimzi, tmp_path):
+    strimzi.user("kvq-exporter")
+    run_documented(
+        tmp_path,
+        block(STRIMZI_PAGE, "{key: user.p12, path: user.p12}").text,
+        block(STRIMZI_PAGE, "ssl.keystore.type=PKCS12").text,
+        strimzi.secrets,
+        kafka.tls_bootstrap,
+    )
+
+
+def test_the_documented_scram_setup_runs_as_shown(kafka, strimzi, tmp_path):
+    """A scram-sha-512 KafkaUser's Secret: `password` and `sasl.jaas.config`, as Strimzi writes
+    them (KafkaUserModel), for the user kvq-exporter of the cluster."""
+    password = kafka.users["kvq-exporter"]
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="kvq-exporter" password="{password}";'
+    )
+    scram_user = {"password": password.encode(), "sasl.jaas.config": jaas.encode()}
+    run_documented(
+        tmp_path,
+        block(STRIMZI_PAGE, "key: sasl.jaas.config").text,
+        block(STRIMZI_PAGE, "sasl.mechanism=SCRAM-SHA-512").text,
+        {CA_SECRET: strimzi.secrets[CA_SECRET], "kvq-exporter": scram_user},
+        kafka.sasl_tls_bootstrap,
+    )
