@@ -185,13 +185,15 @@ def java_truststore(cas: list[CertificateAuthority], password: str, kind: str = 
         store = Path(tmp, "truststore")
         for index, ca in enumerate(cas):
             Path(tmp, "ca.crt").write_text(ca.pem)
-            subprocess.run(
+            done = subprocess.run(
                 [_keytool(), "-importcert", "-noprompt", "-storetype", kind,
                  "-keystore", str(store), "-storepass", password, "-alias", f"ca-{index}",
                  "-file", str(Path(tmp, "ca.crt"))],
-                check=True,
                 capture_output=True,
+                text=True,
             )  # fmt: skip
+            if done.returncode != 0:  # e.g. a password shorter than keytool's 6 characters
+                raise RuntimeError(f"keytool -importcert failed: {done.stdout}{done.stderr}")
         return store.read_bytes()
 
 
