@@ -5,9 +5,12 @@ real Kafka is tests/system/test_strimzi_credentials.py."""
 
 from __future__ import annotations
 
+import os
 import ssl
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +228,40 @@ def test_a_directory_reference_names_the_property_and_the_file_it_cannot_read(se
     )
     errors = config_errors(ExporterSettings, **{"kvq.exporter.listen": missing})
     assert "kvq.exporter.listen: ${directory:...} references are read for " in errors[0]
+
+
+def loads_seen(monkeypatch) -> list[tuple[str, int]]:
+    """Every file name SSLContext.load_cert_chain reads, with its mode; it must hold the key
+    encrypted."""
+    seen: list[tuple[str, int]] = []
+    real_load = ssl.SSLContext.load_cert_chain
+
+    def load_cert_chain(context, certfile, *args, **kwargs):
+        seen.append((certfile, os.stat(certfile).st_mode & 0o777))
+        assert b"ENCRYPTED PRIVATE KEY" in Path(certfile).read_bytes()
+        return real_load(context, certfile, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", load_cert_chain)
+    return seen
+
+
+def test_the_key_reaches_kafka_python_through_memory_only(secrets, tmp_path, monkeypatch):
+    seen = loads_seen(monkeypatch)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kafka_python_config(strimzi_pkcs12(secrets))
+    ((path, _),) = seen
+    assert path.startswith("/proc/self/fd/") and list(tmp_path.iterdir()) == []
+
+
+def test_without_memfd_the_key_passes_through_a_0600_file_removed_at_once(
+    secrets, tmp_path, monkeypatch
+):
+    """Where the system has no anonymous memory files, the key (encrypted with a one-time
+    passphrase) goes through a private temporary file, gone once the context holds it."""
+    seen = loads_seen(monkeypatch)
+    monkeypatch.delattr(os, "memfd_create")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert isinstance(kafka_python_config(strimzi_pkcs12(secrets))["ssl_context"], ssl.SSLContext)
+    ((path, mode),) = seen
+    assert path.startswith(str(tmp_path)) and mode == 0o600
+    assert list(tmp_path.iterdir()) == []
