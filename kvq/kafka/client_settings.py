@@ -2,7 +2,10 @@
 
 Strimzi users write Java client settings (`security.protocol`, `sasl.jaas.config`,
 `ssl.truststore.location`). librdkafka (confluent-kafka) and kafka-python name some of them
-differently; this is the one place that knows how.
+differently; this is the one place that knows how. A PKCS12 store becomes PEM text
+(kvq.kafka.tls_stores): librdkafka's `ssl.ca.pem` / `ssl.certificate.pem` / `ssl.key.pem`, and an
+`ssl_context` for kafka-python. `${directory:DIR:FILE}` references and stores are read each time
+a configuration is built, so a client built again after a renewal reads the renewed files.
 """
 
 from __future__ import annotations

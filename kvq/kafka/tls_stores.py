@@ -48,12 +48,15 @@ class StorePem:
 
 def store_kind(path: str, declared: str | None) -> str:
     """`PEM`, `JKS` or `PKCS12`: the declared `ssl.*store.type` where it is PEM, else what the
-    file is (Java reads a PKCS12 file whatever the declared type, so kvq does too)."""
+    file is (Java reads a PKCS12 file whatever the declared type, so kvq does too, and PEM text
+    too)."""
     if declared is not None and declared.strip().upper() == "PEM":
         return "PEM"
     with open(path, "rb") as store:
-        head = store.read(4)
-    return "JKS" if head in JKS_MAGIC else "PKCS12"
+        head = store.read(64)
+    if head[:4] in JKS_MAGIC:
+        return "JKS"
+    return "PEM" if head.lstrip().startswith(b"-----BEGIN") else "PKCS12"
 
 
 def read_pkcs12(path: str, password: str | None, prop: str, keystore: bool) -> StorePem:

@@ -265,3 +265,8 @@ def test_without_memfd_the_key_passes_through_a_0600_file_removed_at_once(
     ((path, mode),) = seen
     assert path.startswith(str(tmp_path)) and mode == 0o600
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pem_file_named_as_a_store_is_read_as_pem(secrets):
+    props = {"security.protocol": "SSL", "ssl.truststore.location": str(secrets / "ca.crt")}
+    assert librdkafka_config(props)["ssl.ca.location"] == str(secrets / "ca.crt")
