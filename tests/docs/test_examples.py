@@ -41,6 +41,9 @@ HELM = "tests/deploy/test_helm.py"
 INSTALL = "docs/install-kubernetes.md"
 INSTALL_STEPS = "make tools"
 """A text only the install page's steps hold (their step 0)."""
+CREDENTIALS = "tests/system/test_strimzi_credentials.py"
+DOCUMENTED_PKCS12 = "test_the_documented_pkcs12_setup_runs_as_shown"
+DOCUMENTED_SCRAM = "test_the_documented_scram_setup_runs_as_shown"
 STRIMZI_OVERLAY = (
     "tests/deploy/test_kubernetes.py::test_strimzi_overlay_is_the_setup_docs_strimzi_describes"
 )
@@ -146,10 +149,16 @@ INVENTORY: dict[tuple[str, str], str] = {
     ),
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
-    ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",
     ("docs/strimzi.md", "# my-values.yaml"): (
         "tests/deploy/test_chart_values.py::test_the_strimzi_page_s_chart_values_are_the_overlay_s"
     ),
+    ("docs/strimzi.md", "{key: user.crt, path: user.crt}"): (
+        f"{HERE}::test_the_strimzi_certificate_mounts"
+    ),
+    ("docs/strimzi.md", "{key: user.p12, path: user.p12}"): f"{CREDENTIALS}::{DOCUMENTED_PKCS12}",
+    ("docs/strimzi.md", "ssl.keystore.type=PKCS12"): f"{CREDENTIALS}::{DOCUMENTED_PKCS12}",
+    ("docs/strimzi.md", "key: sasl.jaas.config"): f"{CREDENTIALS}::{DOCUMENTED_SCRAM}",
+    ("docs/strimzi.md", "sasl.mechanism=SCRAM-SHA-512"): f"{CREDENTIALS}::{DOCUMENTED_SCRAM}",
     ("docs/strimzi.md", "ssl.ca.location"): (
         f"{STRIMZI_OVERLAY}; "
         f"{LIVE}::test_shipped_configuration_runs_against_a_cluster (the overlay's file)"
@@ -428,7 +437,7 @@ def test_the_strimzi_kafka_resource() -> None:
 
 def test_the_strimzi_certificate_mounts() -> None:
     """The pod snippet's mounts and volumes are the Strimzi overlay's (the exporter's pod)."""
-    (snippet,) = strimzi_yaml("volumeMounts:")
+    (snippet,) = strimzi_yaml("{key: user.crt, path: user.crt}")
     rendered = subprocess.run(
         ["kubectl", "kustomize", str(ROOT / "deploy/kubernetes/overlays/strimzi")],
         capture_output=True, text=True, timeout=60, check=True,

@@ -91,7 +91,10 @@ def test_secrets_and_values_from_the_environment_are_never_printed(tmp_path):
         (f"{P}throttle.factor.validity.duration=P9999999999D", "at most P36500D"),
         (f"{P}kafka.admin.request.timeout.ms=5s", "whole number of milliseconds"),
         ("kvq.exporter.request.timeout=P3000D", "librdkafka's socket.timeout.ms range"),
-        (f"{P}kafka.admin.ssl.truststore.location=/certs/kafka.jks", "convert it to PEM"),
+        (
+            f"{P}kafka.admin.ssl.truststore.location=/certs/kafka.jks",
+            "kafka.admin.ssl.truststore.location=/certs/kafka.jks: no readable file there",
+        ),
         (f"{P}throttle.factor.fallback=0.5   # half", "looks like a trailing # comment"),
     ],
 )
