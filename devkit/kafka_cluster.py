@@ -12,8 +12,10 @@ whose metadata log dir fails, while a full data log dir only goes offline. As ro
 dir is a tmpfs of `log_dir_bytes` (a real small file system: ENOSPC, sizes in DescribeLogDirs);
 otherwise plain directories, with a warning. Listeners: `PLAIN` (PLAINTEXT, principal ANONYMOUS),
 `SASL` (SASL_PLAINTEXT, PLAIN mechanism, the given users; brokers replicate over it as the super
-user) and `CONTROLLER` (SASL too). The StandardAuthorizer is on with `User:admin` as super user and
-`allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
+user) and `CONTROLLER` (SASL too); with `oauth` (an `OAuthListener`) also `OAUTH` (SASL_PLAINTEXT,
+OAUTHBEARER mechanism, tokens checked by Kafka's own OAuthBearerValidatorCallbackHandler against
+a JWKS endpoint, see `OAuthListener`). The StandardAuthorizer is on with `User:admin` as super
+user and `allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
 
 Ready means every running node answers DescribeCluster listing every running node, unfenced. Each
 node's logs (`server.log`: log4j2 WARN and up; `console-N.log`: the JVM's stdout/stderr of its Nth
@@ -69,7 +71,45 @@ STRIMZI_PREFIX = "client.quota.callback.static."
 STRIMZI_ADMIN = f"{STRIMZI_PREFIX}kafka.admin."
 
 
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+ALLOWED_OAUTH_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+"""The JVM system property listing every URL Kafka's OAuth code may fetch (Kafka 4.0 on: none by
+default, BrokerSecurityConfigs.ALLOWED_SASL_OAUTHBEARER_URLS_CONFIG)."""
+
 NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class OAuthListener:
+    """An `OAUTH` listener on every node: SASL/OAUTHBEARER, JWTs validated by Kafka itself.
+
+    The principal is the token's `sub` claim. `reauth_ms` makes the brokers ask clients on this
+    listener to authenticate again at least that often (connections.max.reauth.ms), and never
+    later than their token expires: a client whose token provider does not refresh is cut off.
+    """
+
+    jwks_url: str
+    reauth_ms: int | None = None
+    clock_skew_seconds: int = 0
+    """How far past `exp` a token is still accepted (Kafka's default is 30)."""
+
+    def broker_properties(self) -> dict[str, str]:
+        prefix = "listener.name.oauth.oauthbearer."
+        properties = {
+            "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"{prefix}sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required ;",
+            f"{prefix}sasl.server.callback.handler.class": OAUTH_VALIDATOR,
+            f"{prefix}sasl.oauthbearer.jwks.endpoint.url": self.jwks_url,
+            f"{prefix}sasl.oauthbearer.clock.skew.seconds": str(self.clock_skew_seconds),
+        }
+        if self.reauth_ms is not None:
+            properties[f"{prefix}connections.max.reauth.ms"] = str(self.reauth_ms)
+        return properties
+
+    @property
+    def jvm_options(self) -> list[str]:
+        return [f"-D{ALLOWED_OAUTH_URLS}={self.jwks_url}"]
 
 
 class KafkaClusterError(RuntimeError):
@@ -92,6 +132,8 @@ class KafkaNode:
     """Started and not stopped on purpose: its JVM should be running."""
     metrics_port: int | None = None
     """The JMX exporter agent's port (KafkaCluster(jmx_exporter=True)), else None."""
+    oauth_port: int | None = None
+    """The OAUTH listener's port (KafkaCluster(oauth=...)), else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -140,6 +182,8 @@ class KafkaCluster:
     jmx_exporter: bool = False
     """Start every broker with the Prometheus JMX exporter agent and JMX_EXPORTER_CONFIG (the
     per-quota-entity rates); `metrics_url(node_id)` is where Prometheus scrapes it."""
+    oauth: OAuthListener | None = None
+    """Add the `OAUTH` listener (SASL/OAUTHBEARER) to every node; `oauth_bootstrap` names it."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -169,6 +213,13 @@ class KafkaCluster:
     def sasl_bootstrap(self) -> str:
         """`host:port,...` of every node's SASL_PLAINTEXT (PLAIN) listener."""
         return ",".join(f"{self.host}:{n.sasl_port}" for n in self.node_list)
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        """`host:port,...` of every node's OAUTH listener (needs `oauth`)."""
+        if self.oauth is None:
+            raise KafkaClusterError("this cluster has no OAUTH listener (oauth=None)")
+        return ",".join(f"{self.host}:{n.oauth_port}" for n in self.node_list)
 
     def client_properties(self, user: str = ADMIN) -> dict[str, str]:
         """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
@@ -291,7 +342,7 @@ class KafkaCluster:
                 "not root: Kafka's log dirs are plain directories, not %d-byte tmpfs",
                 self.log_dir_bytes,
             )
-        per_node = 4 if self.jmx_exporter else 3
+        per_node = 3 + int(self.jmx_exporter) + int(self.oauth is not None)
         ports: list[int] = []
         for _ in range(per_node * self.nodes):
             ports.append(server_port(self.host, avoid=ports))
@@ -300,8 +351,11 @@ class KafkaCluster:
             log_dirs = tuple(home / f"data-{index}" for index in range(self.log_dirs_per_node))
             plain, sasl, controller = ports[per_node * node_id : per_node * node_id + 3]
             node = KafkaNode(node_id, home, plain, sasl, controller, log_dirs)
+            extra_ports = iter(ports[per_node * node_id + 3 : per_node * (node_id + 1)])
             if self.jmx_exporter:
-                node.metrics_port = ports[per_node * node_id + 3]
+                node.metrics_port = next(extra_ports)
+            if self.oauth is not None:
+                node.oauth_port = next(extra_ports)
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -319,17 +373,21 @@ class KafkaCluster:
         extra = self.broker_properties
         if callable(extra):
             extra = extra(self, node)
+        listeners = f"PLAIN://{host}:{node.plain_port},SASL://{host}:{node.sasl_port}"
+        protocols = "PLAIN:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+        oauth: dict[str, str] = {}
+        if self.oauth is not None:
+            listeners += f",OAUTH://{host}:{node.oauth_port}"
+            protocols += ",OAUTH:SASL_PLAINTEXT"
+            oauth = self.oauth.broker_properties()
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listeners": f"PLAIN://{host}:{node.plain_port},SASL://{host}:{node.sasl_port},"
-            f"CONTROLLER://{host}:{node.controller_port}",
-            "advertised.listeners": f"PLAIN://{host}:{node.plain_port},"
-            f"SASL://{host}:{node.sasl_port}",
-            "listener.security.protocol.map": "PLAIN:PLAINTEXT,SASL:SASL_PLAINTEXT,"
-            "CONTROLLER:SASL_PLAINTEXT",
+            "listeners": f"{listeners},CONTROLLER://{host}:{node.controller_port}",
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "SASL",
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
@@ -345,6 +403,7 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": replication,
             "share.coordinator.state.topic.replication.factor": replication,
             **SMALL_MACHINE,
+            **oauth,
             **extra,
         }
 
@@ -385,6 +444,8 @@ class KafkaCluster:
         assert self.dist is not None
         node.starts += 1
         options = list(self.jvm_options)
+        if self.oauth is not None:
+            options += self.oauth.jvm_options
         if node.metrics_port is not None:
             agent = f"{self.dist.jmx_agent}={self.host}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"
             options.append(f"-javaagent:{agent}")

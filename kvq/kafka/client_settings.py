@@ -12,6 +12,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from kvq.kafka.oauth import (
+    JAVA_ONLY_OAUTH_KEYS,
+    is_oauthbearer,
+    is_oauthbearer_jaas,
+    oauthbearer_settings,
+    token_provider,
+)
 from kvq.settings.config import JAAS_OPTION, secret_values
 from kvq.settings.redaction import redact
 
@@ -28,6 +35,7 @@ _KAFKA_PYTHON_NAMES = {
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
 }
 _KAFKA_PYTHON_INTS = {
     "request.timeout.ms": "request_timeout_ms",
@@ -44,6 +52,14 @@ _PEM_FILES = {  # kafka-python keyword: (librdkafka name, Java name) of the prop
 # Java-only names librdkafka does not know, with their librdkafka equivalents.
 _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
+
+GSSAPI = "GSSAPI"
+KRB5_LOGIN_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+_KRB5_JAAS = (
+    f"kafka.admin.sasl.jaas.config: {KRB5_LOGIN_MODULE} (keyTab, principal) is Java's; kvq's "
+    "Kafka client takes Kerberos credentials from the system's Kerberos library: leave the line "
+    "out and provide a ticket cache (kinit) or a client keytab (KRB5_CLIENT_KTNAME)"
+)
 
 _SILENT = logging.getLogger("kvq.kafka.settings-check")
 _SILENT.addHandler(logging.NullHandler())
@@ -81,8 +97,10 @@ def _pem_stores(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     jaas = props.get("sasl.jaas.config")
-    if not jaas:
+    if not jaas or is_oauthbearer_jaas(jaas):  # an OAuth login: _oauthbearer_translated
         return {}, []
+    if jaas.strip().startswith(KRB5_LOGIN_MODULE):
+        return {}, [_KRB5_JAAS]
     options = dict(JAAS_OPTION.findall(jaas))
     if "username" not in options or "password" not in options:
         return {}, [
@@ -90,6 +108,16 @@ def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[st
             'username="..." password="..." can be translated for the Python clients'
         ]
     return {"sasl.username": options["username"], "sasl.password": options["password"]}, []
+
+
+def _oauthbearer_translated(props: Mapping[str, str], out: dict[str, str]) -> list[str]:
+    """OAUTHBEARER settings (Java, Strimzi or librdkafka style) rewritten in `out` to librdkafka's
+    OIDC names, Java-only login settings dropped; what cannot be used, as errors."""
+    for key in JAVA_ONLY_OAUTH_KEYS:
+        out.pop(key, None)
+    oauth, errors = oauthbearer_settings(props)
+    out.update(oauth)
+    return errors
 
 
 def _integer_errors(props: Mapping[str, str]) -> list[str]:
@@ -115,6 +143,7 @@ def _translated(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     out.update(credentials)
     for key in _JAVA_ONLY:
         out.pop(key, None)
+    jaas_errors += _oauthbearer_translated(props, out)
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
     return out, store_errors + jaas_errors + _integer_errors(props)
@@ -140,9 +169,34 @@ def problems(props: Mapping[str, str], librdkafka: bool) -> list[str]:
     translated, errors = _translated(props)
     if not errors:
         errors.extend(_kafka_python_errors(props, kafka_python_config(props)))
-    if librdkafka and not errors:
+    if not errors:
+        errors.extend(_gssapi_errors(props))
+    if librdkafka and not errors and not _mechanism_is(props, GSSAPI):
+        # the confluent-kafka wheel's librdkafka is built without GSSAPI; kvq's clients are
+        # kafka-python's, which _gssapi_errors checks
         errors.extend(_librdkafka_errors(props, translated))
     return errors
+
+
+def _mechanism_is(props: Mapping[str, str], mechanism: str) -> bool:
+    written = props.get("sasl.mechanism", props.get("sasl.mechanisms", ""))
+    return written.strip().upper() == mechanism
+
+
+def _gssapi_errors(props: Mapping[str, str]) -> list[str]:
+    """SASL/GSSAPI (Kerberos): kafka-python does it with the Python package gssapi, which kvq
+    does not ship (untested: no KDC in the test suite)."""
+    if not _mechanism_is(props, GSSAPI):
+        return []
+    try:
+        import gssapi  # noqa: F401 - only whether it loads
+    except (ImportError, OSError):
+        return [
+            "kafka.admin.sasl.mechanism=GSSAPI: Kerberos needs the Python package gssapi and the "
+            "system's Kerberos (MIT krb5) libraries, which kvq does not ship; install both to try "
+            "it (untested, see docs/configuration.md), or use SCRAM, OAUTHBEARER or TLS"
+        ]
+    return []
 
 
 def _kafka_python_errors(props: Mapping[str, str], config: Mapping[str, Any]) -> list[str]:
@@ -191,9 +245,13 @@ def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
 
 
 def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
-    """Keyword arguments for kafka-python's clients (unknown settings are left out)."""
+    """Keyword arguments for kafka-python's clients (unknown settings are left out); with
+    OAUTHBEARER, a token provider doing the client-credentials login."""
     out: dict[str, Any] = {}
-    for key, value in normalized(props).items():
+    settings = normalized(props)
+    if is_oauthbearer(settings):
+        out["sasl_oauth_token_provider"] = token_provider(settings)
+    for key, value in settings.items():
         if key == "security.protocol":
             out["security_protocol"] = value.strip().upper()  # librdkafka ignores case too
         elif key in _KAFKA_PYTHON_NAMES:
