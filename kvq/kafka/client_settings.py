@@ -18,6 +18,7 @@ from kvq.kafka.oauth import (
     is_oauthbearer_jaas,
     oauthbearer_settings,
     token_provider,
+    without_token_requests,
 )
 from kvq.settings.config import JAAS_OPTION, secret_values
 from kvq.settings.redaction import redact
@@ -230,6 +231,7 @@ def _librdkafka_errors(props: Mapping[str, str], translated: Mapping[str, str]) 
     config: dict[str, Any] = {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in translated.items()}
     config.pop("bootstrap.servers", None)
     config["logger"] = _SILENT  # no "no bootstrap.servers" warning on stderr
+    config = without_token_requests(config)
     try:
         AdminClient(config)
     except KafkaException as exc:

@@ -171,28 +171,30 @@ def oauthbearer_settings(props: Mapping[str, str]) -> tuple[dict[str, str], list
         if java in props:
             out.setdefault(canonical, props[java])
     jaas = props.get("sasl.jaas.config", "")
-    if jaas:
-        _from_jaas(jaas, out, errors)
+    other_login = bool(jaas) and _from_jaas(jaas, out, errors)
     handler = props.get(_LOGIN_HANDLER)
     if handler is not None and handler.strip() not in LOGIN_HANDLERS:
         errors.append(
             f"kafka.admin.{_LOGIN_HANDLER}={handler}: a Java class cannot run in kvq; leave it out "
             "or use Kafka's OAuthBearerLoginCallbackHandler (client credentials, done by kvq)"
         )
-    errors += _client_errors(props, out, bool(jaas))
+    if not other_login:  # else what it lacks for client credentials is no news
+        errors += _client_errors(props, out, bool(jaas))
     return out, errors
 
 
-def _from_jaas(jaas: str, out: dict[str, str], errors: list[str]) -> None:
+def _from_jaas(jaas: str, out: dict[str, str], errors: list[str]) -> bool:
     """Client credentials of an OAuthBearerLoginModule JAAS line (Kafka's or Strimzi's option
-    names) into librdkafka's names; settings written outside the JAAS line win."""
+    names) into librdkafka's names; settings written outside the JAAS line win. True when the
+    line asks for another login than client credentials (an error says which)."""
     if not is_oauthbearer_jaas(jaas):
         errors.append(
             "kafka.admin.sasl.jaas.config: with sasl.mechanism=OAUTHBEARER it must be "
             f'{LOGIN_MODULE} required clientId="..." clientSecret="...";'
         )
-        return
+        return True
     options = jaas_options(jaas)
+    found = len(errors)
     if any(name.startswith("unsecuredLogin") for name in options):
         errors.append(
             "kafka.admin.sasl.jaas.config: unsecured OAUTHBEARER tokens (unsecuredLogin*) are "
@@ -205,6 +207,7 @@ def _from_jaas(jaas: str, out: dict[str, str], errors: list[str]) -> None:
                 f"kafka.admin.sasl.jaas.config: {name} ({what}) is not supported; kvq logs in "
                 "with client credentials only (oauth.client.id and oauth.client.secret)"
             )
+    other_login = len(errors) > found
     names = {
         CLIENT_ID: ("clientId", "oauth.client.id"),
         CLIENT_SECRET: ("clientSecret", "oauth.client.secret"),
@@ -229,6 +232,7 @@ def _from_jaas(jaas: str, out: dict[str, str], errors: list[str]) -> None:
         else:
             out.setdefault(HTTPS_CA, location)
     out.setdefault(METHOD, OIDC)
+    return other_login and not (CLIENT_ID in out and CLIENT_SECRET in out)
 
 
 def _client_errors(props: Mapping[str, str], out: Mapping[str, str], jaas: bool) -> list[str]:
@@ -282,6 +286,18 @@ def _url_errors(url: str) -> list[str]:
             "e.g. https://idp.example.com/oauth2/token"
         ]
     return []
+
+
+def without_token_requests(config: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka's settings with its OIDC login replaced by a local unsecured token: a client
+    made only to check the other settings then asks no token endpoint (oauthbearer_settings
+    checked the OIDC ones)."""
+    if str(config.get(METHOD, "")).strip().lower() != OIDC:
+        return dict(config)
+    oidc = (METHOD, CLIENT_ID, CLIENT_SECRET, TOKEN_URL, SCOPE, GRANT_TYPE, HTTPS_CA)
+    checked = {key: value for key, value in config.items() if key not in oidc}
+    checked["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+    return checked
 
 
 def oidc_client(settings: Mapping[str, str]) -> OidcClient:
