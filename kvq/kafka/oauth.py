@@ -38,7 +38,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -114,7 +114,7 @@ class OidcClient:
     against."""
 
     client_id: str
-    client_secret: str
+    client_secret: str = field(repr=False)
     token_url: str
     scope: str | None = None
     ca_file: str | None = None
@@ -251,10 +251,12 @@ def _client_errors(props: Mapping[str, str], out: Mapping[str, str], jaas: bool)
         errors.append(f"kafka.admin.{GRANT_TYPE}={grant}: only {CLIENT_CREDENTIALS} is supported")
     for key, what in ((CLIENT_ID, "the client id"), (CLIENT_SECRET, "the client secret")):
         if not out.get(key, "").strip():
-            java = "clientId" if key == CLIENT_ID else "clientSecret"
+            java, strimzi = ("clientId", "oauth.client.id")
+            if key == CLIENT_SECRET:
+                java, strimzi = ("clientSecret", "oauth.client.secret")
             errors.append(
                 f"kafka.admin.{key} is required with OAUTHBEARER: {what} to log in with (or "
-                f'{java}="..." in sasl.jaas.config)'
+                f'{java}="..." or {strimzi}="..." in sasl.jaas.config)'
             )
     url = out.get(TOKEN_URL, "").strip()
     if not url:

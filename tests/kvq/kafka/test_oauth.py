@@ -69,6 +69,7 @@ def test_every_style_becomes_librdkafka_oidc_and_a_kafka_python_token_provider(p
     provider = kafka_python_config(props)["sasl_oauth_token_provider"]
     assert isinstance(provider, ClientCredentialsTokenProvider)
     assert provider.client == OidcClient("kvq", SECRET, TOKEN_URL, "kafka")
+    assert SECRET not in repr(provider.client)
 
 
 @pytest.mark.parametrize("props", [JAVA, STRIMZI, LIBRDKAFKA, JAVA_41], ids=lambda p: str(len(p)))
@@ -199,9 +200,8 @@ def test_the_kept_token_serves_until_it_expires_when_the_endpoint_fails():
 
 
 def test_a_wrong_secret_is_reported_with_the_endpoint_and_the_answer_never_the_secret():
-    with OAuthServer({"kvq": "right"}) as idp:
-        with pytest.raises(OAuthTokenError) as failure:
-            fetch_token(OidcClient("kvq", SECRET, idp.token_url))
+    with OAuthServer({"kvq": "right"}) as idp, pytest.raises(OAuthTokenError) as failure:
+        fetch_token(OidcClient("kvq", SECRET, idp.token_url))
     message = str(failure.value)
     assert message == (
         f"OAUTHBEARER token endpoint {idp.token_url} refused client 'kvq': HTTP 401: "

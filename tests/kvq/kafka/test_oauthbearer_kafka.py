@@ -1,0 +1,170 @@
+"""SASL/OAUTHBEARER against real Kafka validating tokens itself (OAuthBearerValidatorCallbackHandler
+and a JWKS this test serves): the exporter polls, the enforcer's client describes and alters
+quotas, tokens are replaced before they expire, a wrong secret is told as the endpoint said it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from devkit.kafka_cluster import ADMIN, KafkaCluster, OAuthListener
+from devkit.oauth_server import OAuthServer
+from devkit.processes import wait_until
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import Change
+from exporter.cluster_client import ClusterError, KafkaClusterClient
+from kvq.kafka.client_settings import librdkafka_config
+from kvq.kafka.quota_entity import QuotaEntity
+
+CLIENT, SECRET = "kvq", "kvq-oauth-secret"
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+REAUTH_MS = 2000
+"""The brokers ask OAUTH clients to authenticate again this often (and never past their token's
+expiry): a client that kept an expired token would be cut off."""
+P = "client.quota.callback.static."
+
+
+@pytest.fixture(scope="module")
+def idp():
+    with OAuthServer({CLIENT: SECRET}, expires_in=300) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def kafka(idp, tmp_path_factory, kafka_dist):
+    with KafkaCluster(
+        tmp_path_factory.mktemp("kafka-oauth"),
+        nodes=1,
+        log_dir_bytes=16 << 20,
+        dist=kafka_dist,
+        oauth=OAuthListener(idp.jwks_url, reauth_ms=REAUTH_MS),
+        broker_properties={"super.users": f"User:{ADMIN};User:{CLIENT}"},  # sub = the client id
+    ) as cluster:
+        yield cluster
+
+
+def java_style(kafka, idp, secret=SECRET):
+    return {
+        "bootstrap.servers": kafka.oauth_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        ),
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.jaas.config": f'{MODULE} required clientId="{CLIENT}" clientSecret="{secret}" '
+        'scope="kafka";',
+    }
+
+
+def strimzi_style(kafka, idp):
+    return {
+        "bootstrap.servers": kafka.oauth_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class": (
+            "io.strimzi.kafka.oauth.client.JaasClientOauthLoginCallbackHandler"
+        ),
+        "sasl.jaas.config": f'{MODULE} required oauth.client.id="{CLIENT}" '
+        f'oauth.client.secret="{SECRET}" oauth.token.endpoint.uri="{idp.token_url}" ;',
+    }
+
+
+def librdkafka_style(kafka, idp):
+    return {
+        "bootstrap.servers": kafka.oauth_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": CLIENT,
+        "sasl.oauthbearer.client.secret": SECRET,
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+    }
+
+
+def test_the_exporter_polls_over_oauthbearer(kafka, idp, tmp_path):
+    config = tmp_path / "kvq.properties"
+    lines = [f"{P}kafka.admin.{key}={value}" for key, value in java_style(kafka, idp).items()]
+    lines.append(f"{P}storage.per.volume.limit.min.available.ratio=0.05")
+    config.write_text("\n".join(lines) + "\n")
+    issued = len(idp.issued)
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    observation = json.loads(done.stdout)["observation"]
+    assert observation["outcome"] == "success"
+    assert observation["active_brokers"] == [0]
+    assert {d["path"] for d in observation["log_dirs"]} == {str(p) for p in kafka.log_dirs(0)}
+    assert len(idp.issued) > issued  # it logged in with a token of its own
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_the_enforcers_client_describes_and_alters_quotas_over_oauthbearer(kafka, idp):
+    client = KafkaQuotaClient(strimzi_style(kafka, idp))
+    alice = QuotaEntity.user("alice")
+    try:
+        client.alter([Change(alice, "producer_byte_rate", 1024.0)])
+        wanted = {"producer_byte_rate": 1024.0}
+        wait_until(lambda: client.describe().get(alice) == wanted, 10, what="alice's quota")
+        client.alter([Change(alice, "producer_byte_rate", None)])
+        wait_until(lambda: alice not in client.describe(), 10, what="alice's quota removed")
+    finally:
+        client.close()
+
+
+def test_tokens_are_replaced_before_they_expire(kafka, idp):
+    idp.expires_in = 3  # replaced after 2.4 s; the broker asks again every 2 s at most
+    client = KafkaClusterClient(librdkafka_style(kafka, idp), timeout_seconds=5)
+    issued = len(idp.issued)
+    failures: list[Exception] = []
+
+    def polled_with_three_more_tokens() -> bool:
+        try:
+            assert [b.broker_id for b in client.active_brokers()] == [0]
+            answer = client.describe_log_dirs([0])[0]
+            if isinstance(answer, Exception):
+                raise answer
+        except Exception as exc:  # noqa: BLE001 - every failure is reported below
+            failures.append(exc)
+        return len(idp.issued) - issued >= 3
+
+    try:
+        wait_until(polled_with_three_more_tokens, 60, 0.5, "three tokens replaced")
+    finally:
+        idp.expires_in = 300
+        client.close()
+    assert failures == []  # never cut off: each re-authentication had a valid token
+    assert idp.refused == []
+
+
+def test_a_wrong_secret_fails_with_the_token_endpoints_answer(kafka, idp):
+    client = KafkaClusterClient(java_style(kafka, idp, secret="not-the-secret"), timeout_seconds=2)
+    try:
+        with pytest.raises(ClusterError) as failure:
+            client.active_brokers()
+    finally:
+        client.close()
+    message = str(failure.value)
+    assert (
+        f"OAUTHBEARER token endpoint {idp.token_url} refused client 'kvq': HTTP 401: "
+        "invalid_client (Invalid client secret)" in message
+    )
+    assert "not-the-secret" not in message
+    assert CLIENT in idp.refused
+
+
+def test_librdkafka_logs_in_with_the_translated_settings(kafka, idp):
+    """The Java settings as librdkafka's built-in OIDC login (what librdkafka_config gives)."""
+    issued = len(idp.issued)
+    admin = AdminClient(librdkafka_config(java_style(kafka, idp)))
+    cluster = admin.describe_cluster(request_timeout=20).result(timeout=30)
+    assert [node.id for node in cluster.nodes] == [0]
+    assert len(idp.issued) > issued
