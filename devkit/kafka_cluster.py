@@ -41,6 +41,7 @@ from typing import Any
 
 from devkit.kafka_dist import KafkaDist, fetch
 from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
+from devkit.tls_certificates import Pki
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
 
 @dataclass(frozen=True)
 class OAuthListener:
-    """An `OAUTH` listener on every node: SASL/OAUTHBEARER, JWTs validated by Kafka itself.
+    """An `OAUTH` listener on every node: SASL/OAUTHBEARER (over TLS with `tls`), JWTs validated
+    by Kafka itself.
 
     The principal is the token's `sub` claim. `reauth_ms` makes the brokers ask clients on this
     listener to authenticate again at least that often (connections.max.reauth.ms), and never
@@ -93,10 +95,17 @@ class OAuthListener:
     reauth_ms: int | None = None
     clock_skew_seconds: int = 0
     """How far past `exp` a token is still accepted (Kafka's default is 30)."""
+    tls: Pki | None = None
+    """SASL_SSL with the PKI's server certificate (for 127.0.0.1) instead of SASL_PLAINTEXT."""
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL"
 
     def broker_properties(self) -> dict[str, str]:
         prefix = "listener.name.oauth.oauthbearer."
-        properties = {
+        properties = self._tls_properties()
+        properties |= {
             "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
             f"{prefix}sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required ;",
             f"{prefix}sasl.server.callback.handler.class": OAUTH_VALIDATOR,
@@ -106,6 +115,17 @@ class OAuthListener:
         if self.reauth_ms is not None:
             properties[f"{prefix}connections.max.reauth.ms"] = str(self.reauth_ms)
         return properties
+
+    def _tls_properties(self) -> dict[str, str]:
+        """The listener's PEM keystore: the server's key and certificate in one file."""
+        if self.tls is None:
+            return {}
+        keystore = self.tls.server.key.with_name("oauth-listener-keystore.pem")
+        keystore.write_bytes(self.tls.server.key.read_bytes() + self.tls.server.cert.read_bytes())
+        return {
+            "listener.name.oauth.ssl.keystore.type": "PEM",
+            "listener.name.oauth.ssl.keystore.location": str(keystore),
+        }
 
     @property
     def jvm_options(self) -> list[str]:
@@ -378,7 +398,7 @@ class KafkaCluster:
         oauth: dict[str, str] = {}
         if self.oauth is not None:
             listeners += f",OAUTH://{host}:{node.oauth_port}"
-            protocols += ",OAUTH:SASL_PLAINTEXT"
+            protocols += f",OAUTH:{self.oauth.protocol}"
             oauth = self.oauth.broker_properties()
         return {
             "process.roles": "broker,controller",

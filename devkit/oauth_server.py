@@ -10,9 +10,9 @@ id, Kafka's principal name), `iat`, `exp` (`expires_in` seconds later), `iss`, `
 with an RSA key made at start with `cryptography`. A wrong secret or an unknown client is
 answered 401 `invalid_client`, any grant but client credentials 400 `unsupported_grant_type`, as
 RFC 6749 section 5.2 says. With `tls` (a `devkit.tls_certificates.Pki`), the token endpoint is
-HTTPS with the PKI's server certificate; the JWKS stays plain HTTP, which the brokers fetch.
-Both listen on free loopback ports, in threads of this process, until `stop()` (or the end of
-the `with` block).
+also served over HTTPS with the PKI's server certificate (`https_token_url`); the JWKS, which
+the brokers fetch, stays plain HTTP. They listen on free loopback ports, in threads of this
+process, until `stop()` (or the end of the `with` block).
 """
 
 from __future__ import annotations
@@ -65,11 +65,14 @@ class OAuthServer:
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._kid = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
-        self._jwks = self._serve(host, None)
-        self._token = self._serve(host, tls) if tls is not None else self._jwks
-        scheme = "https" if tls is not None else "http"
-        self.token_url = f"{scheme}://{host}:{self._token.server_address[1]}/token"
-        self.jwks_url = f"http://{host}:{self._jwks.server_address[1]}/jwks"
+        self._servers = [self._serve(host, None)]
+        port = self._servers[0].server_address[1]
+        self.token_url = f"http://{host}:{port}/token"
+        self.jwks_url = f"http://{host}:{port}/jwks"
+        self.https_token_url: str | None = None
+        if tls is not None:
+            self._servers.append(self._serve(host, tls))
+            self.https_token_url = f"https://{host}:{self._servers[1].server_address[1]}/token"
 
     def __enter__(self) -> OAuthServer:
         return self
@@ -78,7 +81,7 @@ class OAuthServer:
         self.stop()
 
     def stop(self) -> None:
-        for server in {self._jwks, self._token}:
+        for server in self._servers:
             server.shutdown()
             server.server_close()
 

@@ -219,14 +219,15 @@ def test_an_endpoint_that_is_down_is_reported():
 def test_https_trusts_kafkas_ca_or_the_endpoints_own(tmp_path):
     pki = make_pki(tmp_path / "pki")
     with OAuthServer({"kvq": SECRET}, tls=pki) as idp:
-        assert idp.token_url.startswith("https://")
+        url = idp.https_token_url
+        assert url is not None and url.startswith("https://")
         with pytest.raises(OAuthTokenError, match="CERTIFICATE_VERIFY_FAILED"):
-            fetch_token(OidcClient("kvq", SECRET, idp.token_url))  # the system's CAs only
+            fetch_token(OidcClient("kvq", SECRET, url))  # the system's CAs only
         for props in (
             LIBRDKAFKA | {"ssl.ca.location": str(pki.ca)},  # Kafka's CA, besides the system's
             LIBRDKAFKA | {"https.ca.location": str(pki.ca)},  # the endpoint's own
         ):
-            props = props | {"sasl.oauthbearer.token.endpoint.url": idp.token_url}
+            props = props | {"sasl.oauthbearer.token.endpoint.url": url}
             assert problems(props, librdkafka=True) == []
             provider = kafka_python_config(props)["sasl_oauth_token_provider"]
             assert provider.token().count(".") == 2  # a JWT

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from devkit.kafka_cluster import ADMIN, KafkaCluster, OAuthListener
 from devkit.oauth_server import OAuthServer
 from devkit.processes import wait_until
+from devkit.tls_certificates import make_pki
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import Change
 from exporter.cluster_client import ClusterError, KafkaClusterClient
@@ -29,56 +30,66 @@ P = "client.quota.callback.static."
 
 
 @pytest.fixture(scope="module")
-def idp():
-    with OAuthServer({CLIENT: SECRET}, expires_in=300) as server:
+def pki(tmp_path_factory):
+    """One CA for the brokers' OAUTH listener (SASL_SSL) and the token endpoint's HTTPS."""
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def idp(pki):
+    with OAuthServer({CLIENT: SECRET}, expires_in=300, tls=pki) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def kafka(idp, tmp_path_factory, kafka_dist):
+def kafka(idp, pki, tmp_path_factory, kafka_dist):
     with KafkaCluster(
         tmp_path_factory.mktemp("kafka-oauth"),
         nodes=1,
         log_dir_bytes=16 << 20,
         dist=kafka_dist,
-        oauth=OAuthListener(idp.jwks_url, reauth_ms=REAUTH_MS),
+        oauth=OAuthListener(idp.jwks_url, reauth_ms=REAUTH_MS, tls=pki),
         broker_properties={"super.users": f"User:{ADMIN};User:{CLIENT}"},  # sub = the client id
     ) as cluster:
         yield cluster
 
 
-def java_style(kafka, idp, secret=SECRET):
+def over_tls(kafka, pki):
     return {
         "bootstrap.servers": kafka.oauth_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki.ca),
         "sasl.mechanism": "OAUTHBEARER",
+    }
+
+
+def java_style(kafka, pki, token_url, secret=SECRET):
+    """Kafka's Java client settings; the token endpoint's certificate is checked against the
+    system's CAs and Kafka's (ssl.ca.location)."""
+    return over_tls(kafka, pki) | {
         "sasl.login.callback.handler.class": (
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
         ),
-        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.oauthbearer.token.endpoint.url": token_url,
         "sasl.jaas.config": f'{MODULE} required clientId="{CLIENT}" clientSecret="{secret}" '
         'scope="kafka";',
     }
 
 
-def strimzi_style(kafka, idp):
-    return {
-        "bootstrap.servers": kafka.oauth_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
+def strimzi_style(kafka, pki, idp):
+    """Strimzi's OAuth client options, with the token endpoint's own CA as a PEM truststore."""
+    return over_tls(kafka, pki) | {
         "sasl.login.callback.handler.class": (
             "io.strimzi.kafka.oauth.client.JaasClientOauthLoginCallbackHandler"
         ),
         "sasl.jaas.config": f'{MODULE} required oauth.client.id="{CLIENT}" '
-        f'oauth.client.secret="{SECRET}" oauth.token.endpoint.uri="{idp.token_url}" ;',
+        f'oauth.client.secret="{SECRET}" oauth.token.endpoint.uri="{idp.https_token_url}" '
+        f'oauth.ssl.truststore.location="{pki.ca}" oauth.ssl.truststore.type="PEM" ;',
     }
 
 
-def librdkafka_style(kafka, idp):
-    return {
-        "bootstrap.servers": kafka.oauth_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
+def librdkafka_style(kafka, pki, idp):
+    return over_tls(kafka, pki) | {
         "sasl.oauthbearer.method": "oidc",
         "sasl.oauthbearer.client.id": CLIENT,
         "sasl.oauthbearer.client.secret": SECRET,
@@ -86,9 +97,12 @@ def librdkafka_style(kafka, idp):
     }
 
 
-def test_the_exporter_polls_over_oauthbearer(kafka, idp, tmp_path):
+def test_the_exporter_polls_over_oauthbearer(kafka, idp, pki, tmp_path):
     config = tmp_path / "kvq.properties"
-    lines = [f"{P}kafka.admin.{key}={value}" for key, value in java_style(kafka, idp).items()]
+    lines = [
+        f"{P}kafka.admin.{key}={value}"
+        for key, value in java_style(kafka, pki, idp.https_token_url).items()
+    ]
     lines.append(f"{P}storage.per.volume.limit.min.available.ratio=0.05")
     config.write_text("\n".join(lines) + "\n")
     issued = len(idp.issued)
@@ -107,8 +121,8 @@ def test_the_exporter_polls_over_oauthbearer(kafka, idp, tmp_path):
     assert SECRET not in done.stdout + done.stderr
 
 
-def test_the_enforcers_client_describes_and_alters_quotas_over_oauthbearer(kafka, idp):
-    client = KafkaQuotaClient(strimzi_style(kafka, idp))
+def test_the_enforcers_client_describes_and_alters_quotas_over_oauthbearer(kafka, idp, pki):
+    client = KafkaQuotaClient(strimzi_style(kafka, pki, idp))
     alice = QuotaEntity.user("alice")
     try:
         client.alter([Change(alice, "producer_byte_rate", 1024.0)])
@@ -120,9 +134,9 @@ def test_the_enforcers_client_describes_and_alters_quotas_over_oauthbearer(kafka
         client.close()
 
 
-def test_tokens_are_replaced_before_they_expire(kafka, idp):
+def test_tokens_are_replaced_before_they_expire(kafka, idp, pki):
     idp.expires_in = 3  # replaced after 2.4 s; the broker asks again every 2 s at most
-    client = KafkaClusterClient(librdkafka_style(kafka, idp), timeout_seconds=5)
+    client = KafkaClusterClient(librdkafka_style(kafka, pki, idp), timeout_seconds=5)
     issued = len(idp.issued)
     failures: list[Exception] = []
 
@@ -145,8 +159,10 @@ def test_tokens_are_replaced_before_they_expire(kafka, idp):
     assert idp.refused == []
 
 
-def test_a_wrong_secret_fails_with_the_token_endpoints_answer(kafka, idp):
-    client = KafkaClusterClient(java_style(kafka, idp, secret="not-the-secret"), timeout_seconds=2)
+def test_a_wrong_secret_fails_with_the_token_endpoints_answer(kafka, idp, pki):
+    client = KafkaClusterClient(
+        java_style(kafka, pki, idp.https_token_url, secret="not-the-secret"), timeout_seconds=2
+    )
     try:
         with pytest.raises(ClusterError) as failure:
             client.active_brokers()
@@ -154,17 +170,18 @@ def test_a_wrong_secret_fails_with_the_token_endpoints_answer(kafka, idp):
         client.close()
     message = str(failure.value)
     assert (
-        f"OAUTHBEARER token endpoint {idp.token_url} refused client 'kvq': HTTP 401: "
+        f"OAUTHBEARER token endpoint {idp.https_token_url} refused client 'kvq': HTTP 401: "
         "invalid_client (Invalid client secret)" in message
     )
     assert "not-the-secret" not in message
     assert CLIENT in idp.refused
 
 
-def test_librdkafka_logs_in_with_the_translated_settings(kafka, idp):
-    """The Java settings as librdkafka's built-in OIDC login (what librdkafka_config gives)."""
+def test_librdkafka_logs_in_with_the_translated_settings(kafka, idp, pki):
+    """The Java settings as librdkafka's built-in OIDC login (what librdkafka_config gives;
+    librdkafka checks an HTTPS token endpoint against https.ca.location only, so plain HTTP)."""
     issued = len(idp.issued)
-    admin = AdminClient(librdkafka_config(java_style(kafka, idp)))
+    admin = AdminClient(librdkafka_config(java_style(kafka, pki, idp.token_url)))
     cluster = admin.describe_cluster(request_timeout=20).result(timeout=30)
     assert [node.id for node in cluster.nodes] == [0]
     assert len(idp.issued) > issued
