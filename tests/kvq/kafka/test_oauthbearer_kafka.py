@@ -5,21 +5,26 @@ quotas, tokens are replaced before they expire, a wrong secret is told as the en
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 
-from devkit.kafka_cluster import ADMIN, KafkaCluster, OAuthListener
+from devkit.kafka_cluster import ADMIN, ALLOWED_OAUTH_URLS, KafkaCluster, OAuthListener
 from devkit.oauth_server import OAuthServer
 from devkit.processes import wait_until
 from devkit.tls_certificates import make_pki
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import Change
+from enforcer.settings import EnforcerSettings
 from exporter.cluster_client import ClusterError, KafkaClusterClient
 from kvq.kafka.client_settings import librdkafka_config
 from kvq.kafka.quota_entity import QuotaEntity
+from tests.docs.blocks import block, localize
 
 CLIENT, SECRET = "kvq", "kvq-oauth-secret"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -185,3 +190,70 @@ def test_librdkafka_logs_in_with_the_translated_settings(kafka, idp, pki):
     cluster = admin.describe_cluster(request_timeout=20).result(timeout=30)
     assert [node.id for node in cluster.nodes] == [0]
     assert len(idp.issued) > issued
+
+
+DOCUMENTED = {
+    "docs/configuration.md": "sasl.mechanism=OAUTHBEARER",
+    "docs/strimzi.md": "oauth.client.id=",
+}
+DOCUMENTED_TOKEN_URL = re.compile(r"https://[\w.-]+/realms/kafka/protocol/openid-connect/token")
+
+
+@pytest.mark.parametrize("doc", DOCUMENTED)
+def test_the_documented_settings_run_against_kafka(kafka, idp, pki, tmp_path, doc):
+    """The docs' OAUTHBEARER settings as shown, but for the addresses and the files' places:
+    `kvq-exporter --once` observes the cluster, the enforcer's client reads its quotas."""
+    root = tmp_path / "root"
+    text = localize(block(doc, DOCUMENTED[doc]).text, root)
+    for ca in (root / "etc").rglob("ca.*"):  # the CA that signed the brokers' and the endpoint's
+        ca.write_bytes(pki.ca.read_bytes())
+    text = re.sub(r"(bootstrap\.servers=).*", rf"\g<1>{kafka.oauth_bootstrap}", text)
+    text = DOCUMENTED_TOKEN_URL.sub(idp.https_token_url, text)
+    if "min.available" not in text:  # strimzi.md's lines are added to a file that has a limit
+        text += f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+    config = tmp_path / "kvq.properties"
+    config.write_text(text)
+    environ = {"KVQ_OAUTH_CLIENT_SECRET": SECRET}
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | environ,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["observation"]["active_brokers"] == [0]
+    settings = EnforcerSettings.load(config, environ=environ)
+    client = KafkaQuotaClient(settings.config.admin_properties)
+    try:
+        assert isinstance(client.describe(), dict)
+    finally:
+        client.close()
+
+
+def test_the_documented_strimzi_listener_is_the_one_kafka_runs_here(kafka, idp):
+    """strimzi.md's listenerConfig, as Strimzi writes it (`listener.name.<name>.<key>`), is the
+    OAUTH listener of these tests (but for the JWKS's address and the re-authentication period),
+    and its system property is the one the launcher sets."""
+    (kafka_spec,) = yaml.safe_load_all(block("docs/strimzi.md", "listenerConfig:").text)
+    (listener,) = kafka_spec["listeners"]
+    documented = {
+        f"listener.name.{listener['name']}.{key}": str(value)
+        for key, value in listener["authentication"]["listenerConfig"].items()
+    }
+    assert listener["authentication"]["sasl"] and listener["tls"]  # SASL_SSL, as here
+    documented_jwks = documented[
+        "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url"
+    ]
+    running = kafka.oauth.broker_properties()
+    for key, value in documented.items():
+        if key.endswith("connections.max.reauth.ms"):
+            assert key in running
+        else:
+            assert running[key].strip() == value.replace(documented_jwks, idp.jwks_url).strip(), key
+    (system_property,) = kafka_spec["jvmOptions"]["javaSystemProperties"]
+    assert (system_property["name"], system_property["value"]) == (
+        ALLOWED_OAUTH_URLS,
+        documented_jwks,
+    )
+    assert kafka.oauth.jvm_options == [f"-D{ALLOWED_OAUTH_URLS}={idp.jwks_url}"]
