@@ -87,14 +87,14 @@ class OAuthServer:
 
     def issue(self, subject: str, now: float | None = None) -> tuple[str, float]:
         """A signed token for `subject` and its lifetime in seconds."""
-        now = time.time() if now is None else now
+        issued_at = int(time.time() if now is None else now)  # whole seconds, as IdPs write
         lifetime = self.expires_in
         header = {"alg": "RS256", "typ": "JWT", "kid": self._kid}
         claims = {
             "sub": subject,
             "iss": ISSUER,
-            "iat": int(now),
-            "exp": int(now + lifetime),
+            "iat": issued_at,
+            "exp": int(issued_at + lifetime),
             "scope": self.scope,
             "jti": uuid.uuid4().hex,
         }

@@ -15,8 +15,8 @@ Three ways of writing the same thing are read (`kafka.admin.*` without the prefi
 kvq/kafka/client_settings.py works with); `token_provider` makes from those the kafka-python token
 provider, which does the client-credentials grant (RFC 6749 section 4.4, the client
 authenticated with HTTP Basic as Kafka's, librdkafka's and Strimzi's clients do), keeps the token
-and fetches a new one when 80 % of its lifetime (`expires_in`, else the JWT's `exp`) has passed,
-as Kafka's Java client and librdkafka do by default.
+and fetches a new one when 80 % of its lifetime (`expires_in`, or the JWT's `exp` when sooner) has
+passed, as Kafka's Java client and librdkafka do by default.
 
 HTTP is the standard library's urllib: the token endpoint's trust is one `ssl.SSLContext` (the
 dedicated CA, or the system's CAs plus Kafka's CA), which urllib takes as it is; requests would put
@@ -396,13 +396,19 @@ def _token_of(document: Mapping[str, Any], obtained: float, where: str) -> Token
     value = document.get("access_token")
     if not isinstance(value, str) or not value:
         raise OAuthTokenError(f"{where} answered without an access_token")
-    lifetime = document.get("expires_in")
-    if not isinstance(lifetime, int | float) or isinstance(lifetime, bool):
-        lifetime = _jwt_lifetime(value)
-    if lifetime is None or lifetime <= 0:
+    expires_in = document.get("expires_in")
+    if not isinstance(expires_in, int | float) or isinstance(expires_in, bool):
+        expires_in = None
+    # A JWT's exp wins when it is sooner: identity providers write whole seconds, so exp can come
+    # up to a second before expires_in says, which matters to short-lived tokens.
+    lifetimes = [t for t in (expires_in, _jwt_lifetime(value)) if t is not None]
+    if not lifetimes:
         raise OAuthTokenError(
             f"{where} answered a token without a lifetime (no expires_in, and not a JWT with exp)"
         )
+    lifetime = min(lifetimes)
+    if lifetime <= 0:
+        raise OAuthTokenError(f"{where} answered a token that has expired already")
     return Token(value, obtained, float(lifetime))
 
 

@@ -12,6 +12,7 @@ from kvq.kafka.oauth import (
     ClientCredentialsTokenProvider,
     OAuthTokenError,
     OidcClient,
+    _token_of,
     fetch_token,
 )
 from kvq.settings.config import secret_values, shown_value
@@ -234,12 +235,12 @@ def test_https_trusts_kafkas_ca_or_the_endpoints_own(tmp_path):
     assert idp.issued == ["kvq", "kvq"]
 
 
-def test_a_token_without_expires_in_lives_as_long_as_its_jwt_says():
+def test_a_token_lives_until_expires_in_or_its_jwt_exp_whichever_is_sooner():
     with OAuthServer({"kvq": SECRET}, expires_in=120) as idp:
         token, _ = idp.issue("kvq")
-        from kvq.kafka.oauth import _token_of
-
-        lifetime = _token_of({"access_token": token}, 0.0, "endpoint").lifetime
-        assert 110 < lifetime <= 120
-        with pytest.raises(OAuthTokenError, match="without a lifetime"):
-            _token_of({"access_token": "opaque"}, 0.0, "endpoint")
+    for answer in ({"access_token": token}, {"access_token": token, "expires_in": 300}):
+        assert 118 < _token_of(answer, 0.0, "endpoint").lifetime <= 120
+    opaque = {"access_token": "opaque", "expires_in": 300}
+    assert _token_of(opaque, 0.0, "endpoint").lifetime == 300
+    with pytest.raises(OAuthTokenError, match="without a lifetime"):
+        _token_of({"access_token": "opaque"}, 0.0, "endpoint")

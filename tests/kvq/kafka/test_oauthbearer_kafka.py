@@ -140,7 +140,7 @@ def test_the_enforcers_client_describes_and_alters_quotas_over_oauthbearer(kafka
 
 
 def test_tokens_are_replaced_before_they_expire(kafka, idp, pki):
-    idp.expires_in = 3  # replaced after 2.4 s; the broker asks again every 2 s at most
+    idp.expires_in = 6  # replaced after at most 4.8 s; the broker asks again every 2 s at most
     client = KafkaClusterClient(librdkafka_style(kafka, pki, idp), timeout_seconds=5)
     issued = len(idp.issued)
     failures: list[Exception] = []
