@@ -112,12 +112,15 @@ def test_the_exporter_polls_over_oauthbearer(kafka, idp, pki, tmp_path):
     config.write_text("\n".join(lines) + "\n")
     issued = len(idp.issued)
     done = subprocess.run(
-        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--once"],
+        [sys.executable, "-m", "exporter.cli", "--config", str(config), "--once"]
+        + ["--log.level", "debug"],  # kafka-python logs its whole configuration at debug
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    assert "OAUTHBEARER token for client 'kvq'" in done.stderr
+    assert '"alg":' not in done.stderr and "eyJ" not in done.stderr  # no token either
     observation = json.loads(done.stdout)["observation"]
     assert observation["outcome"] == "success"
     assert observation["active_brokers"] == [0]
