@@ -16,8 +16,10 @@ user) and `CONTROLLER` (SASL too). With `scram=True` the SASL listener takes SCR
 every user's credential stored when the nodes are formatted (as Strimzi's User Operator stores a
 KafkaUser's); with `tls=ServerTls(...)` a `TLS` listener (SSL, client certificates required, as
 Strimzi's `tls` listener with `authentication: tls`; a client's principal is `User:CN=<its CN>`),
-and with both a `SASL_TLS` listener (SASL_SSL, SCRAM-SHA-512: Strimzi's `scram-sha-512` on TLS).
-The StandardAuthorizer is on with `User:admin` as super user and
+and with both a `SASL_TLS` listener (SASL_SSL, SCRAM-SHA-512: Strimzi's `scram-sha-512` on TLS);
+with `oauth` (an `OAuthListener`) also `OAUTH` (SASL_PLAINTEXT, OAUTHBEARER mechanism, tokens
+checked by Kafka's own OAuthBearerValidatorCallbackHandler against a JWKS endpoint, see
+`OAuthListener`). The StandardAuthorizer is on with `User:admin` as super user and
 `allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
 
 Ready means every running node answers DescribeCluster listing every running node, unfenced. Each
@@ -44,6 +46,7 @@ from typing import Any
 
 from devkit.kafka_dist import KafkaDist, fetch
 from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
+from devkit.tls_certificates import Pki
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,12 @@ STRIMZI_PREFIX = "client.quota.callback.static."
 STRIMZI_ADMIN = f"{STRIMZI_PREFIX}kafka.admin."
 
 
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+ALLOWED_OAUTH_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+"""The JVM system property listing every URL Kafka's OAuth code may fetch (Kafka 4.0 on: none by
+default, BrokerSecurityConfigs.ALLOWED_SASL_OAUTHBEARER_URLS_CONFIG)."""
+
 NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 """The mechanism of Strimzi's `scram-sha-512` KafkaUsers."""
@@ -87,6 +96,57 @@ class ServerTls:
     certificate_chain: str
     key: str
     client_cas: str
+
+
+@dataclass(frozen=True)
+class OAuthListener:
+    """An `OAUTH` listener on every node: SASL/OAUTHBEARER (over TLS with `tls`), JWTs validated
+    by Kafka itself.
+
+    The principal is the token's `sub` claim. `reauth_ms` makes the brokers ask clients on this
+    listener to authenticate again at least that often (connections.max.reauth.ms), and never
+    later than their token expires: a client whose token provider does not refresh is cut off.
+    """
+
+    jwks_url: str
+    reauth_ms: int | None = None
+    clock_skew_seconds: int = 0
+    """How far past `exp` a token is still accepted (Kafka's default is 30)."""
+    tls: Pki | None = None
+    """SASL_SSL with the PKI's server certificate (for 127.0.0.1) instead of SASL_PLAINTEXT."""
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL"
+
+    def broker_properties(self) -> dict[str, str]:
+        prefix = "listener.name.oauth.oauthbearer."
+        properties = self._tls_properties()
+        properties |= {
+            "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"{prefix}sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required ;",
+            f"{prefix}sasl.server.callback.handler.class": OAUTH_VALIDATOR,
+            f"{prefix}sasl.oauthbearer.jwks.endpoint.url": self.jwks_url,
+            f"{prefix}sasl.oauthbearer.clock.skew.seconds": str(self.clock_skew_seconds),
+        }
+        if self.reauth_ms is not None:
+            properties[f"{prefix}connections.max.reauth.ms"] = str(self.reauth_ms)
+        return properties
+
+    def _tls_properties(self) -> dict[str, str]:
+        """The listener's PEM keystore: the server's key and certificate in one file."""
+        if self.tls is None:
+            return {}
+        keystore = self.tls.server.key.with_name("oauth-listener-keystore.pem")
+        keystore.write_bytes(self.tls.server.key.read_bytes() + self.tls.server.cert.read_bytes())
+        return {
+            "listener.name.oauth.ssl.keystore.type": "PEM",
+            "listener.name.oauth.ssl.keystore.location": str(keystore),
+        }
+
+    @property
+    def jvm_options(self) -> list[str]:
+        return [f"-D{ALLOWED_OAUTH_URLS}={self.jwks_url}"]
 
 
 class KafkaClusterError(RuntimeError):
@@ -113,6 +173,8 @@ class KafkaNode:
     """The TLS listener's port (KafkaCluster(tls=...)), else None."""
     sasl_tls_port: int | None = None
     """The SASL_TLS listener's port (KafkaCluster(tls=..., scram=True)), else None."""
+    oauth_port: int | None = None
+    """The OAUTH listener's port (KafkaCluster(oauth=...)), else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -165,6 +227,8 @@ class KafkaCluster:
     """SCRAM-SHA-512 on the SASL listener too, with a credential for every user."""
     tls: ServerTls | None = None
     """A TLS listener with client authentication (mTLS), `tls_bootstrap`."""
+    oauth: OAuthListener | None = None
+    """Add the `OAUTH` listener (SASL/OAUTHBEARER) to every node; `oauth_bootstrap` names it."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -208,6 +272,11 @@ class KafkaCluster:
         if self.tls is None or not self.scram:
             raise KafkaClusterError("this cluster has no SASL_TLS listener (needs tls and scram)")
         return ",".join(f"{self.host}:{n.sasl_tls_port}" for n in self.node_list)
+    def oauth_bootstrap(self) -> str:
+        """`host:port,...` of every node's OAUTH listener (needs `oauth`)."""
+        if self.oauth is None:
+            raise KafkaClusterError("this cluster has no OAUTH listener (oauth=None)")
+        return ",".join(f"{self.host}:{n.oauth_port}" for n in self.node_list)
 
     def client_properties(self, user: str = ADMIN) -> dict[str, str]:
         """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
@@ -346,6 +415,8 @@ class KafkaCluster:
                 node.tls_port = port()
                 if self.scram:
                     node.sasl_tls_port = port()
+            if self.oauth is not None:
+                node.oauth_port = port()
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -371,6 +442,10 @@ class KafkaCluster:
             listeners["TLS"] = ("SSL", node.tls_port)
         if node.sasl_tls_port is not None:
             listeners["SASL_TLS"] = ("SASL_SSL", node.sasl_tls_port)
+        oauth: dict[str, str] = {}
+        if self.oauth is not None and node.oauth_port is not None:
+            listeners["OAUTH"] = (self.oauth.protocol, node.oauth_port)
+            oauth = self.oauth.broker_properties()
         advertised = ",".join(f"{name}://{host}:{port}" for name, (_, port) in listeners.items())
         protocols = ",".join(f"{name}:{protocol}" for name, (protocol, _) in listeners.items())
         return {
@@ -398,6 +473,7 @@ class KafkaCluster:
             **SMALL_MACHINE,
             **self._scram_properties(),
             **self._tls_properties(),
+            **oauth,
             **extra,
         }
 
@@ -477,6 +553,8 @@ class KafkaCluster:
         assert self.dist is not None
         node.starts += 1
         options = list(self.jvm_options)
+        if self.oauth is not None:
+            options += self.oauth.jvm_options
         if node.metrics_port is not None:
             agent = f"{self.dist.jmx_agent}={self.host}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"
             options.append(f"-javaagent:{agent}")

@@ -259,8 +259,9 @@ class KafkaAdminSession:
             self.close()
             raise
         except Exception as exc:  # connection errors, timeouts, protocol errors
+            login = self._login_failure()
             self.close()
-            raise KafkaUnavailable(describe_error(exc)) from None
+            raise KafkaUnavailable(describe_error(exc) + login) from None
 
     def _manager(self) -> Any:
         with self._lock:
@@ -272,6 +273,7 @@ class KafkaAdminSession:
                 except Exception as exc:  # any bootstrap failure means 'down'
                     raise KafkaUnavailable(
                         f"cannot reach Kafka at {self.bootstrap}: {describe_error(exc)}"
+                        f"{self._login_failure()}"
                     ) from None
                 _without_client_metrics(self._admin._manager)
             return self._admin._manager
@@ -292,6 +294,11 @@ class KafkaAdminSession:
             with contextlib.suppress(Exception):
                 admin.close()
         log.info("TLS files changed (%s): reconnecting to Kafka with the new certificates", files)
+
+    def _login_failure(self) -> str:
+        """`; <why>` when the OAUTHBEARER token provider could not get a token, else ''."""
+        reason = getattr(self.kwargs.get("sasl_oauth_token_provider"), "last_error", None)
+        return f"; {reason}" if reason else ""
 
     def close(self) -> None:
         with self._lock:

@@ -16,6 +16,14 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
+from kvq.kafka.oauth import (
+    JAVA_ONLY_OAUTH_KEYS,
+    is_oauthbearer,
+    is_oauthbearer_jaas,
+    oauthbearer_settings,
+    token_provider,
+    without_token_requests,
+)
 from kvq.kafka.tls_stores import ClientTls, StoreError, read_pkcs12, ssl_context, store_kind
 from kvq.settings.config import JAAS_OPTION, read_directory_references, secret_values
 from kvq.settings.redaction import redact
@@ -33,6 +41,7 @@ _KAFKA_PYTHON_NAMES = {
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
 }
 _KAFKA_PYTHON_INTS = {
     "request.timeout.ms": "request_timeout_ms",
@@ -49,6 +58,14 @@ _PEM_FILES = {  # kafka-python keyword: (librdkafka name, Java name) of the prop
 # Java-only names librdkafka does not know, with their librdkafka equivalents.
 _LIBRDKAFKA_NAMES = {"sasl.mechanism": "sasl.mechanisms"}
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type"}
+
+GSSAPI = "GSSAPI"
+KRB5_LOGIN_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+_KRB5_JAAS = (
+    f"kafka.admin.sasl.jaas.config: {KRB5_LOGIN_MODULE} (keyTab, principal) is Java's; kvq's "
+    "Kafka client takes Kerberos credentials from the system's Kerberos library: leave the line "
+    "out and provide a ticket cache (kinit) or a client keytab (KRB5_CLIENT_KTNAME)"
+)
 
 _SILENT = logging.getLogger("kvq.kafka.settings-check")
 _SILENT.addHandler(logging.NullHandler())
@@ -102,8 +119,10 @@ def _store(props: Mapping[str, str], store: str, location: str) -> dict[str, str
 
 def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     jaas = props.get("sasl.jaas.config")
-    if not jaas:
+    if not jaas or is_oauthbearer_jaas(jaas):  # an OAuth login: _oauthbearer_translated
         return {}, []
+    if jaas.strip().startswith(KRB5_LOGIN_MODULE):
+        return {}, [_KRB5_JAAS]
     options = dict(JAAS_OPTION.findall(jaas))
     if "username" not in options or "password" not in options:
         return {}, [
@@ -111,6 +130,16 @@ def _jaas_credentials(props: Mapping[str, str]) -> tuple[dict[str, str], list[st
             'username="..." password="..." can be translated for the Python clients'
         ]
     return {"sasl.username": options["username"], "sasl.password": options["password"]}, []
+
+
+def _oauthbearer_translated(props: Mapping[str, str], out: dict[str, str]) -> list[str]:
+    """OAUTHBEARER settings (Java, Strimzi or librdkafka style) rewritten in `out` to librdkafka's
+    OIDC names, Java-only login settings dropped; what cannot be used, as errors."""
+    for key in JAVA_ONLY_OAUTH_KEYS:
+        out.pop(key, None)
+    oauth, errors = oauthbearer_settings(props)
+    out.update(oauth)
+    return errors
 
 
 def _integer_errors(props: Mapping[str, str]) -> list[str]:
@@ -139,6 +168,7 @@ def _translated(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     out.update(credentials)
     for key in _JAVA_ONLY:
         out.pop(key, None)
+    jaas_errors += _oauthbearer_translated(props, out)
     if props.get("ssl.endpoint.identification.algorithm", None) == "":
         out["ssl.endpoint.identification.algorithm"] = "none"
     return out, file_errors + store_errors + jaas_errors + _integer_errors(props)
@@ -169,9 +199,34 @@ def problems(props: Mapping[str, str], librdkafka: bool) -> list[str]:
             kafka_python_config(props)  # builds the SSL context: the certificate and key must load
         except KafkaSettingsError as exc:
             errors.append(str(exc))
-    if librdkafka and not errors:
+    if not errors:
+        errors.extend(_gssapi_errors(props))
+    if librdkafka and not errors and not _mechanism_is(props, GSSAPI):
+        # the confluent-kafka wheel's librdkafka is built without GSSAPI; kvq's clients are
+        # kafka-python's, which _gssapi_errors checks
         errors.extend(_librdkafka_errors(props, translated))
     return errors
+
+
+def _mechanism_is(props: Mapping[str, str], mechanism: str) -> bool:
+    written = props.get("sasl.mechanism", props.get("sasl.mechanisms", ""))
+    return written.strip().upper() == mechanism
+
+
+def _gssapi_errors(props: Mapping[str, str]) -> list[str]:
+    """SASL/GSSAPI (Kerberos): kafka-python does it with the Python package gssapi, which kvq
+    does not ship (untested: no KDC in the test suite)."""
+    if not _mechanism_is(props, GSSAPI):
+        return []
+    try:
+        import gssapi  # noqa: F401 - only whether it loads
+    except (ImportError, OSError):
+        return [
+            "kafka.admin.sasl.mechanism=GSSAPI: Kerberos needs the Python package gssapi and the "
+            "system's Kerberos (MIT krb5) libraries, which kvq does not ship; install both to try "
+            "it (untested, see docs/configuration.md), or use SCRAM, OAUTHBEARER or TLS"
+        ]
+    return []
 
 
 def _kafka_python_errors(props: Mapping[str, str], config: Mapping[str, Any]) -> list[str]:
@@ -205,6 +260,7 @@ def _librdkafka_errors(props: Mapping[str, str], translated: Mapping[str, str]) 
     config: dict[str, Any] = {_LIBRDKAFKA_NAMES.get(k, k): v for k, v in translated.items()}
     config.pop("bootstrap.servers", None)
     config["logger"] = _SILENT  # no "no bootstrap.servers" warning on stderr
+    config = without_token_requests(config)
     try:
         AdminClient(config)
     except KafkaException as exc:
@@ -223,11 +279,14 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
     """Keyword arguments for kafka-python's clients (unknown settings are left out).
 
     Where PEM text is given (ssl.ca.pem, ssl.certificate.pem and ssl.key.pem, which a PKCS12
-    store becomes), kafka-python gets an `ssl_context` built from it and the PEM files given.
-    Raises KafkaSettingsError.
+    store becomes), kafka-python gets an `ssl_context` built from it and the PEM files given;
+    with OAUTHBEARER, a token provider doing the client-credentials login. Raises
+    KafkaSettingsError.
     """
     normal = normalized(props)
     out = _kafka_python_keywords(normal)
+    if is_oauthbearer(normal):
+        out["sasl_oauth_token_provider"] = token_provider(normal)
     tls = out.get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
     if tls and _PEM_TEXT.keys() & normal.keys():
         out["ssl_context"] = _ssl_context(props, normal, out)

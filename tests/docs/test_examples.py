@@ -38,6 +38,7 @@ from tests.docs.blocks import (
 HERE = "tests/docs/test_examples.py"
 LIVE = "tests/docs/test_examples_live.py"
 HELM = "tests/deploy/test_helm.py"
+OAUTH = "tests/kvq/kafka/test_oauthbearer_kafka.py"
 INSTALL = "docs/install-kubernetes.md"
 INSTALL_STEPS = "make tools"
 """A text only the install page's steps hold (their step 0)."""
@@ -75,6 +76,10 @@ INVENTORY: dict[tuple[str, str], str] = {
     ),
     ("docs/configuration.md", "--check-config   # effective"): (
         f"{HERE}::test_the_documented_configuration_passes_both_check_config_commands"
+    ),
+    ("docs/configuration.md", "sasl.mechanism=OAUTHBEARER"): (
+        f"{OAUTH}::test_the_documented_settings_run_against_kafka; "
+        "tests/test_properties_files.py::test_every_documented_properties_block_loads_in_every_app"
     ),
     ("docs/configuration.md", "--- the Strimzi proposal's properties"): (
         "tests/test_properties_files.py::"
@@ -148,6 +153,12 @@ INVENTORY: dict[tuple[str, str], str] = {
         "test_the_benchmarks_page_commands_name_benchmarks_that_exist"
     ),
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
+    ("docs/strimzi.md", "listenerConfig:"): (
+        f"{OAUTH}::test_the_documented_strimzi_listener_is_the_one_kafka_runs_here"
+    ),
+    ("docs/strimzi.md", "oauth.client.id="): (
+        f"{OAUTH}::test_the_documented_settings_run_against_kafka"
+    ),
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
     ("docs/strimzi.md", "# my-values.yaml"): (
         "tests/deploy/test_chart_values.py::test_the_strimzi_page_s_chart_values_are_the_overlay_s"
