@@ -273,6 +273,7 @@ class KafkaCluster:
             raise KafkaClusterError("this cluster has no SASL_TLS listener (needs tls and scram)")
         return ",".join(f"{self.host}:{n.sasl_tls_port}" for n in self.node_list)
 
+    @property
     def oauth_bootstrap(self) -> str:
         """`host:port,...` of every node's OAUTH listener (needs `oauth`)."""
         if self.oauth is None:
