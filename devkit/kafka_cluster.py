@@ -12,7 +12,14 @@ whose metadata log dir fails, while a full data log dir only goes offline. As ro
 dir is a tmpfs of `log_dir_bytes` (a real small file system: ENOSPC, sizes in DescribeLogDirs);
 otherwise plain directories, with a warning. Listeners: `PLAIN` (PLAINTEXT, principal ANONYMOUS),
 `SASL` (SASL_PLAINTEXT, PLAIN mechanism, the given users; brokers replicate over it as the super
-user) and `CONTROLLER` (SASL too). The StandardAuthorizer is on with `User:admin` as super user and
+user) and `CONTROLLER` (SASL too). With `scram=True` the SASL listener takes SCRAM-SHA-512 too,
+every user's credential stored when the nodes are formatted (as Strimzi's User Operator stores a
+KafkaUser's); with `tls=ServerTls(...)` a `TLS` listener (SSL, client certificates required, as
+Strimzi's `tls` listener with `authentication: tls`; a client's principal is `User:CN=<its CN>`),
+and with both a `SASL_TLS` listener (SASL_SSL, SCRAM-SHA-512: Strimzi's `scram-sha-512` on TLS);
+with `oauth` (an `OAuthListener`) also `OAUTH` (SASL_PLAINTEXT, OAUTHBEARER mechanism, tokens
+checked by Kafka's own OAuthBearerValidatorCallbackHandler against a JWKS endpoint, see
+`OAuthListener`). The StandardAuthorizer is on with `User:admin` as super user and
 `allow.everyone.if.no.acl.found=true`, so ACLs a test adds take effect.
 
 Ready means every running node answers DescribeCluster listing every running node, unfenced. Each
@@ -39,6 +46,7 @@ from typing import Any
 
 from devkit.kafka_dist import KafkaDist, fetch
 from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
+from devkit.tls_certificates import Pki
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +77,76 @@ STRIMZI_PREFIX = "client.quota.callback.static."
 STRIMZI_ADMIN = f"{STRIMZI_PREFIX}kafka.admin."
 
 
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+ALLOWED_OAUTH_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+"""The JVM system property listing every URL Kafka's OAuth code may fetch (Kafka 4.0 on: none by
+default, BrokerSecurityConfigs.ALLOWED_SASL_OAUTHBEARER_URLS_CONFIG)."""
+
 NodeProperties = Callable[["KafkaCluster", "KafkaNode"], Mapping[str, str]]
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+"""The mechanism of Strimzi's `scram-sha-512` KafkaUsers."""
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """The TLS listener's certificate and key (PEM text: the broker's chain, its unencrypted
+    PKCS8 key) and the CA certificates its clients' certificates must chain to."""
+
+    certificate_chain: str
+    key: str
+    client_cas: str
+
+
+@dataclass(frozen=True)
+class OAuthListener:
+    """An `OAUTH` listener on every node: SASL/OAUTHBEARER (over TLS with `tls`), JWTs validated
+    by Kafka itself.
+
+    The principal is the token's `sub` claim. `reauth_ms` makes the brokers ask clients on this
+    listener to authenticate again at least that often (connections.max.reauth.ms), and never
+    later than their token expires: a client whose token provider does not refresh is cut off.
+    """
+
+    jwks_url: str
+    reauth_ms: int | None = None
+    clock_skew_seconds: int = 0
+    """How far past `exp` a token is still accepted (Kafka's default is 30)."""
+    tls: Pki | None = None
+    """SASL_SSL with the PKI's server certificate (for 127.0.0.1) instead of SASL_PLAINTEXT."""
+
+    @property
+    def protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL"
+
+    def broker_properties(self) -> dict[str, str]:
+        prefix = "listener.name.oauth.oauthbearer."
+        properties = self._tls_properties()
+        properties |= {
+            "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"{prefix}sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required ;",
+            f"{prefix}sasl.server.callback.handler.class": OAUTH_VALIDATOR,
+            f"{prefix}sasl.oauthbearer.jwks.endpoint.url": self.jwks_url,
+            f"{prefix}sasl.oauthbearer.clock.skew.seconds": str(self.clock_skew_seconds),
+        }
+        if self.reauth_ms is not None:
+            properties[f"{prefix}connections.max.reauth.ms"] = str(self.reauth_ms)
+        return properties
+
+    def _tls_properties(self) -> dict[str, str]:
+        """The listener's PEM keystore: the server's key and certificate in one file."""
+        if self.tls is None:
+            return {}
+        keystore = self.tls.server.key.with_name("oauth-listener-keystore.pem")
+        keystore.write_bytes(self.tls.server.key.read_bytes() + self.tls.server.cert.read_bytes())
+        return {
+            "listener.name.oauth.ssl.keystore.type": "PEM",
+            "listener.name.oauth.ssl.keystore.location": str(keystore),
+        }
+
+    @property
+    def jvm_options(self) -> list[str]:
+        return [f"-D{ALLOWED_OAUTH_URLS}={self.jwks_url}"]
 
 
 class KafkaClusterError(RuntimeError):
@@ -92,6 +169,12 @@ class KafkaNode:
     """Started and not stopped on purpose: its JVM should be running."""
     metrics_port: int | None = None
     """The JMX exporter agent's port (KafkaCluster(jmx_exporter=True)), else None."""
+    tls_port: int | None = None
+    """The TLS listener's port (KafkaCluster(tls=...)), else None."""
+    sasl_tls_port: int | None = None
+    """The SASL_TLS listener's port (KafkaCluster(tls=..., scram=True)), else None."""
+    oauth_port: int | None = None
+    """The OAUTH listener's port (KafkaCluster(oauth=...)), else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -140,6 +223,12 @@ class KafkaCluster:
     jmx_exporter: bool = False
     """Start every broker with the Prometheus JMX exporter agent and JMX_EXPORTER_CONFIG (the
     per-quota-entity rates); `metrics_url(node_id)` is where Prometheus scrapes it."""
+    scram: bool = False
+    """SCRAM-SHA-512 on the SASL listener too, with a credential for every user."""
+    tls: ServerTls | None = None
+    """A TLS listener with client authentication (mTLS), `tls_bootstrap`."""
+    oauth: OAuthListener | None = None
+    """Add the `OAUTH` listener (SASL/OAUTHBEARER) to every node; `oauth_bootstrap` names it."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -169,6 +258,27 @@ class KafkaCluster:
     def sasl_bootstrap(self) -> str:
         """`host:port,...` of every node's SASL_PLAINTEXT (PLAIN) listener."""
         return ",".join(f"{self.host}:{n.sasl_port}" for n in self.node_list)
+
+    @property
+    def tls_bootstrap(self) -> str:
+        """`host:port,...` of every node's TLS listener (needs `tls`)."""
+        if self.tls is None:
+            raise KafkaClusterError("this cluster has no TLS listener (tls=None)")
+        return ",".join(f"{self.host}:{n.tls_port}" for n in self.node_list)
+
+    @property
+    def sasl_tls_bootstrap(self) -> str:
+        """`host:port,...` of every node's SASL_TLS listener (needs `tls` and `scram`)."""
+        if self.tls is None or not self.scram:
+            raise KafkaClusterError("this cluster has no SASL_TLS listener (needs tls and scram)")
+        return ",".join(f"{self.host}:{n.sasl_tls_port}" for n in self.node_list)
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        """`host:port,...` of every node's OAUTH listener (needs `oauth`)."""
+        if self.oauth is None:
+            raise KafkaClusterError("this cluster has no OAUTH listener (oauth=None)")
+        return ",".join(f"{self.host}:{n.oauth_port}" for n in self.node_list)
 
     def client_properties(self, user: str = ADMIN) -> dict[str, str]:
         """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
@@ -291,17 +401,24 @@ class KafkaCluster:
                 "not root: Kafka's log dirs are plain directories, not %d-byte tmpfs",
                 self.log_dir_bytes,
             )
-        per_node = 4 if self.jmx_exporter else 3
         ports: list[int] = []
-        for _ in range(per_node * self.nodes):
+
+        def port() -> int:
             ports.append(server_port(self.host, avoid=ports))
+            return ports[-1]
+
         for node_id in range(self.nodes):
             home = self.work_dir / f"node-{node_id}"
             log_dirs = tuple(home / f"data-{index}" for index in range(self.log_dirs_per_node))
-            plain, sasl, controller = ports[per_node * node_id : per_node * node_id + 3]
-            node = KafkaNode(node_id, home, plain, sasl, controller, log_dirs)
+            node = KafkaNode(node_id, home, port(), port(), port(), log_dirs)
             if self.jmx_exporter:
-                node.metrics_port = ports[per_node * node_id + 3]
+                node.metrics_port = port()
+            if self.tls is not None:
+                node.tls_port = port()
+                if self.scram:
+                    node.sasl_tls_port = port()
+            if self.oauth is not None:
+                node.oauth_port = port()
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -319,17 +436,28 @@ class KafkaCluster:
         extra = self.broker_properties
         if callable(extra):
             extra = extra(self, node)
+        listeners = {
+            "PLAIN": ("PLAINTEXT", node.plain_port),
+            "SASL": ("SASL_PLAINTEXT", node.sasl_port),
+        }
+        if node.tls_port is not None:
+            listeners["TLS"] = ("SSL", node.tls_port)
+        if node.sasl_tls_port is not None:
+            listeners["SASL_TLS"] = ("SASL_SSL", node.sasl_tls_port)
+        oauth: dict[str, str] = {}
+        if self.oauth is not None and node.oauth_port is not None:
+            listeners["OAUTH"] = (self.oauth.protocol, node.oauth_port)
+            oauth = self.oauth.broker_properties()
+        advertised = ",".join(f"{name}://{host}:{port}" for name, (_, port) in listeners.items())
+        protocols = ",".join(f"{name}:{protocol}" for name, (protocol, _) in listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listeners": f"PLAIN://{host}:{node.plain_port},SASL://{host}:{node.sasl_port},"
-            f"CONTROLLER://{host}:{node.controller_port}",
-            "advertised.listeners": f"PLAIN://{host}:{node.plain_port},"
-            f"SASL://{host}:{node.sasl_port}",
-            "listener.security.protocol.map": "PLAIN:PLAINTEXT,SASL:SASL_PLAINTEXT,"
-            "CONTROLLER:SASL_PLAINTEXT",
+            "listeners": f"{advertised},CONTROLLER://{host}:{node.controller_port}",
+            "advertised.listeners": advertised,
+            "listener.security.protocol.map": f"{protocols},CONTROLLER:SASL_PLAINTEXT",
             "inter.broker.listener.name": "SASL",
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
@@ -345,8 +473,45 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": replication,
             "share.coordinator.state.topic.replication.factor": replication,
             **SMALL_MACHINE,
+            **self._scram_properties(),
+            **self._tls_properties(),
+            **oauth,
             **extra,
         }
+
+    def _scram_properties(self) -> dict[str, str]:
+        if not self.scram:
+            return {}
+        login = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        scram = SCRAM_MECHANISM.lower()
+        properties = {
+            "listener.name.sasl.sasl.enabled.mechanisms": f"PLAIN,{SCRAM_MECHANISM}",
+            f"listener.name.sasl.{scram}.sasl.jaas.config": login,
+        }
+        if self.tls is not None:
+            properties |= {
+                "listener.name.sasl_tls.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                f"listener.name.sasl_tls.{scram}.sasl.jaas.config": login,
+            }
+        return properties
+
+    def _tls_properties(self) -> dict[str, str]:
+        if self.tls is None:
+            return {}
+        server = {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": self.tls.certificate_chain,
+            "ssl.keystore.key": self.tls.key,
+        }
+        properties = {
+            "listener.name.tls.ssl.client.auth": "required",
+            "listener.name.tls.ssl.truststore.type": "PEM",
+            "listener.name.tls.ssl.truststore.certificates": self.tls.client_cas,
+            **{f"listener.name.tls.{key}": value for key, value in server.items()},
+        }
+        if self.scram:
+            properties |= {f"listener.name.sasl_tls.{key}": value for key, value in server.items()}
+        return properties
 
     def _format(self) -> None:
         """`StorageTool format` for every node, the JVMs side by side (static voters: no
@@ -355,9 +520,14 @@ class KafkaCluster:
         running: list[tuple[KafkaNode, subprocess.Popen, Any]] = []
         try:
             for node in self.node_list:
+                scram = [
+                    f"--add-scram={SCRAM_MECHANISM}=[name={user},password={password}]"
+                    for user, password in self.users.items()
+                    if self.scram
+                ]
                 argv = self.dist.java_argv(
                     "kafka.tools.StorageTool",
-                    ["format", "-t", self.cluster_id, "-c", str(node.config_path)],
+                    ["format", "-t", self.cluster_id, "-c", str(node.config_path), *scram],
                     node.logs_dir,
                     list(STORAGE_TOOL_OPTIONS),
                 )
@@ -385,6 +555,8 @@ class KafkaCluster:
         assert self.dist is not None
         node.starts += 1
         options = list(self.jvm_options)
+        if self.oauth is not None:
+            options += self.oauth.jvm_options
         if node.metrics_port is not None:
             agent = f"{self.dist.jmx_agent}={self.host}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"
             options.append(f"-javaagent:{agent}")
@@ -500,10 +672,15 @@ def _jaas_quote(text: str) -> str:
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:
     """A Java properties file (backslashes escaped), written whole or not at all."""
-    lines = [f"{key}={value.replace(chr(92), chr(92) * 2)}" for key, value in properties.items()]
+    lines = [f"{key}={_escaped(value)}" for key, value in properties.items()]
     partial = path.with_name(path.name + ".tmp")
     partial.write_text("\n".join(lines) + "\n")
     partial.replace(path)
+
+
+def _escaped(value: str) -> str:
+    """A value as a properties file holds it: backslashes doubled, line breaks as `\\n` (PEM)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _last_line(text: str) -> str:

@@ -9,18 +9,25 @@ One source of truth: rules/ and grafana/dashboards/ hold the rules and the dashb
 `helm template` renders from the chart's default values:
 - `deploy/helm/kafka-volume-quotas/files/`: the rules file and the dashboards, byte for byte (a
   chart reads only files inside its own directory);
-- `deploy/kubernetes/base/generated/kafka-volume-quotas.yaml`: `helm template kvq CHART
-  --namespace kafka-volume-quotas`, one Kafka cluster named `kafka`.
+- `deploy/kubernetes/base/generated/`: `helm template kvq CHART --namespace kafka-volume-quotas`
+  (one Kafka cluster named `kafka`) as a kustomization: every object but the clusters' properties
+  ConfigMaps in `kafka-volume-quotas.yaml`; each of those as files (`<cluster>/exporter.properties`,
+  `<cluster>/enforcer.properties`) that `kustomization.yaml`'s configMapGenerator turns back into
+  the ConfigMap, its name suffixed with a hash of its content. kustomize renames the workloads'
+  references with it, so a changed properties file (here or replaced by an overlay) rolls the pods.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "kafka-volume-quotas"
@@ -28,6 +35,9 @@ RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yml"))
 DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
 OUT = ROOT / "deploy" / "kubernetes" / "base" / "generated"
 BASE_RENDER = OUT / "kafka-volume-quotas.yaml"
+BASE_KUSTOMIZATION = OUT / "kustomization.yaml"
+CLUSTER_LABEL = "kafka-volume-quotas/cluster"
+"""The label of a Kafka cluster's properties ConfigMap (and its exporter's objects)."""
 RELEASE = "kvq"
 """The base's release name: its objects are kvq-enforcer, kvq-exporter-kafka, ..."""
 NAMESPACE = "kafka-volume-quotas"
@@ -66,15 +76,41 @@ def chart_files() -> dict[Path, str]:
     return copies
 
 
-def base_render() -> str:
-    """The kustomize base: the chart rendered with its default values."""
+def base_files() -> dict[Path, str]:
+    """The kustomize base: the chart rendered with its default values, the clusters' properties
+    ConfigMaps taken out into files and a configMapGenerator."""
     sources = f"{CHART.relative_to(ROOT)} (`helm template {RELEASE} --namespace {NAMESPACE}`)"
-    return HEADER.format(sources=sources) + helm_template()
+    header = HEADER.format(sources=sources)
+    rendered, generators, files = [], [], {}
+    for text in re.split(r"^---\n", helm_template(), flags=re.M):
+        doc = yaml.safe_load(text)
+        if not (doc and doc["kind"] == "ConfigMap" and CLUSTER_LABEL in doc["metadata"]["labels"]):
+            rendered.append(text)
+            continue
+        cluster = doc["metadata"]["labels"][CLUSTER_LABEL]
+        for key, content in doc["data"].items():
+            files[OUT / cluster / key] = content
+        generators.append(
+            {
+                "name": doc["metadata"]["name"],
+                "files": [f"{cluster}/{key}" for key in doc["data"]],
+                "options": {"labels": doc["metadata"]["labels"]},
+            }
+        )
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [BASE_RENDER.name],
+        "configMapGenerator": generators,
+    }
+    files[BASE_RENDER] = header + "---\n".join(rendered)
+    files[BASE_KUSTOMIZATION] = header + yaml.safe_dump(kustomization, sort_keys=False)
+    return files
 
 
 def generated() -> dict[Path, str]:
     """Every generated file and its content (the base rendered from the current chart files)."""
-    return chart_files() | {BASE_RENDER: base_render()}
+    return chart_files() | base_files()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.relative_to(ROOT)} is not current: run python -m {__spec__.name}")
         return 1 if stale else 0
     # The chart's files first: the base is rendered from them.
-    for files in (chart_files, lambda: {BASE_RENDER: base_render()}):
+    for files in (chart_files, base_files):
         for path, text in files().items():
             if _read(path) != text:
                 _write(path, text)

@@ -1,7 +1,7 @@
 """The intervals that bound detect-to-enforce: the demo's, and the recommended ones read from the
 Kubernetes manifests we ship (so a benchmark measures exactly what an operator deploys).
 
-    exporter poll  (storage.check.interval in the ConfigMap's kvq.properties)
+    exporter poll  (storage.check.interval in the exporter's properties file)
   + scrape         (the exporter's ServiceMonitor interval)
   + evaluation     (the throttle alert's rule group interval in the PrometheusRule)
   + group_wait     (the enforcer's route in the AlertmanagerConfig)
@@ -20,7 +20,8 @@ from kvq.settings.durations import parse_duration
 from kvq.settings.properties import parse_properties
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE_RENDER = ROOT / "deploy" / "kubernetes" / "base" / "generated" / "kafka-volume-quotas.yaml"
+BASE = ROOT / "deploy" / "kubernetes" / "base" / "generated"
+"""The chart's default render (`make manifests`): its objects, each cluster's properties files."""
 THROTTLE_ALERT = "KafkaVolumeQuotaThrottle"
 
 
@@ -94,13 +95,11 @@ def demo() -> LoopSettings:
     return LoopSettings("demo (all 1 s)", 1.0, 1.0, 1.0, 1.0, 1.0, 60.0, ())
 
 
-def recommended(render: Path = BASE_RENDER) -> LoopSettings:
+def recommended(base: Path = BASE) -> LoopSettings:
     """What deploy/kubernetes/base ships, the chart's defaults (docs/reaction-time.md)."""
-    documents = _documents(render)
-    (config_map,) = [
-        d for d in documents if d["kind"] == "ConfigMap" and "kvq.properties" in d["data"]
-    ]
-    properties = parse_properties(config_map["data"]["kvq.properties"])
+    documents = _documents(base / "kafka-volume-quotas.yaml")
+    (exporter_properties,) = base.glob("*/exporter.properties")
+    properties = parse_properties(exporter_properties.read_text())
     (endpoint,) = _named(documents, "ServiceMonitor", "exporter")["spec"]["endpoints"]
     groups = tuple(_named(documents, "PrometheusRule")["spec"]["groups"])
     (throttle_group,) = [

@@ -1,15 +1,24 @@
-"""A throwaway CA with server and client certificates (PEM files) for TLS and mTLS tests."""
+"""A throwaway CA with server and client certificates (PEM files) for TLS and mTLS tests, and
+Secrets laid out as Strimzi writes them and the kubelet mounts them (PEM, PKCS12), renewed in place
+as the kubelet swaps them."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+import shutil
+import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
@@ -42,8 +51,8 @@ def make_pki(directory: Path) -> Pki:
     )
 
 
-def _certificate(name, issuer_key, issuer_cert, ca=False, server=False):
-    key = ec.generate_private_key(ec.SECP256R1())
+def _certificate(name, issuer_key, issuer_cert, ca=False, server=False, key=None):
+    key = key or ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -96,16 +105,145 @@ def _certificate(name, issuer_key, issuer_cert, ca=False, server=False):
     return key, cert
 
 
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A CA that issues certificates and can be renewed (a new certificate, the same key: what
+    Strimzi does when a CA certificate nears its end while the key stays)."""
+
+    key: Any
+    cert: Any
+
+    @classmethod
+    def new(cls, name: str = "kvq test cluster CA") -> CertificateAuthority:
+        return cls(*_certificate(name, None, None, ca=True))
+
+    def renewed(self) -> CertificateAuthority:
+        name = self.cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+        return CertificateAuthority(*_certificate(name, None, None, ca=True, key=self.key))
+
+    def issue(self, name: str, server: bool = False) -> Issued:
+        """A certificate for `name` (a server: 127.0.0.1 and localhost) signed by this CA."""
+        return Issued(*_certificate(name, self.key, self.cert, server=server))
+
+    @property
+    def pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A private key and its certificate."""
+
+    key: Any
+    cert: Any
+
+    @property
+    def cert_pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    @property
+    def key_pem(self) -> str:
+        return _key_pem(self.key).decode()
+
+
+def strimzi_user_secret(user: Issued, ca: CertificateAuthority, password: str) -> dict[str, bytes]:
+    """A tls KafkaUser's Secret as Strimzi's User Operator writes it: `user.crt`, `user.key`,
+    `user.p12` (key, certificate and the clients CA) and its `user.password`; with `ca.crt`, the
+    clients CA."""
+    p12 = pkcs12.serialize_key_and_certificates(
+        b"user",
+        user.key,
+        user.cert,
+        [ca.cert],
+        serialization.BestAvailableEncryption(password.encode()),
+    )
+    return {
+        "ca.crt": ca.pem.encode(),
+        "user.crt": user.cert_pem.encode(),
+        "user.key": user.key_pem.encode(),
+        "user.p12": p12,
+        "user.password": password.encode(),
+    }
+
+
+def strimzi_ca_secret(cas: list[CertificateAuthority], password: str) -> dict[str, bytes]:
+    """The cluster CA's `<cluster>-cluster-ca-cert` Secret: `ca.crt` and `ca.p12` (a Java PKCS12
+    truststore of trusted certificate entries, written by keytool as Strimzi's are) with its
+    `ca.password`. Several CAs: a renewal in progress, when Strimzi's `ca.crt` holds both."""
+    p12 = java_truststore(cas, password)
+    return {
+        "ca.crt": "".join(ca.pem for ca in cas).encode(),
+        "ca.p12": p12,
+        "ca.password": password.encode(),
+    }
+
+
+def java_truststore(cas: list[CertificateAuthority], password: str, kind: str = "PKCS12") -> bytes:
+    """A Java truststore of trusted certificate entries (`kind`: PKCS12 or JKS) written by
+    keytool."""
+    with tempfile.TemporaryDirectory(prefix="kvq-truststore-") as tmp:
+        store = Path(tmp, "truststore")
+        for index, ca in enumerate(cas):
+            Path(tmp, "ca.crt").write_text(ca.pem)
+            done = subprocess.run(
+                [_keytool(), "-importcert", "-noprompt", "-storetype", kind,
+                 "-keystore", str(store), "-storepass", password, "-alias", f"ca-{index}",
+                 "-file", str(Path(tmp, "ca.crt"))],
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            if done.returncode != 0:  # e.g. a password shorter than keytool's 6 characters
+                raise RuntimeError(f"keytool -importcert failed: {done.stdout}{done.stderr}")
+        return store.read_bytes()
+
+
+def _keytool() -> str:
+    """keytool of the Java runtime that runs Kafka (JAVA_HOME, else PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home, "bin", "keytool") if home else None
+    if found is not None and found.is_file():
+        return str(found)
+    on_path = shutil.which("keytool")
+    if on_path is None:
+        raise FileNotFoundError("no keytool (JAVA_HOME or PATH): apt-get install default-jre")
+    return on_path
+
+
+def project_secret(directory: Path, files: dict[str, bytes]) -> None:
+    """Write `files` into `directory` as the kubelet mounts a Secret, and swap them in as it does
+    on an update: the files go into a new hidden timestamped directory, the `..data` symlink is
+    replaced atomically to point at it, every name is a symlink through `..data`, and the old
+    directory is removed. A reader sees the old set or the new one, never a mix."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = directory / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
+    stamp.mkdir(mode=0o755)
+    for name, content in files.items():
+        (stamp / name).write_bytes(content)
+    data = directory / "..data"
+    previous = os.readlink(data) if data.is_symlink() else None
+    swap = directory / "..data_tmp"
+    swap.symlink_to(stamp.name)
+    os.replace(swap, data)
+    for name in files:
+        link = directory / name
+        if not link.is_symlink():
+            link.symlink_to(f"..data/{name}")
+    if previous is not None:
+        shutil.rmtree(directory / previous)
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
 def _pair(directory: Path, name: str, key_and_cert) -> KeyPair:
     key, cert = key_and_cert
     key_path = directory / f"{name}.key"
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    key_path.write_bytes(_key_pem(key))
     return KeyPair(_write(directory / f"{name}.crt", cert), key_path)
 
 

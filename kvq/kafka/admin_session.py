@@ -11,11 +11,17 @@ internals (the admin client's manager, its connections, its IO loop); everyone e
 - `send_to_each(node_ids, build, api)`: one request per node, all at once, each at the highest
   version of `api` *that node* supports, under one deadline; per node its response or its error;
 - `api_versions(node_id)`: what that node's current connection negotiated (None: not asked yet).
+
+Certificates renewed while it runs (Strimzi rewrites a KafkaUser's or the cluster CA's Secret, the
+kubelet swaps the mounted files): before each call the session looks at the files its TLS settings
+name (kvq.kafka.tls_stores.FileWatch), and when their content changed it reads them again and drops
+its client, so the next call connects with the new certificates; one log line says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -24,7 +30,10 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
-from kvq.kafka.client_settings import kafka_python_config
+from kvq.kafka.client_settings import KafkaSettingsError, kafka_python_config
+from kvq.kafka.tls_stores import FileWatch, watched_files
+
+log = logging.getLogger("kvq.kafka")
 
 NodeId = int | str
 """A broker's id, or kafka-python's name for a bootstrap address ('bootstrap-0')."""
@@ -73,11 +82,11 @@ class KafkaAdminSession:
         timeout_ms: int,
         admin_factory: Callable[..., Any] = KafkaAdminClient,
     ) -> None:
-        self.kwargs = kafka_python_config(admin_properties)
-        self.kwargs.setdefault("request_timeout_ms", timeout_ms)
-        self.kwargs.setdefault("client_id", client_id)
+        self._properties = dict(admin_properties)
+        self._defaults = {"request_timeout_ms": timeout_ms, "client_id": client_id}
+        self._tls_files = FileWatch(watched_files(admin_properties))
+        self.kwargs = self._keywords()
         self.timeout_ms = int(self.kwargs["request_timeout_ms"])
-        self.kwargs["bootstrap_timeout_ms"] = self.timeout_ms
         self._factory = admin_factory
         self._admin: Any = None
         self._lock = threading.Lock()
@@ -85,6 +94,12 @@ class KafkaAdminSession:
         """node id -> (the connection that answered ApiVersions, api key -> max version)."""
         self.answered_last: NodeId | None = None
         """The node that answered the last `send_to_any` (asked first next time)."""
+
+    def _keywords(self) -> dict[str, Any]:
+        """kafka-python's keywords for the admin client, TLS files read now."""
+        kwargs = {**self._defaults, **kafka_python_config(self._properties)}
+        kwargs["bootstrap_timeout_ms"] = kwargs["request_timeout_ms"]
+        return kwargs
 
     @property
     def bootstrap(self) -> str:
@@ -244,20 +259,46 @@ class KafkaAdminSession:
             self.close()
             raise
         except Exception as exc:  # connection errors, timeouts, protocol errors
+            login = self._login_failure()
             self.close()
-            raise KafkaUnavailable(describe_error(exc)) from None
+            raise KafkaUnavailable(describe_error(exc) + login) from None
 
     def _manager(self) -> Any:
         with self._lock:
+            if self._tls_files.changed():
+                self._reload_tls()
             if self._admin is None:
                 try:
                     self._admin = self._factory(**self.kwargs)
                 except Exception as exc:  # any bootstrap failure means 'down'
                     raise KafkaUnavailable(
                         f"cannot reach Kafka at {self.bootstrap}: {describe_error(exc)}"
+                        f"{self._login_failure()}"
                     ) from None
                 _without_client_metrics(self._admin._manager)
             return self._admin._manager
+
+    def _reload_tls(self) -> None:
+        """The TLS files changed: new keywords, and the client dropped so that the next call
+        connects with them. Files that cannot be used are logged and the current ones kept."""
+        files = ", ".join(self._tls_files.paths)
+        try:
+            kwargs = self._keywords()
+        except KafkaSettingsError as exc:
+            log.warning("TLS files changed (%s), kept the previous ones: %s", files, exc)
+            return
+        self.kwargs = kwargs
+        admin, self._admin = self._admin, None
+        self._versions.clear()
+        if admin is not None:
+            with contextlib.suppress(Exception):
+                admin.close()
+        log.info("TLS files changed (%s): reconnecting to Kafka with the new certificates", files)
+
+    def _login_failure(self) -> str:
+        """`; <why>` when the OAUTHBEARER token provider could not get a token, else ''."""
+        reason = getattr(self.kwargs.get("sasl_oauth_token_provider"), "last_error", None)
+        return f"; {reason}" if reason else ""
 
     def close(self) -> None:
         with self._lock:

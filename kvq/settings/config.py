@@ -246,6 +246,11 @@ _SECRET = re.compile(
     re.IGNORECASE,
 )
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+DIRECTORY_REF = re.compile(r"\$\{directory:([^:}]+):([^:}/]+)\}")
+"""`${directory:DIR:FILE}`: the content of the file FILE in the directory DIR, as Kafka's
+DirectoryConfigProvider reads a mounted Secret's key. Only `kafka.admin.*` values may hold one; the
+Kafka client settings read it each time they are built (kvq.kafka.client_settings), so a password
+that Strimzi changes with a renewed certificate is read again with the certificate."""
 JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 """One `name="value"` option of a JAAS line (`sasl.jaas.config`)."""
 
@@ -344,6 +349,36 @@ def secret_values(properties: Mapping[str, str]) -> list[str]:
     return [secret for secret in secrets if secret]
 
 
+def read_directory_references(
+    properties: Mapping[str, str], prefix: str = ""
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """`properties` with every `${directory:DIR:FILE}` replaced by that file's content, read now
+    (as is, as Kafka's DirectoryConfigProvider reads it); the errors, naming the property
+    (`prefix` + key) and the file; the files read. Secrets read are masked in every later log
+    line."""
+    errors: list[str] = []
+    files: list[str] = []
+
+    def substitute(key: str) -> Callable[[re.Match], str]:
+        def read(match: re.Match) -> str:
+            path = os.path.join(match.group(1), match.group(2))
+            files.append(path)
+            try:
+                with open(path, encoding="utf-8") as file:
+                    return file.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+                errors.append(f"{prefix}{key} refers to {path}, which cannot be read ({reason})")
+                return ""
+
+        return read
+
+    out = {key: DIRECTORY_REF.sub(substitute(key), value) for key, value in properties.items()}
+    if files:
+        remember_secrets(secret_values(out))
+    return out, errors, files
+
+
 def read_with_overrides(path: str | Path, overrides: Mapping[str, str] | None) -> dict[str, str]:
     """The file's properties with `overrides` (from flags) applied; raises ConfigError.
 
@@ -414,6 +449,12 @@ class _Reader:
         self.properties = {key: self._expand(key, value, environ) for key, value in raw.items()}
 
     def _expand(self, key: str, value: str, environ: Mapping[str, str]) -> str:
+        if DIRECTORY_REF.search(value) and not key.startswith(ADMIN_PREFIX):
+            self.errors.append(
+                f"{key}: ${{directory:...}} references are read for {ADMIN_PREFIX}* properties "
+                "only; use ${env:NAME} here"
+            )
+
         def substitute(match: re.Match) -> str:
             name = match.group(1)
             if name not in environ:

@@ -8,7 +8,8 @@ it: ours, kafka-python's, librdkafka's, urllib3's) and by whoever prints text th
 - every secret value this process has read (passwords, tokens, JAAS lines and the passwords in
   them, URL credentials: `remember_secrets`, called where settings and credential files are read)
   is masked wherever it appears, and so is the quoted value of any `...password...=`/`:` item
-  (kafka-python's logged config: `'sasl_plain_password': '...'`) even if it was never remembered.
+  (kafka-python's logged config: `'sasl_plain_password': '...'`) even if it was never remembered,
+  and every bearer token (`Bearer <token>`: the OAUTHBEARER access tokens kvq renews).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ _SECRET_ITEM = re.compile(
     r"""(?P<quote>['"])(?P<value>(?:(?!(?P=quote)).){0,1024}?)(?P=quote)""",
     re.IGNORECASE,
 )
+_BEARER = re.compile(r"(?P<scheme>\bbearer {1,8})[A-Za-z0-9._~+/-]{1,8192}=*", re.IGNORECASE)
+"""A bearer token (RFC 6750's token68): what kafka-python logs of a SASL/OAUTHBEARER login at
+debug (`auth=Bearer <the access token>`), and any Authorization header a library logs."""
 _remembered: tuple[str, ...] = ()
 
 
@@ -94,6 +98,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     lowered = text.lower()
     if any(keyword in lowered for keyword in _SECRET_KEYWORDS):
         text = _SECRET_ITEM.sub(_masked_item, text)
+    if "bearer" in lowered:
+        text = _BEARER.sub(rf"\g<scheme>{MASK}", text)
     for secret in secrets:
         if len(secret) >= MIN_SECRET_LENGTH and secret in text:
             text = text.replace(secret, MASK)

@@ -14,6 +14,7 @@ from kvq.settings.properties import parse_properties
 ROOT = Path(__file__).resolve().parents[2]
 CHART = kubernetes_manifests.CHART
 THREE_CLUSTERS = CHART / "ci" / "three-clusters-values.yaml"
+STRIMZI = CHART / "ci" / "strimzi-values.yaml"
 KUSTOMIZATIONS = {
     "kustomize-base": ROOT / "deploy" / "kubernetes",
     "kustomize-strimzi": ROOT / "deploy" / "kubernetes" / "overlays" / "strimzi",
@@ -22,6 +23,7 @@ KUSTOMIZATIONS = {
 HELM_RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "helm-one-cluster": ("kafka-volume-quotas", ()),
     "helm-three-clusters": ("kafka-platform", ("-f", str(THREE_CLUSTERS))),
+    "helm-strimzi": ("kafka", ("-f", str(STRIMZI))),
 }
 """The release namespace and the values of each chart render."""
 SOURCES = sorted(KUSTOMIZATIONS) + sorted(HELM_RELEASES)

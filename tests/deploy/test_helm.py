@@ -18,6 +18,7 @@ from tests.deploy.rendering import (
     HELM_RELEASES,
     KUSTOMIZATIONS,
     ROOT,
+    STRIMZI,
     THREE_CLUSTERS,
     arguments,
     command_of,
@@ -42,7 +43,11 @@ def helm(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("values", [(), ("-f", str(THREE_CLUSTERS))], ids=["one", "three"])
+@pytest.mark.parametrize(
+    "values",
+    [(), ("-f", str(THREE_CLUSTERS)), ("-f", str(STRIMZI))],
+    ids=["one", "three", "strimzi"],
+)
 def test_helm_lint_is_clean(values) -> None:
     result = helm("lint", str(CHART), "--strict", *values)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -395,7 +400,7 @@ STRIMZI_PRINCIPALS = [
 
 
 def test_a_strimzi_cluster_s_internal_principals_are_excluded(tmp_path) -> None:
-    """`strimziCluster: my-cluster` adds Strimzi's own principals to the cluster's exclusions,
+    """`strimzi: {cluster: my-cluster}` adds Strimzi's own principals to the cluster's exclusions,
     after the ones given (every app's file, as kvq reads them); a cluster without it keeps its
     own list; the page that explains them names each."""
 
@@ -405,7 +410,7 @@ def test_a_strimzi_cluster_s_internal_principals_are_excluded(tmp_path) -> None:
 
     excluded_key = "client.quota.callback.static.excluded.principal.name.list"
     mine = with_bootstrap(
-        cluster("kafka", strimziCluster="my-cluster"), **{excluded_key: "User:ops"}
+        cluster("kafka", strimzi={"cluster": "my-cluster"}), **{excluded_key: "User:ops"}
     )
     values = {"clusters": [mine, with_bootstrap(cluster("plain"))]}
     text = kubernetes_manifests.helm_template("-f", values_file(tmp_path, values))

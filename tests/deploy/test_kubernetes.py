@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -30,7 +31,9 @@ from tests.deploy.rendering import (
     command_of,
     config_files,
     containers,
+    documents,
     is_mounted,
+    kustomize_text,
     mounted_files,
     namespace_of,
     one,
@@ -272,9 +275,12 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
     service = one(rendered, "Service", enforcer["metadata"]["name"])
     (port,) = service["spec"]["ports"]
     namespace = namespace_of(source, service)
+    # the scheme the enforcer serves, as its probes use it (HTTPS behind a web config with TLS)
+    probe = enforcer["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    scheme = probe.get("scheme", "HTTP").lower()
     assert (
         webhook["url"]
-        == f"http://{service['metadata']['name']}.{namespace}.svc:{port['port']}/webhook"
+        == f"{scheme}://{service['metadata']['name']}.{namespace}.svc:{port['port']}/webhook"
     )
     assert namespace_of(source, config) == namespace
     credentials = webhook["httpConfig"]["authorization"]["credentials"]
@@ -344,7 +350,9 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
     assert all(u["metadata"]["labels"] == {"strimzi.io/cluster": "my-cluster"} for u in users)
     documented_properties: dict[str, str] = {}
     for kind, text in blocks:
-        if kind == "properties":
+        # the overlay mounts PEM files: the page's PKCS12 and SCRAM setups are alternatives
+        alternative = "ssl.keystore.type=PKCS12" in text or "sasl.mechanism=SCRAM" in text
+        if kind == "properties" and not alternative:
             documented_properties |= parse_properties(text)
     for workload in workloads(rendered):
         ((_, properties),) = config_files(rendered, workload)
@@ -352,9 +360,10 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
             assert properties.get(key) == value, key
         mounted = mounted_files(workload)
         user = command_of(workload)  # the KafkaUser of each component is named after it
-        assert mounted["/etc/kvq/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
-        assert mounted["/etc/kvq/kafka-user/user.key"] == f"Secret/{user}/user.key"
-        assert mounted["/etc/kvq/cluster-ca/ca.crt"] == "Secret/my-cluster-cluster-ca-cert/ca.crt"
+        assert mounted["/etc/kvq/kafka/kafka-user/user.crt"] == f"Secret/{user}/user.crt"
+        assert mounted["/etc/kvq/kafka/kafka-user/user.key"] == f"Secret/{user}/user.key"
+        ca = mounted["/etc/kvq/kafka/cluster-ca/ca.crt"]
+        assert ca == "Secret/my-cluster-cluster-ca-cert/ca.crt"
 
 
 def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
@@ -381,3 +390,49 @@ def test_grafana_datasource_time_interval_is_the_exporters_poll_interval() -> No
     values = yaml.safe_load((kubernetes_manifests.CHART / "values.yaml").read_text())
     poll = values["properties"]["client.quota.callback.static.storage.check.interval"]
     assert poll == "PT5S" and source["jsonData"]["timeInterval"] == "5s"
+
+
+def _config_references(docs: list[dict]) -> dict[str, set[str]]:
+    """The ConfigMaps of the clusters' properties, and the names each workload's pods read."""
+    config_maps = {
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "ConfigMap" and "kafka-volume-quotas/cluster" in d["metadata"]["labels"]
+    }
+    return {"ConfigMap": config_maps} | {
+        workload["metadata"]["name"]: {
+            mounted.split("/")[1]
+            for mounted in mounted_files(workload).values()
+            if mounted.startswith("ConfigMap/")
+        }
+        for workload in workloads(docs)
+    }
+
+
+def test_a_changed_configuration_rolls_the_pods_under_kustomize(tmp_path) -> None:
+    """The base's properties ConfigMap is generated with a hash of its content in its name, and
+    the workloads' volumes name it: a property changed in the base's file, or in the file an
+    overlay replaces it with, gives the ConfigMap a new name and the pod templates follow it
+    (so Kubernetes rolls them); an unchanged render keeps every name."""
+    copy = tmp_path / "kubernetes"
+    shutil.copytree(ROOT / "deploy" / "kubernetes", copy)
+    base, overlay = copy, copy / "overlays" / "strimzi"
+
+    def names(path: Path) -> dict[str, set[str]]:
+        references = _config_references(documents(kustomize_text(path)))
+        (config_map,) = references.pop("ConfigMap")
+        assert config_map.startswith("kvq-config-kafka-")  # kvq-config-kafka-<hash>
+        assert all(used == {config_map} for used in references.values()), references
+        return {"ConfigMap": {config_map}} | references
+
+    before = {path: names(path) for path in (base, overlay)}
+    assert {path: names(path) for path in (base, overlay)} == before  # the same render, the same
+    generated = copy / "base" / "generated" / "kafka" / "exporter.properties"
+    generated.write_text(generated.read_text() + "kvq.exporter.request.timeout=PT3S\n")
+    after_base = names(base)
+    assert after_base["ConfigMap"] != before[base]["ConfigMap"]
+    assert names(overlay) == before[overlay]  # the overlay replaced that file: unchanged
+    properties = overlay / "kvq.properties"
+    properties.write_text(properties.read_text() + "kvq.exporter.request.timeout=PT3S\n")
+    assert names(overlay)["ConfigMap"] != before[overlay]["ConfigMap"]
+    assert len(workloads(documents(kustomize_text(overlay)))) == 2

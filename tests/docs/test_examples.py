@@ -38,9 +38,13 @@ from tests.docs.blocks import (
 HERE = "tests/docs/test_examples.py"
 LIVE = "tests/docs/test_examples_live.py"
 HELM = "tests/deploy/test_helm.py"
+OAUTH = "tests/kvq/kafka/test_oauthbearer_kafka.py"
 INSTALL = "docs/install-kubernetes.md"
 INSTALL_STEPS = "make tools"
 """A text only the install page's steps hold (their step 0)."""
+CREDENTIALS = "tests/system/test_strimzi_credentials.py"
+DOCUMENTED_PKCS12 = "test_the_documented_pkcs12_setup_runs_as_shown"
+DOCUMENTED_SCRAM = "test_the_documented_scram_setup_runs_as_shown"
 STRIMZI_OVERLAY = (
     "tests/deploy/test_kubernetes.py::test_strimzi_overlay_is_the_setup_docs_strimzi_describes"
 )
@@ -72,6 +76,10 @@ INVENTORY: dict[tuple[str, str], str] = {
     ),
     ("docs/configuration.md", "--check-config   # effective"): (
         f"{HERE}::test_the_documented_configuration_passes_both_check_config_commands"
+    ),
+    ("docs/configuration.md", "sasl.mechanism=OAUTHBEARER"): (
+        f"{OAUTH}::test_the_documented_settings_run_against_kafka; "
+        "tests/test_properties_files.py::test_every_documented_properties_block_loads_in_every_app"
     ),
     ("docs/configuration.md", "--- the Strimzi proposal's properties"): (
         "tests/test_properties_files.py::"
@@ -145,8 +153,23 @@ INVENTORY: dict[tuple[str, str], str] = {
         "test_the_benchmarks_page_commands_name_benchmarks_that_exist"
     ),
     ("docs/strimzi.md", "kind: Kafka\n"): f"{HERE}::test_the_strimzi_kafka_resource",
+    ("docs/strimzi.md", "listenerConfig:"): (
+        f"{OAUTH}::test_the_documented_strimzi_listener_is_the_one_kafka_runs_here"
+    ),
+    ("docs/strimzi.md", "oauth.client.id="): (
+        f"{OAUTH}::test_the_documented_settings_run_against_kafka"
+    ),
     ("docs/strimzi.md", "kind: KafkaUser"): (STRIMZI_OVERLAY),
-    ("docs/strimzi.md", "volumeMounts:"): f"{HERE}::test_the_strimzi_certificate_mounts",
+    ("docs/strimzi.md", "# my-values.yaml"): (
+        "tests/deploy/test_chart_values.py::test_the_strimzi_page_s_chart_values_are_the_overlay_s"
+    ),
+    ("docs/strimzi.md", "{key: user.crt, path: user.crt}"): (
+        f"{HERE}::test_the_strimzi_certificate_mounts"
+    ),
+    ("docs/strimzi.md", "{key: user.p12, path: user.p12}"): f"{CREDENTIALS}::{DOCUMENTED_PKCS12}",
+    ("docs/strimzi.md", "ssl.keystore.type=PKCS12"): f"{CREDENTIALS}::{DOCUMENTED_PKCS12}",
+    ("docs/strimzi.md", "key: sasl.jaas.config"): f"{CREDENTIALS}::{DOCUMENTED_SCRAM}",
+    ("docs/strimzi.md", "sasl.mechanism=SCRAM-SHA-512"): f"{CREDENTIALS}::{DOCUMENTED_SCRAM}",
     ("docs/strimzi.md", "ssl.ca.location"): (
         f"{STRIMZI_OVERLAY}; "
         f"{LIVE}::test_shipped_configuration_runs_against_a_cluster (the overlay's file)"
@@ -425,7 +448,7 @@ def test_the_strimzi_kafka_resource() -> None:
 
 def test_the_strimzi_certificate_mounts() -> None:
     """The pod snippet's mounts and volumes are the Strimzi overlay's (the exporter's pod)."""
-    (snippet,) = strimzi_yaml("volumeMounts:")
+    (snippet,) = strimzi_yaml("{key: user.crt, path: user.crt}")
     rendered = subprocess.run(
         ["kubectl", "kustomize", str(ROOT / "deploy/kubernetes/overlays/strimzi")],
         capture_output=True, text=True, timeout=60, check=True,

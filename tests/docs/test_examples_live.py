@@ -60,7 +60,7 @@ SHIPPED = {
 
 
 def chart_properties() -> str:
-    """The kvq.properties the chart gives the enforcer (the exporter mounts the same file) with
+    """The properties the chart gives the enforcer (the exporter's differ only in its user) with
     the install page's values, as `helm install ... -f my-values.yaml` deploys it."""
     with tempfile.TemporaryDirectory() as where:
         values = Path(where) / "my-values.yaml"

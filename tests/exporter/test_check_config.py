@@ -91,7 +91,10 @@ def test_secrets_and_values_from_the_environment_are_never_printed(tmp_path):
         (f"{P}throttle.factor.validity.duration=P9999999999D", "at most P36500D"),
         (f"{P}kafka.admin.request.timeout.ms=5s", "whole number of milliseconds"),
         ("kvq.exporter.request.timeout=P3000D", "librdkafka's socket.timeout.ms range"),
-        (f"{P}kafka.admin.ssl.truststore.location=/certs/kafka.jks", "convert it to PEM"),
+        (
+            f"{P}kafka.admin.ssl.truststore.location=/certs/kafka.jks",
+            "kafka.admin.ssl.truststore.location=/certs/kafka.jks: no readable file there",
+        ),
         (f"{P}throttle.factor.fallback=0.5   # half", "looks like a trailing # comment"),
     ],
 )
@@ -132,3 +135,46 @@ def test_check_config_creates_no_archive_dir(tmp_path):
     )
     assert run("--config", str(path), "--check-config").returncode == 0
     assert not (tmp_path / "new").exists()
+
+
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+def test_oauthbearer_client_credentials_are_checked_before_start(tmp_path):
+    path = tmp_path / "kvq.properties"
+    common = (
+        f"{P}kafka.admin.bootstrap.servers=kafka-0:9092\n"
+        f"{P}kafka.admin.security.protocol=SASL_SSL\n"
+        f"{P}kafka.admin.sasl.mechanism=OAUTHBEARER\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
+    )
+    path.write_text(
+        common + f"{P}kafka.admin.sasl.jaas.config={OAUTH_MODULE} required "
+        'oauth.client.id="kvq" oauth.token.endpoint.uri="idp.example.com/token" ;\n'
+    )
+    result = run("--config", str(path), "--check-config")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert (
+        "kafka.admin.sasl.oauthbearer.client.secret is required with OAUTHBEARER: the client "
+        'secret to log in with (or clientSecret="..." or oauth.client.secret="..." in '
+        "sasl.jaas.config)" in result.stderr
+    )
+    assert "token.endpoint.url=idp.example.com/token: must be an http:// or https://" in (
+        result.stderr
+    )
+    path.write_text(
+        common + f"{P}kafka.admin.sasl.jaas.config={OAUTH_MODULE} required "
+        'oauth.client.id="kvq" oauth.client.secret="${env:KVQ_OAUTH_SECRET}" '
+        'oauth.token.endpoint.uri="https://idp.example.com/token" ;\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "--config", str(path), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"KVQ_OAUTH_SECRET": "oauth-hunter2"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{P}kafka.admin.sasl.jaas.config=********" in result.stdout.splitlines()
+    assert "oauth-hunter2" not in result.stdout + result.stderr

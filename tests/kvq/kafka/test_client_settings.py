@@ -2,6 +2,7 @@
 
 import pytest
 
+from devkit.tls_certificates import CertificateAuthority, java_truststore
 from kvq.kafka.client_settings import KafkaSettingsError, kafka_python_config, librdkafka_config
 
 JAAS = (
@@ -40,10 +41,18 @@ def test_sasl_jaas_config_becomes_username_and_password():
     assert kp["ssl_check_hostname"] is True
 
 
-def test_jks_store_is_refused_with_how_to_fix():
-    props = {"ssl.truststore.location": "/certs/truststore.jks"}
-    with pytest.raises(KafkaSettingsError, match="convert it to PEM"):
+def test_jks_store_is_refused_with_how_to_fix(tmp_path):
+    store = tmp_path / "truststore.jks"
+    store.write_bytes(java_truststore([CertificateAuthority.new()], "changeit", kind="JKS"))
+    props = {"ssl.truststore.location": str(store), "ssl.truststore.type": "JKS"}
+    with pytest.raises(KafkaSettingsError) as refused:
         librdkafka_config(props)
+    assert str(refused.value) == (
+        f"kafka.admin.ssl.truststore.location={store}: a JKS store, which neither librdkafka nor "
+        "kafka-python can read; use Strimzi's PKCS12 store (ca.p12 with ca.password, "
+        "ssl.truststore.type=PKCS12) or its PEM files, or convert this one: keytool "
+        f"-importkeystore -srckeystore {store} -destkeystore store.p12 -deststoretype PKCS12"
+    )
 
 
 def test_disabled_hostname_verification_is_kept():

@@ -50,6 +50,19 @@ def test_quoted_values_of_password_items_are_masked_even_if_never_remembered():
     assert redacted(text) == masked
 
 
+def test_bearer_tokens_are_masked_even_if_never_remembered():
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJrdnEifQ.c2lnbmF0dXJl-_x"
+    oauthbearer = repr(f"n,,\x01auth=Bearer {token}\x01\x01".encode())  # kafka-python, debug
+    line = f"SaslAuthenticateRequest(version=2, auth_bytes={oauthbearer}) "
+    line += f"Authorization: bearer {token}="
+    shown = redacted(line)
+    assert token[:20] not in shown
+    assert shown == (
+        "SaslAuthenticateRequest(version=2, auth_bytes=b'n,,\\x01auth=Bearer ********\\x01"
+        "\\x01') Authorization: bearer ********"
+    )
+
+
 def test_secret_values_include_the_jaas_password_and_url_credentials():
     jaas = 'PlainLoginModule required username="alice" password="al1ce";'
     found = secret_values(

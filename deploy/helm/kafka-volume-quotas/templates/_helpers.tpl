@@ -59,13 +59,93 @@ kafka-volume-quotas/cluster: {{ . }}
 {{- join ";" $principals -}}
 {{- end -}}
 
-{{/* One cluster's kvq.properties: `properties`, then the cluster's own, then what the chart
-     decides (a Strimzi cluster's internal principals added to the exclusions; the cluster's name
-     and its label, clusterLabel, which the rules, dashboards and Alertmanager route use too; the
-     enforcer's token file, the same in every file). */}}
+{{/* What the `strimzi` block of a cluster writes for one app (dict "root" $ "cluster" c "app"
+     "exporter"|"enforcer"), as YAML {properties, env, volumes, volumeMounts}: with an
+     authentication, the bootstrap address of the Kafka resource's listener, the cluster CA from
+     <cluster>-cluster-ca-cert and the app's credentials from the Secret of its KafkaUser, as the
+     User Operator writes them (tls: user.crt, user.key; scram-sha-512: password). The files go
+     under /etc/kvq/<name>/, the password into KVQ_<NAME>_PASSWORD: the same as the chart's
+     default values write out by hand. */}}
+{{- define "kvq.strimziApp" -}}
+{{- $s := .cluster.strimzi | default dict -}}
+{{- $out := dict "properties" (dict) "env" (list) "volumes" (list) "volumeMounts" (list) -}}
+{{- with $s.authentication -}}
+{{- $auth := . -}}
+{{- $name := $.cluster.name -}}
+{{- $p := "client.quota.callback.static.kafka.admin." -}}
+{{- $dir := printf "/etc/kvq/%s" $name -}}
+{{- $user := ternary ($s.exporterUser | default "kvq-exporter") ($s.enforcerUser | default "kvq-enforcer") (eq $.app "exporter") -}}
+{{- $service := printf "%s-kafka-bootstrap" $s.cluster -}}
+{{- with $s.namespace }}{{ $service = printf "%s.%s.svc" $service . }}{{ end -}}
+{{- $props := dict -}}
+{{- $_ := set $props (print $p "bootstrap.servers") (printf "%s:%d" $service (int ($s.port | default 9093))) -}}
+{{- $_ := set $props (print $p "security.protocol") (ternary "SSL" "SASL_SSL" (eq $auth "tls")) -}}
+{{- $_ := set $props (print $p "ssl.ca.location") (printf "%s/cluster-ca/ca.crt" $dir) -}}
+{{- $volumes := list (dict "name" (printf "%s-cluster-ca" $name) "secret" (dict "secretName" (printf "%s-cluster-ca-cert" $s.cluster) "items" (list (dict "key" "ca.crt" "path" "ca.crt")))) -}}
+{{- $mounts := list (dict "name" (printf "%s-cluster-ca" $name) "mountPath" (printf "%s/cluster-ca" $dir) "readOnly" true) -}}
+{{- if eq $auth "tls" -}}
+{{- $_ := set $props (print $p "ssl.certificate.location") (printf "%s/kafka-user/user.crt" $dir) -}}
+{{- $_ := set $props (print $p "ssl.key.location") (printf "%s/kafka-user/user.key" $dir) -}}
+{{- $items := list (dict "key" "user.crt" "path" "user.crt") (dict "key" "user.key" "path" "user.key") -}}
+{{- $volumes = append $volumes (dict "name" (printf "%s-kafka-user" $name) "secret" (dict "secretName" $user "items" $items)) -}}
+{{- $mounts = append $mounts (dict "name" (printf "%s-kafka-user" $name) "mountPath" (printf "%s/kafka-user" $dir) "readOnly" true) -}}
+{{- else -}}
+{{- $variable := printf "KVQ_%s_PASSWORD" ($name | replace "-" "_" | upper) -}}
+{{- $_ := set $props (print $p "sasl.mechanism") "SCRAM-SHA-512" -}}
+{{- $_ := set $props (print $p "sasl.jaas.config") (printf "org.apache.kafka.common.security.scram.ScramLoginModule required username=%q password=\"${env:%s}\";" $user $variable) -}}
+{{- $_ := set $out "env" (list (dict "name" $variable "valueFrom" (dict "secretKeyRef" (dict "name" $user "key" "password")))) -}}
+{{- end -}}
+{{- $_ := set $out "properties" $props -}}
+{{- $_ := set $out "volumes" $volumes -}}
+{{- $_ := set $out "volumeMounts" $mounts -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The entries of several lists (.lists) as one, an entry replacing an earlier one with the same
+     .key (where the first stood). */}}
+{{- define "kvq.mergeByKey" -}}
+{{- $key := .key -}}
+{{- $order := list -}}
+{{- $byKey := dict -}}
+{{- range .lists -}}
+{{- range (. | default list) -}}
+{{- $id := get . $key | toString -}}
+{{- if not (hasKey $byKey $id) }}{{ $order = append $order $id }}{{ end -}}
+{{- $_ := set $byKey $id . -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $order }}{{ $out = append $out (get $byKey .) }}{{ end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* What one app (dict "root" $ "cluster" c "app" "exporter"|"enforcer") gets of one cluster, as
+     YAML {properties, env, volumes, volumeMounts}, each later layer over the earlier: `properties`
+     (all clusters), what the cluster's `strimzi` block writes, the cluster's shared keys, the
+     cluster's `exporter:`/`enforcer:` block. */}}
+{{- define "kvq.app" -}}
+{{- $strimzi := include "kvq.strimziApp" . | fromYaml -}}
+{{- $own := get .cluster .app | default dict -}}
+{{- $properties := dict -}}
+{{- range (list .root.Values.properties $strimzi.properties .cluster.properties $own.properties) -}}
+{{- $properties = mergeOverwrite $properties (deepCopy (. | default dict)) -}}
+{{- end -}}
+{{- $out := dict "properties" $properties -}}
+{{- range $field, $key := dict "env" "name" "volumes" "name" "volumeMounts" "mountPath" -}}
+{{- $lists := list (get $strimzi $field) (get $.cluster $field) (get $own $field) -}}
+{{- $_ := set $out $field (include "kvq.mergeByKey" (dict "lists" $lists "key" $key) | fromYamlArray) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* One app's properties file of one cluster (dict "root" $ "cluster" c "app" ...): kvq.app's
+     properties, then what the chart decides (a Strimzi cluster's internal principals added to the
+     exclusions; the cluster's name and its label, clusterLabel, which the rules, dashboards and
+     Alertmanager route use too; the enforcer's token file, the same in every file). */}}
 {{- define "kvq.properties" -}}
-{{- $merged := merge (dict) (.cluster.properties | default dict) .root.Values.properties -}}
-{{- with .cluster.strimziCluster }}
+{{- $merged := (include "kvq.app" . | fromYaml).properties -}}
+{{- with (.cluster.strimzi | default dict).cluster }}
 {{- $excluded := "client.quota.callback.static.excluded.principal.name.list" }}
 {{- $given := get $merged $excluded | toString | trimSuffix ";" }}
 {{- $internal := include "kvq.strimziPrincipals" . }}
@@ -74,7 +154,7 @@ kafka-volume-quotas/cluster: {{ . }}
 {{- $_ := set $merged "kvq.cluster.name" .cluster.name -}}
 {{- $_ := set $merged "kvq.cluster.label" .root.Values.clusterLabel -}}
 {{- $_ := set $merged "kvq.enforcer.auth.bearer.token.file" (include "kvq.tokenFile" .) -}}
-# GENERATED by the kafka-volume-quotas chart from its values: cluster {{ .cluster.name }}.
+# GENERATED by the kafka-volume-quotas chart from its values: cluster {{ .cluster.name }}, {{ .app }}.
 {{- range $key, $value := $merged }}
 {{- if contains "\n" (toString $value) }}
 {{- fail (printf "clusters: %s: the property %s holds a line break; a .properties value is one line (use >- in YAML)" $.cluster.name $key) }}
@@ -83,28 +163,94 @@ kafka-volume-quotas/cluster: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* Pod settings both components share. */}}
+{{- define "kvq.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "kvq.fullname" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
+{{/* A component's pod metadata (dict "root" $ "component" "exporter"|"enforcer" "selector"
+     <kvq.selectorLabels' dict> "checksum" <text whose change rolls the pods>): podLabels and
+     podAnnotations, global then the component's, under the chart's own. */}}
+{{- define "kvq.podMetadata" -}}
+{{- $values := get .root.Values .component -}}
+{{- $labels := merge (include "kvq.selectorLabels" .selector | fromYaml) ($values.podLabels | default dict) (.root.Values.podLabels | default dict) -}}
+{{- $annotations := merge (dict "checksum/config" (.checksum | sha256sum)) ($values.podAnnotations | default dict) (.root.Values.podAnnotations | default dict) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+annotations:
+  # checksum/config: a changed properties file rolls the pods (the apps read it at start)
+  {{- toYaml $annotations | nindent 2 }}
+{{- end -}}
+
+{{/* Pod settings both components share (dict "root" $ "component" ... "selector" ...). */}}
 {{- define "kvq.podCommon" -}}
-automountServiceAccountToken: false
-{{- with .Values.priorityClassName | default (and .Values.priorityClass.create .Values.priorityClass.name) }}
+{{- $root := .root -}}
+{{- $values := get $root.Values .component -}}
+serviceAccountName: {{ include "kvq.serviceAccountName" $root }}
+automountServiceAccountToken: {{ $root.Values.serviceAccount.automountServiceAccountToken }}
+{{- with $root.Values.priorityClassName | default (and $root.Values.priorityClass.create $root.Values.priorityClass.name) }}
 priorityClassName: {{ . }}
 {{- end }}
-{{- with .Values.imagePullSecrets }}
+{{- with $root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.nodeSelector }}
+{{- with $root.Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $root.Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $root.Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- $spread := list }}
+{{- range ($values.topologySpreadConstraints | default $root.Values.topologySpreadConstraints) }}
+{{- $own := dict "labelSelector" (dict "matchLabels" (include "kvq.selectorLabels" $.selector | fromYaml)) }}
+{{- $spread = append $spread (ternary . (merge (dict) . $own) (hasKey . "labelSelector")) }}
+{{- end }}
+{{- with $spread }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* --web.config.file of a component (dict "root" $ "component" ...), as YAML {args, volumeMounts,
+     volumes}: the file's Secret and the optional TLS Secret beside it, in /etc/kvq/web. */}}
+{{- define "kvq.webConfig" -}}
+{{- $web := (get .root.Values .component).webConfig -}}
+{{- $out := dict "args" (list) "volumeMounts" (list) "volumes" (list) -}}
+{{- if $web.secretName -}}
+{{- $dir := "/etc/kvq/web" -}}
+{{- $sources := list (dict "secret" (dict "name" $web.secretName "items" (list (dict "key" $web.key "path" $web.key)))) -}}
+{{- with $web.tlsSecretName }}{{ $sources = append $sources (dict "secret" (dict "name" .)) }}{{ end -}}
+{{- $_ := set $out "args" (list "--web.config.file" (printf "%s/%s" $dir $web.key)) -}}
+{{- $_ := set $out "volumeMounts" (list (dict "name" "web-config" "mountPath" $dir "readOnly" true)) -}}
+{{- $_ := set $out "volumes" (list (dict "name" "web-config" "projected" (dict "sources" $sources))) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* A probe's httpGet (dict "root" $ "component" ... "path" ...): HTTPS when the web config turns
+     TLS on, with its headers. */}}
+{{- define "kvq.probeGet" -}}
+{{- $web := (get .root.Values .component).webConfig -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+  {{- if $web.tls }}
+  scheme: HTTPS
+  {{- end }}
+  {{- with $web.probeHttpHeaders }}
+  httpHeaders:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end -}}
 
 {{/* Fails unless every cluster name is unique and the names it makes stay within 63 characters. */}}
@@ -123,7 +269,8 @@ affinity:
 {{- end -}}
 
 {{/* Every cluster's entries of one list (env, volumes, volumeMounts) for the enforcer, which runs
-     all of them: an entry given by two clusters must be the same, or the chart fails naming it. */}}
+     all of them (what kvq.app gives the enforcer of each): an entry given by two clusters must be
+     the same, or the chart fails naming it. */}}
 {{- define "kvq.enforcerList" -}}
 {{- $field := .field -}}
 {{- $key := .key -}}
@@ -131,7 +278,8 @@ affinity:
 {{- $entries := list -}}
 {{- range .root.Values.clusters -}}
 {{- $cluster := .name -}}
-{{- range (get . $field | default list) -}}
+{{- $app := include "kvq.app" (dict "root" $.root "cluster" . "app" "enforcer") | fromYaml -}}
+{{- range (get $app $field) -}}
 {{- $id := get . $key | toString -}}
 {{- if hasKey $byKey $id -}}
 {{- if ne (toJson (get $byKey $id)) (toJson .) -}}
@@ -146,10 +294,10 @@ affinity:
 {{- toYaml $entries -}}
 {{- end -}}
 
-{{/* Every cluster's properties, for the enforcer's checksum annotation. */}}
+{{/* Every cluster's enforcer properties, for the enforcer's checksum annotation. */}}
 {{- define "kvq.enforcerConfigs" -}}
 {{- range .Values.clusters }}
-{{ include "kvq.properties" (dict "root" $ "cluster" .) }}
+{{ include "kvq.properties" (dict "root" $ "cluster" . "app" "enforcer") }}
 {{- end }}
 {{- end -}}
 
