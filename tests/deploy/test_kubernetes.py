@@ -256,18 +256,23 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
     config = one(rendered, "AlertmanagerConfig")
     route = config["spec"]["route"]
     (matcher,) = route["matchers"]
-    alert = EnforcerSettings.build(
+    settings = EnforcerSettings.build(
         {BOOTSTRAP: "k:9092"}
         | {"client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.1"}
-    ).alert_name
+    )
+    alert, heartbeat = settings.alert_name, settings.heartbeat_alert_name
     rules = one(rendered, "PrometheusRule")["spec"]["groups"]
-    assert alert in {r.get("alert") for g in rules for r in g["rules"]}
+    assert {alert, heartbeat} <= {r.get("alert") for g in rules for r in g["rules"]}
     assert (matcher["name"], matcher.get("matchType", "="), matcher["value"]) == (
         "alertname",
-        "=",
-        alert,
+        "=~",
+        f"{alert}|{heartbeat}",
     )
     assert route["groupBy"] == ["cluster"] and route["groupWait"] == "0s"
+    (beat,) = route["routes"]
+    assert beat["matchers"] == [{"name": "alertname", "value": heartbeat}]
+    # re-sent well within the enforcer's default kvq.enforcer.failsafe.after (PT30S)
+    assert beat["repeatInterval"] == "10s" and beat["receiver"] == route["receiver"]
     (receiver,) = [r for r in config["spec"]["receivers"] if r["name"] == route["receiver"]]
     (webhook,) = receiver["webhookConfigs"]
     assert webhook["sendResolved"] is True
@@ -350,8 +355,12 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
     assert all(u["metadata"]["labels"] == {"strimzi.io/cluster": "my-cluster"} for u in users)
     documented_properties: dict[str, str] = {}
     for kind, text in blocks:
-        # the overlay mounts PEM files: the page's PKCS12 and SCRAM setups are alternatives
-        alternative = "ssl.keystore.type=PKCS12" in text or "sasl.mechanism=SCRAM" in text
+        # the overlay mounts PEM files: the page's PKCS12, SCRAM and OAUTHBEARER setups are
+        # alternatives
+        alternative = any(
+            mark in text
+            for mark in ("ssl.keystore.type=PKCS12", "sasl.mechanism=SCRAM", "OAUTHBEARER")
+        )
         if kind == "properties" and not alternative:
             documented_properties |= parse_properties(text)
     for workload in workloads(rendered):
@@ -369,7 +378,7 @@ def test_strimzi_overlay_is_the_setup_docs_strimzi_describes() -> None:
 def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
     """The AlertmanagerConfig and rules/alertmanager.example.yml recommend the same route."""
     example = yaml.safe_load((ROOT / "rules" / "alertmanager.example.yml").read_text())
-    (route,) = [r for r in example["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
+    heartbeat, route = [r for r in example["route"]["routes"] if r["receiver"] == "kvq-enforcer"]
     config = one(render("helm-one-cluster"), "AlertmanagerConfig")["spec"]["route"]
     assert (
         config["groupBy"],
@@ -377,6 +386,11 @@ def test_alertmanager_config_routes_as_the_example_configuration_does() -> None:
         config["groupInterval"],
         config["repeatInterval"],
     ) == (route["group_by"], route["group_wait"], route["group_interval"], route["repeat_interval"])
+    (beat,) = config["routes"]
+    assert (beat["groupInterval"], beat["repeatInterval"]) == (
+        heartbeat["group_interval"],
+        heartbeat["repeat_interval"],
+    )
     (receiver,) = [r for r in example["receivers"] if r["name"] == "kvq-enforcer"]
     assert receiver["webhook_configs"][0]["send_resolved"] is True
 
