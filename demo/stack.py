@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from devcluster.control_client import ControlClient
-from devkit.alertmanager import Alertmanager
+from devkit.alertmanager import (
+    HEARTBEAT,
+    HEARTBEAT_GROUP_INTERVAL,
+    HEARTBEAT_REPEAT_INTERVAL,
+    Alertmanager,
+)
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
 from devkit.processes import (
     ManagedProcess,
@@ -95,6 +100,7 @@ class DemoStack:
         """Real Kafka: the JMX exporter agent in every broker, scraped by Prometheus (job kafka):
         the per-quota-entity rates of the enforcer's observed-rate references."""
         self.prometheus_port = free_port()
+        self.exporter_port = free_port()
         self.enforcer_prometheus = enforcer_prometheus
         """Set kvq.enforcer.prometheus.url to this stack's Prometheus."""
         self.token = secrets.token_urlsafe(24)
@@ -223,6 +229,7 @@ class DemoStack:
             f"kvq.exporter.archive.dir={self.work_dir / 'archive'}\n"
             f"kvq.enforcer.auth.bearer.token.file={self.work_dir / 'webhook.token'}\n"
             f"kvq.enforcer.journal={self.work_dir / 'enforcer-journal.sqlite3'}\n"
+            f"kvq.enforcer.failsafe.exporter.urls=http://127.0.0.1:{self.exporter_port}/metrics\n"
             + (
                 f"kvq.enforcer.prometheus.url=http://127.0.0.1:{self.prometheus_port}\n"
                 if self.enforcer_prometheus
@@ -233,7 +240,7 @@ class DemoStack:
         return path
 
     def start_exporter(self) -> None:
-        self.exporter_address = self._start_app("exporter", free_port(), "/ready")
+        self.exporter_address = self._start_app("exporter", self.exporter_port, "/ready")
         self.exporter_url = f"http://{self.exporter_address}"
 
     def start_enforcer(self) -> None:
@@ -272,6 +279,14 @@ class DemoStack:
             "route": {
                 "receiver": "nobody",
                 "routes": [
+                    {  # the heartbeat, as rules/alertmanager.example.yml routes it
+                        "receiver": "kvq-enforcer",
+                        "matchers": [f'alertname="{HEARTBEAT}"'],
+                        "group_by": ["cluster"],
+                        "group_wait": "0s",
+                        "group_interval": HEARTBEAT_GROUP_INTERVAL,
+                        "repeat_interval": HEARTBEAT_REPEAT_INTERVAL,
+                    },
                     {
                         "receiver": "kvq-enforcer",
                         "matchers": [f'alertname="{ALERT}"'],
@@ -279,7 +294,7 @@ class DemoStack:
                         "group_wait": prometheus_duration(self.loop.group_wait),
                         "group_interval": prometheus_duration(self.loop.group_interval),
                         "repeat_interval": prometheus_duration(self.loop.repeat_interval),
-                    }
+                    },
                 ],
             },
             "receivers": [

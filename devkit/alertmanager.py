@@ -46,6 +46,13 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+HEARTBEAT = "KafkaVolumeQuotaHeartbeat"
+HEARTBEAT_GROUP_INTERVAL = "5s"
+HEARTBEAT_REPEAT_INTERVAL = "10s"
+"""How rules/alertmanager.example.yml and the chart route the heartbeat to the enforcer: re-sent
+every 10 s, well within the enforcer's kvq.enforcer.failsafe.after (PT30S)."""
+
+
 def config_text(
     webhook_url: str,
     credentials_file: str | Path | None = None,

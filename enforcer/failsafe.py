@@ -13,8 +13,9 @@ When none has come for `kvq.enforcer.failsafe.after`, the cluster is in fail-saf
 (`kvq.enforcer.prometheus.url`) if it answers, else from the exporters' `/metrics`
 (`kvq.enforcer.failsafe.exporter.urls`, the lowest factor any of them publishes), and holds it as
 a firing alert of its own (journaled like Alertmanager's, so a restart keeps it). Once heartbeats
-come again it stands down STAND_DOWN_S later, time for Alertmanager to deliver a throttle alert
-that is still firing, and the alerts alone decide again: a restore follows the alert as usual.
+come again it stands down STAND_DOWN_AFTERS x `after` later, time for Alertmanager to deliver a
+throttle alert that is still firing, and the alerts alone decide again: a restore follows the
+alert as usual.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ from kvq.settings.redaction import mask_url_credentials
 
 log = logging.getLogger("kvq.enforcer")
 
-STAND_DOWN_S = 60.0
-"""How long the fail-safe holds its factor after heartbeats came back (Alertmanager's group_wait
-and a notification or two: a throttle alert still firing arrives meanwhile)."""
+STAND_DOWN_AFTERS = 2.0
+"""How long the fail-safe holds its factor after heartbeats came back, in `after`s (a minute at
+the default): time for Alertmanager to deliver a throttle alert that is still firing."""
 FINGERPRINT = "kvq-failsafe"
 """The fingerprint of the fail-safe's own alert in the journal."""
 
@@ -137,6 +138,7 @@ class FailSafe:
         self.alerts = alerts
         self.metrics = metrics
         self.after_s = after_s
+        self.stand_down_s = STAND_DOWN_AFTERS * after_s
         self.interval_s = interval_s
         self.sources = list(sources)
         self._clock = clock
@@ -162,7 +164,7 @@ class FailSafe:
                 "cluster %s: heartbeat back: the alert path works again; the fail-safe stands "
                 "down in %.0f s",
                 cluster,
-                STAND_DOWN_S,
+                self.stand_down_s,
             )
 
     def step(self) -> set[str]:
@@ -184,7 +186,7 @@ class FailSafe:
             self.metrics.failsafe_active.labels(cluster).set(1)
         if path.silent:
             return self._poll(cluster, path, now)
-        if path.back_since is not None and now - path.back_since >= STAND_DOWN_S:
+        if path.back_since is not None and now - path.back_since >= self.stand_down_s:
             path.back_since, path.factor, path.source = None, None, None
             self.metrics.failsafe_active.labels(cluster).set(0)
             if self._hold(cluster, {}):

@@ -10,7 +10,7 @@ from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import free_port
 from enforcer.applier import Applier
 from enforcer.enforcer import Enforcer
-from enforcer.failsafe import STAND_DOWN_S, ExporterFactor, FailSafe
+from enforcer.failsafe import STAND_DOWN_AFTERS, ExporterFactor, FailSafe
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
@@ -25,6 +25,7 @@ ALICE = QuotaEntity.user("alice")
 C1 = ClusterIdentity("c1", CLUSTER_LABEL_DEFAULT)
 HEARTBEAT = "KafkaVolumeQuotaHeartbeat"
 AFTER, INTERVAL = 30.0, 5.0
+STAND_DOWN_S = STAND_DOWN_AFTERS * AFTER
 
 
 class Source:
