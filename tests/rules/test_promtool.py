@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devkit.alertmanager import HEARTBEAT, HEARTBEAT_GROUP_INTERVAL, HEARTBEAT_REPEAT_INTERVAL
 from devkit.kubernetes_manifests import helm_template
 from devkit.prometheus import PROMTOOL, write_config
 
@@ -149,9 +150,6 @@ def test_prometheus_config_loading_the_rules_is_valid(tmp_path: Path) -> None:
     result = run(PROMTOOL, "check", "config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout and "rules found" in result.stdout
-
-
-from devkit.alertmanager import HEARTBEAT, HEARTBEAT_GROUP_INTERVAL, HEARTBEAT_REPEAT_INTERVAL
 
 
 def test_alertmanager_example_is_valid_and_routes_the_throttle_alert_to_the_enforcer() -> None:
