@@ -23,6 +23,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from devcluster.kafka_version import DEFAULT_VERSION, Version
 from devkit.devcluster_wire import WireConnection, admin_send, exchange
 from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
 from kvq.kafka.client_settings import kafka_python_config
@@ -47,6 +48,8 @@ class Backend:
     sasl_bootstrap: str
     """SASL_PLAINTEXT (PLAIN) listeners, users DEFAULT_USERS."""
     node_ids: list[int]
+    kafka_version: Version = DEFAULT_VERSION
+    """The Kafka release answering (devcluster: imitating)."""
 
     def client_properties(self, user: str = ADMIN, password: str | None = None) -> dict[str, str]:
         """Java-style client properties for `user` over SASL/PLAIN."""
