@@ -30,6 +30,10 @@ class InMemoryQuotas:
             self._check_up("describe")
             return {e: dict(v) for e, v in self.values.items()}
 
+    def describe_agreed(self) -> dict[QuotaEntity, dict[str, float]]:
+        """One store: every broker agrees."""
+        return self.describe()
+
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         with self._lock:
             self._check_up("validate" if validate_only else "alter")

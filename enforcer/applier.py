@@ -766,9 +766,10 @@ class Applier:
 
     def _described_until_landed(self, planned: Plan, sent: list[Change]) -> Snapshot:
         """Describe again (a few times: brokers learn quota changes from the metadata log a
-        moment later) until `sent` shows; otherwise journal what landed and raise ApplyError."""
+        moment later) until every broker shows `sent`; otherwise journal what landed and raise
+        ApplyError."""
         for attempt in range(self.verify_attempts):
-            after = self.client.describe()
+            after = self.client.describe_agreed()
             missing = [
                 c for c in sent if not same_value(current_value(after, (c.entity, c.key)), c.value)
             ]

@@ -70,12 +70,12 @@ def admin_client(backend) -> Iterator[KafkaAdminClient]:
 
 
 @pytest.fixture
-def quota_baseline(admin_client) -> Iterator[Quotas]:
+def quota_baseline(backend, admin_client) -> Iterator[Quotas]:
     """The client quotas at the start (none, unless another test left some); at the end every
-    quota is put back as it was: Kafka's cluster is shared by the whole run."""
+    quota is put back as it was, on every broker: Kafka's cluster is shared by the whole run."""
     before = quota_snapshot(admin_client)
     yield before
-    restore_quotas(admin_client, before)
+    restore_quotas(admin_client, before, backend.node_ids)
 
 
 @pytest.fixture

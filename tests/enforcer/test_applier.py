@@ -12,7 +12,7 @@ from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_client import QuotaClientError
+from enforcer.quota_client import QuotaClientError, agreed
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
@@ -185,6 +185,47 @@ def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
     kafka.alter = original_alter
     applier.apply(0.5)
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
+
+
+class LaggingBroker(InMemoryQuotas):
+    """Two brokers: the second answers from the values of `lag` alters ago (its copy of the
+    metadata log behind the controller's), for its next `lagging` describes."""
+
+    def __init__(self, initial, lag: int = 1) -> None:
+        super().__init__(initial)
+        self.history = [self.describe()]
+        self.lag, self.lagging = lag, 0
+
+    def alter(self, changes, validate_only=False):
+        super().alter(changes, validate_only)
+        if not validate_only:
+            self.history.append(self.describe())
+
+    def describe_agreed(self):
+        behind = self.history[max(0, len(self.history) - 1 - self.lag)]
+        if self.lagging <= 0:
+            behind = self.describe()
+        self.lagging -= 1
+        return agreed([self.describe(), behind])
+
+
+def test_applied_means_every_broker_shows_the_values(journal):
+    """A broker that still shows the values before the alter (Kafka 4.0 listed removed entities
+    for up to a second) keeps the apply from being reported applied: verified again, and a
+    failure once the attempts are used up (the journal keeps what every broker shows)."""
+    kafka = LaggingBroker({ALICE: {P: 800.0}})
+    applier = make(kafka, journal)
+    kafka.lagging = 3  # caught up on the 4th of the 5 verify attempts
+    assert applier.apply(0.5).factor == 0.5
+    assert applier.status().applied_factor == 0.5
+    kafka.lagging = 99
+    with pytest.raises(ApplyError, match="differ from the plan"):
+        applier.apply(1.0)
+    assert applier.status().applied_factor == 0.5, "not restored until every broker shows it"
+    kafka.lagging = 0
+    applier.apply(1.0)
+    assert kafka.describe() == {ALICE: {P: 800.0}}
+    assert applier.status().applied_factor == 1.0
 
 
 def test_entity_kafka_rejects_is_reported_while_the_rest_still_throttles(kafka, journal):
