@@ -259,21 +259,32 @@ def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, jour
     assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0
 
 
-def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_exactly(journal):
-    """NaN passes Kafka's validation and means no effective limit; 2^63 is kafka-configs'
-    "unlimited" for the long keys. Planning must not crash on either (it raised on NaN)."""
+def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_without_effect(journal, caplog):
+    """NaN (stored before Kafka 4.4, which refuses non-finite values) means no effective limit;
+    2^63 is kafka-configs' "unlimited" for the long keys. Planning must not crash on either (it
+    raised on NaN). The restore writes NaN back as UNLIMITED, which brokers enforce alike, says so
+    and counts it; 2^63 comes back exactly."""
     bob = QuotaEntity.user("bob")
     kafka = InMemoryQuotas({ALICE: {P: math.nan}, bob: {P: 2.0**63}})
     applier = make(kafka, journal)
     applier.apply(0.5)
-    assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited"
+    assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited: untouched"
     assert kafka.values[bob][P] == 2.0**62
     applier.apply(0.0)
     assert kafka.values[ALICE][P] == 1.0 and kafka.values[bob][P] == 1.0
-    assert applier.apply(0.0).changes == (), "NaN compares equal to NaN: no endless re-plan"
-    applier.apply(1.0)
-    assert math.isnan(kafka.values[ALICE][P]) and kafka.values[bob][P] == 2.0**63
+    assert applier.apply(0.0).changes == (), "no endless re-plan"
+    with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
+        applier.apply(1.0)
+    assert kafka.values[ALICE][P] == UNLIMITED and kafka.values[bob][P] == 2.0**63
     assert applier.apply(1.0).idle
+    [warning] = [r.getMessage() for r in caplog.records if "refuses" in r.getMessage()]
+    assert (
+        "written as 9223372036854774784" in warning
+        and "user=alice producer_byte_rate (was nan)" in warning
+    )
+    assert 'kafka_volume_quota_enforcer_no_limit_stand_ins_total{cluster="c1"} 1.0' in (
+        applier.metrics.render().decode()
+    )
 
 
 def test_lost_journal_takes_the_originals_from_kafkas_copy_and_never_compounds(kafka, tmp_path):
