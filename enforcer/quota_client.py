@@ -129,7 +129,8 @@ def agreed(
     if not views:
         return {}
     merged = {entity: dict(values) for entity, values in views[0].items()}
-    for view in views[1:]:
+    differing = [view for view in views[1:] if view != merged]  # C speed; NaN never equal
+    for view in differing:
         for entity in merged.keys() | view.keys():
             ours, theirs = merged.get(entity, {}), view.get(entity, {})
             for key in ours.keys() | theirs.keys():
