@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # Two pytest workers, each taking one test file at a time; PYTEST_WORKERS= runs in one process.
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 
-.PHONY: test demo bench docs config-reference lint system-deps kafka-deps venv tools clean image image-backfill manifests lock
+.PHONY: test demo bench docs config-reference lint system-deps kafka-deps venv venv-py313 tools clean image image-backfill manifests lock
 
 venv: $(STAMP)
 
@@ -16,6 +16,28 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+# The newest Python kvq supports runs a unit pass in `make test`, from a venv of its own built from
+# the same pyproject.toml: the first python3.13 that runs, on PATH (a pyenv shim runs only when
+# pyenv selects 3.13), else pyenv's newest 3.13 (Debian bookworm has no python3.13 package).
+PYTHON313 ?= $(shell for candidate in $$(command -v python3.13) \
+  $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13 2>/dev/null | sort -rV); do \
+  "$$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null \
+  && { echo "$$candidate"; break; }; done)
+VENV313 ?= .venv-py313
+STAMP313 := $(VENV313)/.installed-stamp
+
+venv-py313: $(STAMP313)
+
+$(STAMP313): pyproject.toml
+	@if [ -z "$(PYTHON313)" ] || ! "$(PYTHON313)" -c 'import sys; assert sys.version_info[:2] == (3, 13)' \
+	  2>/dev/null; then \
+	  echo "make test: no Python 3.13 found (python3.13 on PATH, or pyenv: 'pyenv install 3.13');" \
+	    "name one with PYTHON313=/path/to/python3.13" >&2; exit 1; fi
+	@test -x $(VENV313)/bin/python || $(PYTHON313) -m venv $(VENV313)
+	$(VENV313)/bin/python -m pip install -q --upgrade pip
+	$(VENV313)/bin/python -m pip install -q -e '.[test]'
 	@touch $@
 
 # Debian's Prometheus/promtool/Alertmanager, a Java runtime (PySpark, Kafka) and Maven (Kafka's jars),
@@ -33,10 +55,12 @@ system-deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-# Apache Kafka 4.1 and the Strimzi quota plugin (devkit/kafka/pom.xml) from Maven Central into
-# ~/.cache/kvq/kafka (or $KVQ_KAFKA_CACHE): ~10 s the first time, nothing once cached.
+# Apache Kafka (the oldest and the newest version kvq supports, 4.1.2 and 4.4.0) and the Strimzi
+# quota plugin (devkit/kafka/pom.xml) from Maven Central into ~/.cache/kvq/kafka (or
+# $KVQ_KAFKA_CACHE): ~10 s each the first time, nothing once cached. KVQ_KAFKA_VERSION picks the
+# one tests, demo and bench start (default 4.1.2).
 kafka-deps: system-deps venv
-	@$(PY) -m devkit.kafka_dist >/dev/null
+	@$(PY) -m devkit.kafka_dist --all >/dev/null
 
 # helm and kubeconform are Go modules: built from the Go module proxy into the venv's bin (only when
 # that version is missing there), and the Prometheus Operator's CRDs taken from its Go module, for
@@ -87,11 +111,22 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 
-test: system-deps venv kafka-deps tools
+# After the whole suite (Kafka 4.1.2, Python 3.11): the differential tests (devcluster against real
+# Kafka) and the brokers' quota log line on the newest Kafka (~1 min), then the unit tests (no
+# Kafka, no Spark) on Python 3.13 (~2 min, mostly waiting).
+NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
+NEWEST_KAFKA_TESTS ?= tests/differential \
+  tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
+UNIT_TESTS ?= tests/kvq tests/enforcer tests/exporter tests/devcluster -m "not integration and not e2e" \
+  --ignore=tests/exporter/test_integration.py
+
+test: system-deps venv kafka-deps tools venv-py313
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest $(PYTEST_WORKERS) -p no:cacheprovider $(NEWEST_KAFKA_TESTS)
+	$(VENV313)/bin/python -m pytest $(PYTEST_WORKERS) -p no:cacheprovider $(UNIT_TESTS)
 
 demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)
@@ -140,4 +175,4 @@ manifests: venv tools
 	$(PY) -m devkit.kubernetes_manifests
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VENV313) .pytest_cache build *.egg-info

@@ -20,6 +20,8 @@ from kvq.settings.cli_support import new_parser, start_logging
 from .broker_configs import check_class_name
 from .cluster import DEFAULT_HOST, DevCluster
 from .cluster_acls import ClusterAcls
+from .kafka_version import DEFAULT as DEFAULT_KAFKA_VERSION
+from .kafka_version import parse
 from .sasl import SaslUsers
 
 DEFAULT_BASE_PORT = 19092
@@ -159,8 +161,24 @@ def parser() -> argparse.ArgumentParser:
         "DescribeConfigs, Describe/AlterClientQuotas as Kafka's StandardAuthorizer does "
         "(default: no authorizer, everything allowed); changeable through the control API (/acls)",
     )
+    p.add_argument(
+        "--kafka-version",
+        type=_kafka_version,
+        default=DEFAULT_KAFKA_VERSION,
+        metavar="X.Y.Z",
+        help="the Apache Kafka release to answer as where releases differ, e.g. 4.4.0 refuses "
+        f"NaN quotas (default {DEFAULT_KAFKA_VERSION})",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log connections and faults")
     return p
+
+
+def _kafka_version(text: str) -> str:
+    try:
+        parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def control_port(asked: int | None, base_port: int, brokers: int) -> int:
@@ -195,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             client_quota_callback_class=args.client_quota_callback_class,
             sasl_users=users,
             cluster_acls=acls,
+            kafka_version=args.kafka_version,
         )
         dc.start()
     except (ValueError, OSError) as exc:

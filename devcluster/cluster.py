@@ -34,6 +34,8 @@ from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_lim
 from .cluster_view import BrokerNode
 from .control_api import ControlServer
 from .faults import KAFKA_STORAGE_ERROR, AlterFault
+from .kafka_version import DEFAULT as DEFAULT_KAFKA_VERSION
+from .kafka_version import parse
 from .log_dirs import DiskFull, LogDir
 from .mutation_quotas import MutationQuotas
 from .quota_store import QuotaStore
@@ -61,7 +63,9 @@ class DevCluster:
     """``base_port=0`` gives every broker a free port of its own, otherwise broker ``i`` listens on
     ``base_port + i``; ``control_port=0`` picks a free port, ``None`` runs no control API.
     ``data_dir=None`` uses a temporary directory that ``stop()`` removes. ``sasl_users`` (name ->
-    password, or a ``SaslUsers``) opens a SASL_PLAINTEXT listener on every broker too."""
+    password, or a ``SaslUsers``) opens a SASL_PLAINTEXT listener on every broker too.
+    ``kafka_version`` is the Kafka release to answer as where releases differ (kafka_version.py:
+    NaN quotas refused from 4.4)."""
 
     def __init__(
         self,
@@ -76,9 +80,12 @@ class DevCluster:
         client_quota_callback_class: str | None = None,
         sasl_users: Mapping[str, str] | SaslUsers | None = None,
         cluster_acls: Mapping[str, list[str]] | ClusterAcls | None = None,
+        kafka_version: str = DEFAULT_KAFKA_VERSION,
     ):
         check_arguments(brokers, log_dirs_per_broker, base_port, control_port, capacity_bytes)
         callback = check_class_name("client_quota_callback_class", client_quota_callback_class)
+        self.kafka_version = parse(kafka_version)
+        """The Kafka release whose answers devcluster gives where releases differ."""
         self._own_data_dir = data_dir is None
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="kvq-devcluster-")
@@ -122,7 +129,7 @@ class DevCluster:
             for broker in self.brokers:
                 broker.config_overrides[CLIENT_QUOTA_CALLBACK_CLASS] = callback
         self.cluster_id = cluster_id_for(self.data_dir / "meta.properties", cluster_id)
-        self.quotas = QuotaStore(self.data_dir / "quotas.json")
+        self.quotas = QuotaStore(self.data_dir / "quotas.json", self.kafka_version)
         self.mutation_quotas = MutationQuotas(
             self.producer_quotas, version=lambda: self.quotas.generation
         )
@@ -267,7 +274,9 @@ class DevCluster:
             raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
         validate_name(topic.name)
         live = [b.broker_id for b in self.live_brokers()]
-        placement = place_replicas(topic, live, start=self.topic_registry.partition_count())
+        placement = place_replicas(
+            topic, live, self.topic_registry.partition_count(), self.kafka_version
+        )
         if not validate_only:
             self.replicas.create(topic.name, placement)
             self.topic_registry.add(topic.name, placement)

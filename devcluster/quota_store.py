@@ -12,8 +12,10 @@ Kafka behaviour reproduced here (and relied upon by the tests):
 - Keys: ``producer_byte_rate``, ``consumer_byte_rate`` (long), ``request_percentage``,
   ``controller_mutation_rate`` (double) for user / client-id entities; ``connection_creation_rate``
   (int) for ip entities. ``value <= 0`` is rejected; for an integral key, a value above the type's
-  maximum (compared in double: 2^63 - 1 passes) or with a fraction over 1e-6. NaN passes every
-  check and is stored. Removals are never validated.
+  maximum (compared in double: 2^63 - 1 passes) or with a fraction over 1e-6. Up to Kafka 4.3,
+  NaN passes every check and is stored (and +inf for the double keys); from 4.4 every non-finite
+  value is refused first ("must be a finite number"): ``QuotaStore(kafka_version=...)``.
+  Removals are never validated.
 - One record per changed value or removed stored key; more than 10,000 records fail the whole
   request with POLICY_VIOLATION on every entry, nothing applied.
 - Removing a key that is not set is a no-op; an entity without keys disappears.
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .kafka_version import DEFAULT_VERSION, FINITE_QUOTAS, Version
 from .quota_files import Entity, QuotaFiles, apply
 
 USER = "user"
@@ -194,7 +197,9 @@ class QuotaStore:
     """Thread-safe quota storage; every change persisted when ``path`` is given: a JSON snapshot
     there and a journal of the changes since (``quota_files``)."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, kafka_version: Version = DEFAULT_VERSION):
+        self.finite_only = kafka_version >= FINITE_QUOTAS
+        """Kafka 4.4+: AlterClientQuotas refuses NaN and infinities (stored ones stay)."""
         self._files = None if path is None else QuotaFiles(path, entity_key)
         self._lock = threading.Lock()
         self._data: dict[Entity, dict[str, float]] = {}
@@ -290,7 +295,7 @@ class QuotaStore:
                     records.append((op.key, None))
                 continue
             value = float(op.value)
-            error = _check_value(valid_keys, op.key, value)
+            error = _check_value(valid_keys, op.key, value, self.finite_only)
             if error:
                 return error, []
             if op.key not in current or not _same_double(current[op.key], value):
@@ -405,12 +410,17 @@ def _valid_ip(name: str | None) -> bool:
     return True
 
 
-def _check_value(valid_keys: Mapping[str, str], key: str, value: float) -> str | None:
+def _check_value(
+    valid_keys: Mapping[str, str], key: str, value: float, finite_only: bool
+) -> str | None:
     """Kafka's ``validateQuotaKeyValue``: every comparison in double, so NaN passes them all and
-    Long.MAX_VALUE (2^63 as a double) is not "too large"."""
+    Long.MAX_VALUE (2^63 as a double) is not "too large"; from 4.4 (`finite_only`) a non-finite
+    value is refused before any comparison."""
     kind = valid_keys.get(key)
     if kind is None:
         return f"Invalid configuration key {key}"
+    if finite_only and not math.isfinite(value):
+        return f"Quota {key} must be a finite number"
     if value <= 0.0:
         return f"Quota {key} must be greater than 0"
     if kind == _DOUBLE:

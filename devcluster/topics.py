@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .kafka_version import CORDONED_LOG_DIRS, DEFAULT_VERSION, Version
+
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -67,12 +69,16 @@ def validate_name(name: str) -> None:
 
 
 def place_replicas(
-    topic: NewTopic, registered: Sequence[int], start: int = 0
+    topic: NewTopic,
+    registered: Sequence[int],
+    start: int = 0,
+    kafka_version: Version = DEFAULT_VERSION,
 ) -> dict[int, list[int]]:
     """Partition -> replica list, checked as the KRaft controller checks a CreatableTopic.
 
     ``registered`` are the broker ids up now; ``start`` rotates the striped placement so that
-    successive topics spread their leaders."""
+    successive topics spread their leaders; ``kafka_version`` the release whose messages to
+    answer with."""
     if topic.assignments:
         if topic.replication_factor != -1:
             raise TopicError(
@@ -121,7 +127,12 @@ def place_replicas(
             INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): The target replication "
             f"factor of {factor} cannot be reached because only {len(ordered)} broker(s) "
-            "are registered.",
+            "are registered"
+            + (
+                " or some brokers have all their log directories cordoned."
+                if kafka_version >= CORDONED_LOG_DIRS
+                else "."
+            ),
         )
     n = len(ordered)
     return {p: [ordered[(start + p + i) % n] for i in range(factor)] for p in range(count)}

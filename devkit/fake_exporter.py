@@ -176,6 +176,7 @@ class FakeExporter:
                 "drift_changes",
                 "reverted_pairs",
                 "originals_recovered",
+                "no_limit_stand_ins",
                 "reconcile_failures",
                 "throttle_checks",
                 "heartbeats",

@@ -5,11 +5,18 @@ and copies every runtime jar into `<cache>/kafka-<version>-<pom hash>/lib`. The 
 temporary directory beside it and renamed into place when complete, so an interrupted fetch leaves
 nothing that looks finished; a changed pom gets a new directory. Once cached, a fetch is a stat.
 
-    python -m devkit.kafka_dist     # what `make kafka-deps` runs: prints the directory
+The suite runs the oldest and the newest Kafka kvq supports (KAFKA_VERSIONS, both in the pom):
+`KVQ_KAFKA_VERSION` picks the one brokers start from (default: the pom's `kafka.version`, the
+oldest); Maven is asked for it with `-Dkafka.version`.
+
+    python -m devkit.kafka_dist             # the selected version: prints its directory
+    python -m devkit.kafka_dist --all       # what `make kafka-deps` runs: every version
+    python -m devkit.kafka_dist 4.3.0       # any version Maven Central serves
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import re
@@ -26,6 +33,8 @@ POM = Path(__file__).parent / "kafka" / "pom.xml"
 LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2.properties"
 PRODUCER_LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2-producer.properties"
 """devkit/java_producer.py's: warnings, and each throttle time a broker returned to the client."""
+VERSION_ENV = "KVQ_KAFKA_VERSION"
+"""The Kafka version brokers start from (tests, demo, bench); default KAFKA_VERSION."""
 CACHE_ENV = "KVQ_KAFKA_CACHE"
 """Where distributions are cached; default `<kvq cache>/kafka`. The test run keeps it pointed at
 the user's cache while it moves the rest of kvq's cache to a temp dir (tests/conftest.py)."""
@@ -47,6 +56,14 @@ class KafkaDist:
     @property
     def lib(self) -> Path:
         return self.home / "lib"
+
+    @property
+    def version(self) -> str:
+        """The Kafka version of these jars (the broker jar's name says it)."""
+        jars = sorted(self.lib.glob("kafka_2.13-*.jar"))
+        if not jars:
+            raise KafkaDistError(f"{self.lib} has no kafka_2.13-<version>.jar")
+        return jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar")
 
     @property
     def jmx_agent(self) -> Path:
@@ -92,8 +109,33 @@ def pom_property(name: str, pom: Path = POM) -> str:
 
 
 KAFKA_VERSION = pom_property("kafka.version")
+"""The oldest Kafka kvq supports and the default: what Strimzi's operators run today (4.1.x)."""
+NEWEST_KAFKA_VERSION = pom_property("kafka.newest.version")
+KAFKA_VERSIONS = (KAFKA_VERSION, NEWEST_KAFKA_VERSION)
+"""What `make test` runs: everything on the oldest, a differential set on the newest."""
+_VERSION_FORMAT = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 QUOTAS_PLUGIN_VERSION = pom_property("quotas.plugin.version")
 JMX_EXPORTER_VERSION = pom_property("jmx.exporter.version")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """`4.4.0` -> (4, 4, 0), for comparing with the version where Kafka changed something."""
+    return tuple(int(part) for part in checked_version(version).split("."))
+
+
+def checked_version(version: str) -> str:
+    """`version` when it is a Kafka release number (major.minor.patch); else KafkaDistError."""
+    if not _VERSION_FORMAT.fullmatch(version):
+        raise KafkaDistError(
+            f"Kafka version {version!r} is not a release number such as {KAFKA_VERSION} "
+            f"(tested: {', '.join(KAFKA_VERSIONS)})"
+        )
+    return version
+
+
+def selected_version() -> str:
+    """`$KVQ_KAFKA_VERSION`, else KAFKA_VERSION."""
+    return checked_version(os.environ.get(VERSION_ENV) or KAFKA_VERSION)
 
 
 def dist_cache_root() -> Path:
@@ -102,10 +144,12 @@ def dist_cache_root() -> Path:
     return Path(configured) if configured else cache_dir() / "kafka"
 
 
-def dist_dir(root: Path | None = None, pom: Path = POM) -> Path:
-    """The distribution's directory for this pom: a changed pom never reuses an old copy."""
+def dist_dir(root: Path | None = None, pom: Path = POM, version: str | None = None) -> Path:
+    """The distribution's directory for this pom and version (default: the pom's): a changed pom
+    never reuses an old copy."""
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    return (root or dist_cache_root()) / f"kafka-{pom_property('kafka.version', pom)}-{digest}"
+    version = version or pom_property("kafka.version", pom)
+    return (root or dist_cache_root()) / f"kafka-{version}-{digest}"
 
 
 def is_complete(home: Path, version: str = KAFKA_VERSION) -> bool:
@@ -114,10 +158,15 @@ def is_complete(home: Path, version: str = KAFKA_VERSION) -> bool:
     ).jmx_agent.is_file()
 
 
-def fetch(root: Path | None = None, mvn: str = "mvn", pom: Path = POM) -> KafkaDist:
-    """The cached distribution, fetched with Maven first if it is not there yet."""
-    home = dist_dir(root, pom)
-    version = pom_property("kafka.version", pom)
+def fetch(
+    root: Path | None = None, mvn: str = "mvn", pom: Path = POM, version: str | None = None
+) -> KafkaDist:
+    """The cached distribution of `version` (default: `selected_version()` with the default pom,
+    else that pom's), fetched with Maven first if it is not there yet."""
+    if version is None:
+        version = selected_version() if pom == POM else pom_property("kafka.version", pom)
+    version = checked_version(version)
+    home = dist_dir(root, pom, version)
     if is_complete(home, version):
         return KafkaDist(home)
     home.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +202,7 @@ def _copy_dependencies(
         "-f",
         str(pom),
         "dependency:copy-dependencies",
+        f"-Dkafka.version={version}",
         f"-DincludeScope={scope}",
         f"-DoutputDirectory={target}",
     ]
@@ -197,13 +247,31 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devkit.kafka_dist",
+        description="Fetch Apache Kafka's jars (and the Strimzi quota plugin) from Maven Central "
+        "into kvq's cache, and print each distribution's directory.",
+    )
+    parser.add_argument(
+        "versions",
+        nargs="*",
+        metavar="VERSION",
+        help=f"Kafka versions to fetch (default: ${VERSION_ENV}, else {KAFKA_VERSION})",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help=f"every version the test suite runs: {', '.join(KAFKA_VERSIONS)}",
+    )
+    args = parser.parse_args(argv)
+    versions = list(KAFKA_VERSIONS) if args.all else args.versions
     try:
-        dist = fetch()
+        for version in versions or [selected_version()]:
+            print(fetch(version=version).home)
     except KafkaDistError as exc:
         print(f"kafka-deps: {exc}", file=sys.stderr)
         return 1
-    print(dist.home)
     return 0
 
 

@@ -1,7 +1,10 @@
-"""An in-memory QuotaClient with Kafka's validation rules, for unit tests of the enforcer."""
+"""An in-memory QuotaClient with Kafka's validation rules (4.4's: no non-finite value), for unit
+tests of the enforcer. Values set directly (`InMemoryQuotas(initial)`, `set`) bypass them: an
+operator's, or a NaN stored before an upgrade."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 
@@ -29,6 +32,10 @@ class InMemoryQuotas:
         with self._lock:
             self._check_up("describe")
             return {e: dict(v) for e, v in self.values.items()}
+
+    def describe_agreed(self) -> dict[QuotaEntity, dict[str, float]]:
+        """One store: every broker agrees."""
+        return self.describe()
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         with self._lock:
@@ -80,7 +87,9 @@ def _invalid(change: Change) -> str | None:
     if change.value is None:
         return None
     value = float(change.value)
-    if value <= 0:  # as Kafka: NaN passes every check and is stored
+    if not math.isfinite(value):  # Kafka 4.4+ (4.3 stored NaN, and +inf for the double keys)
+        return f"Quota {change.key} must be a finite number"
+    if value <= 0:
         return f"{change.key} must be > 0, got {value}"
     if change.key in INTEGRAL_KEYS:
         if value > float(2**63 - 1):  # decided in double: 2^63 itself is accepted

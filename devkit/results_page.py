@@ -401,9 +401,9 @@ class Recording:
             raise RuntimeError("arguments() names the page: call it before attach()")
         self.page, self.title_arguments = arguments_name(self.name, parser, args, ignore)
         if kafka:
-            from devkit.kafka_dist import KAFKA_VERSION
+            from devkit.kafka_dist import selected_version
 
-            self.facts.kafka_version = KAFKA_VERSION
+            self.facts.kafka_version = selected_version()
 
     def path(self, suffix: str = ".md") -> Path:
         assert self.directory is not None

@@ -37,6 +37,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
 from enforcer.quota_plan import (
+    UNLIMITED,
     Change,
     Pair,
     QuotaPolicy,
@@ -324,6 +325,7 @@ class Applier:
         self.metrics.applies.labels(self.cluster).inc()
         if not result.dry_run:
             self.metrics.quota_changes.labels(self.cluster).inc(len(result.changes))
+            _report_stand_ins(self.cluster, result.changes, self.metrics)
             if not result.settling:
                 self.metrics.applied_factor.labels(self.cluster).set(factor)
         return result
@@ -551,7 +553,8 @@ class Applier:
         references = {p: r.reference for p, r in records.items() if r.reference is not None}
         references.update(captured)
         desired = plan(self.policy, {**originals, **discovered}, factor, frozen, references)
-        todo = changes(desired, _trusted_view(view.snapshot, desired, records))
+        trusted = _trusted_view(view.snapshot, desired, records)
+        todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo, captured)
 
@@ -766,9 +769,10 @@ class Applier:
 
     def _described_until_landed(self, planned: Plan, sent: list[Change]) -> Snapshot:
         """Describe again (a few times: brokers learn quota changes from the metadata log a
-        moment later) until `sent` shows; otherwise journal what landed and raise ApplyError."""
+        moment later) until every broker shows `sent`; otherwise journal what landed and raise
+        ApplyError."""
         for attempt in range(self.verify_attempts):
-            after = self.client.describe()
+            after = self.client.describe_agreed()
             missing = [
                 c for c in sent if not same_value(current_value(after, (c.entity, c.key)), c.value)
             ]
@@ -862,3 +866,19 @@ def _journal_already_says(
         if not same_value(record.applied, value):
             return False
     return True
+
+
+def _report_stand_ins(cluster: str, done: Iterable[Change], metrics: EnforcerMetrics) -> None:
+    """One warning per apply naming the values written as UNLIMITED in place of a non-finite
+    original (Kafka 4.4+ refuses NaN and infinities; brokers enforce both as no limit), counted."""
+    stand_ins = [c for c in done if c.stands_for is not None]
+    if stand_ins:
+        log.warning(
+            "cluster %s: %d original(s) without effect that Kafka 4.4+ refuses to store (NaN, "
+            "+inf) written as %s instead, which brokers enforce alike (no limit): %s",
+            cluster,
+            len(stand_ins),
+            f"{UNLIMITED:.0f}",
+            _first_few(f"{c.entity.label()} {c.key} (was {c.stands_for!r})" for c in stand_ins),
+        )
+        metrics.no_limit_stand_ins.labels(cluster).inc(len(stand_ins))

@@ -72,6 +72,11 @@ class EnforcerMetrics:
         self.failsafe_factor = gauge(
             "failsafe_factor", "The throttle factor the fail-safe last read (while active)"
         )
+        self.no_limit_stand_ins = counter(
+            "no_limit_stand_ins",
+            "Quota values written as 9223372036854774784 (no limit) in place of a non-finite "
+            "original (NaN, +inf) that Kafka 4.4+ refuses to store; brokers enforce both alike",
+        )
         self.originals_recovered = counter(
             "originals_recovered",
             "Originals taken from Kafka's copy because the journal did not have them",

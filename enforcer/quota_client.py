@@ -20,8 +20,8 @@ from kafka.protocol.admin.client_quotas import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from enforcer.quota_plan import Change
-from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable
+from enforcer.quota_plan import Change, same_value
+from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
 from kvq.kafka.quota_entity import QuotaEntity
 
 MAX_PAIRS_PER_REQUEST = 10_000
@@ -48,6 +48,10 @@ class QuotaClient(Protocol):
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
         """Every quota entity (all types) with its values."""
+
+    def describe_agreed(self) -> dict[QuotaEntity, dict[str, float]]:
+        """`describe()` as every broker answers it: where brokers differ, the value is
+        NOT_AGREED (see `agreed`). What 'applied' is verified with."""
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         """Apply `changes` in order, in requests of at most MAX_PAIRS_PER_REQUEST pairs; raise
@@ -90,6 +94,10 @@ def quota_callback_from_response(response: Any) -> str | None:
     return None
 
 
+def _failed(answer: Any) -> bool:
+    return isinstance(answer, Exception)
+
+
 def _error_name(code: int) -> str:
     try:
         return kafka_errors.for_code(code).__name__
@@ -99,6 +107,36 @@ def _error_name(code: int) -> str:
 
 def _message(text: str | None) -> str:
     return f": {text}" if text else ""
+
+
+NOT_AGREED = -1.0
+"""Stands for a value the brokers do not all show alike: Kafka holds no quota <= 0 and no plan
+sets one, so it never counts as landed."""
+AGREE_TIMEOUT_S = 30.0
+"""How long the brokers together may take to answer one DescribeClientQuotas each."""
+
+
+def agreed(
+    views: Sequence[Mapping[QuotaEntity, Mapping[str, float]]],
+) -> dict[QuotaEntity, dict[str, float]]:
+    """One snapshot of several brokers' answers: a value every view shows alike (NaN equal to
+    NaN; unset in all: absent), NOT_AGREED where they differ.
+
+    Each broker answers DescribeClientQuotas from its own copy of the metadata log, which follows
+    the controller's commits a moment later (after a removal, up to about a second on Kafka 4.0):
+    a value counts as applied when every broker shows it, since each one enforces what it shows.
+    """
+    if not views:
+        return {}
+    merged = {entity: dict(values) for entity, values in views[0].items()}
+    differing = [view for view in views[1:] if view != merged]  # C speed; NaN never equal
+    for view in differing:
+        for entity in merged.keys() | view.keys():
+            ours, theirs = merged.get(entity, {}), view.get(entity, {})
+            for key in ours.keys() | theirs.keys():
+                if not same_value(ours.get(key), theirs.get(key)):
+                    merged.setdefault(entity, {})[key] = NOT_AGREED
+    return merged
 
 
 def describe_request() -> DescribeClientQuotasRequest:
@@ -179,6 +217,35 @@ class KafkaQuotaClient:
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
         return snapshot_from_response(self._send(describe_request()))
+
+    def describe_agreed(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Each broker the metadata lists is asked at once. A broker that does not answer is
+        left out (a stopped broker loads the metadata log before it serves again); QuotaClientError
+        when none answers, or a broker answers with an error."""
+        try:
+            metadata = self._session.send_to_any(
+                lambda version: MetadataRequest(version=version, topics=[]),
+                MetadataRequest,
+                AGREE_TIMEOUT_S,
+            )
+            brokers = sorted(b.node_id for b in metadata.brokers)
+            answers = self._session.send_to_each(
+                brokers,
+                lambda version: DescribeClientQuotasRequest(
+                    version=version, components=[], strict=False
+                ),
+                DescribeClientQuotasRequest,
+                AGREE_TIMEOUT_S,
+            )
+        except KafkaUnavailable as exc:
+            raise QuotaClientError(
+                f"DescribeClientQuotas of every broker of {self.bootstrap} failed: {exc}"
+            ) from None
+        views = [snapshot_from_response(a) for a in answers.values() if not _failed(a)]
+        if not views:
+            failures = "; ".join(f"{n}: {describe_error(a)}" for n, a in answers.items())
+            raise QuotaClientError(f"no broker answered DescribeClientQuotas ({failures})")
+        return agreed(views)
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         """Every request is checked before the next is sent. Validation checks all batches and

@@ -19,18 +19,26 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
 - entities an excluded user holds itself are never changed.
 At factor 1.0 every pair gets its original back, and pairs that had no value are removed.
 
-Odd values Kafka may hold: NaN passes Kafka's validation and is stored; a broker compares
-throughput against it and never throttles, so a NaN original is *no effective limit*: like an
-unset quota it stays as it is above factor 0 (unlimited x factor is unlimited) and becomes the
-minimum at factor 0; the restore puts the NaN back. 2^63 (what `kafka-configs` stores for
-"unlimited" on the long keys) is an ordinary large number: it is scaled and restored exactly.
+Odd values Kafka may hold: up to Kafka 4.3 NaN passes Kafka's validation and is stored (and
++inf for the double keys). A broker never throttles against either: `rate <= NaN` fails, but the
+throttle time (rate - NaN) / NaN x window rounds to 0 ms (QuotaUtils.throttleTime), and nothing
+exceeds +inf; the entity's own non-finite value still shadows the less specific quotas (KIP-55).
+So a non-finite original is *no effective limit*: like an unset quota it stays as it is above
+factor 0 (unlimited x factor is unlimited) and becomes the minimum at factor 0. Kafka 4.4 refuses
+to store a non-finite value ("must be a finite number"), and one stored before an upgrade stays:
+so wherever the plan would write one back it writes UNLIMITED instead, on every Kafka version,
+which brokers enforce the same way (no rate reaches it; it shadows the same quotas). Removing the
+key would not: the entity would fall under the less specific quotas, which may be throttled.
+`same_value` takes a non-finite value and UNLIMITED as the same. 2^63 (what `kafka-configs`
+stores for "unlimited" on the long keys) is an ordinary large number: it is scaled and restored
+exactly.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvq.kafka.quota_entity import QuotaEntity
 
@@ -49,7 +57,8 @@ A quota Q is therefore only safe for rates below Q x 195,225; at 1 B/s a produce
 than ~195 kB/s to one broker is never throttled. 8 KiB/s holds rates up to ~1.6 GB/s per quota
 entity and broker."""
 UNLIMITED = 9223372036854774784.0
-"""The largest double not above Long.MAX_VALUE: Kafka's 'no limit', accepted for every key."""
+"""The largest double not above Long.MAX_VALUE: Kafka's 'no limit', accepted for every key by
+every Kafka version; what the plan writes for a non-finite value (see the module docstring)."""
 
 Pair = tuple[QuotaEntity, str]
 Snapshot = Mapping[QuotaEntity, Mapping[str, float]]
@@ -210,9 +219,16 @@ def desired_value(
     `reference`: the rate the pair's entity was seen producing when the episode started
     (kvq.enforcer.throttle.reference=observed-rate); the factor then scales the lower of it and
     the original (or base), so a quota far above what its clients write still slows them."""
-    return quota_value(
-        _desired(policy, pair, quota_value(original), factor, originals or {}, reference)
+    return writable(
+        quota_value(
+            _desired(policy, pair, quota_value(original), factor, originals or {}, reference)
+        )
     )
+
+
+def writable(value: float | None) -> float | None:
+    """`value` as Kafka 4.4+ accepts it: a non-finite one (NaN, +inf: no limit) as UNLIMITED."""
+    return UNLIMITED if value is not None and not math.isfinite(value) else value
 
 
 def _desired(
@@ -286,20 +302,36 @@ class Change:
     entity: QuotaEntity
     key: str
     value: float | None
+    stands_for: float | None = field(default=None, compare=False)
+    """The non-finite original this value (UNLIMITED) is written in place of, else None."""
 
     def describe(self) -> str:
         what = "remove" if self.value is None else f"= {_number(self.value)}"
+        if self.stands_for is not None:
+            what += f" (no limit, in place of the original {self.stands_for!r})"
         return f"{self.entity.label()} {self.key} {what}"
 
 
-def changes(desired: Mapping[Pair, float | None], snapshot: Snapshot) -> list[Change]:
-    """What must change in Kafka to reach `desired`, most specific entities first."""
+def changes(
+    desired: Mapping[Pair, float | None],
+    snapshot: Snapshot,
+    originals: Mapping[Pair, float | None] | None = None,
+) -> list[Change]:
+    """What must change in Kafka to reach `desired`, most specific entities first; a change that
+    writes UNLIMITED for a non-finite original in `originals` says so (`stands_for`)."""
+    originals = originals or {}
     out = [
-        Change(entity, key, value)
+        Change(entity, key, value, _stands_for(originals.get((entity, key)), value))
         for (entity, key), value in desired.items()
         if not same_value(current_value(snapshot, (entity, key)), value)
     ]
     return sorted(out, key=lambda c: (c.entity.precedence, c.entity.label(), c.key))
+
+
+def _stands_for(original: float | None, value: float | None) -> float | None:
+    if original is None or math.isfinite(original) or value != UNLIMITED:
+        return None
+    return original
 
 
 def current_value(snapshot: Snapshot, pair: Pair) -> float | None:
@@ -313,10 +345,16 @@ def quota_value(value: float | None) -> float | None:
 
 
 def same_value(a: float | None, b: float | None) -> bool:
-    """Equal quota values, NaN equal to NaN (what Kafka holds is compared with what we set)."""
+    """Equal quota values (what Kafka holds is compared with what we set): NaN equal to NaN, and
+    every value without effect that Kafka may hold (NaN, +inf) equal to UNLIMITED, which the plan
+    writes in their place."""
     if a is None or b is None:
         return a is b
-    return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b or (_no_limit(a) and _no_limit(b))
+
+
+def _no_limit(value: float) -> bool:
+    return value == UNLIMITED or math.isnan(value) or value == math.inf
 
 
 def _number(value: float) -> str:

@@ -295,6 +295,25 @@ def test_nan_passes_every_check_and_is_stored_for_every_key(entity, key):
     assert _records(store, [Alteration(entity, (set_(key, float("nan")),))]) == 0
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_imitating_kafka_4_4_every_non_finite_value_is_refused_and_a_stored_nan_stays(
+    tmp_path, value
+):
+    path = tmp_path / "quotas.json"
+    alter(QuotaStore(path), ALICE, set_("producer_byte_rate", float("nan")))  # under 4.1
+    upgraded = QuotaStore(path, kafka_version=(4, 4, 0))
+    for key in ("producer_byte_rate", "request_percentage"):
+        refused = alter(upgraded, ALICE_APP, set_(key, value))
+        assert (refused.error_code, refused.error_message) == (
+            INVALID_REQUEST,
+            f"Quota {key} must be a finite number",
+        )
+    assert ALICE_APP not in everything(upgraded)
+    [kept] = everything(upgraded)[ALICE].values()
+    assert kept != kept, "a NaN stored before the upgrade is still described"
+    assert alter(upgraded, ALICE, set_("producer_byte_rate", 9.2e18)).error_code == 0
+
+
 def test_nan_survives_a_restart(tmp_path):
     path = tmp_path / "quotas.json"
     alter(QuotaStore(path), ALICE, set_("producer_byte_rate", float("nan")))

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import DescribeClusterRequest
 
+from demo.hops import QUOTA_CHANGE
 from devkit.kafka_cluster import KafkaCluster, KafkaClusterError, strimzi_quota_callback
 from devkit.processes import ephemeral_port_floor, wait_until
 from devkit.producer_load import LoadProducer
@@ -30,6 +31,7 @@ from exporter.cluster_client import ClusterError, KafkaClusterClient
 from kvq.kafka.admin_session import KafkaAdminSession
 from kvq.kafka.client_settings import librdkafka_config
 from tests.kafka_support import CHECKPOINT_SLACK, described, mounted_paths, usable_bytes
+from tests.quota_backends import kafka_quotas_left_as_found
 
 LOG_DIR_BYTES = 32 << 20
 
@@ -98,6 +100,28 @@ def test_a_sasl_producer_s_bytes_show_up_in_the_log_dir_usage(shared_kafka, clus
     written = sum(before[d][1] - after[d][1] for d in after)
     assert written >= 2_000_000
     assert all(after[d][0] == shared_kafka.log_dir_bytes for d in after)
+
+
+def test_every_broker_logs_the_produce_quota_it_applies(shared_kafka):
+    """What demo/hops.py times a broker's enforcement by: `Changing PRODUCE quota for` in each
+    node's server.log once it applies the quota record (from Kafka 4.2 the line comes from
+    another logger; the launcher's log4j2 config names both)."""
+    user = f"logged-{uuid.uuid4().hex[:8]}"
+
+    def logged() -> bool:
+        return all(
+            any(QUOTA_CHANGE in line and user in line for line in server_log(node))
+            for node in shared_kafka.node_list
+        )
+
+    with kafka_quotas_left_as_found(shared_kafka) as quotas:
+        quotas.seed({"user": user}, producer_byte_rate=123456.0)
+        wait_until(logged, timeout=30, what=f"every broker logging {QUOTA_CHANGE!r} for {user}")
+
+
+def server_log(node) -> list[str]:
+    path = node.logs_dir / "server.log"
+    return path.read_text(errors="replace").splitlines() if path.is_file() else []
 
 
 def test_a_wrong_password_is_refused(shared_kafka):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.kafka_dist import KAFKA_VERSION, KafkaDistError, dist_dir, fetch
+from devkit.kafka_dist import KAFKA_VERSION, KAFKA_VERSIONS, KafkaDistError, dist_dir, fetch
 
 
 def test_a_cached_distribution_is_used_without_running_maven(kafka_dist):
@@ -67,3 +67,24 @@ def test_the_command_exits_1_with_one_line_when_maven_is_missing(tmp_path):
     assert done.returncode == 1
     assert done.stderr == "kafka-deps: Maven (mvn) is not installed: apt-get install maven\n"
     assert done.stdout == ""
+
+
+def test_the_newest_supported_version_is_fetched_apart_and_says_its_version(tmp_path):
+    """`make kafka-deps` fetches every version the suite runs, each into a directory of its own."""
+    oldest, newest = fetch(version=KAFKA_VERSIONS[0]), fetch(version=KAFKA_VERSIONS[-1])
+    assert (oldest.version, newest.version) == KAFKA_VERSIONS
+    assert oldest.home != newest.home
+    assert (newest.lib / f"kafka-clients-{newest.version}.jar").is_file()
+
+
+def test_a_version_that_is_not_a_release_number_is_refused_naming_it(tmp_path):
+    env = {**os.environ, "KVQ_KAFKA_VERSION": "4.4", "KVQ_KAFKA_CACHE": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "devkit.kafka_dist"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"kafka-deps: Kafka version '4.4' is not a release number such as {KAFKA_VERSION} "
+        f"(tested: {', '.join(KAFKA_VERSIONS)})\n"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -23,6 +23,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from devcluster.kafka_version import DEFAULT_VERSION, Version
 from devkit.devcluster_wire import WireConnection, admin_send, exchange
 from devkit.kafka_cluster import ADMIN, DEFAULT_USERS
 from kvq.kafka.client_settings import kafka_python_config
@@ -47,6 +48,8 @@ class Backend:
     sasl_bootstrap: str
     """SASL_PLAINTEXT (PLAIN) listeners, users DEFAULT_USERS."""
     node_ids: list[int]
+    kafka_version: Version = DEFAULT_VERSION
+    """The Kafka release answering (devcluster: imitating)."""
 
     def client_properties(self, user: str = ADMIN, password: str | None = None) -> dict[str, str]:
         """Java-style client properties for `user` over SASL/PLAIN."""
@@ -229,8 +232,13 @@ def describe_raw(
     return admin_send(admin, request, node_id)
 
 
-def describe(admin: KafkaAdminClient, components: Iterable[tuple] = (), strict=False) -> Quotas:
-    response = describe_raw(admin, components, strict)
+def describe(
+    admin: KafkaAdminClient,
+    components: Iterable[tuple] = (),
+    strict=False,
+    node_id: int | None = None,
+) -> Quotas:
+    response = describe_raw(admin, components, strict, node_id)
     assert response.error_code == 0, response.error_message
     return {
         frozenset((d.entity_type, d.entity_name) for d in e.entity): {
@@ -261,15 +269,19 @@ RESTORE_CHUNK = 5000
 """Entries per request when putting quotas back: under the controller's 10,000-record bound."""
 
 
-def restore_quotas(admin: KafkaAdminClient, before: Quotas) -> None:
-    """Put every client quota back as `before` had it, and wait until a broker shows it. Each
-    read may come from another broker, one whose image still lacks the test's last change: so
-    read, undo what differs, and read again until the answer is `before`."""
+def restore_quotas(admin: KafkaAdminClient, before: Quotas, node_ids: Iterable[int]) -> None:
+    """Put every client quota back as `before` had it, and wait until every broker shows it (the
+    next test starts from what each broker enforces: on Kafka 4.0 a broker listed removed
+    entities for up to a second after another showed them gone). A broker may answer from an
+    image that still lacks the test's last change, so: read each broker, undo what one shows
+    differently, and read again until all of them answer `before`."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        now = describe(admin)
-        if same_quotas(now, before):
+        views = [describe(admin, node_id=node_id) for node_id in node_ids]
+        differing = [now for now in views if not same_quotas(now, before)]
+        if not differing:
             return
+        now = differing[0]
         assert time.monotonic() < deadline, f"client quotas not restored: {len(now)} entities"
         changes = _changes_back(now, before)
         for start in range(0, len(changes), RESTORE_CHUNK):

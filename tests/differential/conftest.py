@@ -2,7 +2,9 @@
 
 Kafka is the session's `shared_kafka` (3 nodes): a test leaves it as it found it (quotas put
 back by `quota_baseline`, topics with names of their own). devcluster is a fresh 3-broker cluster
-per test with the same SASL users. Where the two answer differently, Kafka is right.
+per test with the same SASL users, imitating the Kafka release the run starts
+(`KVQ_KAFKA_VERSION`, default the oldest supported). Where the two answer differently, Kafka is
+right.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from collections.abc import Iterator
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from devcluster.kafka_version import parse
 from devkit.kafka_cluster import DEFAULT_USERS
+from devkit.kafka_dist import selected_version
 from tests.differential.backends import (
     Backend,
     Quotas,
@@ -27,11 +31,19 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(params=["devcluster", "kafka"])
 def backend(request, devcluster) -> Backend:
+    version = selected_version()
     if request.param == "kafka":
         kafka = request.getfixturevalue("shared_kafka")
-        return Backend("kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids)
-    dc = devcluster(brokers=3, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS))
-    return Backend("devcluster", dc.bootstrap, dc.sasl_bootstrap, sorted(dc.broker_ports))
+        assert kafka.dist.version == version
+        return Backend(
+            "kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids, parse(version)
+        )
+    dc = devcluster(
+        brokers=3, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS), kafka_version=version
+    )
+    return Backend(
+        "devcluster", dc.bootstrap, dc.sasl_bootstrap, sorted(dc.broker_ports), parse(version)
+    )
 
 
 @pytest.fixture
@@ -58,12 +70,12 @@ def admin_client(backend) -> Iterator[KafkaAdminClient]:
 
 
 @pytest.fixture
-def quota_baseline(admin_client) -> Iterator[Quotas]:
+def quota_baseline(backend, admin_client) -> Iterator[Quotas]:
     """The client quotas at the start (none, unless another test left some); at the end every
-    quota is put back as it was: Kafka's cluster is shared by the whole run."""
+    quota is put back as it was, on every broker: Kafka's cluster is shared by the whole run."""
     before = quota_snapshot(admin_client)
     yield before
-    restore_quotas(admin_client, before)
+    restore_quotas(admin_client, before, backend.node_ids)
 
 
 @pytest.fixture

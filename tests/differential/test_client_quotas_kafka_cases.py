@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from devcluster.kafka_version import FINITE_QUOTAS
 from devcluster.quota_store import java_hash_map_order, java_order
 from tests.differential.backends import (
     Quotas,
@@ -259,14 +260,27 @@ def test_ten_thousand_records_pass_one_more_fails_every_entry_and_applies_nothin
     assert len(settled(admin, quota_baseline, stored)) == 10_000
 
 
-def test_nan_and_long_max_are_stored_and_described(admin):
+def test_nan_and_long_max_are_stored_and_described_until_4_4_refuses_non_finite(backend, admin):
+    """Up to Kafka 4.3 every comparison is in double: NaN passes them all and is stored for any
+    key, +inf for the double keys; 4.4 checks `Double.isFinite` first and refuses both (and -inf,
+    until then "must be greater than 0"). 2^63 - 1 is 2^63 as a double: not "too large"."""
     alice = (("user", "alice"),)
-    assert alter(admin, alice, {PRODUCER: float("nan"), CONSUMER: 9223372036854775807.0}) == (
-        0,
-        None,
-    )
-    found = eventually(lambda: entity_quotas(admin, alice), lambda found: len(found) == 2)
-    assert math.isnan(found[PRODUCER]) and found[CONSUMER] == 2.0**63
+    long_max = {CONSUMER: 9223372036854775807.0}
+    non_finite = {PRODUCER: math.nan, REQUEST_PCT: math.inf}
+    if backend.kafka_version >= FINITE_QUOTAS:
+        for key, value in [*non_finite.items(), (CONSUMER, -math.inf)]:
+            refused = (INVALID_REQUEST, f"Quota {key} must be a finite number")
+            assert alter(admin, alice, {key: value}) == refused
+        assert alter(admin, alice, long_max) == (0, None)
+        found = eventually(lambda: entity_quotas(admin, alice), lambda found: len(found) == 1)
+        assert found == {CONSUMER: 2.0**63}
+        return
+    negative = (INVALID_REQUEST, f"Quota {CONSUMER} must be greater than 0")
+    assert alter(admin, alice, {CONSUMER: -math.inf}) == negative
+    assert alter(admin, alice, {**non_finite, **long_max}) == (0, None)
+    found = eventually(lambda: entity_quotas(admin, alice), lambda found: len(found) == 3)
+    assert math.isnan(found[PRODUCER]) and found[REQUEST_PCT] == math.inf
+    assert found[CONSUMER] == 2.0**63
 
 
 def test_an_entity_naming_a_type_twice_is_its_last_name(admin, quota_baseline):

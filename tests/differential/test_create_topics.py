@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 
+from devcluster.kafka_version import CORDONED_LOG_DIRS
 from devkit.devcluster_wire import admin_send, exchange
 from tests.differential.backends import set_quota_seen_by, unique
 
@@ -58,7 +59,12 @@ def test_each_topic_is_checked_on_its_own_with_kafka_s_codes_and_messages(backen
             topic(f"{p}-rf4", 1, 4),
             INVALID_REPLICATION_FACTOR,
             "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
-            "cannot be reached because only 3 broker(s) are registered.",
+            "cannot be reached because only 3 broker(s) are registered"
+            + (
+                " or some brokers have all their log directories cordoned."
+                if backend.kafka_version >= CORDONED_LOG_DIRS
+                else "."
+            ),
         ),
         (
             topic(f"{p}-both", 2, -1, [(0, [0])]),

@@ -12,7 +12,7 @@ from enforcer.applier import Applier, ApplyError
 from enforcer.journal import Journal
 from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
-from enforcer.quota_client import QuotaClientError
+from enforcer.quota_client import QuotaClientError, agreed
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
@@ -187,6 +187,47 @@ def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
 
 
+class LaggingBroker(InMemoryQuotas):
+    """Two brokers: the second answers from the values of `lag` alters ago (its copy of the
+    metadata log behind the controller's), for its next `lagging` describes."""
+
+    def __init__(self, initial, lag: int = 1) -> None:
+        super().__init__(initial)
+        self.history = [self.describe()]
+        self.lag, self.lagging = lag, 0
+
+    def alter(self, changes, validate_only=False):
+        super().alter(changes, validate_only)
+        if not validate_only:
+            self.history.append(self.describe())
+
+    def describe_agreed(self):
+        behind = self.history[max(0, len(self.history) - 1 - self.lag)]
+        if self.lagging <= 0:
+            behind = self.describe()
+        self.lagging -= 1
+        return agreed([self.describe(), behind])
+
+
+def test_applied_means_every_broker_shows_the_values(journal):
+    """A broker that still shows the values before the alter (Kafka 4.0 listed removed entities
+    for up to a second) keeps the apply from being reported applied: verified again, and a
+    failure once the attempts are used up (the journal keeps what every broker shows)."""
+    kafka = LaggingBroker({ALICE: {P: 800.0}})
+    applier = make(kafka, journal)
+    kafka.lagging = 3  # caught up on the 4th of the 5 verify attempts
+    assert applier.apply(0.5).factor == 0.5
+    assert applier.status().applied_factor == 0.5
+    kafka.lagging = 99
+    with pytest.raises(ApplyError, match="differ from the plan"):
+        applier.apply(1.0)
+    assert applier.status().applied_factor == 0.5, "not restored until every broker shows it"
+    kafka.lagging = 0
+    applier.apply(1.0)
+    assert kafka.describe() == {ALICE: {P: 800.0}}
+    assert applier.status().applied_factor == 1.0
+
+
 def test_entity_kafka_rejects_is_reported_while_the_rest_still_throttles(kafka, journal):
     applier = make(kafka, journal)
     kafka.refused = {ALICE_APP}
@@ -218,21 +259,32 @@ def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, jour
     assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0
 
 
-def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_exactly(journal):
-    """NaN passes Kafka's validation and means no effective limit; 2^63 is kafka-configs'
-    "unlimited" for the long keys. Planning must not crash on either (it raised on NaN)."""
+def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_without_effect(journal, caplog):
+    """NaN (stored before Kafka 4.4, which refuses non-finite values) means no effective limit;
+    2^63 is kafka-configs' "unlimited" for the long keys. Planning must not crash on either (it
+    raised on NaN). The restore writes NaN back as UNLIMITED, which brokers enforce alike, says so
+    and counts it; 2^63 comes back exactly."""
     bob = QuotaEntity.user("bob")
     kafka = InMemoryQuotas({ALICE: {P: math.nan}, bob: {P: 2.0**63}})
     applier = make(kafka, journal)
     applier.apply(0.5)
-    assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited"
+    assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited: untouched"
     assert kafka.values[bob][P] == 2.0**62
     applier.apply(0.0)
     assert kafka.values[ALICE][P] == 1.0 and kafka.values[bob][P] == 1.0
-    assert applier.apply(0.0).changes == (), "NaN compares equal to NaN: no endless re-plan"
-    applier.apply(1.0)
-    assert math.isnan(kafka.values[ALICE][P]) and kafka.values[bob][P] == 2.0**63
+    assert applier.apply(0.0).changes == (), "no endless re-plan"
+    with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
+        applier.apply(1.0)
+    assert kafka.values[ALICE][P] == UNLIMITED and kafka.values[bob][P] == 2.0**63
     assert applier.apply(1.0).idle
+    [warning] = [r.getMessage() for r in caplog.records if "refuses" in r.getMessage()]
+    assert (
+        "written as 9223372036854774784" in warning
+        and "user=alice producer_byte_rate (was nan)" in warning
+    )
+    assert 'kafka_volume_quota_enforcer_no_limit_stand_ins_total{cluster="c1"} 1.0' in (
+        applier.metrics.render().decode()
+    )
 
 
 def test_lost_journal_takes_the_originals_from_kafkas_copy_and_never_compounds(kafka, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from kafka.protocol.admin import DescribeConfigsResponse
 from kafka.protocol.admin.client_quotas import (
@@ -10,9 +12,11 @@ from kafka.protocol.admin.client_quotas import (
 )
 
 from enforcer.quota_client import (
+    NOT_AGREED,
     KafkaQuotaClient,
     QuotaClientError,
     QuotaRejected,
+    agreed,
     alter_request,
     check_alter_response,
     quota_callback_from_response,
@@ -58,6 +62,20 @@ def _describe_response(error_code=0, message=None, entries=()):
             for ent, vals in entries
         ],
     )
+
+
+def test_brokers_agree_on_a_value_only_when_each_shows_it_alike():
+    """A broker whose copy of the metadata log lags shows an old value, or a removed key still
+    set: that pair is not agreed. NaN shows alike on every broker."""
+    bob = QuotaEntity.user("bob")
+    first = {ALICE: {P: 300.0, "consumer_byte_rate": math.nan}, DEFAULT: {P: 500.0}}
+    lagging = {ALICE: {P: 900.0, "consumer_byte_rate": math.nan}, bob: {P: 7.0}}
+    merged = agreed([first, first, lagging])
+    assert merged[ALICE][P] == NOT_AGREED and math.isnan(merged[ALICE]["consumer_byte_rate"])
+    assert merged[DEFAULT] == {P: NOT_AGREED}, "removed on one broker, still set on another"
+    assert merged[bob] == {P: NOT_AGREED}
+    assert agreed([first, first]) == first
+    assert agreed([]) == {}
 
 
 def test_describe_response_becomes_a_snapshot():
@@ -109,6 +127,12 @@ def test_round_trip_against_devcluster_and_errors_when_down(devcluster):
             client.alter([Change(ALICE, P, 0.5)])
         client.alter([Change(ALICE_ANY, P, None)])
         assert client.describe() == {DEFAULT: {P: 500.0}}
+        assert client.describe_agreed() == {DEFAULT: {P: 500.0}}
+        dc.stop_broker(1)
+        assert client.describe_agreed() == {DEFAULT: {P: 500.0}}, "a stopped broker is left out"
+        dc.stop_broker(0)
+        with pytest.raises(QuotaClientError, match="failed|cannot reach Kafka|no broker"):
+            client.describe_agreed()
         for broker in range(2):
             dc.stop_broker(broker)
         with pytest.raises(QuotaClientError, match="failed|cannot reach Kafka"):
