@@ -54,7 +54,8 @@ SHARD_SCRIPT = r"""
 set -u
 staging=$1 promtool=$2 hours=$3 parent=$PPID child=
 dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
-stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir"; exit 143; }
+awk_log=$(mktemp)  # not in the staging folder: awk's complaint that it is full must fit
+stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir" "$awk_log"; exit 143; }
 trap stop TERM INT HUP
 exec 3<&0
 # Lines "shard<TAB>sample" go to the shard's file (a shard's lines come one shard after the
@@ -68,8 +69,13 @@ function finish() { if (cur != "") { print "# EOF" > file; close(file); print st
   if (key != cur) { finish(); cur = key; stem = key "." (++seen[key]); file = dir "/" stem ".om" }
   print substr($0, tab + 1) > file
 }
-END { finish() }' <&3 >"$dir/shards" & child=$!
-wait "$child" || { echo "failed	input	awk exited with $?"; rm -rf "$dir"; exit 0; }
+END { finish() }' <&3 >"$dir/shards" 2>"$awk_log" & child=$!
+if ! wait "$child"; then
+  echo "failed	writing the shards' samples: $(head -c 2000 "$awk_log" | tr '\t\n' '  ')"
+  rm -rf "$dir" "$awk_log"
+  exit 0
+fi
+rm -f "$awk_log"
 child=
 exec 3<&-
 # The JVM feeding this task is gone (stopped, killed): its input is not whole.
@@ -80,7 +86,8 @@ while read -r stem; do
   "$promtool" tsdb create-blocks-from openmetrics --quiet --max-block-duration="${hours}h" \
     "$dir/$stem.om" "$dir/$stem" >"$dir/$stem.log" 2>&1 & child=$!
   if ! wait "$child"; then
-    echo "failed	${stem%.*}	$(head -c 2000 "$dir/$stem.log" | tr '\t\n' '  ')"
+    echo "failed	promtool on shard ${stem%.*}: $(head -c 2000 "$dir/$stem.log" | tr '\t\n' '  ')"
+    rm -rf "$dir"
     exit 0
   fi
   child=
@@ -173,8 +180,7 @@ class ShardOutput:
             elif kind == EVENTS:
                 self.events.append(Path(rest))
             elif kind == FAILED:
-                shard, _, output = rest.partition("\t")
-                raise ShardError(f"promtool failed on shard {shard}: {output.strip()}")
+                raise ShardError(rest.strip())
 
     def samples(self, cluster_index: int) -> int:
         """The samples of the cluster's blocks (their meta.json)."""
