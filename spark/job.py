@@ -619,6 +619,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
         reason = exc.strerror or exc
         raise BackfillError(f"cannot build the blocks in {staging}: {reason}") from None
     samples = [output.samples(index) for index in range(len(plans))]
+    replaced = (request.output / BLOCKS).exists()
     blocks_dir = _move_blocks([path for _, path in output.blocks], request.output)
     for index, plan in enumerate(plans):
         result.outputs.append(
@@ -631,7 +632,10 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
             )
         )
     result.blocks = sorted(blocks_dir / path.name for _, path in output.blocks)
-    say(f"{len(result.blocks)} block(s) in {blocks_dir}")
+    say(
+        f"{len(result.blocks)} block(s) in {blocks_dir}"
+        + ("; the previous run's blocks there are replaced" if replaced else "")
+    )
     print(how_to_load(blocks_dir), file=sys.stdout)
 
 
