@@ -73,7 +73,7 @@ def backfill_both(
     if blocks is None:
         got = read_openmetrics(result.openmetrics)
     else:
-        assert [p.name for p in output.iterdir()] == ["blocks", "replay.om"]
+        assert sorted(p.name for p in output.iterdir()) == ["blocks", "replay.om"]
         got = dumped_samples(output / "blocks", output.parent)
     return got, read_openmetrics(reference), result
 
