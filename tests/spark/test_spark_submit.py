@@ -82,6 +82,7 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m"}
     port, web_ui = server_port(), server_port()
+    folder.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(
             managed(
