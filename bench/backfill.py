@@ -131,15 +131,17 @@ def backfill_seconds(
     master: str,
     step: int,
     spark_settings: dict[str, str] | None = None,
+    blocks: bool = False,
 ) -> tuple[float, int]:
-    """The whole `kvq-backfill` command in a fresh process: (seconds, samples written).
+    """The whole `kvq-backfill` command in a fresh process: (seconds, samples written); with
+    `blocks`, `--blocks` (TSDB blocks written by the tasks) instead of the OpenMetrics file.
 
     `spark_settings` reach its Spark as `--conf` options (PYSPARK_SUBMIT_ARGS), as a user's
     spark-submit would pass them: the command itself is unchanged."""
     command = [
         sys.executable, "-m", "spark.cli", "--archive", str(archive.root),
         "--config", str(archive.config), "--output", str(out), "--master", master,
-        "--step", f"PT{step}S",
+        "--step", f"PT{step}S", *(("--blocks",) if blocks else ()),
     ]  # fmt: skip
     env = dict(os.environ)
     if spark_settings:
@@ -304,6 +306,11 @@ def ten_million(tmp: Path, step: int) -> float:
     print(f"  samples: {samples} (replay: {replay_samples})")
     print(f"  plain-Python replay / kvq-backfill:           {replay / spark:5.2f}x  (goal >= 2x)")
     (tmp / "10m-spark" / "kafka.om").unlink()
+    blocks, block_samples = backfill_seconds(ten, tmp / "10m-blocks", "local[*]", step, blocks=True)
+    print(f"  kvq-backfill --blocks (local[*]):             {rate(ten.rows, blocks)}", flush=True)
+    print(f"  samples in the blocks: {block_samples}")
+    print(f"  plain-Python replay / kvq-backfill --blocks:  {replay / blocks:5.2f}x  ({load()})")
+    shutil.rmtree(tmp / "10m-blocks")
     return spark / ten.rows
 
 
@@ -346,16 +353,16 @@ class LoggedRun:
 def logged_backfill(
     archive: Archive, out: Path, master: str, step: int, settings: dict[str, str] | None = None
 ) -> LoggedRun:
-    """`backfill_seconds` with Spark's event log on, kept beside `out` (`--keep`: for reading
-    again); the output is removed (gigabytes)."""
+    """`backfill_seconds --blocks` with Spark's event log on, kept beside `out` (`--keep`: for
+    reading again); the output is removed (gigabytes)."""
     events = out.with_name(f"{out.name}-event-log")
     shutil.rmtree(events, ignore_errors=True)
     events.mkdir(parents=True)
     confs = {**event_log_settings(events), **(settings or {})}
-    seconds, samples = backfill_seconds(archive, out, master, step, confs)
+    seconds, samples = backfill_seconds(archive, out, master, step, confs, blocks=True)
     ended = time.time()
     log = read_event_log(events)
-    written = sum(p.stat().st_size for p in out.glob("*.om"))
+    written = sum(p.stat().st_size for p in (out / "blocks").rglob("*") if p.is_file())
     shutil.rmtree(out)
     return LoggedRun(seconds, samples, log, written, ended)
 
@@ -371,7 +378,7 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
     print(
         f"  kvq-backfill --master local[1], split as on {split} cores "
         f"(spark.default.parallelism={split}), event log on: {run.seconds:.1f} s, "
-        f"{run.samples} samples, {run.output_bytes / 1e9:.2f} GB of OpenMetrics",
+        f"{run.samples} samples, {run.output_bytes / 1e9:.2f} GB of TSDB blocks",
         flush=True,
     )
     outside = run.outside
@@ -380,6 +387,12 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
     print("  the whole command (the goal's measure: Python's and the JVM's start and exit in):")
     for line in scaling_lines(run.log, outside):
         print(f"  {line}")
+    driver = driver_gaps(run.log, outside, run.outside_after).total
+    on_16 = predicted_seconds(run.log, 16, outside)
+    print(
+        f"  driver-only {driver:.1f} s: {driver / on_16:.0%} of the 16-core prediction "
+        f"({on_16:.1f} s), {driver / predicted_seconds(run.log, 64, outside):.0%} of the 64-core"
+    )
     print(f"  {application_scaling_line(run.log)}")
     print(
         f"  the same with every task taking its CPU time ({run.log.costs.cpu:.1f} s in all: on "
@@ -409,113 +422,6 @@ def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) ->
         )
 
 
-def promtool_rate(tmp: Path, archive: Archive, step: int) -> float | None:
-    """promtool's samples per second turning a backfill's OpenMetrics into blocks as `--blocks`
-    runs it (split by block range, side by side); None: no promtool here."""
-    from spark.promtool_blocks import PromtoolError, create_blocks
-
-    out = tmp / "promtool"
-    _, samples = backfill_seconds(archive, out, "local[*]", step)
-    started = time.perf_counter()
-    try:
-        create_blocks([out / "kafka.om"], out / "blocks", out / "work")
-    except PromtoolError:
-        return None
-    finally:
-        seconds = time.perf_counter() - started
-        shutil.rmtree(out)
-    return samples / seconds
-
-
-def whole_file_promtool(openmetrics: Path, blocks: Path, cap: float, hours: int | None = None):
-    """promtool on the whole file in one run, as `--blocks` ran it before (2-hour blocks, or
-    `--max-block-duration`): (seconds, blocks built, whether it finished within `cap` seconds)."""
-    from spark.promtool_blocks import find_promtool
-
-    shutil.rmtree(blocks, ignore_errors=True)
-    command = [find_promtool(), "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
-    if hours is not None:
-        command.append(f"--max-block-duration={hours}h")
-    started = time.perf_counter()
-    process = subprocess.Popen([*command, str(openmetrics), str(blocks)])
-    try:
-        finished = process.wait(cap) == 0
-    except subprocess.TimeoutExpired:
-        finished = False
-    finally:
-        process.kill()
-        process.wait()
-    seconds = time.perf_counter() - started
-    built = sum(1 for b in blocks.iterdir() if (b / "meta.json").is_file())
-    shutil.rmtree(blocks)
-    return seconds, built, finished
-
-
-def split_promtool(openmetrics: Path, work: Path, workers: int) -> tuple[float, float, int]:
-    """`--blocks` as it runs now (`spark.promtool_blocks.create_blocks`), `workers` promtool
-    runs at a time: (seconds in all, seconds of the split alone, blocks)."""
-    from spark.block_ranges import split_by_block_range
-    from spark.promtool_blocks import BLOCK_RANGE, create_blocks
-
-    shutil.rmtree(work, ignore_errors=True)
-    started = time.perf_counter()
-    split_by_block_range(openmetrics, work / "split-only", BLOCK_RANGE)
-    split = time.perf_counter() - started
-    shutil.rmtree(work)
-    started = time.perf_counter()
-    blocks = create_blocks([openmetrics], work / "blocks", work / "input", workers=workers)
-    seconds = time.perf_counter() - started
-    shutil.rmtree(work)
-    return seconds, split, len(blocks)
-
-
-def promtool_comparison(tmp: Path, size: str, step: int, cap: float) -> None:
-    """The same OpenMetrics file into blocks: promtool on the whole file (before) against the
-    file split by block range with promtool runs side by side (`--blocks` now)."""
-    from spark.promtool_blocks import BLOCK_RANGE_HOURS
-
-    archive = sized_archive(tmp, size)
-    class_archive_written(archive, tmp, step)
-    out = tmp / f"{size}-promtool"
-    _, samples = backfill_seconds(archive, out, "local[*]", step)
-    om = out / "kafka.om"
-    print(
-        f"\n{size.upper()} rows: {archive.label}; {samples / 1e6:.1f}M samples, "
-        f"{om.stat().st_size / 1e9:.2f} GB of OpenMetrics; {load()}",
-        flush=True,
-    )
-    cores = len(os.sched_getaffinity(0))
-    now, split, blocks = split_promtool(om, tmp / "promtool-work", cores)
-    print(
-        f"  --blocks now: split by {BLOCK_RANGE_HOURS}h range ({split:.1f} s of it), {cores} "
-        f"promtool runs at a time: {now:7.1f} s, {blocks} blocks, "
-        f"{samples / now / 1e6:.2f}M samples/s",
-        flush=True,
-    )
-    one, _, _ = split_promtool(om, tmp / "promtool-work", 1)
-    print(f"  the same, one promtool run at a time:  {one:7.1f} s", flush=True)
-    for hours in (BLOCK_RANGE_HOURS, 486):
-        seconds, built, finished = whole_file_promtool(om, tmp / "promtool-blocks", cap, hours)
-        shown = f"{seconds:7.1f} s" if finished else f"stopped after {seconds:.0f} s"
-        print(
-            f"  whole file, --max-block-duration={hours}h:  {shown}, {built} blocks",
-            flush=True,
-        )
-    seconds, built, finished = whole_file_promtool(om, tmp / "promtool-blocks", cap)
-    ranges = blocks * BLOCK_RANGE_HOURS // 2
-    if finished:
-        before = f"{seconds:7.1f} s, {built} blocks"
-    else:  # the rest at the pace so far: every block is one more parse of the whole file
-        before = (
-            f"stopped after {seconds:.0f} s with {built} of ~{ranges} blocks: "
-            f"~{seconds * ranges / max(built, 1):.0f} s at that pace"
-        )
-    print(f"  before, whole file, 2-hour blocks:     {before}", flush=True)
-    estimated = seconds if finished else seconds * ranges / max(built, 1)
-    print(f"  before / now: {estimated / now:.0f}x  ({load()})", flush=True)
-    shutil.rmtree(out)
-
-
 def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> None:
     """The backfill's scale-out read from Spark's event log (`bench.spark_event_log`)."""
     runs = [model_run(tmp, size, step, split) for size in sorted(sizes, key=shape_rows)]
@@ -541,7 +447,7 @@ def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> 
         )
     if check:
         check_the_model(tmp, *runs[-1], step)
-    a_year_of_a_fleet(tmp, *runs[-1], step, runs[0][0] if check else None)
+    a_year_of_a_fleet(*runs[-1])
 
 
 YEAR_OF_POLLS = 365 * 24 * 3600 // 30
@@ -549,61 +455,44 @@ YEAR_OF_A_FLEET = 1000 * 12 * YEAR_OF_POLLS
 """Log-dir rows of a year of 1,000 brokers x 12 log dirs polled every 30 s (12.6 billion)."""
 
 
-def a_year_of_a_fleet(
-    tmp: Path, archive: Archive, run: LoggedRun, step: int, promtool: Archive | None
-) -> None:
+def a_year_of_a_fleet(archive: Archive, run: LoggedRun) -> None:
     """The model run extrapolated to `YEAR_OF_A_FLEET` on `MODEL_CORES` cores: the stages keep
-    their task time per row (`grown_stages_seconds`); each driver-only gap grows with what it
-    works through: the archive's bytes (the driver inflates every .gz once before the first
-    stage), the polls (its pass between the stages), the output (the concatenation after).
-    With `promtool`, promtool's rate is measured on that archive's output."""
+    their task time per row (`grown_stages_seconds`; the blocks are written inside them, and the
+    cluster-wide series' stage, which grows with the polls only, is grown with the rows too);
+    the driver-only time before the first stage is the start (fixed: the archive is inflated by
+    the read tasks), between and after the stages it grows with the polls (its pass over them,
+    the cluster-wide series, moving the blocks: one per block range and part)."""
     rows = YEAR_OF_A_FLEET / archive.rows
+    polls = YEAR_OF_POLLS / archive.polls
     gaps = driver_gaps(run.log, run.outside, run.outside_after)
-    gzip_bytes = archive.megabytes * 1e6 * rows
-    before = gaps.before + gzip_bytes / gzip_check_rate(archive)
-    between = gaps.between * YEAR_OF_POLLS / archive.polls
-    # the concatenation grows with the output; the process's exit after the application does not
-    after = (gaps.after - gaps.outside_after) * rows + gaps.outside_after
+    before = gaps.before
+    between = gaps.between * polls
+    # the process's exit after the application does not grow
+    after = (gaps.after - gaps.outside_after) * polls + gaps.outside_after
     stages = grown_stages_seconds(run.log, rows, MODEL_CORES)
     on_cpu = grown_stages_seconds(on_dedicated_cores(run.log), rows, MODEL_CORES)
-    total = before + between + after + stages
+    driver = before + between + after
+    total = driver + stages
     samples = run.samples * rows
     print(
         f"\n  a year of 1,000 brokers x 12 log dirs at 30 s ({YEAR_OF_A_FLEET / 1e9:.1f} billion "
         f"log-dir rows, {YEAR_OF_POLLS / 1e6:.2f}M polls) on {MODEL_CORES} executor cores, from "
-        f"the {archive.rows / 1e6:.1f}M-row run: {total / 3600:.1f} h "
-        f"({(total - stages + on_cpu) / 3600:.1f} h with every task taking its CPU time)"
+        f"the {archive.rows / 1e6:.1f}M-row run: {total / 3600:.2f} h "
+        f"({(total - stages + on_cpu) / 3600:.2f} h with every task taking its CPU time; goal "
+        "<= 1 h)"
     )
     print(
         f"    stages {stages / 3600:.2f} h ({on_cpu / 3600:.2f} h on CPU time; task time per row "
-        f"as measured, each stage's tasks growing with the rows up to {MAX_TASKS_PER_STAGE})"
+        f"as measured, each stage's tasks growing with the rows up to {MAX_TASKS_PER_STAGE}), "
+        f"the blocks written inside them: {samples / 1e9:.0f} billion samples, "
+        f"{run.output_bytes * rows / 1e12:.2f} TB of blocks"
     )
     print(
-        f"    driver-only {(before + between + after) / 3600:.2f} h: before the first stage "
-        f"{before / 3600:.2f} h (inflating {gzip_bytes / 1e9:.0f} GB of .gz once), between stages "
-        f"{between / 3600:.2f} h (its pass over the polls), after the last {after / 3600:.2f} h "
-        f"(the concatenation: {run.output_bytes * rows / 1e12:.1f} TB of OpenMetrics, "
-        f"{samples / 1e9:.0f} billion samples)"
+        f"    driver-only {driver / 3600:.3f} h = {driver / total:.1%} of the whole (goal <= 10%): "
+        f"before the first stage {before:.0f} s (the start), between stages {between:.0f} s (its "
+        f"pass over the polls, the cluster-wide series), after the last {after:.0f} s (moving "
+        "the blocks, the exit)"
     )
-    if promtool is None:
-        return
-    rate = promtool_rate(tmp, promtool, step)
-    if rate is not None:
-        print(
-            f"    then promtool's blocks: {rate / 1e6:.2f}M samples/s here, over "
-            f"{promtool.hours / 24:.0f} days: "
-            f"{samples / rate / 3600:.1f} h at that rate (the file split by block range, "
-            "each part parsed twice)"
-        )
-
-
-def gzip_check_rate(archive: Archive) -> float:
-    """Bytes of .gz per second of CPU the driver's check of the archive (`damaged_files`) takes."""
-    from spark.archive_files import archive_files, damaged_files
-
-    started = time.process_time()
-    damaged_files(archive_files(archive.root))
-    return archive.megabytes * 1e6 / (time.process_time() - started)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -629,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model-only",
         action="store_true",
-        help="with --scaling: only the runs the model reads (no local[1]/local[2] check, no "
-        "promtool run)",
+        help="with --scaling: only the runs the model reads (no local[1]/local[2] check)",
     )
     parser.add_argument(
         "--split-cores",
@@ -638,19 +526,6 @@ def main(argv: list[str] | None = None) -> int:
         default=MODEL_CORES,
         metavar="N",
         help=f"with --scaling: split the work as on N cores (default {MODEL_CORES})",
-    )
-    parser.add_argument(
-        "--promtool",
-        action="store_true",
-        help="for each of --sizes: promtool turning the same output into blocks, split by "
-        "block range side by side (--blocks now) against the whole file (before)",
-    )
-    parser.add_argument(
-        "--promtool-cap",
-        type=float,
-        default=900.0,
-        metavar="SECONDS",
-        help="with --promtool: stop a whole-file promtool run after this long and extrapolate",
     )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
@@ -670,10 +545,6 @@ def main(argv: list[str] | None = None) -> int:
         given = ",".join(sorted(sizes - known))
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
-        if args.promtool:
-            for size in sorted(sizes, key=shape_rows):
-                promtool_comparison(Path(tmp), size, args.step, args.promtool_cap)
-            return 0
         if args.scaling:
             scaling(Path(tmp), sorted(sizes), args.step, not args.model_only, args.split_cores)
             return 0

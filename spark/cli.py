@@ -38,13 +38,15 @@ What it does:
   with Spark, and writes what the exporter would have published at every grid time (multiples of
   --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om
   (OUTPUT/<cluster>.<scenario>.om with --scenario), for the cluster --cluster-name or
-  kvq.cluster.name names, else for every cluster in the archive.
+  kvq.cluster.name names, else for every cluster in the archive. With --blocks, TSDB blocks in
+  OUTPUT/blocks instead, written by the Spark tasks themselves (promtool on each executor's PATH),
+  18 hours of a part of the volumes each: no step holds a cluster's samples in one process.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
   An unreadable or damaged archive file, an impossible poll time (milliseconds, in the future) or
   more than 1,000,000 grid times per cluster stop the run naming the file (narrow: --start/--end).
 
 Examples:
-  # the history, then TSDB blocks for Prometheus
+  # the history as TSDB blocks for Prometheus
   kvq-backfill --archive /var/lib/kvq/archive --config kvq.properties --output out --blocks
 
   # what would a 5% limit have done last month? (series labelled scenario="ratio5")
@@ -63,7 +65,7 @@ Examples:
 Loading the blocks: raise Prometheus's --storage.tsdb.retention.time first to reach back to your
 oldest sample (Prometheus DELETES blocks older than it, default 15d, as it loads them), then copy
 OUTPUT/blocks/* into its --storage.tsdb.path: a running Prometheus loads new blocks within a
-minute, no restart needed.
+minute, no restart needed, and merges the blocks that overlap (2.39 and later: no flag).
 
 Faster starts: the first local run saves Spark's classes (~170 MB) in $KVQ_CACHE_DIR, else
 $XDG_CACHE_HOME/kvq, else ~/.cache/kvq; later runs start from them. Delete it to reclaim the space.
@@ -113,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--blocks",
         action="store_true",
-        help="also build TSDB blocks in OUTPUT/blocks with promtool (18-hour blocks, a promtool "
-        "run per core side by side)",
+        help="write TSDB blocks into OUTPUT/blocks instead of OpenMetrics files: each Spark task "
+        "builds the blocks of its shards (18 hours of a part of the volumes) with promtool, "
+        "which must be on every executor's PATH",
     )
     parser.add_argument(
         "--scenario", metavar="NAME", help="label every series scenario=NAME (a what-if replay)"

@@ -16,8 +16,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import unquote
@@ -43,6 +42,7 @@ from spark.poll_history import (
 )
 from spark.promtool_blocks import usable_cores
 from spark.series_sources import EVENTS, GLOBAL
+from spark.shard_blocks import BLOCK_RANGE
 
 MAX_BAD_LINES_SHOWN = 20
 ROWS_PER_SHUFFLE_PARTITION = 125_000
@@ -65,6 +65,9 @@ class BackfillRequest:
     end: float | None = None
     scenario: str | None = None
     blocks: bool = False
+    """Write TSDB blocks (OUTPUT/blocks), built by the executors, instead of OpenMetrics files."""
+    block_range: int = BLOCK_RANGE
+    """Seconds each block spans at most (promtool's ranges: 2h x 3^n)."""
     master: str | None = None
     prometheus_url: str | None = None
     max_bad_lines: int | None = None
@@ -79,6 +82,7 @@ class BackfillRequest:
 class ClusterOutput:
     cluster: str
     openmetrics: Path
+    """The OpenMetrics file, or with --blocks the blocks folder."""
     samples: int
     grid_times: int
     observations: int
@@ -198,7 +202,7 @@ SUCCESSES = ".spark-successes"
 BLOCKS = "blocks"
 PENDING_BLOCKS = ".blocks.tmp"
 OLD_BLOCKS = ".blocks.old"
-BLOCK_INPUT = ".promtool-input"
+STAGING = ".blocks-staging"
 
 
 def work_folders(output: Path) -> tuple[Path, ...]:
@@ -208,7 +212,7 @@ def work_folders(output: Path) -> tuple[Path, ...]:
         output / SUCCESSES,
         output / PENDING_BLOCKS,
         output / OLD_BLOCKS,
-        output / BLOCK_INPUT,
+        output / STAGING,
     )
 
 
@@ -221,12 +225,7 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     from spark.session import stop_local_jvm
 
     try:
-        result = _run(request, say)
-        # After `_run` has returned: no Python object of its Spark work is left to be collected
-        # (collecting one talks to the JVM, stopped if promtool's runs are interrupted).
-        if request.blocks and result.outputs:
-            result.blocks = _blocks([o.openmetrics for o in result.outputs], request.output, say)
-        return result
+        return _run(request, say)
     except KeyboardInterrupt:
         stop_local_jvm()
         raise
@@ -248,25 +247,11 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     except ArchiveError as exc:
         raise BackfillError(str(exc)) from None
     say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    # Every .gz is inflated once on the driver while the JVM starts and the archive's DataFrame
-    # is built (no Spark job reads a file before the check is done): Hadoop's codec would fail
-    # the read task on a damaged one with a Java stack trace naming the file only deep inside.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvq-gzip-check") as checking:
-        damaged = checking.submit(damaged_files, files, usable_cores())
-        spark = spark_session(request.master, classes=request.classes)
-        # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed
-        # once, cached as parsed (reading the cache back is several times cheaper than parsing
-        # again).
-        records = read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK)
-        problems = damaged.result()
-    if problems:
-        raise BackfillError(
-            one_line(
-                "damaged archive file",
-                problems,
-                "restore each from a copy or move it out of the archive directory",
-            )
-        )
+    spark = spark_session(request.master, classes=request.classes)
+    # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once, by
+    # the tasks (each .gz inflated where it is read), cached as parsed (reading the cache back is
+    # several times cheaper than parsing again).
+    records = read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK)
     say(f"reading {len(files)} archive files under {request.archive}")
     archive = ArchiveRows(records)
     stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
@@ -279,7 +264,7 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
         unreadable = _unreadable_archive_file(exc)
         if unreadable is None:
             raise
-        raise unreadable from None
+        raise _damaged_archive_files(files) or unreadable from None
     finally:
         # Not while an interrupt unwinds: the call it interrupted left this thread's connection
         # to the JVM mid-answer (a call now would wait for the job, then read its answer).
@@ -309,6 +294,23 @@ def _unreadable_archive_file(error: Exception) -> BackfillError | None:
         exception = exception.rsplit(".", 1)[-1]
         reason = f"{message} ({exception})" if message else exception
     return BackfillError(f"archive file {path} cannot be read: {reason}")
+
+
+def _damaged_archive_files(files: list[Path]) -> BackfillError | None:
+    """After a read task failed: every damaged .gz file of the archive named in one line, or
+    None. Only then are the .gz files inflated on the driver: the tasks inflate them as they
+    read them, and Hadoop's codec fails a task on any damage (truncated, not gzip, bytes after
+    the last member, zero padding) naming only the first file, deep in a Java stack trace."""
+    problems = damaged_files(files, usable_cores())
+    if not problems:
+        return None
+    return BackfillError(
+        one_line(
+            "damaged archive file",
+            problems,
+            "restore each from a copy or move it out of the archive directory",
+        )
+    )
 
 
 def _check_poll_times(cluster: str, lines: ClusterLines, now: float) -> None:
@@ -376,6 +378,9 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
     request.output.mkdir(parents=True, exist_ok=True)
     work_dir = request.output / PARTS
     catalog = list(backfilled(config.limit, config.policy.gauges))
+    if request.blocks:
+        _backfill_blocks(spark, archive, request, result, plans, catalog, found, say)
+        return
     say("computing and writing the series")
     spark_samples = _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found)
     check_interval = config.check_interval.total_seconds()
@@ -411,15 +416,33 @@ def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, 
 def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found) -> list[int]:
     """The one Spark job over the log-dir rows: per-volume series and run events, as part files;
     returns the sample lines written per cluster (by `plans` index)."""
-    from spark.metric_rows import counting_samples, volume_lines
+    from spark.metric_rows import counting_samples
     from spark.openmetrics_writer import write_parts
+
+    lines, counted = counting_samples(
+        _volume_lines(spark, archive, request, plans, catalog, found), len(plans)
+    )
+    try:
+        write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
+    except Exception as exc:  # Spark's, with the JVM's stack trace in its text
+        cause = io_cause(str(exc))
+        if cause is None or READ_FAILURE.search(str(exc)):  # an archive file's, not the parts'
+            raise
+        raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
+    return [counted.get[str(index)] for index in range(len(plans))]
+
+
+def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
+    """The per-volume lines and the runs' events of every plan's cluster (a DataFrame:
+    `spark.metric_rows.volume_lines`, cut into `shards` when given)."""
+    from spark.metric_rows import volume_lines
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
     # The successes reach the executors as a small JSON file (createDataFrame of Python rows
-    # starts Python workers to read them: a second on every run), in a folder beside the parts
-    # (their write clears theirs) and under a name that is not hidden (Spark would skip it).
-    table = work_dir.with_name(SUCCESSES) / "successes.json"
+    # starts Python workers to read them: a second on every run), in a folder of its own
+    # and under a name that is not hidden (Spark would skip it).
+    table = request.output / SUCCESSES / "successes.json"
     count = 0
     try:
         table.parent.mkdir(parents=True, exist_ok=True)
@@ -444,17 +467,7 @@ def _write_volume_parts(spark, archive, request, plans, catalog, work_dir, found
     )
     runs = volume_runs(described, validity, hold)
     grids = [p.grid for p in plans]
-    lines, counted = counting_samples(
-        volume_lines(runs, grids, catalog, request.scenario, config.cluster_label), len(plans)
-    )
-    try:
-        write_parts(spark, lines, len(catalog) * len(plans) + 8, work_dir)
-    except Exception as exc:  # Spark's, with the JVM's stack trace in its text
-        cause = io_cause(str(exc))
-        if cause is None or READ_FAILURE.search(str(exc)):  # an archive file's, not the parts'
-            raise
-        raise BackfillError(f"cannot write the part files in {work_dir}: {cause}") from None
-    return [counted.get[str(index)] for index in range(len(plans))]
+    return volume_lines(runs, grids, catalog, request.scenario, config.cluster_label, shards)
 
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
@@ -484,23 +497,26 @@ SUCCESS_SCHEMA = (
 
 
 def read_events(folder: Path) -> dict[int, VolumeDeltas]:
-    """The runs' event lines (`spark.volume_history.events`) summed per success."""
+    """The runs' event lines (`spark.volume_history.events`) of the part files in `folder`,
+    summed per success."""
+    return summed_events(line for part in part_files(folder) for line in text_lines(part))
+
+
+def summed_events(lines: Iterable[str]) -> dict[int, VolumeDeltas]:
+    """Event lines (`spark.volume_history.events`) summed per success."""
     deltas: dict[int, VolumeDeltas] = {}
-    for part in part_files(folder):
-        for line in text_lines(part):
-            *counts, factor = line.split()
-            sseq, cached, cached_violating, held, hold_expired, evicted, throttling = map(
-                int, counts
-            )
-            change = VolumeDeltas(
-                cached,
-                cached_violating,
-                held,
-                hold_expired,
-                evicted,
-                {float(factor): throttling} if throttling else {},
-            )
-            deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + change
+    for line in lines:
+        *counts, factor = line.split()
+        sseq, cached, cached_violating, held, hold_expired, evicted, throttling = map(int, counts)
+        change = VolumeDeltas(
+            cached,
+            cached_violating,
+            held,
+            hold_expired,
+            evicted,
+            {float(factor): throttling} if throttling else {},
+        )
+        deltas[sseq] = deltas.get(sseq, VolumeDeltas()) + change
     return deltas
 
 
@@ -544,37 +560,116 @@ def _grid(
     return grid
 
 
-def _blocks(openmetrics: list[Path], output: Path, say) -> list[Path]:
-    """TSDB blocks of `openmetrics` in output/blocks, replacing the blocks a previous run left
-    there (over the same times: both would be loaded). Built in a folder of their own, swapped in
-    once all are built: a failed or interrupted run leaves the previous blocks as they were."""
-    from spark.block_ranges import LayoutError
-    from spark.promtool_blocks import PromtoolError, create_blocks, how_to_load
+def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say) -> None:
+    """`--blocks`: every task writes the blocks of its shards (`spark.shard_blocks`), the driver
+    then the cluster-wide series' (one task per block range's file, of its grid states), and
+    moves the finished block folders into OUTPUT/blocks, replacing a previous run's."""
+    from spark.promtool_blocks import PromtoolError, find_promtool, how_to_load
+    from spark.shard_blocks import (
+        ShardError,
+        ShardOutput,
+        ShardPlan,
+        global_lines_by_shard,
+        pipe_shards,
+    )
 
-    blocks_dir, pending, old = output / BLOCKS, output / PENDING_BLOCKS, output / OLD_BLOCKS
-    work_dir = output / BLOCK_INPUT
-    say(f"building TSDB blocks with promtool into {blocks_dir}")
-    for folder in (pending, work_dir):
-        shutil.rmtree(folder, ignore_errors=True)
+    span = request.block_range
     try:
-        built = create_blocks(openmetrics, pending, work_dir, say)
-    except (PromtoolError, LayoutError) as exc:
+        find_promtool()  # here, for a clear error; executors run the one on their PATH
+    except PromtoolError as exc:
         raise BackfillError(str(exc)) from None
-    except OSError as exc:  # a full disk: promtool's input, split by time, is a copy of the file
-        raise BackfillError(
-            f"cannot build the blocks in {work_dir}: {exc.strerror or exc}"
-        ) from None
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
-    replaced = blocks_dir.exists()
-    if replaced:
+    staging = request.output / STAGING
+    shutil.rmtree(staging, ignore_errors=True)
+    ranges = sum(
+        p.grid.time(p.grid.last) // span - p.grid.time(p.grid.first) // span + 1 for p in plans
+    )
+    rows = sum(found[p.cluster].log_dirs for p in plans)
+    shards = ShardPlan.sized(rows, ranges, spark.sparkContext.defaultParallelism, span)
+    say(
+        f"computing the series and writing their blocks: {ranges} block range(s) of "
+        f"{shards.hours}h x {shards.parts} part(s) of the volumes, promtool in each task"
+    )
+    output = ShardOutput()
+    try:
+        lines = _volume_lines(spark, archive, request, plans, catalog, found, shards)
+        output.add(pipe_shards(spark, lines, staging / "volumes", shards.hours))
+        events: dict[int, list[str]] = {}
+        for path in output.events:
+            with open(path, encoding="utf-8") as stream:
+                for line in stream:
+                    owner, _, event = line.partition(" ")
+                    events.setdefault(int(owner), []).append(event)
+        table = staging / "cluster-wide" / "series.txt"
+        table.parent.mkdir(parents=True)
+        say(f"writing the cluster-wide series' blocks ({len(plans)} cluster(s))")
+        with open(table, "w", encoding="utf-8") as out:
+            for index, plan in enumerate(plans):
+                states = list(
+                    plan.history.grid_states(plan.grid, summed_events(events.get(index, [])))
+                )
+                for line in global_lines_by_shard(
+                    index, states, span, _cluster_wide(request, plan, catalog)
+                ):
+                    out.write(line)
+        series = spark.read.text(hadoop_read_path(table))
+        output.add(pipe_shards(spark, series, staging / "cluster-wide", shards.hours))
+    except ShardError as exc:
+        raise BackfillError(f"cannot build the blocks in {staging}: {exc}") from None
+    except OSError as exc:  # the driver's own writes into the staging folder
+        reason = exc.strerror or exc
+        raise BackfillError(f"cannot build the blocks in {staging}: {reason}") from None
+    samples = [output.samples(index) for index in range(len(plans))]
+    replaced = (request.output / BLOCKS).exists()
+    blocks_dir = _move_blocks([path for _, path in output.blocks], request.output)
+    for index, plan in enumerate(plans):
+        result.outputs.append(
+            ClusterOutput(
+                plan.cluster,
+                blocks_dir,
+                samples[index],
+                len(plan.grid),
+                found[plan.cluster].observations,
+            )
+        )
+    result.blocks = sorted(blocks_dir / path.name for _, path in output.blocks)
+    say(
+        f"{len(result.blocks)} block(s) in {blocks_dir}"
+        + ("; the previous run's blocks there are replaced" if replaced else "")
+    )
+    print(how_to_load(blocks_dir), file=sys.stdout)
+
+
+def _cluster_wide(request: BackfillRequest, plan: _Plan, catalog):
+    """The sample lines of the cluster-wide families for some grid states of `plan`'s cluster."""
+    config = request.config
+    labels = {config.cluster_label: plan.cluster}
+    if request.scenario:
+        labels["scenario"] = request.scenario
+    check_interval = config.check_interval.total_seconds()
+
+    def lines(states):
+        stamps = timestamp_suffixes(states)
+        for family in catalog:
+            if family.short in GLOBAL:
+                yield from global_lines(
+                    family, states, config.limit, check_interval, labels, stamps
+                )
+
+    return lines
+
+
+def _move_blocks(blocks: list[Path], output: Path) -> Path:
+    """The finished block folders moved (renamed) into a folder of their own, then swapped in
+    for OUTPUT/blocks: a previous run's blocks over the same times would both be loaded. A run
+    stopped before the swap leaves OUTPUT/blocks as it was, and no block is ever partial there."""
+    blocks_dir, pending, old = output / BLOCKS, output / PENDING_BLOCKS, output / OLD_BLOCKS
+    shutil.rmtree(pending, ignore_errors=True)
+    pending.mkdir(parents=True)
+    for block in blocks:
+        block.rename(pending / block.name)
+    if blocks_dir.exists():
         shutil.rmtree(old, ignore_errors=True)
         blocks_dir.rename(old)
     pending.rename(blocks_dir)
     shutil.rmtree(old, ignore_errors=True)
-    say(
-        f"promtool created {len(built)} block(s)"
-        + (f"; the previous run's blocks in {blocks_dir} are replaced" if replaced else "")
-    )
-    print(how_to_load(blocks_dir), file=sys.stdout)
-    return [blocks_dir / block.name for block in built]
+    return blocks_dir

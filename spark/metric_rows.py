@@ -13,6 +13,7 @@ from kvq.contract.metric_families import MetricFamily
 from spark.evaluation_grid import EvaluationGrid
 from spark.openmetrics_text import MAX_EXACT_INTEGER
 from spark.series_sources import EVENTS, PER_VOLUME, families
+from spark.shard_blocks import ShardPlan
 from spark.volume_history import event_factor, events
 
 
@@ -73,8 +74,13 @@ def volume_lines(
     catalog: list[MetricFamily],
     scenario: str | None,
     cluster_label: str,
+    shards: ShardPlan | None = None,
 ) -> DataFrame:
     """cluster_index, family, text: the per-volume samples and the runs' events (family EVENTS).
+
+    With `shards` (`spark.shard_blocks`), one column `text` instead: each sample line after its
+    shard and a tab, in shard order in each task, each event line after its cluster_index and a
+    space.
 
     In each partition every series comes out whole and in time order (a volume's runs are
     consecutive there, ordered by success), the families interleaved: the writer splits them,
@@ -115,27 +121,34 @@ def volume_lines(
         for index, family, short in families(catalog)
         if short in PER_VOLUME
     ]
+    event_lines = events(F.col("factor_text"))
+    if shards is not None:  # the driver reads the events of every cluster from one file
+        owner = F.concat(F.col("cluster_index").cast("string"), F.lit(" "))
+        event_lines = [F.concat(owner, line) for line in event_lines]
     texts = runs.select(
         "cluster_index",
+        *(("broker_id", "log_dir") if shards is not None else ()),
         "labels",
         step.alias("step"),
         lo.alias("lo"),
         hi.alias("hi"),
-        F.concat_ws("\n", *events(F.col("factor_text"))).alias("events"),
+        F.concat_ws("\n", *event_lines).alias("events"),
         *(value.alias(f"value{index}") for index, _, value in samples),
     )
+    if shards is not None:
+        texts = shards.split(texts, F.col("step"), "events")
     lo, hi, happened = F.col("lo"), F.col("hi"), F.col("events")
     items = [
         F.when(hi >= lo, _item(index, F.col(f"value{index}"), lo, hi)) for index, _, _ in samples
     ]
     items.append(F.when(happened != "", _item(EVENTS, happened, F.lit(0), F.lit(0))))
     item = F.col("item")
+    kept = ("cluster_index", "labels", "step", *(("shard",) if shards is not None else ()))
     exploded = (
-        texts.select("cluster_index", "labels", "step", F.explode(F.array(*items)).alias("item"))
+        texts.select(*kept, F.explode(F.array(*items)).alias("item"))
         .filter(item.isNotNull())
         .select(
-            "cluster_index",
-            "labels",
+            *kept,
             "item",
             "step",
             F.explode(F.sequence(item.lo, item.hi)).alias("k"),
@@ -146,12 +159,14 @@ def volume_lines(
     name = F.lit(None).cast("string")
     for index, sample_name, _ in samples:
         name = F.when(item.family == index, F.lit(sample_name)).otherwise(name)
+    shard = (F.col("shard"), F.lit("\t")) if shards is not None else ()
+    columns = ("cluster_index", item.family.alias("family")) if shards is None else ()
     return exploded.select(
-        "cluster_index",
-        item.family.alias("family"),
+        *columns,
         F.when(item.family == EVENTS, item.text)
         .otherwise(
             F.concat(
+                *shard,
                 name,
                 F.col("labels"),
                 F.lit(" "),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -93,9 +96,34 @@ def stop_local_jvm() -> None:
     if jvm is None or jvm.poll() is not None:
         return
     STOPPING.set()
+    # The processes its tasks started (`spark.shard_blocks`: sh, awk, promtool): a stopped JVM
+    # leaves them running, so they are ended once it is.
+    helpers = descendants(jvm.pid)
     jvm.terminate()
     try:
         jvm.wait(STOP_SECONDS)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):  # or a second Ctrl-C: no waiting
         jvm.kill()
         jvm.wait()
+    finally:
+        for pid in helpers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """The processes below `pid` (children, theirs, ...), from /proc; [] where there is none."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])  # after the command, which may hold ")"
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -450,3 +450,37 @@ def test_a_changed_configuration_rolls_the_pods_under_kustomize(tmp_path) -> Non
     properties.write_text(properties.read_text() + "kvq.exporter.request.timeout=PT3S\n")
     assert names(overlay)["ConfigMap"] != before[overlay]["ConfigMap"]
     assert len(workloads(documents(kustomize_text(overlay)))) == 2
+
+
+BACKFILL_JOB = ROOT / "deploy" / "kubernetes" / "examples" / "backfill-job" / "job.yaml"
+"""docs/backfill.md's Kubernetes Job: kvq-backfill --blocks on the exporter's archive."""
+
+
+def test_the_backfill_job_example_validates_and_runs_the_documented_command() -> None:
+    """The example Job is valid Kubernetes (strict), runs `kvq-backfill --blocks` with flags it
+    has, on mounted paths (the output writable), with the exporter's properties file as the
+    chart renders it, from the backfill image of this version."""
+    from spark.cli import build_parser
+
+    text = BACKFILL_JOB.read_text()
+    assert kubeconform.kubeconform(text) == []
+    (job,) = [doc for doc in yaml.safe_load_all(text) if doc]
+    assert job["kind"] == "Job"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["image"] == f"kafka-volume-quotas-backfill:{PYPROJECT['project']['version']}"
+    args = build_parser().parse_args(container["args"])
+    assert args.blocks
+    mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+    config_dir, config_name = str(Path(args.config).parent), Path(args.config).name
+    assert {args.archive, args.output, config_dir} <= mounts.keys()
+    assert not mounts[args.output].get("readOnly")
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    config_map = volumes[mounts[config_dir]["name"]]["configMap"]
+    assert [item["path"] for item in config_map["items"]] == [config_name]
+    chart = render("helm-one-cluster")  # the chart's name; kustomize's carries a content hash
+    rendered_maps = {d["metadata"]["name"]: d for d in chart if d["kind"] == "ConfigMap"}
+    rendered_map = rendered_maps[config_map["name"]]
+    assert config_map["items"][0]["key"] in rendered_map["data"]
+    assert job["metadata"]["namespace"] == namespace_of("helm-one-cluster", rendered_map)

@@ -104,13 +104,20 @@ INVENTORY: dict[tuple[str, str], str] = {
     ),
     ("docs/enforcer.md", "1 user=U,client-id=C"): "a table of KIP-55 precedence levels",
     ("docs/backfill.md", "archive (*.jsonl"): "a diagram",
-    ("docs/backfill.md", "# 1. the series"): (
+    ("docs/backfill.md", "# 1. the history as TSDB blocks"): (
         f"{LIVE}::test_the_backfill_how_to; {HERE}::test_the_backfill_help_examples_are_the_docs"
     ),
     ("docs/backfill.md", "--scenario ratio5"): f"{LIVE}::test_the_backfill_what_if_examples",
-    ("docs/backfill.md", "spark-submit --master"): (
+    ("docs/backfill.md", "spark-submit --master spark://"): (
         f"{HERE}::test_the_backfill_help_examples_are_the_docs (--help's line); "
-        "tests/spark/test_spark_submit.py::test_the_help_spark_submit_line_runs_the_installed_module"
+        "tests/spark/test_spark_submit.py::"
+        "test_the_help_spark_submit_line_runs_the_installed_module; "
+        "tests/spark/test_spark_submit.py::"
+        "test_a_standalone_cluster_builds_the_same_blocks_as_local"
+    ),
+    ("docs/backfill.md", "spark-submit --master k8s://"): (
+        f"{HERE}::test_the_backfill_kubernetes_spark_submit_runs_the_documented_command "
+        "(no Kubernetes here: its flags and kvq-backfill's)"
     ),
     ("rules/README.md", "promtool check rules"): f"{HERE}::test_the_rules_readme_commands",
     ("docs/operating.md", "# prometheus.yml"): f"{HERE}::test_the_prometheus_configuration_example",
@@ -589,15 +596,33 @@ def test_the_backfill_help_examples_are_the_docs(tmp_path) -> None:
     joined = re.sub(r"\\\n\s*", "", epilog)
     lines = [line.strip() for line in joined.splitlines()]
     lines = [line for line in lines if line.startswith("kvq-backfill")]
-    how_to = commands(block("docs/backfill.md", "# 1. the series"), "kvq-backfill")
+    how_to = commands(block("docs/backfill.md", "# 1. the history as TSDB blocks"), "kvq-backfill")
     assert lines[0] == how_to[0]
-    (submit,) = commands(block("docs/backfill.md", "spark-submit --master"), "spark-submit")
+    (submit,) = commands(
+        block("docs/backfill.md", "spark-submit --master spark://"), "spark-submit"
+    )
     assert submit in [line.strip() for line in joined.splitlines()]
     parser = backfill_cli.build_parser()
     for line in lines:
         argv = [w for w in shlex.split(line)[1:] if w != "..."]
         known = {s for a in parser._actions for s in a.option_strings}
         assert {w for w in argv if w.startswith("--")} <= known, line
+
+
+def test_the_backfill_kubernetes_spark_submit_runs_the_documented_command() -> None:
+    """docs/backfill.md's spark-submit on Kubernetes' own scheduler: a k8s:// master, the
+    executors' image and the shared volume set, then the installed module with `kvq-backfill`
+    flags that parse, --blocks among them, on the volume's path."""
+    (submit,) = commands(block("docs/backfill.md", "spark-submit --master k8s://"), "spark-submit")
+    words = shlex.split(submit, posix=True)
+    assert words[words.index("--master") + 1].startswith("k8s://https://")
+    confs = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--conf")
+    assert confs["spark.kubernetes.executor.container.image"] == "$SPARK_IMAGE"
+    mount = confs["spark.kubernetes.executor.volumes.persistentVolumeClaim.kvq.mount.path"]
+    module = next(i for i, word in enumerate(words) if "spark.cli" in word)
+    args = backfill_cli.build_parser().parse_args(words[module + 1 :])
+    assert args.blocks
+    assert all(path.startswith(mount + "/") for path in (args.archive, args.output))
 
 
 def test_the_devkit_kafka_cluster_sketch_names_what_exists() -> None:

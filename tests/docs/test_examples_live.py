@@ -337,14 +337,13 @@ def test_the_backfill_how_to(tmp_path) -> None:
     years, the pitfall), which then answers for the archive. The same command again replaces the
     blocks in the output: only the second run's are there."""
     archive_and_config(tmp_path, DEFAULT_START)
-    how_to = block("docs/backfill.md", "# 1. the series")
+    how_to = block("docs/backfill.md", "# 1. the history as TSDB blocks")
     (command,) = commands(how_to, "kvq-backfill")
     backfill(command, tmp_path)
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["blocks", "prod-eu-1.om"]
-    assert (out / "prod-eu-1.om").read_text().endswith("# EOF\n")
+    assert sorted(p.name for p in out.iterdir()) == ["blocks"]
     first = block_names(out / "blocks")
-    assert len(first) == 1
+    assert first and all((out / "blocks" / name / "meta.json").is_file() for name in first)
     (copy,) = commands(how_to, "cp")
     storage = tmp_path / "root" / "var/lib/prometheus/metrics2"
     storage.mkdir(parents=True)
@@ -373,11 +372,11 @@ def test_the_backfill_how_to(tmp_path) -> None:
 
     again = backfill(command, tmp_path)
     second = block_names(out / "blocks")
-    assert len(second) == 1 and not second & first, "the first run's block is still there"
+    assert second and not second & first, "a block of the first run is still there"
     listing = run([PROMTOOL, "tsdb", "list", "out/blocks"], tmp_path)
     assert listing.returncode == 0, listing.stderr
     assert [line.split()[0] for line in listing.stdout.splitlines()[1:]] == sorted(second)
-    assert sorted(p.name for p in out.iterdir()) == ["blocks", "prod-eu-1.om"]
+    assert sorted(p.name for p in out.iterdir()) == ["blocks"]
     assert "replaced" in again.stderr and f"cp -r {out / 'blocks'}/*" in again.stdout
 
 

@@ -236,10 +236,11 @@ exec sleep 600
 def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks(
     archive, cwd, tmp_path
 ):
-    """SIGTERM while promtool builds the blocks: every promtool run is stopped, the finished
-    OpenMetrics file stays, the previous run's blocks stay as they were, and nothing else is left
-    in the output. The promtool on PATH is a stand-in that runs until stopped: the real one builds
-    this archive's block in a fraction of a second, too soon to be interrupted reliably."""
+    """SIGTERM while the executors' promtool builds the blocks: every promtool run is stopped,
+    the previous run's blocks stay as they were (no partial block where Prometheus would load
+    it), and nothing else is left in the output. The promtool on PATH is a stand-in that runs
+    until stopped: the real one builds this archive's blocks in a fraction of a second, too soon
+    to be interrupted reliably."""
     stand_in, started = tmp_path / "bin", tmp_path / "started"
     stand_in.mkdir()
     started.mkdir()
@@ -257,7 +258,7 @@ def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks
         },
     )
     try:
-        run.wait_for_line("promtool: 1 block(s)")
+        run.wait_for_line("computing the series and writing their blocks")
         for _ in range(WAIT_SECONDS * 10):
             if any(started.iterdir()):
                 break
@@ -270,26 +271,25 @@ def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks
     assert code == 143, err
     assert "kvq-backfill: stopped by SIGTERM" in err and "Traceback" not in err, err
     assert not left, f"still running after kvq-backfill exited: {left}"
-    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks", "kafka.om"]
+    assert sorted(p.name for p in (cwd / "out").iterdir()) == ["blocks"]
     assert [p.name for p in (cwd / "out" / "blocks").iterdir()] == [previous.name]
-    assert (cwd / "out" / "kafka.om").read_text().endswith("# EOF\n")
 
 
-def test_a_full_disk_while_building_blocks_is_one_line_and_keeps_the_openmetrics_file(
+def test_a_full_disk_while_building_blocks_is_one_line_and_keeps_the_previous_blocks(
     archive, cwd, mount_tmpfs
 ):
-    """promtool's input is the OpenMetrics file split by time, a copy: a disk that holds the
-    file (500k) but not twice fails the blocks in one line; the finished file stays."""
+    """The tasks write their shards' samples into the output's staging folder before promtool
+    reads them: a disk that holds the successes table but not the samples fails the blocks in
+    one line naming the folder and the cause; nothing is left in the output."""
     out = cwd / "out"
-    mount_tmpfs(out, "768k")
+    mount_tmpfs(out, "256k")
     code, _, err = backfill(
         cwd, "--archive", str(archive), "--config", "kvq.properties", "--output", "out", "--blocks"
     )
     assert code == 1, err
     said = [line for line in err.splitlines() if line.startswith("kvq-backfill: ")]
-    assert said == [
-        f"kvq-backfill: cannot build the blocks in {out / '.promtool-input'}: "
-        "No space left on device"
-    ], err
+    assert len(said) == 1, err
+    assert said[0].startswith(f"kvq-backfill: cannot build the blocks in {out / '.blocks-staging'}")
+    assert "No space left on device" in said[0], err
     assert "Traceback" not in err
-    assert [p.name for p in out.iterdir()] == ["kafka.om"]
+    assert list(out.iterdir()) == []

@@ -28,15 +28,35 @@ from kvq.settings.config import (
 from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
+from spark.shard_blocks import BLOCK_RANGE
+from tests.spark.backfill_cli import dumped_samples
 
 NS = "kafka_volume_quota_"
 
 
-def backfill_both(archive, config, output, step, start=None, end=None, scenario=None, gaps=None):
-    """(Spark samples, replay samples) as {(name, labels): {time: value}}."""
+OUTPUTS = {"openmetrics": None, "blocks-2h": 2 * 3600, "blocks-18h": 18 * 3600}
+"""The outputs the tests compare: the OpenMetrics file, and --blocks's blocks cut at two block
+spans (several shards of a few hours, and one range whose volumes are in parts)."""
+
+
+def backfill_both(
+    archive, config, output, step, start=None, end=None, scenario=None, gaps=None, blocks=None
+):
+    """(Spark samples, replay samples) as {(name, labels): {time: value}}; `blocks`: the span
+    of --blocks's block ranges in seconds (the samples read back from the blocks), or None (the
+    OpenMetrics file)."""
     url = "http://prometheus.test" if gaps else None
     request = BackfillRequest(
-        archive, config, output, step, start, end, scenario, prometheus_url=url
+        archive,
+        config,
+        output,
+        step,
+        start,
+        end,
+        scenario,
+        prometheus_url=url,
+        blocks=blocks is not None,
+        block_range=blocks or BLOCK_RANGE,
     )
     result = run(request, lambda message: None)
     contents = read_archive(archive, config.cluster_name)
@@ -50,7 +70,12 @@ def backfill_both(archive, config, output, step, start=None, end=None, scenario=
         backfilled(config.limit, config.policy.gauges),
         replay(observations, config, grid, scenario),
     )
-    return read_openmetrics(result.openmetrics), read_openmetrics(reference), result
+    if blocks is None:
+        got = read_openmetrics(result.openmetrics)
+    else:
+        assert sorted(p.name for p in output.iterdir()) == ["blocks", "replay.om"]
+        got = dumped_samples(output / "blocks", output.parent)
+    return got, read_openmetrics(reference), result
 
 
 def assert_same(spark_series, replay_series):
@@ -75,9 +100,12 @@ def generated(tmp_path_factory):
     return root
 
 
-def test_generated_history_matches_the_policy_core(spark, generated, tmp_path):
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_generated_history_matches_the_policy_core(spark, generated, tmp_path, output):
     config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
-    got, expected, result = backfill_both(generated / "archive", config, tmp_path / "out", 60)
+    got, expected, result = backfill_both(
+        generated / "archive", config, tmp_path / "out", 60, blocks=OUTPUTS[output]
+    )
     # the archive exercises every rule: violations, fallback, cache + eviction, unusable dirs
     assert last_value(expected, "limit_violated_total") > 0
     assert 0.0 in expected[(NS + "throttle_factor", '{cluster="kafka"}')].values()
@@ -91,14 +119,22 @@ def test_generated_history_matches_the_policy_core(spark, generated, tmp_path):
     assert_same(got, expected)
 
 
-def test_scenario_with_another_limit_over_a_sub_range(spark, generated, tmp_path):
+@pytest.mark.parametrize("output", ["openmetrics", "blocks-2h"])
+def test_scenario_with_another_limit_over_a_sub_range(spark, generated, tmp_path, output):
     config = load_config(
         write_config(tmp_path / "kvq.properties", ratio=0.05),
         {MIN_AVAILABLE_BYTES: "400000000000"},
     )
     start, end = 1_763_596_800.0 + 3600, 1_763_596_800.0 + 3 * 3600
     got, expected, _ = backfill_both(
-        generated / "archive", config, tmp_path / "out", 30, start, end, scenario="bytes400g"
+        generated / "archive",
+        config,
+        tmp_path / "out",
+        30,
+        start,
+        end,
+        scenario="bytes400g",
+        blocks=OUTPUTS[output],
     )
     assert all('scenario="bytes400g"' in labels for _, labels in got)
     times = {t for series in got.values() for t in series}
@@ -425,8 +461,9 @@ def test_violation_hold_of_a_full_log_dir_that_went_offline(spark, tmp_path, hol
     assert_same(got, expected)
 
 
+@pytest.mark.parametrize("output", ["openmetrics", "blocks-2h"])
 @responses.activate
-def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_path):
+def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_path, output):
     config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.05))
     first = 1_763_596_800 // 60 + 1
     held = [60 * k for k in range(first, first + 240) if not 60 <= k - first < 100]
@@ -442,7 +479,7 @@ def test_only_the_gaps_prometheus_lacks_are_backfilled(spark, generated, tmp_pat
     )
     gap = (first + 60, first + 99)
     got, expected, _ = backfill_both(
-        generated / "archive", config, tmp_path / "out", 60, gaps=[gap]
+        generated / "archive", config, tmp_path / "out", 60, gaps=[gap], blocks=OUTPUTS[output]
     )
     times = sorted({t for series in got.values() for t in series})
     assert times == [60 * k for k in range(gap[0], gap[1] + 1)]

@@ -1,5 +1,6 @@
 """The local session's Python workers run the interpreter that runs kvq, whatever `python3` is
-first on PATH (another Python version is refused by Spark: PYTHON_VERSION_MISMATCH)."""
+first on PATH (another Python version is refused by Spark: PYTHON_VERSION_MISMATCH); a stopped
+JVM's task processes are found below it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from spark.session import runs_here
+from spark.session import descendants, runs_here
 
 
 def test_only_a_local_master_runs_the_workers_here() -> None:
@@ -42,3 +43,21 @@ def test_the_workers_run_this_interpreter(tmp_path) -> None:
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.strip().splitlines()[-1] == sys.executable
+
+
+def test_the_processes_below_a_jvm_are_found_at_every_depth(tmp_path) -> None:
+    """`descendants` reads each process's parent from /proc/PID/stat, after the command (which
+    may hold spaces and parentheses): the JVM's sh, its awk and promtool, not its siblings."""
+    table = {
+        10: ("java", 1),
+        11: ("sh", 10),
+        12: ("awk (x) y", 11),
+        13: ("promtool", 11),
+        20: ("x", 1),
+    }
+    for pid, (command, parent) in table.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({command}) S {parent} 1 1 0\n")
+    (tmp_path / "self").mkdir()  # not a process number: skipped
+    assert sorted(descendants(10, tmp_path)) == [11, 12, 13]
+    assert descendants(13, tmp_path) == []

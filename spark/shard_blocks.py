@@ -1,0 +1,226 @@
+"""`--blocks`: every executor task writes the TSDB blocks of its own shards, where it computed them.
+
+A shard is (cluster, block range, part): the runs of one part of a cluster's volumes (a hash of
+broker and log dir) cut at promtool's block ranges, `[b * span, (b + 1) * span)` in seconds since
+the epoch. The runs (one row per description, not per sample) are shuffled by shard and sorted
+in each task by (shard, volume, time), then exploded into sample lines there, so a shard's lines
+reach the task's promtool one shard after the other, each series in time order (promtool drops
+a series' out-of-order samples without a word; series of different families may interleave, a
+block keeps no family metadata).
+
+The lines leave the JVM through Spark's `pipe`: `SHARD_SCRIPT` (POSIX sh, awk and promtool; no
+Python and none of this project's code on the executors) writes each shard's lines into a file
+of the task's own staging folder, runs `promtool tsdb create-blocks-from openmetrics` on it
+(one block range: the file is parsed twice) and answers with the finished block folders, and the
+file of the runs' event lines (the driver sums them into the cluster-wide state). Nothing holds
+more than one shard of samples: not the task, not promtool, not the driver, which only moves the
+finished block folders (renames, on the storage it shares with the executors).
+
+A volume's part is the same in every range, and a cluster's parts of one range are blocks that
+overlap in time (different series): Prometheus (2.39 and later: always, no flag) and Thanos and
+Mimir's compactors merge overlapping blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark.poll_history import GridState
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+BLOCK_RANGE_HOURS = 18
+"""Each block holds at most 18 hours: the largest block a Prometheus with the default retention
+(15d) builds itself (its largest compaction range at most a tenth of the retention, on the
+TSDB's 2h x 3^n ranges: 2h, 6h, 18h), so Prometheus's retention drops backfilled history in the
+same steps as its own, and promtool's `--max-block-duration` accepts it as it is."""
+BLOCK_RANGE = BLOCK_RANGE_HOURS * 3600
+ROWS_PER_SHARD = 2_000_000
+"""Log-dir rows per shard at most (about 20M samples: a few GB of text, one promtool's block)."""
+SHARDS_PER_CORE = 2
+"""At least this many shards per core of the cluster (when there are rows enough)."""
+EVENTS = "events"
+BLOCK = "block"
+FAILED = "failed"
+"""The first field of each line `SHARD_SCRIPT` answers with."""
+
+SHARD_SCRIPT = r"""
+set -u
+staging=$1 promtool=$2 hours=$3 parent=$PPID child=
+dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
+awk_log=$(mktemp)  # not in the staging folder: awk's complaint that it is full must fit
+stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir" "$awk_log"; exit 143; }
+trap stop TERM INT HUP
+exec 3<&0
+# Lines "shard<TAB>sample" go to the shard's file (a shard's lines come one shard after the
+# other; one seen again gets a file of its own), lines without a tab are the runs' events.
+awk -v dir="$dir" '
+function finish() { if (cur != "") { print "# EOF" > file; close(file); print stem } }
+{
+  tab = index($0, "\t")
+  if (tab == 0) { print > (dir "/events"); next }
+  key = substr($0, 1, tab - 1)
+  if (key != cur) { finish(); cur = key; stem = key "." (++seen[key]); file = dir "/" stem ".om" }
+  print substr($0, tab + 1) > file
+}
+END { finish() }' <&3 >"$dir/shards" 2>"$awk_log" & child=$!
+if ! wait "$child"; then
+  echo "failed	writing the shards' samples: $(head -c 2000 "$awk_log" | tr '\t\n' '  ')"
+  rm -rf "$dir" "$awk_log"
+  exit 0
+fi
+rm -f "$awk_log"
+child=
+exec 3<&-
+# The JVM feeding this task is gone (stopped, killed): its input is not whole.
+kill -0 "$parent" 2>/dev/null || { rm -rf "$dir"; exit 1; }
+[ -f "$dir/events" ] && echo "events	$dir/events"
+while read -r stem; do
+  mkdir "$dir/$stem"
+  "$promtool" tsdb create-blocks-from openmetrics --quiet --max-block-duration="${hours}h" \
+    "$dir/$stem.om" "$dir/$stem" >"$dir/$stem.log" 2>&1 & child=$!
+  if ! wait "$child"; then
+    echo "failed	promtool on shard ${stem%.*}: $(head -c 2000 "$dir/$stem.log" | tr '\t\n' '  ')"
+    rm -rf "$dir"
+    exit 0
+  fi
+  child=
+  rm -f "$dir/$stem.om" "$dir/$stem.log"
+  for block in "$dir/$stem"/*; do
+    [ -f "$block/meta.json" ] && echo "block	${stem%.*}	$block"
+  done
+done <"$dir/shards"
+exit 0
+"""
+
+
+class ShardError(RuntimeError):
+    """promtool refused a shard; the message carries its output."""
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """How the runs are cut into shards: block ranges of `span` seconds, `parts` per range."""
+
+    span: int = BLOCK_RANGE
+    parts: int = 1
+    shards: int = 1
+    """Shards expected in all: the shuffle's partitions (unless spark.sql.shuffle.partitions)."""
+
+    @staticmethod
+    def sized(rows: int, ranges: int, cores: int, span: int = BLOCK_RANGE) -> ShardPlan:
+        """Parts per range for `rows` log-dir rows over `ranges` block ranges: enough that no
+        shard holds more than `ROWS_PER_SHARD` rows and every core gets `SHARDS_PER_CORE`."""
+        ranges = max(ranges, 1)
+        by_size = math.ceil(rows / ranges / ROWS_PER_SHARD)
+        by_cores = math.ceil(SHARDS_PER_CORE * cores / ranges)
+        most = max(1, math.ceil(rows / ranges / 1000))  # never a shard of a few rows
+        parts = max(1, min(max(by_size, by_cores), most))
+        return ShardPlan(span, parts, parts * ranges)
+
+    @property
+    def hours(self) -> int:
+        return self.span // 3600
+
+    def split(self, texts: DataFrame, step: Column, events: str) -> DataFrame:
+        """`texts` (one row per run: cluster_index, broker_id, log_dir, lo, hi, its `events`
+        column) cut at the block ranges: one row per (run, range it has grid times in) with
+        `lo`/`hi` inside the range, the events on the run's first piece only; with a `shard`
+        column, shuffled by it and sorted by (shard, volume, time) in each task."""
+        from pyspark.sql import functions as F
+
+        lo, hi, span = F.col("lo"), F.col("hi"), F.lit(self.span)
+        first = F.floor(lo * step / span)
+        last = F.when(hi >= lo, F.floor(hi * step / span)).otherwise(first)
+        block = F.col("block")
+        pieces = texts.select("*", F.explode(F.sequence(first, last)).alias("block"))
+        part = F.pmod(F.xxhash64("broker_id", "log_dir"), F.lit(self.parts))
+        cut = pieces.select(
+            *(c for c in texts.columns if c not in ("lo", "hi", events)),
+            F.greatest(lo, F.ceil(block * span / step)).alias("lo"),
+            F.least(hi, F.ceil((block + 1) * span / step) - 1).alias("hi"),
+            F.when(block == first, F.col(events)).otherwise(F.lit("")).alias(events),
+            F.concat_ws("-", F.col("cluster_index"), block, part).alias("shard"),
+        )
+        return cut.repartition(self.partitions(cut), "shard").sortWithinPartitions(
+            "shard", "broker_id", "log_dir", "lo"
+        )
+
+    def partitions(self, cut: DataFrame) -> int:
+        conf = cut.sparkSession.sparkContext.getConf()
+        if conf.contains("spark.sql.shuffle.partitions"):
+            return int(conf.get("spark.sql.shuffle.partitions") or 1)
+        return max(1, self.shards)
+
+
+def block_of(t: int, span: int) -> int:
+    """The block range index of grid time `t` (seconds)."""
+    return t // span
+
+
+@dataclass
+class ShardOutput:
+    """What the tasks answered: the finished block folders by shard, the event files."""
+
+    blocks: list[tuple[str, Path]] = field(default_factory=list)
+    events: list[Path] = field(default_factory=list)
+
+    def add(self, answers: Iterable[str]) -> None:
+        for answer in answers:
+            kind, _, rest = answer.partition("\t")
+            if kind == BLOCK:
+                shard, _, path = rest.partition("\t")
+                self.blocks.append((shard, Path(path)))
+            elif kind == EVENTS:
+                self.events.append(Path(rest))
+            elif kind == FAILED:
+                raise ShardError(rest.strip())
+
+    def samples(self, cluster_index: int) -> int:
+        """The samples of the cluster's blocks (their meta.json)."""
+        total = 0
+        for shard, path in self.blocks:
+            if shard.split("-", 1)[0] == str(cluster_index):
+                meta = json.loads((path / "meta.json").read_text())
+                total += int(meta["stats"]["numSamples"])
+        return total
+
+
+def pipe_shards(
+    spark: SparkSession, lines: DataFrame, staging: Path, hours: int, promtool: str = "promtool"
+) -> list[str]:
+    """`lines` (one text column: `shard<TAB>sample` or an event line) through `SHARD_SCRIPT`,
+    task by task, on the executors (their `promtool`); the answers of every task."""
+    staging.mkdir(parents=True, exist_ok=True)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    command = ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), promtool, str(hours)]
+    piped = strings.javaRDD().pipe(command, {}, False, 1 << 16, "UTF-8")
+    return list(piped.collect())
+
+
+def global_lines_by_shard(
+    cluster_index: int,
+    states: list[GridState],
+    span: int,
+    family_lines,
+) -> Iterator[str]:
+    """The driver's cluster-wide lines as `shard<TAB>sample`, one block range after the other:
+    `family_lines(states)` gives the sample lines of some states (each ending in a newline)."""
+    start = 0
+    while start < len(states):
+        block = block_of(states[start].t, span)
+        end = start
+        while end < len(states) and block_of(states[end].t, span) == block:
+            end += 1
+        prefix = f"{cluster_index}-{block}-global\t"
+        for line in family_lines(states[start:end]):
+            yield prefix + line
+        start = end

@@ -1,0 +1,93 @@
+"""The shard script every `--blocks` task runs (`spark.shard_blocks.SHARD_SCRIPT`), fed as
+Spark's `pipe` feeds it (one line per element on stdin), with the real promtool: a block per
+shard, the event lines kept aside, a refusal answered in one line; and how shards are sized."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spark.shard_blocks import SHARD_SCRIPT, ShardError, ShardOutput, ShardPlan
+
+START = 1_763_596_800  # 2025-11-20T00:00:00Z, a multiple of 18 h
+
+
+def run_script(staging: Path, lines: list[str], promtool: str = "promtool") -> list[str]:
+    staging.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), promtool, "18"],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return done.stdout.splitlines()
+
+
+def samples(shard: str, series: str, times: range) -> list[str]:
+    return [f'{shard}\tkafka_volume_quota_x{{log_dir="{series}"}} 1 {t}' for t in times]
+
+
+def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path):
+    a = samples("0-27216-0", "/a", range(START, START + 600, 60))
+    b = samples("0-27216-1", "/b", range(START, START + 300, 60))
+    events = ["0 12 1 0 0 0 0 0 1.0", "0 13 -1 0 0 0 0 0 1.0"]
+    # the events come between the samples, as the runs hold them
+    answers = run_script(tmp_path / "staging", [*a[:5], events[0], *a[5:], events[1], *b])
+    output = ShardOutput()
+    output.add(answers)
+    assert sorted(shard for shard, _ in output.blocks) == ["0-27216-0", "0-27216-1"]
+    metas = {s: json.loads((p / "meta.json").read_text()) for s, p in output.blocks}
+    assert metas["0-27216-0"]["stats"]["numSamples"] == 10
+    assert metas["0-27216-1"]["stats"]["numSamples"] == 5
+    assert metas["0-27216-0"]["minTime"] == START * 1000
+    assert output.samples(0) == 15
+    (events_file,) = output.events
+    assert events_file.read_text().splitlines() == events
+    # what is left in the task's folder: the blocks and the events, no shard's text
+    (task,) = (tmp_path / "staging").iterdir()
+    assert not list(task.glob("*.om")) and not list(task.glob("*.log"))
+
+
+def test_a_shard_seen_again_in_a_task_gets_a_block_of_its_own(tmp_path):
+    first = samples("0-27216-0", "/a", range(START, START + 300, 60))
+    other = samples("0-27216-1", "/b", range(START, START + 300, 60))
+    again = samples("0-27216-0", "/c", range(START, START + 300, 60))
+    output = ShardOutput()
+    output.add(run_script(tmp_path / "staging", [*first, *other, *again]))
+    shards = sorted(shard for shard, _ in output.blocks)
+    assert shards == ["0-27216-0", "0-27216-0", "0-27216-1"]
+    assert output.samples(0) == 15
+
+
+def test_a_refused_shard_is_one_answer_and_leaves_nothing(tmp_path):
+    stand_in = tmp_path / "promtool"
+    stand_in.write_text('#!/bin/sh\necho "error: parse: bad line 3" >&2\nexit 1\n')
+    stand_in.chmod(0o755)
+    lines = samples("0-27216-0", "/a", range(START, START + 300, 60))
+    answers = run_script(tmp_path / "staging", lines, str(stand_in))
+    assert answers == ["failed\tpromtool on shard 0-27216-0: error: parse: bad line 3 "]
+    with pytest.raises(ShardError, match="^promtool on shard 0-27216-0: error: parse: bad line 3$"):
+        ShardOutput().add(answers)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("rows", "ranges", "cores", "parts"),
+    [
+        (30_000, 3, 2, 2),  # every core gets two shards: 3 ranges x 2 parts
+        (3_000, 1, 64, 3),  # but no shard of fewer than 1,000 rows
+        (26_000_000, 1, 2, 13),  # no shard of more than 2M rows
+        (13_000_000, 40, 64, 4),  # the 13M-row month on 64 cores
+        (12_600_000_000, 487, 64, 13),  # a year of a 1,000-broker fleet
+    ],
+)
+def test_shards_are_sized_for_the_rows_and_the_cores(rows, ranges, cores, parts):
+    plan = ShardPlan.sized(rows, ranges, cores)
+    assert plan.parts == parts
+    assert plan.shards == parts * ranges
+    assert plan.hours == 18
