@@ -37,6 +37,7 @@ from spark import cli as backfill_cli
 from tests.deploy.rendering import command_of, config_files, documents, workloads
 from tests.docs.blocks import ROOT, block, commands, localize
 from tests.docs.test_examples import run
+from tests.spark.backfill_cli import dumped_samples
 
 pytestmark = pytest.mark.integration
 
@@ -395,10 +396,8 @@ def what_if_examples() -> list:
 @pytest.mark.parametrize(("command", "output"), what_if_examples())
 def test_the_backfill_what_if_examples(tmp_path, command, output) -> None:
     """The what-if replay of October 2026 as shown, on an archive of two hours in it: every
-    series carries scenario="ratio5"."""
+    series of the blocks it writes carries scenario="ratio5"."""
     archive_and_config(tmp_path, 1_791_590_400.0)  # 2026-10-10T00:00:00Z
     backfill(command, tmp_path)
-    text = (tmp_path / output / "prod-eu-1.ratio5.om").read_text()  # <cluster>.<scenario>.om
-    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert samples and all('scenario="ratio5"' in line for line in samples)
-    assert list((tmp_path / output / "blocks").iterdir())
+    samples = dumped_samples(tmp_path / output / "blocks", tmp_path)
+    assert samples and all('scenario="ratio5"' in labels for _name, labels in samples)
