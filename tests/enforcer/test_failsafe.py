@@ -91,6 +91,15 @@ def heartbeats_for(enforcer: Enforcer, clock: SettableClock[float], seconds: flo
         enforcer.step_failsafe()
 
 
+def silent_past_after(
+    enforcer: Enforcer, clock: SettableClock[float], source: Source, factor: float | None
+) -> None:
+    """No heartbeat for longer than `after`, the source saying `factor`: the fail-safe steps in."""
+    source.factor = factor
+    clock.now += AFTER + 1
+    enforcer.step_failsafe()
+
+
 def test_a_heartbeat_is_heard_and_changes_nothing_else(world):
     clock, source, kafka, start = world
     enforcer = start()
@@ -126,9 +135,7 @@ def test_no_heartbeat_for_the_time_given_reads_the_factor_and_throttles(world):
 def test_heartbeats_back_stand_down_after_a_while_and_the_alerts_decide_again(world):
     clock, source, kafka, start = world
     enforcer = start()
-    source.factor = 0.5
-    clock.now += AFTER + 1
-    enforcer.step_failsafe()
+    silent_past_after(enforcer, clock, source, 0.5)
     assert kafka.values[ALICE][P] == 400.0
     heartbeats_for(enforcer, clock, STAND_DOWN_S - 1)
     assert kafka.values[ALICE][P] == 400.0, "held while a throttle alert may still come"
@@ -140,9 +147,7 @@ def test_heartbeats_back_stand_down_after_a_while_and_the_alerts_decide_again(wo
 def test_a_throttle_alert_arriving_while_standing_down_keeps_the_throttle(world):
     clock, source, kafka, start = world
     enforcer = start()
-    source.factor = 0.5
-    clock.now += AFTER + 1
-    enforcer.step_failsafe()
+    silent_past_after(enforcer, clock, source, 0.5)
     heartbeat(enforcer)
     enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5)))
     heartbeats_for(enforcer, clock, STAND_DOWN_S)
@@ -152,9 +157,7 @@ def test_a_throttle_alert_arriving_while_standing_down_keeps_the_throttle(world)
 def test_a_restart_during_the_silence_keeps_the_fail_safes_throttle(world):
     clock, source, kafka, start = world
     first = start()
-    source.factor = 0.5
-    clock.now += AFTER + 1
-    first.step_failsafe()
+    silent_past_after(first, clock, source, 0.5)
     second = start()
     assert second.target("c1") == 0.5, "journaled like an alert"
     assert second.reconcile() == {}
@@ -164,9 +167,7 @@ def test_a_restart_during_the_silence_keeps_the_fail_safes_throttle(world):
 def test_no_source_answering_keeps_what_is_applied_and_says_so(world):
     clock, source, kafka, start = world
     enforcer = start()
-    source.factor = None
-    clock.now += AFTER + 1
-    enforcer.step_failsafe()
+    silent_past_after(enforcer, clock, source, None)
     assert kafka.values[ALICE][P] == 800.0
     assert "no source answers with the throttle factor" in enforcer.health()["problems"][0]
 
