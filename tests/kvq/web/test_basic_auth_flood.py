@@ -89,16 +89,21 @@ def test_one_address_holds_at_most_its_share_of_the_queue(server):
 
 def test_checks_of_clients_that_left_are_dropped_before_they_run(server):
     bound = server.limits.max_pending_auth_checks
+    checks = server.auth_checks
     crowd = WrongPasswordCrowd(server.bound, size=bound, addresses=bound)
     try:
-        wait_until(lambda: server.auth_checks.pending == bound, what="the queue full")
+        # every request in the queue, or checked already (on a loaded machine a check may end
+        # before the last client has connected)
+        wait_until(lambda: checks.pending + checks.ran == bound, 60, what="every request queued")
+        ran_before = checks.ran
     finally:
         crowd.close()  # every client gives up while at most one check is running
-    wait_until(lambda: server.auth_checks.pending == 0, timeout=60, what="the queue drained")
+    wait_until(lambda: checks.pending == 0, timeout=60, what="the queue drained")
     # the running check cannot be stopped; one more may have started as the clients left
-    ran = server.auth_checks.ran
-    assert ran <= 2
-    assert dropped(server, "auth_client_gone") == bound - ran
+    assert checks.ran <= ran_before + 2
+    # every check that did not run is dropped, and so is the answer of the one running when its
+    # client left
+    assert dropped(server, "auth_client_gone") in (bound - checks.ran, bound - checks.ran + 1)
 
 
 def test_a_new_right_password_takes_its_turn_before_one_addresss_backlog(server):
