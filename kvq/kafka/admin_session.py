@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka.admin import KafkaAdminClient
+from kafka.future import Future
 
 from kvq.kafka.client_settings import KafkaSettingsError, kafka_python_config
 from kvq.kafka.tls_stores import FileWatch, watched_files
@@ -139,17 +140,26 @@ class KafkaAdminSession:
                     raise KafkaUnavailable(
                         f"metadata refresh failed: {describe_error(exc)}"
                     ) from None
+            # One timer for the whole fan-out, not one per node: at 200 brokers the IO loop's
+            # per-future timers and wake-ups cost more than the round trip itself.
             pending = {
-                n: manager.call_soon(self._send_at_best_version, manager, n, build, api, deadline)
-                for n in ids
+                n: self._start_at_best_version(manager, n, build, api, deadline) for n in ids
             }
+            with contextlib.suppress(Exception):  # a node still out at the deadline: below
+                await manager.wait_for(_all_settled(pending.values()), _remaining_ms(deadline))
             results: dict[int, Any] = {}
             for node_id, future in pending.items():
-                try:
-                    results[node_id] = await manager.wait_for(future, _remaining_ms(deadline))
-                except Exception as exc:
-                    self._versions.pop(node_id, None)
-                    results[node_id] = exc
+                if future.succeeded():
+                    results[node_id] = future.value
+                    continue
+                self._versions.pop(node_id, None)
+                results[node_id] = (
+                    future.exception
+                    if future.is_done
+                    else KafkaUnavailable(
+                        f"broker {node_id} did not answer within {timeout_seconds:g} s"
+                    )
+                )
             return results
 
         return self._run(fan_out)
@@ -210,6 +220,25 @@ class KafkaAdminSession:
         cached = self._versions.get(node_id)
         return None if cached is None else dict(cached[1])
 
+    def _start_at_best_version(
+        self, manager: Any, node_id: NodeId, build: Callable[[int], Any], api: Any, deadline: float
+    ) -> Any:
+        """`_send_at_best_version` as a kafka-python Future; when this connection's versions
+        are known, the request goes out at once, without a task on the IO loop."""
+        supported = self._known_versions(manager, node_id)
+        if supported is None:
+            return manager.call_soon(
+                self._send_at_best_version, manager, node_id, build, api, deadline
+            )
+        if api.API_KEY not in supported:
+            return Future().failure(
+                UnsupportedApi(f"broker {node_id} does not support {api.__name__}")
+            )
+        version = min(supported[api.API_KEY], api.max_version)
+        return manager.send(
+            build(version), node_id=node_id, request_timeout_ms=_remaining_ms(deadline)
+        )
+
     async def _send_at_best_version(
         self, manager: Any, node_id: NodeId, build: Callable[[int], Any], api: Any, deadline: float
     ) -> Any:
@@ -223,6 +252,14 @@ class KafkaAdminSession:
             build(version), node_id=node_id, request_timeout_ms=_remaining_ms(deadline)
         )
 
+    def _known_versions(self, manager: Any, node_id: NodeId) -> dict[int, int] | None:
+        """What the node's current connection answered to ApiVersions; None: ask it."""
+        connection = manager._conns.get(node_id)
+        cached = self._versions.get(node_id)
+        if cached is not None and connection is not None and cached[0] is connection:
+            return cached[1]
+        return None
+
     async def _node_versions(
         self, manager: Any, node_id: NodeId, deadline: float
     ) -> dict[int, int]:
@@ -234,10 +271,9 @@ class KafkaAdminSession:
         """
         from kafka.protocol.metadata import ApiVersionsRequest
 
-        connection = manager._conns.get(node_id)
-        cached = self._versions.get(node_id)
-        if cached is not None and connection is not None and cached[0] is connection:
-            return cached[1]
+        known = self._known_versions(manager, node_id)
+        if known is not None:
+            return known
         response = await manager.send(
             ApiVersionsRequest(version=0),
             node_id=node_id,
@@ -307,6 +343,24 @@ class KafkaAdminSession:
         if admin is not None:
             with contextlib.suppress(Exception):  # closing a broken client may fail too
                 admin.close()
+
+
+def _all_settled(futures: Iterable[Any]) -> Future:
+    """A kafka-python Future that succeeds once every one of `futures` is done, either way."""
+    waiting = list(futures)
+    settled = Future()
+    left = [len(waiting)]
+
+    def one_done(_: object) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            settled.success(None)
+
+    if not waiting:
+        return settled.success(None)
+    for future in waiting:
+        future.add_both(one_done)
+    return settled
 
 
 def _remaining_ms(deadline: float) -> int:
