@@ -13,29 +13,19 @@ client that lists partitions sends). The brokers' CPU is read from each JVM's /p
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.timing import cpu_seconds
 from devkit import results_page
 
 TOPIC_PARTITIONS = 100
 """Partitions per topic; topics are created a few at a time (the controller writes every
 partition's records in one batch of at most 10,000)."""
 TOPICS_PER_REQUEST = 10
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def jvm_cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes (every thread), from /proc/<pid>/stat."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
-    return total / CLOCK_TICKS
 
 
 def create_partitions(bootstrap: str, partitions: int) -> None:
@@ -91,14 +81,14 @@ def cpu_per_poll(
     window of `polls` polls `interval` apart, then an idle window as long."""
     busy, idle = [], []
     for _ in range(rounds):
-        before, started = jvm_cpu_seconds(pids), time.monotonic()
+        before, started = cpu_seconds(pids), time.monotonic()
         for index in range(polls):
             poll()
             time.sleep(max(0.0, started + (index + 1) * interval - time.monotonic()))
-        busy.append(jvm_cpu_seconds(pids) - before)
-        before = jvm_cpu_seconds(pids)
+        busy.append(cpu_seconds(pids) - before)
+        before = cpu_seconds(pids)
         time.sleep(polls * interval)
-        idle.append(jvm_cpu_seconds(pids) - before)
+        idle.append(cpu_seconds(pids) - before)
     busy_cpu, idle_cpu = statistics.median(busy), statistics.median(idle)
     return busy_cpu, idle_cpu, max(0.0, busy_cpu - idle_cpu) / polls
 

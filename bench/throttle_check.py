@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import requests
 
+from bench.timing import cpu_seconds
 from devkit import results_page
 from devkit.alertmanager import throttle_webhook
 from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
@@ -38,13 +38,6 @@ KEY = "producer_byte_rate"
 FACTOR = 0.5
 CHECK = "kvq.enforcer.throttle.check.interval"
 MODES = {"check at PT0.25S (default)": "PT0.25S", "check off (PT0S)": "PT0S"}
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process `pid` (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def originals(pairs: int) -> dict[QuotaEntity, float]:
@@ -77,14 +70,14 @@ def window(
 ) -> tuple[float, float, float]:
     """(Kafka CPU s/s, enforcer CPU s/s, checks/s) over `seconds` of a throttle held."""
     checks = "kafka_volume_quota_enforcer_throttle_checks_total"
-    broker, own = cpu_seconds(broker_pid), cpu_seconds(enforcer.pid)
+    broker, own = cpu_seconds([broker_pid]), cpu_seconds([enforcer.pid])
     looks = metric(enforcer.url, checks)
     started = time.monotonic()
     time.sleep(seconds)  # the window measured: nothing else runs meanwhile
     took = time.monotonic() - started
     return (
-        (cpu_seconds(broker_pid) - broker) / took,
-        (cpu_seconds(enforcer.pid) - own) / took,
+        (cpu_seconds([broker_pid]) - broker) / took,
+        (cpu_seconds([enforcer.pid]) - own) / took,
         (metric(enforcer.url, checks) - looks) / took,
     )
 
