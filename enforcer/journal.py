@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from enforcer import journal_rows
+from enforcer.journal_rows import RowSink
 from enforcer.quota_plan import Pair, same_value
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.model.throttle_factor_policy import UNTHROTTLED
@@ -121,6 +123,11 @@ class JournalError(RuntimeError):
     """The journal cannot be opened, read or written."""
 
 
+class NotActing(JournalError):
+    """This replica may not write the cluster's state: another one acts on the cluster (it
+    took over the state since), or this one has not taken over yet."""
+
+
 @dataclass(frozen=True, slots=True)
 class PairRecord:
     original: float | None
@@ -196,11 +203,15 @@ class Journal:
         path: str | Path,
         clock: Callable[[], datetime] = _utc_now,
         busy_timeout_s: float = 5.0,
+        sink: RowSink | None = None,
     ) -> None:
         """`busy_timeout_s`: how long a write waits for a lock another process holds (e.g.
-        `sqlite3 journal .backup`) before failing with JournalError."""
+        `sqlite3 journal .backup`) before failing with JournalError. `sink`: where every write
+        hands the rows it changed before it commits (journal_rows.py); a write the sink refuses
+        is rolled back."""
         self.path = Path(path)
         self._clock = clock
+        self._sink = sink
         self._lock = threading.Lock()
         created = not self.path.exists()
         try:
@@ -223,6 +234,8 @@ class Journal:
             _add_missing_columns(self._db)
             _add_finished_episodes(self._db)
             _name_unnamed_episodes(self._db)
+            if sink is not None:
+                journal_rows.track_changes(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from None
         if created:
@@ -257,13 +270,18 @@ class Journal:
             except sqlite3.Error as exc:
                 raise JournalError(f"cannot read journal {self.path}: {exc}") from None
 
-    def write(self, statements: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `statements` in one immediate transaction (all or nothing, durable on return)."""
+    def write(self, statements: Callable[[sqlite3.Connection], T], publish: bool = True) -> T:
+        """Run `statements` in one immediate transaction (all or nothing, durable on return);
+        the rows it changed go to the sink first unless `publish` is False."""
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     result = statements(self._db)
+                    if self._sink is not None:
+                        changed = journal_rows.changed_records(self._db)
+                        if changed and publish:
+                            self._sink.publish(changed)
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
@@ -276,6 +294,15 @@ class Journal:
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     self._release_wal()
                 raise JournalError(f"cannot write journal {self.path}: {exc}") from None
+
+    def cluster_records(self, cluster: str) -> list[journal_rows.Record]:
+        """Every row the journal holds for `cluster`, as records (journal_rows.py)."""
+        return self.read(lambda db: journal_rows.cluster_records(db, cluster))
+
+    def load_cluster(self, cluster: str, records: Mapping[str, bytes]) -> None:
+        """Replace what the journal holds for `cluster` with the rows of `records` (the sink's
+        copy), without handing them to the sink again."""
+        self.write(lambda db: journal_rows.load_cluster(db, cluster, records), publish=False)
 
     def _release_wal(self) -> None:
         """After a write failed on a full disk: give the frames it wrote to the WAL back to the
