@@ -68,9 +68,7 @@ def test_the_replica_taking_over_reads_every_row_the_other_committed(replicas):
     second.take_over()
 
     assert second.journal.episodes.episode(CLUSTER) == first.journal.episodes.episode(CLUSTER)
-    assert second.journal.unanswered.in_doubt(CLUSTER) == first.journal.unanswered.in_doubt(
-        CLUSTER
-    )
+    assert second.journal.unanswered.in_doubt(CLUSTER) == first.journal.unanswered.in_doubt(CLUSTER)
     assert second.journal.alerts.firing_factors(CLUSTER) == [0.5]
     assert request == 1
 
