@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kvq.kafka.client_settings import kafka_python_config
@@ -95,7 +95,7 @@ class StateLog:
         try:
             producer.init_transactions()
         except Exception as exc:
-            _close_quietly(producer)
+            close_quietly(lambda: producer.close(timeout=1))
             raise StateLogError(f"cannot take over {self._where()}: {_describe(exc)}") from None
         self._producer = producer
         return self.read_committed()
@@ -152,7 +152,7 @@ class StateLog:
         except Exception as exc:
             raise StateLogError(f"cannot read {self._where()}: {_describe(exc)}") from None
         finally:
-            _close_quietly(consumer)
+            close_quietly(lambda: consumer.close(autocommit=False))
         return latest
 
     def ensure_topic(self) -> None:
@@ -182,13 +182,13 @@ class StateLog:
         except Exception as exc:
             raise StateLogError(f"cannot create {self._where()}: {_describe(exc)}") from None
         finally:
-            _close_quietly(admin)
+            close_quietly(admin.close)
 
     def release(self) -> None:
         """Stop writing (the next `commit` raises Fenced until `take_over`)."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            _close_quietly(producer)
+            close_quietly(lambda: producer.close(timeout=1))
 
     close = release
 
@@ -232,14 +232,10 @@ def _describe(exc: BaseException) -> str:
     return describe_error(exc)
 
 
-def _close_quietly(client: Any) -> None:
+def close_quietly(close: Callable[[], object]) -> None:
+    """Call `close` (of a Kafka client), logging instead of raising: closing a client that
+    failed must not hide why it failed."""
     try:
-        client.close(timeout=1) if _takes_timeout(client) else client.close()
-    except Exception:  # closing a client that failed must not hide why it failed
+        close()
+    except Exception:  # noqa: BLE001
         log.debug("closing a Kafka client failed", exc_info=True)
-
-
-def _takes_timeout(client: Any) -> bool:
-    from kafka import KafkaProducer
-
-    return isinstance(client, KafkaProducer)

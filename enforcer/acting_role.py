@@ -1,0 +1,189 @@
+"""ActingRole: which enforcer replica acts, decided by a Kafka consumer group.
+
+Every replica of an installation joins consumer group `kvq.enforcer.state.group` on the state
+topic of its first cluster (one partition). The member Kafka assigns that partition to is the
+one that acts; when it stops heartbeating (its process or node died, it was cut off) for
+`session.timeout.ms`, Kafka assigns the partition to another member, which then takes over:
+this is how Kafka Connect elects its leader. The cooperative sticky assignor keeps the partition
+where it is when a member joins or leaves: a restarted standby does not move the role.
+
+Being assigned the partition is not what makes writes safe (two members may both believe they
+hold it for a moment: a cut-off member learns it lost the partition only when it is back); the
+fence is the state log's transactional id (state_log.py), which the new holder takes over before
+acting. The group only decides who should act, and wakes the standby up when the actor is gone.
+
+The actor also reads the partition: webhooks a standby received are appended there
+(inbox.py), and the actor handles them in order, committing the group's offset after each, so a
+notification a standby accepted is handled exactly once by whoever acts, even across a failover
+(the new actor resumes after the last offset committed; a notification handled twice changes
+nothing twice anyway: the enforcer's alert state is idempotent).
+
+The poll loop runs on its own thread; `on_acting(True)` / `on_acting(False)` and the inbox
+handler run on it too, never inside kafka-python's IO loop (which must keep heartbeating).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from enforcer.state_log import close_quietly
+from kvq.kafka.admin_session import describe_error
+from kvq.kafka.client_settings import kafka_python_config
+
+log = logging.getLogger("kvq.enforcer.state")
+
+SESSION_TIMEOUT_MS = 6_000
+"""How long a silent actor keeps the role: the brokers' lowest allowed value by default
+(group.min.session.timeout.ms), so that a failover starts within about 6 s of a crash."""
+HEARTBEAT_INTERVAL_MS = 1_000
+POLL_TIMEOUT_MS = 200
+RETRY_S = 1.0
+"""After a failed take-over (Kafka unreachable), how long before trying again."""
+
+
+class ActingRole:
+    """One replica's membership in the election; `acting` says whether it acts now."""
+
+    def __init__(
+        self,
+        admin_properties: Mapping[str, str],
+        topic: str,
+        group_id: str,
+        on_acting: Callable[[bool], bool],
+        on_inbox: Callable[[str, bytes], None],
+        is_inbox: Callable[[str], bool],
+        client_id: str = "kvq-enforcer-election",
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    ) -> None:
+        """`on_acting(True)`: take over (returns False if it could not: tried again later);
+        `on_acting(False)`: stop acting. `on_inbox(key, value)`: handle one inbox record
+        (raising leaves it to be handled again); `is_inbox(key)`: whether a record is one."""
+        self.topic = topic
+        self.group_id = group_id
+        self._properties = dict(admin_properties)
+        self._on_acting = on_acting
+        self._on_inbox = on_inbox
+        self._is_inbox = is_inbox
+        self._client_id = client_id
+        self._session_timeout_ms = session_timeout_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._acting = False
+        self._retry_at = 0.0
+        self.error: str | None = None
+        """Why the last poll or take-over failed (None: it did not)."""
+
+    @property
+    def acting(self) -> bool:
+        return self._acting
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kvq-election", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Leave the group (another member takes over at once) and stop acting."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        consumer = None
+        try:
+            while not self._stop.is_set():
+                if consumer is None:
+                    consumer = self._joined()
+                    if consumer is None:
+                        self._stop.wait(RETRY_S)
+                        continue
+                try:
+                    records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+                    self._follow(self._holds(consumer))
+                    if self._acting:
+                        self._handle(consumer, records)
+                except Exception as exc:  # noqa: BLE001 - the election must survive anything
+                    self._failed(f"polling group {self.group_id} failed: {describe_error(exc)}")
+                    self._follow(False)
+                    close_quietly(partial(consumer.close, autocommit=False))
+                    consumer = None
+                    self._stop.wait(RETRY_S)
+        finally:
+            self._follow(False)
+            if consumer is not None:
+                close_quietly(partial(consumer.close, autocommit=False))
+
+    def _joined(self) -> Any:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+        keywords = kafka_python_config(self._properties)
+        keywords["client_id"] = self._client_id
+        try:
+            consumer = KafkaConsumer(
+                **keywords,
+                group_id=self.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=self._session_timeout_ms,
+                heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, self._session_timeout_ms // 3),
+                partition_assignment_strategy=[CooperativeStickyAssignor],
+            )
+            consumer.subscribe([self.topic])
+        except Exception as exc:  # noqa: BLE001
+            self._failed(f"cannot join group {self.group_id}: {describe_error(exc)}")
+            return None
+        return consumer
+
+    def _holds(self, consumer: Any) -> bool:
+        return any(tp.topic == self.topic for tp in consumer.assignment())
+
+    def _follow(self, holds: bool) -> None:
+        """Act if the group says so (taking over first), stop if it no longer does."""
+        if holds and not self._acting and time.monotonic() >= self._retry_at:
+            self._acting = self._on_acting(True)
+            if not self._acting:
+                self._retry_at = time.monotonic() + RETRY_S
+            else:
+                self.error = None
+        elif not holds and self._acting:
+            self._acting = False
+            self._on_acting(False)
+
+    def lost(self) -> None:
+        """The fence says another replica took over (a write was refused): stop acting now;
+        if the group still assigns this replica the partition, take over again later."""
+        if self._acting:
+            self._acting = False
+            self._retry_at = time.monotonic() + RETRY_S
+            self._on_acting(False)
+
+    def _handle(self, consumer: Any, records: Mapping[Any, list[Any]]) -> None:
+        """Hand every inbox record to `on_inbox` in order; commit the offset after the last
+        one handled. One that fails is read again at the next poll (after RETRY_S)."""
+        from kafka.structs import OffsetAndMetadata
+
+        for partition, batch in records.items():
+            done = None
+            for record in batch:
+                key = record.key.decode() if record.key is not None else ""
+                if record.value is not None and self._is_inbox(key):
+                    try:
+                        self._on_inbox(key, record.value)
+                    except Exception as exc:  # noqa: BLE001 - retried, never skipped
+                        self._failed(f"handling {key} failed (retrying): {describe_error(exc)}")
+                        consumer.seek(partition, record.offset)
+                        self._stop.wait(RETRY_S)
+                        break
+                done = record.offset + 1
+            if done is not None:
+                consumer.commit({partition: OffsetAndMetadata(done, "", -1)})
+
+    def _failed(self, message: str) -> None:
+        if message != self.error:
+            log.warning("%s", message)
+        self.error = message

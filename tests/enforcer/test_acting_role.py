@@ -1,0 +1,106 @@
+"""Which replica acts (a consumer group on the state topic) and the inbox of webhooks a standby
+accepted, on the run's shared 3-node Kafka cluster: one member acts at a time, another takes over
+when it leaves, and every inbox entry is handled once, in order, by whoever acts."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from devkit.processes import wait_until
+from enforcer.acting_role import ActingRole
+from enforcer.inbox import Inbox, is_inbox
+from enforcer.state_log import StateLog
+
+pytestmark = pytest.mark.integration
+
+
+class Member:
+    """One replica's role, recording what it was told."""
+
+    def __init__(self, kafka, topic: str, group: str, fail_first: int = 0) -> None:
+        self.handled: list[bytes] = []
+        self.changes: list[bool] = []
+        self.failures_left = fail_first
+        self.lock = threading.Lock()
+        self.role = ActingRole(
+            kafka.admin_properties, topic, group, self.on_acting, self.on_inbox, is_inbox
+        )
+
+    def on_acting(self, acting: bool) -> bool:
+        self.changes.append(acting)
+        return True
+
+    def on_inbox(self, _key: str, value: bytes) -> None:
+        with self.lock:
+            if self.failures_left:
+                self.failures_left -= 1
+                raise RuntimeError("Kafka said no")
+            self.handled.append(value)
+
+
+@pytest.fixture
+def election(shared_kafka):
+    """Members of one fresh group on one fresh state topic, an inbox on it; all stopped after."""
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    StateLog(shared_kafka.admin_properties, topic, "unused").ensure_topic()
+    members: list[Member] = []
+    inbox = Inbox(shared_kafka.admin_properties, topic)
+
+    def member(**kwargs) -> Member:
+        members.append(Member(shared_kafka, topic, f"kvq-enforcer.{topic}", **kwargs))
+        members[-1].role.start()
+        return members[-1]
+
+    yield member, inbox
+    inbox.close()
+    for one in members:
+        one.role.stop()
+
+
+def acting(members: list[Member]) -> list[Member]:
+    return [m for m in members if m.role.acting]
+
+
+def test_one_member_acts_and_another_takes_over_when_it_leaves(election):
+    member, _inbox = election
+    first, second = member(), member()
+    (actor,) = wait_until(lambda: acting([first, second]), 30, what="a member acting")
+    other = second if actor is first else first
+    assert acting([first, second]) == [actor]
+
+    actor.role.stop()
+    assert actor.changes == [True, False]
+    wait_until(lambda: other.role.acting, 30, what="the other member acting")
+    assert other.changes == [True]
+
+
+def test_the_inbox_is_handled_once_in_order_by_whoever_acts(election):
+    member, inbox = election
+    first = member()
+    wait_until(lambda: first.role.acting, 30, what="the first member acting")
+    for n in range(3):
+        inbox.append(b"notification %d" % n)
+    wait_until(lambda: len(first.handled) == 3, 30, what="three notifications handled")
+    assert first.handled == [b"notification 0", b"notification 1", b"notification 2"]
+
+    first.role.stop()
+    inbox.append(b"notification 3")  # accepted while nobody acts
+    second = member()
+    wait_until(lambda: second.handled, 30, what="the waiting notification handled")
+    inbox.append(b"notification 4")
+    wait_until(lambda: len(second.handled) == 2, 30, what="the next one handled")
+    assert second.handled == [b"notification 3", b"notification 4"]  # none handled twice
+
+
+def test_an_inbox_entry_whose_handling_failed_is_handled_again_not_skipped(election):
+    member, inbox = election
+    actor = member(fail_first=2)
+    wait_until(lambda: actor.role.acting, 30, what="acting")
+    inbox.append(b"first")
+    inbox.append(b"second")
+    wait_until(lambda: len(actor.handled) == 2, 30, what="both handled")
+    assert actor.handled == [b"first", b"second"]
+    assert "handling" in (actor.role.error or "")
