@@ -31,9 +31,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from enforcer.state_log import close_quietly
+from enforcer.state_log import client_keywords, close_quietly
 from kvq.kafka.admin_session import describe_error
-from kvq.kafka.client_settings import kafka_python_config
 
 log = logging.getLogger("kvq.enforcer.state")
 
@@ -59,10 +58,14 @@ class ActingRole:
         is_inbox: Callable[[str], bool],
         client_id: str = "kvq-enforcer-election",
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
+        before_join: Callable[[], None] = lambda: None,
     ) -> None:
         """`on_acting(True)`: take over (returns False if it could not: tried again later);
         `on_acting(False)`: stop acting. `on_inbox(key, value)`: handle one inbox record
-        (raising leaves it to be handled again); `is_inbox(key)`: whether a record is one."""
+        (raising leaves it to be handled again); `is_inbox(key)`: whether a record is one.
+        `before_join()`: what must hold before joining (the topic exists); retried until it
+        does not raise."""
+        self._before_join = before_join
         self.topic = topic
         self.group_id = group_id
         self._properties = dict(admin_properties)
@@ -74,6 +77,7 @@ class ActingRole:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._acting = False
+        self._lost = threading.Event()
         self._retry_at = 0.0
         self.error: str | None = None
         """Why the last poll or take-over failed (None: it did not)."""
@@ -121,9 +125,9 @@ class ActingRole:
         from kafka import KafkaConsumer
         from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
-        keywords = kafka_python_config(self._properties)
-        keywords["client_id"] = self._client_id
+        keywords = client_keywords(self._properties, 30_000, self._client_id)
         try:
+            self._before_join()
             consumer = KafkaConsumer(
                 **keywords,
                 group_id=self.group_id,
@@ -143,7 +147,14 @@ class ActingRole:
         return any(tp.topic == self.topic for tp in consumer.assignment())
 
     def _follow(self, holds: bool) -> None:
-        """Act if the group says so (taking over first), stop if it no longer does."""
+        """Act if the group says so (taking over first), stop if it no longer does or the fence
+        said another replica took over (then take over again later if the group still says)."""
+        if self._lost.is_set():
+            self._lost.clear()
+            if self._acting:
+                self._acting = False
+                self._retry_at = time.monotonic() + RETRY_S
+                self._on_acting(False)
         if holds and not self._acting and time.monotonic() >= self._retry_at:
             self._acting = self._on_acting(True)
             if not self._acting:
@@ -155,12 +166,9 @@ class ActingRole:
             self._on_acting(False)
 
     def lost(self) -> None:
-        """The fence says another replica took over (a write was refused): stop acting now;
-        if the group still assigns this replica the partition, take over again later."""
-        if self._acting:
-            self._acting = False
-            self._retry_at = time.monotonic() + RETRY_S
-            self._on_acting(False)
+        """The fence refused a write (another replica took over): stop acting at the next poll.
+        Callable from any thread."""
+        self._lost.set()
 
     def _handle(self, consumer: Any, records: Mapping[Any, list[Any]]) -> None:
         """Hand every inbox record to `on_inbox` in order; commit the offset after the last

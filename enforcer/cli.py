@@ -21,6 +21,7 @@ from enforcer.enforcer import Enforcer
 from enforcer.failsafe import ExporterFactor, FactorSource, FailSafe
 from enforcer.journal import Journal, JournalError
 from enforcer.journal_filesystem import wal_problem
+from enforcer.journal_rows import RowSink
 from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import OBSERVED_RATE, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
@@ -31,13 +32,18 @@ from enforcer.quota_plan import (
     REQUEST_PERCENTAGE,
     QuotaPolicy,
 )
+from enforcer.replica import Replica
+from enforcer.replicated_app import import_journal, replica_of
 from enforcer.settings import (
     BASIC_FILE,
     DRY_RUN,
     JOURNAL,
+    KAFKA,
     LISTEN,
+    LOCAL,
     PROMETHEUS_URL,
     QUOTA_KEYS,
+    STATE_STORE,
     THROTTLE_REFERENCE,
     TOKEN_FILE,
     EnforcerSettings,
@@ -102,6 +108,8 @@ SERVER_WIDE = (
     "heartbeat_alert_name",
     "failsafe_after",
     "failsafe_interval",
+    "state_store",
+    "state_group",
 )
 """EnforcerSettings fields the whole server has once, whichever cluster a file describes."""
 
@@ -143,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-no-auth",
         action="store_true",
         help="accept unauthenticated webhooks when no credentials file is configured",
+    )
+    parser.add_argument(
+        "--import-journal",
+        metavar="FILE",
+        help=f"with {STATE_STORE}={KAFKA}: copy each cluster's state from FILE (the SQLite "
+        f"journal of an enforcer run with {STATE_STORE}={LOCAL}) into its state topic, unless "
+        "Kafka holds it already, and exit; once, before the replicas first start",
     )
     parser.add_argument(
         "--threads",
@@ -242,12 +257,12 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(EXIT_CONFIG_ERROR)
 
 
-def open_journal(path: str) -> Journal:
+def open_journal(path: str, sink: RowSink | None = None) -> Journal:
     """The journal, checked page by page first: a corrupt one is a clear error, not a traceback
-    on the first webhook."""
+    on the first webhook. `sink`: where its rows go too (the state in Kafka)."""
     check_journal(path)
     try:
-        return Journal(path)
+        return Journal(path, sink=sink)
     except JournalError as exc:
         raise _fail(str(exc)) from None
 
@@ -314,19 +329,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         for settings in all_settings:
             print_effective(settings)
         return 0
-    enforcer = build_enforcer(all_settings, policies, open_journal(first.journal))
-    return serve(enforcer, credentials, first.listen, args.threads, web_config, args.telemetry_path)
+    if args.import_journal and first.state_store != KAFKA:
+        raise _fail(f"--import-journal needs {STATE_STORE}={KAFKA} (it is {first.state_store})")
+    if args.import_journal:
+        return import_into_kafka(all_settings, args.import_journal)
+    app: Enforcer | Replica
+    if first.state_store == KAFKA:
+        app = replica_of(
+            all_settings,
+            lambda state: open_journal(first.journal, state),
+            lambda journal, metrics: build_enforcer(all_settings, policies, journal, metrics),
+        )
+    else:
+        app = build_enforcer(all_settings, policies, open_journal(first.journal))
+    return serve(app, credentials, first.listen, args.threads, web_config, args.telemetry_path)
+
+
+def import_into_kafka(all_settings: Sequence[EnforcerSettings], path: str) -> int:
+    """--import-journal: exit 0 once every cluster's state is in Kafka."""
+    if not Path(path).is_file():
+        raise _fail(f"--import-journal {path}: no such file")
+    journal = open_journal(path)
+    try:
+        imported = import_journal(all_settings, journal)
+    except JournalError as exc:
+        raise _fail(f"--import-journal {path}: {exc}") from None
+    finally:
+        journal.close()
+    for cluster, rows in imported.items():
+        if rows is None:
+            print(f"cluster {cluster}: Kafka holds its state already; nothing imported")
+        else:
+            print(f"cluster {cluster}: {rows} rows imported from {path}")
+    return 0
 
 
 def build_enforcer(
-    all_settings: Sequence[EnforcerSettings], policies: Mapping[str, QuotaPolicy], journal: Journal
+    all_settings: Sequence[EnforcerSettings],
+    policies: Mapping[str, QuotaPolicy],
+    journal: Journal,
+    metrics: EnforcerMetrics | None = None,
 ) -> Enforcer:
-    """The Enforcer of the clusters `all_settings` describe, with their appliers, metrics and
-    fail-safe (the server-wide settings are the first file's: they agree)."""
+    """The Enforcer of the clusters `all_settings` describe, with their appliers, metrics (new
+    unless given) and fail-safe (the server-wide settings are the first file's: they agree)."""
     first = all_settings[0]
     cluster_label = first.config.cluster_label
     names = tuple(s.config.cluster_name for s in all_settings)
-    metrics = EnforcerMetrics(names, cluster_label)
+    metrics = metrics or EnforcerMetrics(names, cluster_label)
     prometheus = PrometheusFactor(first.prometheus_url) if first.prometheus_url else None
     appliers = {
         s.config.cluster_name: Applier(
@@ -383,17 +432,18 @@ def failsafe_of(
 
 
 def serve(
-    enforcer: Enforcer,
+    app: Enforcer | Replica,
     credentials,
     listen: tuple[str, int],
     threads: int,
     web_config: WebConfig | None = None,
     metrics_path: str = "/metrics",
 ) -> int:
-    """Serve until SIGTERM/SIGINT; reconcile at start and retry failures."""
+    """Serve until SIGTERM/SIGINT; reconcile at start and retry failures (a Replica: join the
+    election, acting when elected)."""
     log = logging.getLogger("kvq.enforcer")
     server = enforcer_server(
-        enforcer, credentials, listen, web_config, threads, metrics_path=metrics_path
+        app, credentials, listen, web_config, threads, metrics_path=metrics_path
     )
     host, port = listen
     try:
@@ -409,21 +459,26 @@ def serve(
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    threading.Thread(
-        target=enforcer.reconcile_forever,
-        args=(stop, enforcer.reconcile_interval),
-        name="kvq-reconcile",
-        daemon=True,
-    ).start()
+    if isinstance(app, Replica):
+        app.start()
+        clusters = list(app.clusters)
+    else:
+        threading.Thread(
+            target=app.reconcile_forever,
+            args=(stop, app.reconcile_interval),
+            name="kvq-reconcile",
+            daemon=True,
+        ).start()
+        clusters = sorted(app.appliers)
     log.info(
         "listening on %s (clusters: %s; auth: %s)",
         server.url,
-        ", ".join(sorted(enforcer.appliers)),
+        ", ".join(clusters),
         "+".join(credentials.schemes) if credentials else "NONE (--insecure-no-auth)",
     )
     stop.wait()
     server.stop()
-    enforcer.close()
+    app.close()
     return 0
 
 

@@ -17,9 +17,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from enforcer.state_log import close_quietly
+from enforcer.state_log import client_keywords, close_quietly
 from kvq.kafka.admin_session import describe_error
-from kvq.kafka.client_settings import kafka_python_config
 
 KIND = "inbox"
 _PREFIX = json.dumps([KIND])[:-1]
@@ -81,15 +80,15 @@ class Inbox:
 
         with self._lock:
             if self._producer is None:
-                keywords = kafka_python_config(self._properties)
-                keywords["client_id"] = self._client_id
+                keywords = client_keywords(
+                    self._properties, int(self._timeout_s * 1000), self._client_id
+                )
                 try:
                     self._producer = KafkaProducer(
                         **keywords,
                         acks="all",
                         enable_idempotence=True,
                         linger_ms=0,
-                        request_timeout_ms=int(self._timeout_s * 1000),
                     )
                 except Exception as exc:
                     raise InboxError(

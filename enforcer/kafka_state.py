@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from enforcer.journal import Journal, JournalError, NotActing
 from enforcer.journal_rows import Record
@@ -44,7 +44,12 @@ class KafkaState:
     def __init__(self, logs: Mapping[str, StateLog]) -> None:
         self._logs = dict(logs)
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
+        """One transaction at a time per producer: journal writes and `forget` take turns."""
         self._acting: set[str] = set()
+        self.on_lost: Callable[[], None] | None = None
+        """Called (on the writing thread) when a failed write released the clusters: another
+        replica took over, or Kafka did not confirm (the working copy must be read back)."""
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -72,6 +77,20 @@ class KafkaState:
         log.info("acting on cluster %s: took over its state (%d rows)", cluster, rows)
         return rows
 
+    def import_rows(self, journal: Journal, cluster: str) -> int | None:
+        """Once, on an upgrade: the rows `journal` holds for `cluster` into Kafka, marked as
+        started; None (nothing written, `journal` untouched) when Kafka holds its state already.
+        Fences a replica acting on the cluster. Raises JournalError."""
+        state_log = self._logs[cluster]
+        try:
+            if started_key(cluster) in state_log.take_over():
+                return None
+            return len(self._start(journal, cluster, state_log)) - 1
+        except StateLogError as exc:
+            raise JournalError(str(exc)) from None
+        finally:
+            state_log.release()
+
     def release(self, cluster: str | None = None) -> None:
         """Stop acting on `cluster` (None: on every cluster)."""
         with self._lock:
@@ -82,19 +101,31 @@ class KafkaState:
 
     def publish(self, records_by_cluster: Mapping[str, list[Record]]) -> None:
         for cluster, records in records_by_cluster.items():
-            state_log = self._logs.get(cluster)
-            if state_log is None:
-                continue  # a cluster this enforcer does not manage (an alert's label): local only
-            if not self.acting(cluster):
-                raise NotActing(f"not acting on cluster {cluster}: it has not taken over its state")
-            try:
-                state_log.commit(records)
-            except Fenced as exc:
-                self.release()
-                raise NotActing(f"stopped acting on cluster {cluster}: {exc}") from None
-            except StateLogError as exc:
-                self.release()
-                raise JournalError(str(exc)) from None
+            if cluster in self._logs:
+                self._commit(cluster, records)
+            # else: a cluster this enforcer does not manage (an alert's label): local only
+
+    def forget(self, cluster: str, keys: list[str]) -> None:
+        """Delete records that are not journal rows (handled inbox entries)."""
+        self._commit(cluster, [(key, None) for key in keys])
+
+    def _commit(self, cluster: str, records: list[Record]) -> None:
+        if not self.acting(cluster):
+            raise NotActing(f"not acting on cluster {cluster}: it has not taken over its state")
+        try:
+            with self._writing:
+                self._logs[cluster].commit(records)
+        except Fenced as exc:
+            self._lost()
+            raise NotActing(f"stopped acting on cluster {cluster}: {exc}") from None
+        except StateLogError as exc:
+            self._lost()
+            raise JournalError(str(exc)) from None
+
+    def _lost(self) -> None:
+        self.release()
+        if self.on_lost is not None:
+            self.on_lost()
 
     def close(self) -> None:
         self.release()

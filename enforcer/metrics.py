@@ -32,6 +32,13 @@ class EnforcerMetrics:
         self.webhooks = Counter(
             PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=self.registry
         )
+        self.acting = Gauge(
+            PREFIX + "acting",
+            "1 while this replica acts on its clusters (always with kvq.enforcer.state.store="
+            "local; with kafka, one replica at a time), 0 while it stands by",
+            registry=self.registry,
+        )
+        self.acting.set(1)
         counter, gauge = self._per_cluster(Counter), self._per_cluster(Gauge)
         self.applies = counter("applies", "Completed applies of a target factor")
         self.apply_failures = counter("apply_failures", "Applies that failed (Kafka error)")

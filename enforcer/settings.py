@@ -22,6 +22,9 @@ from kvq.settings.durations import format_duration
 
 LISTEN = "kvq.enforcer.listen"
 JOURNAL = "kvq.enforcer.journal"
+STATE_STORE = "kvq.enforcer.state.store"
+LOCAL, KAFKA = "local", "kafka"
+STATE_STORES = (LOCAL, KAFKA)
 TOKEN_FILE = "kvq.enforcer.auth.bearer.token.file"
 BASIC_FILE = "kvq.enforcer.auth.basic.file"
 PROMETHEUS_URL = "kvq.enforcer.prometheus.url"
@@ -91,6 +94,33 @@ class EnforcerSettings(AppSettings):
         "The SQLite journal of the original quotas and the throttles in progress (a relative "
         "path is in the working directory); not on a network file system, where SQLite's WAL "
         "does not work.",
+    )
+    state_store: str = setting(
+        STATE_STORE,
+        values.one_of(STATE_STORES),
+        LOCAL,
+        "Where the enforcer's state (the original quotas, throttles in progress, firing alerts) "
+        "lives. local: in the SQLite file kvq.enforcer.journal, for one replica on a volume of "
+        "its own. kafka: in a compacted topic of each cluster (kvq.enforcer.state.topic), "
+        "written in transactions that fence any other replica; the SQLite file is a working "
+        "copy. Run two or more replicas: one acts, elected through a consumer group; the "
+        "others hand the webhooks they take to it through the topic.",
+    )
+    state_topic: str = setting(
+        "kvq.enforcer.state.topic",
+        values.text,
+        "kvq-enforcer-state",
+        "With kvq.enforcer.state.store=kafka: the topic holding the cluster's state (created "
+        "compacted, one partition, on up to three brokers if missing).",
+    )
+    state_group: str = setting(
+        "kvq.enforcer.state.group",
+        values.text,
+        "kvq-enforcer",
+        "With kvq.enforcer.state.store=kafka: the consumer group electing the replica that "
+        "acts (on the first cluster's state topic), and the prefix of each cluster's "
+        "transactional id (<group>.<kvq.cluster.name>). Installations sharing a Kafka cluster "
+        "need different groups.",
     )
     token_file: str | None = setting(
         TOKEN_FILE,

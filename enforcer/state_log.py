@@ -156,33 +156,8 @@ class StateLog:
         return latest
 
     def ensure_topic(self) -> None:
-        """Create the topic if it does not exist (compacted, one partition, replicated on up to
-        three brokers, min.insync.replicas two where there are three)."""
-        from kafka.admin import KafkaAdminClient, NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
-        try:
-            admin = KafkaAdminClient(**self._client_keywords())
-        except Exception as exc:
-            raise StateLogError(
-                f"cannot reach Kafka for {self._where()}: {_describe(exc)}"
-            ) from None
-        try:
-            if self.topic in admin.list_topics():
-                return
-            replicas = min(3, len(admin.describe_cluster()["brokers"]))
-            config = {**TOPIC_CONFIG, "min.insync.replicas": str(min(2, replicas))}
-            try:
-                admin.create_topics([NewTopic(self.topic, 1, replicas, topic_configs=config)])
-            except TopicAlreadyExistsError:
-                return  # another replica created it meanwhile
-            log.info(
-                "created topic %s for the enforcer's state (%d replicas)", self.topic, replicas
-            )
-        except Exception as exc:
-            raise StateLogError(f"cannot create {self._where()}: {_describe(exc)}") from None
-        finally:
-            close_quietly(admin.close)
+        """Create the topic if it does not exist (see `ensure_state_topic`)."""
+        ensure_state_topic(self._properties, self.topic, self._timeout_ms)
 
     def release(self) -> None:
         """Stop writing (the next `commit` raises Fenced until `take_over`)."""
@@ -211,13 +186,50 @@ class StateLog:
             ) from None
 
     def _client_keywords(self) -> dict[str, Any]:
-        keywords = kafka_python_config(self._properties)
-        keywords.setdefault("request_timeout_ms", self._timeout_ms)
-        keywords["client_id"] = self._client_id
-        return keywords
+        return client_keywords(self._properties, self._timeout_ms, self._client_id)
 
     def _where(self) -> str:
         return f"state topic {self.topic} (transactional id {self.transactional_id})"
+
+
+def ensure_state_topic(
+    admin_properties: Mapping[str, str], topic: str, timeout_ms: int = 30_000
+) -> None:
+    """Create `topic` if it does not exist: compacted, one partition, on up to three brokers,
+    min.insync.replicas two where there are three. Kafka must not create it on first use with
+    its defaults (deleted after a week: the state with it)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    where = f"state topic {topic}"
+    try:
+        admin = KafkaAdminClient(**client_keywords(admin_properties, timeout_ms))
+    except Exception as exc:
+        raise StateLogError(f"cannot reach Kafka for {where}: {_describe(exc)}") from None
+    try:
+        if topic in admin.list_topics():
+            return
+        replicas = min(3, len(admin.describe_cluster()["brokers"]))
+        config = {**TOPIC_CONFIG, "min.insync.replicas": str(min(2, replicas))}
+        try:
+            admin.create_topics([NewTopic(topic, 1, replicas, topic_configs=config)])
+        except TopicAlreadyExistsError:
+            return  # another replica created it meanwhile
+        log.info("created topic %s for the enforcer's state (%d replicas)", topic, replicas)
+    except Exception as exc:
+        raise StateLogError(f"cannot create {where}: {_describe(exc)}") from None
+    finally:
+        close_quietly(admin.close)
+
+
+def client_keywords(
+    admin_properties: Mapping[str, str], timeout_ms: int, client_id: str = "kvq-enforcer-state"
+) -> dict[str, Any]:
+    """kafka-python's keywords for a client of the state topic."""
+    keywords = kafka_python_config(admin_properties)
+    keywords.setdefault("request_timeout_ms", timeout_ms)
+    keywords["client_id"] = client_id
+    return keywords
 
 
 def _is_fenced(exc: BaseException) -> bool:

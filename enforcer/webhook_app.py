@@ -1,7 +1,8 @@
 """The HTTP face of the enforcer: a Flask app served by kvq.web's server (see cli.py).
 
-POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored, 400 bad payload,
-                401 credentials, 413 too large, 503 Kafka failed (Alertmanager retries 5xx)
+POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored (with the state in
+                Kafka: queued for the acting replica), 400 bad payload, 401 credentials, 413 too
+                large, 503 Kafka failed (Alertmanager retries 5xx)
 GET  /status    per-cluster target/applied factor, changed entities, drift (authenticated)
 GET  /metrics   Prometheus metrics
 GET  /ready     200 when the server takes webhooks
@@ -27,7 +28,9 @@ from werkzeug.exceptions import HTTPException
 from enforcer.applier import ApplyError
 from enforcer.auth import Credentials
 from enforcer.enforcer import Enforcer
+from enforcer.inbox import InboxError
 from enforcer.journal import JournalError
+from enforcer.replica import Replica
 from enforcer.webhook_payload import PayloadError, parse_webhook
 from kvq.web.server import ConnectionLimits, Request, Response, Route, WebServer
 from kvq.web.standard_metrics import register_standard_metrics
@@ -57,23 +60,37 @@ def _json(status: int, document: Any) -> FlaskResponse:
     return FlaskResponse(body, status, mimetype="application/json")
 
 
+class _Direct:
+    """The local store (one replica): a webhook is handled here, before the answer."""
+
+    def __init__(self, enforcer: Enforcer) -> None:
+        self.enforcer = enforcer
+        self.metrics = enforcer.metrics
+        self.clusters = tuple(sorted(enforcer.appliers))
+        self.status = enforcer.status
+        self.health = enforcer.health
+
+    def take(self, body: bytes) -> tuple[str, dict[str, Any]]:
+        outcome = self.enforcer.handle(parse_webhook(body))
+        return outcome.outcome, outcome.to_json()
+
+
 class _Views:
     """What each endpoint answers: Flask views (run inside the app) and the server's handler of
     /metrics. Credentials, methods and body size are enforced by the server before a view runs
     (see enforcer_routes); a view only ever sees requests it should answer."""
 
-    def __init__(self, enforcer: Enforcer) -> None:
-        self.enforcer = enforcer
-        self.metrics = enforcer.metrics
+    def __init__(self, face: _Direct | Replica) -> None:
+        self.face = face
+        self.metrics = face.metrics
 
     def webhook(self) -> FlaskResponse:
         try:
-            payload = parse_webhook(request.get_data(cache=False))
-            outcome = self.enforcer.handle(payload)
+            outcome, document = self.face.take(request.get_data(cache=False))
         except PayloadError as exc:
             log.warning("rejected webhook: %s", exc)
             return self._error(400, "bad_request", str(exc))
-        except ApplyError as exc:
+        except (ApplyError, InboxError) as exc:
             return self._error(503, "kafka_unavailable", str(exc))
         except JournalError as exc:
             log.error("%s", exc)
@@ -81,8 +98,8 @@ class _Views:
         except Exception:
             log.exception("webhook failed")
             return self._error(500, "error", "internal error; see the enforcer's log")
-        self.metrics.webhooks.labels(outcome.outcome).inc()
-        return _json(200, outcome.to_json())
+        self.metrics.webhooks.labels(outcome).inc()
+        return _json(200, document)
 
     def webhook_rejected(self, status: int) -> None:
         """A webhook the server refused from its head (never reached `webhook`), counted."""
@@ -90,14 +107,14 @@ class _Views:
             self.metrics.webhooks.labels(REJECTED_OUTCOME[status]).inc()
 
     def status(self) -> FlaskResponse:
-        return _json(200, self.enforcer.status())
+        return _json(200, self.face.status())
 
     def health(self) -> FlaskResponse:
-        document = self.enforcer.health()
+        document = self.face.health()
         return _json(200 if document["status"] == "ok" else 503, document)
 
     def ready(self) -> FlaskResponse:
-        return _json(200, {"status": "ready", "clusters": sorted(self.enforcer.appliers)})
+        return _json(200, {"status": "ready", "clusters": list(self.face.clusters)})
 
     def serve_metrics(self, _request: Request) -> Response:
         return Response(200, self.metrics.render(), self.metrics.content_type, compressible=True)
@@ -137,7 +154,7 @@ def _endpoint_declarer(app: Flask, address: tuple[str, int], scheme: str) -> Cal
 
 
 def enforcer_routes(
-    enforcer: Enforcer,
+    enforcer: Enforcer | Replica,
     credentials: Credentials | None,
     max_body: int = DEFAULT_MAX_BODY,
     address: tuple[str, int] = ("127.0.0.1", 0),
@@ -148,7 +165,7 @@ def enforcer_routes(
     served by the server directly.
 
     `credentials` None means no authentication (--insecure-no-auth)."""
-    views = _Views(enforcer)
+    views = _Views(enforcer if isinstance(enforcer, Replica) else _Direct(enforcer))
     endpoint = _endpoint_declarer(_flask_app(), address, scheme)
     return [
         endpoint(
@@ -173,7 +190,7 @@ def enforcer_routes(
 
 
 def enforcer_server(
-    enforcer: Enforcer,
+    enforcer: Enforcer | Replica,
     credentials: Credentials | None,
     address: tuple[str, int],
     web_config: WebConfig | None = None,

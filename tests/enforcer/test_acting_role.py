@@ -12,7 +12,7 @@ import pytest
 from devkit.processes import wait_until
 from enforcer.acting_role import ActingRole
 from enforcer.inbox import Inbox, is_inbox
-from enforcer.state_log import StateLog
+from enforcer.state_log import ensure_state_topic
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ class Member:
 def election(shared_kafka):
     """Members of one fresh group on one fresh state topic, an inbox on it; all stopped after."""
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
-    StateLog(shared_kafka.admin_properties, topic, "unused").ensure_topic()
+    ensure_state_topic(shared_kafka.admin_properties, topic)
     members: list[Member] = []
     inbox = Inbox(shared_kafka.admin_properties, topic)
 

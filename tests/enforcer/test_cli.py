@@ -229,3 +229,21 @@ def test_files_that_disagree_on_the_cluster_label_are_refused(tmp_path, capsys):
     assert "--cluster-label" in err
     assert main([*argv, "--cluster-label", "kafka_cluster"]) == 0
     assert capsys.readouterr().out.count("kvq.cluster.label=kafka_cluster") == 2
+
+
+def test_import_journal_needs_the_kafka_store_and_an_existing_file(tmp_path, capsys):
+    local = write_config(tmp_path, "c1")
+    code, err = run(["--config", local, "--insecure-no-auth", "--import-journal", "j"], capsys)
+    assert code == 2
+    assert "--import-journal needs kvq.enforcer.state.store=kafka (it is local)" in err
+    (tmp_path / "k").mkdir()
+    kafka = write_config(tmp_path / "k", "c1", **{"kvq.enforcer.state.store": "kafka"})
+    missing = str(tmp_path / "missing.sqlite3")
+    code, err = run(["--config", kafka, "--insecure-no-auth", "--import-journal", missing], capsys)
+    assert code == 2 and f"--import-journal {missing}: no such file" in err
+
+
+def test_an_unknown_state_store_names_what_is_allowed(tmp_path, capsys):
+    config = write_config(tmp_path, **{"kvq.enforcer.state.store": "etcd"})
+    code, err = run(["--config", config, "--insecure-no-auth"], capsys)
+    assert code == 2 and "kvq.enforcer.state.store=etcd: must be one of local, kafka" in err

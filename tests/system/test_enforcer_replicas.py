@@ -1,0 +1,133 @@
+"""Two kvq-enforcer processes with their state in Kafka (kvq.enforcer.state.store=kafka) on the
+run's shared 3-node Kafka cluster, as the chart runs them: one acts, either takes webhooks, and
+when the acting one is killed (SIGKILL: no goodbye to the group) the other takes over and the
+restore is exact."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+import requests
+
+from devkit.alertmanager import throttle_webhook
+from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
+from devkit.kafka_cluster import kafka_admin_settings
+from devkit.processes import wait_until
+from enforcer.journal import Journal
+from enforcer.kafka_state import KafkaState
+from enforcer.state_log import StateLog
+from kvq.kafka.quota_entity import QuotaEntity
+from tests.quota_backends import kafka_quotas_left_as_found
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "replicas"
+ALICE = QuotaEntity.user("alice")
+P = "producer_byte_rate"
+
+
+def post(replica: RunningEnforcer, body: dict) -> requests.Response:
+    return requests.post(
+        replica.url + "/webhook",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        timeout=30,
+    )
+
+
+def acting(replica: RunningEnforcer) -> bool:
+    status = requests.get(
+        replica.url + "/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    )
+    return bool(status.json()["acting"])
+
+
+def test_the_standby_takes_webhooks_and_takes_over_from_a_killed_replica(shared_kafka, tmp_path):
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    settings = {
+        "kvq.enforcer.state.store": "kafka",
+        "kvq.enforcer.state.topic": topic,
+        "kvq.enforcer.state.group": f"kvq-enforcer-{topic}",
+        "kvq.enforcer.failsafe.after": "PT0S",
+        # the killed replica may have died before journaling an answer: short, so the test
+        # sees the restore finished (the copy of the originals removed) soon after
+        "kvq.enforcer.alter.settle": "PT5S",
+    }
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with contextlib.ExitStack() as stack:
+        quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
+        quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
+        before = quotas.snapshot()
+        replicas = [
+            stack.enter_context(
+                running_enforcer(
+                    shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
+                    settings=settings,
+                )
+            )
+            for name in ("a", "b")
+        ]  # fmt: skip
+        actor = wait_until(
+            lambda: [r for r in replicas if acting(r)], 60, what="one replica acting"
+        )[0]
+        standby = next(r for r in replicas if r is not actor)
+        assert not acting(standby)
+
+        answer = post(standby, throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g"))
+        assert answer.status_code == 200 and "queued" in answer.json()
+        wait_until(
+            lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0,
+            60,
+            what="alice throttled to half by the acting replica",
+        )
+
+        os.kill(actor.pid, signal.SIGKILL)
+        answer = post(standby, throttle_webhook(cluster=CLUSTER, factor=None, group_key="g"))
+        assert answer.status_code == 200  # queued while nobody acts yet
+        wait_until(lambda: acting(standby), 60, what="the standby acting")
+        wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
+
+
+def test_import_journal_copies_a_sqlite_journal_into_kafka_once(shared_kafka, tmp_path):
+    old = Journal(tmp_path / "old.sqlite3")  # an enforcer's journal with the local store
+    old.episodes.begin(CLUSTER, {(ALICE, P): 1_000_000.0}, 0.5)
+    expected = old.episodes.episode(CLUSTER)
+    old.close()
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "kvq.properties"
+    settings = {
+        **kafka_admin_settings(shared_kafka.admin_properties),
+        "kvq.cluster.name": CLUSTER,
+        "client.quota.callback.static.storage.per.volume.limit.min.available.ratio": "0.05",
+        "kvq.enforcer.state.store": "kafka",
+        "kvq.enforcer.state.topic": topic,
+    }
+    config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    command = [
+        sys.executable, "-m", "enforcer.cli", "--config", str(config), "--insecure-no-auth",
+        "--import-journal", str(tmp_path / "old.sqlite3"),
+    ]  # fmt: skip
+
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert f"cluster {CLUSTER}: 2 rows imported from" in first.stdout  # the episode, its pair
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"cluster {CLUSTER}: Kafka holds its state already; nothing imported" in again.stdout
+
+    state = KafkaState({CLUSTER: StateLog(shared_kafka.admin_properties, topic, "reader")})
+    fresh = Journal(tmp_path / "fresh.sqlite3", sink=state)
+    try:
+        state.take_over(fresh, CLUSTER)
+        assert fresh.episodes.episode(CLUSTER) == expected
+    finally:
+        state.close()
+        fresh.close()
