@@ -6,7 +6,8 @@ the enforcer; sets client quotas, fills one log dir past the limit, waits until 
 throttled, frees the space and waits until they are restored byte for byte. Exit code 0 only if
 the loop closed. `--keep` (make demo KEEP=1) keeps the stack up until Ctrl-C.
 `--scenario producers` (make demo SCENARIO=producers) runs demo/producers.py instead; versus,
-slowdown and strimzi (KAFKA=apache) run demo/versus.py, demo/slowdown.py and demo/strimzi.py.
+slowdown, strimzi and failover (KAFKA=apache) run demo/versus.py, demo/slowdown.py,
+demo/strimzi.py and demo/failover.py.
 `--kafka apache` (make demo KAFKA=apache) runs it on a 3-node Apache Kafka cluster instead of
 devcluster: its log dirs are 64 MiB tmpfs file systems, filled with real bytes by producing to a
 topic on broker 1, freed by deleting that topic.
@@ -39,13 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the stack up until Ctrl-C")
     parser.add_argument(
         "--scenario",
-        choices=("loop", "producers", "versus", "slowdown", "strimzi"),
+        choices=("loop", "producers", "versus", "slowdown", "strimzi", "failover"),
         default="loop",
         help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
         "producers fill a small disk, with kvq and then without it (demo/producers.py); "
         "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq; slowdown "
         "(KAFKA=apache): the 0/1 policy and graceful-slowdown on one load with retention; "
-        "strimzi (KAFKA=apache): Strimzi's operators putting quotas back during a throttle",
+        "strimzi (KAFKA=apache): Strimzi's operators putting quotas back during a throttle; "
+        "failover (KAFKA=apache): the acting enforcer replica killed mid-apply, twice",
     )
     parser.add_argument(
         "--kafka",
@@ -79,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.kafka != "apache" or args.keep:
             parser.error("strimzi runs on real Kafka only (KAFKA=apache) and stops its own cluster")
         return strimzi.main(rest)
+    if args.scenario == "failover":
+        from demo import failover
+
+        if args.kafka != "apache" or args.keep:
+            parser.error(
+                "failover runs on real Kafka only (KAFKA=apache) and stops its own cluster"
+            )
+        return failover.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()

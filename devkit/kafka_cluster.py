@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devkit.kafka_dist import KafkaDist, fetch
+from devkit.kafka_dist import LOG4J2_CONFIG, REQUEST_LOG4J2_CONFIG, KafkaDist, fetch
 from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
 from devkit.tls_certificates import Pki
 
@@ -229,6 +229,8 @@ class KafkaCluster:
     """A TLS listener with client authentication (mTLS), `tls_bootstrap`."""
     oauth: OAuthListener | None = None
     """Add the `OAUTH` listener (SASL/OAUTHBEARER) to every node; `oauth_bootstrap` names it."""
+    request_log: bool = False
+    """Log every request each node completes (kafka.request.logger) to its `requests.log`."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -560,7 +562,12 @@ class KafkaCluster:
         if node.metrics_port is not None:
             agent = f"{self.dist.jmx_agent}={self.host}:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"
             options.append(f"-javaagent:{agent}")
-        argv = self.dist.java_argv("kafka.Kafka", [str(node.config_path)], node.logs_dir, options)
+        log_config = (
+            f"{LOG4J2_CONFIG},{REQUEST_LOG4J2_CONFIG}" if self.request_log else LOG4J2_CONFIG
+        )
+        argv = self.dist.java_argv(
+            "kafka.Kafka", [str(node.config_path)], node.logs_dir, options, log_config
+        )
         node.process = ManagedProcess(argv, node.logs_dir / f"console-{node.starts}.log")
         node.wanted = True
 

@@ -32,6 +32,8 @@ from spark.class_archive import cache_dir, java_binary
 POM = Path(__file__).parent / "kafka" / "pom.xml"
 LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2.properties"
 PRODUCER_LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2-producer.properties"
+REQUEST_LOG4J2_CONFIG = Path(__file__).parent / "kafka" / "log4j2-requests.properties"
+"""Added to LOG4J2_CONFIG by KafkaCluster(request_log=True): every request to requests.log."""
 """devkit/java_producer.py's: warnings, and each throttle time a broker returned to the client."""
 VERSION_ENV = "KVQ_KAFKA_VERSION"
 """The Kafka version brokers start from (tests, demo, bench); default KAFKA_VERSION."""
@@ -81,9 +83,10 @@ class KafkaDist:
         args: list[str],
         logs_dir: Path,
         jvm_options: list[str],
-        log_config: Path = LOG4J2_CONFIG,
+        log_config: Path | str = LOG4J2_CONFIG,
     ) -> list[str]:
-        """A `java` command line as Kafka's scripts build it: our log4j2 config, the logs dir."""
+        """A `java` command line as Kafka's scripts build it: our log4j2 config (several files
+        comma-separated make one composite configuration), the logs dir."""
         java = java_binary()
         if java is None:
             raise KafkaDistError("no java found (JAVA_HOME or PATH): apt-get install default-jre")
