@@ -78,7 +78,7 @@ def test_three_clusters_are_three_exporters_and_one_enforcer_for_all(three) -> N
         env = [e["name"] for e in container.get("env", [])]
         assert env == ([f"KVQ_{cluster.upper()}_PASSWORD"] if cluster != "central" else [])
     (enforcer,) = [w for w in workloads(three) if command_of(w) == "kvq-enforcer"]
-    assert enforcer["kind"] == "StatefulSet" and enforcer["spec"]["replicas"] == 1
+    assert enforcer["kind"] == "Deployment" and enforcer["spec"]["replicas"] == 2
     container = enforcer["spec"]["template"]["spec"]["containers"][0]
     files = config_files(three, enforcer)
     assert [properties["kvq.cluster.name"] for _, properties in files] == CLUSTERS
@@ -107,7 +107,10 @@ def test_three_clusters_have_disruption_budgets_priority_and_network_policy(thre
             if b["kind"] == "PodDisruptionBudget"
             and b["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         ]
-        assert budget["spec"]["minAvailable"] == 1
+        if command_of(workload) == "kvq-exporter":
+            assert budget["spec"]["minAvailable"] == 1  # of two
+        else:
+            assert budget["spec"]["maxUnavailable"] == 1  # a drain moves one at a time
         assert pod["spec"]["priorityClassName"] == one(three, "PriorityClass")["metadata"]["name"]
     assert all(e["spec"]["replicas"] == 2 for e in exporters(three))
     policy = one(three, "NetworkPolicy")
@@ -360,7 +363,10 @@ def test_the_install_page_values_render_and_validate(tmp_path) -> None:
     text = kubernetes_manifests.helm_template("-f", str(values))
     assert kubeconform.kubeconform(text) == []
     docs = [d for d in yaml.safe_load_all(text) if d]
-    assert one(docs, "Deployment")["metadata"]["name"] == "kvq-exporter-kafka"
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Deployment") == [
+        "kvq-enforcer",
+        "kvq-exporter-kafka",
+    ]
     assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
