@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 
 import pytest
@@ -23,6 +24,7 @@ from tests.deploy.rendering import (
     arguments,
     command_of,
     config_files,
+    documents,
     kustomize_text,
     mounted_file,
     namespace_of,
@@ -30,7 +32,7 @@ from tests.deploy.rendering import (
     render,
     workloads,
 )
-from tests.docs.blocks import block
+from tests.docs.blocks import block, command_lines
 
 AMTOOL = "/usr/bin/amtool"
 BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
@@ -433,3 +435,43 @@ def test_a_strimzi_cluster_s_internal_principals_are_excluded(tmp_path) -> None:
     strimzi_page = (ROOT / "docs" / "strimzi.md").read_text()
     for principal in STRIMZI_PRINCIPALS:
         assert principal.removeprefix("User:") in strimzi_page
+
+
+def test_the_install_page_upgrade_steps_name_what_the_chart_renders(tmp_path) -> None:
+    """The install page's upgrade to two replicas, with its values: the StatefulSet scaled down,
+    the pod waited for and the claim deleted are the old enforcer's (enforcer.state.store
+    local); its `helm upgrade` renders the import Job on that claim whose log the steps read,
+    and the Deployment they wait for."""
+    steps = command_lines(block("docs/install-kubernetes.md", "enforcer.state.importFrom="))
+    values = tmp_path / "my-values.yaml"
+    values.write_text(block("docs/install-kubernetes.md", "# my-values.yaml").text)
+    (upgrade,) = [shlex.split(s) for s in steps if s.startswith(".venv/bin/helm upgrade")]
+    release, chart, *args = upgrade[2:]
+    assert args[args.index("-f") + 1] == "my-values.yaml"
+    namespace = args[args.index("-n") + 1]
+    (import_from,) = [args[i + 1] for i, arg in enumerate(args) if arg == "--set"]
+
+    def render_with(setting: str) -> list[dict]:
+        text = kubernetes_manifests.helm_template(
+            "-f", str(values), "--set", setting, release=release, namespace=namespace,
+            chart=ROOT / chart,
+        )  # fmt: skip
+        assert kubeconform.kubeconform(text) == []
+        return documents(text)
+
+    old, new = render_with("enforcer.state.store=local"), render_with(import_from)
+    statefulset = one(old, "StatefulSet")
+    name = statefulset["metadata"]["name"]
+    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+    old_claim = f"{claim['metadata']['name']}-{name}-0"  # how a StatefulSet names its claim
+    job = one(new, "Job")
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert {"claimName": old_claim} in [v.get("persistentVolumeClaim") for v in volumes]
+    deployment = one(new, "Deployment", name)["metadata"]["name"]
+    assert [s for s in steps if s.startswith("kubectl")] == [
+        f"kubectl -n {namespace} scale statefulset {name} --replicas=0",
+        f"kubectl -n {namespace} wait --for=delete pod/{name}-0 --timeout=120s",
+        f"kubectl -n {namespace} logs job/{job['metadata']['name']}",
+        f"kubectl -n {namespace} rollout status deploy/{deployment}",
+        f"kubectl -n {namespace} delete pvc {old_claim}",
+    ]
