@@ -381,7 +381,10 @@ def test_the_install_page_kustomize_overlay_renders_and_validates(tmp_path) -> N
     overlay.joinpath("kustomization.yaml").write_text(
         block("docs/install-kubernetes.md", "# my-kvq/kustomization.yaml").text
     )
-    properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+    properties = (
+        f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+        "kvq.enforcer.state.store=kafka\n"  # the page says the base's two replicas need it
+    )
     overlay.joinpath("kvq.properties").write_text(properties)
     text = kustomize_text(overlay)
     assert kubeconform.kubeconform(text) == []
