@@ -22,6 +22,28 @@ class RunningEnforcer:
     pid: int
 
 
+def write_config(
+    admin_properties: Mapping[str, str],
+    work_dir: Path,
+    cluster: str = "bench",
+    settings: Mapping[str, str] | None = None,
+) -> Path:
+    """`work_dir/kvq.properties` of the enforcer `running_enforcer` starts (and its token file):
+    `settings` over a produce base of 10 MB/s, for `admin_properties` as cluster `cluster`."""
+    (work_dir / "token").write_text(TOKEN + "\n")
+    properties = {
+        **kafka_admin_settings(admin_properties),
+        f"{P}storage.per.volume.limit.min.available.ratio": "0.05",
+        f"{P}produce": "10000000",
+        "kvq.cluster.name": cluster,
+        "kvq.enforcer.auth.bearer.token.file": str(work_dir / "token"),
+        **(settings or {}),
+    }
+    config = work_dir / "kvq.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    return config
+
+
 @contextlib.contextmanager
 def running_enforcer(
     admin_properties: Mapping[str, str],
@@ -34,17 +56,7 @@ def running_enforcer(
     """A kvq-enforcer for `admin_properties` as cluster `cluster`, with `settings` over a
     produce base of 10 MB/s; yields it once it answers /healthz, stops it on exit. `code`:
     run the enforcer of that checkout instead of this one."""
-    (work_dir / "token").write_text(TOKEN + "\n")
-    properties = {
-        **kafka_admin_settings(admin_properties),
-        f"{P}storage.per.volume.limit.min.available.ratio": "0.05",
-        f"{P}produce": "10000000",
-        "kvq.cluster.name": cluster,
-        "kvq.enforcer.auth.bearer.token.file": str(work_dir / "token"),
-        **(settings or {}),
-    }
-    config = work_dir / "kvq.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    config = write_config(admin_properties, work_dir, cluster, settings)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [

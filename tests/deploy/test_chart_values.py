@@ -24,6 +24,7 @@ from tests.deploy.rendering import (
     CLIS,
     KUSTOMIZATIONS,
     ROOT,
+    THREE_CLUSTERS,
     arguments,
     command_of,
     config_files,
@@ -566,3 +567,102 @@ def test_a_changed_property_rolls_the_pods_under_helm(tmp_path) -> None:
     default[0]["properties"][ADMIN + "client.id"] = "kvq"
     shared = checksums({"clusters": default})
     assert shared["kvq-exporter"] != before["kvq-exporter"]
+
+
+# --- the enforcer's state ----------------------------------------------------------------------
+
+
+def enforcer_budget(docs: list[dict], workload: dict) -> dict:
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    (budget,) = [
+        d
+        for d in docs
+        if d["kind"] == "PodDisruptionBudget"
+        and d["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ]
+    return budget["spec"]
+
+
+def test_the_local_store_is_one_replica_with_its_journal_on_a_volume(tmp_path) -> None:
+    """enforcer.state.store local keeps the enforcer of before: one replica of a StatefulSet,
+    its journal on a PersistentVolumeClaim, a budget that makes a drain wait for a person; the
+    state values reach every enforcer file (and only those)."""
+    docs = rendered(
+        tmp_path, {"enforcer": {"state": {"store": "local", "topic": "t", "group": "g"}}}
+    )
+    enforcer = app(docs, "kvq-enforcer")
+    assert (enforcer["kind"], enforcer["spec"]["replicas"]) == ("StatefulSet", 1)
+    (claim,) = enforcer["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    (journal,) = arguments(container(enforcer), "--journal")
+    (mount,) = [m for m in container(enforcer)["volumeMounts"] if m["name"] == "journal"]
+    assert journal.startswith(mount["mountPath"] + "/")
+    assert not [
+        v for v in enforcer["spec"]["template"]["spec"]["volumes"] if v["name"] == "journal"
+    ]
+    assert {k: v for k, v in enforcer_budget(docs, enforcer).items() if k != "selector"} == {
+        "minAvailable": 1
+    }
+    ((_, properties),) = config_files(docs, enforcer)
+    state = {k: v for k, v in properties.items() if k.startswith("kvq.enforcer.state.")}
+    assert state == {
+        "kvq.enforcer.state.store": "local",
+        "kvq.enforcer.state.topic": "t",
+        "kvq.enforcer.state.group": "g",
+    }
+    ((_, exported),) = config_files(docs, app(docs, "kvq-exporter"))
+    assert not [k for k in exported if k.startswith("kvq.enforcer.state.")]
+    assert not [d for d in docs if d["kind"] == "Job"]
+
+
+def hook(doc: dict) -> tuple[str, int]:
+    annotations = doc["metadata"]["annotations"]
+    return annotations["helm.sh/hook"], int(annotations["helm.sh/hook-weight"])
+
+
+def test_the_upgrade_job_imports_the_old_journal_before_the_replicas_start(tmp_path) -> None:
+    """enforcer.state.importFrom: a pre-upgrade Job (Helm runs it, and waits for it, before it
+    changes anything else) runs `kvq-enforcer --import-journal` on the old journal's claim with
+    the files, credentials and token the new replicas get, from a ConfigMap of its own made just
+    before it (the release's is updated after the hook); the replicas never mount the claim.
+    tests/system/test_enforcer_acls.py runs the Job's command on real Kafka."""
+    from enforcer.cli import build_parser
+
+    values = yaml.safe_load(THREE_CLUSTERS.read_text())
+    values.setdefault("enforcer", {})["state"] = {"importFrom": "journal-kvq-enforcer-0"}
+    docs = rendered(tmp_path, values)
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    (config_map,) = [
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and "helm.sh/hook" in d["metadata"].get("annotations", {})
+    ]
+    assert hook(config_map) == ("pre-upgrade", -1) and hook(job) == ("pre-upgrade", 0)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    args = build_parser().parse_args(container(job)["args"])  # exits on an unknown flag
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [
+        m
+        for m in container(job)["volumeMounts"]
+        if args.import_journal.startswith(m["mountPath"] + "/")
+    ]
+    assert volumes[mount["name"]]["persistentVolumeClaim"] == {
+        "claimName": "journal-kvq-enforcer-0"
+    }
+    enforcer = app(docs, "kvq-enforcer")
+    assert args.import_journal == arguments(container(enforcer), "--journal")[0]
+    assert config_files(docs, job) == config_files(docs, enforcer)
+    assert container(job)["env"] == container(enforcer)["env"]
+    for _, properties in config_files(docs, job):
+        token = properties["kvq.enforcer.auth.bearer.token.file"]
+        assert mounted_file(job, token) == mounted_file(enforcer, token)
+    assert "persistentVolumeClaim" not in str(enforcer)
+    refused = helm("template", "kvq", str(CHART), "--set", "enforcer.state.store=local",
+                   "--set", "enforcer.state.importFrom=journal-kvq-enforcer-0")  # fmt: skip
+    assert refused.returncode != 0
+    assert (
+        'enforcer.state.importFrom "journal-kvq-enforcer-0" copies a journal into Kafka: it '
+        "needs enforcer.state.store kafka (it is local)" in refused.stderr
+    ), refused.stderr

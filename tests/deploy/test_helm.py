@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 
 import pytest
@@ -23,6 +24,7 @@ from tests.deploy.rendering import (
     arguments,
     command_of,
     config_files,
+    documents,
     kustomize_text,
     mounted_file,
     namespace_of,
@@ -30,7 +32,7 @@ from tests.deploy.rendering import (
     render,
     workloads,
 )
-from tests.docs.blocks import block
+from tests.docs.blocks import block, command_lines
 
 AMTOOL = "/usr/bin/amtool"
 BOOTSTRAP = "client.quota.callback.static.kafka.admin.bootstrap.servers"
@@ -78,7 +80,7 @@ def test_three_clusters_are_three_exporters_and_one_enforcer_for_all(three) -> N
         env = [e["name"] for e in container.get("env", [])]
         assert env == ([f"KVQ_{cluster.upper()}_PASSWORD"] if cluster != "central" else [])
     (enforcer,) = [w for w in workloads(three) if command_of(w) == "kvq-enforcer"]
-    assert enforcer["kind"] == "StatefulSet" and enforcer["spec"]["replicas"] == 1
+    assert enforcer["kind"] == "Deployment" and enforcer["spec"]["replicas"] == 2
     container = enforcer["spec"]["template"]["spec"]["containers"][0]
     files = config_files(three, enforcer)
     assert [properties["kvq.cluster.name"] for _, properties in files] == CLUSTERS
@@ -107,7 +109,10 @@ def test_three_clusters_have_disruption_budgets_priority_and_network_policy(thre
             if b["kind"] == "PodDisruptionBudget"
             and b["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         ]
-        assert budget["spec"]["minAvailable"] == 1
+        if command_of(workload) == "kvq-exporter":
+            assert budget["spec"]["minAvailable"] == 1  # of two
+        else:
+            assert budget["spec"]["maxUnavailable"] == 1  # a drain moves one at a time
         assert pod["spec"]["priorityClassName"] == one(three, "PriorityClass")["metadata"]["name"]
     assert all(e["spec"]["replicas"] == 2 for e in exporters(three))
     policy = one(three, "NetworkPolicy")
@@ -360,7 +365,10 @@ def test_the_install_page_values_render_and_validate(tmp_path) -> None:
     text = kubernetes_manifests.helm_template("-f", str(values))
     assert kubeconform.kubeconform(text) == []
     docs = [d for d in yaml.safe_load_all(text) if d]
-    assert one(docs, "Deployment")["metadata"]["name"] == "kvq-exporter-kafka"
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Deployment") == [
+        "kvq-enforcer",
+        "kvq-exporter-kafka",
+    ]
     assert one(docs, "PrometheusRule")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
@@ -373,7 +381,10 @@ def test_the_install_page_kustomize_overlay_renders_and_validates(tmp_path) -> N
     overlay.joinpath("kustomization.yaml").write_text(
         block("docs/install-kubernetes.md", "# my-kvq/kustomization.yaml").text
     )
-    properties = f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+    properties = (
+        f"{BOOTSTRAP}=kafka-0.example:9093\nkvq.cluster.name=mine\n"
+        "kvq.enforcer.state.store=kafka\n"  # the page says the base's two replicas need it
+    )
     overlay.joinpath("kvq.properties").write_text(properties)
     text = kustomize_text(overlay)
     assert kubeconform.kubeconform(text) == []
@@ -427,3 +438,43 @@ def test_a_strimzi_cluster_s_internal_principals_are_excluded(tmp_path) -> None:
     strimzi_page = (ROOT / "docs" / "strimzi.md").read_text()
     for principal in STRIMZI_PRINCIPALS:
         assert principal.removeprefix("User:") in strimzi_page
+
+
+def test_the_install_page_upgrade_steps_name_what_the_chart_renders(tmp_path) -> None:
+    """The install page's upgrade to two replicas, with its values: the StatefulSet scaled down,
+    the pod waited for and the claim deleted are the old enforcer's (enforcer.state.store
+    local); its `helm upgrade` renders the import Job on that claim whose log the steps read,
+    and the Deployment they wait for."""
+    steps = command_lines(block("docs/install-kubernetes.md", "enforcer.state.importFrom="))
+    values = tmp_path / "my-values.yaml"
+    values.write_text(block("docs/install-kubernetes.md", "# my-values.yaml").text)
+    (upgrade,) = [shlex.split(s) for s in steps if s.startswith(".venv/bin/helm upgrade")]
+    release, chart, *args = upgrade[2:]
+    assert args[args.index("-f") + 1] == "my-values.yaml"
+    namespace = args[args.index("-n") + 1]
+    (import_from,) = [args[i + 1] for i, arg in enumerate(args) if arg == "--set"]
+
+    def render_with(setting: str) -> list[dict]:
+        text = kubernetes_manifests.helm_template(
+            "-f", str(values), "--set", setting, release=release, namespace=namespace,
+            chart=ROOT / chart,
+        )  # fmt: skip
+        assert kubeconform.kubeconform(text) == []
+        return documents(text)
+
+    old, new = render_with("enforcer.state.store=local"), render_with(import_from)
+    statefulset = one(old, "StatefulSet")
+    name = statefulset["metadata"]["name"]
+    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+    old_claim = f"{claim['metadata']['name']}-{name}-0"  # how a StatefulSet names its claim
+    job = one(new, "Job")
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert {"claimName": old_claim} in [v.get("persistentVolumeClaim") for v in volumes]
+    deployment = one(new, "Deployment", name)["metadata"]["name"]
+    assert [s for s in steps if s.startswith("kubectl")] == [
+        f"kubectl -n {namespace} scale statefulset {name} --replicas=0",
+        f"kubectl -n {namespace} wait --for=delete pod/{name}-0 --timeout=120s",
+        f"kubectl -n {namespace} logs job/{job['metadata']['name']}",
+        f"kubectl -n {namespace} rollout status deploy/{deployment}",
+        f"kubectl -n {namespace} delete pvc {old_claim}",
+    ]

@@ -31,7 +31,7 @@ def stages() -> dict[str, str]:
 
 
 def pods() -> list[dict]:
-    """The exporter's Deployment and the enforcer's StatefulSet the manifests ship."""
+    """The exporter's and the enforcer's Deployments the manifests ship."""
     docs = yaml.safe_load_all(BASE_RENDER.read_text())
     return [d for d in docs if d and d["kind"] in ("Deployment", "StatefulSet")]
 

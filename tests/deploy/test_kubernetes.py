@@ -73,7 +73,7 @@ def test_every_object_validates_strictly(rendered_text, rendered) -> None:
     object closed (an unknown field is an error), no kind without a schema."""
     assert kubeconform.kubeconform(rendered_text, skip=STRIMZI_KINDS) == []
     kinds = {d["kind"] for d in rendered}
-    assert kinds >= {"Deployment", "StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget"}
+    assert kinds >= {"Deployment", "Service", "ConfigMap", "PodDisruptionBudget"}
     assert kinds >= {"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
 
 
@@ -177,6 +177,39 @@ def test_containers_run_the_apps_with_flags_and_ports_they_have(rendered) -> Non
 
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return selector.items() <= labels.items()
+
+
+def test_the_enforcer_runs_as_replicas_with_no_volume_of_its_own(rendered) -> None:
+    """Issue 40: every render runs the enforcer as a Deployment of two replicas (one acts, the
+    other takes over within seconds, both ready on /ready and spread across nodes when they can)
+    with no PersistentVolumeClaim: its journal, a working copy, on an emptyDir, and every file it
+    reads says kvq.enforcer.state.store=kafka (two replicas with local journals would race). Its
+    PodDisruptionBudget lets a drain take one replica at a time."""
+    (enforcer,) = [w for w in workloads(rendered) if command_of(w) == "kvq-enforcer"]
+    assert (enforcer["kind"], enforcer["spec"]["replicas"]) == ("Deployment", 2)
+    assert not [d for d in rendered if d["kind"] == "PersistentVolumeClaim"]
+    pod = enforcer["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (journal,) = arguments(container, "--journal")
+    (mount,) = [m for m in container["volumeMounts"] if journal.startswith(m["mountPath"] + "/")]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert set(volume) == {"name", "emptyDir"}
+    files = config_files(rendered, enforcer)
+    assert files and {p["kvq.enforcer.state.store"] for _, p in files} == {"kafka"}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    (spread,) = pod["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == (
+        "kubernetes.io/hostname",
+        "ScheduleAnyway",
+    )
+    labels = enforcer["spec"]["template"]["metadata"]["labels"]
+    (budget,) = [
+        b
+        for b in rendered
+        if b["kind"] == "PodDisruptionBudget"
+        and _selects(b["spec"]["selector"]["matchLabels"], labels)
+    ]
+    assert {k: v for k, v in budget["spec"].items() if k != "selector"} == {"maxUnavailable": 1}
 
 
 def test_services_and_monitors_reach_the_pods(rendered) -> None:

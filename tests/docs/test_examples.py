@@ -69,6 +69,9 @@ INVENTORY: dict[tuple[str, str], str] = {
     (INSTALL, "# my-kvq/kustomization.yaml"): (
         f"{HELM}::test_the_install_page_kustomize_overlay_renders_and_validates"
     ),
+    (INSTALL, "enforcer.state.importFrom="): (
+        f"{HELM}::test_the_install_page_upgrade_steps_name_what_the_chart_renders"
+    ),
     ("README.md", "Kafka brokers ──DescribeCluster"): "a diagram",
     ("docs/architecture.md", "Kafka brokers ──DescribeCluster"): "a diagram",
     ("docs/policies.md", "kvq.throttle.policy=graceful-slowdown"): (
@@ -460,7 +463,11 @@ def test_the_strimzi_certificate_mounts() -> None:
         ["kubectl", "kustomize", str(ROOT / "deploy/kubernetes/overlays/strimzi")],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
-    (exporter,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
+    (exporter,) = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "kvq-exporter-kafka"
+    ]
     pod = exporter["spec"]["template"]["spec"]
     (documented,) = snippet["containers"]
     (container,) = pod["containers"]

@@ -24,7 +24,7 @@ from enforcer.journal import Journal
 from enforcer.kafka_state import KafkaState
 from enforcer.state_log import StateLog
 from kvq.kafka.quota_entity import QuotaEntity
-from tests.quota_backends import kafka_quotas_left_as_found
+from tests.quota_backends import KafkaQuotas, kafka_quotas_left_as_found
 
 pytestmark = pytest.mark.integration
 
@@ -75,25 +75,32 @@ def test_the_standby_takes_webhooks_and_takes_over_from_a_killed_replica(shared_
             )
             for name in ("a", "b")
         ]  # fmt: skip
-        actor = wait_until(
-            lambda: [r for r in replicas if acting(r)], 60, what="one replica acting"
-        )[0]
-        standby = next(r for r in replicas if r is not actor)
-        assert not acting(standby)
+        throttle_then_fail_over(replicas, quotas, before, CLUSTER)
 
-        answer = post(standby, throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g"))
-        assert answer.status_code == 200 and "queued" in answer.json()
-        wait_until(
-            lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0,
-            60,
-            what="alice throttled to half by the acting replica",
-        )
 
-        os.kill(actor.pid, signal.SIGKILL)
-        answer = post(standby, throttle_webhook(cluster=CLUSTER, factor=None, group_key="g"))
-        assert answer.status_code == 200  # queued while nobody acts yet
-        wait_until(lambda: acting(standby), 60, what="the standby acting")
-        wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
+def throttle_then_fail_over(
+    replicas: list[RunningEnforcer], quotas: KafkaQuotas, before: dict, cluster: str
+) -> None:
+    """One of two replicas acts; a throttle of alice to half posted to the other is applied;
+    the acting one killed (SIGKILL: no goodbye to the group), the other takes over and the
+    restore posted meanwhile puts every quota back as `before`."""
+    actor = wait_until(lambda: [r for r in replicas if acting(r)], 60, what="one replica acting")[0]
+    standby = next(r for r in replicas if r is not actor)
+    assert not acting(standby)
+
+    answer = post(standby, throttle_webhook(cluster=cluster, factor=0.5, group_key="g"))
+    assert answer.status_code == 200 and "queued" in answer.json(), answer.text
+    wait_until(
+        lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0,
+        60,
+        what="alice throttled to half by the acting replica",
+    )
+
+    os.kill(actor.pid, signal.SIGKILL)
+    answer = post(standby, throttle_webhook(cluster=cluster, factor=None, group_key="g"))
+    assert answer.status_code == 200, answer.text  # queued while nobody acts yet
+    wait_until(lambda: acting(standby), 60, what="the standby acting")
+    wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
 
 
 def test_import_journal_copies_a_sqlite_journal_into_kafka_once(shared_kafka, tmp_path):

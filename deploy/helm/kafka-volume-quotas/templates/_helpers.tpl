@@ -46,6 +46,10 @@ kafka-volume-quotas/cluster: {{ . }}
 {{/* The bearer token file the enforcer reads, mounted from enforcer.webhookTokenSecret. */}}
 {{- define "kvq.tokenFile" -}}/etc/kvq/webhook/token{{- end -}}
 
+{{/* The enforcer's journal (--journal), in the volume `journal`: the PersistentVolumeClaim of
+     state.store local, an emptyDir working copy with kafka, the old claim in the import Job. */}}
+{{- define "kvq.journalFile" -}}/var/lib/kvq/enforcer-journal.sqlite3{{- end -}}
+
 {{/* The principals of a Strimzi cluster's own components (docs/strimzi.md, "Strimzi's internal
      principals"): its brokers (Cruise Control's metrics reporter produces with their
      certificate), Cruise Control, the Topic and User Operators, the Kafka Exporter, and the
@@ -142,7 +146,8 @@ kafka-volume-quotas/cluster: {{ . }}
 {{/* One app's properties file of one cluster (dict "root" $ "cluster" c "app" ...): kvq.app's
      properties, then what the chart decides (a Strimzi cluster's internal principals added to the
      exclusions; the cluster's name and its label, clusterLabel, which the rules, dashboards and
-     Alertmanager route use too; the enforcer's token file, the same in every file; the enforcer's
+     Alertmanager route use too; the enforcer's token file and its state settings
+     (enforcer.state, which also decide the workload's kind), the same in every file; the enforcer's
      fail-safe reading the cluster's exporters through their Service, unless the exporters ask for
      credentials or TLS (exporter.webConfig) or the values set it). */}}
 {{- define "kvq.properties" -}}
@@ -156,6 +161,12 @@ kafka-volume-quotas/cluster: {{ . }}
 {{- $_ := set $merged "kvq.cluster.name" .cluster.name -}}
 {{- $_ := set $merged "kvq.cluster.label" .root.Values.clusterLabel -}}
 {{- $_ := set $merged "kvq.enforcer.auth.bearer.token.file" (include "kvq.tokenFile" .) -}}
+{{- if eq .app "enforcer" -}}
+{{- $state := .root.Values.enforcer.state -}}
+{{- $_ := set $merged "kvq.enforcer.state.store" $state.store -}}
+{{- $_ := set $merged "kvq.enforcer.state.topic" $state.topic -}}
+{{- $_ := set $merged "kvq.enforcer.state.group" $state.group -}}
+{{- end -}}
 {{- $failsafe := "kvq.enforcer.failsafe.exporter.urls" -}}
 {{- if and (eq .app "enforcer") (not (hasKey $merged $failsafe)) (not .root.Values.exporter.webConfig.secretName) -}}
 {{- $_ := set $merged $failsafe (printf "http://%s.%s.svc:%v/metrics" (include "kvq.exporterName" .) .root.Release.Namespace .root.Values.exporter.port) -}}
