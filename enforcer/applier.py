@@ -125,9 +125,16 @@ class Sent:
     rejected: list[str]
 
 
-ChooseTarget = Callable[[float | None, float], float]
-"""(factor of a throttle just adopted from Kafka's copy or None, factor applied now) -> the
-factor to apply."""
+@dataclass(frozen=True, slots=True)
+class StartingPoint:
+    """Where a cluster's next apply starts from: what its caller needs to choose the factor to
+    apply (`Applier.starting_point`, then `Applier.enforce`)."""
+
+    adopted: float | None
+    """The factor named by the marker of a throttle just adopted from Kafka's copy of the
+    originals (the journal did not know it), else None."""
+    applied: float
+    """The factor applied now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,15 +236,22 @@ class Applier:
             self.needs_reconcile,
         )
 
-    def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
-        """One step of the cluster's work, nobody else acting on it meanwhile: read Kafka's copy
-        of the originals if not read since start (adopting a throttle the journal does not
-        know), then apply `choose_target(adopted, applied)`: `adopted` is the factor the
-        adopted throttle's marker names (else None), `applied` the factor applied now. Raises
-        ApplyError when Kafka or the journal fails (retry later)."""
+    def starting_point(self) -> StartingPoint:
+        """The first half of one step of the cluster's work, nobody else acting on it meanwhile:
+        read Kafka's copy of the originals if not read since start (adopting a throttle the
+        journal does not know), and the factor applied now. The caller chooses the factor to
+        apply from it, then calls `enforce`. Raises ApplyError when Kafka or the journal fails
+        (retry later)."""
         with self.journal.exclusive():
             adopted = None if self._copy_checked else self._read_copy()
-            return self._apply_counted(choose_target(adopted, applied_factor(self._episode_now())))
+            return StartingPoint(adopted, applied_factor(self._episode_now()))
+
+    def enforce(self, factor: float) -> ApplyResult:
+        """The second half of one step of the cluster's work, nobody else acting on it
+        meanwhile: apply `factor` (chosen from `starting_point`). Raises ApplyError when Kafka
+        or the journal fails (retry later)."""
+        with self.journal.exclusive():
+            return self._apply_counted(factor)
 
     def apply(self, factor: float) -> ApplyResult:
         """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
