@@ -253,11 +253,6 @@ class Applier:
         with self.journal.exclusive():
             return self._apply_counted(factor)
 
-    def apply(self, factor: float) -> ApplyResult:
-        """Apply `factor`; raises ApplyError when Kafka or the journal fails (retry later)."""
-        with self.journal.exclusive():
-            return self._apply_counted(factor)
-
     def close(self) -> None:
         self.client.close()
 
@@ -366,7 +361,7 @@ class Applier:
     def _read_copy(self) -> float | None:
         """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt
         a throttle the journal does not know. Returns the factor its marker says was being
-        applied when one was adopted, else None. Raises ApplyError like `apply`."""
+        applied when one was adopted, else None. Raises ApplyError like `enforce`."""
         try:
             return self._guarded("reading Kafka's copy of the originals", self._adopt_from_copy)
         finally:
