@@ -1,4 +1,5 @@
-"""The HTTP face of the enforcer: a Flask app served by kvq.web's server (see cli.py).
+"""The HTTP face of the enforcer: a Flask app served by kvq.web's server (built in
+enforcer_app.py).
 
 POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored, 400 bad payload,
                 401 credentials, 413 too large, 503 Kafka failed (Alertmanager retries 5xx)
