@@ -14,13 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from enforcer.alert_episodes import DEFAULT_WINDOW, AlertEpisodes
-from enforcer.applier import (
-    ApplyError,
-    ApplyResult,
-    ClusterCondition,
-    ClusterStatus,
-    StartingPoint,
-)
+from enforcer.apply.result import ApplyError, ApplyResult
+from enforcer.apply.status import ClusterCondition, ClusterStatus, StartingPoint
 from enforcer.failsafe import FailSafe
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics

@@ -25,7 +25,7 @@ from flask import Flask, request
 from flask import Response as FlaskResponse
 from werkzeug.exceptions import HTTPException
 
-from enforcer.applier import ApplyError
+from enforcer.apply.result import ApplyError
 from enforcer.auth import Credentials
 from enforcer.enforcer import Enforcer
 from enforcer.journal import JournalError

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from enforcer.applier import Applier, ApplyResult
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyResult
 
 
 def apply_step(applier: Applier, factor: float) -> ApplyResult:

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from devkit.memory_quotas import InMemoryQuotas
-from enforcer.applier import Applier, ApplyError
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyError
 from enforcer.journal import Journal
 from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics

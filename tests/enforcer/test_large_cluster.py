@@ -10,7 +10,8 @@ import time
 import pytest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
 
-from enforcer.applier import Applier, ApplyError
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import MAX_PAIRS_PER_REQUEST, KafkaQuotaClient
