@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from enforcer import cli as enforcer_cli
+from enforcer.server_config import SERVER_WIDE
 from enforcer.settings import EnforcerSettings
 from exporter import cli as exporter_cli
 from exporter.settings import ExporterSettings
@@ -128,9 +129,9 @@ def ignored_plugin_keys() -> list[str]:
 
 
 def _server_wide_keys() -> str:
-    """The enforcer's settings the one server has once, as its CLI names them."""
+    """The enforcer's settings the one server has once, as its --config files name them."""
     key_of = {f.name: f.metadata["setting"].key for f in fields(EnforcerSettings) if f.metadata}
-    return ", ".join(f"`{key_of[name]}`" for name in enforcer_cli.SERVER_WIDE)
+    return ", ".join(f"`{key_of[name]}`" for name in SERVER_WIDE)
 
 
 SECTIONS = (

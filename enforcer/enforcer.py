@@ -14,13 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from enforcer.alert_episodes import DEFAULT_WINDOW, AlertEpisodes
-from enforcer.applier import (
-    ApplyError,
-    ApplyResult,
-    ChooseTarget,
-    ClusterCondition,
-    ClusterStatus,
-)
+from enforcer.apply.result import ApplyError, ApplyResult
+from enforcer.apply.status import ClusterCondition, ClusterStatus, StartingPoint
 from enforcer.failsafe import FailSafe
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
@@ -128,8 +123,13 @@ class ClusterApplier(Protocol):
         """What holds the cluster's work up (never waits)."""
         ...
 
-    def enforce(self, choose_target: ChooseTarget) -> ApplyResult:
-        """One step of the cluster's work: apply the factor `choose_target` picks, atomically."""
+    def starting_point(self) -> StartingPoint:
+        """First half of one step of the cluster's work: what the factor to apply is chosen
+        from (reads Kafka's copy of the originals once after start)."""
+        ...
+
+    def enforce(self, factor: float) -> ApplyResult:
+        """Second half of one step of the cluster's work: apply `factor`, atomically."""
         ...
 
     def throttle_changed(self) -> bool:
@@ -292,25 +292,27 @@ class Enforcer:
             reused = self._reusable(turn, asked)
             if reused is not None:
                 return reused, True
-            read_at = 0
-
-            def choose_target(adopted: float | None, applied: float) -> float:
-                # the cluster's applier is busy with this step: a concurrent webhook's newer
-                # target is read after this apply
-                nonlocal read_at
-                read_at = next(self._moments)
-                self.recovered.hold(cluster, adopted)
-                self.recovered.release_if_heard(cluster)
-                identity, alerted = self.identity(cluster), self.target(cluster)
-                target = factor_to_apply(identity, alerted, applied, self.prometheus)
-                self.metrics.target_factor.labels(cluster).set(target)
-                return target
-
             turn.last = None
-            result = self.appliers[cluster].enforce(choose_target)
+            applier = self.appliers[cluster]
+            start = applier.starting_point()
+            # this cluster's turn is taken: a concurrent webhook's newer target is read after
+            # this apply
+            read_at = next(self._moments)
+            result = applier.enforce(self._factor_to_apply(cluster, start))
             turn.last = _LastApply(read_at, next(self._moments), result)
         self.metrics.drift.labels(cluster).set(result.drifted)
         return result, False
+
+    def _factor_to_apply(self, cluster: str, start: StartingPoint) -> float:
+        """The cluster's target, from its firing alerts read now: a throttle the applier just
+        adopted from Kafka's copy is held first (journaled before the apply acts, so a crash
+        during it keeps the hold), and a lower factor is confirmed with Prometheus."""
+        self.recovered.hold(cluster, start.adopted)
+        self.recovered.release_if_heard(cluster)
+        identity, alerted = self.identity(cluster), self.target(cluster)
+        target = factor_to_apply(identity, alerted, start.applied, self.prometheus)
+        self.metrics.target_factor.labels(cluster).set(target)
+        return target
 
     @staticmethod
     def _reusable(turn: _ClusterTurn, asked: int | None) -> ApplyResult | None:

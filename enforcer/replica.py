@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from enforcer.acting_role import ActingRole
-from enforcer.applier import ApplyError
+from enforcer.apply.result import ApplyError
 from enforcer.enforcer import Enforcer
 from enforcer.inbox import Inbox
 from enforcer.journal import Journal, NotActing

@@ -1,4 +1,5 @@
-"""The HTTP face of the enforcer: a Flask app served by kvq.web's server (see cli.py).
+"""The HTTP face of the enforcer: a Flask app served by kvq.web's server (built in
+enforcer_app.py).
 
 POST /webhook   Alertmanager webhook v4 (authenticated); 200 applied/ignored (with the state in
                 Kafka: queued for the acting replica), 400 bad payload, 401 credentials, 413 too
@@ -25,7 +26,7 @@ from flask import Flask, request
 from flask import Response as FlaskResponse
 from werkzeug.exceptions import HTTPException
 
-from enforcer.applier import ApplyError
+from enforcer.apply.result import ApplyError
 from enforcer.auth import Credentials
 from enforcer.enforcer import Enforcer
 from enforcer.inbox import InboxError

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from devkit.memory_quotas import InMemoryQuotas
-from enforcer.applier import Applier, ApplyError
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyError
 from enforcer.journal import Journal
 from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
@@ -16,6 +17,7 @@ from enforcer.quota_client import QuotaClientError, agreed
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
 from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+from tests.enforcer.applier_support import apply_step
 
 P = "producer_byte_rate"
 C = "controller_mutation_rate"
@@ -46,17 +48,19 @@ def make(kafka, journal, dry_run=False, excluded=()):
 def test_throttle_then_restore_is_byte_exact(kafka, journal):
     before = kafka.describe()
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 400.0
     assert kafka.values[ALICE_APP][P] == 150.0
     assert kafka.values[DEFAULT][P] == 500.0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.describe() == before, "originals back, the default user's key removed again"
 
 
 def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
-    make(kafka, journal).apply(0.5)
-    assert kafka.calls == ["describe", "validate", "alter", "describe", "describe_configs"], (
+    apply_step(make(kafka, journal), 0.5)
+    copy_read, apply = kafka.calls[:1], kafka.calls[1:]
+    assert copy_read == ["describe"], "Kafka's copy of the originals is read once after start"
+    assert apply == ["describe", "validate", "alter", "describe", "describe_configs"], (
         "validated, then the copy of the originals and the plan in one request"
     )
 
@@ -64,63 +68,65 @@ def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
 def test_repeats_and_lower_factors_never_compound(kafka, journal):
     applier = make(kafka, journal)
     for _ in range(5):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 400.0
-    applier.apply(0.25)
+    apply_step(applier, 0.25)
     assert kafka.values[ALICE][P] == 200.0
     assert kafka.calls.count("alter") == 2, "two plans, each with the copy or its new factor"
 
 
 def test_nothing_throttled_and_factor_one_asks_kafka_once_for_its_copy_then_never(kafka, journal):
     applier = make(kafka, journal)
-    assert applier.apply(1.0).idle
+    assert apply_step(applier, 1.0).idle
     assert kafka.calls == ["describe"], "a lost journal is noticed from Kafka's copy"
-    assert applier.apply(1.0).idle
+    assert apply_step(applier, 1.0).idle
     assert kafka.calls == ["describe"]
 
 
 def test_kafka_down_raises_apply_error_and_changes_nothing(kafka, journal):
     kafka.down = True
     with pytest.raises(ApplyError, match="cannot reach Kafka"):
-        make(kafka, journal).apply(0.0)
+        apply_step(make(kafka, journal), 0.0)
     kafka.down = False
     assert kafka.values[ALICE][P] == 800.0
 
 
 def test_operator_change_while_throttled_is_kept_and_reported(kafka, journal):
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     kafka.set(ALICE, P, 12345.0)
-    result = applier.apply(0.5)
+    result = apply_step(applier, 0.5)
     assert result.drift == {(ALICE, P): 12345.0}
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 12345.0, "the operator's value is kept"
     assert kafka.values[ALICE_APP][P] == 301.0
 
 
 def test_entity_created_during_a_throttle_is_throttled_and_restored(kafka, journal):
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     bob = QuotaEntity.user("bob")
     kafka.set(bob, P, 100.0)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert kafka.values[bob][P] == 50.0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[bob][P] == 100.0
 
 
 def test_excluded_principal_is_exempt_while_throttled_and_override_removed_after(kafka, journal):
     applier = make(kafka, journal, excluded={"admin"})
-    applier.apply(0.0)
+    apply_step(applier, 0.0)
     assert kafka.values[ADMIN][P] == UNLIMITED
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert ADMIN not in kafka.values
 
 
 def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
-    result = make(kafka, journal, dry_run=True).apply(0.0)
+    result = apply_step(make(kafka, journal, dry_run=True), 0.0)
     assert result.dry_run and len(result.changes) == 3
-    assert kafka.calls == ["describe", "validate", "describe_configs"]
+    assert kafka.calls == ["describe", "describe", "validate", "describe_configs"], (
+        "Kafka's copy of the originals read once after start, then the plan validated only"
+    )
     assert kafka.values[ALICE][P] == 800.0
     assert journal.episodes.episode("c1") is None
 
@@ -130,7 +136,7 @@ def test_a_large_dry_run_logs_one_summary_line_and_each_value_at_debug(journal, 
     kafka = InMemoryQuotas({QuotaEntity.user(f"u{i}"): {P: 10_000.0 + i} for i in range(2_000)})
     applier = make(kafka, journal, dry_run=True)
     with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert len(info) == 1, info[:3]
     assert re.fullmatch(
@@ -140,16 +146,16 @@ def test_a_large_dry_run_logs_one_summary_line_and_each_value_at_debug(journal, 
     ), info[0]
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="kvq.enforcer"):
-        applier.apply(0.25)
+        apply_step(applier, 0.25)
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert "cluster c1: dry run, would set user=u7 producer_byte_rate = 2501" in debug
 
 
 def test_a_restart_resumes_from_the_journal_not_from_kafka(kafka, journal, tmp_path):
-    make(kafka, journal).apply(0.5)
+    apply_step(make(kafka, journal), 0.5)
     journal.close()
     reopened = Journal(tmp_path / "journal.sqlite3")
-    make(kafka, reopened).apply(1.0)
+    apply_step(make(kafka, reopened), 1.0)
     assert kafka.values[ALICE][P] == 800.0 and DEFAULT not in kafka.values
 
 
@@ -164,11 +170,11 @@ def test_crash_between_journal_and_alter_is_not_mistaken_for_drift(kafka, journa
 
     kafka.alter = crash_after_real_alter
     with pytest.raises(ConnectionError):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     kafka.alter = original_alter
-    result = applier.apply(0.5)
+    result = apply_step(applier, 0.5)
     assert result.drift == {}
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 800.0
 
 
@@ -181,9 +187,9 @@ def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
 
     kafka.alter = lose_one
     with pytest.raises(ApplyError, match="differ from the plan"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     kafka.alter = original_alter
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
 
 
@@ -216,14 +222,14 @@ def test_applied_means_every_broker_shows_the_values(journal):
     kafka = LaggingBroker({ALICE: {P: 800.0}})
     applier = make(kafka, journal)
     kafka.lagging = 3  # caught up on the 4th of the 5 verify attempts
-    assert applier.apply(0.5).factor == 0.5
+    assert apply_step(applier, 0.5).factor == 0.5
     assert applier.status().applied_factor == 0.5
     kafka.lagging = 99
     with pytest.raises(ApplyError, match="differ from the plan"):
-        applier.apply(1.0)
+        apply_step(applier, 1.0)
     assert applier.status().applied_factor == 0.5, "not restored until every broker shows it"
     kafka.lagging = 0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.describe() == {ALICE: {P: 800.0}}
     assert applier.status().applied_factor == 1.0
 
@@ -232,13 +238,13 @@ def test_entity_kafka_rejects_is_reported_while_the_rest_still_throttles(kafka, 
     applier = make(kafka, journal)
     kafka.refused = {ALICE_APP}
     with pytest.raises(ApplyError, match="rejected part of the plan.*user=alice,client-id=app"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
     assert kafka.values[ALICE_APP][P] == 301.0
     kafka.refused = set()
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert kafka.values[ALICE_APP][P] == 150.0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE_APP][P] == 301.0 and DEFAULT not in kafka.values
 
 
@@ -255,7 +261,7 @@ def test_verification_waits_for_a_broker_that_learns_the_change_late(kafka, jour
         return current
 
     kafka.describe = lagging_describe
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert stale["left"] == 0 and kafka.values[ALICE][P] == 400.0
 
 
@@ -267,16 +273,16 @@ def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_without_effect(journal,
     bob = QuotaEntity.user("bob")
     kafka = InMemoryQuotas({ALICE: {P: math.nan}, bob: {P: 2.0**63}})
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert math.isnan(kafka.values[ALICE][P]), "unlimited x 0.5 is still unlimited: untouched"
     assert kafka.values[bob][P] == 2.0**62
-    applier.apply(0.0)
+    apply_step(applier, 0.0)
     assert kafka.values[ALICE][P] == 1.0 and kafka.values[bob][P] == 1.0
-    assert applier.apply(0.0).changes == (), "no endless re-plan"
+    assert apply_step(applier, 0.0).changes == (), "no endless re-plan"
     with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
-        applier.apply(1.0)
+        apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == UNLIMITED and kafka.values[bob][P] == 2.0**63
-    assert applier.apply(1.0).idle
+    assert apply_step(applier, 1.0).idle
     [warning] = [r.getMessage() for r in caplog.records if "refuses" in r.getMessage()]
     assert (
         "written as 9223372036854774784" in warning
@@ -289,15 +295,15 @@ def test_nan_and_two_to_the_63_in_kafka_plan_and_restore_without_effect(journal,
 
 def test_lost_journal_takes_the_originals_from_kafkas_copy_and_never_compounds(kafka, tmp_path):
     first = Journal(tmp_path / "first.sqlite3")
-    make(kafka, first).apply(0.5)
+    apply_step(make(kafka, first), 0.5)
     first.close()
     (tmp_path / "first.sqlite3").unlink()
     fresh = Journal(tmp_path / "fresh.sqlite3")
     applier = make(kafka, fresh)
-    applier.apply(0.25)
+    apply_step(applier, 0.25)
     assert kafka.values[ALICE][P] == 200.0, "from 800, not from the throttled 400"
     assert applier.metrics.originals_recovered.labels("c1")._value.get() == 3
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.describe() == {
         ALICE: {P: 800.0},
         ALICE_APP: {P: 301.0, "consumer_byte_rate": 9.0},
@@ -307,10 +313,10 @@ def test_lost_journal_takes_the_originals_from_kafkas_copy_and_never_compounds(k
 
 def test_resolve_with_a_lost_journal_asks_kafka_and_restores(kafka, tmp_path):
     first = Journal(tmp_path / "first.sqlite3")
-    make(kafka, first).apply(0.5)
+    apply_step(make(kafka, first), 0.5)
     first.close()
     fresh = Journal(tmp_path / "fresh.sqlite3")
-    result = make(kafka, fresh).apply(1.0)
+    result = apply_step(make(kafka, fresh), 1.0)
     assert not result.idle and kafka.values[ALICE][P] == 800.0 and DEFAULT not in kafka.values
     fresh.close()
 
@@ -324,19 +330,19 @@ def test_a_finished_episodes_copy_still_in_kafka_is_removed_again_never_recovere
     leftover. Nothing is planned from that view; the copy is removed again, then the next
     throttle starts from what Kafka holds, the operator's new value included."""
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     finished_copy = _copy_of(kafka)
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert _copy_of(kafka) == {}
     kafka.values.update(finished_copy)  # the removal lost
     kafka.set(ALICE, P, 2000.0)  # an operator, between the episodes
     with pytest.raises(ApplyError, match="still shows Kafka's copy of the originals of episode"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     assert _copy_of(kafka) == {} and kafka.values[ALICE][P] == 2000.0, "removed, nothing planned"
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 1000.0, "from the operator's value"
     assert applier.metrics.originals_recovered.labels("c1")._value.get() == 0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 2000.0
 
 
@@ -346,24 +352,24 @@ def test_a_journal_rolled_back_to_after_an_episode_still_recovers_the_next_one(k
     path = tmp_path / "journal.sqlite3"
     first = Journal(path)
     applier = make(kafka, first)
-    applier.apply(0.5)
-    applier.apply(1.0)
+    apply_step(applier, 0.5)
+    apply_step(applier, 1.0)
     source, backup = sqlite3.connect(path), sqlite3.connect(tmp_path / "after-a.sqlite3")
     source.backup(backup)
     source.close()
     backup.close()
     kafka.set(ALICE, P, 2000.0)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     first.close()
     for stale in tmp_path.glob("journal.sqlite3*"):
         stale.unlink()
     (tmp_path / "after-a.sqlite3").rename(path)
     rolled_back = Journal(path)
     applier = make(kafka, rolled_back)
-    applier.apply(0.25)
+    apply_step(applier, 0.25)
     assert kafka.values[ALICE][P] == 500.0, "from B's original 2000, not from 1000"
     assert applier.metrics.originals_recovered.labels("c1")._value.get() > 0
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 2000.0 and _copy_of(kafka) == {}
     rolled_back.close()
 
@@ -372,7 +378,7 @@ def test_unreadable_copy_refuses_to_act(kafka, journal):
     kafka.set(QuotaEntity.of({"user": ORIGINALS_USER, "client-id": "junk"}), C, 1.0)
     applier = make(kafka, journal)
     with pytest.raises(ApplyError, match="originals unknown"):
-        applier.apply(1.0)
+        apply_step(applier, 1.0)
     assert applier.originals_unknown and applier.needs_reconcile
     assert applier.metrics.originals_unknown.labels("c1")._value.get() == 1
     assert kafka.values[ALICE][P] == 800.0
@@ -380,16 +386,16 @@ def test_unreadable_copy_refuses_to_act(kafka, journal):
 
 def test_a_reconciler_putting_the_original_back_is_throttled_again_and_counted(kafka, journal):
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     kafka.set(ALICE, P, 800.0)  # e.g. Strimzi's User Operator re-applying the KafkaUser quota
-    result = applier.apply(0.5)
+    result = apply_step(applier, 0.5)
     assert result.reverted == 1 and result.drift == {}
     assert kafka.values[ALICE][P] == 400.0, "throttled again"
     assert applier.metrics.reverted.labels("c1")._value.get() == 1
     kafka.set(ALICE, P, 5000.0)  # a genuinely new value: the operator's, reported as drift
-    assert applier.apply(0.5).drift == {(ALICE, P): 5000.0}
+    assert apply_step(applier, 0.5).drift == {(ALICE, P): 5000.0}
     assert applier.metrics.drift_changes.labels("c1")._value.get() == 1
-    applier.apply(1.0)
+    apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 5000.0
 
 
@@ -397,11 +403,11 @@ def test_a_quota_callback_on_the_brokers_refuses_to_report_applied(kafka, journa
     kafka.callbacks = {0: "io.strimzi.kafka.quotas.StaticQuotaCallback"}
     applier = make(kafka, journal)
     with pytest.raises(ApplyError, match="client.quota.callback.class=io.strimzi"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     assert applier.quota_callback and applier.needs_reconcile
     assert applier.metrics.quota_callback.labels("c1")._value.get() == 1
     kafka.callbacks = {}
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     assert applier.quota_callback is None
     assert applier.metrics.quota_callback.labels("c1")._value.get() == 0
 
@@ -420,7 +426,7 @@ def test_an_unanswered_alter_landing_late_is_ours_and_the_restore_waits_it_out(k
         sleep=lambda _s: None,
         settle_s=10.0,
     )
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     real_alter, unanswered = kafka.alter, []
 
     def answer_lost(changes, validate_only=False):
@@ -431,18 +437,18 @@ def test_an_unanswered_alter_landing_late_is_ours_and_the_restore_waits_it_out(k
 
     kafka.alter = answer_lost
     with pytest.raises(ApplyError):
-        applier.apply(0.25)
+        apply_step(applier, 0.25)
     kafka.alter = real_alter
-    result = applier.apply(1.0)
+    result = apply_step(applier, 1.0)
     assert result.settling and split(kafka.describe())[0] == before
     assert journal.episodes.episode("c1").active, "not restored while a request is in doubt"
     real_alter(unanswered[0])  # Kafka applies the throttle after all
     now[0] = 5.0
-    result = applier.apply(1.0)
+    result = apply_step(applier, 1.0)
     assert result.drift == {}, "the late values are ours, not an operator's"
     assert result.settling and split(kafka.describe())[0] == before
     now[0] = 11.0
-    result = applier.apply(1.0)
+    result = apply_step(applier, 1.0)
     assert not result.settling and not journal.episodes.episode("c1").active
     assert kafka.describe() == before
 
@@ -463,15 +469,15 @@ def _serve_next_describe(kafka, view):
 def test_an_older_value_of_ours_a_lagging_broker_shows_is_written_again_never_drift(kafka, journal):
     before = kafka.describe()
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     at_half = kafka.describe()
-    applier.apply(0.25)
+    apply_step(applier, 0.25)
     _serve_next_describe(kafka, at_half)
-    result = applier.apply(0.25)
+    result = apply_step(applier, 0.25)
     assert result.drift == {} and result.reverted == 0
     assert [c.value for c in result.changes if c.entity == ALICE] == [200.0], "written again"
     _serve_next_describe(kafka, at_half)
-    result = applier.apply(1.0)
+    result = apply_step(applier, 1.0)
     assert result.drift == {}
     assert kafka.describe() == before, "every original back, nothing left at 0.5x"
     assert applier.metrics.drift_changes.labels("c1")._value.get() == 0
@@ -480,14 +486,14 @@ def test_an_older_value_of_ours_a_lagging_broker_shows_is_written_again_never_dr
 def test_a_view_from_before_the_throttle_is_no_reconciler_but_a_reset_after_it_is(kafka, journal):
     before = kafka.describe()
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     _serve_next_describe(kafka, before)  # no copy of the originals yet: from before the throttle
-    result = applier.apply(0.5)
+    result = apply_step(applier, 0.5)
     assert result.reverted == 0 and result.drift == {}
     assert kafka.values[ALICE][P] == 400.0, "throttled again all the same"
     assert applier.metrics.reverted.labels("c1")._value.get() == 0
     kafka.set(ALICE, P, 800.0)  # a reconciler: the copy shows the view is after the throttle
-    assert applier.apply(0.5).reverted == 1
+    assert apply_step(applier, 0.5).reverted == 1
     assert applier.metrics.reverted.labels("c1")._value.get() == 1
 
 
@@ -519,11 +525,11 @@ def test_a_throttle_journaled_before_episodes_had_ids_gets_its_copy_and_restores
     journal = Journal(path)
     try:
         applier = make(kafka, journal)
-        applier.apply(0.25)
+        apply_step(applier, 0.25)
         assert kafka.values[ALICE][P] == 200.0, "scaled from the original, not from 400"
         episode_id = journal.episodes.episode("c1").episode_id
         assert episode_id and split(kafka.describe())[1].current() == episode_id
-        applier.apply(1.0)
+        apply_step(applier, 1.0)
         assert kafka.describe() == before, "every original back, the copy removed"
     finally:
         journal.close()
@@ -536,8 +542,8 @@ def test_a_large_throttle_logs_one_summary_line_per_apply_and_each_value_at_debu
     kafka = InMemoryQuotas({QuotaEntity.user(f"u{i}"): {P: 10_000.0 + i} for i in range(users)})
     applier = make(kafka, journal)
     with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
-        applier.apply(0.5)
-        applier.apply(1.0)
+        apply_step(applier, 0.5)
+        apply_step(applier, 1.0)
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert len(info) == 2, info
     for line, factor in zip(info, (0.5, 1.0), strict=True):
@@ -546,7 +552,7 @@ def test_a_large_throttle_logs_one_summary_line_per_apply_and_each_value_at_debu
         ), line
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="kvq.enforcer"):
-        applier.apply(0.25)
+        apply_step(applier, 0.25)
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert "cluster c1: factor 0.25: set user=u7 producer_byte_rate = 2501" in debug
 
@@ -556,11 +562,11 @@ def test_values_reset_by_a_reconciler_are_summed_up_in_one_warning(journal, capl
     entities = [QuotaEntity.user(f"u{i}") for i in range(users)]
     kafka = InMemoryQuotas({e: {P: 10_000.0} for e in entities})
     applier = make(kafka, journal)
-    applier.apply(0.5)
+    apply_step(applier, 0.5)
     for entity in entities:
         kafka.set(entity, P, 10_000.0)  # Strimzi's User Operator re-applying every KafkaUser
     with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
-        applier.apply(0.5)
+        apply_step(applier, 0.5)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("cluster c1: 200 value(s) were reset to their original")

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from enforcer.cli import build_parser, flag_overrides, main, policy_of
+from enforcer.cli import build_parser, flag_overrides, main
 from enforcer.journal import Journal
+from enforcer.server_config import policy_of
 from enforcer.settings import EnforcerSettings
 
 

@@ -12,7 +12,8 @@ import pytest
 from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import wait_until
-from enforcer.applier import Applier, ApplyError
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyError
 from enforcer.enforcer import Enforcer, check_delay
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics

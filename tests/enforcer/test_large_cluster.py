@@ -10,13 +10,15 @@ import time
 import pytest
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
 
-from enforcer.applier import Applier, ApplyError
+from enforcer.applier import Applier
+from enforcer.apply.result import ApplyError
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import MAX_PAIRS_PER_REQUEST, KafkaQuotaClient
 from enforcer.quota_plan import Change, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+from tests.enforcer.applier_support import apply_step
 from tests.quota_backends import DevclusterQuotas, kafka_quotas_left_as_found
 
 pytestmark = pytest.mark.integration
@@ -79,7 +81,7 @@ def _applier(client, journal, settle_s: float = 75.0) -> Applier:
 def _timed_apply(applier: Applier, factor: float, client: RecordingClient, backend, timings):
     """Apply; note how long it took and how long until every broker held its last request."""
     started = time.monotonic()
-    result = applier.apply(factor)
+    result = apply_step(applier, factor)
     took = time.monotonic() - started
     spread = backend.wait_until_every_broker_holds(client.last_real)
     timings.append(f"apply({factor}) {took:.1f} s, every broker {spread:.2f} s later")
@@ -97,7 +99,7 @@ def test_over_10000_pairs_in_requests_kafka_accepts_and_a_crash_between_two_stil
     journal = Journal(tmp_path / "j.sqlite3")
     try:
         with pytest.raises((Died, ApplyError)):
-            _applier(dying, journal).apply(0.5)
+            apply_step(_applier(dying, journal), 0.5)
     finally:
         dying.close()
         journal.close()

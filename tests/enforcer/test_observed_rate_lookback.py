@@ -28,6 +28,7 @@ from enforcer.settings import EnforcerSettings
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import SettableClock, wall_clock
+from tests.enforcer.applier_support import apply_step
 from tests.properties_support import MINIMAL, config_errors
 
 URL = "http://prometheus.test:9090"
@@ -151,9 +152,9 @@ def test_an_episode_right_after_another_keeps_its_references(prometheus_api, kaf
     what she wrote before the first episode, not held at the floor."""
     prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE, dave=BEFORE))
     enforcer = applier(kafka, journal)
-    enforcer.apply(0.5)
+    apply_step(enforcer, 0.5)
     assert quota(kafka, CAROL) == 0.5 * BEFORE
-    enforcer.apply(1.0)
+    apply_step(enforcer, 1.0)
     assert quota(kafka, CAROL) == QUOTA, "restored"
 
     # Dave's rate recovered at once, carol's sensor still shows the throttle; dave now writes
@@ -161,7 +162,7 @@ def test_an_episode_right_after_another_keeps_its_references(prometheus_api, kaf
     prometheus_api.replace(
         responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED, dave=3 * BEFORE)
     )
-    enforcer.apply(0.78)
+    apply_step(enforcer, 0.78)
     assert quota(kafka, CAROL) == math.floor(0.78 * BEFORE), (
         "the first episode's reference, not 111 B/s"
     )
@@ -173,31 +174,31 @@ def test_no_carry_over_once_the_previous_episode_is_older_than_the_lookback(
 ):
     prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
     enforcer = applier(kafka, journal)
-    enforcer.apply(0.5)
-    enforcer.apply(1.0)
+    apply_step(enforcer, 0.5)
+    apply_step(enforcer, 1.0)
     clock.now += LOOKBACK + timedelta(seconds=1)
     prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED))
-    enforcer.apply(0.5)
+    apply_step(enforcer, 0.5)
     assert quota(kafka, CAROL) == BYTE_RATE_FLOOR, "what she wrote over the whole lookback"
 
 
 def test_a_lookback_of_zero_takes_the_rate_at_the_start_only(prometheus_api, kafka, journal):
     prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
     enforcer = applier(kafka, journal, lookback=timedelta(0))
-    enforcer.apply(0.5)
-    enforcer.apply(1.0)
+    apply_step(enforcer, 0.5)
+    apply_step(enforcer, 1.0)
     prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", json=rates(carol=THROTTLED))
-    enforcer.apply(0.5)
+    apply_step(enforcer, 0.5)
     assert quota(kafka, CAROL) == BYTE_RATE_FLOOR
 
 
 def test_carried_references_stand_when_prometheus_cannot_answer(prometheus_api, kafka, journal):
     prometheus_api.get(f"{URL}/api/v1/query", json=rates(carol=BEFORE))
     enforcer = applier(kafka, journal)
-    enforcer.apply(0.5)
-    enforcer.apply(1.0)
+    apply_step(enforcer, 0.5)
+    apply_step(enforcer, 1.0)
     prometheus_api.replace(responses.GET, f"{URL}/api/v1/query", status=503, json={})
-    enforcer.apply(0.5)
+    apply_step(enforcer, 0.5)
     assert quota(kafka, CAROL) == 0.5 * BEFORE
     assert quota(kafka, DAVE) == 0.5 * QUOTA, "no reference at all: his quota x factor"
 

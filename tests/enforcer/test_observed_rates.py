@@ -23,6 +23,7 @@ from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import QuotaPolicy, desired_value, plan
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+from tests.enforcer.applier_support import apply_step
 
 P = "producer_byte_rate"
 DEFAULT = QuotaEntity.default_user()
@@ -153,21 +154,21 @@ def test_references_are_captured_once_per_episode_never_from_throttled_rates(tmp
     journal = Journal(tmp_path / "journal.sqlite3")
     try:
         rates = RatesNow(seen(("alice", "", 300_000.0)))
-        applier_with(kafka, journal, rates).apply(0.5)
+        apply_step(applier_with(kafka, journal, rates), 0.5)
         assert kafka.values[ALICE][P] == 150_000.0
         journaled = journal.for_cluster("c1").episode()
         assert journaled is not None and journaled.pairs[(ALICE, P)].reference == 300_000.0
         rates.rates = seen(("alice", "", 150_000.0))  # what the throttle let through
         restarted = applier_with(kafka, journal, rates)  # the references come from the journal
-        restarted.apply(0.25)
+        apply_step(restarted, 0.25)
         assert kafka.values[ALICE][P] == 75_000.0, "0.25 x the rate before the episode"
-        restarted.apply(0.5)
+        apply_step(restarted, 0.5)
         assert kafka.values[ALICE][P] == 150_000.0, "no ratchet: back to 0.5 x 300 kB/s"
         assert rates.asked == 1
-        restarted.apply(1.0)
+        apply_step(restarted, 1.0)
         assert kafka.values[ALICE][P] == 2_000_000.0
         rates.rates = seen(("alice", "", 400_000.0))
-        restarted.apply(0.5)
+        apply_step(restarted, 0.5)
         assert kafka.values[ALICE][P] == 200_000.0, "a new episode captures anew"
         assert rates.asked == 2
     finally:
@@ -187,7 +188,7 @@ def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
     unreachable = ObservedRates(PrometheusFactor(f"http://127.0.0.1:{free_port()}", timeout_s=1))
     journal = Journal(tmp_path / "journal.sqlite3")
     try:
-        applier_with(kafka, journal, unreachable).apply(0.5)
+        apply_step(applier_with(kafka, journal, unreachable), 0.5)
     finally:
         journal.close()
     assert kafka.values[ALICE][P] == 1_000_000.0, "the throttle still applies, from the original"

@@ -19,6 +19,7 @@ from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+from tests.enforcer.applier_support import apply_step
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +80,7 @@ def test_a_principal_far_below_its_quota_is_slowed_to_factor_x_its_rate(tmp_path
                 EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
                 observed_rates=rates,
             )
-            applier.apply(FACTOR)
+            apply_step(applier, FACTOR)
             quota = client.describe()[ALICE][P]
             assert 0.4 * OFFERED <= quota <= 0.6 * OFFERED, (
                 f"alice's 2 MB/s quota set to {quota}: factor x what she writes, not x her quota"
@@ -94,7 +95,7 @@ def test_a_principal_far_below_its_quota_is_slowed_to_factor_x_its_rate(tmp_path
                 f"alice achieved {achieved:.0f} B/s of {OFFERED:.0f} offered at factor {FACTOR} "
                 f"(quota {quota:.0f})"
             )
-            applier.apply(1.0)
+            apply_step(applier, 1.0)
             assert client.describe()[ALICE][P] == QUOTA
     finally:
         producer.close()

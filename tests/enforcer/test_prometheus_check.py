@@ -1,6 +1,8 @@
 """Confirming a lower factor, and a firing judged stale, with Prometheus' instant query API
 (mocked with `responses`)."""
 
+import json
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -138,8 +140,8 @@ def test_throttling_is_false_on_an_empty_answer_and_unknown_when_prometheus_cann
 THROTTLING = PrometheusFactor.throttling_query(C1, "KafkaVolumeQuotaThrottle")
 
 
-def stale_world(tmp_path):
-    """An enforcer (confirming with Prometheus) that received the resolution of an episode."""
+def confirming_world(tmp_path):
+    """Alice's quota in Kafka, and an enforcer that confirms with Prometheus."""
     kafka = InMemoryQuotas({QuotaEntity.user("alice"): {"producer_byte_rate": 800.0}})
     journal = Journal(tmp_path / "j.sqlite3")
     metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
@@ -147,6 +149,12 @@ def stale_world(tmp_path):
     enforcer = Enforcer(
         {"c1": applier}, journal, metrics, C1.label, prometheus=PrometheusFactor(URL)
     )
+    return kafka, journal, enforcer
+
+
+def stale_world(tmp_path):
+    """An enforcer (confirming with Prometheus) that received the resolution of an episode."""
+    kafka, journal, enforcer = confirming_world(tmp_path)
     start = datetime.now(UTC) - timedelta(minutes=10)
     resolution = throttle_webhook(cluster="c1", factor=None, starts_at=start, ends_at=start)
     enforcer.handle(webhook_from_dict(resolution))
@@ -193,3 +201,33 @@ def test_a_firing_that_is_not_stale_does_not_ask_whether_it_throttles(api, tmp_p
     enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=0.5)))
     assert [call.request.params["query"] for call in api.calls] == [PrometheusFactor.query_for(C1)]
     journal.close()
+
+
+def test_the_clusters_status_answers_while_prometheus_is_asked_to_confirm_a_throttle(api, tmp_path):
+    """The factor is chosen (here: confirmed with a slow Prometheus) before the applier takes
+    the cluster's lock, so /status does not wait for Prometheus' answer."""
+    kafka, journal, enforcer = confirming_world(tmp_path)
+    asked, answer_now = threading.Event(), threading.Event()
+
+    def slow_prometheus(_request):
+        asked.set()
+        assert answer_now.wait(60), "the test never let Prometheus answer"
+        return 200, {}, json.dumps(vector(0.5))
+
+    api.add_callback(responses.GET, f"{URL}/api/v1/query", callback=slow_prometheus)
+    webhook = webhook_from_dict(throttle_webhook(cluster="c1", factor=0.0))
+    throttling = threading.Thread(target=enforcer.handle, args=(webhook,))
+    throttling.start()
+    try:
+        assert asked.wait(30), "the throttle was never confirmed with Prometheus"
+        statuses: list[dict] = []
+        reading = threading.Thread(target=lambda: statuses.append(enforcer.status()))
+        reading.start()
+        reading.join(30)
+        assert statuses, "the status waited for Prometheus"
+        assert statuses[0]["clusters"]["c1"]["applied_factor"] == 1.0
+    finally:
+        answer_now.set()
+        throttling.join(30)
+        journal.close()
+    assert kafka.values[QuotaEntity.user("alice")]["producer_byte_rate"] == 400.0

@@ -18,6 +18,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy, plan, tracked_originals
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+from tests.enforcer.applier_support import apply_step
 
 P = "producer_byte_rate"
 USERS = ("alice", "bob", "admin")
@@ -151,12 +152,12 @@ def test_any_sequence_of_factors_and_a_lost_journal_restore_exactly(
         try:
             applier = Applier("c1", policy, kafka, journal, c1_metrics())
             for step, factor in enumerate(factors):
-                applier.apply(factor)
+                apply_step(applier, factor)
                 if step == lose_journal_after:
                     journal.close()
                     journal = Journal(Path(work) / f"fresh-{step}.sqlite3")
                     applier = Applier("c1", policy, kafka, journal, c1_metrics())
-            applier.apply(1.0)
+            apply_step(applier, 1.0)
         finally:
             journal.close()
     assert _same(kafka.describe(), snapshot)
