@@ -158,6 +158,22 @@ def post(replica: RunningEnforcer, factor: float | None) -> None:
     answer.raise_for_status()
 
 
+def agreed_on(
+    client: KafkaQuotaClient, values: dict[QuotaEntity, float]
+) -> dict[QuotaEntity, dict[str, float]]:
+    """The quotas once every broker describes `values` (Kafka answers an alter once the
+    controller has it; the brokers catch up a moment later)."""
+    seen: dict[QuotaEntity, dict[str, float]] = {}
+
+    def agreed() -> bool:
+        seen.clear()
+        seen.update(client.describe_agreed())
+        return all(seen.get(e, {}).get(P) == v for e, v in values.items())
+
+    wait_until(agreed, 60, what="every broker describing the quotas set")
+    return dict(seen)
+
+
 def changed_share(client: KafkaQuotaClient, wanted: dict[QuotaEntity, float]) -> float:
     now = client.describe()
     done = sum(1 for e, v in wanted.items() if now.get(e, {}).get(P) == v)
@@ -254,7 +270,7 @@ def run(work: Path) -> list[Kill]:
         client = KafkaQuotaClient(kafka.admin_properties, timeout_ms=60_000)
         stack.callback(client.close)
         client.alter([Change(e, P, v) for e, v in before.items()])
-        expected = client.describe_agreed()
+        expected = agreed_on(client, before)
         print(f"{PAIRS:,} quotas set; starting two replicas", flush=True)
         replicas = Replicas(kafka, work, stack)
         replicas.start()
@@ -275,9 +291,21 @@ def run(work: Path) -> list[Kill]:
         actor = wait_until(replicas.acting, 60, what="a replica acting")
         post(replicas.standby(actor), None)
         restore = kill_mid_way(replicas, kafka, "restore")
-        wait_until(
-            lambda: client.describe_agreed() == expected, 180, interval=0.2, what="exact restore"
-        )
+        differing: list[str] = []
+
+        def exact() -> bool:
+            now = client.describe_agreed()
+            differing[:] = [
+                str(e) for e in expected.keys() | now.keys() if now.get(e) != expected.get(e)
+            ]
+            return not differing
+
+        try:
+            wait_until(exact, 180, interval=0.2, what="exact restore")
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"{exc}: {len(differing)} entities differ, e.g. {differing[:3]}"
+            ) from None
         restore.finished_at = time.time()
         finished(replicas, restore)
         kills = [throttle, restore]

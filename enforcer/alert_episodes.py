@@ -59,17 +59,6 @@ MAX_REMEMBERED = 10_000
 DEFAULT_WINDOW = timedelta(minutes=2)
 """kvq.enforcer.stale.window's default."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS alert_episode (
-    cluster TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    started_at TEXT,
-    ended_at TEXT,
-    changed_at TEXT NOT NULL,
-    resolved_at TEXT,
-    PRIMARY KEY (cluster, fingerprint)
-)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,14 +216,7 @@ class AlertEpisodes:
     def _loaded(self) -> dict[tuple[str, str], Heard]:
         if self._heard is None:
 
-            def run(db: sqlite3.Connection) -> dict[tuple[str, str], Heard]:
-                db.execute(_SCHEMA)
-                columns = {row[1] for row in db.execute("PRAGMA table_info(alert_episode)")}
-                if "resolved_at" not in columns:  # a table written before receipts were kept
-                    db.execute("ALTER TABLE alert_episode ADD COLUMN resolved_at TEXT")
-                return _rows(db)
-
-            self._heard = self._journal.write(run)
+            self._heard = self._journal.read(_rows)
         return self._heard
 
 

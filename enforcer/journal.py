@@ -70,6 +70,14 @@ CREATE TABLE IF NOT EXISTS pair (
     drifted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (cluster, entity, key)
 );
+CREATE TABLE IF NOT EXISTS alert_episode (
+    cluster TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    started_at TEXT,
+    ended_at TEXT,
+    changed_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, fingerprint)
+);
 CREATE TABLE IF NOT EXISTS alert (
     group_key TEXT NOT NULL,
     cluster TEXT NOT NULL,
@@ -83,6 +91,7 @@ _ADDED_COLUMNS = (
     ("episode", "episode_id", "TEXT"),
     ("pair", "written", "TEXT"),
     ("pair", "reference", "REAL"),
+    ("alert_episode", "resolved_at", "TEXT"),
 )
 """(table, column, type) added after the first release: a journal written before gets them when
 it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive);

@@ -22,6 +22,7 @@ ROW_KEYS: dict[str, tuple[str, ...]] = {
     "episode": ("cluster",),
     "pair": ("cluster", "entity", "key"),
     "alert": ("group_key", "cluster", "fingerprint"),
+    "alert_episode": ("cluster", "fingerprint"),
     "finished_episode": ("cluster", "episode_id"),
     "unanswered_alter": ("cluster", "request", "entity", "key"),
 }
@@ -41,13 +42,17 @@ class RowSink(Protocol):
 
 def track_changes(db: sqlite3.Connection) -> None:
     """Note, in temporary table `changed_row`, every row of every journal table an insert,
-    update or delete touches (connection-local: other connections and the file see nothing)."""
-    db.execute("CREATE TEMP TABLE IF NOT EXISTS changed_row (tbl TEXT, cluster TEXT, pk TEXT)")
+    update or delete touches: its key and, unless deleted, its rowid (connection-local: other
+    connections and the file see nothing)."""
+    db.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS changed_row (tbl TEXT, cluster TEXT, pk TEXT, rid INTEGER)"
+    )
     for table, columns in ROW_KEYS.items():
         for event, rows in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
             notes = " ".join(
                 f"INSERT INTO changed_row VALUES ('{table}', {row}.cluster, "
-                f"json_array({', '.join(f'{row}.{c}' for c in columns)}));"
+                f"json_array({', '.join(f'{row}.{c}' for c in columns)}), "
+                f"{'NEW.rowid' if row == 'NEW' else 'NULL'});"
                 for row in rows
             )
             db.execute(
@@ -58,16 +63,43 @@ def track_changes(db: sqlite3.Connection) -> None:
 
 def changed_records(db: sqlite3.Connection) -> dict[str, list[Record]]:
     """The rows changed since the last call, as records per cluster (in the same transaction,
-    before it commits), and forget them."""
-    changed = db.execute("SELECT DISTINCT tbl, cluster, pk FROM changed_row").fetchall()
+    before it commits), and forget them. A row changed several times is one record: its last
+    state (an update that changed a row's key deletes the old key)."""
+    last: dict[tuple[str, str], tuple[str, int | None]] = {}
+    for table, cluster, pk, rid in db.execute(
+        "SELECT tbl, cluster, pk, rid FROM changed_row ORDER BY rowid"
+    ):
+        last[(table, pk)] = (cluster, rid)
     db.execute("DELETE FROM changed_row")
+    rows = _rows_by_rowid(db, {(t, rid) for (t, _), (_, rid) in last.items() if rid is not None})
     records: dict[str, list[Record]] = {}
-    for table, cluster, pk in changed:
-        key_values = json.loads(pk)
-        records.setdefault(cluster, []).append(
-            (_key(table, key_values), _row(db, table, key_values))
-        )
+    for (table, pk), (cluster, rid) in last.items():
+        value = None if rid is None else rows.get((table, rid))
+        records.setdefault(cluster, []).append((_key(table, json.loads(pk)), value))
     return records
+
+
+def _rows_by_rowid(
+    db: sqlite3.Connection, wanted: set[tuple[str, int]]
+) -> dict[tuple[str, int], bytes]:
+    """The rows of `wanted` (table, rowid), encoded, read a few hundred at a time."""
+    found: dict[tuple[str, int], bytes] = {}
+    for table in ROW_KEYS:
+        rowids = sorted(rid for t, rid in wanted if t == table)
+        for start in range(0, len(rowids), _CHUNK):
+            chunk = rowids[start : start + _CHUNK]
+            cursor = db.execute(
+                f"SELECT rowid, * FROM {table} WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            names = [d[0] for d in cursor.description][1:]
+            for rid, *values in cursor.fetchall():
+                found[(table, rid)] = _encode(dict(zip(names, values, strict=True)))
+    return found
+
+
+_CHUNK = 500
+"""Rowids per query (SQLite's default limit on host parameters is 32,766; small is fast too)."""
 
 
 def forget_changes(db: sqlite3.Connection) -> None:
@@ -89,6 +121,7 @@ def cluster_records(db: sqlite3.Connection, cluster: str) -> list[Record]:
 def load_cluster(db: sqlite3.Connection, cluster: str, records: Mapping[str, bytes]) -> None:
     """Replace every row of `cluster` with the rows `records` hold (latest value per key, no
     deletes), in the caller's transaction."""
+    known = {table: {c[1] for c in db.execute(f"PRAGMA table_info({table})")} for table in ROW_KEYS}
     for table in ROW_KEYS:
         db.execute(f"DELETE FROM {table} WHERE cluster=?", (cluster,))
     for key, value in records.items():
@@ -98,8 +131,7 @@ def load_cluster(db: sqlite3.Connection, cluster: str, records: Mapping[str, byt
         row = json.loads(value)
         if row.get("cluster") != cluster:
             continue
-        known = {c[1] for c in db.execute(f"PRAGMA table_info({table})")}
-        columns = [c for c in row if c in known]
+        columns = [c for c in row if c in known[table]]
         db.execute(
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
             [row[c] for c in columns],
@@ -108,16 +140,6 @@ def load_cluster(db: sqlite3.Connection, cluster: str, records: Mapping[str, byt
 
 def _key(table: str, key_values: list[object]) -> str:
     return json.dumps([table, *key_values], separators=(",", ":"))
-
-
-def _row(db: sqlite3.Connection, table: str, key_values: list[object]) -> bytes | None:
-    columns = ROW_KEYS[table]
-    where = " AND ".join(f"{c} IS ?" for c in columns)
-    cursor = db.execute(f"SELECT * FROM {table} WHERE {where}", key_values)
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    return _encode(dict(zip([d[0] for d in cursor.description], row, strict=True)))
 
 
 def _encode(values: Mapping[str, object]) -> bytes:

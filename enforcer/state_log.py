@@ -49,6 +49,8 @@ TOPIC_CONFIG = {
     "delete.retention.ms": str(24 * 3600 * 1000),
     "segment.ms": str(3600 * 1000),
 }
+LINGER_MS = 5_000
+BATCH_BYTES = 512 * 1024
 TRANSACTION_TIMEOUT_MS = 60_000
 """A transaction a holder left open (it died mid-write) blocks readers until it is aborted: by
 the next holder's take-over at once, or by Kafka after this long."""
@@ -177,7 +179,10 @@ class StateLog:
                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
                 enable_idempotence=True,
                 acks="all",
-                linger_ms=0,
+                # a transaction's records wait in the accumulator until the commit flushes them:
+                # woken per record, the producer's IO thread costs more than the records do
+                linger_ms=LINGER_MS,
+                batch_size=BATCH_BYTES,
                 retry_backoff_ms=10,
             )
         except Exception as exc:

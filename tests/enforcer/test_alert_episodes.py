@@ -3,6 +3,7 @@ in the journal, bounded in age and size. The webhook bodies are Alertmanager's c
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
@@ -140,10 +141,10 @@ def test_stale_firings_records_nothing(journal, clock):
     assert heard.stale(resolved(T1, T2 + timedelta(seconds=1))) == set()
 
 
-def test_a_table_written_before_receipts_were_kept_gets_the_column(tmp_path, journal, clock):
+def test_a_table_written_before_receipts_were_kept_gets_the_column(tmp_path, clock):
     """Such a row's resolution has no receipt time: no firing is judged stale by it."""
-
-    def old_table(db: sqlite3.Connection) -> None:
+    path = tmp_path / "old.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # a journal of an earlier version
         db.execute(
             "CREATE TABLE alert_episode (cluster TEXT NOT NULL, fingerprint TEXT NOT NULL, "
             "started_at TEXT, ended_at TEXT, changed_at TEXT NOT NULL, "
@@ -153,14 +154,14 @@ def test_a_table_written_before_receipts_were_kept_gets_the_column(tmp_path, jou
             "INSERT INTO alert_episode VALUES ('c1', 'old', NULL, ?, ?)",
             (utc_stamp(T2), utc_stamp(clock.now)),
         )
-
-    journal.write(old_table)
+    journal = Journal(path)
     heard = AlertEpisodes(journal, clock=clock)
     assert heard.stale([ThrottleAlert("c1", "old", 0.5, T1)]) == set()
     (resolution,) = resolved(T1, T2)
     heard.stale([resolution])
     (alert,) = firing(T1)
     assert AlertEpisodes(journal, clock=clock).stale([alert]) == {alert.key}
+    journal.close()
 
 
 def test_a_repeated_notification_writes_nothing(journal, clock, monkeypatch):
