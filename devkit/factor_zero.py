@@ -36,6 +36,10 @@ from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 P = "producer_byte_rate"
 QUOTA = 1_000_000.0
 """Each principal's own quota and the default user's: far above what they offer."""
+BUFFER = {"queue.buffering.max.kbytes": 64}
+"""An application's buffer, as in the demo's producers: while throttled a producer blocks once
+64 kB are queued (librdkafka's default queue would build a backlog of up to 1 GB, sent in 1 MB
+requests that Kafka answers with throttle times of 1 MB / quota)."""
 BACK = 0.8
 """A producer is back once it acknowledges this share of its rate before over BACK_WINDOW_S."""
 BACK_WINDOW_S = 3.0
@@ -108,11 +112,15 @@ def hold_at_factor_zero(
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s; factor 0 applied by an Applier of
     `policy` with observed-rate references, held `settle` + `measured` s, then 1.0; watched for
-    `watch_after` s after the restore. Stops every producer it started, and restores."""
+    `watch_after` s after the restore. Stops every producer it started, and restores. Once per
+    cluster: the references are the highest rates over the last 5 minutes, which would include
+    the catch-up after an earlier restore."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
-    producers = [LoadProducer(kafka.sasl_bootstrap, f"app-{u}", u, kafka.users[u]) for u in names]
+    producers = [
+        LoadProducer(kafka.sasl_bootstrap, f"app-{u}", u, kafka.users[u], **BUFFER) for u in names
+    ]
     applier = Applier(
         "c1",
         policy,
