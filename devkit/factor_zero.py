@@ -143,7 +143,7 @@ def hold_at_factor_zero(
         start = time.monotonic()
         time.sleep(measured)
         before = sum(p.log.rate(start, time.monotonic()) for p in producers)
-        applier.apply(0.0)
+        step(applier, 0.0)
         held_at = time.monotonic()
         described = client.describe()
         quotas = {e: described[e][P] for e in [*owners, QuotaEntity.default_user()]}
@@ -151,7 +151,7 @@ def hold_at_factor_zero(
         start = time.monotonic()
         time.sleep(measured)
         during = sum(p.log.rate(start, time.monotonic()) for p in producers)
-        applier.apply(1.0)
+        step(applier, 1.0)
         restored = time.monotonic()
         throttles = [ms for p in producers for t, ms in p.log.throttles if t >= held_at]
         return Held(
@@ -162,11 +162,18 @@ def hold_at_factor_zero(
             back_after(producers, offered, restored, watch_after),
         )
     finally:
-        applier.apply(1.0)
+        step(applier, 1.0)
         for producer in producers:
             producer.close()
         journal.close()
         client.close()
+
+
+def step(applier: Applier, factor: float) -> None:
+    """One step as the Enforcer takes it: the starting point (Kafka's copy of the originals read
+    once), then `factor` applied."""
+    applier.starting_point()
+    applier.enforce(factor)
 
 
 def back_after(
