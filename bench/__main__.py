@@ -31,6 +31,7 @@ BENCHMARKS = (
     "bench.throttle_check",
     "bench.versus",
     "bench.slowdown",
+    "bench.factor_zero",
 )
 
 

@@ -40,6 +40,7 @@ from demo import pictures
 from demo.producers import (
     DiskWatch,
     Run,
+    Setup,
     grow_full_volume,
     make_stack,
     name,
@@ -48,6 +49,7 @@ from demo.producers import (
     stop_all,
 )
 from demo.scenario import Timeline
+from demo.stack import DemoStack
 from demo.versus import SETUP as VERSUS
 from demo.versus import quota_members, recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
@@ -270,16 +272,16 @@ def throttled_now(stack, originals: dict) -> bool:
     )
 
 
-def step_load(stack, active: list, times: float) -> None:
+def step_load(stack, active: list, times: float, setup: Setup = SETUP) -> None:
     """Offer `times` the load from now on: one more librdkafka producer per librdkafka producer,
     with the same user and client-id (Kafka's quotas and the enforcer's references see the same
     entities write more), together offering (times - 1) x the whole load. They are not in the
     per-producer tables; `active` stops them."""
-    extra_rate = (times - 1) * SETUP.rate / len(SETUP.librdkafka)
-    start_load(stack, active, replace(SETUP, java=(), producer_rate=extra_rate))
+    extra_rate = (times - 1) * setup.rate / len(setup.librdkafka)
+    start_load(stack, active, replace(setup, java=(), producer_rate=extra_rate))
 
 
-def quiet_before_load(stack, polls: int = 4, patience: float = 120.0) -> None:
+def quiet_before_load(stack, setup: Setup = SETUP, polls: int = 4, patience: float = 120.0) -> None:
     """Start the load only once the exporter has seen the other data in place: written within a
     poll interval or two, it is a burst graceful-slowdown's fill rate takes for a load (one run
     was slowed 6 s after the load started, before Kafka's rate sensors showed the rates the
@@ -295,7 +297,7 @@ def quiet_before_load(stack, polls: int = 4, patience: float = 120.0) -> None:
     wait_until(
         lambda: (
             stack.exporter_status()["throttle_factor"] == 1.0
-            and not throttled_now(stack, SETUP.quotas)
+            and not throttled_now(stack, setup.quotas)
         ),
         patience,
         interval=0.5,
@@ -310,17 +312,21 @@ def drive(
     active: list,
     episode_seconds: float = EPISODE_SECONDS,
     load_step: float | None = None,
+    setup: Setup = SETUP,
 ) -> Outcome:
-    prepare(stack, SETUP)
-    quiet_before_load(stack)
+    prepare(stack, setup)
+    quiet_before_load(stack, setup)
     watch = DiskWatch(stack).start()
     active.append(watch)
-    producers = start_load(stack, active, SETUP)
-    run = Run(Timeline(), producers, watch, time.monotonic(), SETUP.limit, SETUP)
+    producers = start_load(stack, active, setup)
+    run = Run(Timeline(), producers, watch, time.monotonic(), setup.limit, setup)
     outcome = Outcome(policy, run)
-    log(f"{POLICIES[policy]}: load started, {SETUP.rate / 1000:.0f} kB/s offered")
+    log(
+        f"{POLICIES[policy]}: load started, {setup.rate / 1000:.0f} kB/s offered by "
+        f"{setup.producers} producers"
+    )
     deadline = run.load_started + FIRST_SLOWDOWN_PATIENCE
-    while not throttled_now(stack, SETUP.quotas):
+    while not throttled_now(stack, setup.quotas):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no slowdown within {FIRST_SLOWDOWN_PATIENCE:.0f} s")
         time.sleep(0.5)
@@ -331,19 +337,19 @@ def drive(
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
     if load_step is not None:
         time.sleep(STEP_AFTER_SECONDS)
-        step_load(stack, active, load_step)
+        step_load(stack, active, load_step, setup)
         outcome.events.append((time.monotonic(), f"load stepped up {load_step:g}x"))
         log(f"{policy}: load stepped up {load_step:g}x")
         episode_seconds -= STEP_AFTER_SECONDS
     time.sleep(episode_seconds)
-    grow_full_volume(stack, SETUP)
+    grow_full_volume(stack, setup)
     run.marks["grown"] = outcome.freed = time.monotonic()
     outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))
     log(f"{policy}: broker 0's volume grown; waiting for the producers")
     restored = False
     while time.monotonic() < outcome.freed + AFTER_FREED_SECONDS:
         recovered_by_kind(run, outcome, outcome.freed)  # type: ignore[arg-type]
-        if not restored and not throttled_now(stack, SETUP.quotas):
+        if not restored and not throttled_now(stack, setup.quotas):
             restored = True  # where the loop's share of "back at their rate" ends
             outcome.restored = time.monotonic()
             outcome.events.append((outcome.restored, "quotas restored by the enforcer"))
@@ -404,6 +410,7 @@ def run_policy(
     episode_seconds: float = EPISODE_SECONDS,
     load_step: float | None = None,
     violation_check_interval: str | None = None,
+    setup: Setup = SETUP,
 ) -> Outcome:
     active: list = []
     graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
@@ -413,9 +420,9 @@ def run_policy(
     # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
     # asks Prometheus.
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
-    with make_stack(work / policy, SETUP, graceful, **options) as stack:
+    with make_stack(work / policy, setup, graceful, **options) as stack:
         try:
-            return drive(policy, stack, log, active, episode_seconds, load_step)
+            return drive(policy, stack, log, active, episode_seconds, load_step, setup)
         finally:
             stop_all(active)
 
@@ -429,9 +436,11 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = run_policies(args)
         if outcomes is None:
             return 1
+        setup = setup_of(args)
         print(
-            f"\none load ({SETUP.producers} producers at {SETUP.producer_rate / 1000:.0f} kB/s, "
-            f"retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka cluster per policy"
+            f"\none load ({setup.producers} producers at {setup.producer_rate / 1000:.2f} kB/s, "
+            f"{len(setup.users)} users, retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka "
+            "cluster per policy"
         )
         for outcome in outcomes:
             print(f"\n{POLICIES[outcome.policy]}:")
@@ -439,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "policy")
         recording.complete()
         return 0
+
+
+OWN_QUOTA_EVERY = 3
+"""One user in this many has a quota of its own (the others: the default user's)."""
+MOST_PRINCIPALS = 200
+"""One Python process drives every librdkafka producer (a thread each) on this 2-core machine."""
 
 
 PARSER = argparse.ArgumentParser(prog="make demo SCENARIO=slowdown KAFKA=apache")
@@ -465,6 +480,15 @@ PARSER.add_argument(
     help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
 )
 PARSER.add_argument(
+    "--principals",
+    type=int,
+    metavar="N",
+    help=f"N producers instead of {SETUP.producers}, together offering the same "
+    f"{SETUP.rate / 1000:.0f} kB/s: the scenario's {SETUP.producers} and N - {SETUP.producers} "
+    "more librdkafka producers, two per user, one user in three with a quota of its own, the "
+    "others under the standing default-user quota (e.g. 40)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -474,6 +498,11 @@ PARSER.add_argument(
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     args = PARSER.parse_args(argv)
+    if args.principals is not None and not SETUP.producers < args.principals <= MOST_PRINCIPALS:
+        PARSER.error(
+            f"--principals: {args.principals} is not a number of producers from "
+            f"{SETUP.producers + 1} to {MOST_PRINCIPALS}"
+        )
     if args.load_step is not None and args.load_step <= 1:
         PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
     if args.load_step is not None and args.episode_seconds <= STEP_AFTER_SECONDS:
@@ -482,6 +511,35 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             f"({STEP_AFTER_SECONDS:.0f} s after the first slowdown); give more"
         )
     return args
+
+
+def many_principals(count: int) -> Setup:
+    """The scenario with `count` producers offering its rate together: its own six, and more
+    librdkafka producers two per user (pNN), each with a client-id of its own and alternately
+    on the two topics; every OWN_QUOTA_EVERYth user has a quota of its own (far above what it
+    offers: its own quota entity and reference), the others fall under the standing default-user
+    quota (a budget per user, one reference: the busiest of them)."""
+    extra = count - SETUP.producers
+    users = [f"p{k // 2:02d}" for k in range(extra)]
+    producers = tuple(
+        (user, f"c{k:03d}", ("orders", "clicks")[k % 2]) for k, user in enumerate(users)
+    )
+    own = {
+        (("user", user),): float(DemoStack.DEFAULT_PRODUCE)
+        for n, user in enumerate(sorted(set(users)))
+        if n % OWN_QUOTA_EVERY == 0
+    }
+    return replace(
+        SETUP,
+        librdkafka=SETUP.librdkafka + producers,
+        users={**SETUP.users, **{user: f"{user}-secret" for user in users}},
+        quotas={**SETUP.quotas, **own},
+        producer_rate=SETUP.rate / count,
+    )
+
+
+def setup_of(args: argparse.Namespace) -> Setup:
+    return SETUP if args.principals is None else many_principals(args.principals)
 
 
 def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
@@ -500,6 +558,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     args.episode_seconds,
                     args.load_step,
                     args.violation_check_interval,
+                    setup_of(args),
                 )
                 outcomes.append(outcome)
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:

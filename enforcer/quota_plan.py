@@ -9,7 +9,9 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   (`produce`, `fetch`, `request`) stands in; with no base either, the quota is unlimited and
   only factor 0 limits it (to the minimum). With a *reference* for the pair (the rate its entity
   was seen producing when the episode started, observed_rates.py) the factor scales
-  min(original or base, reference) instead, never below the minimum.
+  min(original or base, reference) instead, never below the minimum; with a longest throttle
+  time T set, the minimum of such a pair is its own (`entity_minimum`): reference x W / (W + T),
+  the quota at which Kafka's throttle time for a jump from the rate it was seen writing is T.
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -56,6 +58,13 @@ and throttles only when it is > 0: past 2^31 ms it wraps and the producer is not
 A quota Q is therefore only safe for rates below Q x 195,225; at 1 B/s a producer writing more
 than ~195 kB/s to one broker is never throttled. 8 KiB/s holds rates up to ~1.6 GB/s per quota
 entity and broker."""
+KAFKA_QUOTA_WINDOW_SECONDS = 11.0
+"""The window Kafka measures a quota's rate over, with its defaults (quota.window.num 11 samples
+of quota.window.size.seconds 1 s; Rate.windowSize): the W in its throttle time
+(rate - quota) / quota x W (QuotaUtils.throttleTime)."""
+KAFKA_LONGEST_THROTTLE_MS = 2**31 - 1
+"""ClientQuotaManager narrows the throttle time to an int (`.toInt`): past this many ms it wraps
+and the client is not throttled, or briefly."""
 UNLIMITED = 9223372036854774784.0
 """The largest double not above Long.MAX_VALUE: Kafka's 'no limit', accepted for every key by
 every Kafka version; what the plan writes for a non-finite value (see the module docstring)."""
@@ -75,7 +84,11 @@ class QuotaPolicy:
     default_entity: QuotaEntity = QuotaEntity.default_user()
     byte_rate_floor: float = MINIMUM
     """The lowest value a throttle sets for the byte-rate keys; kvq-enforcer sets BYTE_RATE_FLOOR
-    (kvq.enforcer.throttle.byte.rate.floor)."""
+    (kvq.enforcer.throttle.byte.rate.floor). With `longest_throttle_seconds`, only for the pairs
+    without a reference: an entity kvq has not seen writing may write at any rate."""
+    longest_throttle_seconds: float | None = None
+    """kvq.enforcer.throttle.longest.throttle.time: the byte-rate minimum of a pair with a
+    reference follows from its own rate (`entity_minimum`); None: the floor for every pair."""
 
     def __post_init__(self) -> None:
         # Properties give whole numbers as ints (`produce=2000`): every value the plan computes
@@ -90,9 +103,16 @@ class QuotaPolicy:
                 f"{', '.join(KNOWN_KEYS[1:])}"
             )
 
-    def minimum(self, key: str) -> float:
-        """The lowest value a throttle sets for `key`: the byte-rate floor, or 1."""
-        return self.byte_rate_floor if key in INTEGRAL_KEYS else MINIMUM
+    def minimum(self, key: str, reference: float | None = None) -> float:
+        """The lowest value a throttle sets for `key`: for a byte-rate key the minimum of an
+        entity seen writing at `reference` (`entity_minimum`, with a longest throttle time),
+        else (no reference, or an entity idle over the lookback, which may write at any rate)
+        the byte-rate floor; 1 for the other keys."""
+        if key not in INTEGRAL_KEYS:
+            return MINIMUM
+        if reference is None or reference <= 0.0 or self.longest_throttle_seconds is None:
+            return self.byte_rate_floor
+        return entity_minimum(reference, self.longest_throttle_seconds)
 
     def exempt(self, entity: QuotaEntity) -> bool:
         """The override entity of an excluded principal."""
@@ -110,6 +130,18 @@ class QuotaPolicy:
             return True
         owned = "user" in entity.types and entity.name("user") in self.excluded_users
         return owned and not self.exempt(entity)
+
+
+def entity_minimum(rate: float, longest_throttle_seconds: float) -> float:
+    """The lowest byte rate for an entity seen writing at `rate`: the quota at which Kafka's
+    throttle time for that rate, (rate - quota) / quota x W, is `longest_throttle_seconds`, so
+    that a quota lowered at once from the rate to it (factor 0 from 1.0, the 0/1 policy) mutes
+    a producer for no longer (graceful-slowdown lowers it in paced steps, each a few seconds'
+    throttle). Whole bytes, at least 1 (Kafka rejects 0). At this quota Kafka's int throttle
+    time holds for rates up to (1 + 2^31 ms / T) times it: 2^31 ms / W x (W / (W + T)) times the
+    observed rate (about 30,000 times with a minute), so a burst does not wrap it."""
+    share = KAFKA_QUOTA_WINDOW_SECONDS / (KAFKA_QUOTA_WINDOW_SECONDS + longest_throttle_seconds)
+    return max(float(math.floor(rate * share)), MINIMUM)
 
 
 def tracked_originals(
@@ -259,10 +291,12 @@ def _desired(
         base = originals.get((mirrored, key))
     # An unset or non-finite base is no limit at all: any reference is below it.
     ceiling = base if base is not None and math.isfinite(base) else math.inf
-    if reference is not None and reference < ceiling and factor > 0.0:
+    if reference is not None and reference < ceiling:
         # The reference stands in for a higher (or no) base: the result is never above the base
-        # and never below the minimum the base allows (a base below the floor stays as it is).
-        return max(scaled(reference, factor, key, MINIMUM), min(policy.minimum(key), ceiling))
+        # and never below the minimum the base allows (a base below the floor stays as it is);
+        # factor 0 too holds the pair at its minimum (the floor, or its own).
+        lowest = policy.minimum(key, reference)
+        return max(scaled(reference, factor, key, MINIMUM), min(lowest, ceiling))
     if ceiling == math.inf:
         # Unlimited x factor is unlimited: only factor 0 limits it.
         return policy.minimum(key) if factor <= 0.0 else original

@@ -170,4 +170,5 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         bases=bases,
         excluded_users=excluded,
         byte_rate_floor=float(settings.byte_rate_floor),
+        longest_throttle_seconds=settings.longest_throttle.total_seconds(),
     )

@@ -14,7 +14,7 @@ from enforcer.observed_rates import (
     LONGEST_LOOKBACK,
     REFERENCES,
 )
-from enforcer.quota_plan import KNOWN_KEYS
+from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, KNOWN_KEYS
 from kvq.kafka.client_settings import problems
 from kvq.settings import values
 from kvq.settings.app_settings import AppSettings, setting
@@ -33,6 +33,7 @@ QUOTA_KEYS = "kvq.enforcer.quota.keys"
 STALE_WINDOW = "kvq.enforcer.stale.window"
 THROTTLE_REFERENCE = "kvq.enforcer.throttle.reference"
 OBSERVED_RATE_LOOKBACK = "kvq.enforcer.throttle.observed.rate.lookback"
+LONGEST_THROTTLE = "kvq.enforcer.throttle.longest.throttle.time"
 REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
@@ -215,9 +216,25 @@ class EnforcerSettings(AppSettings):
         "kvq.enforcer.throttle.byte.rate.floor",
         values.positive_long,
         "8192",
-        "The lowest producer/consumer byte rate a throttle sets (bytes/s): Kafka does not "
-        "throttle a client whose rate is over ~195,000 x its quota (the throttle time "
-        "overflows an int).",
+        "The lowest producer/consumer byte rate a throttle sets (bytes/s) for a quota entity "
+        "kvq has not seen writing (with observed-rate, the others get their own minimum: "
+        f"{LONGEST_THROTTLE}): Kafka does not throttle a client whose rate is over ~195,000 x "
+        "its quota (the throttle time overflows an int).",
+    )
+    longest_throttle: timedelta = setting(
+        LONGEST_THROTTLE,
+        values.duration_between(
+            timedelta(seconds=1),
+            timedelta(hours=1),
+            "longer would let a burst of a few hundred times the observed rate wrap Kafka's int "
+            "throttle time",
+        ),
+        "PT1M",
+        "observed-rate: each quota entity seen writing is throttled no lower than the rate at "
+        "which Kafka's throttle time for what it was writing is this long: its reference x "
+        f"{KAFKA_QUOTA_WINDOW_SECONDS:.0f} s / ({KAFKA_QUOTA_WINDOW_SECONDS:.0f} s + this) "
+        "(15.5 % with PT1M): factor 0 holds the cluster to about that share of its rate, and "
+        "mutes no producer for longer.",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,

@@ -41,19 +41,27 @@ class GracefulSlowdown:
       and the limit is `RESTART_MARGIN` horizons away or more;
     - the depth never falls below its held floor (`depth_floor`): the factor stays at or below
       the share of the volume's peak fill rate (the fastest it filled since its last restart)
-      at which its headroom would last the horizon with nothing deleted. With time-based
-      retention, the volume holds about what was written over the last retention time, so
-      once a throttle's segments are reached retention deletes more than is written and the
-      fill rate reads 0 or less whatever the factor: a rise from there shows in the fill rate
-      only a retention time later, with the producers back near 1.0 and no headroom left to
-      absorb them. The floor climbs as the headroom shrinks or the peak rises; the held floor
-      follows it at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`, except that a volume
-      that would reach its limit within `RESPONSE_SECONDS` at its fill rate (a load step)
-      gets at once the factor at which its headroom lasts that long at its peak.
+      at which its headroom would last `RESPONSE_SECONDS` (or the horizon, if shorter) with
+      nothing deleted (the level of the floor at once, below), and at or below `HELD_CAP`
+      while its headroom would not last the horizon at the peak. With time-based retention,
+      the volume holds about what was written over the last retention time, so once a
+      throttle's segments are reached retention deletes more than is written and the fill
+      rate reads 0 or less whatever the factor: a rise from there shows in the fill rate only
+      a retention time later. The floor bounds what such a rise
+      can cost; the cap keeps the quotas from being restored (a lift lets the backlog the
+      producers built up while throttled through at once, which retention then deletes in one
+      chunk, read as space freed) until the headroom covers the horizon at the peak again.
+      The floor climbs as the headroom shrinks or the peak rises; the held floor follows it
+      at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`, except that a volume that would reach
+      its limit within `RESPONSE_SECONDS` at its fill rate (a load step) gets at once the
+      factor at which its headroom lasts that long at its peak.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
-    retention it settles where the headroom left lasts the horizon at the factor's share of the
-    peak: below the factor at which retention would hold the volume at the limit.
+    retention it settles where the headroom left lasts `RESPONSE_SECONDS` at the factor's
+    share of the peak: at R / (R + RESPONSE_SECONDS) of the factor at which retention
+    (keeping R seconds of data) would hold the volume at the limit, whatever the horizon. (A
+    floor at the horizon held it at R / (R + horizon) of it: about half with a horizon near R,
+    less with a longer one.)
     """
 
     limit: Limit
@@ -72,7 +80,9 @@ class GracefulSlowdown:
     """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
     time of the loop, longer than the alert and enforcer delays so that it does not overshoot.
     A volume that would reach its limit sooner than this is past what paced steps can slow
-    (`depth_floor` holds it at once; the exporter takes in a check showing it)."""
+    (`depth_floor` holds it at once; the exporter takes in a check showing it). The held floor
+    keeps this much headroom at the factor's share of the peak: a rise that retention hid
+    shows in the fill rate before it reaches the limit."""
     RISE_SECONDS: ClassVar[float] = 15.0
     """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
     / this: producers get their rate back faster than they lose it."""
@@ -83,6 +93,9 @@ class GracefulSlowdown:
     LOWEST_CAP: ClassVar[float] = 0.01
     """The lowest factor `depth_floor` holds a volume to (at or near its limit): a floor that
     the depth climbs back from within a minute or so once there is room again."""
+    HELD_CAP: ClassVar[float] = 0.95
+    """The highest factor the held floor allows while the headroom would not last the horizon
+    at the peak: the quotas stay set (and the producers' backlog held) until it would."""
     FLOOR_CLIMB_SECONDS: ClassVar[float] = 5.0
     """The held floor climbs by at most one `MAX_DROP` every this many seconds (the exporter's
     recommended poll interval): a factor it lowers stays close to the rate it meets."""
@@ -173,10 +186,13 @@ class GracefulSlowdown:
         ops: Expressions,
     ) -> tuple[Any, Any]:
         """(held, at once): the depth of the highest factor at which the volume, filling at
-        that share of its peak with nothing deleted, would still take the horizon to reach its
-        limit (0 while that is 1.0 or more; never past the depth of `LOWEST_CAP`). While
-        retention deletes what was written before a throttle, the fill rate says nothing of
-        what a higher factor will write once those segments are gone; the peak does.
+        that share of its peak with nothing deleted, would still take `RESPONSE_SECONDS` (or
+        the horizon, if shorter) to reach its limit: the floor at once's level, so that at a
+        steady load the headroom left keeps the volume out of reach of it; and no higher than
+        `HELD_CAP` while its headroom would not last the horizon at its peak (0 while that is
+        1.0 or more; never past the depth of `LOWEST_CAP`). While retention deletes what was
+        written before a throttle, the fill rate says nothing of what a higher factor will
+        write once those segments are gone; the peak does.
 
         At once, while the volume at its fill rate would reach its limit within
         `RESPONSE_SECONDS` from this reading and from the one before (one spuriously low
@@ -187,7 +203,10 @@ class GracefulSlowdown:
         A level, not a step: readings that still show the rate from before it took effect ask
         for no more than it."""
         headroom = ops.greatest(self.headroom(reading), 1.0)
-        held = depth_sharing(self.horizon_seconds * peak / headroom, self.LOWEST_CAP, ops)
+        lasting = min(self.RESPONSE_SECONDS, self.horizon_seconds)
+        capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
+        reach = ops.greatest(lasting * peak / headroom, capped)
+        held = depth_sharing(reach, self.LOWEST_CAP, ops)
         if not previous:
             return held, 0.0
         surest = ops.greatest(headroom, self.headroom(previous[0]))

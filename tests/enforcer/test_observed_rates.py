@@ -20,7 +20,14 @@ from enforcer.observed_rates import (
     select_references,
 )
 from enforcer.prometheus_check import PrometheusFactor
-from enforcer.quota_plan import QuotaPolicy, desired_value, plan
+from enforcer.quota_plan import (
+    KAFKA_LONGEST_THROTTLE_MS,
+    KAFKA_QUOTA_WINDOW_SECONDS,
+    QuotaPolicy,
+    desired_value,
+    entity_minimum,
+    plan,
+)
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
@@ -194,3 +201,42 @@ def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
     assert kafka.values[ALICE][P] == 1_000_000.0, "the throttle still applies, from the original"
     fallback = [r for r in caplog.records if "no observed produce rates" in r.message]
     assert len(fallback) == 1
+
+
+ENTITY_MINIMUM = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192, longest_throttle_seconds=60.0)
+"""The enforcer's defaults: each entity seen writing gets its own minimum (a minute's throttle)."""
+
+
+@pytest.mark.parametrize(
+    ("original", "reference", "factor", "expected"),
+    [
+        (2_000_000.0, 30_000.0, 0.0, 4_647.0),  # 30 kB/s x 11 / (11 + 60): below the floor
+        (2_000_000.0, 1_000_000.0, 0.0, 154_929.0),  # a fast entity: above it
+        (2_000_000.0, 1_000_000.0, 0.5, 500_000.0),  # above its minimum: factor x rate
+        (None, 2_000.0, 0.0, 309.0),  # one slower than the floor is slowed too
+        (2_000_000.0, 0.0, 0.0, 8192.0),  # idle over the lookback: it may write at any rate
+        (2_000.0, 300_000.0, 0.0, 2_000.0),  # a quota below the minimum stays, as before
+    ],
+)
+def test_each_entity_seen_writing_gets_a_minimum_from_its_own_rate(
+    original, reference, factor, expected
+):
+    pair = (ALICE if original is not None else DEFAULT, P)
+    value = desired_value(ENTITY_MINIMUM, pair, original, factor, {pair: original}, reference)
+    assert value == expected
+
+
+@pytest.mark.parametrize("rate", [300.0, 30_000.0, 1e6, 1e9])
+def test_kafkas_throttle_time_from_the_rate_to_the_minimum_is_the_longest_allowed(rate):
+    """Kafka's own formula (QuotaUtils.throttleTime) at the minimum, for the rate the entity was
+    seen writing: the longest throttle time (a minute, to the rounding of whole bytes), and it
+    fits Kafka's int (ClientQuotaManager narrows it) for rates 25,000 times higher (30,000 but
+    for the rounding)."""
+    minimum = entity_minimum(rate, 60.0)
+    window_ms = KAFKA_QUOTA_WINDOW_SECONDS * 1000
+
+    def throttle_ms(written: float) -> float:
+        return (written - minimum) / minimum * window_ms
+
+    assert throttle_ms(rate) == pytest.approx(60_000, rel=0.02)
+    assert throttle_ms(25_000 * rate) < KAFKA_LONGEST_THROTTLE_MS

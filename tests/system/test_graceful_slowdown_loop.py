@@ -51,7 +51,7 @@ def test_a_filling_volume_slows_producers_in_steps_that_reach_kafka_and_freeing_
             assert lower >= higher / 1.5, (higher, lower)
         # space freed, far more than the horizon needs at the rate it filled at (the volume
         # grown to 1 GB): producers go at once, the original quotas come back exactly. Freed
-        # to its 100 MB only, 90 MB above the limit, the factor would stay at what that covers
-        # at its peak of 2 MB/s for the 120 s horizon (0.375) until space is freed again.
+        # to its 100 MB only, 90 MB above the limit, less than the 120 s horizon at its peak of
+        # 2 MB/s, the factor would stay at most 0.95 until space is freed again.
         stack.control.set_log_dir(1, 0, usable_bytes=None, capacity_bytes=1_000_000_000)
         wait_until(lambda: stack.quotas() == before, 60, what="quotas restored exactly")

@@ -10,6 +10,7 @@ import pytest
 from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_run import PolicyRun
+from kvq.model.slowdown_depth import depth_sharing
 from kvq.model.volume import Volume
 
 MB = 1_000_000
@@ -228,17 +229,22 @@ def test_a_load_step_keeps_the_volume_above_zero(step):
 
 def test_a_volume_that_stops_filling_because_it_is_throttled_gets_back_what_its_headroom_covers():
     """Not filling while throttled is the throttle working (or retention deleting what was
-    written before it), not space freed: the factor rises step by step, and only up to the
-    share of the fastest fill seen at which the headroom would last the horizon (450 MB left
-    after filling at 10 MB/s: 450 MB / (120 s x 10 MB/s), 0.375); at 1.0 producers would fill
-    it within 45 s."""
+    written before it), not space freed: the factor rises step by step, and only up to 0.95
+    while the headroom would not last the horizon at the fastest fill seen (450 MB left after
+    filling at 10 MB/s, less than 120 s x 10 MB/s): the quotas stay set, and the backlog the
+    producers built up is not let through at once. With 1,450 MB left (more than a horizon at
+    10 MB/s) the same volume gets 1.0 back."""
     run = PolicyRun(policy())
     for i in range(8):
         observe(run, 5.0 * i, 1000 * MB - i * 50 * MB)
     # the median of the last three intervals sees no growth from the second reading on
     rising = [observe(run, 40.0 + 5.0 * i, 650 * MB) for i in range(1, 13)][1:]
-    assert 0.0 < rising[0] < rising[1]
-    assert rising[1:] == [pytest.approx(0.375, rel=1e-9)] * len(rising[1:])
+    assert 0.0 < rising[0] < rising[1] < rising[2]
+    assert rising[-6:] == [pytest.approx(GracefulSlowdown.HELD_CAP, rel=1e-9)] * 6
+    run = PolicyRun(policy())
+    for i in range(8):
+        observe(run, 5.0 * i, 1800 * MB - i * 50 * MB)
+    assert [observe(run, 40.0 + 5.0 * i, 1450 * MB) for i in range(1, 13)][-6:] == [1.0] * 6
 
 
 class WithoutFloor(GracefulSlowdown):
@@ -252,7 +258,9 @@ KAFKA_TOTAL = 32 << 20
 KAFKA_LIMIT = KAFKA_TOTAL // 4
 
 
-def kafka_retention_loop(kind=GracefulSlowdown, delay=5.0, load_step=None, duration=600.0):
+def kafka_retention_loop(
+    kind=GracefulSlowdown, delay=5.0, load_step=None, duration=600.0, horizon=40.0
+):
     """bench/slowdown's broker 0 on real Kafka, second by second: a 32 MiB volume, 25 % of it the
     limit, 24.05 MB available when the load starts. The load puts `full` B/s on it; the
     enforcer's quotas (observed-rate references) hold it to the factor in force (computed
@@ -265,7 +273,7 @@ def kafka_retention_loop(kind=GracefulSlowdown, delay=5.0, load_step=None, durat
     second, once its newest write is more than `retention` s old. The exporter polls every 5 s.
     `load_step`: (time, times) the offered load steps up. (lowest available, [(time, factor)])."""
     full, floor, backlog_most, segment, retention = 300e3, 90e3, 4e6, 5.0, 60.0
-    run = PolicyRun(kind(MinAvailableRatio(0.25), 40.0))
+    run = PolicyRun(kind(MinAvailableRatio(0.25), horizon))
     segments: list[list[float]] = []  # [first write, newest write, bytes]
     published = [(-delay, 1.0)]
     lowest, factors, backlog, t = KAFKA_TOTAL, [], 0.0, 0.0
@@ -294,24 +302,43 @@ def kafka_retention_loop(kind=GracefulSlowdown, delay=5.0, load_step=None, durat
     return lowest, factors
 
 
-@pytest.mark.parametrize("delay", [3.0, 5.0, 10.0])
-def test_with_kafkas_retention_the_factor_settles_below_the_equilibrium_without_reaching_the_limit(
-    delay,
+class HorizonFloor(GracefulSlowdown):
+    """The held floor as it was: the headroom lasting the whole horizon at the factor's share
+    of the peak, with nothing deleted."""
+
+    def depth_floor(self, reading, previous, peak, ops):
+        held, at_once = super().depth_floor(reading, previous, peak, ops)
+        headroom = ops.greatest(self.headroom(reading), 1.0)
+        reach = self.horizon_seconds * peak / headroom
+        return depth_sharing(reach, self.LOWEST_CAP, ops), at_once
+
+
+@pytest.mark.parametrize(
+    ("delay", "horizon"), [(3.0, 40.0), (5.0, 40.0), (10.0, 40.0), (5.0, 120.0), (5.0, 600.0)]
+)
+def test_with_kafkas_retention_the_factor_settles_near_the_equilibrium_without_reaching_the_limit(
+    delay, horizon
 ):
     """Retention holds the volume exactly at its limit at about 245 kB/s, a factor of 0.8. Once
     the throttle's first segments are deleted the fill rate reads 0 whatever the factor, for a
     retention time: rising on the fill rate alone the factor is back at 1.0 by then and the
     volume crosses its limit, as on real Kafka. The floor under the depth (the peak fill rate)
-    holds it where the headroom lasts the horizon: it settles at about half, never at the
-    limit, with no step below 80 % of the factor before it."""
-    lowest, factors = kafka_retention_loop(delay=delay)
+    holds it where the headroom lasts 30 s: it settles at about 60 / (60 + 30) of 0.8 whatever
+    the horizon, never at the limit, with Kafka's throttle times short: no step below 2/3 of
+    the factor before it (a throttle time of half Kafka's window), none below 80 % once
+    retention deletes. A floor where the headroom lasts the horizon held it at about
+    60 / (60 + horizon) of 0.8: half with a 40 s horizon, a quarter with 120 s."""
+    lowest, factors = kafka_retention_loop(delay=delay, horizon=horizon)
     late = [f for t, f in factors if t >= 300]
-    assert lowest > KAFKA_LIMIT + 1_000_000
-    assert min(late) > 0.3 and max(late) < 0.7
-    for (_, before), (_, after) in zip(factors, factors[1:], strict=False):
-        assert after >= 0.8 * before - 1e-12
-    lowest, factors = kafka_retention_loop(WithoutFloor, delay=delay)
+    assert lowest > KAFKA_LIMIT + 500_000
+    assert min(late) > 0.15 and sum(late) / len(late) > 0.5
+    for (_, before), (at, after) in zip(factors, factors[1:], strict=False):
+        assert after >= (0.8 if at >= 65 else 2 / 3) * before - 1e-12
+    lowest, factors = kafka_retention_loop(WithoutFloor, delay=delay, horizon=horizon)
     assert lowest < KAFKA_LIMIT and 1.0 in [f for t, f in factors if t > 60]
+    if horizon > 60:
+        late = [f for t, f in kafka_retention_loop(HorizonFloor, delay, horizon=horizon)[1]]
+        assert sum(late[60:]) / len(late[60:]) < 0.4
 
 
 @pytest.mark.parametrize("step", [2, 10])

@@ -1,0 +1,102 @@
+"""Many principals held at factor 0 on real Kafka: each entity's own minimum against the floor.
+
+N SASL users each offering 30 kB/s to one broker (Kafka's default 11 s quota window), half with a
+quota of their own and half under the default user's, held at factor 0 by the enforcer's plan
+with observed-rate references (devkit/factor_zero.py): once with the constant 8 KiB/s floor for
+every entity (kvq before it had per-entity minimums), once with each entity's own minimum
+(kvq.enforcer.throttle.longest.throttle.time, PT1M). Printed per N and minimum: the rate before
+and at factor 0 (once the first mute is over), its share, the quotas set, the longest throttle
+time a broker handed out and when every producer was back after the restore; and what the share
+means for 500 principals. Each producer blocks once 64 kB are queued (the demo's). About 4
+minutes per N and minimum, each on a fresh one-broker cluster.
+    python -m bench.factor_zero [--principals 10 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from devkit import factor_zero, results_page
+from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum
+
+P = factor_zero.P
+OFFERED = 30_000.0
+LONGEST_THROTTLE_S = 60.0
+SETTLE_S = 70.0
+"""Longer than the first mute at factor 0: (30 kB/s / minimum - 1) x 11 s, 60 s with the own
+minimum, 29 s with the floor."""
+MEASURED_S = 30.0
+WATCH_AFTER_S = 75.0
+MINIMUMS = {
+    "8 KiB/s floor": QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR),
+    "own minimum (PT1M)": QuotaPolicy(
+        (P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR, longest_throttle_seconds=60.0
+    ),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--principals",
+        type=int,
+        nargs="+",
+        default=[10, 40],
+        metavar="N",
+        help="how many principals, one run each (default: 10 40)",
+    )
+    args = parser.parse_args(argv)
+    if any(not 1 <= n <= 200 for n in args.principals):
+        parser.error(f"--principals: {args.principals} must each be from 1 to 200")
+    results_page.arguments(parser, args)
+    print(
+        f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker; its own minimum from "
+        f"that rate: {entity_minimum(OFFERED, LONGEST_THROTTLE_S):,.0f} B/s"
+    )
+    with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
+        for count in args.principals:
+            for n, (name, policy) in enumerate(MINIMUMS.items()):
+                work = Path(temp) / f"{count}-{n}"  # a fresh cluster each: fresh references
+                with factor_zero.cluster(work, count, None) as (kafka, prometheus):
+                    held = factor_zero.hold_at_factor_zero(
+                        kafka,
+                        prometheus,
+                        work / "journal.sqlite3",
+                        policy,
+                        OFFERED,
+                        SETTLE_S,
+                        MEASURED_S,
+                        WATCH_AFTER_S,
+                    )
+                report(count, name, held)
+
+
+def report(count: int, name: str, held: factor_zero.Held) -> None:
+    quotas = sorted(held.quotas.values())
+    back = (
+        f"{held.back_s:.1f} s" if held.back_s is not None else f"not within {WATCH_AFTER_S:.0f} s"
+    )
+    per_principal = held.during / count
+    print(f"\n{count} principals, {name}:")
+    print(f"  before                                {held.before / 1000:9.1f} kB/s")
+    print(
+        f"  at factor 0 (after {SETTLE_S:.0f} s)               {held.during / 1000:9.1f} kB/s "
+        f"({held.share:.1%} of it)"
+    )
+    print(
+        f"  quotas set ({len(quotas)} entities)           {quotas[0]:,.0f} - {quotas[-1]:,.0f} B/s"
+    )
+    print(f"  longest throttle time handed out      {held.longest_throttle_s:9.1f} s")
+    print(f"  restore -> every producer back        {back:>9}")
+    print(
+        f"  500 such principals at factor 0       {500 * per_principal / 1e6:9.2f} MB/s "
+        f"({500 * per_principal * 3600 / 1e9:.1f} GB an hour)"
+    )
+
+
+if __name__ == "__main__":
+    from bench.results import command_line
+
+    raise SystemExit(command_line(__name__))

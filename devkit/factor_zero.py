@@ -1,0 +1,191 @@
+"""Many principals held at factor 0 on real Kafka: what they still write, and how long after the
+restore they are back (tests/enforcer/test_entity_minimum_kafka.py, bench/factor_zero.py).
+
+N SASL users each offer the same rate from a librdkafka producer of their own to one broker;
+half hold a quota of their own, half fall under the default user's (a budget per user), both far
+above the rate. Kafka's quota sensors go through the JMX exporter into Prometheus, where the
+enforcer's observed-rate references are read; the enforcer's Applier then applies factor 0 and,
+after a while, 1.0. The quota each entity got, the rates before and at factor 0, the longest
+throttle time a broker handed out and when every producer was back are measured from the
+producers' delivery reports and librdkafka's throttle callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from devkit.kafka_cluster import DEFAULT_USERS, KafkaCluster
+from devkit.kafka_dist import KafkaDist
+from devkit.processes import wait_until
+from devkit.producer_load import LoadProducer
+from devkit.prometheus import Prometheus, run_prometheus
+from enforcer.applier import Applier
+from enforcer.journal import Journal
+from enforcer.metrics import EnforcerMetrics
+from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import Change, QuotaPolicy
+from kvq.kafka.quota_entity import QuotaEntity
+from kvq.settings.config import CLUSTER_LABEL_DEFAULT
+
+P = "producer_byte_rate"
+QUOTA = 1_000_000.0
+"""Each principal's own quota and the default user's: far above what they offer."""
+BUFFER = {"queue.buffering.max.kbytes": 64}
+"""An application's buffer, as in the demo's producers: while throttled a producer blocks once
+64 kB are queued (librdkafka's default queue would build a backlog of up to 1 GB, sent in 1 MB
+requests that Kafka answers with throttle times of 1 MB / quota)."""
+BACK = 0.8
+"""A producer is back once it acknowledges this share of its rate before over BACK_WINDOW_S."""
+BACK_WINDOW_S = 3.0
+
+
+def principals(count: int) -> list[str]:
+    return [f"p{i:03d}" for i in range(count)]
+
+
+def own_quota(name: str) -> bool:
+    """Half the principals (every other one) hold a quota of their own."""
+    return int(name[1:]) % 2 == 0
+
+
+@contextmanager
+def cluster(
+    work: Path, count: int, dist: KafkaDist | None, quota_samples: int | None = None
+) -> Iterator[tuple[KafkaCluster, Prometheus]]:
+    """One broker with `count` SASL users (`quota_samples`: its quota.window.num; Kafka's 11 by
+    default) and a Prometheus scraping its JMX exporter."""
+    users = {**DEFAULT_USERS, **{name: f"{name}-secret" for name in principals(count)}}
+    properties = {} if quota_samples is None else {"quota.window.num": str(quota_samples)}
+    with (
+        KafkaCluster(
+            work / "kafka",
+            nodes=1,
+            log_dirs_per_node=1,
+            log_dir_bytes=512 << 20,
+            dist=dist,
+            users=users,
+            jmx_exporter=True,
+            broker_properties=properties,
+        ) as kafka,
+        run_prometheus(work / "prometheus", targets={"kafka": kafka.metrics_targets}) as prom,
+    ):
+        yield kafka, prom
+
+
+@dataclass
+class Held:
+    """One factor-0 episode of the principals."""
+
+    before: float
+    """B/s all principals acknowledged together before it."""
+    during: float
+    """B/s they acknowledged together at factor 0, after `settle` seconds."""
+    quotas: Mapping[QuotaEntity, float]
+    """What the enforcer set each throttled entity to."""
+    longest_throttle_s: float
+    """The longest throttle time a broker handed a producer during it."""
+    back_s: float | None
+    """Seconds from the restore until every producer was back at its rate (None: not within
+    the watch)."""
+
+    @property
+    def share(self) -> float:
+        return self.during / self.before
+
+
+def hold_at_factor_zero(
+    kafka: KafkaCluster,
+    prometheus: Prometheus,
+    journal_path: Path,
+    policy: QuotaPolicy,
+    offered: float,
+    settle: float,
+    measured: float,
+    watch_after: float,
+    topic: str = "many",
+) -> Held:
+    """Every principal of the cluster offering `offered` B/s; factor 0 applied by an Applier of
+    `policy` with observed-rate references, held `settle` + `measured` s, then 1.0; watched for
+    `watch_after` s after the restore. Stops every producer it started, and restores. Once per
+    cluster: the references are the highest rates over the last 5 minutes, which would include
+    the catch-up after an earlier restore."""
+    names = [u for u in kafka.users if u not in DEFAULT_USERS]
+    client = KafkaQuotaClient(kafka.admin_properties)
+    journal = Journal(journal_path)
+    producers = [
+        LoadProducer(kafka.sasl_bootstrap, f"app-{u}", u, kafka.users[u], **BUFFER) for u in names
+    ]
+    applier = Applier(
+        "c1",
+        policy,
+        client,
+        journal,
+        EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
+        observed_rates=ObservedRates(PrometheusFactor(prometheus.url)),
+    )
+    try:
+        owners = [QuotaEntity.user(u) for u in names if own_quota(u)]
+        client.alter([Change(e, P, QUOTA) for e in [*owners, QuotaEntity.default_user()]])
+        for producer in producers:
+            producer.run_steady([topic], offered)
+
+        def seen() -> int:
+            rates = [float(s["value"][1]) for s in prometheus.query(DEFAULT_QUERY)]
+            return sum(1 for rate in rates if rate > 0.9 * offered)
+
+        wait_until(lambda: seen() == len(names), 120, what="every principal's rate scraped")
+        start = time.monotonic()
+        time.sleep(measured)
+        before = sum(p.log.rate(start, time.monotonic()) for p in producers)
+        step(applier, 0.0)
+        held_at = time.monotonic()
+        described = client.describe()
+        quotas = {e: described[e][P] for e in [*owners, QuotaEntity.default_user()]}
+        time.sleep(settle)
+        start = time.monotonic()
+        time.sleep(measured)
+        during = sum(p.log.rate(start, time.monotonic()) for p in producers)
+        step(applier, 1.0)
+        restored = time.monotonic()
+        throttles = [ms for p in producers for t, ms in p.log.throttles if t >= held_at]
+        return Held(
+            before,
+            during,
+            quotas,
+            max(throttles, default=0) / 1000,
+            back_after(producers, offered, restored, watch_after),
+        )
+    finally:
+        step(applier, 1.0)
+        for producer in producers:
+            producer.close()
+        journal.close()
+        client.close()
+
+
+def step(applier: Applier, factor: float) -> None:
+    """One step as the Enforcer takes it: the starting point (Kafka's copy of the originals read
+    once), then `factor` applied."""
+    applier.starting_point()
+    applier.enforce(factor)
+
+
+def back_after(
+    producers: list[LoadProducer], offered: float, restored: float, watch: float
+) -> float | None:
+    """Seconds from `restored` until every producer acknowledged BACK x `offered` over the last
+    BACK_WINDOW_S (each on its own), watching at most `watch` s; None if one never was."""
+    back: dict[int, float] = {}
+    while time.monotonic() < restored + watch and len(back) < len(producers):
+        time.sleep(0.2)
+        now = time.monotonic()
+        for i, producer in enumerate(producers):
+            if i not in back and producer.log.rate(now - BACK_WINDOW_S, now) >= BACK * offered:
+                back[i] = now - restored
+    return max(back.values()) if len(back) == len(producers) else None
