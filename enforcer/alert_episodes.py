@@ -60,7 +60,6 @@ DEFAULT_WINDOW = timedelta(minutes=2)
 """kvq.enforcer.stale.window's default."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """The moment a notification is judged, and the start of the reorder window before it (UTC
@@ -215,7 +214,6 @@ class AlertEpisodes:
 
     def _loaded(self) -> dict[tuple[str, str], Heard]:
         if self._heard is None:
-
             self._heard = self._journal.read(_rows)
         return self._heard
 
