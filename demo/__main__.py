@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
 import tempfile
 import threading
@@ -33,6 +34,10 @@ STACKS: dict[str, dict] = {
     "apache": {"kafka": "apache", "capacity_bytes": 64 << 20},
 }
 """DemoStack's arguments per Kafka backend: real Kafka's log dirs are 64 MiB tmpfs file systems."""
+
+
+REAL_KAFKA_SCENARIOS = ("versus", "slowdown", "strimzi", "failover")
+"""Scenarios on a real Kafka cluster of their own: demo/<name>.py's main."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,32 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep:
             parser.error("--keep (KEEP=1) keeps the loop scenario's stack; producers stops its own")
         return producers.main([*rest, "--kafka", args.kafka])
-    if args.scenario == "versus":
-        from demo import versus
-
-        if args.kafka != "apache" or args.keep:
-            parser.error("versus runs on real Kafka only (KAFKA=apache) and stops its own clusters")
-        return versus.main(rest)
-    if args.scenario == "slowdown":
-        from demo import slowdown
-
-        if args.kafka != "apache" or args.keep:
-            parser.error("slowdown runs on real Kafka only (KAFKA=apache), stopping its clusters")
-        return slowdown.main(rest)
-    if args.scenario == "strimzi":
-        from demo import strimzi
-
-        if args.kafka != "apache" or args.keep:
-            parser.error("strimzi runs on real Kafka only (KAFKA=apache) and stops its own cluster")
-        return strimzi.main(rest)
-    if args.scenario == "failover":
-        from demo import failover
-
+    if args.scenario in REAL_KAFKA_SCENARIOS:
         if args.kafka != "apache" or args.keep:
             parser.error(
-                "failover runs on real Kafka only (KAFKA=apache) and stops its own cluster"
+                f"{args.scenario} runs on real Kafka only (KAFKA=apache) and stops its own "
+                "cluster(s)"
             )
-        return failover.main(rest)
+        module = importlib.import_module(f"demo.{args.scenario}")
+        return module.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     stop = threading.Event()

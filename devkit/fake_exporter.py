@@ -182,6 +182,7 @@ class FakeExporter:
                 "heartbeats",
             ):
                 out.family(name, "counter", [(c, 0)])
+            out.family("acting", "gauge", [(c, 1)])
             out.family("failsafe_active", "gauge", [(c, 0)])
             out.family("failsafe_factor", "gauge", [(c, 1)])
             out.family("originals_unknown", "gauge", [(c, 0)])

@@ -27,18 +27,12 @@ class EnforcerMetrics:
 
     def __init__(self, clusters: tuple[str, ...], cluster_label: str) -> None:
         self.registry = CollectorRegistry()
+        self.clusters = clusters
         self.cluster_label = cluster_label
         self._cluster_metrics: list = []
         self.webhooks = Counter(
             PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=self.registry
         )
-        self.acting = Gauge(
-            PREFIX + "acting",
-            "1 while this replica acts on its clusters (always with kvq.enforcer.state.store="
-            "local; with kafka, one replica at a time), 0 while it stands by",
-            registry=self.registry,
-        )
-        self.acting.set(1)
         counter, gauge = self._per_cluster(Counter), self._per_cluster(Gauge)
         self.applies = counter("applies", "Completed applies of a target factor")
         self.apply_failures = counter("apply_failures", "Applies that failed (Kafka error)")
@@ -50,6 +44,12 @@ class EnforcerMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.acting = gauge(
+            "acting",
+            "1 while this replica acts on the cluster (always with kvq.enforcer.state.store="
+            "local; with kafka, one replica at a time), 0 while it stands by",
+        )
+        self.set_acting(True)
         self.target_factor = gauge("target_factor", "Factor the firing alerts ask for")
         self.applied_factor = gauge("applied_factor", "Factor last applied completely")
         self.drift = gauge(
@@ -108,6 +108,10 @@ class EnforcerMetrics:
             for metric in self._cluster_metrics:
                 metric.labels(cluster)
             self.apply_seconds.labels(cluster)
+
+    def set_acting(self, acting: bool) -> None:
+        for cluster in self.clusters:
+            self.acting.labels(cluster).set(1 if acting else 0)
 
     def _per_cluster(self, kind):
         """A factory of metrics labelled by cluster (each series exists from the start)."""

@@ -79,7 +79,7 @@ class Replica:
         self._build = build
         self._lock = threading.Lock()
         self._acting: Acting | None = None
-        self.metrics.acting.set(0)
+        self.metrics.set_acting(False)
         self.role = role_of(self._on_acting, self._on_inbox)
         state.on_lost = self.role.lost
 
@@ -142,7 +142,7 @@ class Replica:
             log.warning("cannot start acting (retrying): %s", exc)
             return False
         self._acting = Acting(enforcer)
-        self.metrics.acting.set(1)
+        self.metrics.set_acting(True)
         log.info("acting on %s (state of %d rows read from Kafka)", ", ".join(self.clusters), rows)
         return True
 
@@ -151,7 +151,7 @@ class Replica:
         self.state.release()  # first: an apply in progress stops at its next journal write
         if acting is not None:
             acting.end()
-            self.metrics.acting.set(0)
+            self.metrics.set_acting(False)
             log.info("standing by: another replica acts on %s", ", ".join(self.clusters))
         return False
 

@@ -233,6 +233,8 @@ def client_keywords(
     """kafka-python's keywords for a client of the state topic."""
     keywords = kafka_python_config(admin_properties)
     keywords.setdefault("request_timeout_ms", timeout_ms)
+    # a Kafka that cannot be reached fails the call within its timeout, not kafka-python's 30 s
+    keywords["bootstrap_timeout_ms"] = keywords["request_timeout_ms"]
     keywords["client_id"] = client_id
     return keywords
 

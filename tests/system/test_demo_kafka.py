@@ -72,3 +72,11 @@ def test_strimzi_needs_real_kafka_and_a_throttle_long_enough():
     short = run_demo("--scenario", "strimzi", "--kafka", "apache", "--seconds", "5", timeout=60)
     assert short.returncode == 2
     assert "--seconds 5: at least 40" in short.stderr
+
+
+def test_failover_needs_real_kafka():
+    """`make demo SCENARIO=failover` without KAFKA=apache is a usage error (exit 2), before any
+    cluster starts."""
+    without_kafka = run_demo("--scenario", "failover", timeout=60)
+    assert without_kafka.returncode == 2
+    assert "failover runs on real Kafka only (KAFKA=apache)" in without_kafka.stderr

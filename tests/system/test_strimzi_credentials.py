@@ -102,8 +102,9 @@ class Strimzi:
         swapped at once as the kubelet swaps it."""
         self.cluster_ca = self.cluster_ca.renewed()
         self.clients_ca = self.clients_ca.renewed()
+        issued = self.clients_ca.issue(cn)  # first: the two swaps follow each other closely
         self._write_ca()
-        self._write_user(user, self.clients_ca.issue(cn))
+        self._write_user(user, issued)
 
     def _write_ca(self) -> None:
         secret = strimzi_ca_secret([self.cluster_ca], new_password())
@@ -340,6 +341,12 @@ def test_certificates_renewed_by_strimzi_are_used_without_a_restart(
     assert len(reloads) == 1 and str(user_dir / "user.p12") in reloads[0].getMessage()
 
 
+def reloads_per_swapped_secret(log: str) -> bool:
+    """A renewal swaps two Secrets (the cluster CA's, the user's), each at once: a client that
+    looks between the two swaps reloads twice, otherwise once; never more, never not at all."""
+    return 1 <= log.count(RELOADED) <= 2
+
+
 def renew_and_retire(kafka, strimzi, acls, tmp_path, user: str) -> None:
     """Strimzi renews the CAs and `user`'s certificate; from then on only the renewed one works."""
     retired = retire(strimzi.root / user, strimzi, tmp_path, kafka)
@@ -358,7 +365,7 @@ def test_the_exporter_polls_on_through_a_renewal(kafka, strimzi, acls, tmp_path)
         log = exporter.process.log_text()
     finally:
         exporter.stop()
-    assert log.count(RELOADED) == 1, log[-3000:]
+    assert reloads_per_swapped_secret(log), log[-3000:]
 
 
 def test_the_enforcer_throttles_and_restores_through_a_renewal(kafka, strimzi, acls, tmp_path):
@@ -380,7 +387,7 @@ def test_the_enforcer_throttles_and_restores_through_a_renewal(kafka, strimzi, a
             log = enforcer.process.log_text()
         finally:
             enforcer.stop()
-    assert log.count(RELOADED) == 1, log[-3000:]
+    assert reloads_per_swapped_secret(log), log[-3000:]
 
 
 def test_renewed_files_that_cannot_be_used_leave_the_current_ones_in_place(
