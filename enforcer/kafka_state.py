@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from enforcer.journal import Journal, JournalError, NotActing
-from enforcer.journal_rows import Record
+from enforcer.journal_rows import Record, row_count
 from enforcer.state_log import Fenced, StateLog, StateLogError
 
 log = logging.getLogger("kvq.enforcer.state")
@@ -73,7 +73,7 @@ class KafkaState:
         journal.load_cluster(cluster, records)
         with self._lock:
             self._acting.add(cluster)
-        rows = len(records) - 1
+        rows = row_count(records.items())
         log.info("acting on cluster %s: took over its state (%d rows)", cluster, rows)
         return rows
 
@@ -85,7 +85,7 @@ class KafkaState:
         try:
             if started_key(cluster) in state_log.take_over():
                 return None
-            return len(self._start(journal, cluster, state_log)) - 1
+            return row_count(self._start(journal, cluster, state_log).items())
         except StateLogError as exc:
             raise JournalError(str(exc)) from None
         finally:
@@ -138,7 +138,7 @@ class KafkaState:
         if carried:
             log.info(
                 "carried %d rows of cluster %s over from %s to Kafka",
-                len(carried),
+                row_count(carried),
                 cluster,
                 journal.path,
             )
