@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 TABLES = ("episode", "pair", "alert", "alert_episode", "finished_episode", "unanswered_alter")
 """The journal's tables (each with a `cluster` column)."""
@@ -76,9 +76,9 @@ def cluster_records(db: sqlite3.Connection, cluster: str) -> list[Record]:
     """Every row of `cluster`, as records (a whole copy of the cluster's journal)."""
     records: list[Record] = []
     for table in TABLES:
-        pages: dict[int, list[dict[str, object]]] = {}
+        pages: dict[int, list[dict[str, Any]]] = {}
         for row in _rows(db, f"SELECT rowid AS rowid, * FROM {table} WHERE cluster=?", (cluster,)):
-            pages.setdefault(int(row["rowid"]) // PAGE_ROWS, []).append(row)  # type: ignore[call-overload]
+            pages.setdefault(int(row["rowid"]) // PAGE_ROWS, []).append(row)
         records += [(_key(table, cluster, p), _encode(rows)) for p, rows in sorted(pages.items())]
     return records
 
@@ -111,9 +111,7 @@ def load_cluster(db: sqlite3.Connection, cluster: str, records: Mapping[str, byt
             )
 
 
-def _page_rows(
-    db: sqlite3.Connection, table: str, cluster: str, page: int
-) -> list[dict[str, object]]:
+def _page_rows(db: sqlite3.Connection, table: str, cluster: str, page: int) -> list[dict[str, Any]]:
     return _rows(
         db,
         f"SELECT rowid AS rowid, * FROM {table} WHERE rowid BETWEEN ? AND ? AND cluster=?",
@@ -121,7 +119,7 @@ def _page_rows(
     )
 
 
-def _rows(db: sqlite3.Connection, query: str, parameters: tuple) -> list[dict[str, object]]:
+def _rows(db: sqlite3.Connection, query: str, parameters: tuple) -> list[dict[str, Any]]:
     cursor = db.execute(query, parameters)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -135,7 +133,7 @@ def _is_page(key: str) -> bool:
     return key.startswith('["') and json.loads(key)[0] in TABLES
 
 
-def _encode(rows: list[dict[str, object]]) -> bytes | None:
+def _encode(rows: list[dict[str, Any]]) -> bytes | None:
     # Floats as repr (exact); the journal already stores non-finite values as text.
     if not rows:
         return None

@@ -167,8 +167,6 @@ class StateLog:
         if producer is not None:
             close_quietly(lambda: producer.close(timeout=1))
 
-    close = release
-
     def _new_producer(self) -> Any:
         from kafka import KafkaProducer
 
