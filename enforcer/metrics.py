@@ -7,6 +7,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 PREFIX = "kafka_volume_quota_enforcer_"
+INBOX_OUTCOMES = ("handled", "recorded", "dropped")
+
 WEBHOOK_OUTCOMES = (
     "applied",
     "ignored",
@@ -32,6 +34,13 @@ class EnforcerMetrics:
         self._cluster_metrics: list = []
         self.webhooks = Counter(
             PREFIX + "webhooks", "Webhook requests by outcome", ["outcome"], registry=self.registry
+        )
+        self.inbox_entries = Counter(
+            PREFIX + "inbox_entries",
+            "Queued webhooks the acting replica handled (state in Kafka), by outcome: handled, "
+            "recorded (alerts recorded, the apply left to the reconcile loop), dropped",
+            ["outcome"],
+            registry=self.registry,
         )
         counter, gauge = self._per_cluster(Counter), self._per_cluster(Gauge)
         self.applies = counter("applies", "Completed applies of a target factor")
@@ -104,6 +113,8 @@ class EnforcerMetrics:
         )
         for outcome in WEBHOOK_OUTCOMES:
             self.webhooks.labels(outcome)
+        for outcome in INBOX_OUTCOMES:
+            self.inbox_entries.labels(outcome)
         for cluster in clusters:
             for metric in self._cluster_metrics:
                 metric.labels(cluster)

@@ -159,10 +159,14 @@ class Replica:
         enforcer = self.enforcer
         if enforcer is None:
             raise NotActing("not acting (yet)")
+        outcome = "handled"
         try:
             enforcer.handle(parse_webhook(body))
         except PayloadError as exc:  # checked when accepted: only a later version's body
+            outcome = "dropped"
             log.warning("dropped inbox entry %s: %s", key, exc)
         except ApplyError as exc:  # the alerts are recorded: the reconcile loop retries
+            outcome = "recorded"
             log.warning("inbox entry %s: recorded, not applied yet: %s", key, exc)
         self.state.forget(self.clusters[0], [key])  # NotActing: the fence told the role
+        self.metrics.inbox_entries.labels(outcome).inc()

@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
+from kafka.admin import KafkaAdminClient
 
 from devkit.alertmanager import throttle_webhook
 from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
@@ -22,7 +24,7 @@ from devkit.kafka_cluster import kafka_admin_settings
 from devkit.processes import wait_until
 from enforcer.journal import Journal
 from enforcer.kafka_state import KafkaState
-from enforcer.state_log import StateLog
+from enforcer.state_log import StateLog, client_keywords
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.quota_backends import KafkaQuotas, kafka_quotas_left_as_found
 
@@ -101,6 +103,109 @@ def throttle_then_fail_over(
     assert answer.status_code == 200, answer.text  # queued while nobody acts yet
     wait_until(lambda: acting(standby), 60, what="the standby acting")
     wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
+
+
+def metric(replica: RunningEnforcer, name: str) -> float:
+    """The sum of every series of `name` the replica's /metrics shows."""
+    text = requests.get(replica.url + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def replica_settings(topic: str) -> dict[str, str]:
+    return {
+        "kvq.enforcer.state.store": "kafka",
+        "kvq.enforcer.state.topic": topic,
+        "kvq.enforcer.state.group": f"kvq-enforcer-{topic}",
+        "kvq.enforcer.failsafe.after": "PT0S",
+        "kvq.enforcer.alter.settle": "PT5S",
+    }
+
+
+def delete_topic(admin_properties: dict, topic: str) -> None:
+    admin = KafkaAdminClient(**client_keywords(admin_properties, 30_000))
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+
+
+def test_the_state_topic_lost_with_every_working_copy_is_recovered_from_kafkas_quotas(
+    shared_kafka, tmp_path
+):
+    """The reliability suite's lost journal, with the state in Kafka: the topic deleted while
+    throttled and the acting replica killed with its working copy. The next replica starts the
+    state afresh, takes the originals from Kafka's copy of them, never compounds, and restores
+    exactly."""
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with contextlib.ExitStack() as stack:
+        quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
+        quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
+        before = quotas.snapshot()
+
+        def replica(name: str) -> RunningEnforcer:
+            return stack.enter_context(
+                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
+                                 settings=replica_settings(topic))
+            )  # fmt: skip
+
+        first = replica("a")
+        wait_until(lambda: acting(first), 60, what="the first replica acting")
+        assert post(first, throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g")).ok
+        wait_until(lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0, 60,
+                   what="alice throttled to half")  # fmt: skip
+        os.kill(first.pid, signal.SIGKILL)
+        delete_topic(shared_kafka.admin_properties, topic)
+
+        second = replica("b")  # a working copy of its own: empty
+        wait_until(lambda: acting(second), 60, what="the second replica acting")
+        assert post(second, throttle_webhook(cluster=CLUSTER, factor=0.25, group_key="g")).ok
+        wait_until(lambda: quotas.snapshot().get(ALICE, {}).get(P) == 250_000.0, 60,
+                   what="alice at a quarter of her original, not the throttled value")  # fmt: skip
+        assert metric(second, "kafka_volume_quota_enforcer_originals_recovered_total") > 0
+        assert post(second, throttle_webhook(cluster=CLUSTER, factor=None, group_key="g")).ok
+        wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
+
+
+def test_a_stale_resolution_reaching_the_other_replica_changes_nothing(shared_kafka, tmp_path):
+    """Notifications out of order across replicas: a resolution of an earlier episode that an
+    Alertmanager peer delivers late, to the other replica than the firing went to, is stale
+    (older than the firing alert's start) and the throttle stays; the fresh resolution
+    restores."""
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    started = datetime.now(UTC)
+    with contextlib.ExitStack() as stack:
+        quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
+        quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
+        before = quotas.snapshot()
+        replicas = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            replicas.append(stack.enter_context(
+                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
+                                 settings=replica_settings(topic))
+            ))  # fmt: skip
+        first, second = replicas
+        firing = throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g", starts_at=started)
+        stale = throttle_webhook(cluster=CLUSTER, factor=None, group_key="g",
+                                 starts_at=started - timedelta(minutes=10),
+                                 ends_at=started - timedelta(minutes=5))  # fmt: skip
+        assert post(first, firing).ok
+        wait_until(lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0, 60,
+                   what="alice throttled to half")  # fmt: skip
+
+        def handled() -> float:
+            return sum(
+                metric(r, "kafka_volume_quota_enforcer_inbox_entries_total") for r in replicas
+            )
+
+        wait_until(lambda: handled() == 1, 60, what="the firing handled")
+        assert post(second, stale).ok
+        wait_until(lambda: handled() == 2, 60, what="the stale resolution handled")
+        assert quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0, "the stale one changed it"
+        assert post(second, throttle_webhook(cluster=CLUSTER, factor=None, group_key="g")).ok
+        wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
 
 
 def test_import_journal_copies_a_sqlite_journal_into_kafka_once(shared_kafka, tmp_path):
