@@ -86,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     declared = EnforcerSettings.declaration
     add_web_flags(parser, declared(LISTEN), OTHER_PATHS, "the webhook token still applies")
     add_override_flag(parser, "--journal", declared(JOURNAL), "PATH")
+    add_override_flag(
+        parser,
+        "--state-store",
+        declared(STATE_STORE),
+        f"{{{LOCAL},{KAFKA}}}",
+        f"where the state lives (overrides {STATE_STORE}): what the deployment decides, so "
+        "that a properties file replaced by an overlay cannot turn two replicas into two "
+        "local stores acting at once",
+    )
     add_cluster_label_flag(parser)
     dry_run = parser.add_argument(
         "--dry-run",
@@ -136,6 +145,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
         {
             LISTEN: args.listen,
             JOURNAL: args.journal,
+            STATE_STORE: args.state_store,
             PROMETHEUS_URL: args.prometheus_url,
             CLUSTER_LABEL: args.cluster_label,
             DRY_RUN: "true" if args.dry_run else None,

@@ -22,6 +22,7 @@ from enforcer.settings import (
     LISTEN,
     PROMETHEUS_URL,
     QUOTA_KEYS,
+    STATE_STORE,
     THROTTLE_REFERENCE,
     TOKEN_FILE,
     EnforcerSettings,
@@ -56,6 +57,7 @@ SERVER_WIDE = (
 SERVER_WIDE_FLAGS = {
     LISTEN: "--web.listen-address",
     JOURNAL: "--journal",
+    STATE_STORE: "--state-store",
     PROMETHEUS_URL: "--prometheus-url",
     CLUSTER_LABEL: "--cluster-label",
 }

@@ -596,6 +596,7 @@ def test_the_local_store_is_one_replica_with_its_journal_on_a_volume(tmp_path) -
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
     (journal,) = arguments(container(enforcer), "--journal")
+    assert arguments(container(enforcer), "--state-store") == ["local"]
     (mount,) = [m for m in container(enforcer)["volumeMounts"] if m["name"] == "journal"]
     assert journal.startswith(mount["mountPath"] + "/")
     assert not [

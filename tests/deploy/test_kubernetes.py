@@ -183,7 +183,8 @@ def test_the_enforcer_runs_as_replicas_with_no_volume_of_its_own(rendered) -> No
     """Issue 40: every render runs the enforcer as a Deployment of two replicas (one acts, the
     other takes over within seconds, both ready on /ready and spread across nodes when they can)
     with no PersistentVolumeClaim: its journal, a working copy, on an emptyDir, and every file it
-    reads says kvq.enforcer.state.store=kafka (two replicas with local journals would race). Its
+    reads says kvq.enforcer.state.store=kafka, as does its --state-store flag (two replicas with
+    local journals would race). Its
     PodDisruptionBudget lets a drain take one replica at a time."""
     (enforcer,) = [w for w in workloads(rendered) if command_of(w) == "kvq-enforcer"]
     assert (enforcer["kind"], enforcer["spec"]["replicas"]) == ("Deployment", 2)
@@ -196,6 +197,7 @@ def test_the_enforcer_runs_as_replicas_with_no_volume_of_its_own(rendered) -> No
     assert set(volume) == {"name", "emptyDir"}
     files = config_files(rendered, enforcer)
     assert files and {p["kvq.enforcer.state.store"] for _, p in files} == {"kafka"}
+    assert arguments(container, "--state-store") == ["kafka"], "an overlay's file cannot undo it"
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     (spread,) = pod["topologySpreadConstraints"]
     assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == (
@@ -332,7 +334,7 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
 @pytest.mark.integration
 def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_path) -> None:
     """The chart's containers (three Kafka clusters), run as they are written (only the listen
-    address and the files' places moved to this test's), answer every probe path and /metrics
+    address, the files' places and the enforcer's state store moved to this test's), answer every probe path and /metrics
     with 200; the enforcer with one --config per cluster."""
     docs = render("helm-three-clusters")
     cluster = devcluster(brokers=2)
@@ -352,6 +354,8 @@ def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_pa
             args[args.index(name)] = str(config)
         if "--journal" in args:
             args[args.index("--journal") + 1] = str(tmp_path / "journal.sqlite3")
+        if "--state-store" in args:  # devcluster has no transactions: the enforcer's own store
+            args[args.index("--state-store") + 1] = "local"
         port = free_port()
         args[args.index("--web.listen-address") + 1] = f"127.0.0.1:{port}"
         argv = [sys.executable, "-m", CLIS[container["command"][0]], *args]
