@@ -334,8 +334,8 @@ def test_alertmanager_routes_the_throttle_alert_to_the_enforcer_with_its_token(
 @pytest.mark.integration
 def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_path) -> None:
     """The chart's containers (three Kafka clusters), run as they are written (only the listen
-    address, the files' places and the enforcer's state store moved to this test's), answer every probe path and /metrics
-    with 200; the enforcer with one --config per cluster."""
+    address, the files' places and the enforcer's state store moved to this test's), answer
+    every probe path and /metrics with 200; the enforcer with one --config per cluster."""
     docs = render("helm-three-clusters")
     cluster = devcluster(brokers=2)
     token = tmp_path / "token"
