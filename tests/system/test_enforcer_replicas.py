@@ -168,11 +168,13 @@ def test_the_state_topic_lost_with_every_working_copy_is_recovered_from_kafkas_q
         wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
 
 
-def test_a_stale_resolution_reaching_the_other_replica_changes_nothing(shared_kafka, tmp_path):
-    """Notifications out of order across replicas: a resolution of an earlier episode that an
-    Alertmanager peer delivers late, to the other replica than the firing went to, is stale
-    (older than the firing alert's start) and the throttle stays; the fresh resolution
-    restores."""
+def test_a_duplicate_or_stale_notification_reaching_the_other_replica_changes_nothing(
+    shared_kafka, tmp_path
+):
+    """Notifications duplicated and out of order across replicas, as an Alertmanager cluster
+    sends them: the same firing from another peer to the other replica changes nothing again; a
+    resolution of an earlier episode delivered late is stale (older than the firing alert's
+    start) and the throttle stays; the fresh resolution restores."""
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
     started = datetime.now(UTC)
     with contextlib.ExitStack() as stack:
@@ -200,9 +202,17 @@ def test_a_stale_resolution_reaching_the_other_replica_changes_nothing(shared_ka
                 metric(r, "kafka_volume_quota_enforcer_inbox_entries_total") for r in replicas
             )
 
+        def changes() -> float:
+            return sum(
+                metric(r, "kafka_volume_quota_enforcer_quota_changes_total") for r in replicas
+            )
+
         wait_until(lambda: handled() == 1, 60, what="the firing handled")
+        changed = changes()
+        assert post(second, firing).ok  # the same notification from another Alertmanager peer
         assert post(second, stale).ok
-        wait_until(lambda: handled() == 2, 60, what="the stale resolution handled")
+        wait_until(lambda: handled() == 3, 60, what="the duplicate and the stale one handled")
+        assert changes() == changed, "the duplicate changed something again"
         assert quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0, "the stale one changed it"
         assert post(second, throttle_webhook(cluster=CLUSTER, factor=None, group_key="g")).ok
         wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
