@@ -241,7 +241,7 @@ class EnforcerSettings(AppSettings):
     request_bytes: int = setting(
         REQUEST_BYTES,
         values.positive_long,
-        "65536",
+        "32768",
         "observed-rate: the bytes a throttled producer sends to one broker in one produce "
         "request: what it buffered while it waited, up to its buffer or request size "
         "(librdkafka: queue.buffering.max.kbytes, message.max.bytes, 1 MB by default; Java: "
@@ -256,11 +256,11 @@ class EnforcerSettings(AppSettings):
             timedelta(minutes=10),
             "a producer waits out its last throttle time after the restore",
         ),
-        "PT10S",
+        "PT8S",
         f"observed-rate: the longest throttle time Kafka may hand one request of {REQUEST_BYTES} "
         "at the lowest byte rate a throttle sets (most get half): how long a producer held "
         "there goes without an acknowledgement, and the most it still waits after the restore "
-        "(13,108 B/s with 64 KiB and PT10S).",
+        "(8,192 B/s with 32 KiB and PT8S).",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,

@@ -56,11 +56,11 @@ window gives (tests/enforcer/test_observed_rates.py)."""
 def test_held_at_the_request_minimum_no_request_is_throttled_for_longer_than_allowed(
     tmp_path, kafka_dist
 ):
-    """The enforcer's defaults: each principal seen writing 30 kB/s is held at factor 0 no lower
-    than 2 x 64 KiB / 10 s, 13,108 B/s (its own minimum from its rate is 4,647 B/s), and once
-    held there (after the first mute, from its rate down to that) Kafka hands none of its
-    producer's requests a throttle time longer than 10 s: no producer goes longer without an
-    acknowledgement, nor waits longer after the restore."""
+    """64 KiB requests (their buffer) in 10 s: each principal seen writing 30 kB/s is held at
+    factor 0 no lower than 2 x 64 KiB / 10 s, 13,108 B/s (its own minimum from its rate is
+    4,647 B/s), and once held there (after the first mute, from its rate down to that) Kafka
+    hands none of its producer's requests a throttle time longer than 10 s: no producer goes
+    longer without an acknowledgement, nor waits longer after the restore."""
     policy = QuotaPolicy(
         (P,),
         {P: None},

@@ -206,7 +206,7 @@ def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
 
 
 ENTITY_MINIMUM = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192, longest_throttle_seconds=60.0)
-"""The enforcer's defaults: each entity seen writing gets its own minimum (a minute's throttle)."""
+"""Without a request size: each entity seen writing gets its own minimum (a minute's throttle)."""
 
 
 @pytest.mark.parametrize(
@@ -252,7 +252,7 @@ REQUEST_MINIMUM = QuotaPolicy(
     request_bytes=65536,
     request_throttle_seconds=10.0,
 )
-"""The enforcer's defaults: 64 KiB requests throttled for 10 s at most, 13,108 B/s."""
+"""64 KiB requests (the demo's producers' buffer) throttled for 10 s at most: 13,108 B/s."""
 
 
 @pytest.mark.parametrize(
