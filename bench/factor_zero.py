@@ -1,14 +1,17 @@
-"""Many principals held at factor 0 on real Kafka: each entity's own minimum against the floor.
+"""Many principals held at factor 0 on real Kafka: how low each entity's minimum goes, against
+Kafka's throttle times and the restore.
 
 N SASL users each offering 30 kB/s to one broker (Kafka's default 11 s quota window), half with a
 quota of their own and half under the default user's, held at factor 0 by the enforcer's plan
-with observed-rate references (devkit/factor_zero.py): once with the constant 8 KiB/s floor for
-every entity (kvq before it had per-entity minimums), once with each entity's own minimum
-(kvq.enforcer.throttle.longest.throttle.time, PT1M). Printed per N and minimum: the rate before
+with observed-rate references (devkit/factor_zero.py), with three minimums: each entity's own
+alone (kvq.enforcer.throttle.longest.throttle.time, PT1M: 4,647 B/s); the enforcer's defaults,
+which add the minimum per request, 2 x kvq.enforcer.throttle.request.bytes /
+kvq.enforcer.throttle.request.throttle.time (32 KiB in PT8S: 8,192 B/s, the floor's value); and
+64 KiB (the producers' buffer) in PT10S (13,108 B/s). Printed per N and minimum: the rate before
 and at factor 0 (once the first mute is over), its share, the quotas set, the longest throttle
-time a broker handed out and when every producer was back after the restore; and what the share
-means for 500 principals. Each producer blocks once 64 kB are queued (the demo's). About 4
-minutes per N and minimum, each on a fresh one-broker cluster.
+time a broker handed out, in all and once held at the minimum, and when every producer was back
+after the restore; and what the share means for 500 principals. Each producer blocks once 64 kB
+are queued (the demo's). About 3 minutes per N and minimum, each on a fresh one-broker cluster.
     python -m bench.factor_zero [--principals 10 40]
 """
 
@@ -16,23 +19,38 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from devkit import factor_zero, results_page
-from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum
+from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy
+from enforcer.server_config import policy_of
+from enforcer.settings import EnforcerSettings
+from kvq.model.limits import MIN_AVAILABLE_RATIO
+from kvq.settings.config import BOOTSTRAP_SERVERS
 
 P = factor_zero.P
 OFFERED = 30_000.0
-LONGEST_THROTTLE_S = 60.0
 SETTLE_S = 70.0
 """Longer than the first mute at factor 0: (30 kB/s / minimum - 1) x 11 s, 60 s with the own
-minimum, 29 s with the floor."""
+minimum alone, 29 s at 8,192 B/s, 14 s at 13,108 B/s."""
 MEASURED_S = 30.0
 WATCH_AFTER_S = 75.0
+
+
+def defaults() -> QuotaPolicy:
+    """The enforcer's policy with every setting at its default (its minimums)."""
+    raw = {BOOTSTRAP_SERVERS: "localhost:9092", MIN_AVAILABLE_RATIO: "0.05"}
+    return policy_of(EnforcerSettings.build(raw, environ={}))
+
+
 MINIMUMS = {
-    "8 KiB/s floor": QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR),
-    "own minimum (PT1M)": QuotaPolicy(
+    "own minimum alone (PT1M)": QuotaPolicy(
         (P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR, longest_throttle_seconds=60.0
+    ),
+    "the enforcer's defaults (32 KiB requests in PT8S)": defaults(),
+    "64 KiB requests in PT10S": replace(
+        defaults(), request_bytes=65536.0, request_throttle_seconds=10.0
     ),
 }
 
@@ -52,8 +70,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--principals: {args.principals} must each be from 1 to 200")
     results_page.arguments(parser, args)
     print(
-        f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker; its own minimum from "
-        f"that rate: {entity_minimum(OFFERED, LONGEST_THROTTLE_S):,.0f} B/s"
+        f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker; its minimum with the "
+        f"enforcer's defaults: {defaults().minimum(P, OFFERED):,.0f} B/s"
     )
     with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
         for count in args.principals:
@@ -89,6 +107,7 @@ def report(count: int, name: str, held: factor_zero.Held) -> None:
         f"  quotas set ({len(quotas)} entities)           {quotas[0]:,.0f} - {quotas[-1]:,.0f} B/s"
     )
     print(f"  longest throttle time handed out      {held.longest_throttle_s:9.1f} s")
+    print(f"    once held at the minimum            {held.longest_held_throttle_s:9.1f} s")
     print(f"  restore -> every producer back        {back:>9}")
     print(
         f"  500 such principals at factor 0       {500 * per_principal / 1e6:9.2f} MB/s "

@@ -90,6 +90,9 @@ class Held:
     """What the enforcer set each throttled entity to."""
     longest_throttle_s: float
     """The longest throttle time a broker handed a producer during it."""
+    longest_held_throttle_s: float
+    """The longest a broker handed a producer once it was held at its quota: after the first
+    mute (the jump from its rate), while the rates at factor 0 were measured."""
     back_s: float | None
     """Seconds from the restore until every producer was back at its rate (None: not within
     the watch)."""
@@ -153,12 +156,13 @@ def hold_at_factor_zero(
         during = sum(p.log.rate(start, time.monotonic()) for p in producers)
         step(applier, 1.0)
         restored = time.monotonic()
-        throttles = [ms for p in producers for t, ms in p.log.throttles if t >= held_at]
+        throttles = [(t, ms) for p in producers for t, ms in p.log.throttles if t >= held_at]
         return Held(
             before,
             during,
             quotas,
-            max(throttles, default=0) / 1000,
+            max((ms for _, ms in throttles), default=0) / 1000,
+            max((ms for t, ms in throttles if start <= t < restored), default=0) / 1000,
             back_after(producers, offered, restored, watch_after),
         )
     finally:

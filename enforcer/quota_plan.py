@@ -12,6 +12,8 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   min(original or base, reference) instead, never below the minimum; with a longest throttle
   time T set, the minimum of such a pair is its own (`entity_minimum`): reference x W / (W + T),
   the quota at which Kafka's throttle time for a jump from the rate it was seen writing is T.
+  With a request size S and a longest throttle time T per request, no such minimum is below
+  2 x S / T (`request_minimum`): the quota at which no request of S bytes gets a longer throttle.
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -89,6 +91,13 @@ class QuotaPolicy:
     longest_throttle_seconds: float | None = None
     """kvq.enforcer.throttle.longest.throttle.time: the byte-rate minimum of a pair with a
     reference follows from its own rate (`entity_minimum`); None: the floor for every pair."""
+    request_bytes: float | None = None
+    """kvq.enforcer.throttle.request.bytes: what a throttled producer sends to a broker in one
+    request: the minimum of a pair with a reference is at least `request_minimum`; None, or no
+    `request_throttle_seconds`: no such minimum."""
+    request_throttle_seconds: float | None = None
+    """kvq.enforcer.throttle.request.throttle.time: the longest throttle time one request of
+    `request_bytes` may get at the minimum."""
 
     def __post_init__(self) -> None:
         # Properties give whole numbers as ints (`produce=2000`): every value the plan computes
@@ -104,15 +113,20 @@ class QuotaPolicy:
             )
 
     def minimum(self, key: str, reference: float | None = None) -> float:
-        """The lowest value a throttle sets for `key`: for a byte-rate key the minimum of an
-        entity seen writing at `reference` (`entity_minimum`, with a longest throttle time),
-        else (no reference, or an entity idle over the lookback, which may write at any rate)
-        the byte-rate floor; 1 for the other keys."""
+        """The lowest value a throttle sets for `key`; 1 for the keys other than byte rates.
+        For a byte-rate key, of an entity seen writing at `reference`: the higher of its own
+        minimum (`entity_minimum`, with a longest throttle time) and, with a request size, the
+        quota at which no request of it gets a longer throttle time than allowed
+        (`request_minimum`). Else (no reference, or an entity idle over the lookback, which may
+        write at any rate) the byte-rate floor: what Kafka's int throttle time needs."""
         if key not in INTEGRAL_KEYS:
             return MINIMUM
         if reference is None or reference <= 0.0 or self.longest_throttle_seconds is None:
             return self.byte_rate_floor
-        return entity_minimum(reference, self.longest_throttle_seconds)
+        own = entity_minimum(reference, self.longest_throttle_seconds)
+        if self.request_bytes is None or self.request_throttle_seconds is None:
+            return own
+        return max(own, request_minimum(self.request_bytes, self.request_throttle_seconds))
 
     def exempt(self, entity: QuotaEntity) -> bool:
         """The override entity of an excluded principal."""
@@ -142,6 +156,24 @@ def entity_minimum(rate: float, longest_throttle_seconds: float) -> float:
     observed rate (about 30,000 times with a minute), so a burst does not wrap it."""
     share = KAFKA_QUOTA_WINDOW_SECONDS / (KAFKA_QUOTA_WINDOW_SECONDS + longest_throttle_seconds)
     return max(float(math.floor(rate * share)), MINIMUM)
+
+
+def request_minimum(request_bytes: float, longest_throttle_seconds: float) -> float:
+    """The lowest byte rate at which no request of `request_bytes` gets a throttle time longer
+    than `longest_throttle_seconds`: 2 x request_bytes / longest_throttle_seconds, in whole
+    bytes (rounded up). Kafka records a request's bytes, then answers with (rate - quota) /
+    quota x W (QuotaUtils.throttleTime), the rate being the bytes in its window of W seconds,
+    this request's included, over W: (B - quota x W) / quota. A producer held at its quota sends
+    its next request when its throttle ends (KIP-219): most requests of S bytes find the window
+    at about the quota and get S / quota, but one sent before an earlier request left the
+    window finds up to about S more: up to twice that, and up to 2.5 s more as Kafka drops its
+    window's 1 s samples whole (devcluster's copy of Kafka's window, in the unit tests). Its
+    producer waits that long for its next acknowledgement, and after a restore waits out the
+    last one. A throttled producer's requests carry what it buffered while it waited, up
+    to its buffer or request size (librdkafka's queue and message.max.bytes, Java's
+    buffer.memory and batch.size per partition): below this quota some throttle time is longer
+    than allowed, however slowly the quota was lowered to it."""
+    return float(math.ceil(2.0 * request_bytes / longest_throttle_seconds))
 
 
 def tracked_originals(

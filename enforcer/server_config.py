@@ -173,4 +173,6 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         excluded_users=excluded,
         byte_rate_floor=float(settings.byte_rate_floor),
         longest_throttle_seconds=settings.longest_throttle.total_seconds(),
+        request_bytes=float(settings.request_bytes),
+        request_throttle_seconds=settings.request_throttle.total_seconds(),
     )

@@ -34,6 +34,8 @@ STALE_WINDOW = "kvq.enforcer.stale.window"
 THROTTLE_REFERENCE = "kvq.enforcer.throttle.reference"
 OBSERVED_RATE_LOOKBACK = "kvq.enforcer.throttle.observed.rate.lookback"
 LONGEST_THROTTLE = "kvq.enforcer.throttle.longest.throttle.time"
+REQUEST_BYTES = "kvq.enforcer.throttle.request.bytes"
+REQUEST_THROTTLE = "kvq.enforcer.throttle.request.throttle.time"
 REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
@@ -218,8 +220,8 @@ class EnforcerSettings(AppSettings):
         "8192",
         "The lowest producer/consumer byte rate a throttle sets (bytes/s) for a quota entity "
         "kvq has not seen writing (with observed-rate, the others get their own minimum: "
-        f"{LONGEST_THROTTLE}): Kafka does not throttle a client whose rate is over ~195,000 x "
-        "its quota (the throttle time overflows an int).",
+        f"{LONGEST_THROTTLE}, {REQUEST_BYTES}): Kafka does not throttle a client whose rate is "
+        "over ~195,000 x its quota (the throttle time overflows an int).",
     )
     longest_throttle: timedelta = setting(
         LONGEST_THROTTLE,
@@ -233,8 +235,32 @@ class EnforcerSettings(AppSettings):
         "observed-rate: each quota entity seen writing is throttled no lower than the rate at "
         "which Kafka's throttle time for what it was writing is this long: its reference x "
         f"{KAFKA_QUOTA_WINDOW_SECONDS:.0f} s / ({KAFKA_QUOTA_WINDOW_SECONDS:.0f} s + this) "
-        "(15.5 % with PT1M): factor 0 holds the cluster to about that share of its rate, and "
-        "mutes no producer for longer.",
+        f"(15.5 % with PT1M, or the minimum {REQUEST_BYTES} sets if higher): factor 0 holds "
+        "the cluster to about that share of its rate, and mutes no producer for longer.",
+    )
+    request_bytes: int = setting(
+        REQUEST_BYTES,
+        values.positive_long,
+        "32768",
+        "observed-rate: the bytes a throttled producer sends to one broker in one produce "
+        "request: what it buffered while it waited, up to its buffer or request size "
+        "(librdkafka: queue.buffering.max.kbytes, message.max.bytes, 1 MB by default; Java: "
+        "buffer.memory, batch.size per partition, 16 KiB). No quota entity seen writing is "
+        f"throttled below 2 x this / {REQUEST_THROTTLE}, at which Kafka answers no such "
+        "request with a longer throttle time.",
+    )
+    request_throttle: timedelta = setting(
+        REQUEST_THROTTLE,
+        values.duration_between(
+            timedelta(seconds=1),
+            timedelta(minutes=10),
+            "a producer waits out its last throttle time after the restore",
+        ),
+        "PT8S",
+        f"observed-rate: the longest throttle time Kafka may hand one request of {REQUEST_BYTES} "
+        "at the lowest byte rate a throttle sets (most get half): how long a producer held "
+        "there goes without an acknowledgement, and the most it still waits after the restore "
+        "(8,192 B/s with 32 KiB and PT8S).",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,

@@ -1,12 +1,14 @@
 """Each quota entity's own minimum on real Kafka: many SASL principals, each writing 30 kB/s to one
 broker, held at factor 0 (the 0/1 policy at the limit) to their minimum from their observed rates
 (kvq.enforcer.throttle.longest.throttle.time) write a small share of what they did, where the
-constant 8 KiB/s floor let each of them keep 27 % of it (devkit/factor_zero.py)."""
+constant 8 KiB/s floor let each of them keep 27 % of it; held no lower than what their requests
+allow (kvq.enforcer.throttle.request.bytes), Kafka throttles none of their requests for longer
+than allowed (devkit/factor_zero.py)."""
 
 import pytest
 
 from devkit import factor_zero
-from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum
+from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum, request_minimum
 
 pytestmark = pytest.mark.e2e
 
@@ -41,3 +43,39 @@ def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_pa
         f"{PRINCIPALS} principals wrote {held.during:.0f} B/s at factor 0, of {held.before:.0f} "
         f"B/s before ({held.share:.0%}; the 8 KiB/s floor: {floor_share:.0%})"
     )
+
+
+REQUEST_BYTES = 65536.0
+"""The producers' buffer (queue.buffering.max.kbytes=64): what a throttled one sends at once."""
+REQUEST_THROTTLE_S = 10.0
+SAMPLED_S = 2.5
+"""Kafka drops its window's samples whole: a throttle may run this much longer than an exact
+window gives (tests/enforcer/test_observed_rates.py)."""
+
+
+def test_held_at_the_request_minimum_no_request_is_throttled_for_longer_than_allowed(
+    tmp_path, kafka_dist
+):
+    """64 KiB requests (their buffer) in 10 s: each principal seen writing 30 kB/s is held at
+    factor 0 no lower than 2 x 64 KiB / 10 s, 13,108 B/s (its own minimum from its rate is
+    4,647 B/s), and once held there (after the first mute, from its rate down to that) Kafka
+    hands none of its producer's requests a throttle time longer than 10 s: no producer goes
+    longer without an acknowledgement, nor waits longer after the restore."""
+    policy = QuotaPolicy(
+        (P,),
+        {P: None},
+        byte_rate_floor=BYTE_RATE_FLOOR,
+        longest_throttle_seconds=60.0,
+        request_bytes=REQUEST_BYTES,
+        request_throttle_seconds=REQUEST_THROTTLE_S,
+    )
+    with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
+        held = factor_zero.hold_at_factor_zero(
+            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 30.0, 30.0, 0.0
+        )
+    minimum = request_minimum(REQUEST_BYTES, REQUEST_THROTTLE_S)
+    assert set(held.quotas.values()) == {minimum}, held.quotas
+    assert 0 < held.longest_held_throttle_s <= REQUEST_THROTTLE_S + SAMPLED_S, (
+        f"at {minimum:.0f} B/s Kafka throttled a request for {held.longest_held_throttle_s} s"
+    )
+    assert held.share < 0.9, f"{held.share:.0%} of the rate before: not held at all"

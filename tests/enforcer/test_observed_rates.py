@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from devcluster.produce_quotas import ProduceQuotas
 from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import free_port
 from devkit.prometheus import run_prometheus
@@ -27,6 +28,7 @@ from enforcer.quota_plan import (
     desired_value,
     entity_minimum,
     plan,
+    request_minimum,
 )
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
@@ -204,7 +206,7 @@ def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
 
 
 ENTITY_MINIMUM = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192, longest_throttle_seconds=60.0)
-"""The enforcer's defaults: each entity seen writing gets its own minimum (a minute's throttle)."""
+"""Without a request size: each entity seen writing gets its own minimum (a minute's throttle)."""
 
 
 @pytest.mark.parametrize(
@@ -240,3 +242,101 @@ def test_kafkas_throttle_time_from_the_rate_to_the_minimum_is_the_longest_allowe
 
     assert throttle_ms(rate) == pytest.approx(60_000, rel=0.02)
     assert throttle_ms(25_000 * rate) < KAFKA_LONGEST_THROTTLE_MS
+
+
+REQUEST_MINIMUM = QuotaPolicy(
+    (P, "consumer_byte_rate", "request_percentage"),
+    {P: None},
+    byte_rate_floor=8192,
+    longest_throttle_seconds=60.0,
+    request_bytes=65536,
+    request_throttle_seconds=10.0,
+)
+"""64 KiB requests (the demo's producers' buffer) throttled for 10 s at most: 13,108 B/s."""
+
+
+@pytest.mark.parametrize(
+    ("key", "original", "reference", "factor", "expected"),
+    [
+        (P, 2_000_000.0, 30_000.0, 0.0, 13_108.0),  # its own minimum (4,647) is lower
+        (P, 2_000_000.0, 1_000_000.0, 0.0, 154_929.0),  # its own minimum is higher
+        (P, 2_000_000.0, 30_000.0, 0.5, 15_000.0),  # above the minimum: factor x rate
+        (P, None, 5_000.0, 0.0, 13_108.0),  # one slower than the minimum is not slowed
+        (P, None, None, 0.0, 8192.0),  # no reference: the floor
+        (P, 2_000_000.0, 0.0, 0.0, 8192.0),  # idle over the lookback: the floor
+        (P, 10_000.0, 9_000.0, 0.0, 10_000.0),  # a quota below the minimum stays
+        ("consumer_byte_rate", 2_000_000.0, 30_000.0, 0.0, 13_108.0),
+        ("request_percentage", 200.0, None, 0.0, 1.0),  # not a byte rate
+    ],
+)
+def test_no_throttle_sets_a_byte_rate_at_which_one_request_is_throttled_too_long(
+    key, original, reference, factor, expected
+):
+    pair = (ALICE if original is not None else DEFAULT, key)
+    value = desired_value(REQUEST_MINIMUM, pair, original, factor, {pair: original}, reference)
+    assert value == expected
+
+
+def test_a_small_request_size_leaves_the_floor_and_a_higher_own_minimum():
+    """16 KiB (a Java producer's batch for one partition) in 10 s: 3,277 B/s, below the floor
+    (entities not seen writing) and below the own minimum of one seen writing 30 kB/s."""
+    policy = QuotaPolicy(
+        (P,),
+        {P: None},
+        byte_rate_floor=8192,
+        longest_throttle_seconds=60.0,
+        request_bytes=16384,
+        request_throttle_seconds=10.0,
+    )
+    assert request_minimum(16384, 10.0) == 3_277.0
+    assert policy.minimum(P) == 8192.0
+    assert policy.minimum(P, 30_000.0) == entity_minimum(30_000.0, 60.0) == 4_647.0
+    assert policy.minimum(P, 10_000.0) == 3_277.0
+
+
+def throttles_at(quota: float, request_bytes: float, offered: float, seconds: float = 300.0):
+    """The throttle times (ms) Kafka's produce quota (devcluster's, which the differential tests
+    hold to Kafka's) hands one producer offering `offered` B/s at `quota`: it buffers what it
+    offers up to `request_bytes` and sends all of it once its throttle ended (KIP-219), a
+    linger of 5 ms after the last send."""
+    clock = [0.0]
+    quotas = ProduceQuotas(lambda: {ALICE: {P: quota}}, clock=lambda: clock[0])
+    buffered, next_send, out = 0.0, 0.0, []
+    for tick in range(int(seconds * 200)):
+        clock[0] = tick / 200
+        buffered = min(request_bytes, buffered + offered / 200)
+        if clock[0] >= next_send:
+            throttle_ms = quotas.record("alice", "app", int(buffered))
+            buffered, next_send = 0.0, clock[0] + max(throttle_ms / 1000, 0.005)
+            out.append(throttle_ms)
+    return out
+
+
+SAMPLED_S = 2.5
+"""Kafka's window is a sum of 1 s samples (12 of them, the oldest overlapping), dropped a sample
+at a time: a throttle may run up to this much longer than an exact window of 11 s gives."""
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "longest_s", "offered"),
+    [
+        (65536, 10.0, 20_000.0),
+        (65536, 10.0, 30_000.0),
+        (65536, 10.0, 400_000.0),
+        (16384, 5.0, 30_000.0),
+        (1_000_000, 30.0, 1_000_000.0),
+    ],
+)
+def test_at_the_request_minimum_kafka_throttles_no_request_longer_than_allowed(
+    request_bytes, longest_s, offered
+):
+    """A producer offering more than the minimum, each request as big as its buffer: at the
+    minimum Kafka's throttle times stay within the longest allowed (give or take its sampling)
+    and most are at most about half of it (request size / quota); at a third of the minimum
+    some are far longer."""
+    minimum = request_minimum(request_bytes, longest_s)
+    throttled = [ms for ms in throttles_at(minimum, request_bytes, offered) if ms > 0]
+    assert max(throttled) <= (longest_s + SAMPLED_S) * 1000
+    assert sorted(throttled)[len(throttled) // 2] <= 0.6 * longest_s * 1000
+    slower = throttles_at(minimum / 3, request_bytes, max(offered, minimum))
+    assert max(slower) > (longest_s + SAMPLED_S) * 1000

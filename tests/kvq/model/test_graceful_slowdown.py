@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from demo.slowdown import at_the_limit
 from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_run import PolicyRun
@@ -256,6 +257,23 @@ class WithoutFloor(GracefulSlowdown):
 
 KAFKA_TOTAL = 32 << 20
 KAFKA_LIMIT = KAFKA_TOTAL // 4
+KAFKA_START = 24_047_616
+"""Broker 0's available bytes when bench/slowdown's load starts."""
+
+
+def retain(segments, t, written, segment=5.0, retention=60.0):
+    """Kafka's log after `written` bytes at second `t`, as in `UnifiedLog.
+    deleteRetentionMsBreachedSegments`: the active segment rolls when a write comes `segment` s
+    after its first; a segment is deleted, at the check every second, once its newest write is
+    more than `retention` s old. `segments`: [first write, newest write, bytes]."""
+    if not segments or t - segments[-1][0] >= segment:
+        segments.append([t, t, 0.0])
+    segments[-1][1:] = [t, segments[-1][2] + written]
+    return [s for s in segments[:-1] if t - s[1] <= retention] + segments[-1:]
+
+
+KAFKA_FULL = 300e3
+"""The bytes a second bench/slowdown's load puts on broker 0 at its full rate."""
 
 
 def kafka_retention_loop(
@@ -272,7 +290,7 @@ def kafka_retention_loop(
     when a write comes `segment` s after its first; a segment is deleted, at the check every
     second, once its newest write is more than `retention` s old. The exporter polls every 5 s.
     `load_step`: (time, times) the offered load steps up. (lowest available, [(time, factor)])."""
-    full, floor, backlog_most, segment, retention = 300e3, 90e3, 4e6, 5.0, 60.0
+    full, floor, backlog_most, segment, retention = KAFKA_FULL, 90e3, 4e6, 5.0, 60.0
     run = PolicyRun(kind(MinAvailableRatio(0.25), horizon))
     segments: list[list[float]] = []  # [first write, newest write, bytes]
     published = [(-delay, 1.0)]
@@ -288,11 +306,8 @@ def kafka_retention_loop(
         written = min(offered, allowed)
         backlog = min(offered - written, backlog_most)
         written_each_second.append(written)
-        if not segments or t - segments[-1][0] >= segment:
-            segments.append([t, t, 0.0])
-        segments[-1][1:] = [t, segments[-1][2] + written]
-        segments = [s for s in segments[:-1] if t - s[1] <= retention] + segments[-1:]
-        available = 24_047_616 - int(sum(s[2] for s in segments))
+        segments = retain(segments, t, written, segment, retention)
+        available = KAFKA_START - int(sum(s[2] for s in segments))
         lowest = min(lowest, available)
         if t % 5 == 0:
             volume = Volume(0, "/d", KAFKA_TOTAL, available)
@@ -400,3 +415,38 @@ def test_the_load_a_lifted_throttle_held_is_slowed_before_the_limit(delay):
     assert min(f for _, f in factors) > 0.0
     assert lifted_throttle_loop(PacedOnly, delay=delay)[0] < KAFKA_LIMIT
     assert lifted_throttle_loop(checks=False, delay=delay)[0] < KAFKA_LIMIT
+
+
+def ideal_episode(slowed: float, episode: float = 150.0) -> float:
+    """bench/slowdown's broker 0 (as in kafka_retention_loop) under an ideal policy: the load at
+    its full rate until `slowed` s after the start, then every second as much of what it offers
+    (and what it could not send before) as fits above the limit. The bytes written in the
+    `episode` s from `slowed`: the most any policy could without crossing the limit."""
+    segments: list[list[float]] = []
+    backlog = written_in_episode = 0.0
+    t = 0.0
+    while t < slowed + episode:
+        segments = retain(segments, t, 0.0)  # the check at `t`, before its write
+        room = KAFKA_START - KAFKA_LIMIT - sum(s[2] for s in segments)
+        offered = KAFKA_FULL + backlog
+        written = offered if t < slowed else max(0.0, min(offered, room))
+        backlog = offered - written
+        written_in_episode += written if t >= slowed else 0.0
+        segments = retain(segments, t, written)
+        t += 1.0
+    return written_in_episode
+
+
+@pytest.mark.parametrize("slowed", [10.0, 17.0, 35.0])
+def test_an_ideal_policy_acknowledges_about_what_the_slowdown_bench_calls_the_most_it_could(
+    slowed,
+):
+    """bench/slowdown holds each policy's episode bytes against the room above the limit
+    refilled at the rate retention frees it (`at_the_limit`): an ideal policy writes 90-110 % of
+    it over the 150 s episode, whether the first slowdown came 10, 17 or 35 s after the start
+    (graceful-slowdown's runs: 10-17 s). Whole retention windows (three for 150 s) overstate it
+    by a fifth or more."""
+    room = KAFKA_START - KAFKA_LIMIT
+    ideal = ideal_episode(slowed)
+    assert 0.9 < ideal / at_the_limit(room, 150.0) < 1.1
+    assert ideal < 0.85 * 3 * room
