@@ -1,0 +1,135 @@
+"""The acting enforcer replica cut off from Kafka in the middle of an apply, then reconnected
+after the other replica has taken over (issue 40): on a 3-node Kafka of its own whose `PROXIED`
+listener puts a TCP proxy (devkit/tcp_proxy.py) between replica A and every broker; replica B
+connects directly.
+
+The cut is a pulled cable, the harder case: nothing tells A, and the AlterClientQuotas request A
+had journaled and sent is on its way at that moment (the proxy cuts as that request arrives and
+holds it). B takes over once A's group session expires, finishes the throttle; then the network
+comes back. The brokers' request logs say whether any quota write of A was completed after the
+cut: none may be, or it would land on values B already wrote, or after B restored them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from devkit.alertmanager import throttle_webhook
+from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
+from devkit.kafka_cluster import STRIMZI_ADMIN, KafkaCluster
+from devkit.kafka_requests import writes_after
+from devkit.processes import wait_until
+from devkit.tcp_proxy import TcpProxy
+from enforcer.quota_client import KafkaQuotaClient
+from enforcer.quota_plan import Change
+from kvq.kafka.quota_entity import QuotaEntity
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "cut-off"
+P = "producer_byte_rate"
+PAIRS = 2_000
+FACTOR = 0.5
+ALTER_CLIENT_QUOTAS = 49
+SETTINGS = {
+    "kvq.enforcer.state.store": "kafka",
+    "kvq.enforcer.failsafe.after": "PT0S",
+    "kvq.enforcer.alter.settle": "PT10S",
+}
+
+
+def status(replica: RunningEnforcer) -> dict:
+    answer = requests.get(
+        replica.url + "/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+def acting_metric(replica: RunningEnforcer) -> float:
+    text = requests.get(replica.url + "/metrics", timeout=10).text
+    found = re.search(r"^kafka_volume_quota_enforcer_acting\{[^}]*\} (\S+)$", text, re.M)
+    assert found, "no kafka_volume_quota_enforcer_acting in /metrics"
+    return float(found.group(1))
+
+
+def post(replica: RunningEnforcer, factor: float | None) -> None:
+    answer = requests.post(
+        replica.url + "/webhook",
+        data=json.dumps(throttle_webhook(cluster=CLUSTER, factor=factor, group_key="cut")),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200 and "queued" in answer.json(), answer.text
+
+
+def quotas_are(client: KafkaQuotaClient, wanted: dict[QuotaEntity, float]) -> bool:
+    """Whether every broker shows every one of `wanted` at its value."""
+    now = client.describe_agreed()
+    return all(now.get(entity, {}).get(P) == value for entity, value in wanted.items())
+
+
+def start(kafka: KafkaCluster, work: Path, name: str, proxied: bool, stack) -> RunningEnforcer:
+    (work / name).mkdir()
+    settings = {**SETTINGS, f"{STRIMZI_ADMIN}client.id": f"kvq-enforcer-{name}"}
+    return stack.enter_context(
+        running_enforcer(
+            kafka.client_properties(proxied=proxied), work / name, cluster=CLUSTER,
+            settings=settings,
+        )
+    )  # fmt: skip
+
+
+def test_a_replica_cut_off_mid_apply_gets_no_write_through_after_the_other_took_over(
+    tmp_path, kafka_dist
+):
+    before = {QuotaEntity.user(f"u{i:05d}"): float(1_000_000 + i) for i in range(PAIRS)}
+    throttled = {entity: float(int(value * FACTOR)) for entity, value in before.items()}
+    with contextlib.ExitStack() as stack:
+        kafka = stack.enter_context(
+            KafkaCluster(
+                tmp_path / "kafka", nodes=3, request_log=True, proxied=True, dist=kafka_dist
+            )
+        )
+        proxy = stack.enter_context(TcpProxy(kafka.proxy_routes))
+        client = KafkaQuotaClient(kafka.admin_properties, timeout_ms=30_000)
+        stack.callback(client.close)
+        client.alter([Change(entity, P, value) for entity, value in before.items()])
+        wait_until(lambda: quotas_are(client, before), 60, what="the quotas set")
+
+        a = start(kafka, tmp_path, "a", proxied=True, stack=stack)  # first: it acts
+        wait_until(lambda: status(a)["acting"], 60, what="replica A acting")
+        b = start(kafka, tmp_path, "b", proxied=False, stack=stack)
+
+        proxy.cut_at_request(ALTER_CLIENT_QUOTAS, 2)  # A's validation, then its write
+        post(b, FACTOR)
+        wait_until(proxy.cut_event.is_set, 60, what="A sending its write of the throttle")
+        cut_at = time.time()
+
+        wait_until(lambda: status(b)["acting"], 60, what="replica B taking over")
+        wait_until(
+            lambda: (
+                quotas_are(client, throttled)
+                and status(b)["clusters"][CLUSTER]["applied_factor"] == FACTOR
+            ),
+            60,
+            what="B having applied the throttle to every pair",
+        )
+        proxy.heal()
+        wait_until(
+            lambda: not status(a)["acting"] and acting_metric(a) == 0,
+            60,
+            what="A standing by once it is back",
+        )
+
+        post(a, None)  # A takes webhooks again as a standby; B restores
+        wait_until(lambda: quotas_are(client, before), 60, what="every quota exactly as before")
+        assert writes_after(kafka, "kvq-enforcer-a", cut_at) == 0
+        assert writes_after(kafka, "kvq-enforcer-b", cut_at) >= 2  # the throttle, the restore
+        assert not status(a)["acting"] and status(b)["acting"]
