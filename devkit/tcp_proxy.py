@@ -17,14 +17,16 @@ client whose connection is still open gets its bytes delivered (its kernel would
 retransmitting them); one that closed its connection normally (FIN) too (an orphaned socket
 retransmits its unacknowledged data until the peer acknowledges it); one that reset it (RST, as a
 socket closed with SO_LINGER 0 does, after a shutdown too) loses them, as its kernel drops what
-was not acknowledged:
-the proxy drops every byte it held or the client sent during the cut. `refuse()` is the
-easy case: every connection reset, new ones refused, until `heal()`.
+was not acknowledged: the proxy drops every byte it held or the client sent during the cut.
+On loopback every byte is acknowledged at once, so the proxy plays the cut network's part.
+`refuse()` is the easy case: every connection reset, new ones refused, until `heal()`.
 
 `cut_at_request(api_key, n)` cuts at a Kafka request: when a client sends its `n`th request with
 that API key (counted over every connection from now on), the proxy forwards what came before it
 and holds the request itself: a request the client has sent and that is on its way when the
-network fails.
+network fails. With `after=(api_key0, m)` the count starts at the `m`th request with `api_key0`;
+with `answer=True` the request reaches the broker and its answer is held: the broker acted on it,
+the client learns so only once the network is back.
 """
 
 from __future__ import annotations
@@ -57,6 +59,27 @@ class _Link:
     """The first bytes of the request starting now (size, API key)."""
 
 
+@dataclass
+class _Trigger:
+    """Cut at the last of `steps` ((API key, n): the nth request with that key, counted from
+    the step before)."""
+
+    steps: list[tuple[int, int]]
+    answer: bool
+    seen: int = 0
+
+    def fired_by(self, api_key: int) -> bool:
+        """Count a request; True when it is the one to cut at."""
+        if not self.steps or api_key != self.steps[0][0]:
+            return False
+        self.seen += 1
+        if self.seen < self.steps[0][1]:
+            return False
+        self.steps.pop(0)
+        self.seen = 0
+        return not self.steps
+
+
 class TcpProxy:
     """Forwards each listen port on `host` to its target port on `host`; see the module
     docstring. One thread; every method may be called from any thread."""
@@ -69,9 +92,11 @@ class TcpProxy:
         self._listeners: dict[socket.socket, int] = {}
         self._links: list[_Link] = []
         self._mode = "forward"
-        self._trigger: tuple[int, int] | None = None
+        self._trigger: _Trigger | None = None
         self.requests: dict[int, int] = {}
         """API key -> requests clients sent since the last `cut_at_request` (or the start)."""
+        self._cut_delivers = False
+        """Whether the request the trigger cut at goes to the broker (its answer held)."""
         self.cut_event = threading.Event()
         """Set when the proxy cuts (by `cut()` or at the request `cut_at_request` named)."""
         self._wake_r, self._wake_w = socket.socketpair()
@@ -121,12 +146,16 @@ class TcpProxy:
         """Forward again (see the module docstring for what was sent meanwhile)."""
         self._set_mode("forward")
 
-    def cut_at_request(self, api_key: int, nth: int) -> None:
-        """Cut when clients have sent `nth` requests with `api_key` from now on, holding that
-        request (`requests` counts from now on)."""
+    def cut_at_request(
+        self, api_key: int, nth: int, after: tuple[int, int] | None = None, answer: bool = False
+    ) -> None:
+        """Cut when clients have sent their `nth` request with `api_key` from now on (from the
+        `after` = (API key, n)th request on, if given), holding that request; with `answer` the
+        request goes to the broker and its answer is held. `requests` counts from now on."""
         with self._lock:
             self.requests.clear()
-            self._trigger = (api_key, nth)
+            steps = [after] if after is not None else []
+            self._trigger = _Trigger([*steps, (api_key, nth)], answer)
         self.cut_event.clear()
 
     @property
@@ -291,10 +320,12 @@ class TcpProxy:
             if not link.to_upstream:
                 self._close(link)
             return
-        cut_at = self._scan(link, data)
-        if cut_at is None:
+        cut = self._scan(link, data)
+        if cut is None:
             link.to_upstream += data
             return
+        start, end = cut
+        cut_at = min(end, len(data)) if self._cut_delivers else start
         link.to_upstream += data[:cut_at]
         self._flush(link)
         link.to_upstream += data[cut_at:]  # held: delivered after the cut unless reset
@@ -312,10 +343,11 @@ class TcpProxy:
             link.upstream.setblocking(False)
         link.to_upstream.clear()
 
-    def _scan(self, link: _Link, data: bytes) -> int | None:
+    def _scan(self, link: _Link, data: bytes) -> tuple[int, int] | None:
         """Follow the client's Kafka requests (4-byte size, then the 2-byte API key) through
-        `data`; the offset in `data` of the request to cut at, else None."""
-        index = 0
+        `data`; where in `data` the request to cut at starts and ends (its end may lie beyond),
+        else None."""
+        index, cut = 0, None
         while index < len(data):
             if link.frame_left:
                 step = min(link.frame_left, len(data) - index)
@@ -331,15 +363,18 @@ class TcpProxy:
             size, api_key = struct.unpack(">ih", bytes(link.header))
             link.header.clear()
             link.frame_left = size - 2
-            if self._counted(api_key):
-                return max(start, 0)
-        return None
+            if self._counted(api_key) and cut is None:
+                cut = (max(start, 0), index + link.frame_left)
+        return cut
 
     def _counted(self, api_key: int) -> bool:
         with self._lock:
             self.requests[api_key] = self.requests.get(api_key, 0) + 1
             trigger = self._trigger
-            return trigger is not None and trigger == (api_key, self.requests[api_key])
+            if trigger is None or not trigger.fired_by(api_key):
+                return False
+            self._cut_delivers = trigger.answer
+            return True
 
     def _write(self, link: _Link, sock: socket.socket) -> None:
         buffer = link.to_client if sock is link.client else link.to_upstream

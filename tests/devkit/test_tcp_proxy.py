@@ -133,3 +133,23 @@ def _connects(proxy: TcpProxy) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_cut_after_a_request_in_a_sequence_delivers_it_and_holds_its_answer(proxied):
+    proxy, sink = proxied
+    end_txn = 26
+    proxy.cut_at_request(end_txn, 1, after=(ALTER_CLIENT_QUOTAS, 1), answer=True)
+    with connect(proxy) as client:
+        for frame in (request(end_txn, b"before"), request(ALTER_CLIENT_QUOTAS)):
+            client.sendall(frame)
+            assert client.recv(2) == b"ok"
+        assert not proxy.cut_event.is_set()
+        client.sendall(request(end_txn, b"cut"))
+        wait_until(proxy.cut_event.is_set, 5, what="the cut at the END_TXN after the alter")
+        wait_until(lambda: sink.received.endswith(request(end_txn, b"cut")), 5, what="it delivered")
+        client.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            client.recv(2)
+        proxy.heal()
+        client.settimeout(5)
+        assert client.recv(2) == b"ok"
