@@ -30,13 +30,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import requests
 
 from devkit.alertmanager import throttle_webhook
-from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
+from devkit.enforcer_process import TOKEN, RunningEnforcer, log_times, running_enforcer
 from devkit.kafka_cluster import STRIMZI_ADMIN, KafkaCluster, KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.kafka_requests import RequestLog, writes_after
@@ -135,12 +134,8 @@ class Replicas:
 
     def log_line(self, name: str, text: str) -> float | None:
         """The Unix time of the first line of `name`'s log containing `text`."""
-        log = self.work / name / "enforcer.log"
-        for line in log.read_text(errors="replace").splitlines():
-            if text in line and line.startswith("ts="):
-                stamp = line.split()[0][3:]
-                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        return None
+        times = log_times(self.work / name / "enforcer.log", text)
+        return times[0] if times else None
 
 
 def status(replica: RunningEnforcer) -> dict:

@@ -8,6 +8,8 @@ the right to act got a quota write through is read there: the brokers' word, not
 
 from __future__ import annotations
 
+import base64
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -67,3 +69,23 @@ class RequestLog:
                 1 for line in lines if is_write_of(line.decode(errors="replace"), self.client)
             )
         return self.seen
+
+
+def join_claims(kafka: KafkaCluster, listener: str, since: float) -> list[list[int]]:
+    """For each JoinGroup that reached the brokers through `listener` after `since` (Unix time),
+    the partitions the joining member claims to own (its subscription's owned partitions,
+    KIP-429), in the order the brokers completed them."""
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    claims = []
+    for path in request_logs(kafka):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"JOIN_GROUP"' not in line or f'"listener":"{listener}"' not in line:
+                continue
+            at = datetime.fromisoformat(line.split()[0]).replace(tzinfo=UTC).timestamp()
+            found = re.search(r'"metadata":"([^"]*)"', line)
+            if at > since and found:
+                subscription = ConsumerProtocolSubscription.decode(base64.b64decode(found[1]))
+                owned = [p for tp in subscription.owned_partitions or () for p in tp.partitions]
+                claims.append((at, owned))
+    return [owned for _, owned in sorted(claims)]

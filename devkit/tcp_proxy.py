@@ -32,12 +32,15 @@ the client learns so only once the network is back.
 from __future__ import annotations
 
 import contextlib
+import logging
 import selectors
 import socket
 import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
 RESET = struct.pack("ii", 1, 0)
@@ -102,6 +105,8 @@ class TcpProxy:
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = False
         self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        """What stopped the proxy's thread (`check` raises it)."""
 
     # ---- what tests call ------------------------------------------------------------------
 
@@ -133,6 +138,13 @@ class TcpProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def check(self) -> None:
+        """Raise if the proxy's thread has stopped (it forwards nothing then)."""
+        if self.error is not None:
+            raise RuntimeError(f"the TCP proxy stopped: {self.error!r}") from self.error
+        if self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the TCP proxy is not running")
 
     def cut(self) -> None:
         """Stop forwarding in both directions; connections stay open, new ones are accepted."""
@@ -186,6 +198,14 @@ class TcpProxy:
             self._listeners[listener] = port
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self.error = exc
+            log.exception("the TCP proxy stopped forwarding")
+            raise
+
+    def _loop(self) -> None:
         applied = "forward"
         while True:
             with self._lock:
@@ -362,7 +382,7 @@ class TcpProxy:
                 break
             size, api_key = struct.unpack(">ih", bytes(link.header))
             link.header.clear()
-            link.frame_left = size - 2
+            link.frame_left = max(size - 2, 0)
             if self._counted(api_key) and cut is None:
                 cut = (max(start, 0), index + link.frame_left)
         return cut

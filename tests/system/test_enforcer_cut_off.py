@@ -25,9 +25,9 @@ import pytest
 import requests
 
 from devkit.alertmanager import throttle_webhook
-from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
+from devkit.enforcer_process import TOKEN, RunningEnforcer, log_times, running_enforcer
 from devkit.kafka_cluster import STRIMZI_ADMIN, KafkaCluster
-from devkit.kafka_requests import writes_after
+from devkit.kafka_requests import join_claims, writes_after
 from devkit.processes import wait_until
 from devkit.tcp_proxy import TcpProxy
 from enforcer.quota_client import KafkaQuotaClient
@@ -127,15 +127,16 @@ def setting(tmp_path_factory, kafka_dist) -> Iterator[Setting]:
 def cut_off_then_reconnected(setting: Setting, work: Path, cut) -> None:
     """Replica A (through the proxy) acts, B (direct) stands by; a throttle posted to B; `cut()`
     arms the proxy to cut A off in the middle of its apply. B takes over and throttles every
-    pair; the network comes back: A stands by, gets no quota write through after the cut, and
-    B's restore is exact."""
+    pair; the network comes back: A stands by, gets no quota write through after the cut and
+    leaves the role with B, and B's restore is exact."""
     kafka, proxy, client, before = setting.kafka, setting.proxy, setting.client, setting.before
     throttled = {entity: float(int(value * FACTOR)) for entity, value in before.items()}
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
         stack.callback(proxy.heal)
+        proxy.check()
         a = start(kafka, work, "a", proxied=True, topic=topic, stack=stack)  # first: it acts
-        wait_until(lambda: status(a)["acting"], 60, what="replica A acting")
+        wait_until(lambda: proxy.check() or status(a)["acting"], 60, what="replica A acting")
         b = start(kafka, work, "b", proxied=False, topic=topic, stack=stack)
 
         cut()
@@ -163,6 +164,14 @@ def cut_off_then_reconnected(setting: Setting, work: Path, cut) -> None:
         wait_until(lambda: quotas_are(client, before), 60, what="every quota exactly as before")
         assert writes_after(kafka, "kvq-enforcer-a", cut_at) == 0
         assert writes_after(kafka, "kvq-enforcer-b", cut_at) >= 2  # the throttle, the restore
+        # A rejoined the group as a new member claiming nothing, so the role stayed with B
+        claims = join_claims(kafka, "PROXIED", cut_at)
+        assert claims and not any(claims)
+        assert not [
+            at
+            for at in log_times(work / "a" / "enforcer.log", "took over its state")
+            if at > cut_at
+        ]
         assert not status(a)["acting"] and status(b)["acting"]
 
 
