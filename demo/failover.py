@@ -30,15 +30,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
 
 from devkit.alertmanager import throttle_webhook
-from devkit.enforcer_process import TOKEN, RunningEnforcer, running_enforcer
+from devkit.enforcer_process import TOKEN, RunningEnforcer, log_times, running_enforcer
 from devkit.kafka_cluster import STRIMZI_ADMIN, KafkaCluster, KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
+from devkit.kafka_requests import RequestLog, writes_after
 from devkit.processes import wait_until
 from devkit.results_page import Recording
 from enforcer.quota_client import KafkaQuotaClient
@@ -134,12 +134,8 @@ class Replicas:
 
     def log_line(self, name: str, text: str) -> float | None:
         """The Unix time of the first line of `name`'s log containing `text`."""
-        log = self.work / name / "enforcer.log"
-        for line in log.read_text(errors="replace").splitlines():
-            if text in line and line.startswith("ts="):
-                stamp = line.split()[0][3:]
-                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        return None
+        times = log_times(self.work / name / "enforcer.log", text)
+        return times[0] if times else None
 
 
 def status(replica: RunningEnforcer) -> dict:
@@ -229,41 +225,6 @@ def kill_mid_way(replicas: Replicas, kafka: KafkaCluster, what: str) -> Kill:
     return kill
 
 
-class RequestLog:
-    """The AlterClientQuotas requests of one client the brokers complete from now on, read from
-    the end of every broker's request log as it grows."""
-
-    def __init__(self, kafka: KafkaCluster, client: str) -> None:
-        self.paths = [kafka.node(n).logs_dir / "requests.log" for n in kafka.node_ids]
-        self.offsets = {path: path.stat().st_size for path in self.paths}
-        self.client = client
-        self.seen = 0
-        self._partial = {path: b"" for path in self.paths}
-
-    def count(self) -> int:
-        for path in self.paths:
-            with path.open("rb") as log:
-                log.seek(self.offsets[path])
-                data = self._partial[path] + log.read()
-                self.offsets[path] = log.tell()
-            *lines, self._partial[path] = data.split(b"\n")
-            self.seen += sum(
-                1 for line in lines if is_write_of(line.decode(errors="replace"), self.client)
-            )
-        return self.seen
-
-
-def is_write_of(line: str, client: str) -> bool:
-    """Whether a request log line is an AlterClientQuotas `client` sent to a broker (not the
-    broker's forward of it to the controller), not a validation."""
-    return (
-        '"ALTER_CLIENT_QUOTAS"' in line
-        and f'"clientId":"{client}"' in line
-        and '"isForwarded":true' not in line
-        and '"validateOnly":true' not in line
-    )
-
-
 def finished(replicas: Replicas, kill: Kill) -> None:
     """When the replica that took over did, from its log."""
     for name in replicas.running:
@@ -277,14 +238,7 @@ def late_writes(kafka: KafkaCluster, kill: Kill) -> int:
     replica took over."""
     if kill.taken_over_at is None:
         return 0
-    count = 0
-    for node_id in kafka.node_ids:
-        path = kafka.node(node_id).logs_dir / "requests.log"
-        for line in path.read_text(errors="replace").splitlines():
-            if is_write_of(line, kill.killed_client):
-                stamp = datetime.fromisoformat(line.split()[0]).replace(tzinfo=UTC).timestamp()
-                count += stamp > kill.taken_over_at
-    return count
+    return writes_after(kafka, kill.killed_client, kill.taken_over_at)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from devkit.kafka_cluster import kafka_admin_settings
@@ -14,6 +15,17 @@ from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
 TOKEN = "bench-token"
 """The bearer token its webhook takes."""
 P = "client.quota.callback.static."
+
+
+def log_times(log: Path, text: str) -> list[float]:
+    """The Unix times of the lines of an enforcer's log (logfmt, `ts=` first) containing
+    `text`."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        if text in line and line.startswith("ts="):
+            stamp = line.split()[0][3:]
+            times.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    return times
 
 
 @dataclass(frozen=True)

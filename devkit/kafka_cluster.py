@@ -175,6 +175,10 @@ class KafkaNode:
     """The SASL_TLS listener's port (KafkaCluster(tls=..., scram=True)), else None."""
     oauth_port: int | None = None
     """The OAUTH listener's port (KafkaCluster(oauth=...)), else None."""
+    proxied_port: int | None = None
+    """The PROXIED listener's own port (KafkaCluster(proxied=True)), else None."""
+    proxy_port: int | None = None
+    """The port the PROXIED listener advertises, where a proxy forwards to `proxied_port`."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -231,6 +235,10 @@ class KafkaCluster:
     """Add the `OAUTH` listener (SASL/OAUTHBEARER) to every node; `oauth_bootstrap` names it."""
     request_log: bool = False
     """Log every request each node completes (kafka.request.logger) to its `requests.log`."""
+    proxied: bool = False
+    """Add a `PROXIED` listener (SASL_PLAINTEXT, as `SASL`) that advertises a proxy port per node
+    (`proxy_routes`: what devkit.tcp_proxy.TcpProxy forwards), so that a client bootstrapping
+    at `proxied_bootstrap` makes every connection through the proxy."""
     cluster_id: str = field(default_factory=lambda: new_cluster_id())
     node_list: list[KafkaNode] = field(default_factory=list, init=False)
     mounts: list[Path] = field(default_factory=list, init=False)
@@ -282,10 +290,27 @@ class KafkaCluster:
             raise KafkaClusterError("this cluster has no OAUTH listener (oauth=None)")
         return ",".join(f"{self.host}:{n.oauth_port}" for n in self.node_list)
 
-    def client_properties(self, user: str = ADMIN) -> dict[str, str]:
-        """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL."""
+    @property
+    def proxied_bootstrap(self) -> str:
+        """`host:port,...` of every node's PROXIED listener as advertised: the proxy's ports."""
+        return ",".join(f"{self.host}:{port}" for port in self.proxy_routes)
+
+    @property
+    def proxy_routes(self) -> dict[int, int]:
+        """Each node's advertised PROXIED port -> its listener's own port (needs `proxied`)."""
+        if not self.proxied:
+            raise KafkaClusterError("this cluster has no PROXIED listener (proxied=False)")
         return {
-            "bootstrap.servers": self.sasl_bootstrap,
+            n.proxy_port: n.proxied_port
+            for n in self.node_list
+            if n.proxy_port is not None and n.proxied_port is not None
+        }
+
+    def client_properties(self, user: str = ADMIN, proxied: bool = False) -> dict[str, str]:
+        """Java-style client properties (kvq's `kafka.admin.*` names) for `user` over SASL;
+        through the proxy (the PROXIED listener) if `proxied`."""
+        return {
+            "bootstrap.servers": self.proxied_bootstrap if proxied else self.sasl_bootstrap,
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN",
             "sasl.username": user,
@@ -421,6 +446,8 @@ class KafkaCluster:
                     node.sasl_tls_port = port()
             if self.oauth is not None:
                 node.oauth_port = port()
+            if self.proxied:
+                node.proxied_port, node.proxy_port = port(), port()
             self.node_list.append(node)
             for path in (node.metadata_dir, node.logs_dir, *log_dirs):
                 path.mkdir(parents=True, exist_ok=True)
@@ -450,14 +477,23 @@ class KafkaCluster:
         if self.oauth is not None and node.oauth_port is not None:
             listeners["OAUTH"] = (self.oauth.protocol, node.oauth_port)
             oauth = self.oauth.broker_properties()
-        advertised = ",".join(f"{name}://{host}:{port}" for name, (_, port) in listeners.items())
+        advertise: dict[str, int | None] = {}
+        proxied: dict[str, str] = {}
+        if node.proxied_port is not None:
+            listeners["PROXIED"] = ("SASL_PLAINTEXT", node.proxied_port)
+            advertise["PROXIED"] = node.proxy_port
+            proxied["listener.name.proxied.plain.sasl.jaas.config"] = jaas
+        own = ",".join(f"{name}://{host}:{port}" for name, (_, port) in listeners.items())
+        advertised = ",".join(
+            f"{name}://{host}:{advertise.get(name, port)}" for name, (_, port) in listeners.items()
+        )
         protocols = ",".join(f"{name}:{protocol}" for name, (protocol, _) in listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listeners": f"{advertised},CONTROLLER://{host}:{node.controller_port}",
+            "listeners": f"{own},CONTROLLER://{host}:{node.controller_port}",
             "advertised.listeners": advertised,
             "listener.security.protocol.map": f"{protocols},CONTROLLER:SASL_PLAINTEXT",
             "inter.broker.listener.name": "SASL",
@@ -478,6 +514,7 @@ class KafkaCluster:
             **self._scram_properties(),
             **self._tls_properties(),
             **oauth,
+            **proxied,
             **extra,
         }
 

@@ -78,6 +78,7 @@ class ActingRole:
         self._thread: threading.Thread | None = None
         self._acting = False
         self._lost = threading.Event()
+        self._fenced = threading.Event()
         self._retry_at = 0.0
         self.error: str | None = None
         """Why the last poll or take-over failed (None: it did not)."""
@@ -100,6 +101,9 @@ class ActingRole:
         consumer = None
         try:
             while not self._stop.is_set():
+                if consumer is not None and self._fenced.is_set():
+                    self._leave(consumer)
+                    consumer = None
                 if consumer is None:
                     consumer = self._joined()
                     if consumer is None:
@@ -165,10 +169,23 @@ class ActingRole:
             self._acting = False
             self._on_acting(False)
 
-    def lost(self) -> None:
-        """The fence refused a write (another replica took over): stop acting at the next poll.
-        Callable from any thread."""
+    def lost(self, fenced: bool = True) -> None:
+        """A write failed: stop acting at the next poll (and take over again later if the group
+        still says so). `fenced`: the fence refused it, another replica took over: then leave
+        the group and join it afresh before polling again. Callable from any thread."""
+        if fenced:
+            self._fenced.set()
         self._lost.set()
+
+    def _leave(self, consumer: Any) -> None:
+        """Stand down and drop this membership. A member that lost its membership while cut off
+        (the group gave the partition to another) rejoins claiming the partition it held, as
+        kafka-python keeps it in its subscription, and the assignor may hand it back: the role
+        would move back to a replica that has just been fenced. A fresh member claims nothing,
+        and the role stays where it is."""
+        self._fenced.clear()
+        self._follow(False)
+        close_quietly(partial(consumer.close, autocommit=False))
 
     def _handle(self, consumer: Any, records: Mapping[Any, list[Any]]) -> None:
         """Hand every inbox record to `on_inbox` in order; commit the offset after the last

@@ -47,9 +47,10 @@ class KafkaState:
         self._writing = threading.Lock()
         """One transaction at a time per producer: journal writes and `forget` take turns."""
         self._acting: set[str] = set()
-        self.on_lost: Callable[[], None] | None = None
-        """Called (on the writing thread) when a failed write released the clusters: another
-        replica took over, or Kafka did not confirm (the working copy must be read back)."""
+        self.on_lost: Callable[[bool], None] | None = None
+        """Called (on the writing thread) when a failed write released the clusters, with True
+        when another replica took over (the fence), False when Kafka did not confirm (the
+        working copy must be read back)."""
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -116,16 +117,16 @@ class KafkaState:
             with self._writing:
                 self._logs[cluster].commit(records)
         except Fenced as exc:
-            self._lost()
+            self._lost(fenced=True)
             raise NotActing(f"stopped acting on cluster {cluster}: {exc}") from None
         except StateLogError as exc:
-            self._lost()
+            self._lost(fenced=False)
             raise JournalError(str(exc)) from None
 
-    def _lost(self) -> None:
+    def _lost(self, fenced: bool) -> None:
         self.release()
         if self.on_lost is not None:
-            self.on_lost()
+            self.on_lost(fenced)
 
     def close(self) -> None:
         self.release()

@@ -8,6 +8,8 @@ outliving a Kafka outage, answers 503 until Kafka is back and then simply works.
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -198,6 +200,19 @@ def check_alter_response(response: Any) -> None:
         raise QuotaRejected(errors, entities)
 
 
+RESET_ON_CLOSE = (
+    (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),  # kafka-python's default
+    (socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)),
+)
+"""The quota client's sockets: closing one resets the connection (RST) and drops what the broker
+has not acknowledged. kafka-python closes a connection when a request gets no answer within its
+timeout, and the session drops its client after any failure; with a plain close (FIN) the kernel
+would keep retransmitting an AlterClientQuotas cut off on its way, and a network that comes back
+a minute later would deliver it: a write of a replica that has lost the right to act, after the
+other has taken over. Reset, a request reaches a broker within its timeout or never (and the
+broker forwards it to the controller within 60 s: `kvq.enforcer.alter.settle`)."""
+
+
 class KafkaQuotaClient:
     """QuotaClient over kafka-python's admin connection manager (the shared KafkaAdminSession)."""
 
@@ -208,7 +223,11 @@ class KafkaQuotaClient:
         admin_factory: Callable[..., Any] = KafkaAdminClient,
     ) -> None:
         self._session = KafkaAdminSession(
-            admin_properties, "kvq-enforcer", timeout_ms, admin_factory=admin_factory
+            admin_properties,
+            "kvq-enforcer",
+            timeout_ms,
+            admin_factory=admin_factory,
+            socket_options=RESET_ON_CLOSE,
         )
 
     @property

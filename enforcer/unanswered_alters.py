@@ -9,6 +9,12 @@ and no verification of Kafka's state is final.
 Every request is journaled before it is sent and removed from the journal when it is answered,
 so after a crash (the enforcer killed while waiting, or after a timeout) the requests that may
 still land are known again, with `settle_s` counted from when they were sent.
+
+With the state in Kafka another replica reads such a request as in doubt, `settle_s` counted from
+when this one journaled it. A request is sent only if journaling it took at most
+JOURNAL_WRITE_LIMIT_S: a journal write that took longer may have been committed in Kafka just
+before another replica took over and answered only when the network came back, and the request
+sent then could land after that replica's settle time is over.
 """
 
 from __future__ import annotations
@@ -16,10 +22,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from enforcer.cluster_journal import ClusterJournal
+from enforcer.journal import JournalError
 from enforcer.quota_plan import Change, Pair, same_value
 
 SETTLE_S = 75.0
 """Default: the broker's 60 s of forwarding plus a margin (`kvq.enforcer.alter.settle`)."""
+JOURNAL_WRITE_LIMIT_S = 5.0
+"""A request whose journal write took longer is not sent: it is sent within this long of being
+journaled, lands within this plus the request timeout (5 s) plus the broker's 60 s of forwarding,
+inside SETTLE_S."""
+
+
+class SlowJournalWrite(JournalError):
+    """Journaling a request took too long to send it safely; the apply is tried again."""
 
 
 class UnansweredAlters:
@@ -50,9 +65,19 @@ class UnansweredAlters:
     def sending(self, changes: Iterable[Change]) -> int:
         """Journal `changes` before they are sent; returns the request's number. The values of
         Kafka's copy of the originals are left out: a late one is repaired like any other
-        difference of the copy."""
+        difference of the copy. Raises SlowJournalWrite when the journal write took longer than
+        JOURNAL_WRITE_LIMIT_S (the request stays journaled as in doubt, never sent)."""
         values = [((c.entity, c.key), c.value) for c in changes if not c.entity.is_originals_record]
-        return self._journal.sending(values)
+        started = self._monotonic()
+        request = self._journal.sending(values)
+        took = self._monotonic() - started
+        if took > JOURNAL_WRITE_LIMIT_S:
+            raise SlowJournalWrite(
+                f"journaling an AlterClientQuotas took {took:.1f} s (more than "
+                f"{JOURNAL_WRITE_LIMIT_S:g} s): not sending it, another replica may have taken "
+                "over meanwhile (trying again)"
+            )
+        return request
 
     def answered(self, request: int) -> None:
         """Kafka answered the request (applied or refused it): it cannot land later."""

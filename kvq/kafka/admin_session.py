@@ -25,7 +25,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka.admin import KafkaAdminClient
@@ -82,9 +82,14 @@ class KafkaAdminSession:
         client_id: str,
         timeout_ms: int,
         admin_factory: Callable[..., Any] = KafkaAdminClient,
+        socket_options: Sequence[tuple[int, int, int | bytes]] | None = None,
     ) -> None:
+        """`socket_options`: what kafka-python sets on each connection's socket (None: its
+        default, TCP_NODELAY)."""
         self._properties = dict(admin_properties)
-        self._defaults = {"request_timeout_ms": timeout_ms, "client_id": client_id}
+        self._defaults: dict[str, Any] = {"request_timeout_ms": timeout_ms, "client_id": client_id}
+        if socket_options is not None:
+            self._defaults["socket_options"] = list(socket_options)
         self._tls_files = FileWatch(watched_files(admin_properties))
         self.kwargs = self._keywords()
         self.timeout_ms = int(self.kwargs["request_timeout_ms"])

@@ -8,11 +8,12 @@ import threading
 import uuid
 
 import pytest
+from kafka.admin import KafkaAdminClient
 
 from devkit.processes import wait_until
 from enforcer.acting_role import ActingRole
 from enforcer.inbox import Inbox, is_inbox
-from enforcer.state_log import ensure_state_topic
+from enforcer.state_log import client_keywords, ensure_state_topic
 
 pytestmark = pytest.mark.integration
 
@@ -104,3 +105,38 @@ def test_an_inbox_entry_whose_handling_failed_is_handled_again_not_skipped(elect
     wait_until(lambda: len(actor.handled) == 2, 30, what="both handled")
     assert actor.handled == [b"first", b"second"]
     assert "handling" in (actor.role.error or "")
+
+
+def group_members(kafka, group: str) -> set[str]:
+    admin = KafkaAdminClient(**client_keywords(kafka.admin_properties, 10_000))
+    try:
+        described = admin.describe_groups([group])[group]
+        return {m["member_id"] for m in described["members"]}
+    finally:
+        admin.close()
+
+
+def test_a_member_the_fence_stopped_joins_the_group_afresh(election, shared_kafka):
+    """The fence told the acting member that another replica took over (it had been cut off):
+    it stands down and joins the group as a new member, claiming nothing. Rejoining as it was,
+    kafka-python claims the partition the member held, and the group may hand the role straight
+    back to the replica that was just fenced. A write Kafka did not confirm (no fence) keeps the
+    membership: the member takes over again itself."""
+    member, _inbox = election
+    first, second = member(), member()
+    (actor,) = wait_until(lambda: acting([first, second]), 30, what="a member acting")
+    group = actor.role.group_id
+    wait_until(lambda: len(group_members(shared_kafka, group)) == 2, 30, what="both members")
+    before = group_members(shared_kafka, group)
+
+    actor.role.lost(fenced=False)
+    wait_until(lambda: actor.changes == [True, False, True], 30, what="the actor acting again")
+    assert group_members(shared_kafka, group) == before
+
+    actor.role.lost(fenced=True)
+    wait_until(
+        lambda: len(group_members(shared_kafka, group) - before) == 1,
+        30,
+        what="the fenced member back as a new member",
+    )
+    wait_until(lambda: len(acting([first, second])) == 1, 30, what="one member acting")

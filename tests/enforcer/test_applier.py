@@ -15,6 +15,7 @@ from enforcer.kafka_originals import split
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClientError, agreed
 from enforcer.quota_plan import UNLIMITED, QuotaPolicy
+from enforcer.unanswered_alters import JOURNAL_WRITE_LIMIT_S
 from kvq.kafka.quota_entity import ORIGINALS_USER, QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
@@ -573,3 +574,42 @@ def test_values_reset_by_a_reconciler_are_summed_up_in_one_warning(journal, capl
     assert warnings[0].count(" producer_byte_rate") == 5, "names the first few"
     assert warnings[0].endswith(" producer_byte_rate and 195 more")
     assert kafka.values[entities[-1]][P] == 5000.0, "throttled again"
+
+
+class SlowSink:
+    """Where the journal's rows go (as to the state in Kafka), each write taking `seconds` on
+    the applier's clock while `slow`: a commit held up by a network partition and answered only
+    when the network came back, when another replica may have taken over."""
+
+    def __init__(self, seconds: float) -> None:
+        self.now = 0.0
+        self.seconds = seconds
+        self.slow = True
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def publish(self, records_by_cluster) -> None:
+        if self.slow:
+            self.now += self.seconds
+
+
+def test_a_request_whose_journal_write_took_too_long_is_not_sent_and_the_apply_tried_again(
+    kafka, tmp_path
+):
+    sink = SlowSink(JOURNAL_WRITE_LIMIT_S + 1)
+    journal = Journal(tmp_path / "journal.sqlite3", sink=sink)
+    policy = QuotaPolicy((P,), {P: 1000}, frozenset())
+    metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
+    applier = Applier(
+        "c1", policy, kafka, journal, metrics, monotonic=sink.monotonic, sleep=lambda _s: None
+    )
+    try:
+        with pytest.raises(ApplyError, match=r"journaling an AlterClientQuotas took 6\.0 s"):
+            apply_step(applier, 0.5)
+        assert "alter" not in kafka.calls and kafka.values[ALICE][P] == 800.0
+        sink.slow = False
+        apply_step(applier, 0.5)
+        assert kafka.values[ALICE][P] == 400.0
+    finally:
+        journal.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import socket
+import threading
 
 import pytest
 from kafka.protocol.admin import DescribeConfigsResponse
@@ -11,6 +13,7 @@ from kafka.protocol.admin.client_quotas import (
     DescribeClientQuotasResponse,
 )
 
+from devkit.processes import wait_until
 from enforcer.quota_client import (
     NOT_AGREED,
     KafkaQuotaClient,
@@ -184,3 +187,34 @@ def test_quota_callback_from_response_set_unset_and_error():
     assert quota_callback_from_response(_configs_response()) is None
     with pytest.raises(QuotaClientError, match="broker 0 failed: .*denied"):
         quota_callback_from_response(_configs_response(error_code=31))
+
+
+def test_a_connection_the_client_gives_up_on_is_reset_so_what_it_sent_cannot_land_later():
+    """A broker that takes a request but never answers (the network to it cut): the client gives
+    up after its timeout and resets the connection (RST; kafka-python shuts it down first, then
+    the close resets it), so that its kernel drops what the broker has not acknowledged instead
+    of retransmitting it once the network is back (a write of a replica that lost the right to
+    act, landing after the other took over). A plain close would keep retransmitting."""
+    server = socket.create_server(("127.0.0.1", 0))
+    ends: list[str] = []
+
+    def silent_broker() -> None:
+        connection, _ = server.accept()
+        with connection:
+            while connection.recv(65536):
+                pass  # never answers
+            # the end (FIN, the shutdown), then a reset, or not: the socket's error says which
+            wait_until(
+                lambda: connection.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR), 2, what="RST"
+            )
+            ends.append("reset")
+
+    threading.Thread(target=silent_broker, daemon=True).start()
+    client = KafkaQuotaClient({"bootstrap.servers": f"127.0.0.1:{server.getsockname()[1]}"}, 500)
+    try:
+        with pytest.raises(QuotaClientError):
+            client.alter([Change(ALICE, P, 1024.0)])
+        wait_until(lambda: "reset" in ends, 10, what="the connection reset")
+    finally:
+        client.close()
+        server.close()
