@@ -94,7 +94,11 @@ class EnforcerApp:
         return self.server
 
     def stop(self) -> None:
+        """Stop acting (a replica leaves the election first: the other takes over while this
+        one drains), stop serving, close."""
         self._stop.set()
+        if isinstance(self.enforcer, Replica):
+            self.enforcer.leave()
         self.server.stop()
         self.enforcer.close()
 

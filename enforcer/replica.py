@@ -117,10 +117,16 @@ class Replica:
     def start(self) -> None:
         self.role.start()
 
-    def close(self) -> None:
-        """Leave the election (another replica takes over at once), stop acting, close."""
+    def leave(self) -> None:
+        """Leave the election (another replica takes over at once) and stop acting; webhooks
+        are still queued for whoever acts. First on a shutdown, so that a replica going away
+        is never the one elected while it drains its requests."""
         self.role.stop()
         self._on_acting(False)
+
+    def close(self) -> None:
+        """Leave the election, stop acting, close."""
+        self.leave()
         self.inbox.close()
         self.state.close()
         self.journal.close()

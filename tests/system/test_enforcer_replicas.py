@@ -218,6 +218,27 @@ def test_a_duplicate_or_stale_notification_reaching_the_other_replica_changes_no
         wait_until(lambda: quotas.snapshot() == before, 60, what="every quota as before")
 
 
+def test_a_replica_stopped_by_sigterm_hands_the_role_over_at_once(shared_kafka, tmp_path):
+    """A drain (SIGTERM) of the acting replica: it leaves the election and stands down (before
+    it stops serving), and the other takes over."""
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    settings = replica_settings(topic)
+    with contextlib.ExitStack() as stack:
+        replicas = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            replicas.append(stack.enter_context(
+                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
+                                 settings=settings)
+            ))  # fmt: skip
+        actor = wait_until(lambda: [r for r in replicas if acting(r)], 60, what="one acting")[0]
+        standby = next(r for r in replicas if r is not actor)
+        os.kill(actor.pid, signal.SIGTERM)
+        wait_until(lambda: acting(standby), 60, what="the standby acting")
+        log = (tmp_path / ("a" if actor is replicas[0] else "b") / "enforcer.log").read_text()
+        assert "standing by" in log, "the stopped replica stood down before it went"
+
+
 def test_import_journal_copies_a_sqlite_journal_into_kafka_once(shared_kafka, tmp_path):
     old = Journal(tmp_path / "old.sqlite3")  # an enforcer's journal with the local store
     old.episodes.begin(CLUSTER, {(ALICE, P): 1_000_000.0}, 0.5)
