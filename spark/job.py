@@ -587,7 +587,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     shards = ShardPlan.sized(rows, ranges, spark.sparkContext.defaultParallelism, span)
     say(
         f"computing the series and writing their blocks: {ranges} block range(s) of "
-        f"{shards.hours}h x {shards.parts} part(s) of the volumes, promtool in each task"
+        f"{shards.hours}h x {shards.parts} part(s) of the volumes, {Path(writer).name} in each task"
     )
     output = ShardOutput()
     try:
