@@ -121,7 +121,7 @@ check_backfill() {
   # The image's class archive (written at build time) is mapped, never written again per run.
   if grep -q "saving Spark's classes\|no class archive\|damaged class archive" "$work/backfill.err"
   then echo "the image's Spark class archive was not used:"; cat "$work/backfill.err"; exit 1; fi
-  echo "   Spark started from the image's class archive ($(in_image sh -c 'ls $KVQ_CACHE_DIR'))"
+  echo "   Spark started from the image's class archive ($(in_image sh -c 'cd "$KVQ_CACHE_DIR" && ls -- *.jsa'))"
 }
 
 check_provenance() {
