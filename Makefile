@@ -72,7 +72,13 @@ PROMETHEUS_OPERATOR_VERSION := v0.85.0
 TOOLS_BIN := $(abspath $(VENV))/bin
 CRDS := $(VENV)/share/prometheus-operator-crds
 
-tools: $(VENV)/.helm-$(HELM_VERSION) $(VENV)/.kubeconform-$(KUBECONFORM_VERSION) $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION)
+tools: $(VENV)/.helm-$(HELM_VERSION) $(VENV)/.kubeconform-$(KUBECONFORM_VERSION) $(CRDS)/.$(PROMETHEUS_OPERATOR_VERSION) \
+  $(TOOLS_BIN)/kvq-tsdb-blocks
+
+# `kvq-backfill --blocks`'s block writer (tools/tsdb-blocks: the Prometheus TSDB's block writer, its
+# version pinned in go.mod/go.sum), built into the venv's bin where the backfill finds it.
+$(TOOLS_BIN)/kvq-tsdb-blocks: tools/tsdb-blocks/main.go tools/tsdb-blocks/go.mod tools/tsdb-blocks/go.sum | $(STAMP)
+	cd tools/tsdb-blocks && $(GO) build -trimpath -o $@ .
 
 # Each tool is built once per version into TOOLS_CACHE (in kvq's cache directory, as Kafka's jars)
 # and copied into the venv: a fresh venv (a fresh clone's `make test`) takes the copy instead of
@@ -142,7 +148,7 @@ docs: venv
 config-reference: venv
 	$(PY) -m devkit.config_reference
 
-bench: system-deps venv
+bench: system-deps venv $(TOOLS_BIN)/kvq-tsdb-blocks
 	$(PY) -m bench
 
 # The container image (Containerfile) built with buildah on a base made from Debian packages, then

@@ -11,6 +11,7 @@ an archive that does not match its class path.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -78,6 +79,36 @@ class ClassArchive:
     def writing(self) -> bool:
         return not self.path.is_file()
 
+    @property
+    def checked_stamp(self) -> Path:
+        """The archive's size and modification time when a JVM last mapped it (`mappable`)."""
+        return self.path.with_name(f"{self.path.name}.checked")
+
+    def _stamp(self) -> str:
+        stat = self.path.stat()
+        return f"{stat.st_size} {stat.st_mtime_ns}\n"
+
+    def mark_checked(self) -> None:
+        """Record that the archive as it is now maps: the next starts skip the check (a JVM of
+        its own, a noticeable part of a run's start), until the file changes."""
+        with contextlib.suppress(OSError):  # a read-only cache: every start checks it again
+            self.checked_stamp.write_text(self._stamp())
+
+    def is_unchanged_since_checked(self) -> bool:
+        try:
+            return self.checked_stamp.read_text() == self._stamp()
+        except OSError:
+            return False
+
+    def is_usable(self) -> bool:
+        """Whether a JVM can map the archive: unchanged since a JVM mapped it, else checked."""
+        if self.is_unchanged_since_checked():
+            return True
+        if not mappable(self.path):
+            return False
+        self.mark_checked()
+        return True
+
     def keep(self, jvm: subprocess.Popen) -> None:
         """Let the JVM exit (it writes the archive as it does), then publish the archive.
 
@@ -87,6 +118,7 @@ class ClassArchive:
         pending = self.pending
         if jvm.returncode == 0 and pending.is_file() and mappable(pending):
             pending.replace(self.path)
+            self.mark_checked()
             log.info("saved Spark's classes to %s", self.path)
         else:
             pending.unlink(missing_ok=True)
@@ -126,9 +158,10 @@ def prepare(archive: ClassArchive | None) -> str | None:
         for stale in archive.path.parent.glob(f"{archive.path.name}.*.tmp"):
             if time.time() - stale.stat().st_mtime > STALE_SECONDS:  # a JVM that never exited
                 stale.unlink(missing_ok=True)
-        if archive.path.is_file() and not mappable(archive.path):  # truncated: SIGBUS
+        if archive.path.is_file() and not archive.is_usable():  # truncated: SIGBUS
             log.warning("removing the damaged class archive %s; this run writes it", archive.path)
             archive.path.unlink()
+            archive.checked_stamp.unlink(missing_ok=True)
     except OSError as exc:
         log.info("no class archive (%s): Spark starts without one", exc)
         return None

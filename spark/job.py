@@ -564,7 +564,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     """`--blocks`: every task writes the blocks of its shards (`spark.shard_blocks`), the driver
     then the cluster-wide series' (one task per block range's file, of its grid states), and
     moves the finished block folders into OUTPUT/blocks, replacing a previous run's."""
-    from spark.promtool_blocks import PromtoolError, find_promtool, how_to_load
+    from spark.promtool_blocks import PromtoolError, block_writer, how_to_load
     from spark.shard_blocks import (
         ShardError,
         ShardOutput,
@@ -575,7 +575,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
 
     span = request.block_range
     try:
-        find_promtool()  # here, for a clear error; executors run the one on their PATH
+        writer = block_writer()  # here, for a clear error; executors run theirs
     except PromtoolError as exc:
         raise BackfillError(str(exc)) from None
     staging = request.output / STAGING
@@ -587,12 +587,12 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     shards = ShardPlan.sized(rows, ranges, spark.sparkContext.defaultParallelism, span)
     say(
         f"computing the series and writing their blocks: {ranges} block range(s) of "
-        f"{shards.hours}h x {shards.parts} part(s) of the volumes, promtool in each task"
+        f"{shards.hours}h x {shards.parts} part(s) of the volumes, {Path(writer).name} in each task"
     )
     output = ShardOutput()
     try:
         lines = _volume_lines(spark, archive, request, plans, catalog, found, shards)
-        output.add(pipe_shards(spark, lines, staging / "volumes", shards.hours))
+        output.add(pipe_shards(spark, lines, staging / "volumes", shards.hours, writer))
         events: dict[int, list[str]] = {}
         for path in output.events:
             with open(path, encoding="utf-8") as stream:
@@ -612,7 +612,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
                 ):
                     out.write(line)
         series = spark.read.text(hadoop_read_path(table))
-        output.add(pipe_shards(spark, series, staging / "cluster-wide", shards.hours))
+        output.add(pipe_shards(spark, series, staging / "cluster-wide", shards.hours, writer))
     except ShardError as exc:
         raise BackfillError(f"cannot build the blocks in {staging}: {exc}") from None
     except OSError as exc:  # the driver's own writes into the staging folder

@@ -1,13 +1,17 @@
-"""promtool, as `--blocks` needs it on the driver: found on PATH (the executors run the one on
-their own PATH, `spark.shard_blocks`), what to do with its blocks, and the cores a process may
-use (a container's CPU limit included)."""
+"""The block writer `--blocks` runs in its tasks (`spark.shard_blocks`): this project's
+`kvq-tsdb-blocks` where installed (`make tools`), else promtool found on PATH; what to do with
+the blocks, and the cores a process may use (a container's CPU limit included)."""
 
 from __future__ import annotations
 
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
+
+TSDB_BLOCKS = "kvq-tsdb-blocks"
+"""This project's block writer (tools/tsdb-blocks), installed beside the Python running kvq."""
 
 
 class PromtoolError(RuntimeError):
@@ -22,6 +26,19 @@ def find_promtool(promtool: str = "promtool") -> str:
             "or drop --blocks and run promtool yourself"
         )
     return found
+
+
+def block_writer(promtool: str = "promtool", installed: Path | None = None) -> str:
+    """What the tasks write blocks with: `kvq-tsdb-blocks` on PATH or beside this interpreter
+    (the venv's bin, where `make tools` builds it), as an absolute path (an executor without it
+    at that path falls back to its promtool); else promtool (`find_promtool`)."""
+    found = shutil.which(TSDB_BLOCKS)
+    if found:
+        return str(Path(found).absolute())
+    beside = (installed or Path(sys.executable).parent) / TSDB_BLOCKS
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    return find_promtool(promtool)
 
 
 def usable_cores(cgroup: Path = Path("/sys/fs/cgroup")) -> int:

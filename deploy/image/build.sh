@@ -46,6 +46,15 @@ buildah build --quiet --layers --isolation chroot --network host "${host_files[@
   --build-arg PYTHON_IMAGE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
   --label org.opencontainers.image.created="$created" \
   --target "$target" -t "$tag" -f Containerfile . >/dev/null
+# buildah 1.28 (Debian 12's) reuses a cached LABEL or ENV layer although the build argument in it
+# changed: a second build at a new commit kept the first one's revision. This build's labels and
+# KVQ_REVISION are set on the built image itself (a new config, no layer rebuilt).
+ctr=$(buildah from --pull-never "$tag")
+buildah config --label org.opencontainers.image.version="$version" \
+  --label org.opencontainers.image.revision="$revision" \
+  --label org.opencontainers.image.created="$created" --env KVQ_REVISION="$revision" "$ctr"
+buildah commit --quiet "$ctr" "$tag" >/dev/null
+buildah rm "$ctr" >/dev/null
 echo "   built in $(( $(date +%s) - started )) s"
 
 work=$(mktemp -d)
@@ -121,7 +130,7 @@ check_backfill() {
   # The image's class archive (written at build time) is mapped, never written again per run.
   if grep -q "saving Spark's classes\|no class archive\|damaged class archive" "$work/backfill.err"
   then echo "the image's Spark class archive was not used:"; cat "$work/backfill.err"; exit 1; fi
-  echo "   Spark started from the image's class archive ($(in_image sh -c 'ls $KVQ_CACHE_DIR'))"
+  echo "   Spark started from the image's class archive ($(in_image sh -c 'cd "$KVQ_CACHE_DIR" && ls -- *.jsa'))"
 }
 
 check_provenance() {

@@ -226,26 +226,27 @@ def test_a_full_output_disk_is_one_line_naming_the_file(archive, cwd, mount_tmpf
     assert list(out.iterdir()) == [], "a partial file or a work folder is left"
 
 
-PROMTOOL_STAND_IN = """#!/bin/sh
-# Stands in for promtool: records that it started, then runs until it is stopped.
+WRITER_STAND_IN = """#!/bin/sh
+# Stands in for the block writer: records that it started, then runs until it is stopped.
 echo "$@" > "$KVQ_TEST_PROMTOOL_STARTED/$$"
 exec sleep 600
 """
 
 
-def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks(
+def test_an_interrupt_while_the_block_writer_runs_stops_it_and_keeps_the_previous_blocks(
     archive, cwd, tmp_path
 ):
-    """SIGTERM while the executors' promtool builds the blocks: every promtool run is stopped,
+    """SIGTERM while the executors' block writer builds the blocks: every writer run is stopped,
     the previous run's blocks stay as they were (no partial block where Prometheus would load
-    it), and nothing else is left in the output. The promtool on PATH is a stand-in that runs
-    until stopped: the real one builds this archive's blocks in a fraction of a second, too soon
-    to be interrupted reliably."""
+    it), and nothing else is left in the output. The kvq-tsdb-blocks and promtool on PATH are
+    stand-ins that run until stopped: the real ones build this archive's blocks in a fraction of
+    a second, too soon to be interrupted reliably."""
     stand_in, started = tmp_path / "bin", tmp_path / "started"
     stand_in.mkdir()
     started.mkdir()
-    (stand_in / "promtool").write_text(PROMTOOL_STAND_IN)
-    (stand_in / "promtool").chmod(0o755)
+    for writer in ("kvq-tsdb-blocks", "promtool"):
+        (stand_in / writer).write_text(WRITER_STAND_IN)
+        (stand_in / writer).chmod(0o755)
     previous = cwd / "out" / "blocks" / "01KPREVIOUSRUN0000000000000"
     previous.mkdir(parents=True)
     (previous / "meta.json").write_text("{}")
@@ -263,7 +264,7 @@ def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks
             if any(started.iterdir()):
                 break
             time.sleep(0.1)  # polling: the stand-in's start has no event to wait on
-        assert any(started.iterdir()), "promtool never started"
+        assert any(started.iterdir()), "the block writer never started"
         run.process.send_signal(signal.SIGTERM)
         code, _, err, left = run.finish()
     finally:
@@ -278,8 +279,8 @@ def test_an_interrupt_while_promtool_runs_stops_it_and_keeps_the_previous_blocks
 def test_a_full_disk_while_building_blocks_is_one_line_and_keeps_the_previous_blocks(
     archive, cwd, mount_tmpfs
 ):
-    """The tasks write their shards' samples into the output's staging folder before promtool
-    reads them: a disk that holds the successes table but not the samples fails the blocks in
+    """The tasks write their shards' samples into the output's staging folder before the block
+    writer reads them: a disk that holds the successes table but not the samples fails the blocks in
     one line naming the folder and the cause; nothing is left in the output."""
     out = cwd / "out"
     mount_tmpfs(out, "256k")

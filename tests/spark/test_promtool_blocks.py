@@ -7,12 +7,31 @@ import os
 
 import pytest
 
-from spark.promtool_blocks import PromtoolError, find_promtool, usable_cores
+from spark.promtool_blocks import (
+    TSDB_BLOCKS,
+    PromtoolError,
+    block_writer,
+    find_promtool,
+    usable_cores,
+)
 
 
 def test_a_missing_promtool_says_how_to_install_it():
     with pytest.raises(PromtoolError, match="apt-get install prometheus"):
         find_promtool("kvq-no-such-promtool")
+
+
+def test_the_tasks_write_with_kvq_tsdb_blocks_where_installed_else_promtool(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # promtool, no kvq-tsdb-blocks
+    venv_bin, on_path = tmp_path / "venv-bin", tmp_path / "bin"
+    assert block_writer(installed=venv_bin) == "/usr/bin/promtool"
+    for folder in (venv_bin, on_path):
+        folder.mkdir()
+        (folder / TSDB_BLOCKS).write_text("#!/bin/sh\n")
+        (folder / TSDB_BLOCKS).chmod(0o755)
+    assert block_writer(installed=venv_bin) == str(venv_bin / TSDB_BLOCKS)
+    monkeypatch.setenv("PATH", f"{on_path}:/usr/bin:/bin")
+    assert block_writer(installed=venv_bin) == str(on_path / TSDB_BLOCKS)
 
 
 @pytest.mark.parametrize(

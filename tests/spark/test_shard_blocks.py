@@ -1,6 +1,7 @@
 """The shard script every `--blocks` task runs (`spark.shard_blocks.SHARD_SCRIPT`), fed as
-Spark's `pipe` feeds it (one line per element on stdin), with the real promtool: a block per
-shard, the event lines kept aside, a refusal answered in one line; and how shards are sized."""
+Spark's `pipe` feeds it (one line per element on stdin), with the real writers (this project's
+kvq-tsdb-blocks, built by `make tools`, and promtool): a block per shard, the same samples from
+both, the event lines kept aside, a refusal answered in one line; and how shards are sized."""
 
 from __future__ import annotations
 
@@ -10,9 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from spark.promtool_blocks import TSDB_BLOCKS, block_writer
 from spark.shard_blocks import SHARD_SCRIPT, ShardError, ShardOutput, ShardPlan
 
 START = 1_763_596_800  # 2025-11-20T00:00:00Z, a multiple of 18 h
+
+
+@pytest.fixture(scope="module")
+def tsdb_blocks() -> str:
+    writer = block_writer()
+    assert writer.endswith("/" + TSDB_BLOCKS), f"{TSDB_BLOCKS} is not built: run `make tools`"
+    return writer
+
+
+@pytest.fixture(params=["kvq-tsdb-blocks", "promtool"])
+def writer(request, tsdb_blocks) -> str:
+    return tsdb_blocks if request.param == "kvq-tsdb-blocks" else "promtool"
 
 
 def run_script(staging: Path, lines: list[str], promtool: str = "promtool") -> list[str]:
@@ -32,12 +46,12 @@ def samples(shard: str, series: str, times: range) -> list[str]:
     return [f'{shard}\tkafka_volume_quota_x{{log_dir="{series}"}} 1 {t}' for t in times]
 
 
-def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path):
+def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path, writer):
     a = samples("0-27216-0", "/a", range(START, START + 600, 60))
     b = samples("0-27216-1", "/b", range(START, START + 300, 60))
     events = ["0 12 1 0 0 0 0 0 1.0", "0 13 -1 0 0 0 0 0 1.0"]
     # the events come between the samples, as the runs hold them
-    answers = run_script(tmp_path / "staging", [*a[:5], events[0], *a[5:], events[1], *b])
+    answers = run_script(tmp_path / "staging", [*a[:5], events[0], *a[5:], events[1], *b], writer)
     output = ShardOutput()
     output.add(answers)
     assert sorted(shard for shard, _ in output.blocks) == ["0-27216-0", "0-27216-1"]
@@ -50,7 +64,54 @@ def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path):
     assert events_file.read_text().splitlines() == events
     # what is left in the task's folder: the blocks and the events, no shard's text
     (task,) = (tmp_path / "staging").iterdir()
-    assert not list(task.glob("*.om")) and not list(task.glob("*.log"))
+    assert sorted(p.name for p in task.iterdir()) == [
+        "0-27216-0.1",
+        "0-27216-1.1",
+        "events",
+        "shards",
+    ]
+
+
+def dump(blocks: list[Path]) -> list[str]:
+    """Every sample of the blocks, as `promtool tsdb dump` prints them, sorted."""
+    lines: list[str] = []
+    for block in blocks:
+        db = block.parent
+        (db / "wal").mkdir(exist_ok=True)  # promtool opens the folder as a TSDB
+        done = subprocess.run(
+            ["promtool", "tsdb", "dump", str(db)], capture_output=True, text=True, check=True
+        )
+        lines += done.stdout.splitlines()
+    return sorted(lines)
+
+
+def test_both_writers_write_the_same_samples(tmp_path, tsdb_blocks):
+    """Escaped label values, values of every form the backfill writes, series interleaved."""
+    odd = r"a\\b\nc\"d e"  # a\b, a newline, c"d e: as OpenMetrics escapes it
+    lines = [
+        *samples("0-27216-0", "/a", range(START, START + 1200, 60)),
+        f'0-27216-0\tkafka_volume_quota_ratio{{broker_id="1",log_dir="{odd}"}} 0.05 {START}',
+        f'0-27216-0\tkafka_volume_quota_ratio{{broker_id="1",log_dir="{odd}"}} 1.0E-5 {START + 60}',
+        f'0-27216-0\tkafka_volume_quota_ratio{{broker_id="1",log_dir="{odd}"}} NaN {START + 120}',
+        f"0-27216-0\tkafka_volume_quota_up 1 {START}",
+        f'0-27216-0\tkafka_volume_quota_x{{log_dir="/b"}} -3 {START + 18 * 3600 - 1}',
+    ]
+    blocks = {}
+    for name in (tsdb_blocks, "promtool"):
+        output = ShardOutput()
+        output.add(run_script(tmp_path / Path(name).name, lines, name))
+        blocks[name] = [path for _, path in output.blocks]
+    assert len(blocks[tsdb_blocks]) == 1
+    expected = dump(blocks["promtool"])
+    assert len(expected) == len(lines)
+    assert dump(blocks[tsdb_blocks]) == expected
+
+
+def test_an_executor_without_kvq_tsdb_blocks_writes_with_promtool(tmp_path):
+    lines = samples("0-27216-0", "/a", range(START, START + 300, 60))
+    output = ShardOutput()
+    output.add(run_script(tmp_path / "staging", lines, str(tmp_path / "bin" / TSDB_BLOCKS)))
+    assert output.samples(0) == 5
 
 
 def test_a_shard_seen_again_in_a_task_gets_a_block_of_its_own(tmp_path):
@@ -73,6 +134,17 @@ def test_a_refused_shard_is_one_answer_and_leaves_nothing(tmp_path):
     assert answers == ["failed\tpromtool on shard 0-27216-0: error: parse: bad line 3 "]
     with pytest.raises(ShardError, match="^promtool on shard 0-27216-0: error: parse: bad line 3$"):
         ShardOutput().add(answers)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_a_line_kvq_tsdb_blocks_cannot_read_is_one_answer_and_leaves_nothing(tmp_path, tsdb_blocks):
+    lines = samples("0-27216-0", "/a", range(START, START + 300, 60))
+    lines.insert(2, "0-27216-0\tkafka_volume_quota_x{log_dir=/a} 1 1763596920")
+    answers = run_script(tmp_path / "staging", lines, tsdb_blocks)
+    assert answers == [
+        "failed\tkvq-tsdb-blocks on shard 0-27216-0: kvq-tsdb-blocks: line 3: bad labels: "
+        '"kafka_volume_quota_x{log_dir=/a} 1 1763596920" '
+    ]
     assert list((tmp_path / "staging").iterdir()) == []
 
 
