@@ -165,6 +165,7 @@ class FakeExporter:
                 "counter",
                 [({"outcome": "applied"}, self.scrapes), ({"outcome": "ignored"}, 0)],
             )
+            out.family("inbox_entries", "counter", [({"outcome": "handled"}, 0)])
             out.family("applies", "counter", [(c, self.scrapes)])
             out.family("apply_failures", "counter", [(c, self.scrapes // 5)])
             out.family("quota_changes", "counter", [(c, 2 * self.scrapes)])

@@ -23,6 +23,9 @@ QUOTA_SAMPLES = 4
 seconds; the minimum still mutes each principal once, for (rate / minimum - 1) x 4 s, about 22 s,
 then holds it at the minimum."""
 
+MEASURED_S = 15.0
+"""How long the principals' rate is measured before and at factor 0."""
+
 
 def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_path, kafka_dist):
     policy = QuotaPolicy(
@@ -30,7 +33,7 @@ def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_pa
     )
     with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
         held = factor_zero.hold_at_factor_zero(
-            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 30.0, 30.0, 0.0
+            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 30.0, MEASURED_S, 0.0
         )
     lowest, highest = entity_minimum(0.9 * OFFERED, 60.0), entity_minimum(1.5 * OFFERED, 60.0)
     assert len(held.quotas) == PRINCIPALS // 2 + 1, held.quotas  # five own, the default user
@@ -71,8 +74,8 @@ def test_held_at_the_request_minimum_no_request_is_throttled_for_longer_than_all
     )
     with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
         held = factor_zero.hold_at_factor_zero(
-            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 30.0, 30.0, 0.0
-        )
+            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 12.0, MEASURED_S, 0.0
+        )  # the first mute, from ~30 kB/s down to the minimum: (30,000 / 13,108 - 1) x 4 s
     minimum = request_minimum(REQUEST_BYTES, REQUEST_THROTTLE_S)
     assert set(held.quotas.values()) == {minimum}, held.quotas
     assert 0 < held.longest_held_throttle_s <= REQUEST_THROTTLE_S + SAMPLED_S, (
