@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import requests
@@ -53,30 +54,11 @@ def acting(replica: RunningEnforcer) -> bool:
 
 def test_the_standby_takes_webhooks_and_takes_over_from_a_killed_replica(shared_kafka, tmp_path):
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
-    settings = {
-        "kvq.enforcer.state.store": "kafka",
-        "kvq.enforcer.state.topic": topic,
-        "kvq.enforcer.state.group": f"kvq-enforcer-{topic}",
-        "kvq.enforcer.failsafe.after": "PT0S",
-        # the killed replica may have died before journaling an answer: short, so the test
-        # sees the restore finished (the copy of the originals removed) soon after
-        "kvq.enforcer.alter.settle": "PT5S",
-    }
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     with contextlib.ExitStack() as stack:
         quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
         quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
         before = quotas.snapshot()
-        replicas = [
-            stack.enter_context(
-                running_enforcer(
-                    shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
-                    settings=settings,
-                )
-            )
-            for name in ("a", "b")
-        ]  # fmt: skip
+        replicas = [start_replica(stack, shared_kafka, tmp_path / n, topic) for n in ("a", "b")]
         throttle_then_fail_over(replicas, quotas, before, CLUSTER)
 
 
@@ -111,14 +93,21 @@ def metric(replica: RunningEnforcer, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
-def replica_settings(topic: str) -> dict[str, str]:
-    return {
+def start_replica(stack: contextlib.ExitStack, kafka, work: Path, topic: str) -> RunningEnforcer:
+    """A replica working in `work` (created) with its state in `topic`; stopped with `stack`."""
+    work.mkdir()
+    settings = {
         "kvq.enforcer.state.store": "kafka",
         "kvq.enforcer.state.topic": topic,
         "kvq.enforcer.state.group": f"kvq-enforcer-{topic}",
         "kvq.enforcer.failsafe.after": "PT0S",
+        # a killed replica may have died before journaling an answer: short, so a test sees
+        # the restore finished (the copy of the originals removed) soon after
         "kvq.enforcer.alter.settle": "PT5S",
     }
+    return stack.enter_context(
+        running_enforcer(kafka.admin_properties, work, cluster=CLUSTER, settings=settings)
+    )
 
 
 def delete_topic(admin_properties: dict, topic: str) -> None:
@@ -137,20 +126,11 @@ def test_the_state_topic_lost_with_every_working_copy_is_recovered_from_kafkas_q
     state afresh, takes the originals from Kafka's copy of them, never compounds, and restores
     exactly."""
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     with contextlib.ExitStack() as stack:
         quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
         quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
         before = quotas.snapshot()
-
-        def replica(name: str) -> RunningEnforcer:
-            return stack.enter_context(
-                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
-                                 settings=replica_settings(topic))
-            )  # fmt: skip
-
-        first = replica("a")
+        first = start_replica(stack, shared_kafka, tmp_path / "a", topic)
         wait_until(lambda: acting(first), 60, what="the first replica acting")
         assert post(first, throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g")).ok
         wait_until(lambda: quotas.snapshot().get(ALICE, {}).get(P) == 500_000.0, 60,
@@ -158,7 +138,7 @@ def test_the_state_topic_lost_with_every_working_copy_is_recovered_from_kafkas_q
         os.kill(first.pid, signal.SIGKILL)
         delete_topic(shared_kafka.admin_properties, topic)
 
-        second = replica("b")  # a working copy of its own: empty
+        second = start_replica(stack, shared_kafka, tmp_path / "b", topic)  # an empty copy
         wait_until(lambda: acting(second), 60, what="the second replica acting")
         assert post(second, throttle_webhook(cluster=CLUSTER, factor=0.25, group_key="g")).ok
         wait_until(lambda: quotas.snapshot().get(ALICE, {}).get(P) == 250_000.0, 60,
@@ -181,13 +161,7 @@ def test_a_duplicate_or_stale_notification_reaching_the_other_replica_changes_no
         quotas = stack.enter_context(kafka_quotas_left_as_found(shared_kafka))
         quotas.seed({"user": "alice"}, producer_byte_rate=1_000_000.0)
         before = quotas.snapshot()
-        replicas = []
-        for name in ("a", "b"):
-            (tmp_path / name).mkdir()
-            replicas.append(stack.enter_context(
-                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
-                                 settings=replica_settings(topic))
-            ))  # fmt: skip
+        replicas = [start_replica(stack, shared_kafka, tmp_path / n, topic) for n in ("a", "b")]
         first, second = replicas
         firing = throttle_webhook(cluster=CLUSTER, factor=0.5, group_key="g", starts_at=started)
         stale = throttle_webhook(cluster=CLUSTER, factor=None, group_key="g",
@@ -222,15 +196,8 @@ def test_a_replica_stopped_by_sigterm_hands_the_role_over_at_once(shared_kafka, 
     """A drain (SIGTERM) of the acting replica: it leaves the election and stands down (before
     it stops serving), and the other takes over."""
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
-    settings = replica_settings(topic)
     with contextlib.ExitStack() as stack:
-        replicas = []
-        for name in ("a", "b"):
-            (tmp_path / name).mkdir()
-            replicas.append(stack.enter_context(
-                running_enforcer(shared_kafka.admin_properties, tmp_path / name, cluster=CLUSTER,
-                                 settings=settings)
-            ))  # fmt: skip
+        replicas = [start_replica(stack, shared_kafka, tmp_path / n, topic) for n in ("a", "b")]
         actor = wait_until(lambda: [r for r in replicas if acting(r)], 60, what="one acting")[0]
         standby = next(r for r in replicas if r is not actor)
         os.kill(actor.pid, signal.SIGTERM)
