@@ -115,7 +115,7 @@ class StateLog:
                 producer.send(self.topic, key=key.encode(), value=value, partition=PARTITION)
             producer.commit_transaction()
         except Exception as exc:
-            fenced = _is_fenced(exc) or _is_fenced(_transaction_error(producer))
+            fenced = is_fence(exc, producer)
             self.release()  # a producer whose transaction failed is not used again
             if fenced:
                 raise Fenced(f"{self._where()}: another replica took over") from None
@@ -237,18 +237,16 @@ def client_keywords(
     return keywords
 
 
-def _transaction_error(producer: Any) -> BaseException | None:
-    """The error kafka-python's transaction manager is stuck in: when the fence arrived in the
-    answer to an earlier request, the next transactional call raises a plain KafkaError naming
-    it, not the error itself."""
-    manager = getattr(producer, "_transaction_manager", None)
-    return None if manager is None else manager.last_error()
-
-
-def _is_fenced(exc: BaseException | None) -> bool:
+def is_fence(exc: BaseException, producer: Any) -> bool:
+    """Whether a failed transactional call failed because another replica took over. When the
+    fence arrived in the answer to an earlier request, kafka-python's next transactional call
+    raises a plain KafkaError naming it; its transaction manager holds the fence itself."""
     from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-    return isinstance(exc, (ProducerFencedError, InvalidProducerEpochError))
+    manager = getattr(producer, "_transaction_manager", None)
+    held = None if manager is None else manager.last_error  # a property, not a method
+    fences = (ProducerFencedError, InvalidProducerEpochError)
+    return isinstance(exc, fences) or isinstance(held, fences)
 
 
 def _describe(exc: BaseException) -> str:
