@@ -78,7 +78,8 @@ class ActingRole:
         self._thread: threading.Thread | None = None
         self._acting = False
         self._lost = threading.Event()
-        self._fenced = threading.Event()
+        self._afresh = threading.Event()
+        """Set: stand down, drop this membership and join as a new member (see _leave)."""
         self._retry_at = 0.0
         self.error: str | None = None
         """Why the last poll or take-over failed (None: it did not)."""
@@ -101,7 +102,7 @@ class ActingRole:
         consumer = None
         try:
             while not self._stop.is_set():
-                if consumer is not None and self._fenced.is_set():
+                if consumer is not None and self._afresh.is_set():
                     self._leave(consumer)
                     consumer = None
                 if consumer is None:
@@ -111,6 +112,12 @@ class ActingRole:
                         continue
                 try:
                     records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+                    if _wedged(consumer):
+                        log.warning(
+                            "group %s: the join was left unfinished; joining afresh", self.group_id
+                        )
+                        self._afresh.set()
+                        continue
                     self._follow(self._holds(consumer))
                     if self._acting:
                         self._handle(consumer, records)
@@ -141,6 +148,9 @@ class ActingRole:
                 heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, self._session_timeout_ms // 3),
                 partition_assignment_strategy=[CooperativeStickyAssignor],
             )
+            # the topic's partition known before the first join: a leader assigning it in a
+            # second, metadata-triggered rebalance is what can wedge the client (see _wedged)
+            consumer.partitions_for_topic(self.topic)
             consumer.subscribe([self.topic])
         except Exception as exc:  # noqa: BLE001
             self._failed(f"cannot join group {self.group_id}: {describe_error(exc)}")
@@ -174,7 +184,7 @@ class ActingRole:
         still says so). `fenced`: the fence refused it, another replica took over: then leave
         the group and join it afresh before polling again. Callable from any thread."""
         if fenced:
-            self._fenced.set()
+            self._afresh.set()
         self._lost.set()
 
     def _leave(self, consumer: Any) -> None:
@@ -182,8 +192,9 @@ class ActingRole:
         (the group gave the partition to another) rejoins claiming the partition it held, as
         kafka-python keeps it in its subscription, and the assignor may hand it back: the role
         would move back to a replica that has just been fenced. A fresh member claims nothing,
-        and the role stays where it is."""
-        self._fenced.clear()
+        and the role stays where it is. Also how a member whose join the client wedged
+        (_wedged) gets back into the group."""
+        self._afresh.clear()
         self._follow(False)
         close_quietly(partial(consumer.close, autocommit=False))
 
@@ -212,3 +223,15 @@ class ActingRole:
         if message != self.error:
             log.warning("%s", message)
         self.error = message
+
+
+def _wedged(consumer: Any) -> bool:
+    """Whether kafka-python (3.0.x) left a finished join unprocessed: its group leader records
+    the assignment it computes as it computes it, so when a rejoin was needed only because the
+    topic's metadata changed and the poll returned before the SyncGroup answer, the next poll
+    no longer sees a rejoin as needed and never completes the join. The member then neither
+    holds the partition nor heartbeats, and the group evicts it: nobody would act. Reads the
+    coordinator's private state: there is no public sign of it."""
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    task = getattr(coordinator, "_join_task", None)
+    return task is not None and bool(task.is_done) and not coordinator.need_rejoin()

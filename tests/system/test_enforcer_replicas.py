@@ -210,8 +210,8 @@ def test_a_replica_stopped_by_sigterm_hands_the_role_over_at_once(shared_kafka, 
     topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
         replicas = [start_replica(stack, shared_kafka, tmp_path / n, topic) for n in ("a", "b")]
-        # both in the election first: a replica joining as the other leaves is another case
-        # (the closing note of issue 40: it may not act until the group's rebalance times out)
+        # both in the election first: a replica joining as the other leaves (a rolling
+        # update) is test_acting_role's test_a_rolling_update_hands_the_role_on_at_every_step
         wait_until(
             lambda: stable_members(shared_kafka.admin_properties, f"kvq-enforcer-{topic}") == 2,
             60,
