@@ -156,8 +156,8 @@ class Replica:
         acting, self._acting = self._acting, None
         self.state.release()  # first: an apply in progress stops at its next journal write
         if acting is not None:
+            self.metrics.set_acting(False)  # before the wait: a step may wait for Kafka
             acting.end()
-            self.metrics.set_acting(False)
             log.info("standing by: another replica acts on %s", ", ".join(self.clusters))
         return False
 

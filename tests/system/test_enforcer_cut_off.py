@@ -198,3 +198,32 @@ def test_a_write_journaled_across_the_cut_is_not_sent_once_the_network_is_back(s
             END_TXN, 1, after=(ALTER_CLIENT_QUOTAS, 1), answer=True
         ),
     )  # the validation, then the journal write's commit goes out, its answer held
+
+
+def test_an_idle_replica_cut_off_stands_down_before_it_is_back(setting, tmp_path):
+    """The cable is pulled while A acts with nothing to apply (most of its life): once its
+    heartbeats go unanswered for a session timeout it stands down, still cut off, so it never
+    counts as a second replica acting while B acts (KafkaVolumeQuotaEnforcerNotOneActing);
+    back, it joins as a new member claiming nothing and the role stays with B. (Cut in the
+    middle of an apply, A learns it only once that apply's Kafka calls time out, or from the
+    fence when it is back: the tests above.)"""
+    proxy, kafka = setting.proxy, setting.kafka
+    topic = f"kvq-state-{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as stack:
+        stack.callback(proxy.heal)
+        a = start(kafka, tmp_path, "a", proxied=True, topic=topic, stack=stack)
+        wait_until(lambda: proxy.check() or status(a)["acting"], 60, what="replica A acting")
+        b = start(kafka, tmp_path, "b", proxied=False, topic=topic, stack=stack)
+
+        proxy.cut()
+        cut_at = time.time()
+        wait_until(lambda: status(b)["acting"], 60, what="replica B taking over")
+        wait_until(
+            lambda: not status(a)["acting"] and acting_metric(a) == 0,
+            60,
+            what="A standing down while cut off",
+        )
+        proxy.heal()
+        wait_until(lambda: join_claims(kafka, "PROXIED", cut_at), 60, what="A back in the group")
+        assert not any(join_claims(kafka, "PROXIED", cut_at))  # claiming nothing
+        assert status(b)["acting"] and not status(a)["acting"]
