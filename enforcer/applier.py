@@ -1,6 +1,6 @@
 """Apply a target factor to one cluster, one apply at a time: the phases of the apply/restore
 protocol (enforcer/apply/, one module each, described there) in order, under the cluster
-journal's lock (`ClusterJournal.exclusive`)."""
+journal's lock (`journal.ClusterJournal.exclusive`)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ from enforcer.apply.status import (
 )
 from enforcer.apply.verify import check_quota_callback, verify
 from enforcer.apply.view import View, caught_up_view
-from enforcer.cluster_journal import ClusterJournals
-from enforcer.journal import Episode
+from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_client import QuotaClient
@@ -50,7 +49,7 @@ class Applier:
         cluster: str,
         policy: QuotaPolicy,
         client: QuotaClient,
-        journal: ClusterJournals,
+        journal: Journal,
         metrics: EnforcerMetrics,
         dry_run: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
@@ -65,7 +64,7 @@ class Applier:
         self.cluster = cluster
         self.client = client
         self.journal = journal.for_cluster(cluster)
-        """This cluster's episode and requests in doubt (the seam of a second replica)."""
+        """This cluster's episode and requests in doubt, and the lock of its applies."""
         self.metrics = metrics
         self.dry_run = dry_run
         self.unanswered = UnansweredAlters(settle_s, monotonic, self.journal)

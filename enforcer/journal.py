@@ -17,7 +17,7 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
 - `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
   and not answered (yet), so a request that may still land is known after a restart.
 
-`LocalClusterJournal` is one cluster's episode and unanswered requests, what an `Applier` acts
+`ClusterJournal` is one cluster's episode and unanswered requests, what an `Applier` acts
 through; the firing alerts are the `Enforcer`'s, across clusters.
 
 SQLite stores a NaN REAL as NULL, so non-finite values are written as text ('nan', 'inf').
@@ -253,10 +253,10 @@ class Journal:
         self.episodes = ThrottleEpisodes(self)
         self.unanswered = UnansweredRequests(self)
 
-    def for_cluster(self, cluster: str) -> LocalClusterJournal:
-        """One cluster's part of this journal, behind a lock of this process (the
-        `cluster_journal.ClusterJournal` an `Applier` acts through)."""
-        return LocalClusterJournal(self, cluster)
+    def for_cluster(self, cluster: str) -> ClusterJournal:
+        """One cluster's part of this journal, behind a lock of this process: what an
+        `Applier` acts through."""
+        return ClusterJournal(self, cluster)
 
     def close(self) -> None:
         with self._lock:
@@ -663,9 +663,13 @@ class UnansweredRequests:
         )
 
 
-class LocalClusterJournal:
-    """`cluster_journal.ClusterJournal` of one process: a thread lock in front of one cluster's
-    rows of the SQLite journal."""
+class ClusterJournal:
+    """One cluster's throttle episode and unanswered requests, and the lock that makes one
+    apply at a time act on the cluster (`exclusive`, held for a whole apply): a thread lock in
+    front of the cluster's rows of the SQLite journal. With several replicas
+    (`kvq.enforcer.state.store=kafka`) the same: only the replica the election picks acts, and
+    each of its journal writes is committed to Kafka first (the journal's sink, fenced), so the
+    phases of an apply need not know whether other replicas exist."""
 
     def __init__(self, journal: Journal, cluster: str) -> None:
         self._journal = journal

@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from enforcer.cluster_journal import ClusterJournal
-from enforcer.journal import Episode, FiringAlerts
+from enforcer.journal import ClusterJournal, Episode, FiringAlerts
 from enforcer.kafka_originals import KafkaOriginals
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import Snapshot, current_value

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from enforcer.cluster_journal import ClusterJournal
-from enforcer.journal import JournalError
+from enforcer.journal import ClusterJournal, JournalError
 from enforcer.quota_plan import Change, Pair, same_value
 
 SETTLE_S = 75.0

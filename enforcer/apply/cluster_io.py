@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from enforcer.cluster_journal import ClusterJournal
+from enforcer.journal import ClusterJournal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
 from enforcer.quota_plan import Change
@@ -20,7 +20,7 @@ class ClusterIO:
     name: str
     client: QuotaClient
     journal: ClusterJournal
-    """This cluster's episode and requests in doubt (the seam of a second replica)."""
+    """This cluster's episode and requests in doubt, and the lock of its applies."""
     unanswered: UnansweredAlters
     metrics: EnforcerMetrics
     monotonic: Callable[[], float]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from enforcer.apply.plan import Plan
 from enforcer.apply.verify import landed
-from enforcer.cluster_journal import ClusterJournal
-from enforcer.journal import Episode
+from enforcer.journal import ClusterJournal, Episode
 from enforcer.quota_plan import Pair, Snapshot, same_value
 
 
