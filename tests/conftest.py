@@ -40,13 +40,22 @@ def pytest_unconfigure(config):
         signals.close()  # the handlers the process had before
 
 
-LONGEST_FIRST = ("tests/system/test_producers_scenario.py", "tests/spark/test_scaling_model.py")
+LONGEST_FIRST = (
+    "tests/system/test_producers_scenario.py",
+    "tests/enforcer/test_entity_minimum_kafka.py",
+    "tests/system/test_failsafe_loop.py",
+    "tests/spark/test_scaling_model.py",
+    "tests/system/test_backfill_live_exporter.py",
+    "tests/spark/test_spark_submit.py",
+    "tests/system/test_enforcer_cut_off.py",
+)
 """Modules that take minutes of waiting at a set pace: they start first, so that under `make
 test`'s two workers (one module at a time each) the last minutes are not one long module alone."""
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)  # stable
+    order = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], len(order)))  # stable
 
 
 @pytest.fixture
