@@ -131,6 +131,15 @@ check_backfill() {
   if grep -q "saving Spark's classes\|no class archive\|damaged class archive" "$work/backfill.err"
   then echo "the image's Spark class archive was not used:"; cat "$work/backfill.err"; exit 1; fi
   echo "   Spark started from the image's class archive ($(in_image sh -c 'cd "$KVQ_CACHE_DIR" && ls -- *.jsa'))"
+  echo "== kvq-backfill --blocks of the same archive: each task writes its blocks with kvq-tsdb-blocks"
+  in_image kvq-backfill --archive /tmp/kvq/archive --config /tmp/kvq/kvq.properties \
+    --output /tmp/kvq/blocks-out --blocks 2>"$work/blocks.err" | tail -1 \
+    || { tail -20 "$work/blocks.err"; exit 1; }
+  grep -q "kvq-tsdb-blocks in each task" "$work/blocks.err" \
+    || { echo "the tasks did not run the image's kvq-tsdb-blocks:"; cat "$work/blocks.err"; exit 1; }
+  blocks=$(find "$root/tmp/kvq/blocks-out/blocks" -name meta.json | wc -l)
+  [ "$blocks" -gt 0 ] || { echo "no block in out/blocks"; exit 1; }
+  echo "   $blocks block(s) in blocks-out/blocks"
 }
 
 check_provenance() {
