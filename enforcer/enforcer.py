@@ -233,14 +233,35 @@ class Enforcer:
                 payload.truncated_alerts,
             )
         results, errors = {}, []
+        asking = tuple(a for a in found.throttle if a.key not in stale)
         for cluster in sorted(affected):
             try:
-                results[cluster] = self.enforce(cluster, asked)
+                result, reused = self._enforce(cluster, asked)
             except ApplyError as exc:
                 errors.append(f"cluster {cluster}: {exc}")
+                continue
+            results[cluster] = result
+            if not reused:
+                self._observe_alert_to_enforce(result, asking)
         if errors:
             raise ApplyError("; ".join(errors))
         return WebhookOutcome(results, found.ignored, len(stale), len(found.heartbeats))
+
+    def _observe_alert_to_enforce(
+        self, result: ApplyResult, alerts: tuple[ThrottleAlert, ...]
+    ) -> None:
+        """When this apply changed Kafka's quotas to the factor a firing alert of the webhook
+        asks for: the seconds from that alert's startsAt (the latest, if several ask for it: the
+        step's own alert) to now, its quotas written and verified. Prometheus' clock against the
+        enforcer's (one clock on a host, NTP apart in a cluster)."""
+        if result.dry_run or not result.changes:
+            return
+        starts = [
+            a.starts_at for a in alerts if a.cluster == result.cluster and a.factor == result.factor
+        ]
+        if starts:
+            took = (self._clock() - max(starts)).total_seconds()
+            self.metrics.alert_to_enforce_seconds.labels(result.cluster).observe(max(took, 0.0))
 
     def _throttling_per_prometheus(self, alerts: tuple[ThrottleAlert, ...]) -> set[str]:
         """Clusters of firing `alerts` about to be ignored as stale for which Prometheus says the
