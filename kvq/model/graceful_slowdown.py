@@ -17,8 +17,9 @@ MIN_ELAPSED_SECONDS = 0.001
 """Observations closer than this (equal timestamps) count as this far apart."""
 RESPONSE_SECONDS_DEFAULT = 30.0
 """`GracefulSlowdown.response_seconds` unless configured (`kvq.throttle.slowdown.response.time`):
-several times the recommended loop's (a poll of 5 s, then scrape, rule, Alertmanager and enforcer
-within about 3 s more), so a deployment with that loop is safe without measuring its own."""
+about twice the recommended loop's 14 s (two polls of 5 s for the fill rate to show a change,
+then scrape, rule, Alertmanager and the enforcer's write within about 4 s), so a deployment with
+that loop is safe without measuring its own."""
 
 
 def settled_share(retention_seconds: float, response_seconds: float) -> float:
