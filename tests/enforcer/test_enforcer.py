@@ -93,8 +93,9 @@ def test_alert_not_resent_for_the_expiry_is_forgotten_and_quotas_restored(world,
 
 def test_each_step_a_webhook_applies_is_timed_from_its_alerts_start(world):
     """kafka_volume_quota_enforcer_alert_to_enforce_seconds: from the startsAt of the firing
-    alert asking for the factor applied to Kafka's quotas written and verified at it; a repeat
-    that changes nothing and the restore (no alert asks for it) are not steps."""
+    alert asking for the factor applied to Kafka's quotas written and verified at it, once per
+    alert; a repeat that changes nothing, a new factor of the same alert and the restore (no
+    alert asks for it) are not timed."""
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()
 
@@ -115,6 +116,9 @@ def test_each_step_a_webhook_applies_is_timed_from_its_alerts_start(world):
     assert measured() == (1.0, 2.5)
     step(0.25, 1.0)
     assert kafka.values[ALICE][P] == 200.0 and measured() == (2.0, 3.5)
+    clock.now += timedelta(seconds=1)
+    step(0.24, 2.0)  # the same alert (startsAt), its annotation moved: asked for after it started
+    assert kafka.values[ALICE][P] == 192.0 and measured() == (2.0, 3.5)
     clock.now += timedelta(seconds=5)
     handle(enforcer, None)
     assert kafka.values[ALICE][P] == 800.0 and measured() == (2.0, 3.5)
