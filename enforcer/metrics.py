@@ -57,8 +57,8 @@ class EnforcerMetrics:
             PREFIX + "alert_to_enforce_seconds",
             "From a throttle alert's startsAt (the rule evaluation that asked for its factor) to "
             "Kafka's quotas written and verified at that factor, once per alert (each factor step "
-            "is an alert of its own) whose webhook applied it: with the poll, scrape and rule intervals, the loop's response "
-            "time (kvq.throttle.slowdown.response.time)",
+            "is an alert of its own) whose webhook applied it: with the poll, scrape and rule "
+            "intervals, the loop's response time (kvq.throttle.slowdown.response.time)",
             [cluster_label],
             buckets=(0.25, 0.5, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300),
             registry=self.registry,
