@@ -35,6 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
 from demo import pictures
 from demo.producers import (
     DiskWatch,
@@ -53,10 +56,12 @@ from demo.versus import SETUP as VERSUS
 from demo.versus import quota_members, recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
-from devkit.loop_settings import recommended
+from devkit.loop_settings import iso_duration, recommended
 from devkit.processes import wait_until
 from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
+from kvq.model.graceful_slowdown import settled_share
+from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_RESPONSE
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
@@ -80,9 +85,22 @@ graceful-slowdown first slows it about 15 s after the start (a longer horizon wo
 Kafka's rate sensors, whose window is 11 s, show the rates the observed-rate references are read
 from); the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a
 factor."""
+ALERT_TO_ENFORCE_SECONDS = 2.0
+"""From a step's alert firing to Kafka's quotas written and verified at its factor: Alertmanager's
+group_interval (1 s: a step while the alert fires) and the enforcer's write on this real Kafka
+cluster; each run prints what the enforcer measured (its alert-to-enforce histogram)."""
+RESPONSE_SECONDS = (
+    2 * SETUP.loop.poll + SETUP.loop.scrape + SETUP.loop.evaluation + ALERT_TO_ENFORCE_SECONDS
+)
+"""kvq.throttle.slowdown.response.time: this loop's, from a change of broker 0's fill rate to the
+quotas following it: two polls (5 s each: the fill rate, a median of three intervals, shows it
+two polls later), the scrape and the rule (1 s each), then ALERT_TO_ENFORCE_SECONDS: 14 s."""
+RESPONSE = iso_duration(RESPONSE_SECONDS)
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
-    "graceful-slowdown": f"graceful-slowdown, horizon {HORIZON}, observed-rate references",
+    "graceful-slowdown": (
+        f"graceful-slowdown, horizon {HORIZON}, response time {RESPONSE}, observed-rate references"
+    ),
 }
 ENFORCER_PROPERTIES = {
     # The factor scales what each principal was writing when the episode started (Kafka's quota
@@ -124,6 +142,40 @@ def at_the_limit(room: float, seconds: float) -> float:
     return room * seconds / RESIDENCE_SECONDS
 
 
+ALERT_TO_ENFORCE = "kafka_volume_quota_enforcer_alert_to_enforce_seconds"
+
+
+@dataclass(frozen=True)
+class AlertToEnforce:
+    """The enforcer's alert-to-enforce histogram at the end of a run: how many steps, their
+    mean, and the smallest bucket bound that holds all of them."""
+
+    steps: int
+    mean: float
+    within: float
+
+    @classmethod
+    def read(cls, stack) -> AlertToEnforce | None:
+        """From the enforcer's /metrics; None before any step was measured."""
+        text = requests.get(stack.enforcer_url + "/metrics", timeout=10).text
+        (family,) = [f for f in text_string_to_metric_families(text) if f.name == ALERT_TO_ENFORCE]
+        sums = {s.name.removeprefix(ALERT_TO_ENFORCE): s.value for s in family.samples}
+        buckets = sorted(
+            (float(s.labels["le"]), s.value) for s in family.samples if s.name.endswith("_bucket")
+        )
+        steps = int(sums["_count"])
+        if not steps:
+            return None
+        within = next(bound for bound, count in buckets if count >= steps)
+        return cls(steps, sums["_sum"] / steps, within)
+
+    def row(self) -> str:
+        return (
+            f"{self.steps} steps, mean {self.mean:.2f} s, all within {self.within:g} s "
+            f"(budgeted {ALERT_TO_ENFORCE_SECONDS:g} s of the {RESPONSE_SECONDS:g} s response time)"
+        )
+
+
 @dataclass
 class Outcome:
     policy: str
@@ -136,6 +188,7 @@ class Outcome:
     recovered: dict[str, float] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
     before: dict[str, float] = field(default_factory=dict)
+    alert_to_enforce: AlertToEnforce | None = None
 
     @property
     def episode_bytes(self) -> int:
@@ -368,6 +421,7 @@ def drive(
             outcome.restored = time.monotonic()
             outcome.events.append((outcome.restored, "quotas restored by the enforcer"))
         time.sleep(0.2)
+    outcome.alert_to_enforce = AlertToEnforce.read(stack)
     return outcome
 
 
@@ -386,6 +440,15 @@ def table(outcome: Outcome) -> str:
         f"({acked / this_run:.0%} of it)",
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
+    if outcome.policy == "graceful-slowdown":
+        share = settled_share(RESIDENCE_SECONDS, RESPONSE_SECONDS)
+        rows.append(
+            f"  {'  settled share by design, R / (R + response)':52} {share:.0%} "
+            f"(R {RESIDENCE_SECONDS:g} s, response {RESPONSE_SECONDS:g} s)"
+        )
+    if outcome.alert_to_enforce is not None:
+        what = "alert firing -> quotas written (enforcer's histogram)"
+        rows.append(f"  {what:52} {outcome.alert_to_enforce.row()}")
     window = outcome.equilibrium_window()
     if window is not None:
         start, end = window
@@ -427,7 +490,10 @@ def run_policy(
     setup: Setup = SETUP,
 ) -> Outcome:
     active: list = []
-    graceful = f"kvq.throttle.policy={policy}\nkvq.throttle.slowdown.horizon={HORIZON}\n"
+    graceful = (
+        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
+        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
+    )
     graceful += ENFORCER_PROPERTIES.get(policy, "")
     if violation_check_interval is not None:
         graceful += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
@@ -583,7 +649,10 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
 
 SHORT_TITLES = {
     "stop-on-violation": "kvq, the proposal's 0/1 policy",
-    "graceful-slowdown": f"kvq, graceful-slowdown (horizon {HORIZON}, observed-rate references)",
+    "graceful-slowdown": (
+        f"kvq, graceful-slowdown (horizon {HORIZON}, response time {RESPONSE}, observed-rate "
+        "references)"
+    ),
 }
 
 

@@ -170,6 +170,7 @@ class FakeExporter:
             out.family("apply_failures", "counter", [(c, self.scrapes // 5)])
             out.family("quota_changes", "counter", [(c, 2 * self.scrapes)])
             out.histogram("apply_duration_seconds", c, self.scrapes, 0.02 * self.scrapes)
+            out.histogram("alert_to_enforce_seconds", c, self.scrapes, 2.0 * self.scrapes)
             out.family("target_factor", "gauge", [(c, self.factor())])
             out.family("applied_factor", "gauge", [(c, self.enforcer_applied_factor)])
             out.family("drift_pairs", "gauge", [(c, 1)])

@@ -184,6 +184,8 @@ class Enforcer:
         self._moments = itertools.count(1)
         """Orders alert changes, applies and requests for an apply (next() is atomic)."""
         self._turns = {cluster: _ClusterTurn() for cluster in self.appliers}
+        self._timed_steps: dict[str, tuple[str, datetime]] = {}
+        """Per cluster, the alert (fingerprint, startsAt) whose step was last timed."""
         for cluster, applier in self.appliers.items():  # what the journal knows, until an apply
             status = applier.status()
             metrics.target_factor.labels(cluster).set(self.target(cluster))
@@ -233,14 +235,42 @@ class Enforcer:
                 payload.truncated_alerts,
             )
         results, errors = {}, []
+        asking = tuple(a for a in found.throttle if a.key not in stale)
         for cluster in sorted(affected):
             try:
-                results[cluster] = self.enforce(cluster, asked)
+                result, reused = self._enforce(cluster, asked)
             except ApplyError as exc:
                 errors.append(f"cluster {cluster}: {exc}")
+                continue
+            results[cluster] = result
+            if not reused:
+                self._observe_alert_to_enforce(result, asking)
         if errors:
             raise ApplyError("; ".join(errors))
         return WebhookOutcome(results, found.ignored, len(stale), len(found.heartbeats))
+
+    def _observe_alert_to_enforce(
+        self, result: ApplyResult, alerts: tuple[ThrottleAlert, ...]
+    ) -> None:
+        """When this apply changed Kafka's quotas to the factor a firing alert of the webhook
+        asks for, the first time it does for that alert (its step): the seconds from the
+        alert's startsAt (the latest, if several ask for it) to now, its quotas written and
+        verified. A later factor of the same alert (its annotation moved within the two digits
+        of its `factor_step` label) was asked for after its startsAt, and is not timed from it.
+        Prometheus' clock against the enforcer's (one clock on a host, NTP apart in a
+        cluster)."""
+        if result.dry_run or not result.changes:
+            return
+        asking = [a for a in alerts if a.cluster == result.cluster and a.factor == result.factor]
+        if not asking:
+            return
+        step = max(asking, key=lambda a: a.starts_at)
+        timed = (step.fingerprint, step.starts_at)
+        if self._timed_steps.get(result.cluster) == timed:
+            return
+        self._timed_steps[result.cluster] = timed
+        took = (self._clock() - step.starts_at).total_seconds()
+        self.metrics.alert_to_enforce_seconds.labels(result.cluster).observe(max(took, 0.0))
 
     def _throttling_per_prometheus(self, alerts: tuple[ThrottleAlert, ...]) -> set[str]:
         """Clusters of firing `alerts` about to be ignored as stale for which Prometheus says the

@@ -53,6 +53,16 @@ class EnforcerMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.alert_to_enforce_seconds = Histogram(
+            PREFIX + "alert_to_enforce_seconds",
+            "From a throttle alert's startsAt (the rule evaluation that asked for its factor) to "
+            "Kafka's quotas written and verified at that factor, once per alert (each factor step "
+            "is an alert of its own) whose webhook applied it: with the poll, scrape and rule "
+            "intervals, the loop's response time (kvq.throttle.slowdown.response.time)",
+            [cluster_label],
+            buckets=(0.25, 0.5, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300),
+            registry=self.registry,
+        )
         self.acting = gauge(
             "acting",
             "1 while this replica acts on the cluster (always with kvq.enforcer.state.store="
@@ -119,6 +129,7 @@ class EnforcerMetrics:
             for metric in self._cluster_metrics:
                 metric.labels(cluster)
             self.apply_seconds.labels(cluster)
+            self.alert_to_enforce_seconds.labels(cluster)
 
     def set_acting(self, acting: bool) -> None:
         for cluster in self.clusters:

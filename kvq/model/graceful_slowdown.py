@@ -15,6 +15,19 @@ NOT_FILLING_SECONDS = 365 * 86400.0
 """The predicted time to the limit of a volume that is not filling (and the most ever shown)."""
 MIN_ELAPSED_SECONDS = 0.001
 """Observations closer than this (equal timestamps) count as this far apart."""
+RESPONSE_SECONDS_DEFAULT = 30.0
+"""`GracefulSlowdown.response_seconds` unless configured (`kvq.throttle.slowdown.response.time`):
+about twice the recommended loop's 14 s (two polls of 5 s for the fill rate to show a change,
+then scrape, rule, Alertmanager and the enforcer's write within about 4 s), so a deployment with
+that loop is safe without measuring its own."""
+
+
+def settled_share(retention_seconds: float, response_seconds: float) -> float:
+    """The share of the factor at which retention, keeping `retention_seconds` of data, would hold
+    a volume at its limit that a steady load settles at under `GracefulSlowdown` (R / (R +
+    response)): the headroom it keeps lasts `response_seconds` at the factor's share of the peak,
+    and retention holds R seconds' writes in the rest of the room."""
+    return retention_seconds / (retention_seconds + response_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +46,7 @@ class GracefulSlowdown:
     - factor `(1 + depth / 16) ** -16` (`kvq.model.slowdown_depth`): close to e ** -depth, so
       a step of the depth lowers the factor by the same share whatever the factor already is;
     - the depth grows while the volume would reach the limit within the horizon (in proportion
-      to how much too fast it fills, over `RESPONSE_SECONDS`): each step lowers the factor by
+      to how much too fast it fills, over `response_seconds`): each step lowers the factor by
       at most `MAX_DROP` (20%) and `MAX_DROP_PER_SECOND` (5% a second), so a quota stays
       close to the rate it meets and Kafka's throttle times, (rate - quota) / quota x its
       window, stay within a few seconds; it shrinks while the volume fills slower than that,
@@ -41,7 +54,7 @@ class GracefulSlowdown:
       and the limit is `RESTART_MARGIN` horizons away or more;
     - the depth never falls below its held floor (`depth_floor`): the factor stays at or below
       the share of the volume's peak fill rate (the fastest it filled since its last restart)
-      at which its headroom would last `RESPONSE_SECONDS` (or the horizon, if shorter) with
+      at which its headroom would last `response_seconds` (or the horizon, if shorter) with
       nothing deleted (the level of the floor at once, below), and at or below `HELD_CAP`
       while its headroom would not last the horizon at the peak. With time-based retention,
       the volume holds about what was written over the last retention time, so once a
@@ -53,12 +66,12 @@ class GracefulSlowdown:
       chunk, read as space freed) until the headroom covers the horizon at the peak again.
       The floor climbs as the headroom shrinks or the peak rises; the held floor follows it
       at most one `MAX_DROP` every `FLOOR_CLIMB_SECONDS`, except that a volume that would reach
-      its limit within `RESPONSE_SECONDS` at its fill rate (a load step) gets at once the
+      its limit within `response_seconds` at its fill rate (a load step) gets at once the
       factor at which its headroom lasts that long at its peak.
     At a steady load the factor settles where the volume fills just as fast as it may: its
     headroom shrinks at most by a factor e every horizon, it never reaches the limit; with
-    retention it settles where the headroom left lasts `RESPONSE_SECONDS` at the factor's
-    share of the peak: at R / (R + RESPONSE_SECONDS) of the factor at which retention
+    retention it settles where the headroom left lasts `response_seconds` at the factor's
+    share of the peak: at R / (R + response_seconds) of the factor at which retention
     (keeping R seconds of data) would hold the volume at the limit, whatever the horizon. (A
     floor at the horizon held it at R / (R + horizon) of it: about half with a horizon near R,
     less with a longer one.)
@@ -66,6 +79,17 @@ class GracefulSlowdown:
 
     limit: Limit
     horizon_seconds: float
+    response_seconds: float = RESPONSE_SECONDS_DEFAULT
+    """The loop's response time: how long a change of the volume may take to show in Kafka's
+    quotas (its poll, Prometheus' scrape and rule, Alertmanager, the enforcer's write), with room
+    to spare. The depth grows by (predicted time too short, relative) x elapsed / this, so that
+    it does not overshoot a loop that acts this late. A volume that would reach its limit sooner
+    than this is past what paced steps can slow (`depth_floor` holds it at once; the exporter
+    takes in a check showing it). The held floor keeps this much headroom at the factor's share
+    of the peak: a rise that retention hid shows in the fill rate before it reaches the limit.
+    So with retention keeping R seconds of data the factor settles at R / (R + this) of the one
+    that would hold the volume at the limit (`settled_share`): the shorter the loop's real
+    response, the closer to the limit it may ride."""
     history: ClassVar[int] = 3
     accumulates: ClassVar[bool] = True
     polls_watched_after_lift: ClassVar[int] = history
@@ -76,13 +100,6 @@ class GracefulSlowdown:
         "log_dir_fill_rate_bytes_per_second",
         "log_dir_seconds_to_limit",
     )
-    RESPONSE_SECONDS: ClassVar[float] = 30.0
-    """The depth grows by (predicted time too short, relative) x elapsed / this: the reaction
-    time of the loop, longer than the alert and enforcer delays so that it does not overshoot.
-    A volume that would reach its limit sooner than this is past what paced steps can slow
-    (`depth_floor` holds it at once; the exporter takes in a check showing it). The held floor
-    keeps this much headroom at the factor's share of the peak: a rise that retention hid
-    shows in the fill rate before it reaches the limit."""
     RISE_SECONDS: ClassVar[float] = 15.0
     """... and shrinks by (predicted time longer than the horizon, relative, at most 1) x elapsed
     / this: producers get their rate back faster than they lose it."""
@@ -159,7 +176,7 @@ class GracefulSlowdown:
         pace = ops.choose(
             too_fast < 0,
             1.0 / self.RISE_SECONDS,
-            1.0 / self.RESPONSE_SECONDS,
+            1.0 / self.response_seconds,
         )
         step = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
         freed = (
@@ -186,7 +203,7 @@ class GracefulSlowdown:
         ops: Expressions,
     ) -> tuple[Any, Any]:
         """(held, at once): the depth of the highest factor at which the volume, filling at
-        that share of its peak with nothing deleted, would still take `RESPONSE_SECONDS` (or
+        that share of its peak with nothing deleted, would still take `response_seconds` (or
         the horizon, if shorter) to reach its limit: the floor at once's level, so that at a
         steady load the headroom left keeps the volume out of reach of it; and no higher than
         `HELD_CAP` while its headroom would not last the horizon at its peak (0 while that is
@@ -195,15 +212,15 @@ class GracefulSlowdown:
         write once those segments are gone; the peak does.
 
         At once, while the volume at its fill rate would reach its limit within
-        `RESPONSE_SECONDS` from this reading and from the one before (one spuriously low
+        `response_seconds` from this reading and from the one before (one spuriously low
         reading is not enough), sooner than the held floor's climb and the paced steps could
         slow it (a load step, or the load another volume's throttle held coming back when that
         throttle is lifted): the depth of the factor at which its headroom lasts
-        `RESPONSE_SECONDS` at its peak (0 otherwise); the held floor then climbs on from there.
+        `response_seconds` at its peak (0 otherwise); the held floor then climbs on from there.
         A level, not a step: readings that still show the rate from before it took effect ask
         for no more than it."""
         headroom = ops.greatest(self.headroom(reading), 1.0)
-        lasting = min(self.RESPONSE_SECONDS, self.horizon_seconds)
+        lasting = min(self.response_seconds, self.horizon_seconds)
         capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
         reach = ops.greatest(lasting * peak / headroom, capped)
         held = depth_sharing(reach, self.LOWEST_CAP, ops)
@@ -211,7 +228,7 @@ class GracefulSlowdown:
             return held, 0.0
         surest = ops.greatest(headroom, self.headroom(previous[0]))
         imminent = self.imminent(self.fill_rate(reading, previous, ops), surest)
-        at_once = depth_sharing(self.RESPONSE_SECONDS * peak / headroom, self.LOWEST_CAP, ops)
+        at_once = depth_sharing(self.response_seconds * peak / headroom, self.LOWEST_CAP, ops)
         return held, ops.choose(imminent, at_once, 0.0)
 
     @property
@@ -219,11 +236,11 @@ class GracefulSlowdown:
         return depth_of_drop(self.MAX_DROP) / self.FLOOR_CLIMB_SECONDS
 
     def imminent(self, rate: Any, headroom: Any) -> Any:
-        """Whether `headroom` lasts less than `RESPONSE_SECONDS` at `rate`."""
-        return self.RESPONSE_SECONDS * rate > headroom
+        """Whether `headroom` lasts less than `response_seconds` at `rate`."""
+        return self.response_seconds * rate > headroom
 
     def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
-        """The limit within `RESPONSE_SECONDS` at the rate of this one interval: the fill
+        """The limit within `response_seconds` at the rate of this one interval: the fill
         rate, a median of three, would see it only a poll later."""
         rate = self.fill_rate(reading, (last,), PLAIN)
         return bool(self.imminent(rate, self.headroom(reading)))

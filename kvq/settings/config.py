@@ -27,7 +27,7 @@ from typing import Any
 
 from kvq.contract import metric_families
 from kvq.contract.cluster_identity import ClusterIdentity
-from kvq.model.graceful_slowdown import GracefulSlowdown
+from kvq.model.graceful_slowdown import RESPONSE_SECONDS_DEFAULT, GracefulSlowdown
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -90,6 +90,8 @@ GRACEFUL_SLOWDOWN = "graceful-slowdown"
 POLICIES = (STOP_ON_VIOLATION, GRACEFUL_SLOWDOWN)
 SLOWDOWN_HORIZON = "kvq.throttle.slowdown.horizon"
 SLOWDOWN_HORIZON_DEFAULT = "PT10M"
+SLOWDOWN_RESPONSE = "kvq.throttle.slowdown.response.time"
+SLOWDOWN_RESPONSE_DEFAULT = format_duration(timedelta(seconds=RESPONSE_SECONDS_DEFAULT))
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
 
@@ -235,6 +237,22 @@ SHARED_KVQ_SETTINGS = (
         "this (the time an operator needs to react); production slows down as much as that "
         "takes.",
     ),
+    Setting(
+        SLOWDOWN_RESPONSE,
+        values.duration_between(
+            timedelta(seconds=1), timedelta(hours=1), "no hop of the loop is faster than a second"
+        ),
+        SLOWDOWN_RESPONSE_DEFAULT,
+        f"{GRACEFUL_SLOWDOWN} only: the loop's response time, from a change of a volume's "
+        "fill rate to Kafka's quotas following it: two polls (the fill rate is a median of "
+        "three intervals), the scrape, the rule's evaluation and the alert to the enforcer's "
+        "verified write (kafka_volume_quota_enforcer_alert_to_enforce_seconds). The policy "
+        "keeps this much headroom at the rate it lets through and paces its steps to it: with "
+        "retention keeping R seconds of data a steady load settles at R / (R + this) of the "
+        "rate retention frees. The default is twice the recommended loop's 14 s; a slower "
+        "loop (30 s scrapes and rule evaluation, a longer group_interval) needs its own, "
+        "measured (docs/policies.md).",
+    ),
 )
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 SHARED_KVQ_KEYS = tuple(setting.key for setting in SHARED_KVQ_SETTINGS)
@@ -292,6 +310,7 @@ class Config:
     warnings: tuple[str, ...]
     policy_name: str = STOP_ON_VIOLATION
     slowdown_horizon: timedelta = timedelta(minutes=10)
+    slowdown_response: timedelta = timedelta(seconds=RESPONSE_SECONDS_DEFAULT)
 
     @property
     def cluster(self) -> ClusterIdentity:
@@ -304,7 +323,11 @@ class Config:
         """The throttle factor policy of this configuration (`kvq.throttle.policy`): every app
         takes it from here."""
         if self.policy_name == GRACEFUL_SLOWDOWN:
-            return GracefulSlowdown(self.limit, self.slowdown_horizon.total_seconds())
+            return GracefulSlowdown(
+                self.limit,
+                self.slowdown_horizon.total_seconds(),
+                self.slowdown_response.total_seconds(),
+            )
         return StopOnViolation(self.limit)
 
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
@@ -504,6 +527,21 @@ def _short_validity_warning(validity: timedelta, check_interval: timedelta) -> s
     )
 
 
+def _short_response_warning(response: timedelta, check_interval: timedelta) -> list[str]:
+    # The fill rate, a median of three intervals, shows a change two polls after it: a response
+    # time shorter than that paces steps and floors on readings the last step has not reached
+    # yet, and the factor swings (tests/kvq/model/test_graceful_slowdown.py).
+    if response >= 2 * check_interval:
+        return []
+    return [
+        f"{SLOWDOWN_RESPONSE} {format_duration(response)} is shorter than two polls "
+        f"({CHECK_INTERVAL} {format_duration(check_interval)}): the fill rate shows a change "
+        "two polls after it, so graceful-slowdown's factor swings; set it to at least "
+        f"{format_duration(2 * check_interval)} plus the scrape, rule and alert-to-enforce "
+        "times"
+    ]
+
+
 def _read_shared(reader: _Reader, source: str) -> Config | None:
     """The shared part of the configuration; None when it has errors (in `reader.errors`)."""
     properties = reader.properties
@@ -542,10 +580,13 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     cluster_name = read(CLUSTER_NAME)
     policy_name = read(THROTTLE_POLICY)
     horizon = read(SLOWDOWN_HORIZON)
+    response = read(SLOWDOWN_RESPONSE)
     cluster_label = read(CLUSTER_LABEL)
 
     if check_interval and validity and validity <= check_interval:
         warnings.append(_short_validity_warning(validity, check_interval))
+    if policy_name == GRACEFUL_SLOWDOWN and check_interval and response:
+        warnings += _short_response_warning(response, check_interval)
 
     for key in sorted(properties):
         if key in IGNORED_PLUGIN_KEYS:
@@ -583,6 +624,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         warnings=tuple(warnings),
         policy_name=policy_name,
         slowdown_horizon=horizon,
+        slowdown_response=response,
     )
 
 

@@ -91,6 +91,39 @@ def test_alert_not_resent_for_the_expiry_is_forgotten_and_quotas_restored(world,
     assert "forgetting firing alert" in caplog.text
 
 
+def test_each_step_a_webhook_applies_is_timed_from_its_alerts_start(world):
+    """kafka_volume_quota_enforcer_alert_to_enforce_seconds: from the startsAt of the firing
+    alert asking for the factor applied to Kafka's quotas written and verified at it, once per
+    alert; a repeat that changes nothing, a new factor of the same alert and the restore (no
+    alert asks for it) are not timed."""
+    clock, kafka, new_enforcer = world
+    enforcer = new_enforcer()
+
+    def step(factor, started_ago):
+        starts_at = clock.now - timedelta(seconds=started_ago)
+        body = throttle_webhook(cluster="c1", factor=factor, starts_at=starts_at)
+        enforcer.handle(webhook_from_dict(body))
+
+    def measured():
+        name = "kafka_volume_quota_enforcer_alert_to_enforce_seconds"
+        value = enforcer.metrics.registry.get_sample_value
+        return value(f"{name}_count", {"cluster": "c1"}), value(f"{name}_sum", {"cluster": "c1"})
+
+    step(0.5, 2.5)
+    assert kafka.values[ALICE][P] == 400.0 and measured() == (1.0, 2.5)
+    clock.now += timedelta(seconds=5)
+    step(0.5, 7.5)  # Alertmanager's repeat of the same alert: Kafka already holds it
+    assert measured() == (1.0, 2.5)
+    step(0.25, 1.0)
+    assert kafka.values[ALICE][P] == 200.0 and measured() == (2.0, 3.5)
+    clock.now += timedelta(seconds=1)
+    step(0.24, 2.0)  # the same alert (startsAt), its annotation moved: asked for after it started
+    assert kafka.values[ALICE][P] == 192.0 and measured() == (2.0, 3.5)
+    clock.now += timedelta(seconds=5)
+    handle(enforcer, None)
+    assert kafka.values[ALICE][P] == 800.0 and measured() == (2.0, 3.5)
+
+
 def test_ignored_payloads_write_nothing(world):
     clock, kafka, new_enforcer = world
     enforcer = new_enforcer()

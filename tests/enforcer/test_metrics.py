@@ -26,5 +26,6 @@ def test_exposition_is_promtool_clean_and_complete():
         'kafka_volume_quota_enforcer_drift_pairs{cluster="prod-eu-1"} 0.0',
         'kafka_volume_quota_enforcer_apply_duration_seconds_bucket{cluster="prod-eu-1",le="0.025"}',
         'kafka_volume_quota_enforcer_quota_changes_total{cluster="prod-eu-1"} 0.0',
+        'kafka_volume_quota_enforcer_alert_to_enforce_seconds_count{cluster="prod-eu-1"} 0.0',
     ):
         assert series in body

@@ -21,6 +21,7 @@ from kvq.model.volume import LogDirDescription
 from kvq.settings.config import (
     GRACEFUL_SLOWDOWN,
     SLOWDOWN_HORIZON,
+    SLOWDOWN_RESPONSE,
     THROTTLE_POLICY,
     Config,
     load_config,
@@ -214,9 +215,10 @@ def write_lines(path: Path, observations: list[Observation]) -> None:
 
 
 def test_a_floor_at_once_is_evaluated_alike(spark, tmp_path):
-    """A load step that brings a volume within 30 s of its limit (readings a second apart, as
-    the exporter's checks take them in): the factor falls at once, by more than the paced 20 %,
-    to a floor the backfill holds as the exporter does, bit for bit."""
+    """A load step that brings a volume within its response time of its limit (14 s here, set
+    as `kvq.throttle.slowdown.response.time`: both read it; readings a second apart, as the
+    exporter's checks take them in): the factor falls at once, by more than the paced 20 %, to
+    a floor the backfill holds as the exporter does, bit for bit."""
     total, available, rows = 32 << 20, 27_080_000, []
     times = [*range(0, 65, 5), *range(65, 71), *range(75, 125, 5)]
     for before, time in zip([0, *times], times, strict=False):
@@ -226,8 +228,9 @@ def test_a_floor_at_once_is_evaluated_alike(spark, tmp_path):
     write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
     config = load_config(
         write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
-        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S"},
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
     )
+    assert config.policy.response_seconds == 14.0
     got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 1)
     key = '{broker_id="0",cluster="kafka",log_dir="/d"}'
     factors = [f for _, f in sorted(expected[(NS + "log_dir_throttle_factor", key)].items())]

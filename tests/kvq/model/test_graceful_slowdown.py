@@ -8,7 +8,7 @@ import math
 import pytest
 
 from demo.slowdown import at_the_limit
-from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown
+from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown, settled_share
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_run import PolicyRun
 from kvq.model.slowdown_depth import depth_sharing
@@ -21,8 +21,10 @@ HORIZON = 120.0
 KEY = (0, "/d")
 
 
-def policy(limit=None):
-    return GracefulSlowdown(limit or MinAvailableBytes(LIMIT), HORIZON)
+def policy(limit=None, response=None):
+    if response is None:
+        return GracefulSlowdown(limit or MinAvailableBytes(LIMIT), HORIZON)
+    return GracefulSlowdown(limit or MinAvailableBytes(LIMIT), HORIZON, response)
 
 
 def observe(run: PolicyRun, time: float, available: int, total: int = TOTAL) -> float:
@@ -78,9 +80,9 @@ def test_a_volume_filling_far_too_fast_loses_20_percent_a_poll_however_deep_the_
 
 
 def test_a_limit_closer_than_30_s_lowers_the_factor_at_once_to_what_lasts_30_s():
-    """The paced steps lose 20 % a poll; a volume that would reach its limit within 30 s
-    (`RESPONSE_SECONDS`) at its fill rate, from this reading and the one before, drops at once
-    to the share of its peak at which the headroom lasts 30 s: 5 s to go at 20 MB/s, a sixth.
+    """The paced steps lose 20 % a poll; a volume that would reach its limit within 30 s (the
+    default `response_seconds`) at its fill rate, from this reading and the one before, drops at
+    once to the share of its peak at which the headroom lasts 30 s: 5 s to go at 20 MB/s, a sixth.
     A level, not a step: a next reading at the same rate asks for what its own headroom lasts,
     not a sixth of a sixth."""
     run = PolicyRun(policy())
@@ -248,6 +250,25 @@ def test_a_volume_that_stops_filling_because_it_is_throttled_gets_back_what_its_
     assert [observe(run, 40.0 + 5.0 * i, 1450 * MB) for i in range(1, 13)][-6:] == [1.0] * 6
 
 
+@pytest.mark.parametrize(("response", "held"), [(10.0, GracefulSlowdown.HELD_CAP), (20.0, 0.5)])
+def test_a_volume_retention_holds_still_keeps_headroom_for_the_response_time_at_its_peak(
+    response, held
+):
+    """The response time is the policy's own setting: a volume that filled at 10 MB/s and then
+    holds still 100 MB above its limit (retention deleting what is written) gets its factor
+    back only up to where that headroom lasts the response time at the peak, 100 MB / (20 s x
+    10 MB/s) = 0.5 with 20 s; with 10 s that is the whole rate, held at 0.95 (the cap while the
+    headroom would not last the horizon). The default, 30 s, holds it at a third."""
+
+    def settled(run):
+        for i in range(8):
+            observe(run, 5.0 * i, 700 * MB - i * 50 * MB)
+        return [observe(run, 40.0 + 5.0 * i, 300 * MB) for i in range(1, 30)][-10:]
+
+    assert settled(PolicyRun(policy(response=response))) == [pytest.approx(held)] * 10
+    assert settled(PolicyRun(policy())) == [pytest.approx(1 / 3)] * 10
+
+
 class WithoutFloor(GracefulSlowdown):
     """The factor rising on the fill rate alone (no floor under the depth)."""
 
@@ -354,6 +375,41 @@ def test_with_kafkas_retention_the_factor_settles_near_the_equilibrium_without_r
     if horizon > 60:
         late = [f for t, f in kafka_retention_loop(HorizonFloor, delay, horizon=horizon)[1]]
         assert sum(late[60:]) / len(late[60:]) < 0.4
+
+
+EQUILIBRIUM = (KAFKA_START - KAFKA_LIMIT) / 62.5 / KAFKA_FULL
+"""The factor at which retention holds bench/slowdown's broker 0 at its limit: the room above it
+(15.7 MB) over the 62.5 s a byte stays there (demo.slowdown.RESIDENCE_SECONDS), of the load's
+300 kB/s: 0.835."""
+
+
+def responding(response):
+    return lambda limit, horizon: GracefulSlowdown(limit, horizon, response)
+
+
+@pytest.mark.parametrize("response", [14.0, 30.0])
+def test_with_kafkas_retention_the_factor_settles_at_the_share_its_response_time_allows(response):
+    """With a loop of 3 s from a poll to the quotas: the factor settles, on average, at
+    R / (R + response) of the equilibrium (`settled_share`), within 3 points: 84 % of it with
+    14 s (two polls for the fill rate's median to show a change, then 4 s), 69 % with 30 s; the
+    volume never reaches its limit."""
+    lowest, factors = kafka_retention_loop(responding(response), delay=3.0, duration=900.0)
+    late = [f for t, f in factors if t >= 300]
+    assert lowest > KAFKA_LIMIT + 1_000_000
+    mean = sum(late) / len(late) / EQUILIBRIUM
+    assert mean == pytest.approx(settled_share(62.5, response), abs=0.03)
+
+
+def test_a_response_time_shorter_than_the_loops_swings_the_factor_from_its_cap_to_a_fifth():
+    """Set below what the loop takes (two polls for the fill rate's median, then 5 s to the
+    quotas), the paced steps and the floors act on readings the last step has not reached yet:
+    with 9 s the factor swings between the cap and a fifth of the equilibrium, and the volume
+    reaches its limit."""
+    lowest, factors = kafka_retention_loop(responding(9.0), delay=5.0, duration=900.0)
+    late = [f for t, f in factors if t >= 300]
+    assert lowest < KAFKA_LIMIT
+    assert max(late) == pytest.approx(GracefulSlowdown.HELD_CAP)
+    assert min(late) < 0.2 * EQUILIBRIUM
 
 
 @pytest.mark.parametrize("step", [2, 10])

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from kvq.model.graceful_slowdown import GracefulSlowdown
+from kvq.model.graceful_slowdown import GracefulSlowdown, settled_share
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -19,6 +19,7 @@ from kvq.settings.config import (
     FALLBACK,
     PLUGIN_CHECK_INTERVAL,
     SLOWDOWN_HORIZON,
+    SLOWDOWN_RESPONSE,
     THROTTLE_POLICY,
     VALIDITY,
     VIOLATION_HOLD,
@@ -276,12 +277,38 @@ def test_the_proposals_policy_is_the_default_and_graceful_slowdown_is_chosen_by_
     assert config(**{THROTTLE_POLICY: "graceful-slowdown"}).policy.horizon_seconds == 600.0
 
 
+def test_graceful_slowdowns_response_time_is_30_s_unless_set_to_the_loops_own():
+    """The policy every app builds carries it (the exporter and the backfill alike), and it
+    sets the share of what retention frees that a steady load settles at: R / (R + response)."""
+    graceful = {THROTTLE_POLICY: "graceful-slowdown"}
+    assert config(**graceful).policy.response_seconds == 30.0
+    chosen = config(**graceful, **{SLOWDOWN_RESPONSE: "PT14S", SLOWDOWN_HORIZON: "PT2M"}).policy
+    assert chosen == GracefulSlowdown(config().limit, 120.0, 14.0)
+    assert settled_share(60.0, chosen.response_seconds) == pytest.approx(60 / 74)
+
+
+def test_a_response_time_shorter_than_two_polls_is_warned_about_under_graceful_slowdown():
+    """The fill rate shows a change two polls late: a shorter response time makes the factor
+    swing. Under the proposal's policy the setting means nothing and is not checked."""
+    short = {SLOWDOWN_RESPONSE: "PT9S", CHECK_INTERVAL: "PT5S"}
+    (warning,) = config(**short, **{THROTTLE_POLICY: "graceful-slowdown"}).warnings
+    assert warning.startswith(f"{SLOWDOWN_RESPONSE} PT9S is shorter than two polls")
+    assert f"{CHECK_INTERVAL} PT5S" in warning and "at least PT10S" in warning
+    assert config(**short).warnings == ()
+    slow_polls = {THROTTLE_POLICY: "graceful-slowdown", CHECK_INTERVAL: "PT1M"}
+    assert "at least PT2M" in config(**slow_polls).warnings[0]  # the default, 30 s
+    assert config(**{**short, SLOWDOWN_RESPONSE: "PT10S"}).warnings == ()
+
+
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
     [
         (THROTTLE_POLICY, "gentle", "one of stop-on-violation, graceful-slowdown"),
         (SLOWDOWN_HORIZON, "PT0S", "positive"),
         (SLOWDOWN_HORIZON, "10m", "ISO 8601"),
+        (SLOWDOWN_RESPONSE, "PT0.5S", "from PT1S to PT1H"),
+        (SLOWDOWN_RESPONSE, "PT2H", "from PT1S to PT1H"),
+        (SLOWDOWN_RESPONSE, "14s", "ISO 8601"),
     ],
 )
 def test_a_bad_policy_setting_names_itself_and_what_is_allowed(key, value, allowed):
