@@ -185,6 +185,17 @@ def tracked_originals(
     so the shadowing decision below must use the originals).
     """
     known = known or {}
+    pairs = _set_pairs(policy, snapshot)
+    pairs.update(_always_tracked(policy, snapshot))
+    pairs.update(_shadow_mirrors(policy, pairs, known))
+    for user in sorted(policy.excluded_users):
+        for key in policy.keys:
+            pairs.update(_counterparts(user, key, pairs, snapshot, known))
+    return pairs
+
+
+def _set_pairs(policy: QuotaPolicy, snapshot: Snapshot) -> dict[Pair, float | None]:
+    """Every managed key the snapshot holds, on every entity the policy may touch."""
     pairs: dict[Pair, float | None] = {}
     for entity, values in snapshot.items():
         if policy.untouched(entity):
@@ -192,14 +203,30 @@ def tracked_originals(
         for key in policy.keys:
             if key in values:
                 pairs[(entity, key)] = quota_value(values[key])
+    return pairs
+
+
+def _always_tracked(policy: QuotaPolicy, snapshot: Snapshot) -> dict[Pair, float | None]:
+    """The default entity and each excluded user, set or not: a throttle may set them."""
     always = [policy.default_entity] + [QuotaEntity.user(u) for u in sorted(policy.excluded_users)]
-    for entity in always:
-        for key in policy.keys:
-            pairs[(entity, key)] = current_value(snapshot, (entity, key))
+    return {
+        (entity, key): current_value(snapshot, (entity, key))
+        for entity in always
+        for key in policy.keys
+    }
+
+
+def _shadow_mirrors(
+    policy: QuotaPolicy, pairs: Mapping[Pair, float | None], known: Mapping[Pair, float | None]
+) -> dict[Pair, float | None]:
+    """The default-user mirror of each client-id entity (shadow_mirror), for each key whose
+    default user and default-user-default-client were unset originally: setting the default
+    user would shadow those clients otherwise."""
 
     def original(pair: Pair) -> float | None:
         return known[pair] if pair in known else pairs.get(pair)
 
+    mirrors: dict[Pair, float | None] = {}
     for key in policy.keys:
         if original((policy.default_entity, key)) is not None:
             continue
@@ -208,11 +235,8 @@ def tracked_originals(
         for entity, _ in [p for p in pairs if p[1] == key]:
             mirror = shadow_mirror(entity)
             if mirror is not None and (mirror, key) not in pairs:
-                pairs[(mirror, key)] = None
-    for user in sorted(policy.excluded_users):
-        for key in policy.keys:
-            pairs.update(_counterparts(user, key, pairs, snapshot, known))
-    return pairs
+                mirrors[(mirror, key)] = None
+    return mirrors
 
 
 def _counterparts(
