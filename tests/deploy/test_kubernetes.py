@@ -185,9 +185,13 @@ def test_the_enforcer_runs_as_replicas_with_no_volume_of_its_own(rendered) -> No
     with no PersistentVolumeClaim: its journal, a working copy, on an emptyDir, and every file it
     reads says kvq.enforcer.state.store=kafka, as does its --state-store flag (two replicas with
     local journals would race). Its
-    PodDisruptionBudget lets a drain take one replica at a time."""
+    PodDisruptionBudget lets a drain take one replica at a time, and a rolling update stops an
+    old replica only once a new one is ready (tests/system/test_enforcer_replicas.py runs that
+    hand-over)."""
     (enforcer,) = [w for w in workloads(rendered) if command_of(w) == "kvq-enforcer"]
     assert (enforcer["kind"], enforcer["spec"]["replicas"]) == ("Deployment", 2)
+    rolling = enforcer["spec"]["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0)
     assert not [d for d in rendered if d["kind"] == "PersistentVolumeClaim"]
     pod = enforcer["spec"]["template"]["spec"]
     (container,) = pod["containers"]
