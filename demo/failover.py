@@ -278,9 +278,11 @@ def run(work: Path) -> list[Kill]:
         restore = kill_mid_way(replicas, kafka, "restore")
         wait_exact(client, expected, with_copy=False)
         restore.finished_at = time.time()
-        finished(replicas, restore)
         wait_exact(client, expected, with_copy=True)
         restore.copy_removed_at = time.time()
+        # after the copy's removal, which the replica taking over does: a kill after the
+        # killed one's last write leaves the values exact before anyone took over
+        finished(replicas, restore)
         kills = [throttle, restore]
         for kill in kills:
             kill.late_writes = late_writes(kafka, kill)
