@@ -111,6 +111,9 @@ exit 0
 """
 
 
+ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
 class ShardError(RuntimeError):
     """promtool refused a shard; the message carries its output."""
 
@@ -214,7 +217,18 @@ def pipe_shards(
     assert jvm is not None
     strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
     command = ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
-    piped = strings.javaRDD().pipe(command, {}, False, 1 << 16, "UTF-8")
+    # Planned without adaptive execution: every shuffle's partitions are set here already, and
+    # adaptive execution runs each shuffle stage as a job of its own, the driver re-planning the
+    # rest between them (0.2-1 s each on a cold JVM, while no core works); planned once, the
+    # shuffles run as one job, each stage starting as soon as its parent ends.
+    conf = spark.conf
+    adaptive = conf.get(ADAPTIVE) or "true"
+    conf.set(ADAPTIVE, "false")
+    try:
+        rdd = strings.javaRDD()  # the physical plan, made now
+    finally:
+        conf.set(ADAPTIVE, adaptive)
+    piped = rdd.pipe(command, {}, False, 1 << 16, "UTF-8")
     return list(piped.collect())
 
 
