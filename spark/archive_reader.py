@@ -176,11 +176,24 @@ def _plain_path(uri: Column) -> Column:
     return F.url_decode(encoded)
 
 
+def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string: PySpark
+    sends a list one element per round trip to the JVM (720 for a month of hourly files)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    # NUL: the one character no path holds.
+    array = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(paths))
+    reader = spark.read.option("wholetext", True)
+    return reader._df(
+        reader._jreader.text(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array))
+    )
+
+
 def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:
     """Every non-blank line of `files`, parsed, with file (plain path) and line number (from 1)."""
     # The driver listed the files already: no parallel listing job over them again.
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(files) + 1))
-    whole = spark.read.text([hadoop_read_path(p) for p in files], wholetext=True)
+    whole = _whole_texts(spark, [hadoop_read_path(p) for p in files])
     lines = whole.select(
         _plain_path(F.col("_metadata.file_path")).alias("file"),
         F.posexplode(F.split(F.col("value"), "\n")).alias("pos", "text"),

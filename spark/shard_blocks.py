@@ -8,13 +8,16 @@ reach the task's promtool one shard after the other, each series in time order (
 a series' out-of-order samples without a word; series of different families may interleave, a
 block keeps no family metadata).
 
-The lines leave the JVM through Spark's `pipe`: `SHARD_SCRIPT` (POSIX sh, awk and a block
-writer; no Python and none of this project's code on the executors) writes each shard's lines
-into a file of the task's own staging folder, writes its block (`kvq-tsdb-blocks`, this project's
-Go writer built on the Prometheus TSDB's own block writer, where the executor has it, else
-`promtool tsdb create-blocks-from openmetrics`, the same blocks for about 4x the CPU: it parses the
-file twice and every label of every line) and answers with the finished block folders, and the
-file of the runs' event lines (the driver sums them into the cluster-wide state). Nothing holds
+The lines leave the JVM through Spark's `pipe`: `SHARD_SCRIPT` (POSIX sh and a block writer; no
+Python and none of this project's code on the executors) writes each shard's block into the
+task's own staging folder and answers with the finished block folders, and the file of the runs'
+event lines (the driver sums them into the cluster-wide state). Where the executor has
+`kvq-tsdb-blocks` (this project's Go writer built on the Prometheus TSDB's own block writer) it
+reads the task's lines as they come and writes each shard's block as the next shard begins: no
+shard's text is stored. Else awk puts each shard's lines into a file and `promtool tsdb
+create-blocks-from openmetrics` writes its block (the same blocks for about 4x the CPU: it parses
+the file twice and every label of every line, and the text goes through the disk). Either way
+the answers come once the input ended whole: from a task whose JVM is gone, none. Nothing holds
 more than one shard of samples: not the task, not the writer, not the driver, which only moves the
 finished block folders (renames, on the storage it shares with the executors).
 
@@ -59,56 +62,61 @@ staging=$1 writer=$2 hours=$3 parent=$PPID child=
 name=${writer##*/}
 [ "$name" = promtool ] || command -v "$writer" >/dev/null || writer=promtool name=promtool
 dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
-awk_log=$(mktemp)  # not in the staging folder: awk's complaint that it is full must fit
-stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir" "$awk_log"; exit 143; }
+log=$(mktemp) answers=$(mktemp)  # not in the staging folder: a complaint that it is full must fit
+stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir" "$log" "$answers"; exit 143; }
 trap stop TERM INT HUP
-exec 3<&0
-# Lines "shard<TAB>sample" go to the shard's file (a shard's lines come one shard after the
-# other; one seen again gets a file of its own), lines without a tab are the runs' events.
-awk -v dir="$dir" '
-function finish() { if (cur != "") { print "# EOF" > file; close(file); print stem } }
-{
-  tab = index($0, "\t")
-  if (tab == 0) { print > (dir "/events"); next }
-  key = substr($0, 1, tab - 1)
-  if (key != cur) { finish(); cur = key; stem = key "." (++seen[key]); file = dir "/" stem ".om" }
-  print substr($0, tab + 1) > file
-}
-END { finish() }' <&3 >"$dir/shards" 2>"$awk_log" & child=$!
-if ! wait "$child"; then
-  echo "failed	writing the shards' samples: $(head -c 2000 "$awk_log" | tr '\t\n' '  ')"
-  rm -rf "$dir" "$awk_log"
+# A refusal in one answer line: $1 (what failed, or "" when the log says it) and the log.
+fail() {
+  echo "failed	${1:+$1: }$(head -c 2000 "$log" | tr '\t\n' '  ')"
+  rm -rf "$dir" "$log" "$answers"
   exit 0
+}
+# The JVM feeding this task is gone (stopped, killed): its input is not whole.
+gone() { kill -0 "$parent" 2>/dev/null && return 1; rm -rf "$dir" "$log" "$answers"; exit 1; }
+exec 3<&0
+if [ "$name" != promtool ]; then
+  # Each shard's block written as its lines come (no shard's text stored), the events kept in
+  # $dir/events; the head's chunks in the task's folder (TMPDIR), removed with it if stopped.
+  TMPDIR="$dir" "$writer" --stream "$dir" "$hours" <&3 >"$answers" 2>"$log" & child=$!
+  wait "$child" || fail ""
+else
+  # Lines "shard<TAB>sample" go to the shard's file (a shard's lines come one shard after the
+  # other; one seen again gets a file of its own), lines without a tab are the runs' events.
+  awk -v dir="$dir" '
+  function finish() { if (cur != "") { print "# EOF" > file; close(file); print stem } }
+  {
+    tab = index($0, "\t")
+    if (tab == 0) { print > (dir "/events"); next }
+    key = substr($0, 1, tab - 1)
+    if (key != cur) { finish(); cur = key; stem = key "." (++seen[key]); file = dir "/" stem ".om" }
+    print substr($0, tab + 1) > file
+  }
+  END { finish() }' <&3 >"$dir/shards" 2>"$log" & child=$!
+  wait "$child" || fail "writing the shards' samples"
+  gone
+  [ -f "$dir/events" ] && echo "events	$dir/events" >>"$answers"
+  while read -r stem; do
+    mkdir "$dir/$stem"
+    "$writer" tsdb create-blocks-from openmetrics --quiet --max-block-duration="${hours}h" \
+      "$dir/$stem.om" "$dir/$stem" >"$log" 2>&1 & child=$!
+    wait "$child" || fail "$name on shard ${stem%.*}"
+    rm -f "$dir/$stem.om"
+    for block in "$dir/$stem"/*; do
+      [ -f "$block/meta.json" ] && echo "block	${stem%.*}	$block" >>"$answers"
+    done
+  done <"$dir/shards"
+  rm -f "$dir/shards"
 fi
-rm -f "$awk_log"
 child=
 exec 3<&-
-# The JVM feeding this task is gone (stopped, killed): its input is not whole.
-kill -0 "$parent" 2>/dev/null || { rm -rf "$dir"; exit 1; }
-[ -f "$dir/events" ] && echo "events	$dir/events"
-while read -r stem; do
-  mkdir "$dir/$stem"
-  if [ "$name" = promtool ]; then
-    "$writer" tsdb create-blocks-from openmetrics --quiet --max-block-duration="${hours}h" \
-      "$dir/$stem.om" "$dir/$stem" >"$dir/$stem.log" 2>&1 & child=$!
-  else
-    # Its head's chunks in the task's folder (TMPDIR), removed with it if the task is stopped.
-    TMPDIR="$dir" "$writer" "$dir/$stem.om" "$dir/$stem" "$hours" >"$dir/$stem.log" 2>&1 &
-    child=$!
-  fi
-  if ! wait "$child"; then
-    echo "failed	$name on shard ${stem%.*}: $(head -c 2000 "$dir/$stem.log" | tr '\t\n' '  ')"
-    rm -rf "$dir"
-    exit 0
-  fi
-  child=
-  rm -f "$dir/$stem.om" "$dir/$stem.log"
-  for block in "$dir/$stem"/*; do
-    [ -f "$block/meta.json" ] && echo "block	${stem%.*}	$block"
-  done
-done <"$dir/shards"
+gone
+cat "$answers"
+rm -f "$log" "$answers"
 exit 0
 """
+
+
+ADAPTIVE = "spark.sql.adaptive.enabled"
 
 
 class ShardError(RuntimeError):
@@ -214,7 +222,18 @@ def pipe_shards(
     assert jvm is not None
     strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
     command = ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
-    piped = strings.javaRDD().pipe(command, {}, False, 1 << 16, "UTF-8")
+    # Planned without adaptive execution: every shuffle's partitions are set here already, and
+    # adaptive execution runs each shuffle stage as a job of its own, the driver re-planning the
+    # rest between them (0.2-1 s each on a cold JVM, while no core works); planned once, the
+    # shuffles run as one job, each stage starting as soon as its parent ends.
+    conf = spark.conf
+    adaptive = conf.get(ADAPTIVE) or "true"
+    conf.set(ADAPTIVE, "false")
+    try:
+        rdd = strings.javaRDD()  # the physical plan, made now
+    finally:
+        conf.set(ADAPTIVE, adaptive)
+    piped = rdd.pipe(command, {}, False, 1 << 16, "UTF-8")
     return list(piped.collect())
 
 

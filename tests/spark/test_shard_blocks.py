@@ -64,12 +64,7 @@ def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path, writ
     assert events_file.read_text().splitlines() == events
     # what is left in the task's folder: the blocks and the events, no shard's text
     (task,) = (tmp_path / "staging").iterdir()
-    assert sorted(p.name for p in task.iterdir()) == [
-        "0-27216-0.1",
-        "0-27216-1.1",
-        "events",
-        "shards",
-    ]
+    assert sorted(p.name for p in task.iterdir()) == ["0-27216-0.1", "0-27216-1.1", "events"]
 
 
 def dump(blocks: list[Path]) -> list[str]:
@@ -114,12 +109,12 @@ def test_an_executor_without_kvq_tsdb_blocks_writes_with_promtool(tmp_path):
     assert output.samples(0) == 5
 
 
-def test_a_shard_seen_again_in_a_task_gets_a_block_of_its_own(tmp_path):
+def test_a_shard_seen_again_in_a_task_gets_a_block_of_its_own(tmp_path, writer):
     first = samples("0-27216-0", "/a", range(START, START + 300, 60))
     other = samples("0-27216-1", "/b", range(START, START + 300, 60))
     again = samples("0-27216-0", "/c", range(START, START + 300, 60))
     output = ShardOutput()
-    output.add(run_script(tmp_path / "staging", [*first, *other, *again]))
+    output.add(run_script(tmp_path / "staging", [*first, *other, *again], writer))
     shards = sorted(shard for shard, _ in output.blocks)
     assert shards == ["0-27216-0", "0-27216-0", "0-27216-1"]
     assert output.samples(0) == 15
@@ -142,7 +137,7 @@ def test_a_line_kvq_tsdb_blocks_cannot_read_is_one_answer_and_leaves_nothing(tmp
     lines.insert(2, "0-27216-0\tkafka_volume_quota_x{log_dir=/a} 1 1763596920")
     answers = run_script(tmp_path / "staging", lines, tsdb_blocks)
     assert answers == [
-        "failed\tkvq-tsdb-blocks on shard 0-27216-0: kvq-tsdb-blocks: line 3: bad labels: "
+        "failed\tkvq-tsdb-blocks on shard 0-27216-0: line 3: bad labels: "
         '"kafka_volume_quota_x{log_dir=/a} 1 1763596920" '
     ]
     assert list((tmp_path / "staging").iterdir()) == []

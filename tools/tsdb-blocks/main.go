@@ -1,7 +1,15 @@
-// kvq-tsdb-blocks: one shard of `kvq-backfill --blocks` (OpenMetrics sample lines, all inside one
-// block range) written as one TSDB block, with the Prometheus TSDB's own block writer.
+// kvq-tsdb-blocks: the shards of `kvq-backfill --blocks` (OpenMetrics sample lines, each shard's
+// inside one block range) written as TSDB blocks, with the Prometheus TSDB's own block writer.
 //
 //	kvq-tsdb-blocks SHARD.om OUTPUT_DIR HOURS
+//	kvq-tsdb-blocks --stream TASK_DIR HOURS < LINES
+//
+// The first writes one shard's file as one block into OUTPUT_DIR. The second reads a Spark
+// task's lines as they come (`spark.shard_blocks`): `shard<TAB>sample` lines, one shard after
+// the other, each written as a block into TASK_DIR/<shard>.<n> (n counts the shard's runs in the
+// task: a shard seen again gets a block of its own), and the runs' event lines (no tab), kept in
+// TASK_DIR/events. It answers on stdout once its input ended: `block<TAB>shard<TAB>folder` per
+// block, `events<TAB>file` if there were events. No shard's text is stored anywhere.
 //
 // It does what `promtool tsdb create-blocks-from openmetrics` does for such a file (the same
 // tsdb.BlockWriter, the same value and timestamp parsing), reading it once instead of twice and
@@ -19,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,7 +41,8 @@ const samplesPerCommit = 5000
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: kvq-tsdb-blocks SHARD.om OUTPUT_DIR HOURS")
+		fmt.Fprintln(os.Stderr, "usage: kvq-tsdb-blocks SHARD.om OUTPUT_DIR HOURS\n"+
+			"       kvq-tsdb-blocks --stream TASK_DIR HOURS < LINES")
 		os.Exit(2)
 	}
 	hours, err := strconv.Atoi(os.Args[3])
@@ -40,7 +50,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "HOURS must be a whole number of hours, got %q\n", os.Args[3])
 		os.Exit(2)
 	}
-	if err := run(os.Args[1], os.Args[2], int64(hours)*3600*1000); err != nil {
+	span := int64(hours) * 3600 * 1000
+	if os.Args[1] == "--stream" {
+		err = stream(os.Stdin, os.Stdout, os.Args[2], span)
+	} else {
+		err = run(os.Args[1], os.Args[2], span)
+	}
+	var refused shardError
+	if errors.As(err, &refused) {
+		fmt.Fprintf(os.Stderr, "kvq-tsdb-blocks on shard %s: %v\n", refused.shard, refused.err)
+		os.Exit(1)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "kvq-tsdb-blocks:", err)
 		os.Exit(1)
 	}
@@ -52,88 +73,221 @@ func run(path, output string, span int64) error {
 		return err
 	}
 	defer in.Close()
+	sh, err := newShard(output, span)
+	if err != nil {
+		return err
+	}
+	defer sh.close()
+	lines := bufio.NewReaderSize(in, 1<<20)
+	for {
+		line, end, err := nextLine(lines)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", sh.lines+1, err)
+		}
+		if end {
+			break
+		}
+		if err := sh.add(line); err != nil {
+			return err
+		}
+	}
+	_, err = sh.finish()
+	return err
+}
+
+// shardError is a shard's line or block refused, in --stream mode.
+type shardError struct {
+	shard string
+	err   error
+}
+
+func (e shardError) Error() string { return "shard " + e.shard + ": " + e.err.Error() }
+
+// stream writes the blocks of a task's shards as their lines come (see the package comment).
+func stream(in io.Reader, answers io.Writer, dir string, span int64) error {
+	lines := bufio.NewReaderSize(in, 1<<20)
+	var events *bufio.Writer
+	var eventsFile *os.File
+	var done []string
+	var sh *shard
+	key := ""
+	seen := map[string]int{}
+	finish := func() error {
+		if sh == nil {
+			return nil
+		}
+		block, err := sh.finish()
+		sh.close()
+		sh = nil
+		if err != nil {
+			return shardError{key, err}
+		}
+		if block != "" {
+			done = append(done, "block\t"+key+"\t"+block)
+		}
+		return nil
+	}
+	for {
+		line, end, err := nextLine(lines)
+		if err != nil {
+			return err
+		}
+		if end {
+			break
+		}
+		tab := strings.IndexByte(line, '\t')
+		if tab < 0 { // a run's event line
+			if events == nil {
+				if eventsFile, err = os.Create(filepath.Join(dir, "events")); err != nil {
+					return err
+				}
+				defer eventsFile.Close()
+				events = bufio.NewWriterSize(eventsFile, 1<<16)
+			}
+			if _, err := events.WriteString(line + "\n"); err != nil {
+				return err
+			}
+			continue
+		}
+		if sh == nil || line[:tab] != key {
+			if err := finish(); err != nil {
+				return err
+			}
+			key = line[:tab]
+			seen[key]++
+			if sh, err = newShard(filepath.Join(dir, fmt.Sprintf("%s.%d", key, seen[key])), span); err != nil {
+				return err
+			}
+		}
+		if err := sh.add(line[tab+1:]); err != nil {
+			sh.close()
+			return shardError{key, err}
+		}
+	}
+	if err := finish(); err != nil {
+		return err
+	}
+	if events != nil {
+		if err := events.Flush(); err != nil {
+			return err
+		}
+		if err := eventsFile.Close(); err != nil {
+			return err
+		}
+		done = append(done, "events\t"+eventsFile.Name())
+	}
+	for _, answer := range done {
+		if _, err := fmt.Fprintln(answers, answer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextLine reads one line without its newline; end is true once the input is over.
+func nextLine(lines *bufio.Reader) (line string, end bool, err error) {
+	raw, err := lines.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", false, errors.New("longer than 1 MiB")
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, err
+	}
+	if len(raw) == 0 {
+		return "", true, nil
+	}
+	return strings.TrimSuffix(string(raw), "\n"), false, nil
+}
+
+// shard is one block being written: its samples, all inside one block range.
+type shard struct {
+	output  string
+	span    int64
+	w       *tsdb.BlockWriter
+	app     storage.Appender
+	builder labels.ScratchBuilder
+	series  string
+	lset    labels.Labels
+	ref     storage.SeriesRef
+	block   int64
+	n       int
+	lines   int
+}
+
+func newShard(output string, span int64) (*shard, error) {
+	if err := os.MkdirAll(output, 0o777); err != nil {
+		return nil, err
+	}
 	// Twice the range, as promtool: the head takes samples no older than half its range before
 	// the newest one, and a series' first samples come after another's last.
 	w, err := tsdb.NewBlockWriter(slog.New(slog.DiscardHandler), output, 2*span)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer w.Close()
-	ctx := context.Background()
-	n, err := appendAll(ctx, w, in, span)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil // no block, as promtool writes none for a file without samples
-	}
-	_, err = w.Flush(ctx)
-	return err
+	return &shard{output: output, span: span, w: w, app: w.Appender(context.Background())}, nil
 }
 
-func appendAll(ctx context.Context, w *tsdb.BlockWriter, in io.Reader, span int64) (int, error) {
-	app := w.Appender(ctx)
-	lines := bufio.NewReaderSize(in, 1<<20)
-	var builder labels.ScratchBuilder
-	var series string
-	var lset labels.Labels
-	var ref storage.SeriesRef
-	block, n, number := int64(0), 0, 0
-	for {
-		raw, err := lines.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return n, fmt.Errorf("line %d: longer than 1 MiB", number+1)
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return n, err
-		}
-		if len(raw) == 0 && errors.Is(err, io.EOF) {
-			break
-		}
-		number++
-		line := strings.TrimSuffix(string(raw), "\n")
-		if line != "" && line[0] != '#' {
-			name, value, ts, ok := fields(line)
-			if !ok {
-				return n, fmt.Errorf("line %d: not `name{labels} value seconds`: %.200q", number, line)
-			}
-			if name != series {
-				if lset, ok = parseSeries(name, &builder); !ok {
-					return n, fmt.Errorf("line %d: bad labels: %.200q", number, line)
-				}
-				series, ref = name, 0
-			}
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return n, fmt.Errorf("line %d: bad value %q", number, value)
-			}
-			seconds, err := strconv.ParseFloat(ts, 64)
-			if err != nil {
-				return n, fmt.Errorf("line %d: bad timestamp %q", number, ts)
-			}
-			t := int64(seconds * 1000) // as promtool's OpenMetrics parser
-			if n == 0 {
-				block = t / span
-			} else if t/span != block {
-				return n, fmt.Errorf("line %d: time %d s outside the shard's block range", number, t/1000)
-			}
-			if ref, err = app.Append(ref, lset, t, v); err != nil {
-				return n, fmt.Errorf("line %d: %w", number, err)
-			}
-			n++
-			if n%samplesPerCommit == 0 {
-				if err := app.Commit(); err != nil {
-					return n, err
-				}
-				app = w.Appender(ctx)
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
+// add appends one line: a sample, or a `#` line or an empty one (skipped).
+func (s *shard) add(line string) error {
+	s.lines++
+	number := s.lines
+	if line == "" || line[0] == '#' {
+		return nil
 	}
-	return n, app.Commit()
+	name, value, ts, ok := fields(line)
+	if !ok {
+		return fmt.Errorf("line %d: not `name{labels} value seconds`: %.200q", number, line)
+	}
+	if name != s.series {
+		if s.lset, ok = parseSeries(name, &s.builder); !ok {
+			return fmt.Errorf("line %d: bad labels: %.200q", number, line)
+		}
+		s.series, s.ref = name, 0
+	}
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return fmt.Errorf("line %d: bad value %q", number, value)
+	}
+	seconds, err := strconv.ParseFloat(ts, 64)
+	if err != nil {
+		return fmt.Errorf("line %d: bad timestamp %q", number, ts)
+	}
+	t := int64(seconds * 1000) // as promtool's OpenMetrics parser
+	if s.n == 0 {
+		s.block = t / s.span
+	} else if t/s.span != s.block {
+		return fmt.Errorf("line %d: time %d s outside the shard's block range", number, t/1000)
+	}
+	if s.ref, err = s.app.Append(s.ref, s.lset, t, v); err != nil {
+		return fmt.Errorf("line %d: %w", number, err)
+	}
+	s.n++
+	if s.n%samplesPerCommit == 0 {
+		if err := s.app.Commit(); err != nil {
+			return err
+		}
+		s.app = s.w.Appender(context.Background())
+	}
+	return nil
 }
+
+// finish writes the block: its folder, or "" for a shard without samples (no block, as promtool
+// writes none for a file without samples).
+func (s *shard) finish() (string, error) {
+	if err := s.app.Commit(); err != nil {
+		return "", err
+	}
+	if s.n == 0 {
+		return "", nil
+	}
+	id, err := s.w.Flush(context.Background())
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(s.output, id.String()), nil
+}
+
+func (s *shard) close() { s.w.Close() }
 
 // fields splits `series value timestamp` at its last two spaces (label values may hold spaces).
 func fields(line string) (series, value, ts string, ok bool) {
