@@ -39,7 +39,7 @@ What it does:
   --step, whole seconds, inside the archive's span) as OpenMetrics: OUTPUT/<cluster>.om
   (OUTPUT/<cluster>.<scenario>.om with --scenario), for the cluster --cluster-name or
   kvq.cluster.name names, else for every cluster in the archive. With --blocks, TSDB blocks in
-  OUTPUT/blocks instead, written by the Spark tasks themselves (promtool on each executor's PATH),
+  OUTPUT/blocks instead, written by the Spark tasks themselves (kvq-tsdb-blocks, else promtool),
   18 hours of a part of the volumes each: no step holds a cluster's samples in one process.
   Bad archive lines are reported with file and line and skipped (--max-bad-lines makes them fatal).
   An unreadable or damaged archive file, an impossible poll time (milliseconds, in the future) or
@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--blocks",
         action="store_true",
         help="write TSDB blocks into OUTPUT/blocks instead of OpenMetrics files: each Spark task "
-        "builds the blocks of its shards (18 hours of a part of the volumes) with promtool, "
-        "which must be on every executor's PATH",
+        "builds the blocks of its shards (18 hours of a part of the volumes) with "
+        "kvq-tsdb-blocks where the driver found it (make tools; the backfill image has it), "
+        "else with promtool, which must then be on every executor's PATH",
     )
     parser.add_argument(
         "--scenario", metavar="NAME", help="label every series scenario=NAME (a what-if replay)"
