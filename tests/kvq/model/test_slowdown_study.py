@@ -438,5 +438,14 @@ def test_a_ten_times_load_step_keeps_the_variants_off_the_limit(at):
             assert scenario(make(), delay, (at, 10), sizes_every=1.0).lowest > 0
 
 
+def test_b_paced_to_a_third_a_poll_crosses_the_limit_under_a_step_before_the_first_slowdown():
+    """B drops its factor to the enforcer's minimum within a poll; held to a third a poll, the
+    10x step that comes before the first slowdown crosses the limit (B' needs an escape at
+    once, as graceful-slowdown's floor at once)."""
+    assert scenario(hold_freed(), 5.0, sizes_every=1.0).steepest() < 0.1
+    paced_b = paced(hold_freed(margin_seconds=8.0))
+    assert scenario(paced_b, 5.0, (10.0, 10), sizes_every=1.0).lowest < 0
+
+
 if __name__ == "__main__":
     print("\n".join(table()))
