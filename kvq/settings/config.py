@@ -542,6 +542,50 @@ def _short_response_warning(response: timedelta, check_interval: timedelta) -> l
     ]
 
 
+def _bootstrap_servers(reader: _Reader) -> str:
+    """The brokers to ask ("" and an error when missing: blank is "required", not "must be
+    text")."""
+    if reader.properties.get(BOOTSTRAP_SERVERS, "").strip():
+        bootstrap: str = reader.read(SHARED_SETTINGS[BOOTSTRAP_SERVERS])
+        if bootstrap:
+            return bootstrap
+    reader.errors.append(
+        f"{BOOTSTRAP_SERVERS} is required: the brokers to ask, e.g. "
+        f"{BOOTSTRAP_SERVERS}=kafka-0:9092,kafka-1:9092"
+    )
+    return ""
+
+
+def _check_interval(reader: _Reader) -> Any:
+    """The poll interval, under the plugin's key or ours (None and an error when both are set)."""
+    properties = reader.properties
+    if PLUGIN_CHECK_INTERVAL in properties and CHECK_INTERVAL in properties:
+        reader.errors.append(
+            f"{PLUGIN_CHECK_INTERVAL} and {CHECK_INTERVAL} are both set; keep only "
+            f"{CHECK_INTERVAL} (ISO 8601, e.g. PT1M)"
+        )
+        return None
+    key = PLUGIN_CHECK_INTERVAL if PLUGIN_CHECK_INTERVAL in properties else CHECK_INTERVAL
+    return reader.read(SHARED_SETTINGS[key])
+
+
+def _check_plugin_keys(reader: _Reader) -> None:
+    """Strimzi plugin keys this tool ignores are warnings; unknown ones are errors."""
+    for key in sorted(reader.properties):
+        if key in IGNORED_PLUGIN_KEYS:
+            reader.warnings.append(
+                f"{key} is a Strimzi plugin key this tool ignores: {IGNORED_PLUGIN_KEYS[key]}"
+            )
+        elif (
+            key.startswith(PREFIX) and key not in _STATIC_KEYS and not key.startswith(ADMIN_PREFIX)
+        ):
+            reader.errors.append(
+                f"{key} is not a property of the quota plugin{did_you_mean(key, _STATIC_KEYS)} "
+                f"(known: {', '.join(sorted(k.removeprefix(PREFIX) for k in _STATIC_KEYS))}, "
+                "kafka.admin.*)"
+            )
+
+
 def _read_shared(reader: _Reader, source: str) -> Config | None:
     """The shared part of the configuration; None when it has errors (in `reader.errors`)."""
     properties = reader.properties
@@ -551,24 +595,8 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     def read(key: str) -> Any:
         return reader.read(SHARED_SETTINGS[key])
 
-    # blank is "required" (below), not "must be text"
-    bootstrap = read(BOOTSTRAP_SERVERS) if properties.get(BOOTSTRAP_SERVERS, "").strip() else ""
-    if not bootstrap:
-        errors.append(
-            f"{BOOTSTRAP_SERVERS} is required: the brokers to ask, e.g. "
-            f"{BOOTSTRAP_SERVERS}=kafka-0:9092,kafka-1:9092"
-        )
-
-    if PLUGIN_CHECK_INTERVAL in properties and CHECK_INTERVAL in properties:
-        errors.append(
-            f"{PLUGIN_CHECK_INTERVAL} and {CHECK_INTERVAL} are both set; keep only "
-            f"{CHECK_INTERVAL} (ISO 8601, e.g. PT1M)"
-        )
-        check_interval = None
-    elif PLUGIN_CHECK_INTERVAL in properties:
-        check_interval = read(PLUGIN_CHECK_INTERVAL)
-    else:
-        check_interval = read(CHECK_INTERVAL)
+    bootstrap = _bootstrap_servers(reader)
+    check_interval = _check_interval(reader)
     validity = read(VALIDITY)
     fallback = read(FALLBACK)
     violation_hold = read(VIOLATION_HOLD)
@@ -588,19 +616,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     if policy_name == GRACEFUL_SLOWDOWN and check_interval and response:
         warnings += _short_response_warning(response, check_interval)
 
-    for key in sorted(properties):
-        if key in IGNORED_PLUGIN_KEYS:
-            warnings.append(
-                f"{key} is a Strimzi plugin key this tool ignores: {IGNORED_PLUGIN_KEYS[key]}"
-            )
-        elif (
-            key.startswith(PREFIX) and key not in _STATIC_KEYS and not key.startswith(ADMIN_PREFIX)
-        ):
-            errors.append(
-                f"{key} is not a property of the quota plugin{did_you_mean(key, _STATIC_KEYS)} "
-                f"(known: {', '.join(sorted(k.removeprefix(PREFIX) for k in _STATIC_KEYS))}, "
-                "kafka.admin.*)"
-            )
+    _check_plugin_keys(reader)
 
     if errors or check_interval is None or limit is None:
         return None
