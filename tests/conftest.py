@@ -44,6 +44,7 @@ LONGEST_FIRST = (
     "tests/system/test_producers_scenario.py",
     "tests/enforcer/test_entity_minimum_kafka.py",
     "tests/system/test_failsafe_loop.py",
+    "tests/system/test_demo_kafka.py",
     "tests/spark/test_scaling_model.py",
     "tests/system/test_backfill_live_exporter.py",
     "tests/spark/test_spark_submit.py",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from devkit.results_page import RESULTS_DIR_ENV
 from tests.system.demo_process import run_demo
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +73,30 @@ def test_strimzi_needs_real_kafka_and_a_throttle_long_enough():
     short = run_demo("--scenario", "strimzi", "--kafka", "apache", "--seconds", "5", timeout=60)
     assert short.returncode == 2
     assert "--seconds 5: at least 40" in short.stderr
+
+
+def test_failover_demo_hands_over_twice_with_no_late_write_and_restores_exactly(
+    kafka_dist, tmp_path, monkeypatch
+):
+    """`make demo SCENARIO=failover KAFKA=apache` as the docs show it: two replicas, the acting
+    one SIGKILLed in the middle of a throttle and again of the restore of 10,000 pairs. What
+    does not depend on the machine's load holds: the other replica took over each time, the
+    killed one got no write through after that, and every value is back byte for byte. Its time
+    goal (each kill done within 15 s) is the demo's own verdict on its results page, measured
+    with the machine's load (docs/results/failover.md), not asserted here: exit 1 may only mean
+    that."""
+    monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path))  # not this checkout's results page
+    done = run_demo("--scenario", "failover", "--kafka", "apache", timeout=600)
+    out = done.stdout
+    assert done.returncode in (0, 1), out[-3000:] + done.stderr[-3000:]
+    assert "restore exact on every broker: yes (10,000 values, the copy removed)" in out, out
+    rows = [line.strip(" |").split(" | ") for line in out.splitlines()]
+    kills = {row[0]: row[1:] for row in rows if row[0] in ("throttle", "restore")}
+    assert set(kills) == {"throttle", "restore"}, out
+    for what, (_done, taken_over, late_writes) in kills.items():
+        assert taken_over.endswith(" s"), f"no replica took over after the {what} kill: {out}"
+        assert late_writes == "0", f"the killed replica wrote after the {what} take-over: {out}"
+    assert (tmp_path / "failover.md").is_file()
 
 
 def test_failover_needs_real_kafka():
