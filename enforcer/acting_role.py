@@ -226,33 +226,34 @@ class ActingRole:
 
 def _astray(consumer: Any) -> str | None:
     """Why this membership no longer reflects the group (None: it does). Read from the
-    client's private state: there is no public sign of either."""
-    if _wedged(consumer):
+    client's group coordinator, private state: there is no public sign of either."""
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    if coordinator is None:
+        return None
+    if _wedged(coordinator):
         return "the client left its join unfinished"
-    if _out_of_touch(consumer):
+    if _out_of_touch(coordinator):
         return "no answer from the group's coordinator for a session timeout"
     return None
 
 
-def _out_of_touch(consumer: Any) -> bool:
+def _out_of_touch(coordinator: Any) -> bool:
     """Whether no heartbeat of this member has been answered for `session.timeout.ms` while its
     group was stable. The coordinator has then evicted it and may have given the partition to
     another member: acting on would make it the second replica acting (which the fence keeps
     from writing, but its metrics and status would still say it acts), so it stands down, and
     rejoins as a new member claiming nothing once it reaches Kafka again. A member cut off in
     the middle of a rebalance waits for its JoinGroup's timeout instead (the rebalance's)."""
-    coordinator: Any = getattr(consumer, "_coordinator", None)
     heartbeat = getattr(coordinator, "heartbeat", None)
     enabled = bool(getattr(coordinator, "_heartbeat_enabled", False))
     return heartbeat is not None and enabled and bool(heartbeat.session_timeout_expired())
 
 
-def _wedged(consumer: Any) -> bool:
+def _wedged(coordinator: Any) -> bool:
     """Whether kafka-python (3.0.x) left a finished join unprocessed: its group leader records
     the assignment it computes as it computes it, so when a rejoin was needed only because the
     topic's metadata changed and the poll returned before the SyncGroup answer, the next poll
     no longer sees a rejoin as needed and never completes the join. The member then neither
     holds the partition nor heartbeats, and the group evicts it: nobody would act."""
-    coordinator: Any = getattr(consumer, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
     return task is not None and bool(task.is_done) and not coordinator.need_rejoin()
