@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -75,6 +76,8 @@ def spark_session(
         java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     with interrupts.deferred():  # a JVM is stopped only once its process is known
+        if not under_spark_submit():
+            adopt_orphans()
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         if classes is not None:
@@ -91,14 +94,13 @@ def stop_local_jvm() -> None:
     """End the JVM this process started, at once (an interrupted run): SIGTERM, so its shutdown
     hooks remove Spark's temp folders, then SIGKILL after `STOP_SECONDS` (a JVM saving its class
     archive: the next run saves it). Left alone, it would outlive this process (with parent 1)
-    until it notices its stdin closed, and not at all while a job keeps it busy."""
+    until it notices its stdin closed, and not at all while a job keeps it busy. Then the
+    processes its tasks started (`spark.shard_blocks`: sh, awk, the block writer), which a stopped
+    JVM leaves running."""
     jvm = local_jvm()
     if jvm is None or jvm.poll() is not None:
         return
     STOPPING.set()
-    # The processes its tasks started (`spark.shard_blocks`: sh, awk, promtool): a stopped JVM
-    # leaves them running, so they are ended once it is.
-    helpers = descendants(jvm.pid)
     jvm.terminate()
     try:
         jvm.wait(STOP_SECONDS)
@@ -106,9 +108,34 @@ def stop_local_jvm() -> None:
         jvm.kill()
         jvm.wait()
     finally:
-        for pid in helpers:
+        end_descendants()
+
+
+PR_SET_CHILD_SUBREAPER = 36
+"""prctl(2): the orphans below this process are re-parented to it, not to init."""
+
+
+def adopt_orphans() -> None:
+    """Make this process the one the JVM's orphans go to (Linux; elsewhere a no-op): a task's
+    helpers outlive a stopped JVM, and only a process they are found below can end them all,
+    including one a task started while the JVM was being stopped."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_descendants(rounds: int = 10) -> None:
+    """SIGKILL every process below this one, again until none is left (a shell killed between
+    two looks may have started a child after the first), and reap those that are its own."""
+    for _ in range(rounds):
+        below = descendants(os.getpid())
+        if not below:
+            return
+        for pid in below:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        for pid in below:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)  # not this process's own child: its parent reaps it
 
 
 def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:

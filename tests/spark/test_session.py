@@ -61,3 +61,27 @@ def test_the_processes_below_a_jvm_are_found_at_every_depth(tmp_path) -> None:
     (tmp_path / "self").mkdir()  # not a process number: skipped
     assert sorted(descendants(10, tmp_path)) == [11, 12, 13]
     assert descendants(13, tmp_path) == []
+
+
+def test_a_helper_orphaned_by_its_shell_is_still_ended(tmp_path) -> None:
+    """A task's shell gone before its child (killed while it started the block writer) leaves
+    an orphan: the driver adopts it (`adopt_orphans`) and `end_descendants` ends it with the
+    rest. Run in a process of its own: pytest's is not made a subreaper."""
+    script = textwrap.dedent(
+        """
+        import os, subprocess
+        from spark.session import adopt_orphans, end_descendants
+
+        adopt_orphans()
+        start = "sleep 600 >/dev/null 2>&1 & echo $!"  # the shell exits, its child runs on
+        shell = subprocess.run(["sh", "-c", start], capture_output=True, text=True)
+        orphan = int(shell.stdout)
+        with open(f"/proc/{orphan}/stat") as stat:
+            print("parent", stat.read().rsplit(")", 1)[1].split()[1] == str(os.getpid()))
+        end_descendants()
+        print("ended", not os.path.exists(f"/proc/{orphan}"))
+        """
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["parent", "True", "ended", "True"]
