@@ -184,20 +184,21 @@ class Poller:
         """Seconds between checks until the next poll (0: none): `violation_interval_seconds`
         while a calculated factor below 1 is in force, and for as many poll intervals after it
         was lifted as the policy asks (`polls_watched_after_lift`: the load the throttle held
-        comes back at once), unless a volume violates the limit (graceful-slowdown long before
-        the limit; held volumes count as violating). A check is taken in only when
-        it shows a throttled volume's space freed, a volume closing on its limit fast or one
-        past it (`check_once`), so freed space lifts a throttle within a check interval, not a
-        poll interval, and a load step is slowed a poll sooner, while otherwise the policy's
-        readings stay a poll interval apart."""
+        comes back at once), or always if it asks (`checks_unthrottled`: graceful-slowdown, whose
+        fill rate shows a load step two polls late), unless a volume violates the limit
+        (graceful-slowdown long before the limit; held volumes count as violating). A check is
+        taken in only when it shows a throttled volume's space freed, a volume closing on its
+        limit fast or one past it (`check_once`), so freed space lifts a throttle within a check
+        interval, not a poll interval, and a load step is slowed a poll sooner, while otherwise
+        the policy's readings stay a poll interval apart."""
         if not self._violation_interval_applies or self.throttle.state.violating:
             return 0.0
         now = self.clock()
         with self.lock:
             factor = self.throttle.factor_at(now)
-        watched_polls = self.throttle.policy.polls_watched_after_lift
-        watched = now - self._throttled_at < watched_polls * self.interval_seconds
-        if factor.fallback or (factor.value >= 1.0 and not watched):
+        policy = self.throttle.policy
+        watched = now - self._throttled_at < policy.polls_watched_after_lift * self.interval_seconds
+        if factor.fallback or (factor.value >= 1.0 and not (watched or policy.checks_unthrottled)):
             return 0.0
         return self.violation_interval_seconds
 

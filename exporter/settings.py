@@ -53,11 +53,11 @@ class ExporterSettings(AppSettings):
             "PT0S: storage.check.interval always",
         ),
         "PT1S",
-        "The poll interval while a volume violates the limit, and the check interval while a "
-        "factor below 1 is in force before it and three polls after it is lifted (a check "
-        "counts only when it shows space freed, a volume closing on its limit within 30 s or "
-        "the limit reached); at most storage.check.interval: freed space and load steps are "
-        "seen sooner.",
+        "The poll interval while a volume violates the limit, and the check interval between "
+        "polls (graceful-slowdown: always; the proposal's rule: while a factor below 1 is in "
+        "force and three polls after it is lifted; a check counts only when it shows space "
+        "freed, a volume closing on its limit within the response time or the limit reached); "
+        "at most storage.check.interval: freed space and load steps are seen sooner.",
     )
 
     @classmethod

@@ -22,6 +22,8 @@ class StopOnViolation:
     """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
     freed, and a check that shows it past the limit again throttles a check interval after the
     crossing, not a poll interval."""
+    checks_unthrottled: ClassVar[bool] = False
+    """The proposal's cadence until a throttle: the limit crossed shows at the next poll."""
     gauges: ClassVar[tuple[str, ...]] = ()
 
     def depth_step(

@@ -80,6 +80,11 @@ class ThrottleFactorPolicy(Protocol):
     once, on every volume, and a check showing a volume past its limit or closing on it fast
     (`closing_fast`) is taken in as a poll instead of waiting for the next one."""
 
+    checks_unthrottled: ClassVar[bool]
+    """Whether the exporter checks between polls while no throttle is in force, too: a load
+    step on an unthrottled volume is then taken in a check interval after it shows, not a poll
+    interval (or two, for a fill rate that is a median)."""
+
     gauges: ClassVar[tuple[str, ...]]
     """The short names (`kvq.contract.metric_families`) of the per-volume gauges
     `volume_gauges` gives, in order; the volume's factor is published beside them when there are

@@ -3,8 +3,6 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
-import pytest
-
 from exporter.poller import Poller
 from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import MinAvailableBytes
@@ -48,8 +46,8 @@ def lifted_at_one_poll(policy) -> tuple[Poller, Disk]:
     return poller, disk
 
 
-@pytest.mark.parametrize("policy", [StopOnViolation(LIMIT), GracefulSlowdown(LIMIT, 600.0)])
-def test_checks_go_on_for_the_polls_the_policy_asks_to_watch_after_a_lift(policy):
+def test_checks_go_on_for_the_polls_the_policy_asks_to_watch_after_a_lift():
+    policy = StopOnViolation(LIMIT)
     poller, disk = lifted_at_one_poll(policy)
     watched = policy.polls_watched_after_lift * POLL  # from the poll that throttled
     disk.time = watched - 0.5
@@ -66,3 +64,26 @@ def test_a_policy_that_asks_for_no_watch_gets_no_checks_after_a_lift():
 
 def test_graceful_slowdown_watches_as_long_as_its_fill_rate_reads_back():
     assert GracefulSlowdown.polls_watched_after_lift == GracefulSlowdown.history
+
+
+def test_graceful_slowdown_is_checked_between_polls_before_any_throttle_and_after_a_lift():
+    """A load step on a volume never throttled shows in its fill rate (a median of three
+    intervals) two polls late: graceful-slowdown asks for checks whatever the factor."""
+    disk = Disk()
+    throttle = ThrottleFactorSource(GracefulSlowdown(LIMIT, 600.0), 300.0, 1.0, start_time=0.0)
+    poller = Poller(disk, throttle, lambda: disk.time, POLL, violation_interval_seconds=CHECK)
+    poller.poll_once()
+    assert throttle.factor_at(disk.time).value == 1.0
+    assert poller.check_interval() == CHECK
+    poller, disk = lifted_at_one_poll(GracefulSlowdown(LIMIT, 600.0))
+    disk.time = 10 * POLL  # long after the polls watched after the lift
+    poller.poll_once()
+    assert poller.check_interval() == CHECK
+
+
+def test_the_proposals_rule_is_not_checked_before_a_throttle():
+    disk = Disk()
+    throttle = ThrottleFactorSource(StopOnViolation(LIMIT), 300.0, 1.0, start_time=0.0)
+    poller = Poller(disk, throttle, lambda: disk.time, POLL, violation_interval_seconds=CHECK)
+    poller.poll_once()
+    assert poller.check_interval() == 0.0

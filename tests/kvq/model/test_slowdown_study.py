@@ -60,7 +60,8 @@ class Poll:
     """Bytes they dropped by: the sum of each one's shrinking (segments retention deleted)."""
 
 
-Controller = Callable[[Poll], float]
+Controller = Callable[[Poll], float | None]
+"""The factor to publish for a poll; None for a check between polls that is not taken in."""
 
 
 def current(response: float = RESPONSE) -> Controller:
@@ -69,6 +70,21 @@ def current(response: float = RESPONSE) -> Controller:
     return lambda poll: (
         run.calculate([Volume(0, "/d", KAFKA_TOTAL, poll.available)], time=poll.time).factor
     )
+
+
+def checked(response: float = RESPONSE) -> Controller:
+    """The shipped graceful-slowdown as the exporter runs it (`exporter.poller`): a poll every
+    POLL s, and a check every second between polls, taken in only when decisive (a volume
+    closing on its limit within the response time, space freed, the limit reached)."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, response))
+
+    def factor(poll: Poll) -> float | None:
+        volumes = [Volume(0, "/d", KAFKA_TOTAL, poll.available)]
+        if poll.time % POLL and not run.decisive(volumes, poll.time):
+            return None
+        return run.calculate(volumes, time=poll.time).factor
+
+    return factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +282,7 @@ def scenario(
     load_step=None,
     duration: float = 700.0,
     sizes_every: float = POLL,
+    calls_every: float = POLL,
 ) -> Outcome:
     """`kafka_retention_loop` with the load spread over PARTITIONS replicas: the enforcer holds
     the load to the factor in force (computed `delay` s before) x the highest 10 s rate of the
@@ -275,7 +292,8 @@ def scenario(
     the rate). The partitions' sizes are read every
     `sizes_every` s (with each poll: the poll's; EXACT: the bytes written and deleted, none
     netted): a replica that grew and lost a segment between two readings shows only the
-    difference."""
+    difference. The controller is called every `calls_every` s (1.0: the exporter's checks
+    between polls, `checked`); what it returns is published."""
     full, floor, backlog_most = KAFKA_FULL, 90e3, 4e6
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     published = [(-delay, 1.0)]
@@ -310,8 +328,9 @@ def scenario(
             read = sizes
         available = KAFKA_START - int(sum(sizes))
         lowest = min(lowest, available - KAFKA_LIMIT)
-        if t % POLL == 0:
-            published.append((t, controller(Poll(t, available, grown, dropped))))
+        decided = controller(Poll(t, available, grown, dropped)) if t % calls_every == 0 else None
+        if decided is not None:
+            published.append((t, decided))
             factors.append(published[-1])
             grown = dropped = 0.0
         t += 1.0
@@ -320,10 +339,15 @@ def scenario(
 
 
 SHIPPED: dict[str, Callable[[], Controller]] = {
-    "graceful-slowdown, response 14 s (shipped)": current,
-    "graceful-slowdown, response 30 s (default)": lambda: current(30.0),
+    "graceful-slowdown, response 14 s, polls only": current,
+    "graceful-slowdown, response 30 s, polls only": lambda: current(30.0),
 }
 """Policies that read the volume's totals alone: the partitions' sizes change nothing."""
+CHECKED: dict[str, Callable[[], Controller]] = {
+    "graceful-slowdown, response 14 s, checked (shipped)": checked,
+    "graceful-slowdown, response 30 s, checked (default)": lambda: checked(30.0),
+}
+"""The same, with the exporter's checks between polls."""
 VARIANTS: dict[str, Callable[[], Controller]] = {
     "A: gross write rate as graceful's fill rate": gross_fill,
     "B: hold the gross rate at what retention frees": hold_freed,
@@ -343,18 +367,16 @@ STEPS = (10.0, 45.0)
 test_graceful_slowdown.py)."""
 
 
-def row(make: Callable[[], Controller], sizes_every: float) -> str:
+def row(make: Callable[[], Controller], sizes_every: float, calls_every: float = POLL) -> str:
     """share over 150 s and 600 s, lowest headroom (loop 3 s; 5 s and 8 s), the factor's range
     from 30 s after the first slowdown to the end of the episode, its steepest one-poll drop
     (the new factor's share of the one before), and the lowest headroom under the 10x steps
     (the lower of a 3 s and a 5 s loop)."""
-    run = scenario(make(), sizes_every=sizes_every)
-    slower = [scenario(make(), delay, sizes_every=sizes_every).lowest for delay in (5.0, 8.0)]
+    every = {"sizes_every": sizes_every, "calls_every": calls_every}
+    run = scenario(make(), **every)
+    slower = [scenario(make(), delay, **every).lowest for delay in (5.0, 8.0)]
     steps = [
-        min(
-            scenario(make(), delay, (at, 10), sizes_every=sizes_every).lowest
-            for delay in (3.0, 5.0)
-        )
+        min(scenario(make(), delay, (at, 10), **every).lowest for delay in (3.0, 5.0))
         for at in STEPS
     ]
     low, high = run.swing()
@@ -373,6 +395,8 @@ def table() -> list[str]:
     ]
     for name, make in SHIPPED.items():
         rows.append(f"{name:50} {'totals':29} {row(make, POLL)}")
+    for name, make in CHECKED.items():
+        rows.append(f"{name:50} {'totals, checks every 1 s':29} {row(make, POLL, 1.0)}")
     for name, make in VARIANTS.items():
         for observation, every in OBSERVATIONS.items():
             rows.append(f"{name:50} {observation:29} {row(make, every)}")
@@ -429,6 +453,17 @@ def test_the_gross_rate_as_graceful_slowdowns_fill_rate_holds_a_horizon_of_headr
     and settles near R / (R + horizon) = 61 % of the bound, below the shipped policy."""
     run = scenario(gross_fill(), sizes_every=EXACT)
     assert run.share(LONG_EPISODE) < 0.7 and run.lowest > 2_000_000
+
+
+def test_checks_between_polls_keep_a_step_before_the_first_slowdown_off_the_limit():
+    """With polls alone, a 10x step 10 s in (before any slowdown) shows in the fill rate two
+    polls late and crosses the limit; with the exporter's check every second it stays above
+    it with the demo's 14 s response time and a 3 s loop, and with the default 30 s for loops of
+    3 and 5 s."""
+    assert scenario(current(), 3.0, (10.0, 10)).lowest < 0
+    assert scenario(checked(), 3.0, (10.0, 10), calls_every=1.0).lowest > 0
+    for delay in (3.0, 5.0):
+        assert scenario(checked(30.0), delay, (10.0, 10), calls_every=1.0).lowest > 0
 
 
 @pytest.mark.parametrize("at", STEPS)
