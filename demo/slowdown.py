@@ -118,7 +118,29 @@ BEFORE_SECONDS = (5.0, 15.0)
 start (the first slowdown may come before its end: its first step is then included)."""
 AFTER_FREED_SECONDS = 30.0
 STEP_AFTER_SECONDS = 30.0
-"""With --load-step: how long after the first slowdown the load steps up."""
+"""With --load-step: how long after the first slowdown the load steps up (unless --step-at)."""
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    """The same producers offering `times` the load from `at_seconds` after the load started
+    (None: STEP_AFTER_SECONDS after the first slowdown)."""
+
+    times: float
+    at_seconds: float | None = None
+
+    def before_slowdown(self, stack, active: list, setup: Setup) -> str | None:
+        """Step now if this step comes before the first slowdown (what it did, else None)."""
+        if self.at_seconds is None:
+            return None
+        time.sleep(self.at_seconds)
+        return self.take(stack, active, setup)
+
+    def take(self, stack, active: list, setup: Setup) -> str:
+        step_load(stack, active, self.times, setup)
+        return f"load stepped up {self.times:g}x"
+
+
 FIRST_SLOWDOWN_PATIENCE = 300.0
 FULL = (0, 0)
 """(broker, log dir) of the volume every byte of the load lands on."""
@@ -378,7 +400,7 @@ def drive(
     log: Callable[[str], None],
     active: list,
     episode_seconds: float = EPISODE_SECONDS,
-    load_step: float | None = None,
+    load_step: LoadStep | None = None,
     setup: Setup = SETUP,
 ) -> Outcome:
     prepare(stack, setup)
@@ -392,6 +414,10 @@ def drive(
         f"{POLICIES[policy]}: load started, {setup.rate / 1000:.0f} kB/s offered by "
         f"{setup.producers} producers"
     )
+    stepped = load_step.before_slowdown(stack, active, setup) if load_step else None
+    if stepped is not None:
+        outcome.events.append((time.monotonic(), stepped))
+        log(f"{policy}: {stepped}")
     deadline = run.load_started + FIRST_SLOWDOWN_PATIENCE
     while not throttled_now(stack, setup.quotas):
         if time.monotonic() > deadline:
@@ -402,11 +428,11 @@ def drive(
     outcome.before = {p.client_id: p.log.rate(begin, max(end, outcome.slowed)) for p in producers}
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
-    if load_step is not None:
+    if load_step is not None and stepped is None:
         time.sleep(STEP_AFTER_SECONDS)
-        step_load(stack, active, load_step, setup)
-        outcome.events.append((time.monotonic(), f"load stepped up {load_step:g}x"))
-        log(f"{policy}: load stepped up {load_step:g}x")
+        stepped = load_step.take(stack, active, setup)
+        outcome.events.append((time.monotonic(), stepped))
+        log(f"{policy}: {stepped}")
         episode_seconds -= STEP_AFTER_SECONDS
     time.sleep(episode_seconds)
     grow_full_volume(stack, setup)
@@ -485,7 +511,7 @@ def run_policy(
     work: Path,
     log: Callable[[str], None],
     episode_seconds: float = EPISODE_SECONDS,
-    load_step: float | None = None,
+    load_step: LoadStep | None = None,
     violation_check_interval: str | None = None,
     setup: Setup = SETUP,
 ) -> Outcome:
@@ -557,7 +583,15 @@ PARSER.add_argument(
     "--load-step",
     type=float,
     metavar="TIMES",
-    help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown, offer TIMES the load (e.g. 10)",
+    help=f"{STEP_AFTER_SECONDS:.0f} s after the first slowdown (or --step-at), offer TIMES the "
+    "load (e.g. 10)",
+)
+PARSER.add_argument(
+    "--step-at",
+    type=float,
+    metavar="SECONDS",
+    help="with --load-step: step SECONDS after the load started instead, before the first "
+    "slowdown (e.g. 10)",
 )
 PARSER.add_argument(
     "--principals",
@@ -585,7 +619,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         )
     if args.load_step is not None and args.load_step <= 1:
         PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
-    if args.load_step is not None and args.episode_seconds <= STEP_AFTER_SECONDS:
+    if args.step_at is not None and (args.load_step is None or args.step_at < 0):
+        PARSER.error(
+            f"--step-at: {args.step_at:g} needs --load-step and a number of seconds from 0"
+        )
+    if (
+        args.load_step is not None
+        and args.step_at is None
+        and (args.episode_seconds <= STEP_AFTER_SECONDS)
+    ):
         PARSER.error(
             f"--episode-seconds: {args.episode_seconds:g} ends before the load step "
             f"({STEP_AFTER_SECONDS:.0f} s after the first slowdown); give more"
@@ -636,7 +678,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     work,
                     log,
                     args.episode_seconds,
-                    args.load_step,
+                    LoadStep(args.load_step, args.step_at) if args.load_step else None,
                     args.violation_check_interval,
                     setup_of(args),
                 )
