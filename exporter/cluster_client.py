@@ -76,7 +76,7 @@ class KafkaClusterClient:
         from kafka.protocol.admin import DescribeLogDirsRequest
 
         ids = sorted(set(broker_ids))
-        topics = None if partition_sizes else []
+        topics: list | None = None if partition_sizes else []
         try:
             responses = self._session.send_to_each(
                 ids,
