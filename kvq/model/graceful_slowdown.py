@@ -296,11 +296,14 @@ class GracefulSlowdown:
         (`MARGIN_SECONDS` of the peak) spent over `SETTLE_SECONDS`. The factor takes effect
         `response_seconds` less two intervals after this reading (the two polls the net fill
         rate's median waits for are not waited for here); the headroom then is foreseen at
-        this interval's rates."""
+        this interval's rates, shrinking only: what retention frees comes in bursts (segments),
+        and a throttled interval writes less than the factor it sets will (foreseeing the
+        headroom grow too let a 10x load step cross the limit with a 30 s response time in
+        tests/kvq/model/test_slowdown_study.py)."""
         gross, freed = self.write_rate(reading, last, ops), self.freed_rate(reading, last, ops)
         elapsed = self.elapsed(reading, last, ops)
         applied = ops.greatest(self.response_seconds - 2 * elapsed, 0.0)
-        foreseen = self.headroom(reading) + (freed - gross) * applied
+        foreseen = self.headroom(reading) + ops.least(freed - gross, 0.0) * applied
         target = freed + (foreseen - self.MARGIN_SECONDS * peak) / self.SETTLE_SECONDS
         return ops.greatest(peak, 1.0) / ops.greatest(target, 1.0)
 
