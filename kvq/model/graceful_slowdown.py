@@ -214,12 +214,14 @@ class GracefulSlowdown:
     ) -> Any:
         """The fill rate, once it is the median of three intervals (a single interval may be a
         burst of other data the median would ignore): the peak is the fastest the volume filled
-        since its last restart."""
+        since its last restart. Following retention, the gross rate of this interval, or the
+        fill rate if higher: a volume filled by what its partitions do not show (a replica
+        copied onto it, data not Kafka's) is still slowed, as without the growth read."""
         if not previous:
             return 0.0
         gross = self.write_rate(reading, previous[0], ops)
         net = self.fill_rate(reading, previous, ops) if len(previous) >= self.history else 0.0
-        return ops.choose(self.follows_retention(reading, ops), gross, net)
+        return ops.choose(self.follows_retention(reading, ops), ops.greatest(gross, net), net)
 
     def depth_floor(
         self,

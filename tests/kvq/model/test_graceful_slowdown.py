@@ -535,3 +535,11 @@ def test_with_grown_bytes_the_escapes_stay():
     assert observe_grown(run, 5.0, LIMIT + 10 * MB, 12 * MB) < 0.2
     assert observe_grown(run, 10.0, LIMIT - MB, 12 * MB) == 0.0
     assert observe_grown(run, 15.0, LIMIT + 1000 * MB, 0) == 1.0
+
+
+def test_with_grown_bytes_a_volume_filled_by_what_its_partitions_do_not_show_is_slowed():
+    """A replica copied onto the disk (counted from its first size) or data not Kafka's: the
+    partitions grow by nothing, the volume fills; its fill rate stands in for the peak."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
+    factors = [observe_grown(run, 5.0 * i, LIMIT + (40 - 5 * i) * MB, 0) for i in range(6)]
+    assert factors[-1] < 0.1 and min(factors) > 0.0
