@@ -5,8 +5,9 @@ answers: the one that answered last, else the others in turn. (librdkafka's desc
 Metadata and then waits for the broker that Metadata names as the controller; a KRaft broker names a
 random live broker there, so once that broker stopped every call timed out until librdkafka
 refreshed its metadata, for up to minutes: no observation, and the throttle factor fell back.)
-DescribeLogDirs v4+ with `topics=[]` (directory totals only) goes to every active broker at once,
-each with its own deadline: a poll costs about one round trip, not one per broker.
+DescribeLogDirs v4+ with `topics=[]` (directory totals only; with `partition_sizes`, `topics=None`:
+every partition replica's size too) goes to every active broker at once, each with its own
+deadline: a poll costs about one round trip, not one per broker.
 """
 
 from __future__ import annotations
@@ -65,26 +66,32 @@ class KafkaClusterClient:
         )
 
     def describe_log_dirs(
-        self, broker_ids: Iterable[int]
+        self, broker_ids: Iterable[int], partition_sizes: bool = False
     ) -> dict[int, list[LogDirDescription] | ClusterError]:
         """DescribeLogDirs to every broker concurrently; per broker its log dirs or its error.
 
-        Each broker is asked at the highest version *it* supports (`topics=[]`: totals only).
+        Each broker is asked at the highest version *it* supports (`topics=[]`: totals only;
+        with `partition_sizes`, all topics: each description's `replica_sizes` too).
         """
         from kafka.protocol.admin import DescribeLogDirsRequest
 
         ids = sorted(set(broker_ids))
+        topics: list | None = None if partition_sizes else []
         try:
             responses = self._session.send_to_each(
                 ids,
-                lambda version: DescribeLogDirsRequest(version=version, topics=[]),
+                lambda version: DescribeLogDirsRequest(version=version, topics=topics),
                 DescribeLogDirsRequest,
                 self.timeout_seconds,
             )
         except KafkaUnavailable as exc:
             return {b: ClusterError(str(exc)) for b in ids}
         return {
-            b: ClusterError(describe_error(r)) if isinstance(r, Exception) else _log_dirs(b, r)
+            b: (
+                ClusterError(describe_error(r))
+                if isinstance(r, Exception)
+                else _log_dirs(b, r, partition_sizes)
+            )
             for b, r in responses.items()
         }
 
@@ -94,8 +101,11 @@ class KafkaClusterClient:
         self._session.close()
 
 
-def _log_dirs(broker_id: int, response) -> list[LogDirDescription] | ClusterError:
-    """Check the top-level error code; keep each log dir's own error code on its description."""
+def _log_dirs(
+    broker_id: int, response, partition_sizes: bool = False
+) -> list[LogDirDescription] | ClusterError:
+    """Check the top-level error code; keep each log dir's own error code on its description
+    (and, when asked for, its replicas' sizes)."""
     top_error = getattr(response, "error_code", 0) or 0
     if top_error:
         return ClusterError(f"broker {broker_id}: DescribeLogDirs error {_error_name(top_error)}")
@@ -106,9 +116,19 @@ def _log_dirs(broker_id: int, response) -> list[LogDirDescription] | ClusterErro
             total_bytes=int(getattr(result, "total_bytes", -1)),
             usable_bytes=int(getattr(result, "usable_bytes", -1)),
             error_code=int(result.error_code or 0),
+            replica_sizes=_replica_sizes(result) if partition_sizes else None,
         )
         for result in response.results
     ]
+
+
+def _replica_sizes(result) -> dict[tuple[str, int, bool], int]:
+    """(topic, partition, future) -> size of each partition replica one log dir described."""
+    return {
+        (topic.name, int(p.partition_index), bool(p.is_future_key)): int(p.partition_size)
+        for topic in result.topics or ()
+        for p in topic.partitions
+    }
 
 
 def _error_name(code: int) -> str:

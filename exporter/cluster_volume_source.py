@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from exporter.cluster_client import Broker, ClusterError
+from exporter.replica_growth import ReplicaGrowth
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.volume import LogDirDescription
 
@@ -18,16 +19,29 @@ class ClusterClient(Protocol):
     def active_brokers(self) -> list[Broker]: ...
 
     def describe_log_dirs(
-        self, broker_ids
+        self, broker_ids, partition_sizes: bool = False
     ) -> dict[int, list[LogDirDescription] | ClusterError]: ...
 
 
 class ClusterVolumeSource:
-    """Polls a cluster through a ClusterClient; `clock` gives seconds since the epoch."""
+    """Polls a cluster through a ClusterClient; `clock` gives seconds since the epoch.
 
-    def __init__(self, client: ClusterClient, clock: Callable[[], float]) -> None:
+    With `partition_sizes` it asks for every partition replica's size too and sets each log
+    dir's `grown_bytes` (`exporter.replica_growth`); whoever takes an observation in (as a poll)
+    says so (`taken_in`), so that the growth of the reads it dropped goes with the next one."""
+
+    def __init__(
+        self, client: ClusterClient, clock: Callable[[], float], partition_sizes: bool = False
+    ) -> None:
         self.client = client
         self.clock = clock
+        self.partition_sizes = partition_sizes
+        self.growth = ReplicaGrowth()
+
+    def taken_in(self, observation: Observation) -> None:
+        """`observation` was taken in: its log dirs' growth is handed out."""
+        if self.partition_sizes:
+            self.growth.taken_in(observation)
 
     def observe(self) -> Observation:
         try:
@@ -39,7 +53,11 @@ class ClusterVolumeSource:
             return Observation.failed(
                 self.clock(), STAGE_DESCRIBE_CLUSTER, "the cluster reported no active brokers"
             )
-        results = self.client.describe_log_dirs(broker_ids)
+        results = (
+            self.client.describe_log_dirs(broker_ids, partition_sizes=True)
+            if self.partition_sizes
+            else self.client.describe_log_dirs(broker_ids)
+        )
         log_dirs: list[LogDirDescription] = []
         errors: list[str] = []
         for broker_id in broker_ids:
@@ -50,7 +68,7 @@ class ClusterVolumeSource:
                 errors.append(f"broker {broker_id}: {result}")
             else:
                 log_dirs.extend(result)
-        described = tuple(log_dirs)
+        described = self.growth.read(log_dirs) if self.partition_sizes else tuple(log_dirs)
         if errors:
             return Observation.failed(
                 self.clock(),

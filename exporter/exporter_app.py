@@ -69,7 +69,7 @@ class Exporter:
         """Guards `throttle`: the poller feeds it, metrics and /status read it."""
         self.scrape_phase = ScrapePhase()
         self.poller = Poller(
-            ClusterVolumeSource(self.client, clock),
+            ClusterVolumeSource(self.client, clock, config.reads_partition_sizes),
             self.throttle,
             clock,
             config.check_interval.total_seconds(),

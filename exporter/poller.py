@@ -80,6 +80,7 @@ class Poller:
         return observation
 
     def _take(self, observation: Observation) -> None:
+        self.volume_source.taken_in(observation)
         with self.lock:
             self.throttle.observe(observation)
             factor = self.throttle.factor_at(observation.time)

@@ -35,6 +35,7 @@ LOG_DIR = T.StructType(
         T.StructField("total_bytes", T.LongType()),
         T.StructField("usable_bytes", T.LongType()),
         T.StructField("error_code", T.LongType()),
+        T.StructField("grown_bytes", T.LongType()),
     ]
 )
 RECORD = T.StructType(
@@ -100,7 +101,8 @@ class ArchiveRows:
     def log_dirs(self, successes: DataFrame, broadcast: bool = True) -> DataFrame:
         """One row per log dir described by a success of `successes` (cluster, file, line and
         its facts), with that success's columns and broker_id, log_dir, total_bytes,
-        available_bytes, error_code. Joined per line, before the log dirs are exploded: a join
+        available_bytes, error_code, grown_bytes (null where the line has none). Joined per
+        line, before the log dirs are exploded: a join
         of small rows (broadcast unless `broadcast` is False, for millions of polls)."""
         r = F.col("r")
         lines = self.records.filter(F.col("problem").isNull() & (r.outcome == SUCCESS))
@@ -116,6 +118,7 @@ class ArchiveRows:
             d.total_bytes.alias("total_bytes"),
             d.usable_bytes.alias("available_bytes"),
             d.error_code.alias("error_code"),
+            d.grown_bytes.alias("grown_bytes"),
         )
 
 

@@ -56,11 +56,17 @@ class SparkExpressions:
     def sqrt(self, value) -> Column:
         return F.sqrt(value)  # java.lang.Math.sqrt: correctly rounded, as Python's
 
+    def known(self, value) -> Column:
+        return value.isNotNull() if isinstance(value, Column) else F.lit(value is not None)
+
+    def or_zero(self, value) -> Column:
+        return F.coalesce(value if isinstance(value, Column) else F.lit(value), F.lit(0))
+
 
 SPARK_EXPRESSIONS = SparkExpressions()
 
 
-READING = ("time", "total_bytes", "available_bytes", "available_ratio")
+READING = ("time", "total_bytes", "available_bytes", "available_ratio", "grown_bytes")
 """The columns of a described log dir that make a `VolumeReading` (in its field order)."""
 
 
@@ -204,7 +210,8 @@ def described_log_dirs(
         unusable_reason(F.col("error_code"), F.col("total_bytes"), F.col("available_bytes")).alias(
             "reason"
         ),
-        *(["time"] if policy.history else []),  # the success's, for the policy's readings
+        # the success's time and the growth, for the policy's readings
+        *(["time", "grown_bytes"] if policy.history else []),
     ).repartitionByRange(partitions, "cluster", "broker_id")
     usable = F.col("reason").isNull()
     described = described.select(

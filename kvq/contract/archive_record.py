@@ -5,8 +5,10 @@ Schema version 1 (documented in docs/exporter.md, "The archive"):
    "failure_stage": null | "describe_cluster" | "describe_log_dirs", "error": null | "text",
    "active_brokers": [0, 1, 2],
    "log_dirs": [{"broker_id": 0, "path": "/var/lib/kafka/0", "total_bytes": 1000,
-                 "usable_bytes": 400, "error_code": 0}, ...]}
-`time` is seconds since the epoch (UTC) at which the poll completed.
+                 "usable_bytes": 400, "error_code": 0, "grown_bytes": 5000}, ...]}
+`time` is seconds since the epoch (UTC) at which the poll completed. `grown_bytes` (optional, only
+when the exporter read the partitions' sizes: `LogDirDescription.grown_bytes`) is left out when
+unknown; a line without it reads as unknown (None).
 """
 
 from __future__ import annotations
@@ -35,17 +37,25 @@ def to_record(observation: Observation, cluster: str) -> dict[str, Any]:
         "failure_stage": observation.failure_stage,
         "error": observation.error,
         "active_brokers": list(observation.active_brokers),
-        "log_dirs": [
-            {
-                "broker_id": d.broker_id,
-                "path": d.log_dir,
-                "total_bytes": d.total_bytes,
-                "usable_bytes": d.usable_bytes,
-                "error_code": d.error_code,
-            }
-            for d in observation.log_dirs
-        ],
+        "log_dirs": [_log_dir_record(d) for d in observation.log_dirs],
     }
+
+
+def _log_dir_record(d: LogDirDescription) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "broker_id": d.broker_id,
+        "path": d.log_dir,
+        "total_bytes": d.total_bytes,
+        "usable_bytes": d.usable_bytes,
+        "error_code": d.error_code,
+    }
+    if d.grown_bytes is not None:
+        record["grown_bytes"] = d.grown_bytes
+    return record
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def to_line(observation: Observation, cluster: str) -> str:
@@ -70,6 +80,7 @@ def from_record(record: Any) -> tuple[str, Observation]:
                 int(d["total_bytes"]),
                 int(d["usable_bytes"]),
                 int(d.get("error_code", 0)),
+                _optional_int(d.get("grown_bytes")),
             )
             for d in record.get("log_dirs") or ()
         )

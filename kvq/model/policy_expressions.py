@@ -25,6 +25,16 @@ class Expressions(Protocol):
         """The square root, correctly rounded (IEEE 754) on both sides: the same bits."""
         ...
 
+    def known(self, value: Any) -> Any:
+        """Whether an optional reading (`VolumeReading.grown_bytes`) was read: not None, or not
+        null."""
+        ...
+
+    def or_zero(self, value: Any) -> Any:
+        """An optional reading, 0 where it was not read: both branches of a `choose` on `known`
+        stay defined."""
+        ...
+
 
 class PlainExpressions:
     """`Expressions` on plain numbers and booleans."""
@@ -40,6 +50,12 @@ class PlainExpressions:
 
     def sqrt(self, value: Any) -> Any:
         return math.sqrt(value)
+
+    def known(self, value: Any) -> Any:
+        return value is not None
+
+    def or_zero(self, value: Any) -> Any:
+        return 0 if value is None else value
 
 
 PLAIN = PlainExpressions()

@@ -5,8 +5,8 @@ observation at a time (`kvq.model.policy_run.PolicyRun`, inside
 `kvq.model.throttle_factor_source`), and on Spark Columns by the backfill, every success of the
 archive at once (`spark.volume_history`). So its methods use only arithmetic, comparisons,
 `&`/`|` and the operations of the `Expressions` they are handed (`choose`, `least`, `greatest`,
-`sqrt`: `kvq.model.policy_expressions`), never an `if` on their inputs, as `Limit.is_violated`
-does.
+`sqrt`, `known`, `or_zero`: `kvq.model.policy_expressions`), never an `if` on their inputs, as
+`Limit.is_violated` does.
 
 Each judged volume (observed now, or cached) asks for a factor in [0, 1]; the cluster's factor is
 the smallest of them, 1.0 without any volume (`cluster_factor`): the volume closest to its limit
@@ -45,18 +45,27 @@ UNTHROTTLED = 1.0
 class VolumeReading(NamedTuple):
     """One volume at one successful observation, as a policy reads it: plain numbers in the
     exporter, Spark Columns in the backfill. `time`: the observation's, seconds since the epoch;
-    `available_ratio` as `Volume.available_ratio` (0.0 for a volume of 0 bytes). A tuple: the
-    exporter makes one per volume and poll."""
+    `available_ratio` as `Volume.available_ratio` (0.0 for a volume of 0 bytes); `grown_bytes`:
+    what its partition replicas grew by since the reading before (`Volume.grown_bytes`; None, or
+    null, when not read: a declaration tests it with `Expressions.known`). A tuple: the exporter
+    makes one per volume and poll."""
 
     time: Any
     total_bytes: Any
     available_bytes: Any
     available_ratio: Any
+    grown_bytes: Any = None
 
     @classmethod
     def of(cls, volume: Volume, time: float) -> VolumeReading:
         """The exporter's reading of `volume` observed at `time`."""
-        return cls(time, volume.total_bytes, volume.available_bytes, volume.available_ratio)
+        return cls(
+            time,
+            volume.total_bytes,
+            volume.available_bytes,
+            volume.available_ratio,
+            volume.grown_bytes,
+        )
 
 
 class ThrottleFactorPolicy(Protocol):

@@ -7,7 +7,8 @@ Spark Columns in the backfill (as `Limit.is_violated` does): one definition of "
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 NO_ERROR = 0
@@ -40,6 +41,8 @@ class Volume:
     log_dir: str
     total_bytes: int
     available_bytes: int
+    grown_bytes: int | None = None
+    """What its partition replicas grew by since its previous reading (`LogDirDescription`)."""
 
     @property
     def used_bytes(self) -> int:
@@ -64,6 +67,16 @@ class LogDirDescription:
     total_bytes: int
     usable_bytes: int
     error_code: int = NO_ERROR
+    grown_bytes: int | None = None
+    """The sum of its partition replicas' growth (each max(size now - size before, 0)) since the
+    last observation the exporter took in that described it with sizes, over every read in
+    between (checks it dropped included); None when the partitions' sizes were not read then and
+    since (`exporter.replica_growth`). A replica new to the dir counts from its first size."""
+    replica_sizes: Mapping[tuple[str, int, bool], int] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """(topic, partition, future) -> bytes of each partition replica in the dir, as the broker
+    answered (only when asked for; never archived): what `grown_bytes` is computed from."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -85,4 +98,6 @@ class LogDirDescription:
     def to_volume(self) -> Volume | None:
         if self.unusable_reason is not None:
             return None
-        return Volume(self.broker_id, self.log_dir, self.total_bytes, self.usable_bytes)
+        return Volume(
+            self.broker_id, self.log_dir, self.total_bytes, self.usable_bytes, self.grown_bytes
+        )

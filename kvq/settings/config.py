@@ -92,6 +92,8 @@ SLOWDOWN_HORIZON = "kvq.throttle.slowdown.horizon"
 SLOWDOWN_HORIZON_DEFAULT = "PT10M"
 SLOWDOWN_RESPONSE = "kvq.throttle.slowdown.response.time"
 SLOWDOWN_RESPONSE_DEFAULT = format_duration(timedelta(seconds=RESPONSE_SECONDS_DEFAULT))
+SLOWDOWN_PARTITION_SIZES = "kvq.throttle.slowdown.partition.sizes"
+SLOWDOWN_PARTITION_SIZES_DEFAULT = "true"
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
 
@@ -253,6 +255,17 @@ SHARED_KVQ_SETTINGS = (
         "loop (30 s scrapes and rule evaluation, a longer group_interval) needs its own, "
         "measured (docs/policies.md).",
     ),
+    Setting(
+        SLOWDOWN_PARTITION_SIZES,
+        values.boolean,
+        SLOWDOWN_PARTITION_SIZES_DEFAULT,
+        f"{GRACEFUL_SLOWDOWN} only: whether the exporter asks DescribeLogDirs for every "
+        "partition replica's size as well as the log dirs' totals, at each poll and check, "
+        "to archive and judge each log dir's growth (grown_bytes). With it the policy holds "
+        "the rate written at what retention frees and rides closer to the limit; without it "
+        "(false), each answer carries the totals only and the policy reads the net fill rate. "
+        "The answers grow with the replicas per broker (docs/policies.md).",
+    ),
 )
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 SHARED_KVQ_KEYS = tuple(setting.key for setting in SHARED_KVQ_SETTINGS)
@@ -311,6 +324,7 @@ class Config:
     policy_name: str = STOP_ON_VIOLATION
     slowdown_horizon: timedelta = timedelta(minutes=10)
     slowdown_response: timedelta = timedelta(seconds=RESPONSE_SECONDS_DEFAULT)
+    slowdown_partition_sizes: bool = True
 
     @property
     def cluster(self) -> ClusterIdentity:
@@ -329,6 +343,12 @@ class Config:
                 self.slowdown_response.total_seconds(),
             )
         return StopOnViolation(self.limit)
+
+    @property
+    def reads_partition_sizes(self) -> bool:
+        """Whether the exporter asks for the partitions' sizes (`kvq.throttle.slowdown.partition
+        .sizes`, graceful-slowdown only: the other policy reads the totals alone)."""
+        return self.policy_name == GRACEFUL_SLOWDOWN and self.slowdown_partition_sizes
 
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
@@ -609,6 +629,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     policy_name = read(THROTTLE_POLICY)
     horizon = read(SLOWDOWN_HORIZON)
     response = read(SLOWDOWN_RESPONSE)
+    partition_sizes = read(SLOWDOWN_PARTITION_SIZES)
     cluster_label = read(CLUSTER_LABEL)
 
     if check_interval and validity and validity <= check_interval:
@@ -641,6 +662,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         policy_name=policy_name,
         slowdown_horizon=horizon,
         slowdown_response=response,
+        slowdown_partition_sizes=partition_sizes,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.cluster import DevCluster
@@ -21,6 +22,7 @@ from devkit.producer_load import LoadProducer
 from exporter.exporter_app import Exporter
 from exporter.scrape_phase import KEEP
 from exporter.settings import ExporterSettings
+from kvq.kafka.client_settings import librdkafka_config
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
 from tests.kafka_support import CHECKPOINT_SLACK, usable_bytes
 
@@ -150,7 +152,9 @@ def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_spac
     its polls: a check showing only the throttled volume as it was is dropped (the policy's
     readings stay a poll apart), the one showing the volume grown is taken in and lifts the
     throttle within a check, not at the next poll; the checks go on after the lift, and one
-    showing another volume filling fast is taken in too."""
+    showing another volume filling fast is taken in too. On the totals alone: with the
+    partitions' sizes read, a check is not taken in for a volume filling fast (the next poll's
+    level reads the growth)."""
     exporter = make_exporter(
         cluster,
         **{
@@ -159,6 +163,7 @@ def test_while_graceful_slowdown_throttles_it_checks_between_polls_so_freed_spac
             "kvq.exporter.violation.check.interval": "PT0.25S",
             "kvq.throttle.policy": "graceful-slowdown",
             "kvq.throttle.slowdown.horizon": "PT20S",
+            "kvq.throttle.slowdown.partition.sizes": "false",
         },
     )
     exporters.append(exporter)
@@ -467,6 +472,50 @@ def test_one_poll_of_real_kafka_sees_every_broker_and_the_bytes_of_each_tmpfs(
     for (node_id, log_dir), total in totals.items():
         assert total == shared_kafka.log_dir_bytes
         assert abs(available[node_id, log_dir] - usable_bytes(Path(log_dir))) <= CHECKPOINT_SLACK
+
+
+def test_real_kafka_grown_bytes_are_what_a_producer_wrote_across_the_checks_it_dropped(
+    shared_kafka, exporters
+):
+    """Graceful slowdown reads the partitions' sizes: the log dir holding a fresh one-partition
+    topic grows by what a producer wrote there (its record batches' overhead aside), summed over
+    the checks between two polls that the exporter dropped (each of them saw part of it)."""
+    exporter = make_exporter(  # a short response time: no check closes on the limit fast
+        shared_kafka,
+        **{
+            "kvq.throttle.policy": "graceful-slowdown",
+            "kvq.throttle.slowdown.response.time": "PT1S",
+        },
+    )
+    exporters.append(exporter)
+    admin = AdminClient(librdkafka_config(shared_kafka.admin_properties))
+    topic = f"grown-{uuid.uuid4().hex[:8]}"
+    [created] = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0]])]).values()
+    created.result(timeout=60)
+    wait_until(
+        lambda: any(any(d.glob(f"{topic}-0")) for d in shared_kafka.log_dirs(0)),
+        30,
+        what=f"{topic}-0 in a log dir of node 0",
+    )
+    [home] = [d for d in shared_kafka.log_dirs(0) if any(d.glob(f"{topic}-0"))]
+    for _ in range(2):  # the second counts from the first's sizes
+        assert exporter.poller.poll_once().succeeded
+    producer = LoadProducer(shared_kafka.sasl_bootstrap, user="alice", password="alice-secret")
+    written, value = 0, b"g" * 1000
+    try:
+        for _ in range(3):
+            for _ in range(300):
+                while not producer.send(topic, value):
+                    pass
+            assert producer.producer.flush(60) == 0 and not producer.log.errors
+            written += 300 * len(value)
+            assert not exporter.poller.check_once()  # nothing decisive: dropped
+    finally:
+        producer.close()
+    observation = exporter.poller.poll_once()
+    assert observation.succeeded, observation.error
+    grown = {d.log_dir: d.grown_bytes for d in observation.log_dirs if d.broker_id == 0}
+    assert written <= grown[str(home)] <= 1.05 * written + 16_384
 
 
 SMALL_LOG_DIR = 8 << 20

@@ -32,6 +32,9 @@ class Disk:
     def observe(self) -> Observation:
         return Observation(self.time, (0,), (LogDirDescription(0, "/d", 1000, self.available),))
 
+    def taken_in(self, observation: Observation) -> None:
+        pass
+
 
 def lifted_at_one_poll(policy) -> tuple[Poller, Disk]:
     """A poller whose throttle was lifted by the poll at 5 s (a violation at the poll at 0 s)."""

@@ -239,6 +239,41 @@ def test_a_floor_at_once_is_evaluated_alike(spark, tmp_path):
     assert_same(got, expected)
 
 
+def test_holding_the_write_rate_at_what_retention_frees_is_evaluated_alike(spark, tmp_path):
+    """Readings with grown bytes (the partitions' sizes read): graceful slowdown holds the rate
+    written at what retention frees, a level at each reading that may drop the factor far in one
+    reading, and restarts once space is freed; a reading without them (the first, one after a
+    log dir error, an older exporter's line) falls back to the net fill rate. The backfill
+    holds it as the exporter does, bit for bit."""
+    total, used, rows = 32 << 20, 14 << 20, []
+    for time in range(0, 295, 5):
+        grown = 1_000_000
+        freed = 900_000 if 30 <= time < 200 else (10 << 20 if time == 200 else 0)
+        used = max(used + grown - freed, 0)
+        error = time == 120
+        described = LogDirDescription(
+            0,
+            "/d",
+            -1 if error else total,
+            -1 if error else total - used,
+            56 if error else 0,
+            None if time in (0, 100, 125) or error else grown,
+        )
+        rows.append(Observation(1000 + time, (0,), (described,)))
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 5)
+    key = '{broker_id="0",cluster="kafka",log_dir="/d"}'
+    factors = [f for _, f in sorted(expected[(NS + "log_dir_throttle_factor", key)].items())]
+    steps = list(zip(factors, factors[1:], strict=False))
+    assert any(0.0 < after < 0.5 * before for before, after in steps)  # a level, not a step
+    assert any(before < 1.0 == after for before, after in steps)  # space freed: restarted
+    assert_same(got, expected)
+
+
 def test_boundaries_of_validity_cache_and_grid(spark, tmp_path):
     """Exact boundaries: expiry at equality, cache age == validity, observation at a grid time,
     equal timestamps, a fallback before the first success, unusable dirs never cached."""

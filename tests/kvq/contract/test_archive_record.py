@@ -45,3 +45,12 @@ def test_failure_keeps_stage_error_and_what_was_seen():
 def test_bad_lines_say_what_is_wrong(line, message):
     with pytest.raises(ArchiveRecordError, match=message):
         from_line(line)
+
+
+def test_grown_bytes_round_trip_and_lines_without_them_read_as_unknown():
+    grown = Observation(7.0, (0,), (LogDirDescription(0, "/d", 1000, 400, grown_bytes=4096),))
+    assert json.loads(to_line(grown, "c"))["log_dirs"][0]["grown_bytes"] == 4096
+    assert from_line(to_line(grown, "c")) == ("c", grown)
+    unknown = Observation(7.0, (0,), (LogDirDescription(0, "/d", 1000, 400),))
+    assert "grown_bytes" not in to_line(unknown, "c")
+    assert from_line(to_line(unknown, "c"))[1].log_dirs[0].grown_bytes is None

@@ -12,6 +12,7 @@ from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown, s
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_run import PolicyRun
 from kvq.model.slowdown_depth import depth_sharing
+from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
 
 MB = 1_000_000
@@ -506,3 +507,51 @@ def test_an_ideal_policy_acknowledges_about_what_the_slowdown_bench_calls_the_mo
     ideal = ideal_episode(slowed)
     assert 0.9 < ideal / at_the_limit(room, 150.0) < 1.1
     assert ideal < 0.85 * 3 * room
+
+
+def observe_grown(run: PolicyRun, time: float, available: int, grown: int | None) -> float:
+    return run.calculate([Volume(0, "/d", TOTAL, available, grown)], time=time).factor
+
+
+def test_with_grown_bytes_the_factor_holds_the_write_rate_at_what_retention_frees():
+    """Partitions growing by 1 MB/s while retention frees 0.6 MB/s: once the headroom foreseen
+    when the factor takes effect (4 s after the reading, with a 14 s response and 5 s polls)
+    is down to the margin, 6 s of the peak, the factor is what retention frees over the peak,
+    at once (a level, not paced steps)."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
+    margin = GracefulSlowdown.MARGIN_SECONDS * MB + (MB - 0.6 * MB) * 4
+    headrooms = [margin + 2 * MB * (5 - i) for i in range(6)]
+    factors = [
+        observe_grown(run, 5.0 * i, int(LIMIT + h), None if i == 0 else 5 * MB)
+        for i, h in enumerate(headrooms)
+    ]
+    assert factors[-1] == pytest.approx(0.6, rel=0.01)
+    assert min(factors[:-1]) > 0.6
+
+
+def test_with_grown_bytes_the_escapes_stay():
+    """Past the limit 0.0; space freed, the factor back at 1.0 at once."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
+    observe_grown(run, 0.0, LIMIT + 20 * MB, None)
+    assert observe_grown(run, 5.0, LIMIT + 10 * MB, 12 * MB) < 0.2
+    assert observe_grown(run, 10.0, LIMIT - MB, 12 * MB) == 0.0
+    assert observe_grown(run, 15.0, LIMIT + 1000 * MB, 0) == 1.0
+
+
+def test_with_grown_bytes_a_volume_filled_by_what_its_partitions_do_not_show_is_slowed():
+    """A replica copied onto the disk (counted from its first size) or data not Kafka's: the
+    partitions grow by nothing, the volume fills; its fill rate stands in for the peak."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
+    factors = [observe_grown(run, 5.0 * i, LIMIT + (40 - 5 * i) * MB, 0) for i in range(6)]
+    assert factors[-1] < 0.1 and min(factors) > 0.0
+
+
+def test_a_check_is_taken_in_for_a_fast_fill_only_on_the_totals_alone():
+    """A volume 10 MB from its limit filling 1 MB/s (30 s response: within reach) is closing
+    fast on the totals alone; with its growth read, the next poll's level reads that growth,
+    and the check is not taken in for it."""
+    policy = GracefulSlowdown(MinAvailableBytes(0), 600.0, 30.0)
+    last = VolumeReading(0.0, 100_000_000, 11_000_000, 0.11)
+    now = VolumeReading(1.0, 100_000_000, 10_000_000, 0.10)
+    assert policy.closing_fast(now, last)
+    assert not policy.closing_fast(now._replace(grown_bytes=1_000_000), last)
