@@ -485,6 +485,7 @@ def test_real_kafka_grown_bytes_are_what_a_producer_wrote_across_the_checks_it_d
         **{
             "kvq.throttle.policy": "graceful-slowdown",
             "kvq.throttle.slowdown.response.time": "PT1S",
+            "kvq.throttle.slowdown.partition.sizes": "true",
         },
     )
     exporters.append(exporter)
