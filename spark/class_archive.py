@@ -4,8 +4,9 @@ A local PySpark session spends most of its start loading and verifying ~20,000 c
 Spark's jars. The JVM can write the classes it loaded to an archive when it exits
 (`-XX:ArchiveClassesAtExit`) and map that archive on the next start (`-XX:SharedArchiveFile`).
 The first local `kvq-backfill` writes it under the user's cache directory; later ones start from
-it. The archive is keyed on the pyspark version and the `java` binary, and the JVM itself ignores
-an archive that does not match its class path.
+it. The archive is keyed on the pyspark version, the `java` binary and Spark's jars (their folder
+and when it last changed): the JVM silently ignores an archive written for another class path, so
+two installations (two virtualenvs) sharing the cache each need their own.
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def java_binary() -> Path | None:
     return Path(found).resolve() if found and Path(found).exists() else None
 
 
+def spark_jars() -> str:
+    """The folder of the jars a local Spark JVM runs from (`$SPARK_HOME/jars`, else pyspark's
+    own) and when its listing last changed: the class path the archive is valid for."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    jars = Path(_find_spark_home()).resolve() / "jars"
+    try:
+        return f"{jars}|{jars.stat().st_mtime_ns}"
+    except OSError:  # no jars folder: Spark fails to start, and says why
+        return str(jars)
+
+
 @dataclass(frozen=True)
 class ClassArchive:
     """Where this installation's archive lives, and the JVM options that read or write it."""
@@ -54,14 +67,15 @@ class ClassArchive:
 
     @classmethod
     def for_this_install(cls, directory: Path | None = None) -> ClassArchive | None:
-        """The archive for this pyspark and java, or None when there is no java to key it on."""
+        """The archive for this pyspark, its jars and java, or None when there is no java to key
+        it on."""
         import pyspark
 
         java = java_binary()
         if java is None:
             return None
         stat = java.stat()
-        identity = f"{pyspark.__version__}|{java}|{stat.st_size}|{stat.st_mtime_ns}"
+        identity = f"{pyspark.__version__}|{java}|{stat.st_size}|{stat.st_mtime_ns}|{spark_jars()}"
         key = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return cls((directory or cache_dir()) / f"spark-{pyspark.__version__}-{key}.jsa")
 

@@ -19,6 +19,11 @@ from spark.py4j_logging import STOPPING
 
 LOCAL_DEFAULTS = {
     "spark.driver.memory": "2g",
+    # PySpark records the Python call site of every Column function in the JVM (the DataFrame
+    # context of an error message): seven round trips to the JVM each, a quarter of the 12,000
+    # a backfill makes while it plans, and a walk of the Python stack. The job's errors name
+    # what failed themselves.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",

@@ -43,6 +43,19 @@ def test_the_cache_follows_kvq_then_xdg_then_home(tmp_path, monkeypatch):
     assert cache_dir() == tmp_path / "home" / ".cache" / "kvq"
 
 
+def test_each_spark_installation_has_an_archive_of_its_own(tmp_path, monkeypatch):
+    """The JVM ignores, without a word, an archive written for another class path: a second
+    virtualenv sharing the cache would never start from the first one's."""
+    mine = ClassArchive.for_this_install(tmp_path)
+    other_home = tmp_path / "other-venv" / "pyspark"
+    (other_home / "jars").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(other_home))
+    other = ClassArchive.for_this_install(tmp_path)
+    assert mine is not None and other is not None
+    assert other.path != mine.path
+    assert other.path.parent == mine.path.parent == tmp_path
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """A cache in which a first run wrote the archive: (cache, archive, that run's JVM options)."""
