@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 QUIET = "-Xlog:cds*=off"
 """The JVM warns for each class it cannot archive (hundreds of lines): nothing a user can act on."""
 STALE_SECONDS = 24 * 3600
+KEPT_ARCHIVES = 3
+"""Archives kept in the cache, the most recently used: each installation (a virtualenv, a fresh
+clone's) writes one of ~170 MB, which a removed installation would otherwise leave there."""
 """A temp archive this old belongs to no running JVM."""
 NO_CRASH_FILES = ("-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash")
 """A JVM that crashes on a damaged archive leaves no hs_err_pid*.log or core in the cwd."""
@@ -176,12 +179,34 @@ def prepare(archive: ClassArchive | None) -> str | None:
             log.warning("removing the damaged class archive %s; this run writes it", archive.path)
             archive.path.unlink()
             archive.checked_stamp.unlink(missing_ok=True)
+        if archive.path.is_file():
+            with contextlib.suppress(OSError):  # a read-only cache: nothing is pruned either
+                os.utime(archive.checked_stamp)  # its last use: `prune_unused` keeps it
+        prune_unused(archive)
     except OSError as exc:
         log.info("no class archive (%s): Spark starts without one", exc)
         return None
     if archive.writing() and not os.access(archive.path.parent, os.W_OK):
         return None
     return archive.java_options()
+
+
+def last_used(path: Path) -> float:
+    """When the archive at `path` was last mapped (its `.checked` stamp's time), else written."""
+    for candidate in (path.with_name(f"{path.name}.checked"), path):
+        with contextlib.suppress(OSError):
+            return candidate.stat().st_mtime
+    return 0.0
+
+
+def prune_unused(archive: ClassArchive, kept: int = KEPT_ARCHIVES) -> None:
+    """Remove the cache's archives but the `kept` most recently used (this one always kept): a
+    JVM that maps one keeps its mapping when it is removed."""
+    others = [p for p in archive.path.parent.glob("spark-*.jsa") if p != archive.path]
+    for old in sorted(others, key=last_used, reverse=True)[max(kept - 1, 0) :]:
+        with contextlib.suppress(OSError):  # a cache this user may not write to
+            old.unlink(missing_ok=True)
+            old.with_name(f"{old.name}.checked").unlink(missing_ok=True)
 
 
 def keep_at_exit(archive: ClassArchive, java_options: str, jvm: subprocess.Popen | None) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from spark.class_archive import ClassArchive, cache_dir, mappable
+from spark.class_archive import ClassArchive, cache_dir, mappable, prune_unused
 
 START = """
 from spark.class_archive import ClassArchive
@@ -92,3 +93,19 @@ def test_a_truncated_archive_is_written_again_not_fatal(written, tmp_path):
     count, _ = start_spark(tmp_path)
     assert count == "3"
     assert mappable(damaged.path), "the damaged archive was removed and written again"
+
+
+def test_only_the_most_recently_used_archives_stay_in_the_cache(tmp_path):
+    """Each installation writes an archive of its own (~170 MB): the cache keeps this one and the
+    two used last, by when a JVM last mapped them (the `.checked` stamp) or else was written."""
+    now = time.time()
+    for age, name in enumerate(["a", "b", "c", "d"]):
+        path = tmp_path / f"spark-4.3.0-{name}.jsa"
+        path.write_bytes(b"x")
+        os.utime(path, (now - 100 * age, now - 100 * age))
+    stamp = tmp_path / "spark-4.3.0-d.jsa.checked"  # written long ago, mapped just now
+    stamp.write_text("1 0\n")
+    this = ClassArchive(tmp_path / "spark-4.3.0-new.jsa")
+    prune_unused(this)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["spark-4.3.0-a.jsa", "spark-4.3.0-d.jsa", "spark-4.3.0-d.jsa.checked"]
