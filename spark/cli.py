@@ -228,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark.class_archive import ClassArchive
     from spark.job import BackfillError, BackfillRequest, run
     from spark.progress import Progress
+    from spark.session import adopt_orphans, under_spark_submit
 
     try:
         overrides = parse_overrides(args.set, args.scenario)
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         clusters=named_cluster(args.cluster_name, settings.config),
         classes=ClassArchive.for_this_install(),
     )
+    if not under_spark_submit():
+        adopt_orphans()  # an interrupted run ends what its JVM's tasks left (`stop_local_jvm`)
     try:
         with interrupts.raised():
             result = run(request, Progress())

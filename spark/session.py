@@ -81,8 +81,6 @@ def spark_session(
         java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     with interrupts.deferred():  # a JVM is stopped only once its process is known
-        if not under_spark_submit():
-            adopt_orphans()
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         if classes is not None:
@@ -123,7 +121,9 @@ PR_SET_CHILD_SUBREAPER = 36
 def adopt_orphans() -> None:
     """Make this process the one the JVM's orphans go to (Linux; elsewhere a no-op): a task's
     helpers outlive a stopped JVM, and only a process they are found below can end them all,
-    including one a task started while the JVM was being stopped."""
+    including one a task started while the JVM was being stopped. For the command that runs the
+    backfill (`spark.cli`), not for a process that merely uses a session (its other children's
+    orphans would come to it too)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
