@@ -371,6 +371,7 @@ def run(
     sizes_every: float = 1.0,
     calls_every: float = 1.0,
     freed_after: float | None = None,
+    phase: int = 0,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
@@ -378,10 +379,11 @@ def run(
     `delay` s later. `freed_after` s after the first slowdown the volume is grown by its size
     (demo.producers.grow_full_volume: the tmpfs remounted twice as large). The exporter runs
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
-    polls): its history holds intervals without growth."""
+    polls): its history holds intervals without growth. `phase`: the exporter's clock is this
+    many seconds ahead of the load's (its polls fall that much earlier in the load)."""
     for before in range(-QUIET_BEFORE, 0):
         if before % round(calls_every) == 0:
-            decide(float(before), START, TOTAL, 0.0, 0.0)
+            decide(float(before + phase), START, TOTAL, 0.0, 0.0)
     load = KafkaLoad(load_step)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
@@ -429,7 +431,7 @@ def run(
             dropped += sum(max(r - n, 0.0) for n, r in zip(sizes, read, strict=True))
             read = sizes
         if tick % round(calls_every * TICKS_PER_SECOND) == 0:
-            decided = decide(t, available, TOTAL + round(grown_by), grown, dropped)
+            decided = decide(t + phase, available, TOTAL + round(grown_by), grown, dropped)
             if decided is not None:
                 published.append((t, decided))
                 factors.append((t, decided))

@@ -131,7 +131,8 @@ class PacedLevel(GracefulSlowdown):
     first interval's burst is no peak; the first slowdown waits for the references to mature);
     `margin_seconds` and `settle_seconds` as B's. `escape`: the floor at once while the limit is
     within the response time at the fill rate (the exporter's checks taken in for it), as
-    graceful-slowdown's; without it every drop is paced. `rise_seconds`: the rises paced too."""
+    graceful-slowdown's; without it every drop is paced. `rise_seconds`: the rises paced too.
+    `unfreed_seconds`: more margin while retention frees less than the peak."""
 
     window: int = 3
     pace_seconds: float = 5.0
@@ -140,6 +141,9 @@ class PacedLevel(GracefulSlowdown):
     escape: bool = True
     rise_seconds: float | None = None
     """The factor rises one MAX_DROP every this many seconds at most (None: at once)."""
+    unfreed_seconds: float = 0.0
+    """More margin while retention frees less than the peak: this many seconds of the
+    difference."""
 
     def depth_step(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
@@ -194,7 +198,8 @@ class PacedLevel(GracefulSlowdown):
         elapsed = self.elapsed(reading, previous[0], ops)
         applied = ops.greatest(self.response_seconds - 2 * elapsed, 0.0)
         foreseen = self.headroom(reading) + ops.least(net, 0.0) * applied
-        target = freed + (foreseen - self.margin_seconds * peak) / self.settle_seconds
+        margin = self.margin_seconds * peak + self.unfreed_seconds * ops.greatest(peak - freed, 0.0)
+        target = freed + (foreseen - margin) / self.settle_seconds
         level = ops.greatest(peak, 1.0) / ops.greatest(target, 1.0)
         held = depth_sharing(ops.greatest(capped, level), self.LOWEST_CAP, ops)
         surest = ops.greatest(headroom, self.headroom(previous[0]))
@@ -211,8 +216,16 @@ def used_bytes(reading: VolumeReading) -> float:
     return reading.total_bytes - reading.available_bytes
 
 
-CLOSER = {"escape": False, "pace_seconds": 4.0, "margin_seconds": 3.0, "settle_seconds": 5.0}
-"""`PacedLevel` closer to the limit: half B's margin and settle time, every drop paced."""
+CLOSER = {
+    "escape": False,
+    "window": 2,
+    "margin_seconds": 3.0,
+    "unfreed_seconds": 4.0,
+    "settle_seconds": 7.0,
+}
+"""`PacedLevel` closer to the limit: every drop paced (no escape), rates over two intervals, half
+B's margin plus 4 s of what retention frees less than the peak (the most before retention first
+frees anything: the approach to the limit then needs it), the headroom spent over 7 s."""
 
 
 def paced_level(**settings) -> Controller:
@@ -429,9 +442,11 @@ def scenario(
     calls_every: float = POLL,
     kafka: bool = False,
     freed_after: float | None = None,
+    phase: int = 0,
 ) -> Outcome:
     """With `kafka`: the load as Kafka's quotas and the producers shape it (`kafka_load.run`,
-    by tenths of a second; the space freed `freed_after` s after the first slowdown). Else
+    by tenths of a second; the space freed `freed_after` s after the first slowdown; the
+    exporter's polls `phase` s earlier in the load). Else
     `kafka_retention_loop` with the load spread over PARTITIONS replicas: the enforcer holds
     the load to the factor in force (computed `delay` s before) x the highest 10 s rate of the
     300 s before the episode, never below 90 kB/s; at 1.0 the producers catch up on their
@@ -448,7 +463,9 @@ def scenario(
             return controller(Poll(t, available, grown, dropped, total))
 
         every = {"sizes_every": sizes_every, "calls_every": calls_every}
-        run = kafka_load.run(decide, delay, load_step, duration, freed_after=freed_after, **every)
+        run = kafka_load.run(
+            decide, delay, load_step, duration, freed_after=freed_after, phase=phase, **every
+        )
         assert run.slowed is not None
         return Outcome(run.slowed, run.written, run.lowest, run.factors, run)
     assert freed_after is None, "the space is freed only with Kafka's quotas"
@@ -558,9 +575,10 @@ def row(make: Callable[[], Controller], sizes_every: float, calls_every: float =
 ON_KAFKA: dict[str, Callable[[], Controller]] = {
     "shipped: totals, checked, response 14 s": lambda: graceful(checks=True),
     "B as merged: grown bytes, checked, 14 s": lambda: graceful(grown=True, checks=True),
-    "B paced (PacedLevel): drops 20 % / 5 s": paced_level,
-    "B paced, no escape, 20 % / 4 s, margin 3 s, settle 5": lambda: paced_level(**CLOSER),
-    "B paced, rises paced too (20 % / 5 s)": lambda: paced_level(rise_seconds=5.0),
+    "B paced (PacedLevel)": paced_level,
+    "B paced, rises paced too": lambda: paced_level(rise_seconds=5.0),
+    "B paced closer (CLOSER)": lambda: paced_level(**CLOSER),
+    "B paced closer, with the escape": lambda: paced_level(**{**CLOSER, "escape": True}),
 }
 """Policies run on Kafka's quotas and producers (`scenario`'s `kafka`), as the exporter runs them
 on bench/slowdown: a check every second, the partitions' sizes read with each."""
@@ -568,6 +586,11 @@ KAFKA_RUN = EPISODE + 80.0
 """How long a run with the space freed goes on: the first slowdown, the episode, 30 s after."""
 FREED = {"duration": KAFKA_RUN, "freed_after": EPISODE}
 """`scenario`'s run with the space freed after the episode (bench/slowdown's run)."""
+DELAYS = (2.0, 3.0, 4.0, 5.0, 6.0)
+PHASES = range(5)
+"""Each policy on Kafka's quotas runs with the loop taking each of DELAYS s from a poll to the
+quotas, and the exporter's polls at each of PHASES s into the load: bursts make one run's
+numbers depend on both (the real runs' loop: 2-3 s; their phase: any)."""
 
 
 def on_kafka(make: Callable[[], Controller], delay: float = 3.0, **kwargs) -> Outcome:
@@ -576,38 +599,62 @@ def on_kafka(make: Callable[[], Controller], delay: float = 3.0, **kwargs) -> Ou
     return scenario(make(), delay, **every, **kwargs)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """One policy's runs on Kafka's quotas over `DELAYS` x `PHASES`, the space freed after the
+    episode: each measure sorted."""
+
+    shares: list[float]
+    lowest: list[float]
+    stalls: list[float]
+    backs: list[float]
+    """Seconds until every quota entity was back at its rate (inf: not within 30 s)."""
+
+    @classmethod
+    def of(cls, make: Callable[[], Controller], delays=DELAYS, phases=PHASES) -> Spread:
+        runs = [on_kafka(make, d, phase=p, **FREED) for d in delays for p in phases]
+        backs = [run.back() for run in runs]
+        return cls(
+            sorted(run.share(EPISODE) for run in runs),
+            sorted(run.lowest for run in runs),
+            sorted(run.stall() for run in runs),
+            sorted(float("inf") if b is None else b for b in backs),
+        )
+
+    @staticmethod
+    def median(values: list[float]) -> float:
+        return values[len(values) // 2]
+
+
 def kafka_row(make: Callable[[], Controller]) -> str:
-    """share over 150 s (the space freed after it) and 600 s, lowest headroom (loop 3 s; 5 s),
-    the longest stall and throttle time in the episode, the time until every quota entity was
-    back at its rate once the space was freed, and the lowest headroom under the 10x steps
-    (the lower of a 3 s and a 5 s loop)."""
-    run = on_kafka(make, **FREED)
-    slower = on_kafka(make, 5.0, **FREED)
+    """Over DELAYS x PHASES: the share over 150 s (lowest, median, highest), the lowest headroom,
+    the longest stall (median, most) and the time until every quota entity was back at its rate
+    once the space was freed (median, most); then the share over 600 s (3 s loop) and the lowest
+    headroom under the 10x steps (the lower of a 3 s and a 5 s loop)."""
+    spread = Spread.of(make)
     long = on_kafka(make, duration=LONG_EPISODE + 40.0)
     steps = [
         min(on_kafka(make, d, load_step=(at, 10), duration=KAFKA_RUN).lowest for d in (3.0, 5.0))
         for at in STEPS
     ]
-    back = run.back()
-    lowest = "/".join(f"{b / 1e6:.1f}" for b in (run.lowest, slower.lowest))
+    shares, stalls, backs = spread.shares, spread.stalls, spread.backs
     return (
-        f"{run.share(EPISODE):5.0%} {long.share(LONG_EPISODE):5.0%} {lowest:>9} "
-        f"{run.stall():5.1f} {run.longest_throttle():5.1f} "
-        + (f"{back:5.1f}" if back is not None else "never")
-        + " "
+        f"{shares[0]:4.0%} {Spread.median(shares):4.0%} {shares[-1]:4.0%} "
+        f"{spread.lowest[0] / 1e6:6.1f} {Spread.median(stalls):5.1f} {stalls[-1]:5.1f} "
+        f"{Spread.median(backs):5.1f} {backs[-1]:5.1f} {long.share(LONG_EPISODE):5.0%} "
         + " ".join(f"{b / 1e6:6.1f}" for b in steps)
     )
 
 
 def kafka_table() -> list[str]:
     """The policies on Kafka's quotas and producers (headroom in MB above the limit; negative:
-    past it; times in seconds)."""
+    past it; times in seconds; inf: not back within 30 s)."""
     rows = [
-        f"{'policy':50} {'150 s':>5} {'600 s':>5} {'lowest':>9} {'stall':>5} {'thrtl':>5} "
-        f"{'back':>5} {'10x@10':>6} {'10x@45':>6}"
+        f"{'policy':40} {'150 s: min  med  max':>14} {'lowest':>6} {'stall':>5} {'most':>5} "
+        f"{'back':>5} {'most':>5} {'600 s':>5} {'10x@10':>6} {'10x@45':>6}"
     ]
     for name, make in ON_KAFKA.items():
-        rows.append(f"{name:50} {kafka_row(make)}")
+        rows.append(f"{name:40} {kafka_row(make)}")
     return rows
 
 
@@ -760,56 +807,47 @@ def swing_between_polls(run: Outcome) -> float:
 
 def test_on_kafkas_quotas_the_shipped_policy_writes_what_it_wrote_on_real_kafka():
     """Kafka's quota sensors and the producers' mute-then-burst (`kafka_load`): the shipped
-    policy, checked every second as the exporter runs it, writes about 70 % of the bound (real
-    runs: 71-76 %, docs/results/slowdown.md), stays off the limit (real: 1.6-1.9 MB above it),
-    no producer goes 10 s without an acknowledgement (real: 7.8-9.4 s) and every quota entity is
-    back at its rate within 5 s of the space freed (real: 0-4.2 s)."""
-    run = on_kafka(ON_KAFKA["shipped: totals, checked, response 14 s"], **FREED)
-    assert 0.65 < run.share(EPISODE) < 0.8
-    assert run.lowest > 1_000_000
-    back = run.back()
-    assert run.stall() < 10.0 and back is not None and back <= 5.0
+    policy, checked every second as the exporter runs it, writes 67-74 % of the bound (median
+    70 %; real runs: 71-76 %, docs/results/slowdown.md), stays 1 MB or more above the limit
+    (real: 1.6-1.9 MB), goes 7.8 s without an acknowledgement at the median (real: 7.8-9.4 s)
+    and has every quota entity back at its rate within 5 s of the space freed at the median
+    (real: 0-4.2 s)."""
+    spread = Spread.of(ON_KAFKA["shipped: totals, checked, response 14 s"])
+    assert spread.shares[0] > 0.65 and Spread.median(spread.shares) < 0.78
+    assert spread.lowest[0] > 1_000_000
+    assert Spread.median(spread.stalls) < 10.0 and Spread.median(spread.backs) <= 5.0
 
 
 def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
     """Variant B as merged (`kvq.throttle.slowdown.partition.sizes=true`): on smooth producers
     it writes 85 % or more of the bound; on Kafka's quotas the growth of one interval swings
     several-fold from one poll to the next, the level follows it down to the enforcer's
-    minimum, and it writes under 70 % (real: 62-64 %), with producers muted 20 s and more (real:
-    20-22 s) and not back at their rate 10 s after the space is freed (real, with B's window:
-    17 s)."""
+    minimum, and it writes under 70 % at the median (real: 62-64 %), with producers muted 20 s
+    and more (real: 20-22 s)."""
     make = ON_KAFKA["B as merged: grown bytes, checked, 14 s"]
     smooth = scenario(make(), sizes_every=1.0, calls_every=1.0)
     assert smooth.share(EPISODE) >= 0.85 and swing_between_polls(smooth) < 1.1
-    run = on_kafka(make, **FREED)
-    assert run.share(EPISODE) < 0.7 and swing_between_polls(run) > 3.0
-    back = run.back()
-    assert run.stall() > 20.0 and (back is None or back > 10.0)
+    assert swing_between_polls(on_kafka(make)) > 3.0
+    spread = Spread.of(make, phases=(0, 2, 4))
+    assert Spread.median(spread.shares) < 0.7 and Spread.median(spread.stalls) > 20.0
 
 
-@pytest.mark.parametrize("delay", [3.0, 5.0])
-def test_on_kafkas_quotas_b_with_its_level_paced_gains_with_short_stalls_but_misses_85_percent(
-    delay,
-):
-    """`PacedLevel` (B's level as the held floor, its drops paced to 20 % per 5 s; its rates over
-    three intervals; its peak from a full window): over 75 % of the bound (the shipped policy:
-    70 %, B as merged: 62 %), 1 MB or more above the limit, no producer 11 s without an
-    acknowledgement, every quota entity back at its rate within 6 s of the space freed. Short of
-    85 %: the level still falls to what retention frees, so the dip it needs before retention
-    first frees anything echoes one retention time later, and its margin (6 s of the peak, plus
-    the foresight) keeps 3-4 MB unused on average."""
-    run = on_kafka(paced_level, delay, **FREED)
-    assert 0.75 < run.share(EPISODE) < 0.85
-    back = run.back()
-    assert run.lowest > 1_000_000 and run.stall() < 11.0 and back is not None and back < 6.0
-
-
-def test_on_kafkas_quotas_b_paced_closer_to_the_limit_reaches_85_percent_only_past_it():
-    """Half the margin and settle time, every drop paced (no escape): 83 % or more of the
-    bound, but past the limit or with stalls over 10 s (Kafka's bursts spend the margin)."""
-    run = on_kafka(lambda: paced_level(**CLOSER), 3.0, **FREED)
-    assert run.share(EPISODE) >= 0.83
-    assert run.lowest < 0 or run.stall() > 10.0
+def test_on_kafkas_quotas_b_paced_closer_to_the_limit_writes_84_percent_with_stalls_of_10_s():
+    """`PacedLevel` with CLOSER: B's level as the held floor (drops paced to 20 % per 5 s, so
+    Kafka's throttle times stay near 10 s), its rates over two intervals, a margin that grows
+    while retention frees less than the peak, no escape: 81-89 % of the bound (median 84 %),
+    never past the limit, no stall over 11 s. What it gives up: the 10x step 10 s into the load
+    crosses the limit (4 MB; the shipped policy's 3.5 MB in this model, whose step is a true
+    10x: on real Kafka the bench's step producers wrote about a quarter of it and the shipped
+    policy stayed 1.8 MB above the limit); with the escape kept, the escape's drops at once
+    mute producers for 20 s and more."""
+    make = ON_KAFKA["B paced closer (CLOSER)"]
+    spread = Spread.of(make)
+    assert Spread.median(spread.shares) >= 0.82 and spread.lowest[0] > 0
+    assert spread.stalls[-1] < 11.0
+    assert on_kafka(make, load_step=(10.0, 10), duration=KAFKA_RUN).lowest < 0
+    escaping = Spread.of(ON_KAFKA["B paced closer, with the escape"], phases=(0, 2, 4))
+    assert Spread.median(escaping.stalls) > 15.0
 
 
 if __name__ == "__main__":
