@@ -112,8 +112,10 @@ def hold_at_factor_zero(
     measured: float,
     watch_after: float,
     topic: str = "many",
+    factor: float = 0.0,
 ) -> Held:
-    """Every principal of the cluster offering `offered` B/s; factor 0 applied by an Applier of
+    """Every principal of the cluster offering `offered` B/s; `factor` (0: the limit reached)
+    applied by an Applier of
     `policy` with observed-rate references, held `settle` + `measured` s, then 1.0; watched for
     `watch_after` s after the restore. Stops every producer it started, and restores. Once per
     cluster: the references are the highest rates over the last 5 minutes, which would include
@@ -146,7 +148,7 @@ def hold_at_factor_zero(
         start = time.monotonic()
         time.sleep(measured)
         before = sum(p.log.rate(start, time.monotonic()) for p in producers)
-        step(applier, 0.0)
+        step(applier, factor)
         held_at = time.monotonic()
         described = client.describe()
         quotas = {e: described[e][P] for e in [*owners, QuotaEntity.default_user()]}

@@ -363,6 +363,10 @@ class Recording:
         self.directory = self.directory or results_dir()
 
     def __enter__(self) -> Recording:
+        # Made now, not when the page is written: a run's pictures are drawn into it before the
+        # page, and a missing KVQ_RESULTS_DIR lost an 8-minute run at its last step.
+        assert self.directory is not None
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.facts = RunFacts.now(self.command)
         self._started = time.monotonic()
         lock = threading.Lock()

@@ -112,13 +112,19 @@ class QuotaPolicy:
                 f"{', '.join(KNOWN_KEYS[1:])}"
             )
 
-    def minimum(self, key: str, reference: float | None = None) -> float:
-        """The lowest value a throttle sets for `key`; 1 for the keys other than byte rates.
-        For a byte-rate key, of an entity seen writing at `reference`: the higher of its own
-        minimum (`entity_minimum`, with a longest throttle time) and, with a request size, the
-        quota at which no request of it gets a longer throttle time than allowed
-        (`request_minimum`). Else (no reference, or an entity idle over the lookback, which may
-        write at any rate) the byte-rate floor: what Kafka's int throttle time needs."""
+    def minimum(self, key: str, reference: float | None = None, factor: float = 0.0) -> float:
+        """The lowest value a throttle at `factor` sets for `key`; 1 for the keys other than
+        byte rates. For a byte-rate key, of an entity seen writing at `reference`: the higher
+        of its own minimum (`entity_minimum`, with a longest throttle time) and, with a request
+        size, `factor` x the quota at which no request of it gets a longer throttle time than
+        allowed (`request_minimum`). Else (no reference, or an entity idle over the lookback,
+        which may write at any rate) the byte-rate floor: what Kafka's int throttle time needs.
+
+        The request minimum is scaled by the factor, not held whatever the factor: an entity
+        writing less than it is slowed last, but every lower factor still slows it. Held as a
+        constant, it kept the throttle from binding where many principals each write a few
+        kB/s per broker (40 at 6-12 kB/s: every quota at 8,192 B/s from factor 0.64 down, and
+        the volume went past its limit under either policy)."""
         if key not in INTEGRAL_KEYS:
             return MINIMUM
         if reference is None or reference <= 0.0 or self.longest_throttle_seconds is None:
@@ -126,7 +132,8 @@ class QuotaPolicy:
         own = entity_minimum(reference, self.longest_throttle_seconds)
         if self.request_bytes is None or self.request_throttle_seconds is None:
             return own
-        return max(own, request_minimum(self.request_bytes, self.request_throttle_seconds))
+        requests = request_minimum(self.request_bytes, self.request_throttle_seconds)
+        return max(own, float(math.floor(max(factor, 0.0) * requests)))
 
     def exempt(self, entity: QuotaEntity) -> bool:
         """The override entity of an excluded principal."""
@@ -350,8 +357,8 @@ def _desired(
     if reference is not None and reference < ceiling:
         # The reference stands in for a higher (or no) base: the result is never above the base
         # and never below the minimum the base allows (a base below the floor stays as it is);
-        # factor 0 too holds the pair at its minimum (the floor, or its own).
-        lowest = policy.minimum(key, reference)
+        # factor 0 holds the pair at its own minimum (or the floor without a reference).
+        lowest = policy.minimum(key, reference, factor)
         return max(scaled(reference, factor, key, MINIMUM), min(lowest, ceiling))
     if ceiling == math.inf:
         # Unlimited x factor is unlimited: only factor 0 limits it.

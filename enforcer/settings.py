@@ -235,8 +235,8 @@ class EnforcerSettings(AppSettings):
         "observed-rate: each quota entity seen writing is throttled no lower than the rate at "
         "which Kafka's throttle time for what it was writing is this long: its reference x "
         f"{KAFKA_QUOTA_WINDOW_SECONDS:.0f} s / ({KAFKA_QUOTA_WINDOW_SECONDS:.0f} s + this) "
-        f"(15.5 % with PT1M, or the minimum {REQUEST_BYTES} sets if higher): factor 0 holds "
-        "the cluster to about that share of its rate, and mutes no producer for longer.",
+        "(15.5 % with PT1M): factor 0 holds the cluster to about that share of its rate, and "
+        "mutes no producer for longer.",
     )
     request_bytes: int = setting(
         REQUEST_BYTES,
@@ -245,9 +245,10 @@ class EnforcerSettings(AppSettings):
         "observed-rate: the bytes a throttled producer sends to one broker in one produce "
         "request: what it buffered while it waited, up to its buffer or request size "
         "(librdkafka: queue.buffering.max.kbytes, message.max.bytes, 1 MB by default; Java: "
-        "buffer.memory, batch.size per partition, 16 KiB). No quota entity seen writing is "
-        f"throttled below 2 x this / {REQUEST_THROTTLE}, at which Kafka answers no such "
-        "request with a longer throttle time.",
+        "buffer.memory, batch.size per partition, 16 KiB). At factor f no quota entity seen "
+        f"writing is throttled below f x 2 x this / {REQUEST_THROTTLE}, the quota at which "
+        "Kafka answers no such request with a longer throttle time: an entity writing less "
+        "is slowed last, and still slowed by every lower factor.",
     )
     request_throttle: timedelta = setting(
         REQUEST_THROTTLE,
@@ -258,9 +259,9 @@ class EnforcerSettings(AppSettings):
         ),
         "PT8S",
         f"observed-rate: the longest throttle time Kafka may hand one request of {REQUEST_BYTES} "
-        "at the lowest byte rate a throttle sets (most get half): how long a producer held "
-        "there goes without an acknowledgement, and the most it still waits after the restore "
-        "(8,192 B/s with 32 KiB and PT8S).",
+        "at the request minimum (8,192 B/s with 32 KiB and PT8S; most get half), this / f at "
+        "factor f: how long a producer held there goes without an acknowledgement, and the "
+        "most it still waits after the restore.",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,

@@ -183,3 +183,18 @@ def test_the_command_is_shown_as_typed_with_the_checkout_s_interpreter_relative(
     assert results_page.command_line(["/usr/bin/python3", "-m", "bench"]) == (
         "/usr/bin/python3 -m bench"
     )
+
+
+def test_a_results_dir_that_does_not_exist_yet_is_made_before_the_run_draws_into_it(
+    tmp_path, monkeypatch
+) -> None:
+    # KVQ_RESULTS_DIR=/tmp/somewhere-new: a run draws its pictures before the page is written;
+    # the directory missing then lost an 8-minute run at its last step.
+    monkeypatch.setenv(results_page.RESULTS_DIR_ENV, str(tmp_path / "new" / "results"))
+    with Recording("slowdown", "A run with a picture.") as recording:
+        recording.attach("-picture.png", "a picture").write_bytes(b"a picture")
+        print("figures")
+        recording.complete()
+    written = tmp_path / "new" / "results"
+    assert (written / "slowdown-picture.png").read_bytes() == b"a picture"
+    assert "figures" in (written / "slowdown.md").read_text()

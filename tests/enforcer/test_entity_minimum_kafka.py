@@ -1,9 +1,9 @@
 """Each quota entity's own minimum on real Kafka: many SASL principals, each writing 30 kB/s to one
 broker, held at factor 0 (the 0/1 policy at the limit) to their minimum from their observed rates
 (kvq.enforcer.throttle.longest.throttle.time) write a small share of what they did, where the
-constant 8 KiB/s floor let each of them keep 27 % of it; held no lower than what their requests
-allow (kvq.enforcer.throttle.request.bytes), Kafka throttles none of their requests for longer
-than allowed (devkit/factor_zero.py)."""
+constant 8 KiB/s floor let each of them keep 27 % of it; held at a factor times the quota their
+requests allow (kvq.enforcer.throttle.request.bytes), Kafka throttles none of their requests for
+longer than that allows (devkit/factor_zero.py)."""
 
 import pytest
 
@@ -50,20 +50,25 @@ def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_pa
 
 REQUEST_BYTES = 65536.0
 """The producers' buffer (queue.buffering.max.kbytes=64): what a throttled one sends at once."""
-REQUEST_THROTTLE_S = 10.0
+REQUEST_THROTTLE_S = 2.0
+"""2 x 64 KiB / 2 s = 65,536 B/s: above the rate of any principal offering 30 kB/s (Kafka's
+sensors read up to 1.5 times that), so the factor scales it."""
+FACTOR = 0.2
+"""0.2 x 65,536 = 13,107 B/s: requests of 64 KiB throttled for at most 2 s / 0.2 = 10 s."""
 SAMPLED_S = 2.5
 """Kafka drops its window's samples whole: a throttle may run this much longer than an exact
 window gives (tests/enforcer/test_observed_rates.py)."""
 
 
-def test_held_at_the_request_minimum_no_request_is_throttled_for_longer_than_allowed(
+def test_held_at_the_scaled_request_minimum_no_request_is_throttled_for_longer_than_it_allows(
     tmp_path, kafka_dist
 ):
-    """64 KiB requests (their buffer) in 10 s: each principal seen writing 30 kB/s is held at
-    factor 0 no lower than 2 x 64 KiB / 10 s, 13,108 B/s (its own minimum from its rate is
-    4,647 B/s), and once held there (after the first mute, from its rate down to that) Kafka
-    hands none of its producer's requests a throttle time longer than 10 s: no producer goes
-    longer without an acknowledgement, nor waits longer after the restore."""
+    """64 KiB requests (their buffer), 2 s each at the request minimum: each principal seen
+    writing 30 kB/s, below that minimum (65,536 B/s), is held at factor 0.2 to 0.2 x it, 13,107
+    B/s, not to 0.2 x its rate (its own minimum from its rate is 4,647 B/s), and once held
+    there (after the first mute, from its rate down to that) Kafka hands none of its
+    producer's requests a throttle time longer than 2 s / 0.2: no producer goes longer without
+    an acknowledgement, nor waits longer after the restore."""
     policy = QuotaPolicy(
         (P,),
         {P: None},
@@ -74,11 +79,20 @@ def test_held_at_the_request_minimum_no_request_is_throttled_for_longer_than_all
     )
     with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
         held = factor_zero.hold_at_factor_zero(
-            kafka, prom, tmp_path / "journal.sqlite3", policy, OFFERED, 12.0, MEASURED_S, 0.0
-        )  # the first mute, from ~30 kB/s down to the minimum: (30,000 / 13,108 - 1) x 4 s
-    minimum = request_minimum(REQUEST_BYTES, REQUEST_THROTTLE_S)
+            kafka,
+            prom,
+            tmp_path / "journal.sqlite3",
+            policy,
+            OFFERED,
+            12.0,
+            MEASURED_S,
+            0.0,
+            factor=FACTOR,
+        )  # the first mute, from ~30 kB/s down to the minimum: (30,000 / 13,107 - 1) x 4 s
+    minimum = float(int(FACTOR * request_minimum(REQUEST_BYTES, REQUEST_THROTTLE_S)))
     assert set(held.quotas.values()) == {minimum}, held.quotas
-    assert 0 < held.longest_held_throttle_s <= REQUEST_THROTTLE_S + SAMPLED_S, (
+    longest = REQUEST_THROTTLE_S / FACTOR
+    assert 0 < held.longest_held_throttle_s <= longest + SAMPLED_S, (
         f"at {minimum:.0f} B/s Kafka throttled a request for {held.longest_held_throttle_s} s"
     )
     assert held.share < 0.9, f"{held.share:.0%} of the rate before: not held at all"

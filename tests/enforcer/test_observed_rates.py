@@ -258,20 +258,27 @@ REQUEST_MINIMUM = QuotaPolicy(
 @pytest.mark.parametrize(
     ("key", "original", "reference", "factor", "expected"),
     [
-        (P, 2_000_000.0, 30_000.0, 0.0, 13_108.0),  # its own minimum (4,647) is lower
-        (P, 2_000_000.0, 1_000_000.0, 0.0, 154_929.0),  # its own minimum is higher
+        (P, 2_000_000.0, 30_000.0, 0.0, 4_647.0),  # factor 0: its own minimum, nothing more
+        (P, 2_000_000.0, 1_000_000.0, 0.0, 154_929.0),  # a fast entity's own minimum
         (P, 2_000_000.0, 30_000.0, 0.5, 15_000.0),  # above the minimum: factor x rate
-        (P, None, 5_000.0, 0.0, 13_108.0),  # one slower than the minimum is not slowed
+        (P, 2_000_000.0, 30_000.0, 0.2, 6_000.0),  # 0.2 x 13,108 is below 0.2 x its rate
+        (P, None, 5_000.0, 0.5, 6_554.0),  # one slower than the minimum: not slowed yet...
+        (P, None, 5_000.0, 0.25, 3_277.0),  # ... but once factor x minimum is below its rate
+        (P, None, 5_000.0, 0.0, 774.0),  # and at factor 0 to its own minimum
         (P, None, None, 0.0, 8192.0),  # no reference: the floor
         (P, 2_000_000.0, 0.0, 0.0, 8192.0),  # idle over the lookback: the floor
-        (P, 10_000.0, 9_000.0, 0.0, 10_000.0),  # a quota below the minimum stays
-        ("consumer_byte_rate", 2_000_000.0, 30_000.0, 0.0, 13_108.0),
+        (P, 10_000.0, 9_000.0, 0.9, 10_000.0),  # a quota below the minimum stays
+        ("consumer_byte_rate", 2_000_000.0, 30_000.0, 0.5, 15_000.0),
+        ("consumer_byte_rate", None, 5_000.0, 0.5, 6_554.0),
         ("request_percentage", 200.0, None, 0.0, 1.0),  # not a byte rate
     ],
 )
-def test_no_throttle_sets_a_byte_rate_at_which_one_request_is_throttled_too_long(
+def test_the_request_minimum_scales_with_the_factor_and_gives_way_at_factor_0(
     key, original, reference, factor, expected
 ):
+    """An entity writing less than the request minimum is slowed last (at `factor` x it), but
+    every lower factor still slows it: held as a constant, it kept 40 principals writing a few
+    kB/s per broker from being slowed at all (the volume went past its limit)."""
     pair = (ALICE if original is not None else DEFAULT, key)
     value = desired_value(REQUEST_MINIMUM, pair, original, factor, {pair: original}, reference)
     assert value == expected
@@ -290,8 +297,9 @@ def test_a_small_request_size_leaves_the_floor_and_a_higher_own_minimum():
     )
     assert request_minimum(16384, 10.0) == 3_277.0
     assert policy.minimum(P) == 8192.0
-    assert policy.minimum(P, 30_000.0) == entity_minimum(30_000.0, 60.0) == 4_647.0
-    assert policy.minimum(P, 10_000.0) == 3_277.0
+    assert policy.minimum(P, 30_000.0, 1.0) == entity_minimum(30_000.0, 60.0) == 4_647.0
+    assert policy.minimum(P, 10_000.0, 1.0) == 3_277.0
+    assert policy.minimum(P, 10_000.0, 0.0) == entity_minimum(10_000.0, 60.0) == 1_549.0
 
 
 def throttles_at(quota: float, request_bytes: float, offered: float, seconds: float = 300.0):
