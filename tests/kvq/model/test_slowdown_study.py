@@ -827,7 +827,7 @@ def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
     it writes 85 % or more of the bound, and one poll interval writes what the next does; on
     Kafka's quotas one interval's writes are 2-3 times the next one's or a third of them (the
     shipped policy's: 1.3 times; real runs of the three-interval B: 2.0), the level follows
-    them down to the enforcer's minimum, and it writes 68 % at the median (real: 62-64 %), with
+    them down to the enforcer's minimum, and it writes 67 % at the median (real: 62-64 %), with
     producers muted for 20 s and more (real: 20-22 s)."""
     make = ON_KAFKA["B as merged: grown bytes, checked, 14 s"]
     smooth = scenario(make(), sizes_every=1.0, calls_every=1.0)
