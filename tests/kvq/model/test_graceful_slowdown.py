@@ -14,6 +14,7 @@ from kvq.model.policy_run import PolicyRun
 from kvq.model.slowdown_depth import depth_sharing
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
+from tests.kvq.model import kafka_load
 
 MB = 1_000_000
 TOTAL = 2000 * MB
@@ -277,9 +278,9 @@ class WithoutFloor(GracefulSlowdown):
         return 0.0, 0.0
 
 
-KAFKA_TOTAL = 32 << 20
-KAFKA_LIMIT = KAFKA_TOTAL // 4
-KAFKA_START = 24_047_616
+KAFKA_TOTAL = kafka_load.TOTAL
+KAFKA_LIMIT = kafka_load.LIMIT
+KAFKA_START = kafka_load.START
 """Broker 0's available bytes when bench/slowdown's load starts."""
 
 
@@ -299,7 +300,7 @@ KAFKA_FULL = 300e3
 
 
 def kafka_retention_loop(
-    kind=GracefulSlowdown, delay=5.0, load_step=None, duration=600.0, horizon=40.0
+    kind=GracefulSlowdown, delay=5.0, load_step=None, duration=600.0, horizon=40.0, quotas=False
 ):
     """bench/slowdown's broker 0 on real Kafka, second by second: a 32 MiB volume, 25 % of it the
     limit, 24.05 MB available when the load starts. The load puts `full` B/s on it; the
@@ -311,9 +312,18 @@ def kafka_retention_loop(
     retention as in `UnifiedLog.deleteRetentionMsBreachedSegments`: the active segment rolls
     when a write comes `segment` s after its first; a segment is deleted, at the check every
     second, once its newest write is more than `retention` s old. The exporter polls every 5 s.
-    `load_step`: (time, times) the offered load steps up. (lowest available, [(time, factor)])."""
-    full, floor, backlog_most, segment, retention = KAFKA_FULL, 90e3, 4e6, 5.0, 60.0
+    `load_step`: (time, times) the offered load steps up. (lowest available, [(time, factor)]).
+    With `quotas`, the load is the one Kafka's quota sensors and the producers shape, by tenths
+    of a second (`kafka_load.run`: throttled producers write in bursts), polled every 5 s."""
     run = PolicyRun(kind(MinAvailableRatio(0.25), horizon))
+    if quotas:
+
+        def decide(t, available, total, grown, dropped):
+            return run.calculate([Volume(0, "/d", total, available)], time=t).factor
+
+        ran = kafka_load.run(decide, delay, load_step, duration, calls_every=5.0)
+        return ran.lowest + KAFKA_LIMIT, [(t, f) for t, f in ran.factors if t >= 0]
+    full, floor, backlog_most, segment, retention = KAFKA_FULL, 90e3, 4e6, 5.0, 60.0
     segments: list[list[float]] = []  # [first write, newest write, bytes]
     published = [(-delay, 1.0)]
     lowest, factors, backlog, t = KAFKA_TOTAL, [], 0.0, 0.0
@@ -413,11 +423,13 @@ def test_a_response_time_shorter_than_the_loops_swings_the_factor_from_its_cap_t
     assert min(late) < 0.2 * EQUILIBRIUM
 
 
+@pytest.mark.parametrize("quotas", [False, True], ids=["smooth", "kafka-quotas"])
 @pytest.mark.parametrize("step", [2, 10])
-def test_with_kafkas_retention_a_load_step_keeps_the_volume_off_its_limit(step):
+def test_with_kafkas_retention_a_load_step_keeps_the_volume_off_its_limit(step, quotas):
     """Twice or ten times the load 30 s after the first slowdown, from the same principals: the
-    quotas hold it, and the volume stays above its limit."""
-    lowest, factors = kafka_retention_loop(load_step=(45.0, step))
+    quotas hold it, and the volume stays above its limit; on Kafka's quota sensors too, with
+    the producers writing in bursts."""
+    lowest, factors = kafka_retention_loop(load_step=(45.0, step), quotas=quotas)
     assert lowest > KAFKA_LIMIT
     assert 0.0 not in [f for _, f in factors]
 

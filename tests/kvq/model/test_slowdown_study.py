@@ -16,6 +16,7 @@ real `GracefulSlowdown` on readings with grown bytes, which the tests hold to th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,10 +25,12 @@ import pytest
 from demo.slowdown import at_the_limit
 from kvq.model.graceful_slowdown import MIN_ELAPSED_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableRatio
-from kvq.model.policy_expressions import Expressions
+from kvq.model.policy_expressions import PLAIN, Expressions
 from kvq.model.policy_run import PolicyRun
+from kvq.model.slowdown_depth import depth_of_drop, depth_sharing
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
+from tests.kvq.model import kafka_load
 from tests.kvq.model.test_graceful_slowdown import (
     KAFKA_FULL,
     KAFKA_LIMIT,
@@ -60,6 +63,8 @@ class Poll:
     one's growth between two readings of their sizes (Kafka's `UnifiedLog.size`)."""
     dropped: float
     """Bytes they dropped by: the sum of each one's shrinking (segments retention deleted)."""
+    total: int = KAFKA_TOTAL
+    """The volume's size (twice as large once the space is freed: `kafka_load.run`)."""
 
 
 Controller = Callable[[Poll], float | None]
@@ -76,7 +81,7 @@ def graceful(response: float = RESPONSE, grown: bool = False, checks: bool = Fal
     run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, response))
 
     def factor(poll: Poll) -> float | None:
-        volume = Volume(0, "/d", KAFKA_TOTAL, poll.available, round(poll.grown) if grown else None)
+        volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown) if grown else None)
         if checks and poll.time % POLL and not run.decisive([volume], poll.time):
             return None
         return run.calculate([volume], time=poll.time).factor
@@ -112,6 +117,129 @@ def gross_fill(response: float = RESPONSE) -> Controller:
         total[0] += poll.grown
         policy.written[poll.time] = total[0]
         return run.calculate([Volume(0, "/d", KAFKA_TOTAL, poll.available)], time=poll.time).factor
+
+    return factor
+
+
+@dataclass(frozen=True, slots=True)
+class PacedLevel(GracefulSlowdown):
+    """B with its level paced (the design this study tried on Kafka's quotas): the level is the
+    held floor's, which climbs one MAX_DROP every `pace_seconds` at most (the factor falls that
+    fast, and Kafka's throttle times stay within ~10 s), and falls at once; the gross and freed
+    rates are taken over the last `window` intervals whose growth was read (one interval's
+    growth swings several-fold under bursts), and the peak only once that window is full (a
+    first interval's burst is no peak; the first slowdown waits for the references to mature);
+    `margin_seconds` and `settle_seconds` as B's. `escape`: the floor at once while the limit is
+    within the response time at the fill rate (the exporter's checks taken in for it), as
+    graceful-slowdown's; without it every drop is paced. `rise_seconds`: the rises paced too.
+    `unfreed_seconds`: more margin while retention frees less than the peak."""
+
+    window: int = 3
+    pace_seconds: float = 5.0
+    margin_seconds: float = 6.0
+    settle_seconds: float = 10.0
+    escape: bool = True
+    rise_seconds: float | None = None
+    """The factor rises one MAX_DROP every this many seconds at most (None: at once)."""
+    unfreed_seconds: float = 0.0
+    """More margin while retention frees less than the peak: this many seconds of the
+    difference."""
+
+    def depth_step(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[float, bool]:
+        step, restart = super(PacedLevel, self).depth_step(reading, previous, ops)
+        if self.rise_seconds is None or not previous:
+            return step, restart
+        elapsed = self.elapsed(reading, previous[0], ops)
+        return -depth_of_drop(self.MAX_DROP) / self.rise_seconds * elapsed, restart
+
+    @property
+    def floor_climb(self) -> float:
+        return depth_of_drop(self.MAX_DROP) / self.pace_seconds
+
+    def growth_window(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> tuple[float, float, float]:
+        """(grown, used grown, seconds) over the last `window` intervals whose growth was read."""
+        grown, start = ops.or_zero(reading.grown_bytes), previous[0]
+        start_time, start_used = start.time, used_bytes(start)
+        whole = ops.known(reading.grown_bytes)
+        pairs = list(zip(previous, previous[1:], strict=False))[: self.window - 1]
+        for later, earlier in pairs:
+            whole = whole & ops.known(later.grown_bytes)
+            grown = ops.choose(whole, grown + ops.or_zero(later.grown_bytes), grown)
+            start_time = ops.choose(whole, earlier.time, start_time)
+            start_used = ops.choose(whole, used_bytes(earlier), start_used)
+        seconds = ops.greatest(reading.time - start_time, MIN_ELAPSED_SECONDS)
+        return grown, used_bytes(reading) - start_used, seconds
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> float:
+        if len(previous) < max(self.window, self.history):
+            return 0.0
+        grown, _, seconds = self.growth_window(reading, previous, ops)
+        return ops.greatest(grown / seconds, self.fill_rate(reading, previous, ops))
+
+    def depth_floor(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        peak: float,
+        ops: Expressions,
+    ) -> tuple[float, float]:
+        headroom = ops.greatest(self.headroom(reading), 1.0)
+        capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
+        if not previous:
+            return depth_sharing(capped, self.LOWEST_CAP, ops), 0.0
+        grown, used, seconds = self.growth_window(reading, previous, ops)
+        freed, net = (grown - used) / seconds, -used / seconds
+        elapsed = self.elapsed(reading, previous[0], ops)
+        applied = ops.greatest(self.response_seconds - 2 * elapsed, 0.0)
+        foreseen = self.headroom(reading) + ops.least(net, 0.0) * applied
+        margin = self.margin_seconds * peak + self.unfreed_seconds * ops.greatest(peak - freed, 0.0)
+        target = freed + (foreseen - margin) / self.settle_seconds
+        level = ops.greatest(peak, 1.0) / ops.greatest(target, 1.0)
+        held = depth_sharing(ops.greatest(capped, level), self.LOWEST_CAP, ops)
+        surest = ops.greatest(headroom, self.headroom(previous[0]))
+        imminent = self.imminent(self.fill_rate(reading, previous, ops), surest) & self.escape
+        at_once = depth_sharing(self.response_seconds * peak / headroom, self.LOWEST_CAP, ops)
+        return held, ops.choose(imminent, at_once, 0.0)
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        rate = self.fill_rate(reading, (last,), PLAIN)
+        return self.escape and bool(self.imminent(rate, self.headroom(reading)))
+
+
+def used_bytes(reading: VolumeReading) -> float:
+    return reading.total_bytes - reading.available_bytes
+
+
+AS_RUN = {
+    "escape": False,
+    "window": 2,
+    "margin_seconds": 3.0,
+    "unfreed_seconds": 4.0,
+    "settle_seconds": 7.0,
+}
+"""`PacedLevel` closer to the limit, as it was run once on real Kafka: every drop paced (no
+escape), rates over two intervals, half B's margin plus 4 s of what retention frees less than
+the peak (the most before retention first frees anything: the approach to the limit then needs
+it), the headroom spent over 7 s."""
+CLOSER = {**AS_RUN, "margin_seconds": 5.0, "unfreed_seconds": 8.0}
+"""AS_RUN with more margin: 5 s of the peak, and 8 s of what retention frees less than it."""
+
+
+def paced_level(**settings) -> Controller:
+    """`PacedLevel` on readings with the growth, checked every second as the exporter does."""
+    run = PolicyRun(PacedLevel(MinAvailableRatio(0.25), HORIZON, RESPONSE, **settings))
+
+    def factor(poll: Poll) -> float | None:
+        volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown))
+        if poll.time % POLL and not run.decisive([volume], poll.time):
+            return None
+        return run.calculate([volume], time=poll.time).factor
 
     return factor
 
@@ -254,6 +382,9 @@ class Outcome:
     lowest: float
     """Lowest headroom (available - limit) in the run."""
     factors: list[tuple[float, float]]
+    kafka: kafka_load.KafkaRun | None = None
+    """With Kafka's quotas and producers (`scenario`'s `kafka`): the producers, and when the
+    space was freed."""
 
     def share(self, seconds: float) -> float:
         start = int(self.slowed)
@@ -268,6 +399,38 @@ class Outcome:
         late = [f for t, f in self.factors if self.slowed + 30 <= t < self.slowed + seconds]
         return min(late), max(late)
 
+    def producers(self) -> list[kafka_load.Producer]:
+        assert self.kafka is not None, "only with Kafka's quotas (scenario(kafka=True))"
+        return self.kafka.load.producers[: len(kafka_load.PRODUCERS)]
+
+    def end(self, seconds: float = EPISODE) -> float:
+        """When the episode ended: the space freed, else `seconds` after the first slowdown."""
+        freed = self.kafka.freed if self.kafka else None
+        return freed if freed is not None else self.slowed + seconds
+
+    def stall(self, seconds: float = EPISODE) -> float:
+        """The longest time a producer went without an acknowledgement in the episode
+        (demo.slowdown.Outcome.longest_stall)."""
+        end = self.end(seconds)
+        return max(kafka_load.longest_stall(p, self.slowed, end) for p in self.producers())
+
+    def longest_throttle(self, seconds: float = EPISODE) -> float:
+        """The longest throttle time Kafka answered a producer with in the episode."""
+        end = self.end(seconds)
+        throttles = [s for p in self.producers() for t, s in p.throttles if self.slowed <= t < end]
+        return max(throttles, default=0.0)
+
+    def back(self) -> float | None:
+        """Seconds from the space freed until every quota entity was back at its rate
+        (demo.slowdown.Outcome.entities_back_at_rate: its rate from 5 s after the start to
+        15 s, or to the first slowdown if later); None: one was not within 30 s."""
+        assert self.kafka is not None and self.kafka.freed is not None
+        times = []
+        for producers in self.kafka.load.groups().values():
+            before = kafka_load.rate_over(producers, 5.0, max(15.0, self.slowed))
+            times.append(kafka_load.back_at_rate(producers, before, self.kafka.freed))
+        return None if None in times else max(t for t in times if t is not None)
+
 
 EXACT = 0.0
 """`sizes_every` for a log dir whose exact bytes written and deleted are known (no netting)."""
@@ -280,8 +443,14 @@ def scenario(
     duration: float = 700.0,
     sizes_every: float = POLL,
     calls_every: float = POLL,
+    kafka: bool = False,
+    freed_after: float | None = None,
+    phase: int = 0,
 ) -> Outcome:
-    """`kafka_retention_loop` with the load spread over PARTITIONS replicas: the enforcer holds
+    """With `kafka`: the load as Kafka's quotas and the producers shape it (`kafka_load.run`,
+    by tenths of a second; the space freed `freed_after` s after the first slowdown; the
+    exporter's polls `phase` s earlier in the load). Else
+    `kafka_retention_loop` with the load spread over PARTITIONS replicas: the enforcer holds
     the load to the factor in force (computed `delay` s before) x the highest 10 s rate of the
     300 s before the episode, never below 90 kB/s; at 1.0 the producers catch up on their
     backlog at up to three times the rate. `load_step` (time, times): from then on the same
@@ -291,6 +460,18 @@ def scenario(
     netted): a replica that grew and lost a segment between two readings shows only the
     difference. The controller is called every `calls_every` s (1.0: the exporter's checks
     between polls, `checked`); what it returns is published."""
+    if kafka:
+
+        def decide(t: float, available: int, total: int, grown: float, dropped: float):
+            return controller(Poll(t, available, grown, dropped, total))
+
+        every = {"sizes_every": sizes_every, "calls_every": calls_every}
+        run = kafka_load.run(
+            decide, delay, load_step, duration, freed_after=freed_after, phase=phase, **every
+        )
+        assert run.slowed is not None
+        return Outcome(run.slowed, run.written, run.lowest, run.factors, run)
+    assert freed_after is None, "the space is freed only with Kafka's quotas"
     full, floor, backlog_most = KAFKA_FULL, 90e3, 4e6
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     published = [(-delay, 1.0)]
@@ -392,6 +573,93 @@ def row(make: Callable[[], Controller], sizes_every: float, calls_every: float =
         f"{run.share(EPISODE):5.0%} {run.share(LONG_EPISODE):5.0%} {lowest:>15} "
         f"{low:5.2f}-{high:.2f} {run.steepest():5.2f} " + " ".join(f"{b / 1e6:6.1f}" for b in steps)
     )
+
+
+ON_KAFKA: dict[str, Callable[[], Controller]] = {
+    "shipped: totals, checked, response 14 s": lambda: graceful(checks=True),
+    "B as merged: grown bytes, checked, 14 s": lambda: graceful(grown=True, checks=True),
+    "B paced (PacedLevel)": paced_level,
+    "B paced, rises paced too": lambda: paced_level(rise_seconds=5.0),
+    "B paced closer, as run on real Kafka": lambda: paced_level(**AS_RUN),
+    "B paced closer, more margin (CLOSER)": lambda: paced_level(**CLOSER),
+    "B paced closer, with the escape": lambda: paced_level(**{**CLOSER, "escape": True}),
+}
+"""Policies run on Kafka's quotas and producers (`scenario`'s `kafka`), as the exporter runs them
+on bench/slowdown: a check every second, the partitions' sizes read with each."""
+KAFKA_RUN = EPISODE + 80.0
+"""How long a run with the space freed goes on: the first slowdown, the episode, 30 s after."""
+FREED = {"duration": KAFKA_RUN, "freed_after": EPISODE}
+"""`scenario`'s run with the space freed after the episode (bench/slowdown's run)."""
+DELAYS = (2.0, 3.0, 4.0, 5.0, 6.0)
+PHASES = range(5)
+"""Each policy on Kafka's quotas runs with the loop taking each of DELAYS s from a poll to the
+quotas, and the exporter's polls at each of PHASES s into the load: bursts make one run's
+numbers depend on both (the real runs' loop: 2-3 s; their phase: any)."""
+
+
+def on_kafka(make: Callable[[], Controller], delay: float = 3.0, **kwargs) -> Outcome:
+    """`make`'s policy on Kafka's quotas and producers, checked and read every second."""
+    every = {"sizes_every": 1.0, "calls_every": 1.0, "kafka": True}
+    return scenario(make(), delay, **every, **kwargs)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One policy's runs on Kafka's quotas over `DELAYS` x `PHASES`, the space freed after the
+    episode: each measure sorted."""
+
+    shares: list[float]
+    lowest: list[float]
+    stalls: list[float]
+    backs: list[float]
+    """Seconds until every quota entity was back at its rate (inf: not within 30 s)."""
+
+    @classmethod
+    def of(cls, make: Callable[[], Controller], delays=DELAYS, phases=PHASES) -> Spread:
+        runs = [on_kafka(make, d, phase=p, **FREED) for d in delays for p in phases]
+        backs = [run.back() for run in runs]
+        return cls(
+            sorted(run.share(EPISODE) for run in runs),
+            sorted(run.lowest for run in runs),
+            sorted(run.stall() for run in runs),
+            sorted(float("inf") if b is None else b for b in backs),
+        )
+
+    @staticmethod
+    def median(values: list[float]) -> float:
+        return values[len(values) // 2]
+
+
+def kafka_row(make: Callable[[], Controller]) -> str:
+    """Over DELAYS x PHASES: the share over 150 s (lowest, median, highest), the lowest headroom,
+    the longest stall (median, most) and the time until every quota entity was back at its rate
+    once the space was freed (median, most); then the share over 600 s (3 s loop) and the lowest
+    headroom under the 10x steps (the lower of a 3 s and a 5 s loop)."""
+    spread = Spread.of(make)
+    long = on_kafka(make, duration=LONG_EPISODE + 40.0)
+    steps = [
+        min(on_kafka(make, d, load_step=(at, 10), duration=KAFKA_RUN).lowest for d in (3.0, 5.0))
+        for at in STEPS
+    ]
+    shares, stalls, backs = spread.shares, spread.stalls, spread.backs
+    return (
+        f"{shares[0]:4.0%} {Spread.median(shares):4.0%} {shares[-1]:4.0%} "
+        f"{spread.lowest[0] / 1e6:6.1f} {Spread.median(stalls):5.1f} {stalls[-1]:5.1f} "
+        f"{Spread.median(backs):5.1f} {backs[-1]:5.1f} {long.share(LONG_EPISODE):5.0%} "
+        + " ".join(f"{b / 1e6:6.1f}" for b in steps)
+    )
+
+
+def kafka_table() -> list[str]:
+    """The policies on Kafka's quotas and producers (headroom in MB above the limit; negative:
+    past it; times in seconds; inf: not back within 30 s)."""
+    rows = [
+        f"{'policy':40} {'150 s: min  med  max':>14} {'lowest':>6} {'stall':>5} {'most':>5} "
+        f"{'back':>5} {'most':>5} {'600 s':>5} {'10x@10':>6} {'10x@45':>6}"
+    ]
+    for name, make in ON_KAFKA.items():
+        rows.append(f"{name:40} {kafka_row(make)}")
+    return rows
 
 
 def table() -> list[str]:
@@ -532,5 +800,71 @@ def test_with_sizes_read_only_with_each_poll_the_shipped_policy_still_gains():
         assert run.lowest > 0
 
 
+def swing_between_polls(run: Outcome) -> float:
+    """The median ratio of one poll interval's writes to the next one's (the larger to the
+    smaller) over the episode."""
+    start = int(run.slowed)
+    fives = [sum(run.written[i : i + int(POLL)]) for i in range(start, start + int(EPISODE), 5)]
+    ratios = sorted(max(a, b) / max(min(a, b), 1.0) for a, b in zip(fives, fives[1:], strict=False))
+    return ratios[len(ratios) // 2]
+
+
+def test_on_kafkas_quotas_the_shipped_policy_writes_what_it_wrote_on_real_kafka():
+    """Kafka's quota sensors and the producers' mute-then-burst (`kafka_load`): the shipped
+    policy, checked every second as the exporter runs it, writes 68-81 % of the bound (median
+    72 %; real runs: 71-76 %, docs/results/slowdown.md), stays above the limit (0.8 MB at the
+    least; real: 1.6-1.9 MB), goes 7.5 s without an acknowledgement at the median (real:
+    7.8-9.4 s) and has every quota entity back at its rate 3.4 s after the space was freed at
+    the median (real: 0-4.2 s)."""
+    spread = Spread.of(ON_KAFKA["shipped: totals, checked, response 14 s"])
+    assert spread.shares[0] > 0.65 and Spread.median(spread.shares) < 0.78
+    assert spread.lowest[0] > 500_000
+    assert Spread.median(spread.stalls) < 10.0 and Spread.median(spread.backs) <= 5.0
+
+
+def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
+    """Variant B as merged (`kvq.throttle.slowdown.partition.sizes=true`): on smooth producers
+    it writes 85 % or more of the bound, and one poll interval writes what the next does; on
+    Kafka's quotas one interval's writes are 2-3 times the next one's or a third of them (the
+    shipped policy's: 1.3 times; real runs of the three-interval B: 2.0), the level follows
+    them down to the enforcer's minimum, and it writes 67 % at the median (real: 62-64 %), with
+    producers muted for 20 s and more (real: 20-22 s)."""
+    make = ON_KAFKA["B as merged: grown bytes, checked, 14 s"]
+    smooth = scenario(make(), sizes_every=1.0, calls_every=1.0)
+    assert smooth.share(EPISODE) >= 0.85 and swing_between_polls(smooth) < 1.1
+    assert swing_between_polls(on_kafka(make)) > 1.7
+    spread = Spread.of(make)
+    assert Spread.median(spread.shares) < 0.72 and Spread.median(spread.stalls) > 20.0
+
+
+def test_on_kafkas_quotas_b_paced_closer_crosses_the_limit_as_it_did_on_real_kafka():
+    """`PacedLevel` as it was run once on real Kafka (AS_RUN): there it wrote 96 % of the
+    bound, went 0.44 MB below the limit 64-66 s into the load and stalled a producer for
+    15.7 s (docs/policies.md). The model: 85 % or more at the median, below the limit in some
+    runs, in the same approach before retention first frees anything."""
+    spread = Spread.of(ON_KAFKA["B paced closer, as run on real Kafka"])
+    assert Spread.median(spread.shares) >= 0.85 and spread.lowest[0] < 0
+
+
+def test_on_kafkas_quotas_b_paced_with_more_margin_writes_83_percent_off_the_limit():
+    """`PacedLevel` with CLOSER: B's level as the held floor (drops paced to 20 % per 5 s, so
+    Kafka's throttle times stay near 10 s), its rates over two intervals, a margin that grows
+    while retention frees less than the peak, no escape: 77-89 % of the bound (median 83 %),
+    never past the limit, no stall over 12 s. What it gives up: the 10x step 10 s into the load
+    crosses the limit (as the shipped policy does in this model, whose step is a true 10x: on
+    real Kafka the bench's step producers wrote about a quarter of it and the shipped policy
+    stayed 1.8 MB above the limit); with the escape kept, the escape's drops at once mute
+    producers for 20 s and more."""
+    make = ON_KAFKA["B paced closer, more margin (CLOSER)"]
+    spread = Spread.of(make)
+    assert Spread.median(spread.shares) >= 0.82 and spread.lowest[0] > 0
+    assert spread.stalls[-1] < 12.0
+    assert on_kafka(make, load_step=(10.0, 10), duration=KAFKA_RUN).lowest < 0
+    escaping = Spread.of(ON_KAFKA["B paced closer, with the escape"], phases=(0, 2, 4))
+    assert Spread.median(escaping.stalls) > 15.0
+
+
 if __name__ == "__main__":
-    print("\n".join(table()))
+    print("\n".join(kafka_table()))
+    if "--smooth" in sys.argv:
+        print("\n".join(table()))

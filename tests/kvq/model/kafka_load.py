@@ -1,0 +1,460 @@
+"""bench/slowdown's load as real Kafka and its producers shape it, by tenths of a second, for the
+closed-loop model (issue 42; test_slowdown_study.py's `scenario`, test_graceful_slowdown.py's
+`kafka_retention_loop`).
+
+The model's first load was smooth: the enforcer's quota held each second's writes to the factor
+x the reference. On real Kafka a throttled producer writes in bursts, and one 5 s interval's
+growth swings several-fold from one poll to the next (the exporter's archive of the real runs,
+docs/results/slowdown-policy-graceful-slowdown-series.json: producers at 0-2 kB/s for seconds,
+then 100-450 kB/s). What makes the bursts, as modelled here:
+
+- Kafka's quota sensor, one per budget and broker (devcluster.produce_quotas: Kafka's Rate over
+  11 samples of 1 s, ClientQuotaManager's budgets): each produce request's bytes are recorded,
+  then the rate is checked against the quota; over it, the response carries a throttle time of
+  (rate - quota) / quota x the window (QuotaUtils.throttleTime) and the broker mutes the
+  connection for that long (KIP-219); the Java client does not send to that broker until then.
+- The producers (demo/producers.py, devkit/producer_load.py, devkit/java_producer.py): 64 kB of
+  buffer each; while a connection is muted what is meant for it stays buffered, and once the
+  buffer is full the application blocks (a muted broker stalls the producer's other partition
+  too); the librdkafka load catches up at most 1 s of what it could not offer, Kafka's
+  ProducerPerformance (Java) keeps its average rate (a backlog without bound), and sends most of
+  its records to one partition for its first seconds (JAVA_SKEW). An unmuted
+  connection sends everything buffered for it in one request (librdkafka's batches hold up to
+  1 MB; Java's five requests in flight of 16 KiB per partition hold more than its buffer): the
+  burst is recorded at once, and its throttle time mutes it again.
+- The topics: each producer's topic has two partitions, one led by broker 0, one by broker 1
+  or 2, both with a replica on broker 0 (demo.producers.TOPICS); librdkafka spreads records
+  evenly over them, Java's adaptive partitioner favours the partition with less queued.
+- The quotas (demo.versus.VERSUS_QUOTAS): alice 25 kB/s, bob/app and dave 20 kB/s of their own
+  per broker, carol and erin under the standing default-user quota (10 MB/s, a budget per user).
+  The enforcer (observed-rate references) scales each entity's lower of its original and its
+  reference, the highest rate Kafka's sensor showed on its busiest broker over the 5 min before
+  the episode started (sampled each second, as Prometheus scrapes it), and holds it at its
+  minimum (enforcer.quota_plan.desired_value with the enforcer's defaults); a factor of 1.0
+  restores the originals.
+
+Bytes are wire bytes (value bytes x WIRE_PER_VALUE, Kafka's record overhead as the real runs
+measured it); broker 0's log dir gets every byte of the load.
+
+Against the real runs (docs/policies.md, "On Kafka's quotas: the model with bursts"): it
+reproduces the shipped policy (a few points low) and B as merged (its share, its long stalls);
+for designs that hold the factor longer (B over windows of intervals, B paced) it wrote 10-12
+points less than real Kafka and kept more headroom, mostly at factors near 0.3, where the
+default-user principals wrote a third less than on real Kafka.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from devcluster.produce_quotas import Rate, java_round
+from enforcer.quota_plan import (
+    BYTE_RATE_FLOOR,
+    PRODUCER_BYTE_RATE,
+    QuotaPolicy,
+    desired_value,
+)
+from kvq.kafka.quota_entity import QuotaEntity
+
+TOTAL = 32 << 20
+"""Broker 0's volume (a tmpfs) ..."""
+LIMIT = TOTAL // 4
+"""... its limit (25 % available) ..."""
+START = 24_047_616
+"""... and its available bytes when bench/slowdown's load starts."""
+SEGMENT, RETENTION = 5.0, 60.0
+"""Every topic's segment.ms and retention.ms, in seconds (demo.slowdown.SETUP)."""
+DELETE_DELAY = 1.0
+"""log.segment.delete.delay.ms (demo.apache): a deleted segment's file goes this much later."""
+TICK = 0.1
+"""Seconds per step of the model."""
+TICKS_PER_SECOND = 10
+WIRE_PER_VALUE = 1.13
+"""Disk bytes on broker 0 per acknowledged value byte, as bench/slowdown measures it."""
+OFFERED = 75_000 * WIRE_PER_VALUE
+"""Each producer's offered rate (75 kB/s of values)."""
+BUFFER = 65_536.0
+"""Each producer's buffer (librdkafka's queue.buffering.max.kbytes=64, Java's buffer.memory)."""
+BATCH = 16_384.0
+"""The Java client's batch.size (a request carries one batch per partition)."""
+IN_FLIGHT = 5
+"""The Java client's max.in.flight.requests.per.connection."""
+JAVA_SKEW, JAVA_SKEW_SECONDS = 0.7, 10.0
+"""For its first JAVA_SKEW_SECONDS a Java producer sends JAVA_SKEW of its records to one of its
+two partitions (the one led by broker 1 or 2). Kafka's built-in partitioner weighs partitions
+against what is queued for them, and at start the two leaders do not answer alike: on real Kafka
+(bench/slowdown, Prometheus' kafka_server_quota_byte_rate) erin's rate read 63 kB/s on one broker
+and 29 kB/s on the other 10 s into the load, 42-45 kB/s on both from 20 s on. The enforcer's
+observed-rate reference is the busiest broker's highest rate: 63 kB/s for the default-user
+quota (the run's journal), where an even split gives 43 kB/s; at a factor, the principals under
+that quota write that much more."""
+LOOKBACK = 300
+"""kvq.enforcer.throttle.observed.rate.lookback (PT5M), in seconds."""
+DEFAULT_PRODUCE = 10_000_000.0
+"""The standing default-user quota, the enforcer's base (demo.stack.DemoStack.DEFAULT_PRODUCE)."""
+POLICY = QuotaPolicy(
+    keys=(PRODUCER_BYTE_RATE,),
+    bases={PRODUCER_BYTE_RATE: DEFAULT_PRODUCE},
+    byte_rate_floor=BYTE_RATE_FLOOR,
+    longest_throttle_seconds=60.0,
+    request_bytes=32768,
+    request_throttle_seconds=8.0,
+)
+"""The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*)."""
+
+DEFAULT = QuotaEntity.default_user()
+ENTITIES: dict[str, tuple[QuotaEntity, float]] = {
+    "alice": (QuotaEntity.of([("user", "alice")]), 25_000.0),
+    "bob": (QuotaEntity.of([("user", "bob"), ("client-id", "app")]), 20_000.0),
+    "dave": (QuotaEntity.of([("user", "dave")]), 20_000.0),
+    "default": (DEFAULT, DEFAULT_PRODUCE),
+}
+"""Each budget's quota entity and original quota (demo.versus.VERSUS_QUOTAS)."""
+TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
+"""Each of two partitions, the first led by broker 0, the other by broker 1 (orders) or 2
+(clicks); broker 0 holds a replica of both (demo.producers.TOPICS, demo.producers.APACHE)."""
+PARTITIONS = 2 * len(TOPICS)
+"""Broker 0's replicas: `TOPICS` index x 2 + partition."""
+PRODUCERS = (  # name, budget (Kafka's sensor), quota entity, kind, topic
+    ("alice / web", "alice", "alice", "librdkafka", "orders"),
+    ("alice / batch", "alice", "alice", "librdkafka", "clicks"),
+    ("bob / app", "bob", "bob", "librdkafka", "orders"),
+    ("carol / etl", "carol", "default", "librdkafka", "clicks"),
+    ("dave / java-web", "dave", "dave", "Java", "java-orders"),
+    ("erin / java-etl", "erin", "default", "Java", "java-clicks"),
+)
+"""bench/slowdown's producers (demo.versus.SETUP)."""
+
+
+@dataclass
+class Connection:
+    """A producer's connection to the leader of one of its partitions."""
+
+    unsent: float = 0.0
+    """Bytes buffered for the partition, not yet in a request."""
+    requests: deque[float] = field(default_factory=deque)
+    """Requests sent and not yet answered (their bytes), oldest first: the broker reads the
+    next one only once the channel is no longer muted."""
+    muted_until: float = 0.0
+    """The broker's mute after a throttled response (KIP-219), which the Java client honours
+    too (it sends nothing more until then); librdkafka does not (confluentinc/librdkafka#5592)
+    and keeps sending requests the broker reads later."""
+
+    @property
+    def buffered(self) -> float:
+        return self.unsent + sum(self.requests)
+
+
+@dataclass
+class Producer:
+    name: str
+    budget: str
+    entity: str
+    java: bool
+    topic: int
+    """Its topic's index in TOPICS."""
+    rate: float = OFFERED
+    owed: float = 0.0
+    """Bytes the application means to have handed to the client by now and has not."""
+    connections: tuple[Connection, Connection] = field(
+        default_factory=lambda: (Connection(), Connection())
+    )
+    age: float = 0.0
+    """Seconds since the producer started."""
+    acked: list[float] = field(default_factory=list)
+    """Bytes acknowledged each tick."""
+    throttles: list[tuple[float, float]] = field(default_factory=list)
+    """(time, throttle seconds) of each throttled response."""
+
+    def offer(self) -> None:
+        """The application's tick: what it offers goes into the buffer (requests in flight
+        count: librdkafka's queue and Java's buffer.memory hold a record until it is
+        acknowledged) while there is room; a full buffer blocks it."""
+        self.owed += self.rate * TICK
+        if not self.java:  # devkit/producer_load.run_steady: no catching up beyond 1 s
+            self.owed = min(self.owed, self.rate)
+        queued = [c.buffered for c in self.connections]
+        handed = min(self.owed, max(BUFFER - sum(queued), 0.0))
+        self.owed -= handed
+        shares = [handed / 2, handed / 2]
+        if self.java and self.age < JAVA_SKEW_SECONDS:
+            shares = [handed * (1 - JAVA_SKEW), handed * JAVA_SKEW]
+        elif self.java:  # the adaptive partitioner: the partition with less queued gets more
+            low = 0 if queued[0] <= queued[1] else 1
+            first = min(handed, queued[1 - low] - queued[low])
+            shares[low] = first + (handed - first) / 2
+            shares[1 - low] = (handed - first) / 2
+        self.age += TICK
+        for connection, share in zip(self.connections, shares, strict=True):
+            connection.unsent += share
+
+    def send(self, t: float) -> None:
+        """The client's requests this tick. librdkafka: what is buffered for a partition in one
+        request (its batches hold up to 1 MB; linger.ms=5), throttled or not, any number in
+        flight. Java: batches of BATCH bytes, at most IN_FLIGHT requests a connection, none
+        while the connection is throttled."""
+        for connection in self.connections:
+            if not self.java:
+                if connection.unsent > 0.0:
+                    connection.requests.append(connection.unsent)
+                    connection.unsent = 0.0
+                continue
+            if t < connection.muted_until:
+                continue
+            while connection.unsent > 0.0 and len(connection.requests) < IN_FLIGHT:
+                batch = min(connection.unsent, BATCH)
+                connection.requests.append(batch)
+                connection.unsent -= batch
+
+
+class KafkaLoad:
+    """The scenario's producers, Kafka's quota sensors and the enforcer's quotas; `tick` runs
+    one TICK and gives the bytes broker 0's replicas got (one entry per PARTITIONS)."""
+
+    def __init__(self, load_step: tuple[float, float] | None = None) -> None:
+        self.producers = [
+            Producer(name, budget, entity, kind == "Java", TOPICS.index(topic))
+            for name, budget, entity, kind, topic in PRODUCERS
+        ]
+        self.load_step = load_step
+        self.stepped = False
+        self.sensors: dict[tuple[str, int], Rate] = {}
+        self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in ENTITIES}
+        """Per quota entity: (second, its highest sensor rate on any broker), the lookback."""
+        self.references: dict[str, float] = {}
+        self.quotas = {e: original for e, (_, original) in ENTITIES.items()}
+        self.factor = 1.0
+
+    def enforce(self, factor: float, t: float) -> None:
+        """The enforcer's quotas at `factor` (in force from now): a new episode (from 1.0)
+        takes its references, never below the last episode's."""
+        if factor < 1.0 <= self.factor:
+            for entity, seen in self.seen.items():
+                observed = max((rate for _, rate in seen), default=0.0)
+                if observed > 0.0:
+                    self.references[entity] = max(observed, self.references.get(entity, 0.0))
+        self.factor = factor
+        for entity, (quota_entity, original) in ENTITIES.items():
+            value = desired_value(
+                POLICY,
+                (quota_entity, PRODUCER_BYTE_RATE),
+                None if entity == "default" else original,
+                factor,
+                None,
+                self.references.get(entity),
+            )
+            self.quotas[entity] = original if value is None else value
+
+    def step_load(self) -> None:
+        """The same principals offering `times` the load: one more librdkafka producer per
+        librdkafka producer (demo.slowdown.step_load), together (times - 1) x the load."""
+        assert self.load_step is not None
+        times = self.load_step[1]
+        librdkafka = [p for p in self.producers if not p.java]
+        extra = (times - 1) * OFFERED * len(self.producers) / len(librdkafka)
+        self.producers += [
+            Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra)
+            for p in librdkafka
+        ]
+
+    def sensor(self, budget: str, broker: int) -> Rate:
+        return self.sensors.setdefault((budget, broker), Rate())
+
+    def tick(self, t: float) -> list[float]:
+        if self.load_step and t >= self.load_step[0] and not self.stepped:
+            self.stepped = True
+            self.step_load()
+        now_ms = round(t * 1000)
+        written = [0.0] * PARTITIONS
+        for producer in self.producers:
+            producer.offer()
+            producer.send(t)
+            acked = 0.0
+            for partition, broker in enumerate((0, 1 + producer.topic % 2)):
+                connection = producer.connections[partition]
+                sensor = self.sensor(producer.budget, broker)
+                quota = self.quotas[producer.entity]
+                while connection.requests and t >= connection.muted_until:
+                    request = connection.requests.popleft()
+                    sensor.record(request, now_ms)
+                    rate = sensor.measure(now_ms)
+                    acked += request
+                    written[2 * producer.topic + partition] += request
+                    if rate > quota:
+                        window = sensor.window_ms(now_ms)
+                        throttle = java_round((rate - quota) / quota * window) / 1000
+                        connection.muted_until = t + throttle
+                        producer.throttles.append((t, throttle))
+            producer.acked.append(acked)
+        if round(t * TICKS_PER_SECOND) % TICKS_PER_SECOND == 0:
+            self.scrape(t, now_ms)
+        return written
+
+    def scrape(self, t: float, now_ms: int) -> None:
+        """Prometheus' scrape of Kafka's byte-rate per entity, busiest broker (each second)."""
+        for entity in self.seen:
+            budgets = {p.budget for p in self.producers if p.entity == entity}
+            rates = [
+                sensor.measure(now_ms)
+                for (budget, _), sensor in self.sensors.items()
+                if budget in budgets
+            ]
+            seen = self.seen[entity]
+            seen.append((t, max(rates, default=0.0)))
+            while seen and seen[0][0] <= t - LOOKBACK:
+                seen.popleft()
+
+    def groups(self) -> dict[str, list[Producer]]:
+        """The producers judged together for "back at their rate" (demo.slowdown's
+        entities_back_at_rate): those sharing a quota of their own together, the others
+        alone; the load step's extra producers are left out, as in the bench."""
+        groups: dict[str, list[Producer]] = {}
+        for producer in self.producers[: len(PRODUCERS)]:
+            key = producer.name if producer.entity == "default" else producer.entity
+            groups.setdefault(key, []).append(producer)
+        return groups
+
+
+def rate_over(producers: list[Producer], start: float, end: float) -> float:
+    """The producers' acknowledged bytes per second from `start` to `end` (seconds)."""
+    first, last = round(start * TICKS_PER_SECOND), round(end * TICKS_PER_SECOND)
+    return sum(sum(p.acked[first:last]) for p in producers) / max(end - start, TICK)
+
+
+def longest_stall(producer: Producer, start: float, end: float) -> float:
+    """The longest time `producer` went without an acknowledgement from `start` to `end`."""
+    first, last = round(start * TICKS_PER_SECOND), round(end * TICKS_PER_SECOND)
+    times = [first, *(i for i in range(first, last) if producer.acked[i] > 0), last]
+    return max(b - a for a, b in zip(times, times[1:], strict=False)) * TICK
+
+
+def back_at_rate(
+    producers: list[Producer], before: float, freed: float, most: float = 30.0
+) -> float | None:
+    """Seconds from `freed` until `producers` together were back at 80 % of `before` over 3 s
+    (demo.slowdown.Outcome.back_at_rate), None if not within `most`."""
+    at = freed
+    while at <= freed + most and round(at * TICKS_PER_SECOND) <= len(producers[0].acked):
+        if rate_over(producers, at - 3.0, at) >= 0.8 * before:
+            return at - freed
+        at += 0.2
+    return None
+
+
+def retain(segments: list[list[float]], t: float, written: float, check: bool) -> float:
+    """Kafka's log of one replica after `written` bytes at `t` (UnifiedLog): the active segment
+    rolls when a write comes SEGMENT s after its first; at a retention check (`check`, every
+    second: log.retention.check.interval.ms) a segment other than the active one is deleted
+    once its newest write is more than RETENTION s old. `segments`: [first write, newest
+    write, bytes], changed in place. The bytes deleted."""
+    if written > 0.0:
+        if not segments or t - segments[-1][0] >= SEGMENT:
+            segments.append([t, t, 0.0])
+        segments[-1][1] = t
+        segments[-1][2] += written
+    if not check:
+        return 0.0
+    kept = [s for s in segments[:-1] if t - s[1] <= RETENTION]
+    deleted = sum(s[2] for s in segments[:-1]) - sum(s[2] for s in kept)
+    segments[:-1] = kept
+    return deleted
+
+
+QUIET_BEFORE = 20
+"""Seconds the exporter polls broker 0 before the load starts."""
+Decide = Callable[[float, int, int, float, float], float | None]
+"""The exporter and policy at a whole second: (time, available bytes, total bytes, bytes the
+replicas grew by since the last reading taken in, bytes they dropped by) -> the factor to
+publish, or None (a check not taken in)."""
+
+
+@dataclass
+class KafkaRun:
+    load: KafkaLoad
+    written: list[float]
+    """Bytes broker 0 got each second."""
+    lowest: float
+    """Lowest headroom (available - limit) before the space was freed."""
+    factors: list[tuple[float, float]]
+    """(time, factor) published."""
+    slowed: float | None
+    """When the quotas were first lowered."""
+    freed: float | None
+
+
+def run(
+    decide: Decide,
+    delay: float = 3.0,
+    load_step: tuple[float, float] | None = None,
+    duration: float = 700.0,
+    sizes_every: float = 1.0,
+    calls_every: float = 1.0,
+    freed_after: float | None = None,
+    phase: int = 0,
+) -> KafkaRun:
+    """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
+    replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
+    and calls `decide` every `calls_every` s; the factor published is in force (Kafka's quotas)
+    `delay` s later. `freed_after` s after the first slowdown the volume is grown by its size
+    (demo.producers.grow_full_volume: the tmpfs remounted twice as large). The exporter runs
+    QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
+    polls): its history holds intervals without growth. `phase`: the exporter's clock is this
+    many seconds ahead of the load's (its polls fall that much earlier in the load)."""
+    for before in range(-QUIET_BEFORE, 0):
+        if before % round(calls_every) == 0:
+            decide(float(before + phase), START, TOTAL, 0.0, 0.0)
+    load = KafkaLoad(load_step)
+    logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
+    lingering: deque[tuple[float, float]] = deque()
+    published: deque[tuple[float, float]] = deque([(-delay, 1.0)])
+    in_force, grown_by = 1.0, 0.0
+    slowed = freed = None
+    lowest = float(START - LIMIT)
+    written_each_second: list[float] = []
+    factors: list[tuple[float, float]] = []
+    read = [0.0] * PARTITIONS
+    grown = dropped = 0.0
+    second = 0.0
+    for tick in range(round(duration * TICKS_PER_SECOND) + 1):
+        t = tick / TICKS_PER_SECOND
+        whole = tick % TICKS_PER_SECOND == 0
+        while len(published) > 1 and published[1][0] <= t - delay + 1e-9:
+            published.popleft()
+        if published[0][1] != in_force:
+            in_force = published[0][1]
+            load.enforce(in_force, t)
+            if slowed is None and in_force < 1.0:
+                slowed = t
+        late = slowed is not None and freed_after is not None and t >= slowed + freed_after
+        if late and freed is None:
+            freed, grown_by = t, float(TOTAL)
+        written = load.tick(t)
+        for i, log in enumerate(logs):
+            deleted = retain(log, t, written[i], whole)
+            if deleted:
+                lingering.append((t + DELETE_DELAY, deleted))
+        while lingering and lingering[0][0] <= t:
+            lingering.popleft()
+        second += sum(written)
+        if not whole:
+            continue
+        written_each_second.append(second)
+        second = 0.0
+        sizes = [sum(s[2] for s in log) for log in logs]
+        used = sum(sizes) + sum(b for _, b in lingering)
+        available = START + round(grown_by) - round(used)
+        if freed is None:
+            lowest = min(lowest, available - LIMIT)
+        if tick % round(sizes_every * TICKS_PER_SECOND) == 0:
+            grown += sum(max(n - r, 0.0) for n, r in zip(sizes, read, strict=True))
+            dropped += sum(max(r - n, 0.0) for n, r in zip(sizes, read, strict=True))
+            read = sizes
+        if tick % round(calls_every * TICKS_PER_SECOND) == 0:
+            decided = decide(t + phase, available, TOTAL + round(grown_by), grown, dropped)
+            if decided is not None:
+                published.append((t, decided))
+                factors.append((t, decided))
+                grown = dropped = 0.0
+    return KafkaRun(load, written_each_second, lowest, factors, slowed, freed)
