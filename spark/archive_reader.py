@@ -8,6 +8,7 @@ reported with its exact file and line number. The checks mirror
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,17 +180,36 @@ def _plain_path(uri: Column) -> Column:
     return F.url_decode(encoded)
 
 
-def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string: PySpark
-    sends a list one element per round trip to the JVM (720 for a month of hourly files)."""
+def java_strings(spark: SparkSession, strings: list[str], separator: str):
+    """`strings` as a Scala Seq of the JVM's, sent as one string cut there at `separator` (a
+    character none of them holds): PySpark sends a list one element per round trip to the JVM."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    # NUL: the one character no path holds.
-    array = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(paths))
-    reader = spark.read.option("wholetext", True)
-    return reader._df(
-        reader._jreader.text(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array))
+    array = jvm.java.util.regex.Pattern.compile(re.escape(separator)).split(separator.join(strings))
+    return jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array)
+
+
+def local_json_table(spark: SparkSession, rows: list[str], schema: str) -> DataFrame:
+    """JSON objects (one a line, none empty) as a table of `schema` held by the driver's JVM:
+    sent in one call, parsed there once while the query is planned (the projection of a local
+    table is folded into a local table), read by no task. `createDataFrame` of Python rows
+    starts Python workers to convert them (a second on every run), a file takes a job to read."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    texts = spark._jsparkSession.createDataset(
+        java_strings(spark, rows, "\n"), jvm.org.apache.spark.sql.Encoders.STRING()
     )
+    # No rows arrive as one empty text.
+    table = DataFrame(texts.toDF(), spark).where(F.col("value") != "")
+    return table.select(F.from_json("value", schema).alias("row")).select("row.*")
+
+
+def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string (720
+    round trips for a month of hourly files)."""
+    reader = spark.read.option("wholetext", True)
+    # NUL: the one character no path holds.
+    return reader._df(reader._jreader.text(java_strings(spark, paths, "\x00")))
 
 
 def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:

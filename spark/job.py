@@ -16,7 +16,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import unquote
@@ -439,23 +439,8 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
-    # The successes reach the executors as a small JSON file (createDataFrame of Python rows
-    # starts Python workers to read them: a second on every run), in a folder of its own
-    # and under a name that is not hidden (Spark would skip it).
-    table = request.output / SUCCESSES / "successes.json"
-    count = 0
-    try:
-        table.parent.mkdir(parents=True, exist_ok=True)
-        with open(table, "w", encoding="utf-8") as out:
-            for index, plan in enumerate(plans):
-                for s in plan.history.successes():
-                    row = {"cluster": plan.cluster, "cluster_index": index}
-                    row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
-                    out.write(json.dumps(row) + "\n")
-                    count += 1
-    except OSError as exc:
-        raise BackfillError(f"cannot write {table}: {exc.strerror or exc}") from None
-    successes = spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
+    count = sum(found[p.cluster].successes for p in plans)
+    successes = _successes_table(spark, plans, count, request.output / SUCCESSES)
     validity = config.validity.total_seconds()
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
@@ -468,6 +453,35 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
     runs = volume_runs(described, validity, hold)
     grids = [p.grid for p in plans]
     return volume_lines(runs, grids, catalog, request.scenario, config.cluster_label, shards)
+
+
+def _successes_table(spark, plans: list[_Plan], count: int, folder: Path):
+    """The successes of every plan (`SUCCESS_SCHEMA`, `count` of them) as a table: a local
+    table of the driver's JVM (`spark.archive_reader.local_json_table`: no job reads it) when it
+    is broadcast; beyond that (millions of polls), a JSON file in `folder` the tasks read."""
+    from spark.archive_reader import local_json_table
+
+    rows = (json.dumps(row) for row in _success_rows(plans))
+    if count <= BROADCAST_SUCCESSES:
+        return local_json_table(spark, list(rows), SUCCESS_SCHEMA)
+    # Under a name that is not hidden (Spark would skip it).
+    table = folder / "successes.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(table, "w", encoding="utf-8") as out:
+            out.writelines(f"{row}\n" for row in rows)
+    except OSError as exc:
+        raise BackfillError(f"cannot write {table}: {exc.strerror or exc}") from None
+    return spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
+
+
+def _success_rows(plans: list[_Plan]) -> Iterator[dict]:
+    """The rows of the successes table: each success's fields, its cluster and plan index."""
+    for index, plan in enumerate(plans):
+        for s in plan.history.successes():
+            row = {"cluster": plan.cluster, "cluster_index": index}
+            row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
+            yield row
 
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
