@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -29,6 +29,8 @@ from kvq.model.volume import (
 from spark.hadoop_paths import hadoop_read_path
 
 CORRUPT = "_corrupt"
+BROKERS = "brokers"
+"""The observed metric of `ArchiveRows.lines`: (cluster, broker ids) of the successes."""
 LOG_DIR = T.StructType(
     [
         T.StructField("broker_id", T.LongType()),
@@ -61,10 +63,13 @@ class ArchiveRows:
 
     records: DataFrame
 
-    def lines(self, limit: Limit) -> DataFrame:
+    def lines(self, limit: Limit, brokers: Observation) -> DataFrame:
         """One small row per line, for the driver: file, line, cluster, problem, time, ok, stage,
         brokers, and for a success its log dirs counted: `log_dirs`, `observed` (usable),
-        `violating` (usable and over `limit`), `unusable_error`, `unusable_unknown_size`."""
+        `violating` (usable and over `limit`), `unusable_error`, `unusable_unknown_size`.
+
+        As an action reads them, `brokers` observes the brokers the successes describe log dirs
+        of (`described_brokers`)."""
         r = F.col("r")
         valid = F.col("problem").isNull()
         ok = valid & (r.outcome == SUCCESS)
@@ -80,7 +85,11 @@ class ArchiveRows:
             ratio = available_ratio(d.usable_bytes, d.total_bytes)
             return reason(d).isNull() & limit.is_violated(d.usable_bytes, ratio)
 
-        return self.records.select(
+        # Each success's broker ids, distinct and sorted: the set of them stays as small as the
+        # fleet's changes (a broker added, stopped), its rows' share of the work.
+        ids = F.array_sort(F.array_distinct(dirs.broker_id))
+        described = F.when(ok & (F.size(dirs) > 0), F.struct(F.col("cluster"), ids.alias("ids")))
+        return self.records.observe(brokers, F.collect_set(described).alias(BROKERS)).select(
             "file",
             "line",
             "cluster",
@@ -121,6 +130,15 @@ class ArchiveRows:
             d.error_code.alias("error_code"),
             d.grown_bytes.alias("grown_bytes"),
         )
+
+
+def described_brokers(brokers: Observation) -> dict[str, list[int]]:
+    """The sorted ids of the brokers whose log dirs the successes of each cluster describe, from
+    the observation of `ArchiveRows.lines` (after the action that read them)."""
+    found: dict[str, set[int]] = {}
+    for success in brokers.get[BROKERS]:
+        found.setdefault(success["cluster"], set()).update(success["ids"])
+    return {cluster: sorted(ids) for cluster, ids in found.items()}
 
 
 def available_ratio(available_bytes: Column, total_bytes: Column) -> Column:

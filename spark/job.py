@@ -117,6 +117,8 @@ class ClusterLines:
     log_dirs: int = 0
     first: float = float("inf")
     last: float = float("-inf")
+    brokers: list[int] = field(default_factory=list)
+    """The ids of the brokers its successes describe log dirs of, sorted."""
 
     def add(self, row) -> None:
         self.polls.append(
@@ -195,6 +197,16 @@ def _partitions(spark, log_dir_rows: int) -> int:
     cores = spark.sparkContext.defaultParallelism
     wanted = -(-log_dir_rows // ROWS_PER_SHUFFLE_PARTITION)
     return max(8 * cores, min(wanted, 4000))
+
+
+def _broker_ranges(spark, plans: list[_Plan], found: dict[str, ClusterLines]):
+    """The partitions of the per-broker shuffle (`spark.volume_history.BrokerRanges`) over the
+    brokers of every plan's cluster."""
+    from spark.volume_history import BrokerRanges
+
+    keys = [(index, b) for index, plan in enumerate(plans) for b in found[plan.cluster].brokers]
+    rows = sum(found[p.cluster].log_dirs for p in plans)
+    return BrokerRanges.even(keys, _partitions(spark, rows))
 
 
 PARTS = ".spark-parts"
@@ -338,8 +350,15 @@ class _Plan:
 
 def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, say) -> None:
     """The Spark part of `run`: the lines to the driver, then one write job for every cluster."""
+    from pyspark.sql import Observation
+
+    from spark.archive_reader import described_brokers
+
     config = request.config
-    found, bad = _read_lines(archive.lines(config.limit).collect())
+    brokers = Observation("brokers")
+    found, bad = _read_lines(archive.lines(config.limit, brokers).collect())
+    for cluster, ids in described_brokers(brokers).items():
+        found[cluster].brokers = ids
     result.bad_lines = len(bad)
     clusters = _chosen_clusters(request, found)
     others = {k: v.observations for k, v in found.items() if k not in clusters}
@@ -446,7 +465,7 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
     described = described_log_dirs(
         archive.log_dirs(successes, broadcast=count <= BROADCAST_SUCCESSES),
         config.policy,
-        _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
+        _broker_ranges(spark, plans, found),
         hold_matters=hold > validity,
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
