@@ -613,11 +613,10 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
         raise BackfillError(str(exc)) from None
     staging = request.output / STAGING
     shutil.rmtree(staging, ignore_errors=True)
-    ranges = sum(
-        p.grid.time(p.grid.last) // span - p.grid.time(p.grid.first) // span + 1 for p in plans
-    )
+    blocks = [(p.grid.time(p.grid.first) // span, p.grid.time(p.grid.last) // span) for p in plans]
+    ranges = sum(last - first + 1 for first, last in blocks)
     rows = sum(found[p.cluster].log_dirs for p in plans)
-    shards = ShardPlan.sized(rows, ranges, spark.sparkContext.defaultParallelism, span)
+    shards = ShardPlan.sized(rows, blocks, spark.sparkContext.defaultParallelism, span)
     say(
         f"computing the series and writing their blocks: {ranges} block range(s) of "
         f"{shards.hours}h x {shards.parts} part(s) of the volumes, {Path(writer).name} in each task"
