@@ -8,10 +8,11 @@ reported with its exact file and line number. The checks mirror
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -28,6 +29,8 @@ from kvq.model.volume import (
 from spark.hadoop_paths import hadoop_read_path
 
 CORRUPT = "_corrupt"
+BROKERS = "brokers"
+"""The observed metric of `ArchiveRows.lines`: (cluster, broker ids) of the successes."""
 LOG_DIR = T.StructType(
     [
         T.StructField("broker_id", T.LongType()),
@@ -60,10 +63,13 @@ class ArchiveRows:
 
     records: DataFrame
 
-    def lines(self, limit: Limit) -> DataFrame:
+    def lines(self, limit: Limit, brokers: Observation) -> DataFrame:
         """One small row per line, for the driver: file, line, cluster, problem, time, ok, stage,
         brokers, and for a success its log dirs counted: `log_dirs`, `observed` (usable),
-        `violating` (usable and over `limit`), `unusable_error`, `unusable_unknown_size`."""
+        `violating` (usable and over `limit`), `unusable_error`, `unusable_unknown_size`.
+
+        As an action reads them, `brokers` observes the brokers the successes describe log dirs
+        of (`described_brokers`)."""
         r = F.col("r")
         valid = F.col("problem").isNull()
         ok = valid & (r.outcome == SUCCESS)
@@ -79,7 +85,11 @@ class ArchiveRows:
             ratio = available_ratio(d.usable_bytes, d.total_bytes)
             return reason(d).isNull() & limit.is_violated(d.usable_bytes, ratio)
 
-        return self.records.select(
+        # Each success's broker ids, distinct and sorted: the set of them stays as small as the
+        # fleet's changes (a broker added, stopped), its rows' share of the work.
+        ids = F.array_sort(F.array_distinct(dirs.broker_id))
+        described = F.when(ok & (F.size(dirs) > 0), F.struct(F.col("cluster"), ids.alias("ids")))
+        return self.records.observe(brokers, F.collect_set(described).alias(BROKERS)).select(
             "file",
             "line",
             "cluster",
@@ -120,6 +130,15 @@ class ArchiveRows:
             d.error_code.alias("error_code"),
             d.grown_bytes.alias("grown_bytes"),
         )
+
+
+def described_brokers(brokers: Observation) -> dict[str, list[int]]:
+    """The sorted ids of the brokers whose log dirs the successes of each cluster describe, from
+    the observation of `ArchiveRows.lines` (after the action that read them)."""
+    found: dict[str, set[int]] = {}
+    for success in brokers.get[BROKERS]:
+        found.setdefault(success["cluster"], set()).update(success["ids"])
+    return {cluster: sorted(ids) for cluster, ids in found.items()}
 
 
 def available_ratio(available_bytes: Column, total_bytes: Column) -> Column:
@@ -179,17 +198,36 @@ def _plain_path(uri: Column) -> Column:
     return F.url_decode(encoded)
 
 
-def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string: PySpark
-    sends a list one element per round trip to the JVM (720 for a month of hourly files)."""
+def java_strings(spark: SparkSession, strings: list[str], separator: str):
+    """`strings` as a Scala Seq of the JVM's, sent as one string cut there at `separator` (a
+    character none of them holds): PySpark sends a list one element per round trip to the JVM."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    # NUL: the one character no path holds.
-    array = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(paths))
-    reader = spark.read.option("wholetext", True)
-    return reader._df(
-        reader._jreader.text(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array))
+    array = jvm.java.util.regex.Pattern.compile(re.escape(separator)).split(separator.join(strings))
+    return jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array)
+
+
+def local_json_table(spark: SparkSession, rows: list[str], schema: str) -> DataFrame:
+    """JSON objects (one a line, none empty) as a table of `schema` held by the driver's JVM:
+    sent in one call, parsed there once while the query is planned (the projection of a local
+    table is folded into a local table), read by no task. `createDataFrame` of Python rows
+    starts Python workers to convert them (a second on every run), a file takes a job to read."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    texts = spark._jsparkSession.createDataset(
+        java_strings(spark, rows, "\n"), jvm.org.apache.spark.sql.Encoders.STRING()
     )
+    # No rows arrive as one empty text.
+    table = DataFrame(texts.toDF(), spark).where(F.col("value") != "")
+    return table.select(F.from_json("value", schema).alias("row")).select("row.*")
+
+
+def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string (720
+    round trips for a month of hourly files)."""
+    reader = spark.read.option("wholetext", True)
+    # NUL: the one character no path holds.
+    return reader._df(reader._jreader.text(java_strings(spark, paths, "\x00")))
 
 
 def read_archive(spark: SparkSession, files: list[Path]) -> ArchiveRows:

@@ -16,7 +16,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import unquote
@@ -117,6 +117,8 @@ class ClusterLines:
     log_dirs: int = 0
     first: float = float("inf")
     last: float = float("-inf")
+    brokers: list[int] = field(default_factory=list)
+    """The ids of the brokers its successes describe log dirs of, sorted."""
 
     def add(self, row) -> None:
         self.polls.append(
@@ -195,6 +197,16 @@ def _partitions(spark, log_dir_rows: int) -> int:
     cores = spark.sparkContext.defaultParallelism
     wanted = -(-log_dir_rows // ROWS_PER_SHUFFLE_PARTITION)
     return max(8 * cores, min(wanted, 4000))
+
+
+def _broker_ranges(spark, plans: list[_Plan], found: dict[str, ClusterLines]):
+    """The partitions of the per-broker shuffle (`spark.volume_history.BrokerRanges`) over the
+    brokers of every plan's cluster."""
+    from spark.volume_history import BrokerRanges
+
+    keys = [(index, b) for index, plan in enumerate(plans) for b in found[plan.cluster].brokers]
+    rows = sum(found[p.cluster].log_dirs for p in plans)
+    return BrokerRanges.even(keys, _partitions(spark, rows))
 
 
 PARTS = ".spark-parts"
@@ -338,8 +350,15 @@ class _Plan:
 
 def _backfill(spark, archive, request: BackfillRequest, result: BackfillResult, say) -> None:
     """The Spark part of `run`: the lines to the driver, then one write job for every cluster."""
+    from pyspark.sql import Observation
+
+    from spark.archive_reader import described_brokers
+
     config = request.config
-    found, bad = _read_lines(archive.lines(config.limit).collect())
+    brokers = Observation("brokers")
+    found, bad = _read_lines(archive.lines(config.limit, brokers).collect())
+    for cluster, ids in described_brokers(brokers).items():
+        found[cluster].brokers = ids
     result.bad_lines = len(bad)
     clusters = _chosen_clusters(request, found)
     others = {k: v.observations for k, v in found.items() if k not in clusters}
@@ -439,35 +458,49 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
-    # The successes reach the executors as a small JSON file (createDataFrame of Python rows
-    # starts Python workers to read them: a second on every run), in a folder of its own
-    # and under a name that is not hidden (Spark would skip it).
-    table = request.output / SUCCESSES / "successes.json"
-    count = 0
-    try:
-        table.parent.mkdir(parents=True, exist_ok=True)
-        with open(table, "w", encoding="utf-8") as out:
-            for index, plan in enumerate(plans):
-                for s in plan.history.successes():
-                    row = {"cluster": plan.cluster, "cluster_index": index}
-                    row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
-                    out.write(json.dumps(row) + "\n")
-                    count += 1
-    except OSError as exc:
-        raise BackfillError(f"cannot write {table}: {exc.strerror or exc}") from None
-    successes = spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
+    count = sum(found[p.cluster].successes for p in plans)
+    successes = _successes_table(spark, plans, count, request.output / SUCCESSES)
     validity = config.validity.total_seconds()
     hold = config.violation_hold.total_seconds()
     described = described_log_dirs(
         archive.log_dirs(successes, broadcast=count <= BROADCAST_SUCCESSES),
         config.policy,
-        _partitions(spark, sum(found[p.cluster].log_dirs for p in plans)),
+        _broker_ranges(spark, plans, found),
         hold_matters=hold > validity,
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
     runs = volume_runs(described, validity, hold)
     grids = [p.grid for p in plans]
     return volume_lines(runs, grids, catalog, request.scenario, config.cluster_label, shards)
+
+
+def _successes_table(spark, plans: list[_Plan], count: int, folder: Path):
+    """The successes of every plan (`SUCCESS_SCHEMA`, `count` of them) as a table: a local
+    table of the driver's JVM (`spark.archive_reader.local_json_table`: no job reads it) when it
+    is broadcast; beyond that (millions of polls), a JSON file in `folder` the tasks read."""
+    from spark.archive_reader import local_json_table
+
+    rows = (json.dumps(row) for row in _success_rows(plans))
+    if count <= BROADCAST_SUCCESSES:
+        return local_json_table(spark, list(rows), SUCCESS_SCHEMA)
+    # Under a name that is not hidden (Spark would skip it).
+    table = folder / "successes.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(table, "w", encoding="utf-8") as out:
+            out.writelines(f"{row}\n" for row in rows)
+    except OSError as exc:
+        raise BackfillError(f"cannot write {table}: {exc.strerror or exc}") from None
+    return spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
+
+
+def _success_rows(plans: list[_Plan]) -> Iterator[dict]:
+    """The rows of the successes table: each success's fields, its cluster and plan index."""
+    for index, plan in enumerate(plans):
+        for s in plan.history.successes():
+            row = {"cluster": plan.cluster, "cluster_index": index}
+            row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
+            yield row
 
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
@@ -580,11 +613,10 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
         raise BackfillError(str(exc)) from None
     staging = request.output / STAGING
     shutil.rmtree(staging, ignore_errors=True)
-    ranges = sum(
-        p.grid.time(p.grid.last) // span - p.grid.time(p.grid.first) // span + 1 for p in plans
-    )
+    blocks = [(p.grid.time(p.grid.first) // span, p.grid.time(p.grid.last) // span) for p in plans]
+    ranges = sum(last - first + 1 for first, last in blocks)
     rows = sum(found[p.cluster].log_dirs for p in plans)
-    shards = ShardPlan.sized(rows, ranges, spark.sparkContext.defaultParallelism, span)
+    shards = ShardPlan.sized(rows, blocks, spark.sparkContext.defaultParallelism, span)
     say(
         f"computing the series and writing their blocks: {ranges} block range(s) of "
         f"{shards.hours}h x {shards.parts} part(s) of the volumes, {Path(writer).name} in each task"

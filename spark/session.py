@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from kvq import interrupts
 from spark.class_archive import ClassArchive, keep_at_exit, prepare
+from spark.jvm_lookups import keep_lookups
 from spark.py4j_logging import STOPPING
 
 LOCAL_DEFAULTS = {
@@ -83,6 +84,7 @@ def spark_session(
     with interrupts.deferred():  # a JVM is stopped only once its process is known
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
+        keep_lookups(session.sparkContext._jvm)
         if classes is not None:
             keep_at_exit(classes, java_options, local_jvm())
     return session

@@ -131,17 +131,38 @@ class ShardPlan:
     parts: int = 1
     shards: int = 1
     """Shards expected in all: the shuffle's partitions (unless spark.sql.shuffle.partitions)."""
+    origins: tuple[int, ...] = (0,)
+    """Per cluster_index, what numbers its shards from the ranges of the clusters before it: the
+    ranges before it less its first block range (`number`)."""
 
     @staticmethod
-    def sized(rows: int, ranges: int, cores: int, span: int = BLOCK_RANGE) -> ShardPlan:
-        """Parts per range for `rows` log-dir rows over `ranges` block ranges: enough that no
-        shard holds more than `ROWS_PER_SHARD` rows and every core gets `SHARDS_PER_CORE`."""
+    def sized(
+        rows: int, blocks: list[tuple[int, int]], cores: int, span: int = BLOCK_RANGE
+    ) -> ShardPlan:
+        """Parts per range for `rows` log-dir rows over the block ranges of each cluster
+        (`blocks`: its first and last, by cluster_index): enough that no shard holds more than
+        `ROWS_PER_SHARD` rows and every core gets `SHARDS_PER_CORE`."""
+        origins, ranges = [], 0
+        for first, last in blocks:
+            origins.append(ranges - first)
+            ranges += last - first + 1
         ranges = max(ranges, 1)
         by_size = math.ceil(rows / ranges / ROWS_PER_SHARD)
         by_cores = math.ceil(SHARDS_PER_CORE * cores / ranges)
         most = max(1, math.ceil(rows / ranges / 1000))  # never a shard of a few rows
         parts = max(1, min(max(by_size, by_cores), most))
-        return ShardPlan(span, parts, parts * ranges)
+        return ShardPlan(span, parts, parts * ranges, tuple(origins) or (0,))
+
+    def number(self, cluster_index: Column, block: Column, part: Column) -> Column:
+        """The shard's number, 0 to `shards` - 1: the shuffle puts each shard into a partition
+        of its own by it (a hash of the shard's name put two or three shards into one task
+        while others got none: a third of the tasks empty, the longest 4x the mean)."""
+        from pyspark.sql import functions as F
+
+        origin = F.lit(self.origins[0])
+        for index, value in enumerate(self.origins[1:], start=1):
+            origin = F.when(cluster_index == index, F.lit(value)).otherwise(origin)
+        return ((origin + block) * F.lit(self.parts) + part).cast("int")
 
     @property
     def hours(self) -> int:
@@ -166,9 +187,10 @@ class ShardPlan:
             F.least(hi, F.ceil((block + 1) * span / step) - 1).alias("hi"),
             F.when(block == first, F.col(events)).otherwise(F.lit("")).alias(events),
             F.concat_ws("-", F.col("cluster_index"), block, part).alias("shard"),
+            self.number(F.col("cluster_index"), block, part).alias("shard_number"),
         )
-        return cut.repartition(self.partitions(cut), "shard").sortWithinPartitions(
-            "shard", "broker_id", "log_dir", "lo"
+        return cut.repartitionById(self.partitions(cut), "shard_number").sortWithinPartitions(
+            "shard_number", "broker_id", "log_dir", "lo"
         )
 
     def partitions(self, cut: DataFrame) -> int:

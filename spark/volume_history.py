@@ -4,8 +4,9 @@ Mirrors `kvq.model.volume_cache.VolumeCache` with windows over the log-dir rows 
 by broker (cluster, broker_id): one shuffle serves both the per-volume window (a log dir's next
 description) and the per-broker one (when the broker answered again), and the per-volume work,
 99% of the data, spreads over as many tasks as there are brokers, each broker whole in one task
-and the tasks' shares even (ranges of brokers cut at sampled row counts: no task left empty, no
-two brokers in one task by a hash collision while others sit idle). A log dir described usable at
+and the tasks' shares even (`BrokerRanges`: ranges of the brokers the driver saw, cut at even
+counts of them: no task left empty, no two brokers in one task by a hash collision while others
+sit idle, and no job sampling the rows to cut them). A log dir described usable at
 success s (time T) stays in the merged set of every later success until the *end* of its run:
 - the next success describing it again (usable or not): no eviction;
 - else the first success at or after T + validity (`expiry`, the plugin's boundary), which
@@ -28,6 +29,8 @@ at every success yields none.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
@@ -35,8 +38,55 @@ from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy, 
 from spark.archive_reader import available_ratio, unusable_reason
 
 VOLUME = ["cluster", "broker_id", "log_dir"]
+BROKER_RANGE = "broker_range"
+"""The column of each row's partition of the per-broker shuffle (`BrokerRanges`)."""
+BY_BROKER = [BROKER_RANGE, "cluster", "broker_id"]
+BY_VOLUME = [*BY_BROKER, "log_dir"]
+"""The windows' partitions: a broker's, a volume's, led by the shuffle's partition (a function
+of the broker): so the shuffle's partitioning is the one the windows ask for."""
 NEVER = 2**62
 """A success number later than any: an end that never comes."""
+
+
+@dataclass(frozen=True)
+class BrokerRanges:
+    """The per-broker shuffle's partitions: ranges of (cluster_index, broker_id), partition i
+    holding the keys above `bounds[i - 1]` up to `bounds[i]` (as Spark's range partitioning, so
+    the part files come out in broker order). Cut by the driver from the brokers the successes
+    describe (`spark.archive_reader.described_brokers`): Spark's `repartitionByRange` runs a job
+    of its own over every row to sample the ranges (2 s of a 10M-row run on two cores)."""
+
+    bounds: tuple[tuple[int, int], ...] = ()
+
+    @staticmethod
+    def even(brokers: list[tuple[int, int]], partitions: int) -> BrokerRanges:
+        """`partitions` ranges (fewer when there are fewer brokers) of about as many brokers
+        each; `brokers`: the (cluster_index, broker_id) keys, sorted."""
+        count = max(1, min(partitions, len(brokers)))
+        return BrokerRanges(
+            tuple(brokers[(i + 1) * len(brokers) // count - 1] for i in range(count - 1))
+        )
+
+    @property
+    def partitions(self) -> int:
+        return len(self.bounds) + 1
+
+    def partition(self) -> Column:
+        """The partition of a row's (cluster_index, broker_id): a binary search over the bounds,
+        as one SQL expression (one call to the JVM, however many ranges)."""
+        return F.expr(self._search(0, len(self.bounds)))
+
+    def _search(self, first: int, last: int) -> str:
+        """The SQL of the partition among `first`..`last` for a key known to be in them."""
+        if first == last:
+            return str(first)
+        middle = (first + last) // 2
+        index, broker = self.bounds[middle]
+        at_most = f"cluster_index < {index} OR cluster_index = {index} AND broker_id <= {broker}"
+        return (
+            f"CASE WHEN {at_most} THEN {self._search(first, middle)} "
+            f"ELSE {self._search(middle + 1, last)} END"
+        )
 
 
 class SparkExpressions:
@@ -95,7 +145,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     `kvq.model.throttle_factor_policy`)."""
     ops = SPARK_EXPRESSIONS
     usable = F.col("reason").isNull()
-    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
     before = by_volume.rowsBetween(Window.unboundedPreceding, -1)
     so_far = by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     if policy.history:
@@ -122,7 +172,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
             run.alias("since_restart"),
             F.when(usable, sample.cast("double")).alias("peak_sample"),
         )
-        segment = Window.partitionBy(*VOLUME, "since_restart").orderBy("sseq")
+        segment = Window.partitionBy(*BY_VOLUME, "since_restart").orderBy("sseq")
         segment = segment.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         described = described.select(
             "*",
@@ -176,7 +226,7 @@ def _is_policy_work(column: str) -> bool:
 def described_log_dirs(
     log_dirs: DataFrame,
     policy: ThrottleFactorPolicy,
-    partitions: int,
+    ranges: BrokerRanges,
     hold_matters: bool,
     offline_matters: bool = False,
 ) -> DataFrame:
@@ -192,8 +242,7 @@ def described_log_dirs(
 
     `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
     cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
-    `partitions`: the most tasks the per-broker work spreads over (as many as there are brokers
-    when they are fewer; Spark samples the rows once to cut the ranges).
+    `ranges`: the partitions of the per-broker work.
     """
     ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
     described = log_dirs.select(
@@ -212,7 +261,8 @@ def described_log_dirs(
         ),
         # the success's time and the growth, for the policy's readings
         *(["time", "grown_bytes"] if policy.history else []),
-    ).repartitionByRange(partitions, "cluster", "broker_id")
+        ranges.partition().alias(BROKER_RANGE),
+    ).repartitionById(ranges.partitions, BROKER_RANGE)
     usable = F.col("reason").isNull()
     described = described.select(
         "*",
@@ -226,7 +276,7 @@ def described_log_dirs(
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).
         later = (
-            Window.partitionBy("cluster", "broker_id")
+            Window.partitionBy(*BY_BROKER)
             .orderBy(F.col("sseq").desc())
             .rangeBetween(Window.unboundedPreceding, -1)
         )
@@ -238,8 +288,9 @@ def described_log_dirs(
         )
     described = _with_next(described) if not offline_matters else _with_next_offline(described)
     # Last, so that each partition comes out ordered by volume and success: every series whole
-    # and in time order for the writer (the explicit sort costs nothing when already so).
-    return described.sortWithinPartitions(*VOLUME, "sseq")
+    # and in time order for the writer (the explicit sort costs nothing when already so; the
+    # range is the same for a partition's every row).
+    return described.sortWithinPartitions(*BY_VOLUME, "sseq")
 
 
 def _departed(next_sseq: Column) -> Column:
@@ -250,7 +301,7 @@ def _departed(next_sseq: Column) -> Column:
 def _with_next(described: DataFrame) -> DataFrame:
     """The next description and `back` over the ascending order (no log dir goes offline: the
     next description is the next one with sizes, and seen again is back)."""
-    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
     next_sseq = F.lead("sseq").over(by_volume)
     next_k = F.lead("k").over(by_volume)
     broker = F.col("broker")
@@ -273,7 +324,7 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
     """The next description, the next one with sizes, `back` and `seen`, over the same ascending
     per-volume order as `_with_next` and the policy's windows: the rows come out of it in the
     order the writer needs, where a descending window would cost one more sort of every row."""
-    by_volume = Window.partitionBy(*VOLUME).orderBy("sseq")
+    by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
     sized = F.col("reason").isNull()
     described = described.select("*", F.when(sized, F.struct("sseq", "k")).alias("sized"))
     # Each window function a column of its own, read by field after: one used by two fields

@@ -85,3 +85,27 @@ def test_a_helper_orphaned_by_its_shell_is_still_ended(tmp_path) -> None:
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.split() == ["parent", "True", "ended", "True"]
+
+
+def test_column_functions_ask_the_jvm_nothing_but_the_call(spark, monkeypatch) -> None:
+    """PySpark's lookups of the functions' class and method by name are answered once per JVM
+    (`spark.jvm_lookups`): building a Column is its call alone (and the freeing of Java objects
+    Python no longer holds), no reflection round trip."""
+    from pyspark.sql import functions as F
+
+    client = spark.sparkContext._gateway._gateway_client
+    sent: list[str] = []
+    send = client.send_command
+
+    def recorded(command, *args, **kwargs):
+        sent.append(command.split("\n", 1)[0])
+        return send(command, *args, **kwargs)
+
+    def column():
+        return F.when(F.col("x") > F.lit(1), F.coalesce(F.col("y"), F.lit(2)))
+
+    column()  # each function looked up once
+    monkeypatch.setattr(client, "send_command", recorded)
+    column()
+    assert "r" not in sent  # py4j's reflection command
+    assert sent.count("c") >= 5  # the calls themselves

@@ -154,7 +154,18 @@ def test_a_line_kvq_tsdb_blocks_cannot_read_is_one_answer_and_leaves_nothing(tmp
     ],
 )
 def test_shards_are_sized_for_the_rows_and_the_cores(rows, ranges, cores, parts):
-    plan = ShardPlan.sized(rows, ranges, cores)
+    plan = ShardPlan.sized(rows, [(27_000, 27_000 + ranges - 1)], cores)
     assert plan.parts == parts
     assert plan.shards == parts * ranges
     assert plan.hours == 18
+
+
+def test_every_shard_of_every_cluster_has_a_partition_of_its_own(spark):
+    # Two clusters: block ranges 100-102 and 7-8, three parts each.
+    plan = ShardPlan.sized(30_000, [(100, 102), (7, 8)], 7)
+    assert (plan.parts, plan.shards) == (3, 15)
+    shards = [(0, b, p) for b in (100, 101, 102) for p in range(3)]
+    shards += [(1, b, p) for b in (7, 8) for p in range(3)]
+    frame = spark.createDataFrame(shards, "cluster_index int, block long, part long")
+    number = plan.number(frame.cluster_index, frame.block, frame.part)
+    assert [row[0] for row in frame.select(number).collect()] == list(range(15))

@@ -206,12 +206,19 @@ type shard struct {
 	w       *tsdb.BlockWriter
 	app     storage.Appender
 	builder labels.ScratchBuilder
-	series  string
-	lset    labels.Labels
-	ref     storage.SeriesRef
+	series  map[string]*series
 	block   int64
 	n       int
 	lines   int
+}
+
+// series is one series of a shard, by its text: its labels parsed once, and the head's
+// reference to it once it has a sample. The backfill's lines take a volume's families in turn
+// (each run's samples of one family, then the next's), so the series changes nearly every line:
+// parsed and looked up by its labels each time, it cost the writer most of its CPU.
+type series struct {
+	lset labels.Labels
+	ref  storage.SeriesRef
 }
 
 func newShard(output string, span int64) (*shard, error) {
@@ -224,7 +231,8 @@ func newShard(output string, span int64) (*shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &shard{output: output, span: span, w: w, app: w.Appender(context.Background())}, nil
+	app := w.Appender(context.Background())
+	return &shard{output: output, span: span, w: w, app: app, series: map[string]*series{}}, nil
 }
 
 // add appends one line: a sample, or a `#` line or an empty one (skipped).
@@ -238,11 +246,14 @@ func (s *shard) add(line string) error {
 	if !ok {
 		return fmt.Errorf("line %d: not `name{labels} value seconds`: %.200q", number, line)
 	}
-	if name != s.series {
-		if s.lset, ok = parseSeries(name, &s.builder); !ok {
+	one := s.series[name]
+	if one == nil {
+		lset, ok := parseSeries(name, &s.builder)
+		if !ok {
 			return fmt.Errorf("line %d: bad labels: %.200q", number, line)
 		}
-		s.series, s.ref = name, 0
+		one = &series{lset: lset}
+		s.series[name] = one
 	}
 	v, err := strconv.ParseFloat(value, 64)
 	if err != nil {
@@ -258,7 +269,7 @@ func (s *shard) add(line string) error {
 	} else if t/s.span != s.block {
 		return fmt.Errorf("line %d: time %d s outside the shard's block range", number, t/1000)
 	}
-	if s.ref, err = s.app.Append(s.ref, s.lset, t, v); err != nil {
+	if one.ref, err = s.app.Append(one.ref, one.lset, t, v); err != nil {
 		return fmt.Errorf("line %d: %w", number, err)
 	}
 	s.n++
