@@ -8,13 +8,17 @@ Ctrl-C does, and the job stops its JVM before removing the folders Spark's tasks
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REDELIVERY_SECONDS = 0.01
+"""How long after a finalizer dropped an interrupt it is sent again."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -63,8 +67,31 @@ def _handled(handler) -> Iterator[None]:
         yield  # only the main thread receives signals (and may set their handlers)
         return
     previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _redelivering(unraisable)
     try:
         yield
     finally:
+        sys.unraisablehook = unraisable
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def _redelivering(unraisable):
+    """An unraisable hook that sends an `Interrupted` raised where Python cannot raise (a
+    finalizer or weakref callback, such as py4j's freeing of a Java object) to this process
+    again: Python prints and drops an exception there, and a SIGTERM that arrived in py4j's
+    clean-up was lost, the run going on to exit 0. Sent again from another thread a moment
+    later (sent from here, it would be handled, and dropped, in this hook), it is handled once
+    the callback has returned (or dropped and sent again, from the next one)."""
+
+    def hook(args) -> None:
+        if isinstance(args.exc_value, Interrupted):
+            signum = args.exc_value.exit_code - 128
+            again = threading.Timer(REDELIVERY_SECONDS, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
+        unraisable(args)
+
+    return hook

@@ -1,0 +1,44 @@
+"""SIGTERM and SIGINT stop a command even when they arrive inside a finalizer (kvq/interrupts.py):
+Python drops an exception raised in a weakref callback, where py4j frees its Java objects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+IN_A_CALLBACK = textwrap.dedent(
+    """
+    import os, signal, sys, time, weakref
+    from kvq import interrupts
+
+    class Held:
+        pass
+
+    def freed(_):  # as py4j's _garbage_collect_object: the signal arrives while it runs
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):
+            pass
+        print("callback ended", flush=True)
+
+    try:
+        with interrupts.raised():
+            held = Held()
+            ref = weakref.ref(held, freed)
+            del held
+            time.sleep(30)  # the command's work: an interrupt ends it at once
+            print("went on", flush=True)
+    except interrupts.Interrupted as exc:
+        print("interrupted", exc.name, flush=True)
+        sys.exit(exc.exit_code)
+    """
+)
+
+
+def test_a_sigterm_arriving_in_a_weakref_callback_still_stops_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IN_A_CALLBACK], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 143, (done.returncode, done.stdout, done.stderr)
+    assert "interrupted SIGTERM" in done.stdout and "went on" not in done.stdout
+    assert "Exception ignored" not in done.stderr
