@@ -3,25 +3,47 @@ all did), and refuse to report success where brokers ignore client quotas."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.plan import Plan
+from enforcer.apply.report import first_few
 from enforcer.apply.result import ApplyError, QuotaCallbackActive
 from enforcer.quota_plan import Change, Pair, Snapshot, current_value, same_value
 
+log = logging.getLogger(__name__)
 
-def verify(io: ClusterIO, planned: Plan, sent: list[Change]) -> tuple[float, Snapshot]:
+REWRITE_AFTER_DESCRIBES = 2
+"""Describes that may show a pair at its original before it is written again: a broker's
+metadata lags behind by well under the time between them (`verify_delay_s`, 0.2 s), while a
+reconciler's reset stays."""
+
+
+def verify(
+    io: ClusterIO, planned: Plan, sent: list[Change], originals: Mapping[Pair, float | None]
+) -> tuple[float, Snapshot]:
     """(monotonic time, quotas) of a DescribeClientQuotas showing the plan's changes `sent`;
-    the plan's own view when it had none."""
+    the plan's own view when it had none. A value a reconciler reset to its original
+    (`originals`) between the write and the check is written again."""
     if not planned.todo:
         return planned.view.described_at, planned.view.snapshot
     described_at = io.monotonic()
-    return described_at, described_until_landed(io, planned, sent)
+    return described_at, described_until_landed(io, planned, sent, originals)
 
 
-def described_until_landed(io: ClusterIO, planned: Plan, sent: list[Change]) -> Snapshot:
+def described_until_landed(
+    io: ClusterIO,
+    planned: Plan,
+    sent: list[Change],
+    originals: Mapping[Pair, float | None] | None = None,
+) -> Snapshot:
     """Describe again (a few times: brokers learn quota changes from the metadata log a
     moment later) until every broker shows `sent`; otherwise journal what landed and raise
-    ApplyError."""
+    ApplyError. With `originals`, values still shown at their original after the first
+    describes are written again: Strimzi's operators reconcile every few seconds, and one may
+    reset a value between its write and this check (the throttle checks would find it later,
+    but the webhook's answer would be a failure)."""
     for attempt in range(io.verify_attempts):
         after = io.client.describe_agreed()
         missing = [
@@ -30,12 +52,40 @@ def described_until_landed(io: ClusterIO, planned: Plan, sent: list[Change]) -> 
         if not missing:
             return after
         if attempt + 1 < io.verify_attempts:
+            if originals is not None and attempt + 1 >= REWRITE_AFTER_DESCRIBES:
+                _write_resets_again(io, after, missing, originals)
             io.sleep(io.verify_delay_s)
     io.journal.confirm(landed(planned.desired, after), None)
     raise ApplyError(
         f"after AlterClientQuotas, {len(missing)} value(s) differ from the plan "
         f"at factor {planned.factor}: " + "; ".join(c.describe() for c in missing[:5])
     )
+
+
+def _write_resets_again(
+    io: ClusterIO, after: Snapshot, missing: list[Change], originals: Mapping[Pair, float | None]
+) -> None:
+    """Write again the values of `missing` that `after` shows at their original (pending in
+    the journal already, so a crash meanwhile knows them as ours); an operator's new value
+    is left for the next plan to keep. Not counted as a reconciler's reset: a lagging
+    broker's view looks the same here (the throttle checks count the resets that stay)."""
+    reset = [
+        c
+        for c in missing
+        if (c.entity, c.key) in originals
+        and same_value(current_value(after, (c.entity, c.key)), originals[(c.entity, c.key)])
+    ]
+    if not reset:
+        return
+    log.info(
+        "cluster %s: %d value(s) still shown at their original after they were written (a "
+        "broker's view behind, or a reconciler such as Strimzi's User Operator resetting "
+        "them); writing them again: %s",
+        io.name,
+        len(reset),
+        first_few(f"{c.entity.label()} {c.key}" for c in reset),
+    )
+    io.alter(reset)
 
 
 def landed(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, float | None]:

@@ -183,12 +183,14 @@ def test_partial_failure_is_reported_and_retry_converges(kafka, journal):
     applier = make(kafka, journal)
     original_alter = kafka.alter
 
-    def lose_one(changes, validate_only=False):
-        original_alter(changes if validate_only else changes[:1], validate_only)
+    def lose_the_default(changes, validate_only=False):
+        kept = [c for c in changes if validate_only or c.entity != DEFAULT]
+        original_alter(kept, validate_only)
 
-    kafka.alter = lose_one
-    with pytest.raises(ApplyError, match="differ from the plan"):
+    kafka.alter = lose_the_default
+    with pytest.raises(ApplyError, match="differ from the plan.*<default>"):
         apply_step(applier, 0.5)
+    assert kafka.values[ALICE][P] == 400.0, "the rest applied"
     kafka.alter = original_alter
     apply_step(applier, 0.5)
     assert kafka.values[ALICE][P] == 400.0 and kafka.values[DEFAULT][P] == 500.0
@@ -398,6 +400,51 @@ def test_a_reconciler_putting_the_original_back_is_throttled_again_and_counted(k
     assert applier.metrics.drift_changes.labels("c1")._value.get() == 1
     apply_step(applier, 1.0)
     assert kafka.values[ALICE][P] == 5000.0
+
+
+class ReconcilerBetweenWriteAndCheck(InMemoryQuotas):
+    """A reconciler (Strimzi's User Operator) that puts alice's original back right after each
+    of the first `resets` throttling writes, before the enforcer describes."""
+
+    def __init__(self, initial, resets: int) -> None:
+        super().__init__(initial)
+        self.resets = resets
+
+    def alter(self, changes, validate_only=False):
+        super().alter(changes, validate_only)
+        if not validate_only and self.resets and any(c.entity == ALICE for c in changes):
+            self.resets -= 1
+            self.set(ALICE, P, 800.0)
+
+
+def test_a_reset_between_the_write_and_its_check_is_written_again_not_a_failure(journal):
+    """Answering Alertmanager 503 (and logging Kafka as unavailable) because an operator was
+    quicker than the check would be wrong: the value is written again."""
+    kafka = ReconcilerBetweenWriteAndCheck({ALICE: {P: 800.0}}, resets=2)
+    applier = make(kafka, journal)
+    assert apply_step(applier, 0.5).factor == 0.5
+    assert kafka.values[ALICE][P] == 400.0 and kafka.resets == 0
+    apply_step(applier, 1.0)
+    assert kafka.describe() == {ALICE: {P: 800.0}}
+
+
+def test_a_new_value_set_between_the_write_and_its_check_is_not_overwritten(journal):
+    """Only a reset to the original is written again: someone's new value fails the check
+    (retried, then kept as drift by the next plan)."""
+    kafka = InMemoryQuotas({ALICE: {P: 800.0}})
+    real_alter = kafka.alter
+
+    def alter_then_an_operator_sets_5000(changes, validate_only=False):
+        real_alter(changes, validate_only)
+        if not validate_only and any(c.entity == ALICE for c in changes):
+            kafka.set(ALICE, P, 5000.0)
+
+    kafka.alter = alter_then_an_operator_sets_5000
+    applier = make(kafka, journal)
+    with pytest.raises(ApplyError, match="differ from the plan"):
+        apply_step(applier, 0.5)
+    assert kafka.values[ALICE][P] == 5000.0
+    assert kafka.calls.count("alter") == 1, "written once, never again over the new value"
 
 
 def test_a_quota_callback_on_the_brokers_refuses_to_report_applied(kafka, journal):
