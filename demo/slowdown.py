@@ -61,7 +61,7 @@ from devkit.processes import wait_until
 from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
-from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_RESPONSE
+from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_PARTITION_SIZES, SLOWDOWN_RESPONSE
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
@@ -506,6 +506,24 @@ def table(outcome: Outcome) -> str:
     return "\n".join(rows)
 
 
+def policy_properties(
+    policy: str, violation_check_interval: str | None = None, partition_sizes: bool = False
+) -> str:
+    """The kvq.properties lines of `policy`'s run: the policy, this loop's horizon and response
+    time, the enforcer's reference, the exporter's check interval if given, and for
+    graceful-slowdown with `partition_sizes` the partitions' sizes read."""
+    text = (
+        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
+        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
+    )
+    text += ENFORCER_PROPERTIES.get(policy, "")
+    if violation_check_interval is not None:
+        text += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
+    if partition_sizes and policy == "graceful-slowdown":
+        text += f"{SLOWDOWN_PARTITION_SIZES}=true\n"
+    return text
+
+
 def run_policy(
     policy: str,
     work: Path,
@@ -514,15 +532,10 @@ def run_policy(
     load_step: LoadStep | None = None,
     violation_check_interval: str | None = None,
     setup: Setup = SETUP,
+    partition_sizes: bool = False,
 ) -> Outcome:
     active: list = []
-    graceful = (
-        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
-        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
-    )
-    graceful += ENFORCER_PROPERTIES.get(policy, "")
-    if violation_check_interval is not None:
-        graceful += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
+    graceful = policy_properties(policy, violation_check_interval, partition_sizes)
     # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
     # asks Prometheus.
     options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
@@ -603,6 +616,12 @@ PARSER.add_argument(
     "others under the standing default-user quota (e.g. 40)",
 )
 PARSER.add_argument(
+    "--partition-sizes",
+    action="store_true",
+    help="graceful-slowdown reads the partitions' sizes (kvq.throttle.slowdown.partition.sizes="
+    "true): it holds the rate written at what retention frees (default: the totals alone)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -681,6 +700,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     LoadStep(args.load_step, args.step_at) if args.load_step else None,
                     args.violation_check_interval,
                     setup_of(args),
+                    args.partition_sizes,
                 )
                 outcomes.append(outcome)
             except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:

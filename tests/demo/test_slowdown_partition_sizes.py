@@ -1,0 +1,16 @@
+"""`make demo SCENARIO=slowdown KAFKA=apache --partition-sizes`: graceful-slowdown's run reads the
+partitions' sizes (kvq.throttle.slowdown.partition.sizes=true), the 0/1 policy's is unchanged."""
+
+from __future__ import annotations
+
+from demo.slowdown import parse, policy_properties
+from kvq.settings.config import SLOWDOWN_PARTITION_SIZES
+
+
+def test_the_flag_reads_the_partitions_sizes_in_graceful_slowdowns_run_only():
+    args = parse(["--partition-sizes", "--load-step", "10", "--step-at", "10"])
+    graceful = policy_properties("graceful-slowdown", None, args.partition_sizes)
+    assert f"{SLOWDOWN_PARTITION_SIZES}=true\n" in graceful
+    assert SLOWDOWN_PARTITION_SIZES not in policy_properties("stop-on-violation", None, True)
+    assert SLOWDOWN_PARTITION_SIZES not in policy_properties("graceful-slowdown")
+    assert not parse([]).partition_sizes
