@@ -28,10 +28,13 @@ Mimir's compactors merge overlapping blocks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -249,7 +252,6 @@ def pipe_shards(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    command = ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
     # Planned without adaptive execution: every shuffle's partitions are set here already, and
     # adaptive execution runs each shuffle stage as a job of its own, the driver re-planning the
     # rest between them (0.2-1 s each on a cold JVM, while no core works); planned once, the
@@ -261,8 +263,42 @@ def pipe_shards(
         rdd = strings.javaRDD()  # the physical plan, made now
     finally:
         conf.set(ADAPTIVE, adaptive)
-    piped = rdd.pipe(command, {}, False, 1 << 16, "UTF-8")
+    piped = rdd.pipe(_shard_command(staging, writer, hours), {}, False, 1 << 16, "UTF-8")
     return list(piped.collect())
+
+
+def _shard_command(staging: Path, writer: str, hours: int) -> list[str]:
+    return ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
+
+
+LINES_PER_WRITE = 4096
+"""`write_shards_here` joins this many lines into one write to the script."""
+
+
+def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: str) -> list[str]:
+    """`lines` (`shard<TAB>sample`, each ending in a newline) through `SHARD_SCRIPT` in a process
+    of the driver's own, as a task's go through it (the driver's few cluster-wide lines: no
+    Spark job to read them back from a file, and the writer builds their blocks while the driver
+    computes them); its answers. Whatever stops the driver stops the script (and it its writer)."""
+    staging.mkdir(parents=True, exist_ok=True)
+    script = subprocess.Popen(
+        _shard_command(staging, writer, hours), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert script.stdin is not None and script.stdout is not None
+    try:
+        # A script that stopped early (a refused shard) says why in its answers.
+        with contextlib.suppress(BrokenPipeError), script.stdin:
+            taken = iter(lines)
+            while batch := list(islice(taken, LINES_PER_WRITE)):
+                script.stdin.write("".join(batch).encode("utf-8"))
+        answers = script.stdout.read().decode("utf-8").splitlines()
+    except BaseException:
+        script.terminate()  # its trap ends the writer and removes its folder
+        script.wait()
+        raise
+    if script.wait() != 0:
+        raise ShardError(f"the block writer's script ended with exit code {script.returncode}")
+    return answers
 
 
 def global_lines_by_shard(
