@@ -457,11 +457,11 @@ YEAR_OF_A_FLEET = 1000 * 12 * YEAR_OF_POLLS
 
 def a_year_of_a_fleet(archive: Archive, run: LoggedRun) -> None:
     """The model run extrapolated to `YEAR_OF_A_FLEET` on `MODEL_CORES` cores: the stages keep
-    their task time per row (`grown_stages_seconds`; the blocks are written inside them, and the
-    cluster-wide series' stage, which grows with the polls only, is grown with the rows too);
+    their task time per row (`grown_stages_seconds`; the blocks are written inside them);
     the driver-only time before the first stage is the start (fixed: the archive is inflated by
     the read tasks), between and after the stages it grows with the polls (its pass over them,
-    the cluster-wide series, moving the blocks: one per block range and part)."""
+    the cluster-wide series and their blocks, moving the blocks: one per block range and
+    part)."""
     rows = YEAR_OF_A_FLEET / archive.rows
     polls = YEAR_OF_POLLS / archive.polls
     gaps = driver_gaps(run.log, run.outside, run.outside_after)

@@ -595,8 +595,9 @@ def _grid(
 
 def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say) -> None:
     """`--blocks`: every task writes the blocks of its shards (`spark.shard_blocks`), the driver
-    then the cluster-wide series' (one task per block range's file, of its grid states), and
-    moves the finished block folders into OUTPUT/blocks, replacing a previous run's."""
+    then the driver the cluster-wide series' (of its grid states, through the same script in a
+    process of its own: `write_shards_here`), and moves the finished block folders into
+    OUTPUT/blocks, replacing a previous run's."""
     from spark.promtool_blocks import PromtoolError, block_writer, how_to_load
     from spark.shard_blocks import (
         ShardError,
@@ -604,6 +605,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
         ShardPlan,
         global_lines_by_shard,
         pipe_shards,
+        write_shards_here,
     )
 
     span = request.block_range
@@ -631,20 +633,18 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
                 for line in stream:
                     owner, _, event = line.partition(" ")
                     events.setdefault(int(owner), []).append(event)
-        table = staging / "cluster-wide" / "series.txt"
-        table.parent.mkdir(parents=True)
         say(f"writing the cluster-wide series' blocks ({len(plans)} cluster(s))")
-        with open(table, "w", encoding="utf-8") as out:
+
+        def cluster_wide() -> Iterator[str]:
             for index, plan in enumerate(plans):
-                states = list(
-                    plan.history.grid_states(plan.grid, summed_events(events.get(index, [])))
-                )
-                for line in global_lines_by_shard(
+                deltas = summed_events(events.get(index, []))
+                states = list(plan.history.grid_states(plan.grid, deltas))
+                yield from global_lines_by_shard(
                     index, states, span, _cluster_wide(request, plan, catalog)
-                ):
-                    out.write(line)
-        series = spark.read.text(hadoop_read_path(table))
-        output.add(pipe_shards(spark, series, staging / "cluster-wide", shards.hours, writer))
+                )
+
+        here = staging / "cluster-wide"
+        output.add(write_shards_here(cluster_wide(), here, shards.hours, writer))
     except ShardError as exc:
         raise BackfillError(f"cannot build the blocks in {staging}: {exc}") from None
     except OSError as exc:  # the driver's own writes into the staging folder

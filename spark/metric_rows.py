@@ -79,8 +79,8 @@ def volume_lines(
     """cluster_index, family, text: the per-volume samples and the runs' events (family EVENTS).
 
     With `shards` (`spark.shard_blocks`), one column `text` instead: each sample line after its
-    shard and a tab, in shard order in each task, each event line after its cluster_index and a
-    space.
+    shard and a tab, in shard order in each task (and in time order in a shard: each series in
+    time order, the volumes interleaved), each event line after its cluster_index and a space.
 
     In each partition every series comes out whole and in time order (a volume's runs are
     consecutive there, ordered by success), the families interleaved: the writer splits them,

@@ -3,10 +3,10 @@
 A shard is (cluster, block range, part): the runs of one part of a cluster's volumes (a hash of
 broker and log dir) cut at promtool's block ranges, `[b * span, (b + 1) * span)` in seconds since
 the epoch. The runs (one row per description, not per sample) are shuffled by shard and sorted
-in each task by (shard, volume, time), then exploded into sample lines there, so a shard's lines
-reach the task's promtool one shard after the other, each series in time order (promtool drops
-a series' out-of-order samples without a word; series of different families may interleave, a
-block keeps no family metadata).
+in each task by (shard, time), then exploded into sample lines there, so a shard's lines reach
+the task's promtool one shard after the other, each series in time order (promtool drops a
+series' out-of-order samples without a word; series may interleave, a block keeps no family
+metadata).
 
 The lines leave the JVM through Spark's `pipe`: `SHARD_SCRIPT` (POSIX sh and a block writer; no
 Python and none of this project's code on the executors) writes each shard's block into the
@@ -28,10 +28,13 @@ Mimir's compactors merge overlapping blocks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -172,7 +175,7 @@ class ShardPlan:
         """`texts` (one row per run: cluster_index, broker_id, log_dir, lo, hi, its `events`
         column) cut at the block ranges: one row per (run, range it has grid times in) with
         `lo`/`hi` inside the range, the events on the run's first piece only; with a `shard`
-        column, shuffled by it and sorted by (shard, volume, time) in each task."""
+        column, shuffled by it and sorted by (shard, time) in each task."""
         from pyspark.sql import functions as F
 
         lo, hi, span = F.col("lo"), F.col("hi"), F.lit(self.span)
@@ -181,17 +184,23 @@ class ShardPlan:
         block = F.col("block")
         pieces = texts.select("*", F.explode(F.sequence(first, last)).alias("block"))
         part = F.pmod(F.xxhash64("broker_id", "log_dir"), F.lit(self.parts))
+        # The volume's columns are left behind: after the shuffle, its label text says it all.
+        dropped = ("lo", "hi", events, "broker_id", "log_dir")
         cut = pieces.select(
-            *(c for c in texts.columns if c not in ("lo", "hi", events)),
+            *(c for c in texts.columns if c not in dropped),
             F.greatest(lo, F.ceil(block * span / step)).alias("lo"),
             F.least(hi, F.ceil((block + 1) * span / step) - 1).alias("hi"),
             F.when(block == first, F.col(events)).otherwise(F.lit("")).alias(events),
             F.concat_ws("-", F.col("cluster_index"), block, part).alias("shard"),
             self.number(F.col("cluster_index"), block, part).alias("shard_number"),
         )
-        return cut.repartitionById(self.partitions(cut), "shard_number").sortWithinPartitions(
-            "shard_number", "broker_id", "log_dir", "lo"
-        )
+        # Each series in time order is all a shard's lines need (`volume_lines`; series may
+        # interleave): one whole-number key, (shard, first grid index; below 2^32 until 2106),
+        # which Spark sorts by radix on the key alone. By (shard, volume, time), every
+        # comparison in a task (one shard) fell through to the volume's columns, its log dir's
+        # text compared byte by byte.
+        order = F.col("shard_number").cast("long") * F.lit(1 << 32) + F.col("lo")
+        return cut.repartitionById(self.partitions(cut), "shard_number").sortWithinPartitions(order)
 
     def partitions(self, cut: DataFrame) -> int:
         conf = cut.sparkSession.sparkContext.getConf()
@@ -243,7 +252,6 @@ def pipe_shards(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    command = ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
     # Planned without adaptive execution: every shuffle's partitions are set here already, and
     # adaptive execution runs each shuffle stage as a job of its own, the driver re-planning the
     # rest between them (0.2-1 s each on a cold JVM, while no core works); planned once, the
@@ -255,8 +263,42 @@ def pipe_shards(
         rdd = strings.javaRDD()  # the physical plan, made now
     finally:
         conf.set(ADAPTIVE, adaptive)
-    piped = rdd.pipe(command, {}, False, 1 << 16, "UTF-8")
+    piped = rdd.pipe(_shard_command(staging, writer, hours), {}, False, 1 << 16, "UTF-8")
     return list(piped.collect())
+
+
+def _shard_command(staging: Path, writer: str, hours: int) -> list[str]:
+    return ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
+
+
+LINES_PER_WRITE = 4096
+"""`write_shards_here` joins this many lines into one write to the script."""
+
+
+def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: str) -> list[str]:
+    """`lines` (`shard<TAB>sample`, each ending in a newline) through `SHARD_SCRIPT` in a process
+    of the driver's own, as a task's go through it (the driver's few cluster-wide lines: no
+    Spark job to read them back from a file, and the writer builds their blocks while the driver
+    computes them); its answers. Whatever stops the driver stops the script (and it its writer)."""
+    staging.mkdir(parents=True, exist_ok=True)
+    script = subprocess.Popen(
+        _shard_command(staging, writer, hours), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert script.stdin is not None and script.stdout is not None
+    try:
+        # A script that stopped early (a refused shard) says why in its answers.
+        with contextlib.suppress(BrokenPipeError), script.stdin:
+            taken = iter(lines)
+            while batch := list(islice(taken, LINES_PER_WRITE)):
+                script.stdin.write("".join(batch).encode("utf-8"))
+        answers = script.stdout.read().decode("utf-8").splitlines()
+    except BaseException:
+        script.terminate()  # its trap ends the writer and removes its folder
+        script.wait()
+        raise
+    if script.wait() != 0:
+        raise ShardError(f"the block writer's script ended with exit code {script.returncode}")
+    return answers
 
 
 def global_lines_by_shard(
