@@ -241,7 +241,7 @@ class Applier:
         leaves a journal the next apply finishes from (Kafka holds the values before or after)."""
         copy_changes = intend(self.io, episode, planned)
         sent = send(self.io, planned, copy_changes)
-        originals = {pair: record.original for pair, record in episode.pairs.items()}
+        originals = episode.originals()
         described_at, after = verify(self.io, planned, sent.changes, originals)
         settled = self.unanswered.final(described_at)
         confirm(self.journal, episode, planned, after, complete=settled and not sent.rejected)

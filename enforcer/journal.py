@@ -193,6 +193,10 @@ class Episode:
     def drifted(self) -> set[Pair]:
         return {p for p, r in self.pairs.items() if r.drifted}
 
+    def originals(self) -> dict[Pair, float | None]:
+        """Each pair's value before the episode (None: unset)."""
+        return {pair: record.original for pair, record in self.pairs.items()}
+
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)

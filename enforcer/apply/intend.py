@@ -44,7 +44,7 @@ def intend(io: ClusterIO, episode: Episode, planned: Plan) -> list[Change]:
 def _copy_changes(episode: Episode, copy: KafkaOriginals, factor: float) -> list[Change]:
     """What Kafka's copy lacks (records, then the marker naming `factor`), and the removal of
     other episodes' leftovers: sent before, or with, any change of the plan."""
-    originals = {pair: record.original for pair, record in episode.pairs.items()}
+    originals = episode.originals()
     missing = kafka_originals.missing_records(episode.episode_id, originals, copy, factor)
     leftovers = copy.leftovers(keep=episode.episode_id)
     return missing + kafka_originals.removals(leftovers)
