@@ -213,12 +213,18 @@ class KafkaLoad:
     """The scenario's producers, Kafka's quota sensors and the enforcer's quotas; `tick` runs
     one TICK and gives the bytes broker 0's replicas got (one entry per PARTITIONS)."""
 
-    def __init__(self, load_step: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self, load_step: tuple[float, float] | None = None, references_before_step: bool = False
+    ) -> None:
         self.producers = [
             Producer(name, budget, entity, kind == "Java", TOPICS.index(topic))
             for name, budget, entity, kind, topic in PRODUCERS
         ]
         self.load_step = load_step
+        self.references_before_step = references_before_step
+        """An enforcer that takes its observed-rate references from what its lookback saw
+        before the load step (none is: it takes them when the first slowdown comes into
+        force, from the 5 min before)."""
         self.stepped = False
         self.sensors: dict[tuple[str, int], Rate] = {}
         self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in ENTITIES}
@@ -231,8 +237,9 @@ class KafkaLoad:
         """The enforcer's quotas at `factor` (in force from now): a new episode (from 1.0)
         takes its references, never below the last episode's."""
         if factor < 1.0 <= self.factor:
+            until = self.load_step[0] if self.load_step and self.references_before_step else t
             for entity, seen in self.seen.items():
-                observed = max((rate for _, rate in seen), default=0.0)
+                observed = max((rate for at, rate in seen if at < until), default=0.0)
                 if observed > 0.0:
                     self.references[entity] = max(observed, self.references.get(entity, 0.0))
         self.factor = factor
@@ -393,6 +400,7 @@ def run(
     calls_every: float = 1.0,
     freed_after: float | None = None,
     phase: int = 0,
+    references_before_step: bool = False,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
@@ -401,11 +409,12 @@ def run(
     (demo.producers.grow_full_volume: the tmpfs remounted twice as large). The exporter runs
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
     polls): its history holds intervals without growth. `phase`: the exporter's clock is this
-    many seconds ahead of the load's (its polls fall that much earlier in the load)."""
+    many seconds ahead of the load's (its polls fall that much earlier in the load).
+    `references_before_step`: `KafkaLoad`'s."""
     for before in range(-QUIET_BEFORE, 0):
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
-    load = KafkaLoad(load_step)
+    load = KafkaLoad(load_step, references_before_step)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
     published: deque[tuple[float, float]] = deque([(-delay, 1.0)])
