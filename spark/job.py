@@ -49,8 +49,8 @@ ROWS_PER_SHUFFLE_PARTITION = 600_000
 """Log-dir rows per partition of the per-broker shuffle (each sorts its brokers' rows). Each of
 its tasks has a fixed cost beside its rows: it writes a part file per family, and Hadoop without
 its native library sets each file's and folder's permissions by starting a `chmod` process (about
-35 per task). At 125k rows a 10M-row run on two cores had 75 tasks and took 5 % longer than with
-16."""
+35 per task). Fewer, larger tasks pay it less often (`python -m bench.backfill --sizes 10m`,
+docs/results/backfill-sizes-10m.md)."""
 BROADCAST_SUCCESSES = 2_000_000
 """Up to this many successful polls the success table is broadcast to the log-dir rows."""
 
