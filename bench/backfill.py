@@ -49,6 +49,7 @@ from bench.spark_event_log import (
     read_event_log,
     report,
     scaling_lines,
+    within,
 )
 from devkit import results_page
 
@@ -139,22 +140,38 @@ def backfill_seconds(
     `spark_settings` reach its Spark as `--conf` options (PYSPARK_SUBMIT_ARGS), as a user's
     spark-submit would pass them: the command itself is unchanged."""
     command = [
-        sys.executable, "-m", "spark.cli", "--archive", str(archive.root),
-        "--config", str(archive.config), "--output", str(out), "--master", master,
+        sys.executable, "-m", "spark.cli", *backfill_options(archive, master, step, blocks),
+        "--output", str(out),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = run_backfill(command, spark_settings)
+    seconds = time.perf_counter() - started
+    return seconds, sum(int(m.group(1)) for m in SAMPLES.finditer(done.stdout))
+
+
+def backfill_options(archive: Archive, master: str, step: int, blocks: bool) -> list[str]:
+    """`kvq-backfill`'s options for `archive` (but --output)."""
+    return [
+        "--archive", str(archive.root), "--config", str(archive.config), "--master", master,
         "--step", f"PT{step}S", *(("--blocks",) if blocks else ()),
     ]  # fmt: skip
+
+
+def run_backfill(
+    command: list[str], spark_settings: dict[str, str] | None
+) -> subprocess.CompletedProcess:
+    """`command` (a backfill) in a fresh process, `spark_settings` as `--conf` options
+    (PYSPARK_SUBMIT_ARGS); raises RuntimeError with its error output when it fails."""
     env = dict(os.environ)
     if spark_settings:
         confs = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in spark_settings.items()]
         env["PYSPARK_SUBMIT_ARGS"] = " ".join(
             [*confs, env.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")]
         )
-    started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"kvq-backfill failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return seconds, sum(int(m.group(1)) for m in SAMPLES.finditer(done.stdout))
+    return done
 
 
 def spark_floor_seconds() -> float:
@@ -367,9 +384,36 @@ def logged_backfill(
     return LoggedRun(seconds, samples, log, written, ended)
 
 
-def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, LoggedRun]:
+def warm_logged_backfill(
+    archive: Archive, out: Path, master: str, step: int, settings: dict[str, str]
+) -> LoggedRun:
+    """`logged_backfill`, but the run measured is the second of two in one process
+    (`bench.warm_driver`): the JVM and its JIT already running. Its `outside` is the process's
+    start to the first run's (Python's start and imports, as any client's); the JVM's launch and
+    stop are not in it, the driver's work in the run is."""
+    events = out.with_name(f"{out.name}-event-log")
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    command = [
+        sys.executable, "-m", "bench.warm_driver", str(out),
+        *backfill_options(archive, master, step, blocks=True),
+    ]  # fmt: skip
+    launched = time.time()
+    done = run_backfill(command, {**event_log_settings(events), **settings})
+    times = json.loads(done.stdout.splitlines()[-1])
+    warm = within(read_event_log(events), times["warm_started"], times["warm_ended"])
+    samples = [int(m.group(1)) for m in SAMPLES.finditer(done.stdout)]
+    written = sum(p.stat().st_size for p in (out / "blocks").rglob("*") if p.is_file())
+    shutil.rmtree(out)
+    outside = times["cold_started"] - launched
+    return LoggedRun(warm.seconds + outside, samples[-1], warm, written, warm.ended)
+
+
+def model_run(
+    tmp: Path, size: str, step: int, split: int, warm: bool = False
+) -> tuple[Archive, LoggedRun]:
     """The run the model reads: one task at a time (as one executor core runs it), the work
-    split as on `split` cores."""
+    split as on `split` cores; with `warm`, then the same on a warm driver (`warm_model_run`)."""
     archive = sized_archive(tmp, size)
     class_archive_written(archive, tmp, step)
     print(f"\n{size.upper()} rows: {archive.label}; grid step {step} s; {load()}", flush=True)
@@ -400,7 +444,28 @@ def model_run(tmp: Path, size: str, step: int, split: int) -> tuple[Archive, Log
     )
     for line in scaling_lines(on_dedicated_cores(run.log), outside):
         print(f"  {line}")
+    if warm:
+        warm_model_run(tmp, archive, size, step, settings)
     return archive, run
+
+
+def warm_model_run(
+    tmp: Path, archive: Archive, size: str, step: int, settings: dict[str, str]
+) -> None:
+    """The model run again on a warm driver (`warm_logged_backfill`), its driver-only time and
+    its whole command by cores."""
+    run = warm_logged_backfill(archive, tmp / f"{size}-warm", "local[1]", step, settings)
+    gaps = driver_gaps(run.log, run.outside)
+    print(
+        "  on a warm driver (the second of two runs in one process, `bench.warm_driver`: as a "
+        "driver already running would hold it, the JVM's launch and stop not in it): "
+        f"{run.seconds:.1f} s, {run.samples} samples; driver-only {gaps.total:.1f} s (before "
+        f"the first stage {gaps.before:.1f} s, of it {run.outside:.1f} s Python's start and "
+        f"imports; between stages {gaps.between:.1f} s; after the last {gaps.after:.1f} s)"
+    )
+    print("  the whole command on a warm driver:")
+    for line in scaling_lines(run.log, run.outside):
+        print(f"  {line}")
 
 
 def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) -> None:
@@ -422,9 +487,11 @@ def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) ->
         )
 
 
-def scaling(tmp: Path, sizes: list[str], step: int, check: bool, split: int) -> None:
+def scaling(
+    tmp: Path, sizes: list[str], step: int, check: bool, split: int, warm: bool = False
+) -> None:
     """The backfill's scale-out read from Spark's event log (`bench.spark_event_log`)."""
-    runs = [model_run(tmp, size, step, split) for size in sorted(sizes, key=shape_rows)]
+    runs = [model_run(tmp, size, step, split, warm) for size in sorted(sizes, key=shape_rows)]
     smallest = runs[0][0]
     if len(runs) > 1:
         print("\n  time per log-dir row (the smallest size = 1.00):")
@@ -527,6 +594,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help=f"with --scaling: split the work as on N cores (default {MODEL_CORES})",
     )
+    parser.add_argument(
+        "--warm-driver",
+        action="store_true",
+        help="with --scaling: each model run again as the second of two in one process (the "
+        "JVM and its JIT already running, as in a long-lived session or a Spark Connect server)",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -541,12 +614,21 @@ def main(argv: list[str] | None = None) -> int:
     default_sizes = "1m,13m" if args.scaling else "1m"
     sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
     known = set(SHAPES) if args.scaling else {"1m", "10m", "13m"}
+    if args.warm_driver and not args.scaling:
+        parser.error("--warm-driver models a run: give it with --scaling")
     if sizes - known:
         given = ",".join(sorted(sizes - known))
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
         if args.scaling:
-            scaling(Path(tmp), sorted(sizes), args.step, not args.model_only, args.split_cores)
+            scaling(
+                Path(tmp),
+                sorted(sizes),
+                args.step,
+                not args.model_only,
+                args.split_cores,
+                args.warm_driver,
+            )
             return 0
         if "1m" in sizes:
             one_million(Path(tmp), args.step)

@@ -225,6 +225,13 @@ def read_event_log(path: Path) -> EventLog:
     return EventLog(started, ended, tuple(sorted(ran, key=lambda s: (s.submitted, s.stage_id))))
 
 
+def within(log: EventLog, start: float, end: float) -> EventLog:
+    """The part of `log` from `start` to `end` (seconds since the epoch) as an application of its
+    own: the stages submitted in it (one run of several in the same application)."""
+    stages = tuple(s for s in log.stages if start <= s.submitted and s.completed <= end)
+    return EventLog(start, end, stages)
+
+
 def on_dedicated_cores(log: EventLog) -> EventLog:
     """`log` with every task taking its CPU time: what its tasks would take on cores of their
     own, where the run shared its cores with other work (they are CPU-bound: parsing, sorting,

@@ -20,6 +20,7 @@ from bench.spark_event_log import (
     on_dedicated_cores,
     predicted_seconds,
     read_event_log,
+    within,
 )
 
 
@@ -120,6 +121,19 @@ def test_a_stage_waits_for_its_parent_and_the_driver_delay_before_it(tmp_path):
     assert predicted_seconds(log, 1) >= predicted_seconds(log, 2)
 
 
+def test_a_window_of_the_log_is_one_run_of_several_in_the_application(tmp_path):
+    events = [*app(0, 30), *stage(0, 2, [1.0]), *stage(1, 12, [2.0, 2.0]), *stage(2, 25, [1.0])]
+    log = read_event_log(write_log(tmp_path, events))
+
+    second = within(log, 10, 20)
+
+    assert [s.stage_id for s in second.stages] == [1]
+    assert second.seconds == 10
+    # 10 s, of which the stage's 2 tasks on one core: 4 s
+    assert predicted_seconds(second, 1) == pytest.approx(10)
+    assert predicted_seconds(second, 2) == pytest.approx(8)
+
+
 def test_an_event_log_without_its_end_is_refused_naming_the_file(tmp_path):
     events = [{"Event": "SparkListenerApplicationStart", "Timestamp": 0}, *stage(0, 1, [1.0])]
     with pytest.raises(EventLogError, match="no application end"):
@@ -129,22 +143,26 @@ def test_an_event_log_without_its_end_is_refused_naming_the_file(tmp_path):
 CORE_LINE = re.compile(r"^\s*(\d+) cores?: +([\d.]+) s, +([\d.]+)x$", re.MULTILINE)
 
 
-@pytest.mark.timeout(900)  # one Spark run: minutes on a loaded machine
+@pytest.mark.timeout(900)  # three Spark runs: minutes on a loaded machine
 def test_the_scaling_bench_prints_a_time_per_core_count_never_growing(tmp_path, capsys):
     from bench.backfill import main
 
     # no local[1]/local[2] or promtool runs; --split-cores 2: a few tasks, not 64 cores' worth
-    argv = ["--scaling", "--sizes", "tiny", "--model-only", "--split-cores", "2"]
+    argv = ["--scaling", "--sizes", "tiny", "--model-only", "--split-cores", "2", "--warm-driver"]
     assert main([*argv, "--keep", str(tmp_path)]) == 0
 
     out = capsys.readouterr().out
     found = CORE_LINE.findall(out)
-    # as measured, then with every task taking its CPU time
-    assert [int(cores) for cores, _, _ in found] == [1, 2, 4, 8, 16, 32, 64] * 2
-    for model in (found[:7], found[7:]):
+    # as measured, with every task taking its CPU time, on a warm driver
+    assert [int(cores) for cores, _, _ in found] == [1, 2, 4, 8, 16, 32, 64] * 3
+    for model in (found[:7], found[7:14], found[14:]):
         seconds = [float(s) for _, s, _ in model]
         assert seconds == sorted(seconds, reverse=True)
-    assert re.search(r"driver-only [\d.]+ s \(\d+% of the run\)", out)
+    cold = re.search(r"driver-only ([\d.]+) s \(\d+% of the run\)", out)
+    warm = re.search(r"on a warm driver .*; driver-only ([\d.]+) s \(before the first", out)
+    assert cold and warm
+    # the JVM's launch, Spark's start and the cold JIT are what a warm driver saves
+    assert float(warm.group(1)) < float(cold.group(1))
     assert re.search(r"driver-only within the Spark application .*: [\d.]+ s \(\d+% of", out)
     assert re.search(r"the Spark application alone .* 16 [\d.]+x", out)
     assert re.search(r"critical path \(a core for every task\): [\d.]+ s", out)
