@@ -11,13 +11,14 @@ no Python UDFs, so executors need no project code).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -34,9 +35,9 @@ from spark.openmetrics_text import check_timestamp
 from spark.openmetrics_writer import concatenate
 from spark.poll_history import (
     FallbackRules,
+    GridState,
     PollHistory,
     PollLine,
-    Success,
     VolumeDeltas,
     impossible_time,
 )
@@ -484,7 +485,7 @@ def _successes_table(spark, plans: list[_Plan], count: int, folder: Path):
     is broadcast; beyond that (millions of polls), a JSON file in `folder` the tasks read."""
     from spark.archive_reader import local_json_table
 
-    rows = (json.dumps(row) for row in _success_rows(plans))
+    rows = success_lines(plans)
     if count <= BROADCAST_SUCCESSES:
         return local_json_table(spark, list(rows), SUCCESS_SCHEMA)
     # Under a name that is not hidden (Spark would skip it).
@@ -498,13 +499,24 @@ def _successes_table(spark, plans: list[_Plan], count: int, folder: Path):
     return spark.read.json(hadoop_read_path(table), schema=SUCCESS_SCHEMA)
 
 
-def _success_rows(plans: list[_Plan]) -> Iterator[dict]:
-    """The rows of the successes table: each success's fields, its cluster and plan index."""
+def success_lines(plans: list[_Plan]) -> Iterator[str]:
+    """The rows of the successes table (`SUCCESS_SCHEMA`) as JSON objects: each success's
+    fields, its cluster and plan index. Formatted here rather than by `json.dumps` of a dict a
+    row, which costs several times as much: a row per poll, while no stage runs."""
+    quoted = functools.cache(json.dumps)  # the cluster's name and the archive files' paths: few
     for index, plan in enumerate(plans):
+        head = f'{{"cluster":{quoted(plan.cluster)},"cluster_index":{index},'
         for s in plan.history.successes():
-            row = {"cluster": plan.cluster, "cluster_index": index}
-            row.update((name, getattr(s, name)) for name in SUCCESS_FIELDS)
-            yield row
+            yield (
+                f'{head}"sseq":{s.sseq},"file":{quoted(s.file)},"line":{s.line},"k":{s.k},'
+                f'"expiry_sseq":{_json_int(s.expiry_sseq)},"expiry_k":{_json_int(s.expiry_k)},'
+                f'"hold_sseq":{_json_int(s.hold_sseq)},"hold_k":{_json_int(s.hold_k)},'
+                f'"time":{float(s.time)!r}}}'
+            )
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(value)
 
 
 def _has_unusable_log_dirs(plan: _Plan) -> bool:
@@ -524,9 +536,6 @@ def io_cause(java_trace: str) -> str | None:
     return found[-1] if found else None
 
 
-SUCCESS_FIELDS = tuple(f.name for f in fields(Success))
-"""A success's fields, as the successes table holds them (`asdict` deep-copies: seconds for a
-month of polls)."""
 SUCCESS_SCHEMA = (
     "cluster string, file string, line long, cluster_index int, sseq long, k long, "
     "expiry_sseq long, expiry_k long, hold_sseq long, hold_k long, time double"
@@ -598,18 +607,18 @@ def _grid(
 
 
 def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say) -> None:
-    """`--blocks`: every task writes the blocks of its shards (`spark.shard_blocks`), the driver
-    then the driver the cluster-wide series' (of its grid states, through the same script in a
-    process of its own: `write_shards_here`), and moves the finished block folders into
-    OUTPUT/blocks, replacing a previous run's."""
+    """`--blocks`: every task writes the blocks of its shards (`spark.shard_blocks`), then the
+    driver the cluster-wide series' (of its grid states, through the same script, in a process
+    per core of its own over whole block ranges: `write_shards_here_in_parallel`), and moves the
+    finished block folders into OUTPUT/blocks, replacing a previous run's."""
     from spark.promtool_blocks import PromtoolError, block_writer, how_to_load
     from spark.shard_blocks import (
         ShardError,
         ShardOutput,
         ShardPlan,
-        global_lines_by_shard,
         pipe_shards,
-        write_shards_here,
+        states_by_block,
+        write_shards_here_in_parallel,
     )
 
     span = request.block_range
@@ -639,16 +648,22 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
                     events.setdefault(int(owner), []).append(event)
         say(f"writing the cluster-wide series' blocks ({len(plans)} cluster(s))")
 
-        def cluster_wide() -> Iterator[str]:
-            for index, plan in enumerate(plans):
-                deltas = summed_events(events.get(index, []))
-                states = list(plan.history.grid_states(plan.grid, deltas))
-                yield from global_lines_by_shard(
-                    index, states, span, _cluster_wide(request, plan, catalog)
-                )
-
+        pieces: list[tuple[int, int, list[GridState]]] = []  # (cluster index, block range, ...)
+        for index, plan in enumerate(plans):
+            deltas = summed_events(events.get(index, []))
+            states = list(plan.history.grid_states(plan.grid, deltas))
+            pieces.extend((index, block, part) for block, part in states_by_block(states, span))
         here = staging / "cluster-wide"
-        output.add(write_shards_here(cluster_wide(), here, shards.hours, writer))
+        output.add(
+            write_shards_here_in_parallel(
+                pieces,
+                _cluster_wide(request, plans, catalog),
+                here,
+                shards.hours,
+                writer,
+                usable_cores(),
+            )
+        )
     except ShardError as exc:
         raise BackfillError(f"cannot build the blocks in {staging}: {exc}") from None
     except OSError as exc:  # the driver's own writes into the staging folder
@@ -675,20 +690,21 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     print(how_to_load(blocks_dir), file=sys.stdout)
 
 
-def _cluster_wide(request: BackfillRequest, plan: _Plan, catalog):
-    """The sample lines of the cluster-wide families for some grid states of `plan`'s cluster."""
+def _cluster_wide(request: BackfillRequest, plans: list[_Plan], catalog):
+    """`lines(cluster_index, states, line_prefix)`: the sample lines of the cluster-wide
+    families for some grid states of the cluster of `plans[cluster_index]`."""
     config = request.config
-    labels = {config.cluster_label: plan.cluster}
-    if request.scenario:
-        labels["scenario"] = request.scenario
     check_interval = config.check_interval.total_seconds()
 
-    def lines(states):
+    def lines(cluster_index: int, states, line_prefix: str) -> Iterator[str]:
+        labels = {config.cluster_label: plans[cluster_index].cluster}
+        if request.scenario:
+            labels["scenario"] = request.scenario
         stamps = timestamp_suffixes(states)
         for family in catalog:
             if family.short in GLOBAL:
                 yield from global_lines(
-                    family, states, config.limit, check_interval, labels, stamps
+                    family, states, config.limit, check_interval, labels, stamps, line_prefix
                 )
 
     return lines

@@ -8,7 +8,7 @@ seconds, so `check_timestamp` refuses anything but plausible epoch seconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,20 @@ def label_text(labels: Mapping[str, str]) -> str:
         return ""
     inner = ",".join(f'{k}="{escape_label_value(labels[k])}"' for k in sorted(labels))
     return "{" + inner + "}"
+
+
+def joined_texts(texts: Iterable[str], size: int = 1 << 20) -> Iterator[str]:
+    """`texts` joined into texts of about `size` characters (one write each), in order."""
+    batch: list[str] = []
+    length = 0
+    for text in texts:
+        batch.append(text)
+        length += len(text)
+        if length >= size:
+            yield "".join(batch)
+            batch, length = [], 0
+    if batch:
+        yield "".join(batch)
 
 
 def format_value(value: float) -> str:

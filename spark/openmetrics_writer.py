@@ -20,14 +20,13 @@ import queue
 import shutil
 import threading
 from collections.abc import Callable, Generator, Iterable
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvq.contract.metric_families import MetricFamily
 from spark.hadoop_paths import hadoop_path
 from spark.lz4_parts import CODEC, decompressed, part_files
-from spark.openmetrics_text import EOF_LINE, header_lines
+from spark.openmetrics_text import EOF_LINE, header_lines, joined_texts
 from spark.uncached_file import UncachedFile
 
 if TYPE_CHECKING:
@@ -83,10 +82,6 @@ def pending_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-DRIVER_LINES_PER_WRITE = 4096
-"""The driver's own lines are joined into one write this many at a time."""
-
-
 def _families(
     out: UncachedFile,
     work_dir: Path,
@@ -113,13 +108,13 @@ def _families(
 
 
 def _write_lines(out: UncachedFile, header: bytes, lines: Iterable[str]) -> int:
-    """`header` (if there is a line) and `lines`, a few thousand per write; returns the count."""
+    """`header` (if there is a line) and `lines` (texts of whole lines), joined into writes of
+    about a megabyte; returns the count of lines."""
     count = 0
-    taken = iter(lines)
-    while batch := list(islice(taken, DRIVER_LINES_PER_WRITE)):
-        out.write(header + "".join(batch).encode("utf-8"))
+    for text in joined_texts(lines):
+        out.write(header + text.encode("utf-8"))
         header = b""
-        count += len(batch)
+        count += text.count("\n")
     return count
 
 

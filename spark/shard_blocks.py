@@ -33,11 +33,12 @@ import json
 import math
 import subprocess
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark.openmetrics_text import joined_texts
 from spark.poll_history import GridState
 
 if TYPE_CHECKING:
@@ -271,12 +272,8 @@ def _shard_command(staging: Path, writer: str, hours: int) -> list[str]:
     return ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), writer, str(hours)]
 
 
-LINES_PER_WRITE = 4096
-"""`write_shards_here` joins this many lines into one write to the script."""
-
-
 def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: str) -> list[str]:
-    """`lines` (`shard<TAB>sample`, each ending in a newline) through `SHARD_SCRIPT` in a process
+    """`lines` (texts of whole lines, `shard<TAB>sample`) through `SHARD_SCRIPT` in a process
     of the driver's own, as a task's go through it (the driver's few cluster-wide lines: no
     Spark job to read them back from a file, and the writer builds their blocks while the driver
     computes them); its answers. Whatever stops the driver stops the script (and it its writer)."""
@@ -288,9 +285,8 @@ def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: s
     try:
         # A script that stopped early (a refused shard) says why in its answers.
         with contextlib.suppress(BrokenPipeError), script.stdin:
-            taken = iter(lines)
-            while batch := list(islice(taken, LINES_PER_WRITE)):
-                script.stdin.write("".join(batch).encode("utf-8"))
+            for text in joined_texts(lines):
+                script.stdin.write(text.encode("utf-8"))
         answers = script.stdout.read().decode("utf-8").splitlines()
     except BaseException:
         script.terminate()  # its trap ends the writer and removes its folder
@@ -301,21 +297,51 @@ def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: s
     return answers
 
 
-def global_lines_by_shard(
-    cluster_index: int,
-    states: list[GridState],
-    span: int,
-    family_lines,
-) -> Iterator[str]:
-    """The driver's cluster-wide lines as `shard<TAB>sample`, one block range after the other:
-    `family_lines(states)` gives the sample lines of some states (each ending in a newline)."""
+def states_by_block(states: list[GridState], span: int) -> Iterator[tuple[int, list[GridState]]]:
+    """(block range, its states) of `states` (in time order), one block range after the other."""
     start = 0
     while start < len(states):
         block = block_of(states[start].t, span)
         end = start
         while end < len(states) and block_of(states[end].t, span) == block:
             end += 1
-        prefix = f"{cluster_index}-{block}-global\t"
-        for line in family_lines(states[start:end]):
-            yield prefix + line
+        yield block, states[start:end]
         start = end
+
+
+def global_shard_prefix(cluster_index: int, block: int) -> str:
+    """The `shard<TAB>` that starts each cluster-wide line of a cluster's block range."""
+    return f"{cluster_index}-{block}-global\t"
+
+
+def write_shards_here_in_parallel(
+    pieces: list[tuple[int, int, list[GridState]]],
+    family_lines,
+    staging: Path,
+    hours: int,
+    writer: str,
+    processes: int,
+) -> list[str]:
+    """`write_shards_here` of the cluster-wide lines of `pieces` ((cluster index, block range,
+    its states), in order), cut into up to `processes` runs of whole block ranges, each through a
+    script of its own (in `staging`/N), at once: the block writer's time is mostly each block's
+    fixed cost (its files written and synced), and the driver's cores would otherwise wait.
+    `family_lines(cluster_index, states, line_prefix)` gives the lines of some states of a
+    cluster; the answers of every script."""
+    count = max(1, min(processes, len(pieces)))
+    groups = [
+        pieces[n * len(pieces) // count : (n + 1) * len(pieces) // count] for n in range(count)
+    ]
+
+    def lines(group) -> Iterator[str]:
+        for cluster_index, block, states in group:
+            yield from family_lines(
+                cluster_index, states, global_shard_prefix(cluster_index, block)
+            )
+
+    with ThreadPoolExecutor(count, thread_name_prefix="kvq-cluster-wide") as pool:
+        answers = [
+            pool.submit(write_shards_here, lines(group), staging / str(n), hours, writer)
+            for n, group in enumerate(groups)
+        ]
+        return [answer for done in answers for answer in done.result()]

@@ -3,6 +3,8 @@ the grid walk, without Spark (the equivalence tests prove the whole against the 
 
 from __future__ import annotations
 
+import json
+
 from spark.evaluation_grid import EvaluationGrid
 from spark.poll_history import FallbackRules, PollHistory, PollLine, VolumeDeltas
 
@@ -88,3 +90,26 @@ def test_the_factor_is_the_smallest_any_throttling_run_asks_for():
         for s in history.grid_states(EvaluationGrid.over(0.0, 180.0, 60), deltas)
     }
     assert states == {0: 0.5, 60: 0.25, 120: 0.5, 180: 1.0}
+
+
+def test_the_successes_table_rows_are_the_json_objects_of_its_schema():
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from spark.job import SUCCESS_SCHEMA, success_lines
+
+    odd = 'dir "q"\\, ä/b\n.jsonl'  # quotes, a backslash, a comma, a newline, not ASCII
+    lines = [ok(0.0, 1), PollLine(60.5, odd, 7, True, brokers=2, observed=2), ok(120.0, 3)]
+    history = PollHistory(lines, RULES, step=60)
+    plans = [SimpleNamespace(cluster='prod "eu"', history=history)]
+
+    rows = [json.loads(line) for line in success_lines(plans)]  # type: ignore[arg-type]
+
+    expected = [
+        {"cluster": 'prod "eu"', "cluster_index": 0, **asdict(s)} for s in history.successes()
+    ]
+    assert rows == expected
+    assert rows[1]["file"] == odd and rows[2]["expiry_sseq"] is None
+    assert all(isinstance(row["time"], float) for row in rows)
+    schema_names = [column.split()[0] for column in SUCCESS_SCHEMA.split(", ")]
+    assert all(sorted(row) == sorted(schema_names) for row in rows)

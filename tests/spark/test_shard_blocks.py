@@ -169,3 +169,42 @@ def test_every_shard_of_every_cluster_has_a_partition_of_its_own(spark):
     frame = spark.createDataFrame(shards, "cluster_index int, block long, part long")
     number = plan.number(frame.cluster_index, frame.block, frame.part)
     assert [row[0] for row in frame.select(number).collect()] == list(range(15))
+
+
+def test_the_driver_writes_the_cluster_wide_ranges_in_parallel_processes_alike(
+    tmp_path, tsdb_blocks
+):
+    from spark.shard_blocks import BLOCK_RANGE, write_shards_here_in_parallel
+
+    # five block ranges of one cluster, one sample a minute for 2 hours of each
+    pieces = [
+        (
+            0,
+            START // BLOCK_RANGE + r,
+            list(range(START + r * BLOCK_RANGE, START + r * BLOCK_RANGE + 7200, 60)),
+        )
+        for r in range(5)
+    ]
+
+    def family_lines(cluster_index, times, line_prefix):
+        yield "".join(
+            f'{line_prefix}kafka_volume_quota_up{{cluster="c{cluster_index}"}} 1 {t}\n'
+            for t in times
+        )
+
+    blocks = {}
+    for processes in (1, 3):
+        output = ShardOutput()
+        output.add(
+            write_shards_here_in_parallel(
+                pieces, family_lines, tmp_path / str(processes), 18, tsdb_blocks, processes
+            )
+        )
+        assert sorted(shard for shard, _ in output.blocks) == [
+            f"0-{block}-global" for _, block, _ in pieces
+        ]
+        assert output.samples(0) == 5 * 120
+        blocks[processes] = dump([path for _, path in output.blocks])
+        if processes == 3:  # a staging folder per process
+            assert sorted(p.name for p in (tmp_path / "3").iterdir()) == ["0", "1", "2"]
+    assert blocks[1] == blocks[3]
