@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -333,15 +334,26 @@ def write_shards_here_in_parallel(
         pieces[n * len(pieces) // count : (n + 1) * len(pieces) // count] for n in range(count)
     ]
 
+    stopping = threading.Event()
+
     def lines(group) -> Iterator[str]:
         for cluster_index, block, states in group:
+            if stopping.is_set():
+                raise ShardError("stopped")  # `write_shards_here` ends its script
             yield from family_lines(
                 cluster_index, states, global_shard_prefix(cluster_index, block)
             )
 
+    # Leaving the block waits for every worker: none writes into `staging` after this returns.
     with ThreadPoolExecutor(count, thread_name_prefix="kvq-cluster-wide") as pool:
         answers = [
             pool.submit(write_shards_here, lines(group), staging / str(n), hours, writer)
             for n, group in enumerate(groups)
         ]
-        return [answer for done in answers for answer in done.result()]
+        try:
+            return [answer for done in answers for answer in done.result()]
+        except (
+            BaseException
+        ):  # a script's failure, an interrupt: the others stop at their next range
+            stopping.set()
+            raise

@@ -208,3 +208,22 @@ def test_the_driver_writes_the_cluster_wide_ranges_in_parallel_processes_alike(
         if processes == 3:  # a staging folder per process
             assert sorted(p.name for p in (tmp_path / "3").iterdir()) == ["0", "1", "2"]
     assert blocks[1] == blocks[3]
+
+
+def test_a_failing_range_stops_every_driver_writer_and_leaves_no_process(tmp_path, tsdb_blocks):
+    import os
+
+    from spark.session import descendants
+    from spark.shard_blocks import BLOCK_RANGE, write_shards_here_in_parallel
+
+    pieces = [(0, START // BLOCK_RANGE + r, [START + r * BLOCK_RANGE]) for r in range(40)]
+
+    def family_lines(cluster_index, times, line_prefix):
+        if times[0] == START + 30 * BLOCK_RANGE:  # the third writer's
+            raise OSError("the disk is full")
+        yield f"{line_prefix}kafka_volume_quota_up 1 {times[0]}\n"
+
+    before = set(descendants(os.getpid()))  # a Spark JVM of another test's, say
+    with pytest.raises(OSError, match="the disk is full"):
+        write_shards_here_in_parallel(pieces, family_lines, tmp_path, 18, tsdb_blocks, 4)
+    assert set(descendants(os.getpid())) <= before
