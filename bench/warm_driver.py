@@ -20,9 +20,9 @@ def main(argv: list[str]) -> int:
     # first run's time, so that the modelled client's start holds them.
     from spark import cli, job, progress, session  # noqa: F401
 
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
     output, options = argv[0], argv[1:]
     times: dict[str, float] = {}
     for run, folder in (("cold", f"{output}-cold"), ("warm", output)):
