@@ -13,9 +13,12 @@ per principal and broker) about 90 kB/s, 5.8 MB retained, well below it. The fac
 retention holds broker 0 at the limit is therefore about 245 / 300, 0.8 (a factor scales each
 principal's rate above the floor); any factor below it settles below the limit. kvq runs with the
 recommended intervals (the chart's); graceful-slowdown with observed-rate references (the brokers
-run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load until the first
-slowdown (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then broker 0's
-volume grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on
+run the JMX exporter in both runs, Prometheus scrapes it). Each run: the load warms up for
+WARM_UP_SECONDS with a retention of a second (the volume holds next to none of it; Kafka's quota
+sensors and the enforcer's references see the load at its steady rate), then the scenario starts:
+every topic's retention is raised to RETENTION_SECONDS, the load goes on until the first slowdown
+(Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then broker 0's volume is
+grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on
 any volume, the bytes acknowledged during the episode (first slowdown -> space freed) against the
 most any policy could have acknowledged then without crossing the limit (`Outcome.bound`), the
 longest time any producer went without an acknowledgement then, and the time from space freed until
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import confluent_kafka.admin as ck
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -79,12 +83,22 @@ SETUP = replace(
     },
     broker_properties={"log.retention.check.interval.ms": "1000"},
 )
+WARM_UP_SECONDS = 30.0
+"""The load runs this long at its steady rate before broker 0's volume starts to fill (the
+scenario's start): Kafka's quota sensors (a rate over 11 s) and the enforcer's observed-rate
+references read from them then hold the rate it writes, as they do for a load that has run for
+hours, and the producers are past their start-up (a Java producer favours one partition for its
+first seconds)."""
+WARM_UP_TOPIC_CONFIG = {"retention.ms": "1000", "segment.ms": "1000"}
+"""Every topic's retention while the load warms up: a segment of 1 s, deleted a second after its
+newest record, so broker 0's volume holds only the last few seconds of it. The scenario starts
+when each topic's retention is raised to SETUP's (an operator keeping more data): what the volume
+holds then is kept RETENTION_SECONDS too, and the volume fills until retention frees space."""
 HORIZON = "PT40S"
 """kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about 50 s, so
-graceful-slowdown first slows it about 15 s after the start (a longer horizon would slow it before
-Kafka's rate sensors, whose window is 11 s, show the rates the observed-rate references are read
-from); the loop (poll, scrape, rule, Alertmanager, enforcer) takes about 10 s to act on a
-factor."""
+graceful-slowdown slows it soon after the scenario starts and never while the load warms up (its
+headroom then lasts longer than the horizon at the load's rate); the loop (poll, scrape, rule,
+Alertmanager, enforcer) takes about 10 s to act on a factor."""
 ALERT_TO_ENFORCE_SECONDS = 2.0
 """From a step's alert firing to Kafka's quotas written and verified at its factor: Alertmanager's
 group_interval (1 s: a step while the alert fires) and the enforcer's write on this real Kafka
@@ -113,9 +127,9 @@ EQUILIBRIUM_START_SECONDS = RETENTION_SECONDS + SEGMENT_SECONDS + 5.0
 EQUILIBRIUM_SECONDS = 80.0
 """The bytes of this window, from EQUILIBRIUM_START_SECONDS after the start (retention deleting),
 are printed too: the same window for both policies."""
-BEFORE_SECONDS = (5.0, 15.0)
-"""Each producer's rate before (what it must be back at): over at least this window after the
-start (the first slowdown may come before its end: its first step is then included)."""
+BEFORE_SECONDS = 10.0
+"""Each producer's rate before (what it must be back at): over the last this many seconds of the
+warm-up, the steady load before the scenario starts (and before any slowdown)."""
 AFTER_FREED_SECONDS = 30.0
 STEP_AFTER_SECONDS = 30.0
 """With --load-step: how long after the first slowdown the load steps up (unless --step-at)."""
@@ -142,6 +156,8 @@ class LoadStep:
 
 
 FIRST_SLOWDOWN_PATIENCE = 300.0
+WARM_UP = "warm-up"
+"""Run.marks' key of the moment the load started (the warm-up's start)."""
 FULL = (0, 0)
 """(broker, log dir) of the volume every byte of the load lands on."""
 
@@ -245,26 +261,29 @@ class Outcome:
         return ([s for s in samples if s.at <= at][-1:] or samples[:1])[0].usable[FULL]
 
     def disk_per_acked_byte(self) -> float:
-        """Bytes broker 0's volume filled by per value byte acknowledged, over the first
-        RETENTION_SECONDS of the load: no segment is old enough to be deleted then (a segment
-        goes once its newest record is RETENTION_SECONDS old), so this is the load's replication
-        and Kafka's overhead as measured."""
-        start = self.run.load_started
-        end = start + RETENTION_SECONDS
+        """Bytes broker 0's volume filled by per value byte acknowledged, from SEGMENT_SECONDS
+        after the scenario started to SEGMENT_SECONDS before its first RETENTION_SECONDS end:
+        no segment is deleted then (a segment goes once its newest record is RETENTION_SECONDS
+        old; the warm-up's last segments, with records up to the start, a second or two before
+        that, and the files of those deleted just before the start a second after it), so this
+        is the load's replication and Kafka's overhead as measured."""
+        start = self.run.load_started + SEGMENT_SECONDS
+        end = self.run.load_started + RETENTION_SECONDS - SEGMENT_SECONDS
         acked = sum(p.log.acked_bytes(start, end) for p in self.run.producers)
         return (self.usable_at(start) - self.usable_at(end)) / max(acked, 1)
 
     def bound(self) -> tuple[float, float, float]:
         """(any policy, this run's, disk bytes per acked byte): the most value bytes that could
         have been acknowledged during the episode without broker 0 crossing the limit.
-        Any policy: `at_the_limit`, the room above the limit at the start of the load refilled
-        at the rate retention frees it, over the episode. This run's: the headroom left at the
-        first slowdown plus what retention deleted on broker 0 during the episode (what reached
-        the disk, acknowledged bytes x the ratio, less what the volume filled by), a bound given
-        the deletions this run's own earlier writes made possible."""
+        Any policy: `at_the_limit`, the room above the limit before the load wrote anything (at
+        the warm-up's start) refilled at the rate retention frees it, over the episode. This
+        run's: the headroom left at the first slowdown plus what retention deleted on broker 0
+        during the episode (what reached the disk, acknowledged bytes x the ratio, less what the
+        volume filled by), a bound given the deletions this run's own earlier writes made
+        possible."""
         ratio = self.disk_per_acked_byte()
-        start, slowed, freed = self.run.load_started, self.slowed or 0.0, self.freed or 0.0
-        limit = self.run.limit
+        start = self.run.marks.get(WARM_UP, self.run.load_started)
+        slowed, freed, limit = self.slowed or 0.0, self.freed or 0.0, self.run.limit
         room = self.usable_at(start) - limit
         filled = self.usable_at(slowed) - self.usable_at(freed)
         deleted = ratio * self.episode_bytes - filled
@@ -370,6 +389,25 @@ def step_load(stack, active: list, times: float, setup: Setup = SETUP) -> None:
     start_load(stack, active, replace(setup, java=(), producer_rate=extra_rate))
 
 
+def keep_data(stack, setup: Setup = SETUP) -> None:
+    """Every topic's retention raised from the warm-up's to `setup`'s (the scenario starts)."""
+    admin = ck.AdminClient({"bootstrap.servers": stack.bootstrap, "log_level": 0})
+    entries = [
+        ck.ConfigEntry(key, value, incremental_operation=ck.AlterConfigOpType.SET)
+        for key, value in setup.topic_config.items()
+    ]
+    resources = [
+        ck.ConfigResource(ck.ResourceType.TOPIC, topic, incremental_configs=entries)
+        for topic in setup.topics
+    ]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
+
+
+class NotSteady(RuntimeError):
+    """The load was slowed while it warmed up: the scenario did not start from a steady load."""
+
+
 def quiet_before_load(stack, setup: Setup = SETUP, polls: int = 4, patience: float = 120.0) -> None:
     """Start the load only once the exporter has seen the other data in place: written within a
     poll interval or two, it is a burst graceful-slowdown's fill rate takes for a load (one run
@@ -403,17 +441,32 @@ def drive(
     load_step: LoadStep | None = None,
     setup: Setup = SETUP,
 ) -> Outcome:
-    prepare(stack, setup)
+    prepare(stack, replace(setup, topic_config={**setup.topic_config, **WARM_UP_TOPIC_CONFIG}))
     quiet_before_load(stack, setup)
     watch = DiskWatch(stack).start()
     active.append(watch)
+    warm_up = time.monotonic()
     producers = start_load(stack, active, setup)
-    run = Run(Timeline(), producers, watch, time.monotonic(), setup.limit, setup)
-    outcome = Outcome(policy, run)
     log(
         f"{POLICIES[policy]}: load started, {setup.rate / 1000:.0f} kB/s offered by "
-        f"{setup.producers} producers"
+        f"{setup.producers} producers; warming up for {WARM_UP_SECONDS:.0f} s"
     )
+    warm_until = time.monotonic() + WARM_UP_SECONDS
+    while time.monotonic() < warm_until:
+        if throttled_now(stack, setup.quotas):
+            raise NotSteady(f"{policy} slowed the load while it warmed up")
+        time.sleep(0.5)
+    keep_data(stack, setup)
+    run = Run(Timeline(), producers, watch, time.monotonic(), setup.limit, setup)
+    run.marks[WARM_UP] = warm_up
+    outcome = Outcome(policy, run)
+    outcome.events.append((warm_up, "load started (retention 1 s)"))
+    outcome.events.append((run.load_started, f"retention raised to {RETENTION_SECONDS} s"))
+    outcome.before = {
+        p.client_id: p.log.rate(run.load_started - BEFORE_SECONDS, run.load_started)
+        for p in producers
+    }
+    log(f"{policy}: retention raised to {RETENTION_SECONDS} s: the scenario starts")
     stepped = load_step.before_slowdown(stack, active, setup) if load_step else None
     if stepped is not None:
         outcome.events.append((time.monotonic(), stepped))
@@ -424,8 +477,6 @@ def drive(
             raise TimeoutError(f"no slowdown within {FIRST_SLOWDOWN_PATIENCE:.0f} s")
         time.sleep(0.5)
     outcome.slowed = time.monotonic()
-    begin, end = (run.load_started + seconds for seconds in BEFORE_SECONDS)
-    outcome.before = {p.client_id: p.log.rate(begin, max(end, outcome.slowed)) for p in producers}
     outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
     log(f"{policy}: first slowdown {outcome.slowed - run.load_started:.0f} s after the start")
     if load_step is not None and stepped is None:
@@ -603,8 +654,8 @@ PARSER.add_argument(
     "--step-at",
     type=float,
     metavar="SECONDS",
-    help="with --load-step: step SECONDS after the load started instead, before the first "
-    "slowdown (e.g. 10)",
+    help="with --load-step: step SECONDS after the scenario started (the warm-up's end) instead, "
+    "before the first slowdown (e.g. 10)",
 )
 PARSER.add_argument(
     "--principals",
@@ -703,7 +754,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     args.partition_sizes,
                 )
                 outcomes.append(outcome)
-            except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
+            except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
                 return None
     return outcomes

@@ -63,9 +63,15 @@ TOTAL = 32 << 20
 LIMIT = TOTAL // 4
 """... its limit (25 % available) ..."""
 START = 24_047_616
-"""... and its available bytes when bench/slowdown's load starts."""
+"""... and its available bytes before bench/slowdown's load wrote anything."""
 SEGMENT, RETENTION = 5.0, 60.0
 """Every topic's segment.ms and retention.ms, in seconds (demo.slowdown.SETUP)."""
+WARM_UP = 30.0
+"""Seconds the load runs before the scenario starts (demo.slowdown.WARM_UP_SECONDS), with ..."""
+WARM_UP_SEGMENT, WARM_UP_RETENTION = 1.0, 1.0
+"""... every topic's segment.ms and retention.ms then (demo.slowdown.WARM_UP_TOPIC_CONFIG)."""
+BEFORE = 10.0
+"""Each producer's rate before (demo.slowdown.BEFORE_SECONDS): over the warm-up's last seconds."""
 DELETE_DELAY = 1.0
 """log.segment.delete.delay.ms (demo.apache): a deleted segment's file goes this much later."""
 TICK = 0.1
@@ -137,7 +143,7 @@ class Connection:
     requests: deque[float] = field(default_factory=deque)
     """Requests sent and not yet answered (their bytes), oldest first: the broker reads the
     next one only once the channel is no longer muted."""
-    muted_until: float = 0.0
+    muted_until: float = float("-inf")
     """The broker's mute after a throttled response (KIP-219), which the Java client honours
     too (it sends nothing more until then); librdkafka does not (confluentinc/librdkafka#5592)
     and keeps sending requests the broker reads later."""
@@ -164,7 +170,9 @@ class Producer:
     age: float = 0.0
     """Seconds since the producer started."""
     acked: list[float] = field(default_factory=list)
-    """Bytes acknowledged each tick."""
+    """Bytes acknowledged each tick from the scenario's start."""
+    before: float | None = None
+    """Its rate over the warm-up's last BEFORE seconds (None without a warm-up)."""
     throttles: list[tuple[float, float]] = field(default_factory=list)
     """(time, throttle seconds) of each throttled response."""
 
@@ -350,20 +358,27 @@ def back_at_rate(
     return None
 
 
-def retain(segments: list[list[float]], t: float, written: float, check: bool) -> float:
+def retain(
+    segments: list[list[float]],
+    t: float,
+    written: float,
+    check: bool,
+    segment: float = SEGMENT,
+    retention: float = RETENTION,
+) -> float:
     """Kafka's log of one replica after `written` bytes at `t` (UnifiedLog): the active segment
-    rolls when a write comes SEGMENT s after its first; at a retention check (`check`, every
+    rolls when a write comes `segment` s after its first; at a retention check (`check`, every
     second: log.retention.check.interval.ms) a segment other than the active one is deleted
-    once its newest write is more than RETENTION s old. `segments`: [first write, newest
+    once its newest write is more than `retention` s old. `segments`: [first write, newest
     write, bytes], changed in place. The bytes deleted."""
     if written > 0.0:
-        if not segments or t - segments[-1][0] >= SEGMENT:
+        if not segments or t - segments[-1][0] >= segment:
             segments.append([t, t, 0.0])
         segments[-1][1] = t
         segments[-1][2] += written
     if not check:
         return 0.0
-    kept = [s for s in segments[:-1] if t - s[1] <= RETENTION]
+    kept = [s for s in segments[:-1] if t - s[1] <= retention]
     deleted = sum(s[2] for s in segments[:-1]) - sum(s[2] for s in kept)
     segments[:-1] = kept
     return deleted
@@ -401,23 +416,27 @@ def run(
     freed_after: float | None = None,
     phase: int = 0,
     references_before_step: bool = False,
+    warm_up: float = WARM_UP,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
     and calls `decide` every `calls_every` s; the factor published is in force (Kafka's quotas)
-    `delay` s later. `freed_after` s after the first slowdown the volume is grown by its size
+    `delay` s later. The load starts `warm_up` s before the scenario (time 0), with every
+    topic's retention WARM_UP_RETENTION in segments of WARM_UP_SEGMENT until then.
+    `freed_after` s after the first slowdown the volume is grown by its size
     (demo.producers.grow_full_volume: the tmpfs remounted twice as large). The exporter runs
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
     polls): its history holds intervals without growth. `phase`: the exporter's clock is this
     many seconds ahead of the load's (its polls fall that much earlier in the load).
     `references_before_step`: `KafkaLoad`'s."""
-    for before in range(-QUIET_BEFORE, 0):
+    started = -round(warm_up)
+    for before in range(started - QUIET_BEFORE, started):
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
     load = KafkaLoad(load_step, references_before_step)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
-    published: deque[tuple[float, float]] = deque([(-delay, 1.0)])
+    published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])
     in_force, grown_by = 1.0, 0.0
     slowed = freed = None
     lowest = float(START - LIMIT)
@@ -426,9 +445,14 @@ def run(
     read = [0.0] * PARTITIONS
     grown = dropped = 0.0
     second = 0.0
-    for tick in range(round(duration * TICKS_PER_SECOND) + 1):
+    for tick in range(started * TICKS_PER_SECOND, round(duration * TICKS_PER_SECOND) + 1):
         t = tick / TICKS_PER_SECOND
         whole = tick % TICKS_PER_SECOND == 0
+        if tick == 0 and started < 0:  # the scenario starts: what was acknowledged counts now
+            for producer in load.producers:
+                producer.before = sum(producer.acked[-round(BEFORE * TICKS_PER_SECOND) :]) / BEFORE
+                producer.acked.clear()
+            second = 0.0
         while len(published) > 1 and published[1][0] <= t - delay + 1e-9:
             published.popleft()
         if published[0][1] != in_force:
@@ -440,8 +464,9 @@ def run(
         if late and freed is None:
             freed, grown_by = t, float(TOTAL)
         written = load.tick(t)
+        kept = (SEGMENT, RETENTION) if t >= 0.0 else (WARM_UP_SEGMENT, WARM_UP_RETENTION)
         for i, log in enumerate(logs):
-            deleted = retain(log, t, written[i], whole)
+            deleted = retain(log, t, written[i], whole, *kept)
             if deleted:
                 lingering.append((t + DELETE_DELAY, deleted))
         while lingering and lingering[0][0] <= t:
@@ -449,7 +474,8 @@ def run(
         second += sum(written)
         if not whole:
             continue
-        written_each_second.append(second)
+        if t >= 0.0:
+            written_each_second.append(second)
         second = 0.0
         sizes = [sum(s[2] for s in log) for log in logs]
         used = sum(sizes) + sum(b for _, b in lingering)

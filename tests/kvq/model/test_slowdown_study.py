@@ -519,12 +519,18 @@ class Outcome:
 
     def back(self) -> float | None:
         """Seconds from the space freed until every quota entity was back at its rate
-        (demo.slowdown.Outcome.entities_back_at_rate: its rate from 5 s after the start to
-        15 s, or to the first slowdown if later); None: one was not within 30 s."""
+        (demo.slowdown.Outcome.entities_back_at_rate: its rate over the warm-up's last 10 s;
+        without a warm-up, from 5 s after the start to 15 s, or to the first slowdown if later);
+        None: one was not within 30 s."""
         assert self.kafka is not None and self.kafka.freed is not None
         times = []
         for producers in self.kafka.load.groups().values():
-            before = kafka_load.rate_over(producers, 5.0, max(15.0, self.slowed))
+            befores = [p.before for p in producers]
+            before = (
+                kafka_load.rate_over(producers, 5.0, max(15.0, self.slowed))
+                if None in befores
+                else sum(b for b in befores if b is not None)
+            )
             times.append(kafka_load.back_at_rate(producers, before, self.kafka.freed))
         return None if None in times else max(t for t in times if t is not None)
 
@@ -544,11 +550,13 @@ def scenario(
     freed_after: float | None = None,
     phase: int = 0,
     references_before_step: bool = False,
+    warm_up: float = kafka_load.WARM_UP,
 ) -> Outcome:
     """With `kafka`: the load as Kafka's quotas and the producers shape it (`kafka_load.run`,
     by tenths of a second; the space freed `freed_after` s after the first slowdown; the
     exporter's polls `phase` s earlier in the load; `references_before_step`: the enforcer's
-    references from before the load step). Else
+    references from before the load step; the load warming up `warm_up` s before the scenario
+    starts). Else
     `kafka_retention_loop` with the load spread over PARTITIONS replicas: the enforcer holds
     the load to the factor in force (computed `delay` s before) x the highest 10 s rate of the
     300 s before the episode, never below 90 kB/s; at 1.0 the producers catch up on their
@@ -573,6 +581,7 @@ def scenario(
             freed_after=freed_after,
             phase=phase,
             references_before_step=references_before_step,
+            warm_up=warm_up,
             **every,
         )
         assert run.slowed is not None
@@ -931,10 +940,11 @@ def swing_between_polls(run: Outcome) -> float:
 
 def test_on_kafkas_quotas_the_shipped_policy_writes_what_it_wrote_on_real_kafka():
     """Kafka's quota sensors and the producers' mute-then-burst (`kafka_load`): the shipped
-    policy, checked every second as the exporter runs it, writes 68-81 % of the bound (median
-    72 %; real runs: 71-76 %, docs/results/slowdown.md), stays above the limit (0.8 MB at the
-    least; real: 1.6-1.9 MB), goes 7.5 s without an acknowledgement at the median (real:
-    7.8-9.4 s) and has every quota entity back at its rate 3.4 s after the space was freed at
+    policy, checked every second as the exporter runs it, writes 70-78 % of the bound at a
+    steady load (median 74 %; from a cold start 68-81 %, median 72 %, and real runs then
+    71-76 %, docs/results/slowdown.md), stays above the limit (1.1 MB at the least; real from
+    a cold start: 1.6-1.9 MB), goes 8.2 s without an acknowledgement at the median (real:
+    7.8-9.4 s) and has every quota entity back at its rate 3.8 s after the space was freed at
     the median (real: 0-4.2 s)."""
     spread = Spread.of(ON_KAFKA["shipped: totals, checked, response 14 s"])
     assert spread.shares[0] > 0.65 and Spread.median(spread.shares) < 0.78
@@ -947,8 +957,9 @@ def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
     it writes 85 % or more of the bound, and one poll interval writes what the next does; on
     Kafka's quotas one interval's writes are 2-3 times the next one's or a third of them (the
     shipped policy's: 1.3 times; real runs of the three-interval B: 2.0), the level follows
-    them down to the enforcer's minimum, and it writes 67 % at the median (real: 62-64 %), with
-    producers muted for 20 s and more (real: 20-22 s)."""
+    them down to the enforcer's minimum, and it writes 70 % at the median at a steady load
+    (from a cold start 67 %; real: 62-64 %), with producers muted for 20 s and more (real:
+    20-22 s)."""
     make = ON_KAFKA["B as merged: grown bytes, checked, 14 s"]
     smooth = scenario(make(), sizes_every=1.0, calls_every=1.0)
     assert smooth.share(EPISODE) >= 0.85 and swing_between_polls(smooth) < 1.1
@@ -966,53 +977,59 @@ def test_on_kafkas_quotas_b_paced_closer_crosses_the_limit_as_it_did_on_real_kaf
     assert Spread.median(spread.shares) >= 0.85 and spread.lowest[0] < 0
 
 
-def test_on_kafkas_quotas_b_paced_with_more_margin_writes_83_percent_off_the_limit():
+def test_on_kafkas_quotas_b_paced_with_more_margin_writes_85_percent_but_reaches_the_limit():
     """`PacedLevel` with CLOSER: B's level as the held floor (drops paced to 20 % per 5 s, so
     Kafka's throttle times stay near 10 s), its rates over two intervals, a margin that grows
-    while retention frees less than the peak, no escape: 77-89 % of the bound (median 83 %),
-    never past the limit, no stall over 12 s. What it gives up: the 10x step 10 s into the load
-    crosses the limit (as the shipped policy does in this model, whose step is a true 10x: on
-    real Kafka the bench's step producers wrote about a quarter of it and the shipped policy
-    stayed 1.8 MB above the limit); with the escape kept, the escape's drops at once mute
-    producers for 20 s and more."""
+    while retention frees less than the peak, no escape: 77-90 % of the bound (median 85 %) at
+    a steady load (the warm-up), but past the limit in some runs (by 0.3 MB at the most; from
+    a cold start, with the enforcer's references taken from a sensor that had not seen the
+    load at its rate, it stayed above it at 83 %). The 10x step 10 s into the scenario crosses
+    the limit (as the shipped policy does in this model, whose step is a true 10x: on real
+    Kafka the bench's step producers wrote about a quarter of it and the shipped policy stayed
+    1.8 MB above the limit); with the escape kept, the escape's drops at once mute producers
+    for 20 s and more."""
     make = ON_KAFKA["B paced closer, more margin (CLOSER)"]
     spread = Spread.of(make)
-    assert Spread.median(spread.shares) >= 0.82 and spread.lowest[0] > 0
-    assert spread.stalls[-1] < 12.0
+    assert Spread.median(spread.shares) >= 0.84 and -500_000 < spread.lowest[0] < 0
     assert on_kafka(make, load_step=(10.0, 10), duration=KAFKA_RUN).lowest < 0
     escaping = Spread.of(ON_KAFKA["B paced closer, with the escape"], phases=(0, 2, 4))
     assert Spread.median(escaping.stalls) > 15.0
 
 
-def test_on_kafkas_quotas_the_paced_level_under_the_paces_ceiling_stays_off_the_limit():
+def test_on_kafkas_quotas_the_paced_level_under_the_paces_ceiling_rides_near_the_limit():
     """`PaceCeiling`: B's level over two intervals with CLOSER_46's margin, paced to 20 % every
     5 s, under the ceiling from which the pace keeps 1 s of the peak above the limit (held at
     once), capped as soon as one interval's growth says the headroom would not last the
-    horizon: 74-89 % of the bound (median 83 %), never past the limit, no stall over 20 s, every
-    quota entity back at its rate 4 s after the space was freed at the median. CLOSER_46 alone
-    writes more (86 %) and crosses the limit in the approach before retention frees anything.
-    (On real Kafka, as graceful slowdown's policy for four runs: 76-88 % of the bound at a
-    steady load, 1.1-2.2 MB above the limit; the 10x step at 10 s 1.0 MB above it.)"""
+    horizon: at a steady load (the warm-up) 79-90 % of the bound (median 84 %), 0.1 MB past
+    the limit at the most, every quota entity back at its rate 4.4 s after the space was freed
+    at the median; without the early cap 81-90 % (median 85 %) and never past it. CLOSER_46
+    alone writes more (87 %) and crosses the limit by 0.5 MB in the approach before retention
+    frees anything. (From a cold start, 74-89 % and never past the limit; on real Kafka, from
+    a cold start, as graceful slowdown's policy for four runs: 76-88 % of the bound, 1.1-2.2
+    MB above the limit; the 10x step at 10 s 1.0 MB above it.)"""
     spread = Spread.of(ON_KAFKA["CLOSER_46 under the pace's ceiling (PaceCeiling)"])
-    assert Spread.median(spread.shares) >= 0.82 and spread.lowest[0] > 0
-    assert spread.stalls[-1] < 20.0 and Spread.median(spread.backs) <= 5.0
+    assert Spread.median(spread.shares) >= 0.83 and spread.lowest[0] > -200_000
+    assert Spread.median(spread.backs) <= 5.0
+    uncapped = Spread.of(ON_KAFKA["  without the early cap"])
+    assert Spread.median(uncapped.shares) >= 0.84 and uncapped.lowest[0] > 0
     closer = Spread.of(ON_KAFKA["B paced closer, 4 + 6 s (CLOSER_46)"])
     assert Spread.median(closer.shares) > Spread.median(spread.shares)
-    assert closer.lowest[0] < 0
+    assert closer.lowest[0] < -300_000
 
 
 def test_on_kafkas_quotas_a_step_before_the_first_slowdown_is_lost_to_the_references():
     """The 10x step 10 s into the load: the ceiling drops the factor at once as far as the pace
     needs, and a check while unthrottled takes the step in a second after it shows, but the
     enforcer's observed-rate references, taken when the first slowdown comes into force, hold
-    the step's rate: the volume crosses its limit in 8 or more of the 25 runs (loops of 2-6 s).
-    With references from before the step, in 2 at the most, and by less than 1 MB; the paced
-    level without the ceiling crosses in 14 even then."""
+    the step's rate: the volume crosses its limit in 8 or more of the 25 runs (loops of 2-6 s;
+    16 at a steady load, 14 from a cold start). With references from before the step, in 5 at
+    a steady load (by up to 2.4 MB; from a cold start 2, by less than 1 MB); the paced level
+    without the ceiling crosses in 10 or more even then (19 at a steady load)."""
     make = ON_KAFKA["CLOSER_46 under the pace's ceiling (PaceCeiling)"]
     crossed = sum(b < 0 for b in step_lowest(make, 10.0))
     before = step_lowest(make, 10.0, references_before_step=True)
     assert crossed >= 8
-    assert sum(b < 0 for b in before) <= 2 and before[0] > -1_000_000
+    assert sum(b < 0 for b in before) <= 6 and before[0] > -3_000_000
     closer = step_lowest(
         ON_KAFKA["B paced closer, 4 + 6 s (CLOSER_46)"], 10.0, references_before_step=True
     )
