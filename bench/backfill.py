@@ -372,16 +372,27 @@ def logged_backfill(
 ) -> LoggedRun:
     """`backfill_seconds --blocks` with Spark's event log on, kept beside `out` (`--keep`: for
     reading again); the output is removed (gigabytes)."""
-    events = out.with_name(f"{out.name}-event-log")
-    shutil.rmtree(events, ignore_errors=True)
-    events.mkdir(parents=True)
+    events = fresh_event_log(out)
     confs = {**event_log_settings(events), **(settings or {})}
     seconds, samples = backfill_seconds(archive, out, master, step, confs, blocks=True)
     ended = time.time()
     log = read_event_log(events)
+    return LoggedRun(seconds, samples, log, removed_blocks_bytes(out), ended)
+
+
+def fresh_event_log(out: Path) -> Path:
+    """An empty event log folder beside `out` (a previous run's removed)."""
+    events = out.with_name(f"{out.name}-event-log")
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    return events
+
+
+def removed_blocks_bytes(out: Path) -> int:
+    """The bytes of the blocks a `--blocks` run wrote into `out`, which is then removed."""
     written = sum(p.stat().st_size for p in (out / "blocks").rglob("*") if p.is_file())
     shutil.rmtree(out)
-    return LoggedRun(seconds, samples, log, written, ended)
+    return written
 
 
 def warm_logged_backfill(
@@ -391,9 +402,7 @@ def warm_logged_backfill(
     (`bench.warm_driver`): the JVM and its JIT already running. Its `outside` is the process's
     start to the first run's (Python's start and imports, as any client's); the JVM's launch and
     stop are not in it, the driver's work in the run is."""
-    events = out.with_name(f"{out.name}-event-log")
-    shutil.rmtree(events, ignore_errors=True)
-    events.mkdir(parents=True)
+    events = fresh_event_log(out)
     command = [
         sys.executable, "-m", "bench.warm_driver", str(out),
         *backfill_options(archive, master, step, blocks=True),
@@ -403,10 +412,10 @@ def warm_logged_backfill(
     times = json.loads(done.stdout.splitlines()[-1])
     warm = within(read_event_log(events), times["warm_started"], times["warm_ended"])
     samples = [int(m.group(1)) for m in SAMPLES.finditer(done.stdout)]
-    written = sum(p.stat().st_size for p in (out / "blocks").rglob("*") if p.is_file())
-    shutil.rmtree(out)
     outside = times["cold_started"] - launched
-    return LoggedRun(warm.seconds + outside, samples[-1], warm, written, warm.ended)
+    return LoggedRun(
+        warm.seconds + outside, samples[-1], warm, removed_blocks_bytes(out), warm.ended
+    )
 
 
 def model_run(
