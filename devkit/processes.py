@@ -60,6 +60,10 @@ def ephemeral_port_floor() -> int:
         return 32768
 
 
+class ProcessExitedError(RuntimeError):
+    """The process a test waited on exited before it was ready."""
+
+
 def wait_until(
     predicate: Callable[[], T | None], timeout: float = 15.0, interval: float = 0.05, what: str = ""
 ) -> T:
@@ -69,6 +73,8 @@ def wait_until(
     while time.monotonic() < deadline:
         try:
             result = predicate()
+        except ProcessExitedError:
+            raise  # waiting longer cannot help
         except Exception as exc:  # noqa: BLE001 - readiness probes fail until ready
             last_error = exc
         else:
@@ -171,6 +177,21 @@ class ManagedProcess:
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, predicate: Callable[[], T | None], timeout: float, what: str) -> T:
+        """`wait_until(predicate)`, failing at once when the process has exited, and with the end
+        of its log either way: a server that could not start says why."""
+
+        def ready_or_exited() -> T | None:
+            if not self.running:
+                raise ProcessExitedError(f"{what}: exited with {self.proc.returncode}")
+            return predicate()
+
+        try:
+            return wait_until(ready_or_exited, timeout=timeout, what=what)
+        except (TimeoutError, ProcessExitedError) as exc:
+            tail = "\n".join(self.log_text().splitlines()[-20:])
+            raise type(exc)(f"{exc}; the end of its log:\n{tail}") from None
 
     def signal(self, sig: int) -> None:
         if self.running:

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from devkit.processes import ManagedProcess, start_dying_with_parent, wait_until
+from devkit.processes import (
+    ManagedProcess,
+    ProcessExitedError,
+    start_dying_with_parent,
+    wait_until,
+)
 from tests.kafka_support import mounted_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,6 +186,14 @@ def test_a_program_that_does_not_exist_fails_at_start_naming_it(tmp_path):
         ManagedProcess(["/no/such/prometheus", "--version"], tmp_path / "log")
     with pytest.raises(FileNotFoundError, match="no-such-program"):
         ManagedProcess(["no-such-program"], tmp_path / "log")
+
+
+def test_waiting_on_a_server_that_exited_fails_at_once_with_its_own_words(tmp_path):
+    argv = [sys.executable, "-c", "import sys; sys.exit('address already in use')"]
+    with ManagedProcess(argv, tmp_path / "server.log") as server:
+        with pytest.raises(ProcessExitedError, match="(?s)exited with 1.*address already in use"):
+            server.wait_ready(lambda: False, timeout=60, what="server ready")
+        assert server.proc.returncode == 1  # failed on the exit, not after the 60 s
 
 
 def test_sigterm_to_an_entry_point_stops_its_kafka_jvm_and_unmounts_its_log_dirs(

@@ -8,7 +8,7 @@ import sys
 
 import requests
 
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port
 
 P = "client.quota.callback.static."
 
@@ -20,13 +20,13 @@ def test_every_interface_telemetry_path_and_json_logs(tmp_path):
         f"{P}storage.per.volume.limit.min.available.ratio=0.05\n"
         f"kvq.enforcer.journal={tmp_path / 'journal.sqlite3'}\n"
     )
-    port = free_port()
+    port = server_port()
     argv = [sys.executable, "-m", "enforcer.cli", "--config", str(config), "--insecure-no-auth"]
     argv += ["--web.listen-address", f":{port}", "--web.telemetry-path", "/kvq/metrics"]
     process = ManagedProcess([*argv, "--log.format", "json"], tmp_path / "enforcer.log")
     try:
         base = f"http://127.0.0.2:{port}"  # reaches a socket bound to every interface only
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="enforcer /ready")
+        process.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="enforcer /ready")
         metrics = requests.get(base + "/kvq/metrics", timeout=5)
         assert metrics.status_code == 200 and "kafka_volume_quota_enforcer" in metrics.text
         assert requests.get(base + "/metrics", timeout=5).status_code == 404

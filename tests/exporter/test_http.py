@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from devcluster.cluster import DevCluster
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 from devkit.tls_certificates import make_pki
 from devkit.web_clients import held_connections, write_web_config
 from exporter.cli import build_parser
@@ -43,7 +43,7 @@ def write_config(tmp_path: Path, cluster) -> Path:
 
 @contextlib.contextmanager
 def exporter_process(tmp_path: Path, cluster, *flags: str):
-    port = free_port()
+    port = server_port()
     argv = [sys.executable, "-m", "exporter.cli", "--config", str(write_config(tmp_path, cluster))]
     argv += ["--listen", f"127.0.0.1:{port}", *flags]
     process = ManagedProcess(argv, tmp_path / "exporter.log", cwd=REPO)
@@ -70,7 +70,7 @@ def sample(text: str, name: str) -> float:
 def test_500_idle_connections_cost_no_thread_and_metrics_are_still_served(tmp_path, cluster):
     with exporter_process(tmp_path, cluster) as (process, port):
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
+        process.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
         threads_before = threads_of(process.proc.pid)
         with held_connections(("127.0.0.1", port), 500):
 
@@ -84,9 +84,9 @@ def test_500_idle_connections_cost_no_thread_and_metrics_are_still_served(tmp_pa
 
 
 def test_metrics_gzip_head_landing_page_build_info_and_process(tmp_path, cluster):
-    with exporter_process(tmp_path, cluster) as (_process, port):
+    with exporter_process(tmp_path, cluster) as (process, port):
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
+        process.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
         zipped = requests.get(base + "/metrics", headers={"Accept-Encoding": "gzip"}, stream=True)
         assert zipped.headers["Content-Encoding"] == "gzip"
         text = gzip.decompress(zipped.raw.read()).decode()

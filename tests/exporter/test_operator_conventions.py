@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from devcluster.cluster import DevCluster
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 
 P = "client.quota.callback.static."
 POLLS = re.compile(r"^kafka_volume_quota_poll_duration_seconds_count\{[^}]*\} (\S+)$", re.M)
@@ -42,7 +42,7 @@ def polls(url: str) -> float:
 
 
 def test_every_interface_telemetry_path_and_json_logs_of_changes_only(tmp_path, cluster):
-    port = free_port()
+    port = server_port()
     argv = [
         sys.executable,
         "-m",
@@ -56,7 +56,7 @@ def test_every_interface_telemetry_path_and_json_logs_of_changes_only(tmp_path, 
     try:
         # 127.0.0.2 reaches a socket bound to every interface, not one bound to 127.0.0.1
         base = f"http://127.0.0.2:{port}"
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
+        process.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
         metrics = base + "/kvq/metrics"
         assert 'kafka_volume_quota_throttle_factor{cluster="conventions"} 1.0' in (
             requests.get(metrics, timeout=5).text

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from devcluster.cluster import DevCluster
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port
 from kvq.contract.archive_record import from_line
 
 P = "client.quota.callback.static."
@@ -37,12 +37,12 @@ def write_config(tmp_path, cluster, archive_dir):
 
 def test_serves_metrics_promtool_accepts_and_exits_cleanly_on_sigterm(tmp_path, cluster):
     config = write_config(tmp_path, cluster, tmp_path / "archive")
-    port = free_port()
+    port = server_port()
     argv = [sys.executable, "-m", "exporter.cli", "--config", str(config)]
     process = ManagedProcess([*argv, "--listen", f"127.0.0.1:{port}"], tmp_path / "exporter.log")
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
+        process.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="exporter /ready")
         assert http_ok(base + "/healthz")
         metrics = requests.get(base + "/metrics", timeout=5).text
         assert 'kafka_volume_quota_throttle_factor{cluster="test-cluster"} 1.0' in metrics

@@ -19,7 +19,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.control_client import ControlClient
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 from devkit.prometheus import PROMTOOL, Prometheus, run_prometheus
 from devkit.python_replay import read_archive
 from kvq.settings.config import load_config
@@ -88,7 +88,7 @@ def record_live_history(tmp_path, cluster) -> tuple[dict, float, float]:
         "kvq.exporter.violation.check.interval=PT0S\n"
         "kvq.cluster.name=live\n"
     )
-    port = free_port()
+    port = server_port()
     base = f"http://127.0.0.1:{port}"
     argv = [
         sys.executable,
@@ -108,7 +108,7 @@ def record_live_history(tmp_path, cluster) -> tuple[dict, float, float]:
         )
 
     with ManagedProcess(argv, tmp_path / "exporter.log") as exporter:
-        wait_until(lambda: http_ok(base + "/ready"), timeout=30, what="exporter ready")
+        exporter.wait_ready(lambda: http_ok(base + "/ready"), timeout=30, what="exporter ready")
         with run_prometheus(tmp_path / "live", {"kvq": [f"127.0.0.1:{port}"]}) as prom:
             prom.wait_for(
                 lambda: (
