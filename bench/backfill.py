@@ -418,11 +418,44 @@ def warm_logged_backfill(
     )
 
 
+def connect_logged_backfill(
+    archive: Archive, out: Path, step: int, settings: dict[str, str]
+) -> LoggedRun:
+    """`logged_backfill` as a Spark Connect client (`kvq-backfill --remote`) of a server whose
+    executor is one core (`local[1]`, `settings` its own), its event log on: the backfill run
+    twice, as two commands; the second is measured (the server's JVM warm, as a server that
+    serves runs is), from the client's launch to its exit: the whole command a user types."""
+    from devkit.spark_connect import connect_server
+    from spark.session import LOCAL_JAVA_OPTIONS
+
+    events = fresh_event_log(out)
+    conf = {
+        **event_log_settings(events),
+        **settings,
+        "spark.driver.memory": "2g",
+        "spark.driver.extraJavaOptions": LOCAL_JAVA_OPTIONS,
+    }
+    options = [*backfill_options(archive, "local[1]", step, blocks=True)]
+    options = options[: options.index("--master")] + options[options.index("--master") + 2 :]
+    cold = out.with_name(f"{out.name}-cold")
+    with connect_server(out.with_name(f"{out.name}-server"), "local[1]", conf) as url:
+        for folder in (cold, out):
+            launched = time.time()
+            command = [sys.executable, "-m", "spark.cli", *options, "--output", str(folder)]
+            done = run_backfill([*command, "--remote", url], None)
+            ended = time.time()
+    shutil.rmtree(cold, ignore_errors=True)
+    warm = within(read_event_log(events), launched, ended)
+    samples = [int(m.group(1)) for m in SAMPLES.finditer(done.stdout)]
+    return LoggedRun(ended - launched, samples[-1], warm, removed_blocks_bytes(out), warm.ended)
+
+
 def model_run(
-    tmp: Path, size: str, step: int, split: int, warm: bool = False
+    tmp: Path, size: str, step: int, split: int, warm: bool = False, connect: bool = False
 ) -> tuple[Archive, LoggedRun]:
     """The run the model reads: one task at a time (as one executor core runs it), the work
-    split as on `split` cores; with `warm`, then the same on a warm driver (`warm_model_run`)."""
+    split as on `split` cores; with `warm`, then the same on a warm driver (`warm_model_run`),
+    with `connect` as a client of a Spark Connect server (`connect_model_run`)."""
     archive = sized_archive(tmp, size)
     class_archive_written(archive, tmp, step)
     print(f"\n{size.upper()} rows: {archive.label}; grid step {step} s; {load()}", flush=True)
@@ -455,7 +488,21 @@ def model_run(
         print(f"  {line}")
     if warm:
         warm_model_run(tmp, archive, size, step, settings)
+    if connect:
+        connect_model_run(tmp, archive, size, step, settings)
     return archive, run
+
+
+def connect_model_run(
+    tmp: Path, archive: Archive, size: str, step: int, settings: dict[str, str]
+) -> None:
+    """The model run again as a Spark Connect client (`connect_logged_backfill`)."""
+    run = connect_logged_backfill(archive, tmp / f"{size}-connect", step, settings)
+    print_warm_run(
+        "as a Spark Connect client (`kvq-backfill --remote`, the second of two runs on one "
+        "server, from the client's launch to its exit; the server's own start not in it)",
+        run,
+    )
 
 
 def warm_model_run(
@@ -464,15 +511,24 @@ def warm_model_run(
     """The model run again on a warm driver (`warm_logged_backfill`), its driver-only time and
     its whole command by cores."""
     run = warm_logged_backfill(archive, tmp / f"{size}-warm", "local[1]", step, settings)
+    print_warm_run(
+        "on a warm driver (the second of two runs in one process, `bench.warm_driver`: as a "
+        "driver already running would hold it, the JVM's launch and stop not in it)",
+        run,
+    )
+
+
+def print_warm_run(how: str, run: LoggedRun) -> None:
+    """A model run on a driver already running: its driver-only time, its whole command by
+    cores."""
     gaps = driver_gaps(run.log, run.outside)
     print(
-        "  on a warm driver (the second of two runs in one process, `bench.warm_driver`: as a "
-        "driver already running would hold it, the JVM's launch and stop not in it): "
-        f"{run.seconds:.1f} s, {run.samples} samples; driver-only {gaps.total:.1f} s (before "
-        f"the first stage {gaps.before:.1f} s, of it {run.outside:.1f} s Python's start and "
-        f"imports; between stages {gaps.between:.1f} s; after the last {gaps.after:.1f} s)"
+        f"  {how}: {run.seconds:.1f} s, {run.samples} samples; driver-only {gaps.total:.1f} s "
+        f"(before the first stage {gaps.before:.1f} s, of it {run.outside:.1f} s outside the "
+        f"run's stages' span; between stages {gaps.between:.1f} s; after the last "
+        f"{gaps.after:.1f} s)"
     )
-    print("  the whole command on a warm driver:")
+    print("  the whole command:")
     for line in scaling_lines(run.log, run.outside):
         print(f"  {line}")
 
@@ -497,10 +553,18 @@ def check_the_model(tmp: Path, archive: Archive, model: LoggedRun, step: int) ->
 
 
 def scaling(
-    tmp: Path, sizes: list[str], step: int, check: bool, split: int, warm: bool = False
+    tmp: Path,
+    sizes: list[str],
+    step: int,
+    check: bool,
+    split: int,
+    warm: bool = False,
+    connect: bool = False,
 ) -> None:
     """The backfill's scale-out read from Spark's event log (`bench.spark_event_log`)."""
-    runs = [model_run(tmp, size, step, split, warm) for size in sorted(sizes, key=shape_rows)]
+    runs = [
+        model_run(tmp, size, step, split, warm, connect) for size in sorted(sizes, key=shape_rows)
+    ]
     smallest = runs[0][0]
     if len(runs) > 1:
         print("\n  time per log-dir row (the smallest size = 1.00):")
@@ -609,6 +673,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --scaling: each model run again as the second of two in one process (the "
         "JVM and its JIT already running, as in a long-lived session or a Spark Connect server)",
     )
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="with --scaling: each model run again as a Spark Connect client (kvq-backfill "
+        "--remote) of a server started for it, the second of two runs measured",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -623,8 +693,8 @@ def main(argv: list[str] | None = None) -> int:
     default_sizes = "1m,13m" if args.scaling else "1m"
     sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
     known = set(SHAPES) if args.scaling else {"1m", "10m", "13m"}
-    if args.warm_driver and not args.scaling:
-        parser.error("--warm-driver models a run: give it with --scaling")
+    if (args.warm_driver or args.connect) and not args.scaling:
+        parser.error("--warm-driver and --connect model a run: give them with --scaling")
     if sizes - known:
         given = ",".join(sorted(sizes - known))
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
@@ -637,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
                 not args.model_only,
                 args.split_cores,
                 args.warm_driver,
+                args.connect,
             )
             return 0
         if "1m" in sizes:

@@ -212,19 +212,38 @@ def local_json_table(spark: SparkSession, rows: list[str], schema: str) -> DataF
     sent in one call, parsed there once while the query is planned (the projection of a local
     table is folded into a local table), read by no task. `createDataFrame` of Python rows
     starts Python workers to convert them (a second on every run), a file takes a job to read."""
+    from spark.session import is_remote
+
+    if is_remote(spark):
+        return _json_table(_arrow_texts(spark, rows), schema)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     texts = spark._jsparkSession.createDataset(
         java_strings(spark, rows, "\n"), jvm.org.apache.spark.sql.Encoders.STRING()
     )
     # No rows arrive as one empty text.
-    table = DataFrame(texts.toDF(), spark).where(F.col("value") != "")
-    return table.select(F.from_json("value", schema).alias("row")).select("row.*")
+    return _json_table(DataFrame(texts.toDF(), spark).where(F.col("value") != ""), schema)
+
+
+def _json_table(texts: DataFrame, schema: str) -> DataFrame:
+    return texts.select(F.from_json("value", schema).alias("row")).select("row.*")
+
+
+def _arrow_texts(spark: SparkSession, rows: list[str]) -> DataFrame:
+    """`rows` as a one-column table sent to a Spark Connect server in Arrow (a local relation of
+    the plan): one column of strings converts at once, where Python rows go one by one."""
+    import pyarrow
+
+    return spark.createDataFrame(pyarrow.table({"value": pyarrow.array(rows, pyarrow.string())}))
 
 
 def _whole_texts(spark: SparkSession, paths: list[str]) -> DataFrame:
     """`spark.read.text(paths, wholetext=True)`, the paths sent to the JVM as one string (720
     round trips for a month of hourly files)."""
+    from spark.session import is_remote
+
+    if is_remote(spark):  # its reader takes the paths in one message; wholetext as an argument
+        return spark.read.text(paths, wholetext=True)  # (an option is overridden by text's own)
     reader = spark.read.option("wholetext", True)
     # NUL: the one character no path holds.
     return reader._df(reader._jreader.text(java_strings(spark, paths, "\x00")))

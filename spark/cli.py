@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,13 +81,27 @@ and a Java 17 runtime (Debian: apt-get install default-jre-headless), or use the
 backfill target (Containerfile, --target backfill)."""
 
 
-def require_pyspark() -> None:
-    """Exit 2 with how to install PySpark when it cannot be imported (it is an optional extra)."""
+CONNECT_MISSING = """\
+kvq-backfill: --remote needs PySpark's Spark Connect client ({error}). Install it with:
+  pip install 'kafka-volume-quotas[spark-connect]'"""
+
+
+def require_pyspark(remote: bool = False) -> None:
+    """Exit 2 with how to install PySpark (or its Connect client, for `remote`) when it cannot
+    be imported (optional extras)."""
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
         print(PYSPARK_MISSING.format(error=exc), file=sys.stderr)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
+    if remote:
+        try:
+            with warnings.catch_warnings():  # pandas' versions PySpark has not tested yet
+                warnings.simplefilter("ignore", FutureWarning)
+                import pyspark.sql.connect.session  # noqa: F401
+        except ImportError as exc:
+            print(CONNECT_MISSING.format(error=exc), file=sys.stderr)
+            raise SystemExit(EXIT_CONFIG_ERROR) from None
 
 
 class UsageError(ValueError):
@@ -138,7 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         f"the cluster to backfill, as kvq-exporter --cluster-name (overrides {CLUSTER_NAME})",
     )
     add_cluster_label_flag(parser)
-    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    where.add_argument(
+        "--remote",
+        metavar="URL",
+        default=os.environ.get("SPARK_REMOTE") or None,
+        help="run on the Spark Connect server at URL (sc://HOST:PORT; default $SPARK_REMOTE): "
+        "its driver is already running, so a run starts at once; it and its executors must "
+        "see --archive and --output at the same paths "
+        "(pip install 'kafka-volume-quotas[spark-connect]')",
+    )
     parser.add_argument(
         "--prometheus-url", metavar="URL", help="backfill only grid times this Prometheus lacks"
     )
@@ -185,6 +210,21 @@ def parse_url(flag: str, text: str | None) -> str | None:
     return url
 
 
+CONNECT_TOKEN = re.compile(r";token=([^;]*)")
+
+
+def parse_remote(text: str | None) -> str | None:
+    """--remote: a Spark Connect URL, sc://HOST:PORT[/;param=value...]; its token (a secret) is
+    masked in every log line."""
+    if text is None:
+        return None
+    if not text.startswith("sc://") or len(text) == len("sc://"):
+        shown = CONNECT_TOKEN.sub(";token=***", text)
+        raise UsageError(f"--remote {shown!r} is not a Spark Connect URL; e.g. sc://spark:15002")
+    remember_secrets(CONNECT_TOKEN.findall(text))
+    return text
+
+
 def writable_folder(flag: str, text: str) -> Path:
     """The folder at `text` (absolute), created if missing, checked writable before Spark starts."""
     folder = Path(text)
@@ -223,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     start_logging(args)
     quiet_py4j()
-    require_pyspark()
+    require_pyspark(remote=args.remote is not None)
     from spark.archive_files import ArchiveError, archive_files
     from spark.class_archive import ClassArchive
     from spark.job import BackfillError, BackfillRequest, run
@@ -239,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_bad_lines is not None and args.max_bad_lines < 0:
             raise UsageError("--max-bad-lines must be 0 or more")
         prometheus_url = parse_url("--prometheus-url", args.prometheus_url)
+        remote = parse_remote(args.remote)
         archive_files(args.archive)  # every folder listed, every file readable
     except (UsageError, ArchiveError) as exc:
         print(f"kvq-backfill: {exc}", file=sys.stderr)
@@ -264,12 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         scenario=args.scenario,
         blocks=args.blocks,
         master=args.master,
+        remote=remote,
         prometheus_url=prometheus_url,
         max_bad_lines=args.max_bad_lines,
         clusters=named_cluster(args.cluster_name, settings.config),
         classes=ClassArchive.for_this_install(),
     )
-    if not under_spark_submit():
+    if remote is None and not under_spark_submit():
         adopt_orphans()  # an interrupted run ends what its JVM's tasks left (`stop_local_jvm`)
     try:
         with interrupts.raised():

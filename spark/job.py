@@ -74,6 +74,8 @@ class BackfillRequest:
     block_range: int = BLOCK_RANGE
     """Seconds each block spans at most (promtool's ranges: 2h x 3^n)."""
     master: str | None = None
+    remote: str | None = None
+    """The `sc://` URL of a Spark Connect server to run on, instead of a driver of this process."""
     prometheus_url: str | None = None
     max_bad_lines: int | None = None
     """None: bad lines are reported, never fatal; N: fail when more than N."""
@@ -196,10 +198,12 @@ def _chosen_clusters(request: BackfillRequest, found: dict[str, ClusterLines]) -
 
 def _partitions(spark, log_dir_rows: int) -> int:
     """Partitions of the per-broker shuffle for the input size, unless the user set them."""
-    conf = spark.sparkContext.getConf()
-    if conf.contains("spark.sql.shuffle.partitions"):
-        return int(conf.get("spark.sql.shuffle.partitions"))
-    cores = spark.sparkContext.defaultParallelism
+    from spark.session import default_parallelism, user_setting
+
+    chosen = user_setting(spark, "spark.sql.shuffle.partitions")
+    if chosen is not None:
+        return int(chosen)
+    cores = default_parallelism(spark)
     wanted = -(-log_dir_rows // ROWS_PER_SHUFFLE_PARTITION)
     return max(8 * cores, min(wanted, 4000))
 
@@ -239,12 +243,17 @@ def run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult:
     However it ends (an error, SIGINT or SIGTERM: `kvq.interrupts`), it leaves no work folder
     and no partial file in the output; interrupted, it stops the JVM it started first, so that no
     Spark task writes into the work folders while they are removed (or after)."""
-    from spark.session import stop_local_jvm
+    from spark.session import stop_local_jvm, stop_remote_work
+    from spark.shard_blocks import stop_writers
 
     try:
         return _run(request, say)
     except KeyboardInterrupt:
-        stop_local_jvm()
+        if request.remote is not None:
+            stop_remote_work()
+            stop_writers(request.output / STAGING)  # before the work folders are removed
+        else:
+            stop_local_jvm()
         raise
     finally:
         for folder in work_folders(request.output):
@@ -256,22 +265,31 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     from pyspark import StorageLevel
 
     from spark.archive_reader import ArchiveRows, read_archive
-    from spark.session import spark_session
+    from spark.session import ConnectError, is_remote, spark_session
 
     result = BackfillResult()
     try:
         files = archive_files(request.archive)
     except ArchiveError as exc:
         raise BackfillError(str(exc)) from None
-    say("starting Spark" + (f" (master {request.master})" if request.master else ""))
-    spark = spark_session(request.master, classes=request.classes)
+    if request.remote is not None:
+        shown = request.remote.split(";", 1)[0]  # not its parameters: a token among them
+        say(f"connecting to the Spark Connect server {shown}")
+    else:
+        say("starting Spark" + (f" (master {request.master})" if request.master else ""))
+    try:
+        spark = spark_session(request.master, classes=request.classes, remote=request.remote)
+    except ConnectError as exc:
+        raise BackfillError(str(exc)) from None
     # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once, by
     # the tasks (each .gz inflated where it is read), cached as parsed (reading the cache back is
     # several times cheaper than parsing again).
     records = read_archive(spark, files).records.persist(StorageLevel.MEMORY_AND_DISK)
     say(f"reading {len(files)} archive files under {request.archive}")
     archive = ArchiveRows(records)
-    stages = getattr(say, "stages", None)  # a Progress: Spark stage progress on a terminal
+    # A Progress: Spark's stage progress on a terminal (of the JVM here: a Connect server's
+    # stages are its own).
+    stages = None if is_remote(spark) else getattr(say, "stages", None)
     try:
         with stages(spark.sparkContext) if stages else contextlib.nullcontext():
             _backfill(spark, archive, request, result, say)
@@ -612,6 +630,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     per core of its own over whole block ranges: `write_shards_here_in_parallel`), and moves the
     finished block folders into OUTPUT/blocks, replacing a previous run's."""
     from spark.promtool_blocks import PromtoolError, block_writer, how_to_load
+    from spark.session import default_parallelism
     from spark.shard_blocks import (
         ShardError,
         ShardOutput,
@@ -631,7 +650,7 @@ def _backfill_blocks(spark, archive, request, result, plans, catalog, found, say
     blocks = [(p.grid.time(p.grid.first) // span, p.grid.time(p.grid.last) // span) for p in plans]
     ranges = sum(last - first + 1 for first, last in blocks)
     rows = sum(found[p.cluster].log_dirs for p in plans)
-    shards = ShardPlan.sized(rows, blocks, spark.sparkContext.defaultParallelism, span)
+    shards = ShardPlan.sized(rows, blocks, default_parallelism(spark), span)
     say(
         f"computing the series and writing their blocks: {ranges} block range(s) of "
         f"{shards.hours}h x {shards.parts} part(s) of the volumes, {Path(writer).name} in each task"

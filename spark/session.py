@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -57,10 +61,14 @@ def spark_session(
     master: str | None = None,
     app_name: str = "kvq-backfill",
     classes: ClassArchive | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """The active session if any, else a new one (local[*] unless `master` or spark-submit say).
+    """The active session if any, else a new one (local[*] unless `master` or spark-submit say),
+    or with `remote` a session of the Spark Connect server at that `sc://` URL.
 
     A new local JVM starts from `classes` (a class-data-sharing archive), or writes it at exit."""
+    if remote is not None:
+        return connect_session(remote)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -88,6 +96,116 @@ def spark_session(
         if classes is not None:
             keep_at_exit(classes, java_options, local_jvm())
     return session
+
+
+def connect_session(url: str) -> SparkSession:
+    """A session of the Spark Connect server at `url` (`sc://host:port`): the server's driver
+    is already running (its JVM started, its classes loaded and compiled), so a run spends its
+    time on the job alone; archive and output must be at the same paths for its executors."""
+    from pyspark.errors import PySparkException
+
+    shown = url.split(";", 1)[0]  # not its parameters: a token among them
+    try:
+        with interrupts.deferred():
+            session = SparkSession.builder.remote(url).getOrCreate()
+    except (PySparkException, ValueError) as exc:  # a malformed URL
+        raise ConnectError(f"--remote {shown!r}: {one_line(exc)}") from None
+    try:
+        with patient(session, CONNECT_RETRIES):
+            session.version  # noqa: B018 - the first call to the server
+    except PySparkException as exc:
+        end_remote_session(session)  # else its release at exit retries for ten minutes
+        raise ConnectError(
+            f"no Spark Connect server answers at {shown}: {one_line(exc)}; start one "
+            "(sbin/start-connect-server.sh) or check the host and port"
+        ) from None
+    return session
+
+
+CONNECT_RETRIES = 6
+"""Retries of the first call to a Connect server (50 ms growing 4x: ~10 s in all), where
+PySpark's own policy (for a server restarting mid-run) retries for ten minutes."""
+
+
+def end_remote_session(session: Any) -> None:
+    """Release `session` on its server now, retried once at most (a server gone has nothing
+    left to release)."""
+    with contextlib.suppress(Exception), patient(session, retries=1):
+        session.stop()
+
+
+@contextlib.contextmanager
+def patient(session: Any, retries: int) -> Iterator[None]:
+    """Calls to a Connect server retried `retries` times at most, for the block (the retries
+    running out is the block's error to report, not a warning of PySpark's)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = session.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=5000)])
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "\\[RETRIES_EXCEEDED\\]", UserWarning)
+            yield
+    finally:
+        client.set_retry_policies(policies)
+
+
+GRPC_DETAILS = re.compile(r'details = "([^"]*)"')
+
+
+def one_line(error: BaseException) -> str:
+    """An error's gist in one line: a gRPC error's details, else the first line (PySpark's
+    errors carry pages)."""
+    text = str(error).strip()
+    found = GRPC_DETAILS.search(text)
+    if found:
+        return found.group(1)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def stop_remote_work() -> None:
+    """Interrupt what this process's Spark Connect session runs on its server (an interrupted
+    run: the server's tasks would go on writing into the work folders), and end the session."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    session = RemoteSession.getActiveSession()
+    if session is not None:
+        # A server gone meanwhile has nothing left to stop: not retried for minutes.
+        with contextlib.suppress(Exception), patient(session, retries=1):
+            session.interruptAll()
+        end_remote_session(session)
+
+
+class ConnectError(ValueError):
+    """The Spark Connect URL is malformed or its server does not answer; the message says which."""
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect session: no JVM of this process, no py4j, no RDDs."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The cores the session's tasks run on at once (`SparkContext.defaultParallelism`). A Connect
+    session has no SparkContext: there, the slices Spark cuts a range into, which it takes from
+    the same setting (a small job)."""
+    from pyspark.sql import functions as F
+
+    if not is_remote(spark):
+        return spark.sparkContext.defaultParallelism
+    slices = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("slice"))
+    (last,) = slices.agg(F.max("slice")).collect()
+    return int(last[0]) + 1
+
+
+def user_setting(spark: SparkSession, key: str) -> str | None:
+    """`key` as the user set it for the run (spark-submit's --conf, the server's settings), else
+    None: not Spark's own default."""
+    if is_remote(spark):
+        return spark.conf.get(key, None)
+    conf = spark.sparkContext.getConf()
+    return conf.get(key) if conf.contains(key) else None
 
 
 def local_jvm() -> subprocess.Popen | None:

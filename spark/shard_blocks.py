@@ -31,8 +31,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shlex
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,22 +65,36 @@ FAILED = "failed"
 
 SHARD_SCRIPT = r"""
 set -u
-staging=$1 writer=$2 hours=$3 parent=$PPID child=
+staging=$1 writer=$2 hours=$3 parent=$PPID child= dir= log= answers= watcher=
 # kvq-tsdb-blocks where this executor has it, else promtool (the same blocks, 4x the CPU).
 name=${writer##*/}
 [ "$name" = promtool ] || command -v "$writer" >/dev/null || writer=promtool name=promtool
+unwatch() { [ -z "$watcher" ] || { kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }; }
+stop() {
+  [ -z "$child" ] || kill "$child" 2>/dev/null
+  unwatch; rm -rf "$dir" "$log" "$answers"; exit 143
+}
+# Set first: a signal while a command substitution runs waits for it (no orphan left).
+trap stop TERM INT HUP
 dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
 log=$(mktemp) answers=$(mktemp)  # not in the staging folder: a complaint that it is full must fit
-stop() { [ -z "$child" ] || kill "$child" 2>/dev/null; rm -rf "$dir" "$log" "$answers"; exit 143; }
-trap stop TERM INT HUP
+# The run that started this task removes $staging/.run when it is stopped: a Connect server's JVM
+# outlives the run, and a task whose input was all written does not notice it was cancelled.
+# Looked at every second; this task stops when it is gone.
+( trap 'kill "$nap" 2>/dev/null; wait "$nap"; exit 0' TERM
+  while [ -e "$staging/.run" ]; do sleep 1 & nap=$!; wait "$nap"; done
+  kill -TERM "$$" 2>/dev/null ) & watcher=$!
 # A refusal in one answer line: $1 (what failed, or "" when the log says it) and the log.
 fail() {
   echo "failed	${1:+$1: }$(head -c 2000 "$log" | tr '\t\n' '  ')"
-  rm -rf "$dir" "$log" "$answers"
+  unwatch; rm -rf "$dir" "$log" "$answers"
   exit 0
 }
 # The JVM feeding this task is gone (stopped, killed): its input is not whole.
-gone() { kill -0 "$parent" 2>/dev/null && return 1; rm -rf "$dir" "$log" "$answers"; exit 1; }
+gone() {
+  kill -0 "$parent" 2>/dev/null && return 1
+  unwatch; rm -rf "$dir" "$log" "$answers"; exit 1
+}
 exec 3<&0
 if [ "$name" != promtool ]; then
   # Each shard's block written as its lines come (no shard's text stored), the events kept in
@@ -115,10 +132,31 @@ fi
 child=
 exec 3<&-
 gone
+unwatch
 cat "$answers"
 rm -f "$log" "$answers"
 exit 0
 """
+RUN_TOKEN = ".run"
+"""The file in a staging folder whose removal stops the tasks writing there (`SHARD_SCRIPT`)."""
+STOP_NOTICE_SECONDS = 2.0
+"""How long the scripts take at most to stop once the token is gone: twice their look."""
+
+
+def prepared_staging(staging: Path) -> None:
+    """`staging` created, with the token its scripts run while (`RUN_TOKEN`)."""
+    staging.mkdir(parents=True, exist_ok=True)
+    (staging / RUN_TOKEN).touch()
+
+
+def stop_writers(staging: Path) -> None:
+    """Stop every script still writing below `staging` (a Connect server's tasks, cancelled but
+    maybe still running): their tokens removed, then the time they take to notice."""
+    tokens = [*staging.glob(f"*/{RUN_TOKEN}"), *staging.glob(RUN_TOKEN)]
+    for token in tokens:
+        token.unlink(missing_ok=True)
+    if tokens:
+        time.sleep(STOP_NOTICE_SECONDS)
 
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
@@ -205,10 +243,10 @@ class ShardPlan:
         return cut.repartitionById(self.partitions(cut), "shard_number").sortWithinPartitions(order)
 
     def partitions(self, cut: DataFrame) -> int:
-        conf = cut.sparkSession.sparkContext.getConf()
-        if conf.contains("spark.sql.shuffle.partitions"):
-            return int(conf.get("spark.sql.shuffle.partitions") or 1)
-        return max(1, self.shards)
+        from spark.session import user_setting
+
+        chosen = user_setting(cut.sparkSession, "spark.sql.shuffle.partitions")
+        return int(chosen or 1) if chosen is not None else max(1, self.shards)
 
 
 def block_of(t: int, span: int) -> int:
@@ -250,10 +288,10 @@ def pipe_shards(
     """`lines` (one text column: `shard<TAB>sample` or an event line) through `SHARD_SCRIPT`,
     task by task, on the executors (`writer`: `spark.promtool_blocks.block_writer`); the answers
     of every task."""
-    staging.mkdir(parents=True, exist_ok=True)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    from spark.session import is_remote
+
+    prepared_staging(staging)
+    command = _shard_command(staging, writer, hours)
     # Planned without adaptive execution: every shuffle's partitions are set here already, and
     # adaptive execution runs each shuffle stage as a job of its own, the driver re-planning the
     # rest between them (0.2-1 s each on a cold JVM, while no core works); planned once, the
@@ -262,11 +300,44 @@ def pipe_shards(
     adaptive = conf.get(ADAPTIVE) or "true"
     conf.set(ADAPTIVE, "false")
     try:
+        if is_remote(spark):
+            return _transformed(spark, lines, command)  # planned and run now
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        strings = getattr(lines._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
         rdd = strings.javaRDD()  # the physical plan, made now
     finally:
         conf.set(ADAPTIVE, adaptive)
-    piped = rdd.pipe(_shard_command(staging, writer, hours), {}, False, 1 << 16, "UTF-8")
-    return list(piped.collect())
+    return list(rdd.pipe(command, {}, False, 1 << 16, "UTF-8").collect())
+
+
+ANSWER_FIELDS = "ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\u0001'"
+"""TRANSFORM's rows in and out as whole lines: fields cut at a character no line holds (by
+default at tabs, and the columns after the first dropped)."""
+
+
+def _transformed(spark: SparkSession, lines: DataFrame, command: list[str]) -> list[str]:
+    """`pipe` for a Spark Connect session, which has no RDDs: SQL's TRANSFORM, which runs a
+    command per task (`/bin/bash -c` of the text) fed the task's rows a line each, and whose rows
+    are the lines it answers."""
+    (column,) = lines.columns
+    # A view, not `spark.sql(query, lines=lines)`: the server answers a query with its plan, and
+    # the client fails to read back one this deep (protobuf's limit on nesting).
+    view = f"kvq_shard_lines_{uuid.uuid4().hex}"
+    lines.createOrReplaceTempView(view)
+    query = (
+        f"SELECT TRANSFORM(`{column}`) {ANSWER_FIELDS} USING {_sql_text(shlex.join(command))} "
+        f"AS (answer STRING) {ANSWER_FIELDS} FROM `{view}`"
+    )
+    try:
+        return [row.answer for row in spark.sql(query).collect()]
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def _sql_text(text: str) -> str:
+    """`text` as a Spark SQL string literal (backslash escapes, the SQL default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _shard_command(staging: Path, writer: str, hours: int) -> list[str]:
@@ -278,7 +349,7 @@ def write_shards_here(lines: Iterable[str], staging: Path, hours: int, writer: s
     of the driver's own, as a task's go through it (the driver's few cluster-wide lines: no
     Spark job to read them back from a file, and the writer builds their blocks while the driver
     computes them); its answers. Whatever stops the driver stops the script (and it its writer)."""
-    staging.mkdir(parents=True, exist_ok=True)
+    prepared_staging(staging)
     script = subprocess.Popen(
         _shard_command(staging, writer, hours), stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )

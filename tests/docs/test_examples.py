@@ -118,6 +118,10 @@ INVENTORY: dict[tuple[str, str], str] = {
         "tests/spark/test_spark_submit.py::"
         "test_a_standalone_cluster_builds_the_same_blocks_as_local"
     ),
+    ("docs/backfill.md", "start-connect-server.sh --master"): (
+        "tests/spark/test_spark_connect.py (a server started as start-connect-server.sh starts "
+        "it: devkit/spark_connect.py; the client's command with --remote and $SPARK_REMOTE)"
+    ),
     ("docs/backfill.md", "spark-submit --master k8s://"): (
         f"{HERE}::test_the_backfill_kubernetes_spark_submit_runs_the_documented_command "
         "(no Kubernetes here: its flags and kvq-backfill's)"

@@ -11,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from devkit.processes import wait_until
 from spark.promtool_blocks import TSDB_BLOCKS, block_writer
-from spark.shard_blocks import SHARD_SCRIPT, ShardError, ShardOutput, ShardPlan
+from spark.shard_blocks import (
+    RUN_TOKEN,
+    SHARD_SCRIPT,
+    STOP_NOTICE_SECONDS,
+    ShardError,
+    ShardOutput,
+    ShardPlan,
+    prepared_staging,
+    stop_writers,
+)
 
 START = 1_763_596_800  # 2025-11-20T00:00:00Z, a multiple of 18 h
 
@@ -30,7 +40,7 @@ def writer(request, tsdb_blocks) -> str:
 
 
 def run_script(staging: Path, lines: list[str], promtool: str = "promtool") -> list[str]:
-    staging.mkdir(parents=True, exist_ok=True)
+    prepared_staging(staging)
     done = subprocess.run(
         ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), promtool, "18"],
         input="".join(line + "\n" for line in lines),
@@ -40,6 +50,38 @@ def run_script(staging: Path, lines: list[str], promtool: str = "promtool") -> l
         timeout=120,
     )
     return done.stdout.splitlines()
+
+
+def left_in(staging: Path) -> list[str]:
+    """What a task left in `staging`, beside the run's token."""
+    return [p.name for p in staging.iterdir() if p.name != RUN_TOKEN]
+
+
+def test_a_task_whose_run_removed_its_token_stops_with_its_writer(tmp_path):
+    """A Connect server's cancelled task whose input was all written goes on (Spark stops a
+    script only while it feeds it): the run removes the staging folder's token, and the script
+    and its writer stop at once after it, leaving nothing."""
+    started = tmp_path / "started"
+    started.mkdir()
+    stand_in = tmp_path / "kvq-tsdb-blocks"  # runs until stopped, as a writer with a long shard
+    stand_in.write_text(f"#!/bin/sh\necho $$ > {started}/pid\nexec sleep 600\n")
+    stand_in.chmod(0o755)
+    staging = tmp_path / "staging"
+    prepared_staging(staging)
+    script = subprocess.Popen(
+        ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), str(stand_in), "18"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        pid = wait_until(lambda: (started / "pid").is_file() and (started / "pid").read_text())
+        stop_writers(staging)
+        assert script.wait(timeout=STOP_NOTICE_SECONDS + 5) == 143
+    finally:
+        script.kill()
+        script.wait()
+    assert not Path(f"/proc/{pid.strip()}").exists()  # the writer stopped with it
+    assert left_in(staging) == []
 
 
 def samples(shard: str, series: str, times: range) -> list[str]:
@@ -63,7 +105,7 @@ def test_each_shard_becomes_a_block_and_the_events_are_kept_aside(tmp_path, writ
     (events_file,) = output.events
     assert events_file.read_text().splitlines() == events
     # what is left in the task's folder: the blocks and the events, no shard's text
-    (task,) = (tmp_path / "staging").iterdir()
+    (task,) = (p for p in (tmp_path / "staging").iterdir() if p.name != RUN_TOKEN)
     assert sorted(p.name for p in task.iterdir()) == ["0-27216-0.1", "0-27216-1.1", "events"]
 
 
@@ -129,7 +171,7 @@ def test_a_refused_shard_is_one_answer_and_leaves_nothing(tmp_path):
     assert answers == ["failed\tpromtool on shard 0-27216-0: error: parse: bad line 3 "]
     with pytest.raises(ShardError, match="^promtool on shard 0-27216-0: error: parse: bad line 3$"):
         ShardOutput().add(answers)
-    assert list((tmp_path / "staging").iterdir()) == []
+    assert left_in(tmp_path / "staging") == []
 
 
 def test_a_line_kvq_tsdb_blocks_cannot_read_is_one_answer_and_leaves_nothing(tmp_path, tsdb_blocks):
@@ -140,7 +182,7 @@ def test_a_line_kvq_tsdb_blocks_cannot_read_is_one_answer_and_leaves_nothing(tmp
         "failed\tkvq-tsdb-blocks on shard 0-27216-0: line 3: bad labels: "
         '"kafka_volume_quota_x{log_dir=/a} 1 1763596920" '
     ]
-    assert list((tmp_path / "staging").iterdir()) == []
+    assert left_in(tmp_path / "staging") == []
 
 
 @pytest.mark.parametrize(
