@@ -124,7 +124,11 @@ def test_the_reference_is_the_highest_rate_now_or_over_the_lookback(prometheus_a
     [
         (
             timedelta(seconds=90),
-            ["sum by (user) (my_rate)", "max_over_time((sum by (user) (my_rate))[90s:])"],
+            [
+                "sum by (user) (my_rate)",
+                "max_over_time((sum by (user) (my_rate))[90s:])",
+                "max_over_time((sum by (user) (my_rate))[90s:] offset 30s)",
+            ],
         ),
         (timedelta(0), ["sum by (user) (my_rate)"]),  # off: the user's query alone
     ],
@@ -135,6 +139,33 @@ def test_a_users_own_query_is_asked_now_and_over_the_lookback(prometheus_api, lo
     observed = ObservedRates(PrometheusFactor(URL), "sum by (user) (my_rate)", lookback)
     assert observed.references("c1", POLICY, {(CAROL, P): QUOTA}) == {(CAROL, P): BEFORE}
     assert [call.request.params["query"] for call in prometheus_api.calls] == sent
+
+
+def test_a_step_just_before_the_episode_leaves_the_reference_from_before_it(prometheus_api):
+    """Issue 42: a load step fills the disk and the first slowdown comes seconds after it; the
+    rate now and the lookback ending now hold the step's rate (carol: 10x), the lookback ending
+    the step window (30 s) earlier what she wrote before. Dave wrote more a minute ago than now:
+    both lookbacks see it, no step. Erin started writing within the step window: her rate
+    now."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=10 * BEFORE, dave=BEFORE, erin=BEFORE))
+    lookback = f"max_over_time(({DEFAULT_QUERY})[300s:])"
+    answer(prometheus_api, lookback, json=rates(carol=10 * BEFORE, dave=2 * BEFORE, erin=BEFORE))
+    earlier = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 30s)"
+    answer(prometheus_api, earlier, json=rates(carol=BEFORE, dave=2 * BEFORE))
+    erin = QuotaEntity.user("erin")
+    originals = {(CAROL, P): QUOTA, (DAVE, P): QUOTA, (erin, P): QUOTA}
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, originals)
+    assert references == {(CAROL, P): BEFORE, (DAVE, P): 2 * BEFORE, (erin, P): BEFORE}
+
+
+def test_without_a_step_window_the_step_is_the_reference(prometheus_api):
+    """The behaviour before issue 42's fix (step window PT0S): the step's rate."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=10 * BEFORE))
+    answer(prometheus_api, f"max_over_time(({DEFAULT_QUERY})[300s:])", json=rates(carol=BEFORE))
+    observed = ObservedRates(PrometheusFactor(URL), step_window=timedelta(0))
+    references = observed.references("c1", POLICY, {(CAROL, P): QUOTA})
+    assert references == {(CAROL, P): 10 * BEFORE}
+    assert len(prometheus_api.calls) == 2
 
 
 def test_a_lookback_prometheus_refuses_leaves_the_rate_now(prometheus_api):
@@ -268,6 +299,17 @@ def test_the_lookback_setting(tmp_path):
     assert "not an ISO 8601 duration" in error
 
 
+def test_the_step_window_setting():
+    step_window = "kvq.enforcer.throttle.observed.rate.step.window"
+    assert EnforcerSettings.build(MINIMAL, environ={}).observed_rate_step_window == timedelta(
+        seconds=30
+    )
+    off = EnforcerSettings.build({**MINIMAL, step_window: "PT0S"}, environ={})
+    assert off.observed_rate_step_window == timedelta(0)
+    (error,) = config_errors(EnforcerSettings, **{step_window: "PT2H"})
+    assert error.startswith(f"{step_window}=PT2H: must be PT0S (off")
+
+
 @pytest.mark.e2e
 def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
     """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
@@ -300,6 +342,47 @@ def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
             assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
             at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
             assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_the_rate_from_before_a_step(tmp_path):
+    """Issue 42's 10x step on the real Prometheus: carol's sensor steps up from what she wrote
+    for a while to ten times it, and an episode starts seconds later: her reference is what
+    she wrote before the step; with no step window, the step's rate."""
+    registry = CollectorRegistry()
+    gauge = Gauge(
+        "kafka_server_quota_byte_rate",
+        "Kafka's quota sensor",
+        ["resource", "user"],
+        registry=registry,
+    )
+    sensor = gauge.labels(resource="Produce", user="carol")
+    sensor.set(BEFORE)
+    port = free_port()
+    server, thread = start_http_server(port, "127.0.0.1", registry)
+    window = timedelta(seconds=20)
+    try:
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": [f"127.0.0.1:{port}"]}
+        ) as prometheus:
+            before = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 20s)"
+
+            def seen(query: str) -> float | None:
+                found = prometheus.query(query)
+                return float(found[0]["value"][1]) if found else None
+
+            wait_until(lambda: seen(before) == BEFORE, 60, what="carol's rate 20 s ago scraped")
+            sensor.set(10 * BEFORE)
+            wait_until(lambda: seen(DEFAULT_QUERY) == 10 * BEFORE, 30, what="her step scraped")
+            originals = {(CAROL, P): QUOTA}
+            guarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=window)
+            assert guarded.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+            unguarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=timedelta(0))
+            assert unguarded.references("c1", POLICY, originals) == {(CAROL, P): 10 * BEFORE}
     finally:
         server.shutdown()
         server.server_close()
