@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from functools import partial
 
 import pytest
 import responses
@@ -16,7 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from responses import matchers
 
 from devkit.processes import free_port, wait_until
-from devkit.prometheus import run_prometheus
+from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
@@ -310,10 +312,10 @@ def test_the_step_window_setting():
     assert error.startswith(f"{step_window}=PT2H: must be PT0S (off")
 
 
-@pytest.mark.e2e
-def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
-    """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
-    reference is what she wrote before; with no lookback it is the throttled rate."""
+@contextmanager
+def carols_sensor_scraped(tmp_path) -> Iterator[tuple[Gauge, Prometheus]]:
+    """Carol's quota sensor, at BEFORE, served to a real Prometheus that scrapes it each
+    second; yields (her sensor, that Prometheus)."""
     registry = CollectorRegistry()
     gauge = Gauge(
         "kafka_server_quota_byte_rate",
@@ -329,23 +331,33 @@ def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
         with run_prometheus(
             tmp_path / "prometheus", targets={"kafka": [f"127.0.0.1:{port}"]}
         ) as prometheus:
-
-            def carol_now() -> float | None:
-                found = prometheus.query(DEFAULT_QUERY)
-                return float(found[0]["value"][1]) if found else None
-
-            wait_until(lambda: carol_now() == BEFORE, 30, what="carol's rate scraped")
-            sensor.set(THROTTLED)
-            wait_until(lambda: carol_now() == THROTTLED, 30, what="her throttled rate scraped")
-            originals = {(CAROL, P): QUOTA}
-            looking_back = ObservedRates(PrometheusFactor(prometheus.url), lookback=LOOKBACK)
-            assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
-            at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
-            assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+            yield sensor, prometheus
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def answered(prometheus: Prometheus, query: str) -> float | None:
+    """Carol's value in the answer to `query`, if any."""
+    found = prometheus.query(query)
+    return float(found[0]["value"][1]) if found else None
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
+    """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
+    reference is what she wrote before; with no lookback it is the throttled rate."""
+    with carols_sensor_scraped(tmp_path) as (sensor, prometheus):
+        now = partial(answered, prometheus, DEFAULT_QUERY)
+        wait_until(lambda: now() == BEFORE, 30, what="carol's rate scraped")
+        sensor.set(THROTTLED)
+        wait_until(lambda: now() == THROTTLED, 30, what="her throttled rate scraped")
+        originals = {(CAROL, P): QUOTA}
+        looking_back = ObservedRates(PrometheusFactor(prometheus.url), lookback=LOOKBACK)
+        assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+        at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
+        assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
 
 
 @pytest.mark.e2e
@@ -353,37 +365,16 @@ def test_real_prometheus_answers_the_rate_from_before_a_step(tmp_path):
     """Issue 42's 10x step on the real Prometheus: carol's sensor steps up from what she wrote
     for a while to ten times it, and an episode starts seconds later: her reference is what
     she wrote before the step; with no step window, the step's rate."""
-    registry = CollectorRegistry()
-    gauge = Gauge(
-        "kafka_server_quota_byte_rate",
-        "Kafka's quota sensor",
-        ["resource", "user"],
-        registry=registry,
-    )
-    sensor = gauge.labels(resource="Produce", user="carol")
-    sensor.set(BEFORE)
-    port = free_port()
-    server, thread = start_http_server(port, "127.0.0.1", registry)
     window = timedelta(seconds=20)
-    try:
-        with run_prometheus(
-            tmp_path / "prometheus", targets={"kafka": [f"127.0.0.1:{port}"]}
-        ) as prometheus:
-            before = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 20s)"
-
-            def seen(query: str) -> float | None:
-                found = prometheus.query(query)
-                return float(found[0]["value"][1]) if found else None
-
-            wait_until(lambda: seen(before) == BEFORE, 60, what="carol's rate 20 s ago scraped")
-            sensor.set(10 * BEFORE)
-            wait_until(lambda: seen(DEFAULT_QUERY) == 10 * BEFORE, 30, what="her step scraped")
-            originals = {(CAROL, P): QUOTA}
-            guarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=window)
-            assert guarded.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
-            unguarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=timedelta(0))
-            assert unguarded.references("c1", POLICY, originals) == {(CAROL, P): 10 * BEFORE}
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    before = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 20s)"
+    with carols_sensor_scraped(tmp_path) as (sensor, prometheus):
+        then = partial(answered, prometheus, before)
+        wait_until(lambda: then() == BEFORE, 60, what="carol's rate 20 s ago scraped")
+        sensor.set(10 * BEFORE)
+        now = partial(answered, prometheus, DEFAULT_QUERY)
+        wait_until(lambda: now() == 10 * BEFORE, 30, what="her step scraped")
+        originals = {(CAROL, P): QUOTA}
+        guarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=window)
+        assert guarded.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+        unguarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=timedelta(0))
+        assert unguarded.references("c1", POLICY, originals) == {(CAROL, P): 10 * BEFORE}
