@@ -147,7 +147,12 @@ def observed_rates_of(
     """Where a cluster's episodes take their reference rates from (observed-rate only)."""
     if settings.throttle_reference != OBSERVED_RATE or prometheus is None:
         return None
-    return ObservedRates(prometheus, settings.observed_rate_query, settings.observed_rate_lookback)
+    return ObservedRates(
+        prometheus,
+        settings.observed_rate_query,
+        settings.observed_rate_lookback,
+        settings.observed_rate_step_window,
+    )
 
 
 def failsafe_of(

@@ -27,6 +27,15 @@ throttled rate from becoming a reference: the reference is the highest rate over
 before the episode starts (the query now and `max_over_time` of it as a subquery), and the
 references of the cluster's previous episode, if it ended less than the lookback ago, are a
 lower bound of the new ones (`carried_over`).
+
+The highest rate over the lookback also holds a load step that came just before the episode (the
+step is what fills the disk): the first slowdown comes seconds after it, and a reference taken
+then scales the step's rate, so the first factors barely slow it and each entity's own minimum
+lets it through at factor 0. So with a step window D the lookback ends D before the episode
+starts as well, and each reference is the lower of the highest rates over the two (`before_step`):
+a rate that rose above everything the lookback saw within the last D seconds is taken for a step,
+and the entity is scaled from what it wrote before it. An entity seen only within those D seconds
+keeps its rate now.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 from urllib.parse import unquote
 
 from enforcer.prometheus_check import PrometheusFactor
@@ -60,9 +70,14 @@ DEFAULT_LOOKBACK = timedelta(minutes=5)
 """How far before an episode's start its references look (and how recent a previous episode
 must be for its references to carry over): longer than an episode that ends and gives way to the
 next one within seconds, so the rate before the first of them is still in view."""
+DEFAULT_STEP_WINDOW = timedelta(seconds=30)
+"""How long before an episode's start a rise of an entity's rate is taken for a load step, not
+its rate (`before_step`): as long as the default response time of graceful slowdown
+(kvq.throttle.slowdown.response.time), the longest a step that fills the disk goes unslowed."""
 LONGEST_LOOKBACK = timedelta(hours=1)
 """Beyond an hour the highest rate says little about what an entity writes now, and a
 subquery over it costs Prometheus more than one instant query should."""
+K = TypeVar("K")
 _HOLDS_PROBE_FACTOR = 0.5
 """A factor strictly between 0 and 1: the pairs that hold a value at it are the quotas the
 throttle sets (an unlimited default user counts too: it gets a value from its reference)."""
@@ -123,6 +138,27 @@ def lookback_query(query: str, lookback: timedelta) -> str:
     return f"max_over_time(({query})[{promql_duration(lookback)}:])"
 
 
+def lookback_before(query: str, lookback: timedelta, step_window: timedelta) -> str:
+    """`lookback_query` over the lookback that ends `step_window` before now (the offset
+    modifies the subquery: PromQL refuses it on the function's result)."""
+    return (
+        f"max_over_time(({query})[{promql_duration(lookback)}:] "
+        f"offset {promql_duration(step_window)})"
+    )
+
+
+def before_step(recent: Mapping[K, float], earlier: Mapping[K, float]) -> dict[K, float]:
+    """Per key of `recent` (the highest rates over the lookback ending now), the lower of it and
+    its highest rate over the lookback ending the step window earlier (`earlier`), if seen
+    then: a rate that rose above all the lookback saw within the step window is a load step's,
+    and the reference is what the entity wrote before it. The cost, where the load is
+    legitimately higher (it stepped up for good within the step window): the entity is scaled
+    from its lower rate before, so each factor slows it that much more than it says, and its
+    own minimum (`quota_plan.entity_minimum`) mutes it for longer than the longest throttle
+    time; the factor, which follows the disk, rises to make up for it."""
+    return {key: min(rate, earlier.get(key, rate)) for key, rate in recent.items()}
+
+
 def promql_duration(duration: timedelta) -> str:
     """A duration as PromQL writes it: whole seconds, or milliseconds when it has a fraction."""
     milliseconds = duration // timedelta(milliseconds=1)
@@ -175,6 +211,7 @@ class ObservedRates:
         prometheus: PrometheusFactor,
         query: str = DEFAULT_QUERY,
         lookback: timedelta = DEFAULT_LOOKBACK,
+        step_window: timedelta = DEFAULT_STEP_WINDOW,
     ) -> None:
         self.prometheus = prometheus
         self.query = query
@@ -183,6 +220,10 @@ class ObservedRates:
         """kvq.enforcer.throttle.observed.rate.lookback: the highest rate over this long before
         the episode starts is its reference; a previous episode that ended less than this ago
         carries its references over."""
+        self.step_window = step_window
+        """kvq.enforcer.throttle.observed.rate.step.window: with a lookback, each reference is
+        no higher than the highest rate over the lookback ending this long before the episode
+        starts (`before_step`); 0: off."""
 
     def queries(self) -> list[str]:
         """The instant queries of an episode's start: the user's (the rate now) and, with a
@@ -190,6 +231,12 @@ class ObservedRates:
         if self.lookback <= timedelta(0):
             return [self.query]
         return [self.query, lookback_query(self.query, self.lookback)]
+
+    def before_step_query(self) -> str | None:
+        """The query over the lookback ending the step window before now (None: either is 0)."""
+        if self.lookback <= timedelta(0) or self.step_window <= timedelta(0):
+            return None
+        return lookback_before(self.query, self.lookback, self.step_window)
 
     def references(
         self,
@@ -221,10 +268,12 @@ class ObservedRates:
         self, cluster: str, policy: QuotaPolicy, originals: Mapping[Pair, float | None]
     ) -> dict[Pair, float]:
         """The highest rate of each throttled pair's traffic over the lookback, from the
-        instant queries (`queries`: select_references keeps each pair's highest); none (logged)
-        when Prometheus cannot answer or has no series."""
+        instant queries (`queries`: select_references keeps each pair's highest), no higher than
+        over the lookback ending the step window earlier (`before_step`); none (logged) when
+        Prometheus cannot answer or has no series."""
         results = [self.prometheus.instant(cluster, query) for query in self.queries()]
         observed = [rate for result in results for rate in parse_vector(result or [])]
+        earlier_query = self.before_step_query()
         if not observed:
             if any(result is not None for result in results):
                 log.warning(
@@ -241,6 +290,20 @@ class ObservedRates:
                 )
             return {}
         found = select_references(policy, originals, observed)
+        if earlier_query is not None:
+            earlier = parse_vector(self.prometheus.instant(cluster, earlier_query) or [])
+            stepped = before_step(found, select_references(policy, originals, earlier))
+            lowered = {p: r for p, r in stepped.items() if r < found[p]}
+            if lowered:
+                log.info(
+                    "cluster %s: %d reference(s) from before a rise within the last %s (a load "
+                    "step): %s",
+                    cluster,
+                    len(lowered),
+                    promql_duration(self.step_window),
+                    _first_few(lowered),
+                )
+            found = stepped
         log.info(
             "cluster %s: episode starts from the highest produce rates over the last %s of %d "
             "quota entit%s (%d series): %s",

@@ -11,6 +11,7 @@ from enforcer.observed_rates import (
     BASE,
     DEFAULT_LOOKBACK,
     DEFAULT_QUERY,
+    DEFAULT_STEP_WINDOW,
     LONGEST_LOOKBACK,
     REFERENCES,
 )
@@ -33,6 +34,7 @@ QUOTA_KEYS = "kvq.enforcer.quota.keys"
 STALE_WINDOW = "kvq.enforcer.stale.window"
 THROTTLE_REFERENCE = "kvq.enforcer.throttle.reference"
 OBSERVED_RATE_LOOKBACK = "kvq.enforcer.throttle.observed.rate.lookback"
+OBSERVED_RATE_STEP_WINDOW = "kvq.enforcer.throttle.observed.rate.step.window"
 LONGEST_THROTTLE = "kvq.enforcer.throttle.longest.throttle.time"
 REQUEST_BYTES = "kvq.enforcer.throttle.request.bytes"
 REQUEST_THROTTLE = "kvq.enforcer.throttle.request.throttle.time"
@@ -288,6 +290,18 @@ class EnforcerSettings(AppSettings):
         "the episode starts (Kafka's rate covers ~10 s: just after a throttle it is still the "
         "throttled rate), and a previous episode that ended less than this ago passes its "
         "references on as a lower bound; PT0S: the rate at the start only.",
+    )
+    observed_rate_step_window: timedelta = setting(
+        OBSERVED_RATE_STEP_WINDOW,
+        values.duration_off_or_between(
+            timedelta(seconds=1), LONGEST_LOOKBACK, "off: the highest rate up to the start"
+        ),
+        format_duration(DEFAULT_STEP_WINDOW),
+        "observed-rate, with a lookback: a rate that rose above all the lookback saw within "
+        "this long before the episode starts is taken for a load step (the step fills the disk), "
+        "and the reference is the highest rate over the lookback ending this long before, if the "
+        "entity was seen then. Cost: an entity whose load rose for good within it is slowed more "
+        "than the factor says.",
     )
     reconcile_interval: timedelta = setting(
         "kvq.enforcer.reconcile.interval",

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from functools import partial
 
 import pytest
 import responses
@@ -16,7 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from responses import matchers
 
 from devkit.processes import free_port, wait_until
-from devkit.prometheus import run_prometheus
+from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
@@ -124,7 +126,11 @@ def test_the_reference_is_the_highest_rate_now_or_over_the_lookback(prometheus_a
     [
         (
             timedelta(seconds=90),
-            ["sum by (user) (my_rate)", "max_over_time((sum by (user) (my_rate))[90s:])"],
+            [
+                "sum by (user) (my_rate)",
+                "max_over_time((sum by (user) (my_rate))[90s:])",
+                "max_over_time((sum by (user) (my_rate))[90s:] offset 30s)",
+            ],
         ),
         (timedelta(0), ["sum by (user) (my_rate)"]),  # off: the user's query alone
     ],
@@ -135,6 +141,33 @@ def test_a_users_own_query_is_asked_now_and_over_the_lookback(prometheus_api, lo
     observed = ObservedRates(PrometheusFactor(URL), "sum by (user) (my_rate)", lookback)
     assert observed.references("c1", POLICY, {(CAROL, P): QUOTA}) == {(CAROL, P): BEFORE}
     assert [call.request.params["query"] for call in prometheus_api.calls] == sent
+
+
+def test_a_step_just_before_the_episode_leaves_the_reference_from_before_it(prometheus_api):
+    """Issue 42: a load step fills the disk and the first slowdown comes seconds after it; the
+    rate now and the lookback ending now hold the step's rate (carol: 10x), the lookback ending
+    the step window (30 s) earlier what she wrote before. Dave wrote more a minute ago than now:
+    both lookbacks see it, no step. Erin started writing within the step window: her rate
+    now."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=10 * BEFORE, dave=BEFORE, erin=BEFORE))
+    lookback = f"max_over_time(({DEFAULT_QUERY})[300s:])"
+    answer(prometheus_api, lookback, json=rates(carol=10 * BEFORE, dave=2 * BEFORE, erin=BEFORE))
+    earlier = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 30s)"
+    answer(prometheus_api, earlier, json=rates(carol=BEFORE, dave=2 * BEFORE))
+    erin = QuotaEntity.user("erin")
+    originals = {(CAROL, P): QUOTA, (DAVE, P): QUOTA, (erin, P): QUOTA}
+    references = ObservedRates(PrometheusFactor(URL)).references("c1", POLICY, originals)
+    assert references == {(CAROL, P): BEFORE, (DAVE, P): 2 * BEFORE, (erin, P): BEFORE}
+
+
+def test_without_a_step_window_the_step_is_the_reference(prometheus_api):
+    """The behaviour before issue 42's fix (step window PT0S): the step's rate."""
+    answer(prometheus_api, DEFAULT_QUERY, json=rates(carol=10 * BEFORE))
+    answer(prometheus_api, f"max_over_time(({DEFAULT_QUERY})[300s:])", json=rates(carol=BEFORE))
+    observed = ObservedRates(PrometheusFactor(URL), step_window=timedelta(0))
+    references = observed.references("c1", POLICY, {(CAROL, P): QUOTA})
+    assert references == {(CAROL, P): 10 * BEFORE}
+    assert len(prometheus_api.calls) == 2
 
 
 def test_a_lookback_prometheus_refuses_leaves_the_rate_now(prometheus_api):
@@ -268,10 +301,21 @@ def test_the_lookback_setting(tmp_path):
     assert "not an ISO 8601 duration" in error
 
 
-@pytest.mark.e2e
-def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
-    """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
-    reference is what she wrote before; with no lookback it is the throttled rate."""
+def test_the_step_window_setting():
+    step_window = "kvq.enforcer.throttle.observed.rate.step.window"
+    assert EnforcerSettings.build(MINIMAL, environ={}).observed_rate_step_window == timedelta(
+        seconds=30
+    )
+    off = EnforcerSettings.build({**MINIMAL, step_window: "PT0S"}, environ={})
+    assert off.observed_rate_step_window == timedelta(0)
+    (error,) = config_errors(EnforcerSettings, **{step_window: "PT2H"})
+    assert error.startswith(f"{step_window}=PT2H: must be PT0S (off")
+
+
+@contextmanager
+def carols_sensor_scraped(tmp_path) -> Iterator[tuple[Gauge, Prometheus]]:
+    """Carol's quota sensor, at BEFORE, served to a real Prometheus that scrapes it each
+    second; yields (her sensor, that Prometheus)."""
     registry = CollectorRegistry()
     gauge = Gauge(
         "kafka_server_quota_byte_rate",
@@ -287,20 +331,50 @@ def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
         with run_prometheus(
             tmp_path / "prometheus", targets={"kafka": [f"127.0.0.1:{port}"]}
         ) as prometheus:
-
-            def carol_now() -> float | None:
-                found = prometheus.query(DEFAULT_QUERY)
-                return float(found[0]["value"][1]) if found else None
-
-            wait_until(lambda: carol_now() == BEFORE, 30, what="carol's rate scraped")
-            sensor.set(THROTTLED)
-            wait_until(lambda: carol_now() == THROTTLED, 30, what="her throttled rate scraped")
-            originals = {(CAROL, P): QUOTA}
-            looking_back = ObservedRates(PrometheusFactor(prometheus.url), lookback=LOOKBACK)
-            assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
-            at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
-            assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+            yield sensor, prometheus
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def answered(prometheus: Prometheus, query: str) -> float | None:
+    """Carol's value in the answer to `query`, if any."""
+    found = prometheus.query(query)
+    return float(found[0]["value"][1]) if found else None
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
+    """The wrapped query on the real Prometheus: carol's sensor fell to her throttled rate, her
+    reference is what she wrote before; with no lookback it is the throttled rate."""
+    with carols_sensor_scraped(tmp_path) as (sensor, prometheus):
+        now = partial(answered, prometheus, DEFAULT_QUERY)
+        wait_until(lambda: now() == BEFORE, 30, what="carol's rate scraped")
+        sensor.set(THROTTLED)
+        wait_until(lambda: now() == THROTTLED, 30, what="her throttled rate scraped")
+        originals = {(CAROL, P): QUOTA}
+        looking_back = ObservedRates(PrometheusFactor(prometheus.url), lookback=LOOKBACK)
+        assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+        at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
+        assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_the_rate_from_before_a_step(tmp_path):
+    """Issue 42's 10x step on the real Prometheus: carol's sensor steps up from what she wrote
+    for a while to ten times it, and an episode starts seconds later: her reference is what
+    she wrote before the step; with no step window, the step's rate."""
+    window = timedelta(seconds=20)
+    before = f"max_over_time(({DEFAULT_QUERY})[300s:] offset 20s)"
+    with carols_sensor_scraped(tmp_path) as (sensor, prometheus):
+        then = partial(answered, prometheus, before)
+        wait_until(lambda: then() == BEFORE, 60, what="carol's rate 20 s ago scraped")
+        sensor.set(10 * BEFORE)
+        now = partial(answered, prometheus, DEFAULT_QUERY)
+        wait_until(lambda: now() == 10 * BEFORE, 30, what="her step scraped")
+        originals = {(CAROL, P): QUOTA}
+        guarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=window)
+        assert guarded.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
+        unguarded = ObservedRates(PrometheusFactor(prometheus.url), step_window=timedelta(0))
+        assert unguarded.references("c1", POLICY, originals) == {(CAROL, P): 10 * BEFORE}

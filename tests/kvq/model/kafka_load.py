@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devcluster.produce_quotas import Rate, java_round
+from enforcer.observed_rates import DEFAULT_STEP_WINDOW, before_step
 from enforcer.quota_plan import (
     BYTE_RATE_FLOOR,
     PRODUCER_BYTE_RATE,
@@ -98,6 +99,8 @@ quota (the run's journal), where an even split gives 43 kB/s; at a factor, the p
 that quota write that much more."""
 LOOKBACK = 300
 """kvq.enforcer.throttle.observed.rate.lookback (PT5M), in seconds."""
+STEP_WINDOW = DEFAULT_STEP_WINDOW.total_seconds()
+"""kvq.enforcer.throttle.observed.rate.step.window, in seconds."""
 DEFAULT_PRODUCE = 10_000_000.0
 """The standing default-user quota, the enforcer's base (demo.stack.DemoStack.DEFAULT_PRODUCE)."""
 POLICY = QuotaPolicy(
@@ -222,17 +225,16 @@ class KafkaLoad:
     one TICK and gives the bytes broker 0's replicas got (one entry per PARTITIONS)."""
 
     def __init__(
-        self, load_step: tuple[float, float] | None = None, references_before_step: bool = False
+        self, load_step: tuple[float, float] | None = None, step_window: float = STEP_WINDOW
     ) -> None:
         self.producers = [
             Producer(name, budget, entity, kind == "Java", TOPICS.index(topic))
             for name, budget, entity, kind, topic in PRODUCERS
         ]
         self.load_step = load_step
-        self.references_before_step = references_before_step
-        """An enforcer that takes its observed-rate references from what its lookback saw
-        before the load step (none is: it takes them when the first slowdown comes into
-        force, from the 5 min before)."""
+        self.step_window = step_window
+        """The enforcer's kvq.enforcer.throttle.observed.rate.step.window, in seconds (0: off):
+        its references are no higher than over the lookback ending this long earlier."""
         self.stepped = False
         self.sensors: dict[tuple[str, int], Rate] = {}
         self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in ENTITIES}
@@ -245,11 +247,13 @@ class KafkaLoad:
         """The enforcer's quotas at `factor` (in force from now): a new episode (from 1.0)
         takes its references, never below the last episode's."""
         if factor < 1.0 <= self.factor:
-            until = self.load_step[0] if self.load_step and self.references_before_step else t
-            for entity, seen in self.seen.items():
-                observed = max((rate for at, rate in seen if at < until), default=0.0)
-                if observed > 0.0:
-                    self.references[entity] = max(observed, self.references.get(entity, 0.0))
+            recent = {e: self.highest(e, t) for e in self.seen}
+            earlier = {e: self.highest(e, t - self.step_window) for e in self.seen}
+            seen_then = {e: rate for e, rate in earlier.items() if rate > 0.0}
+            observed = before_step(recent, seen_then) if self.step_window > 0.0 else recent
+            for entity, rate in observed.items():
+                if rate > 0.0:
+                    self.references[entity] = max(rate, self.references.get(entity, 0.0))
         self.factor = factor
         for entity, (quota_entity, original) in ENTITIES.items():
             value = desired_value(
@@ -261,6 +265,11 @@ class KafkaLoad:
                 self.references.get(entity),
             )
             self.quotas[entity] = original if value is None else value
+
+    def highest(self, entity: str, end: float) -> float:
+        """The entity's highest scraped rate over the lookback ending at `end` (0.0: none)."""
+        seen = self.seen[entity]
+        return max((rate for at, rate in seen if end - LOOKBACK < at <= end), default=0.0)
 
     def step_load(self) -> None:
         """The same principals offering `times` the load: one more librdkafka producer per
@@ -318,7 +327,7 @@ class KafkaLoad:
             ]
             seen = self.seen[entity]
             seen.append((t, max(rates, default=0.0)))
-            while seen and seen[0][0] <= t - LOOKBACK:
+            while seen and seen[0][0] <= t - LOOKBACK - self.step_window:
                 seen.popleft()
 
     def groups(self) -> dict[str, list[Producer]]:
@@ -415,7 +424,7 @@ def run(
     calls_every: float = 1.0,
     freed_after: float | None = None,
     phase: int = 0,
-    references_before_step: bool = False,
+    step_window: float = STEP_WINDOW,
     warm_up: float = WARM_UP,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
@@ -428,12 +437,12 @@ def run(
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
     polls): its history holds intervals without growth. `phase`: the exporter's clock is this
     many seconds ahead of the load's (its polls fall that much earlier in the load).
-    `references_before_step`: `KafkaLoad`'s."""
+    `step_window`: `KafkaLoad`'s."""
     started = -round(warm_up)
     for before in range(started - QUIET_BEFORE, started):
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
-    load = KafkaLoad(load_step, references_before_step)
+    load = KafkaLoad(load_step, step_window)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
     published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])
