@@ -31,6 +31,11 @@ def pytest_configure(config):
     os.environ["KVQ_CACHE_DIR"] = config.kvq_cache
     config.kvq_signals = contextlib.ExitStack()
     config.kvq_signals.enter_context(interrupts.raised())
+    if getattr(config.option, "dist", "no") == "loadfile":
+        # The order of pytest_collection_modifyitems kept: pytest-xdist otherwise queues the
+        # files by their number of tests, most first (--loadscope-reorder, its default), and the
+        # few-test modules that take minutes start last, one worker waiting them out alone.
+        config.option.loadscopereorder = False
 
 
 def pytest_unconfigure(config):
@@ -41,17 +46,25 @@ def pytest_unconfigure(config):
 
 
 LONGEST_FIRST = (
+    "tests/spark/test_backfill_output.py",
     "tests/system/test_producers_scenario.py",
     "tests/enforcer/test_entity_minimum_kafka.py",
-    "tests/system/test_failsafe_loop.py",
-    "tests/system/test_demo_kafka.py",
-    "tests/spark/test_scaling_model.py",
-    "tests/system/test_backfill_live_exporter.py",
+    "tests/docs/test_examples_live.py",
     "tests/spark/test_spark_submit.py",
+    "tests/system/test_demo_kafka.py",
+    "tests/spark/test_class_archive.py",
+    "tests/system/test_backfill_live_exporter.py",
+    "tests/system/test_failsafe_loop.py",
+    "tests/spark/test_scaling_model.py",
+    "tests/enforcer/test_restore_protocol.py",
+    "tests/spark/test_equivalence.py",
     "tests/system/test_enforcer_cut_off.py",
+    "tests/system/test_e2e_loop.py",
+    "tests/kvq/model/test_slowdown_study.py",
 )
-"""Modules that take minutes of waiting at a set pace: they start first, so that under `make
-test`'s two workers (one module at a time each) the last minutes are not one long module alone."""
+"""Modules that take a minute or more (their tests' durations summed): they start first, longest
+first, so that under `make test`'s two workers (one module at a time each) the last minutes are
+short modules on both workers, not one long module alone."""
 
 
 def pytest_collection_modifyitems(items):
