@@ -53,6 +53,7 @@ LONGEST_FIRST = (
     "tests/spark/test_spark_submit.py",
     "tests/system/test_demo_kafka.py",
     "tests/spark/test_class_archive.py",
+    "tests/spark/test_spark_connect.py",
     "tests/system/test_backfill_live_exporter.py",
     "tests/system/test_failsafe_loop.py",
     "tests/spark/test_scaling_model.py",
