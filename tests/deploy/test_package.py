@@ -54,7 +54,8 @@ def test_wheel_ships_rules_dashboards_and_license(wheel) -> None:
 def test_pyspark_is_only_the_spark_extra_and_kafka_python_is_pinned(wheel) -> None:
     requires = metadata(wheel).get_all("Requires-Dist")
     spark = [r for r in requires if r.startswith("pyspark")]
-    assert spark and all('extra == "spark"' in r for r in spark)
+    extras = ('extra == "spark"', 'extra == "spark-connect"')  # never the base's
+    assert spark and all(any(extra in r for extra in extras) for r in spark), spark
     (kafka_python,) = [r for r in requires if r.startswith("kafka-python")]
     assert "<3.1" in kafka_python  # kvq/kafka uses kafka-python 3.0's internals
     assert metadata(wheel)["Provides-Extra"] is not None
