@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -158,11 +159,14 @@ def backfill_options(archive: Archive, master: str, step: int, blocks: bool) -> 
 
 
 def run_backfill(
-    command: list[str], spark_settings: dict[str, str] | None
+    command: list[str],
+    spark_settings: dict[str, str] | None,
+    environment: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """`command` (a backfill) in a fresh process, `spark_settings` as `--conf` options
-    (PYSPARK_SUBMIT_ARGS); raises RuntimeError with its error output when it fails."""
-    env = dict(os.environ)
+    (PYSPARK_SUBMIT_ARGS), `environment` added to this one's; raises RuntimeError with its
+    error output when it fails."""
+    env = {**os.environ, **(environment or {})}
     if spark_settings:
         confs = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in spark_settings.items()]
         env["PYSPARK_SUBMIT_ARGS"] = " ".join(
@@ -272,6 +276,68 @@ def class_archive_written(archive: Archive, tmp: Path, step: int) -> None:
     if classes is not None and not classes.path.is_file():
         print(f"  (writing the class archive {classes.path}: a first, untimed run)", flush=True)
         backfill_seconds(archive, tmp / "first-run", "local[*]", step)
+
+
+JIT_TIERS = {
+    "first tier only (C1)": "-XX:TieredStopAtLevel=1",
+    "both tiers (C1, then C2)": "-XX:TieredStopAtLevel=4",
+}
+"""The local driver's JIT, forced through _JAVA_OPTIONS (which the JVM reads after its command
+line, so it overrides kvq-backfill's own choice: `spark.session.local_java_options`)."""
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time every process of the machine has used (/proc/stat: user, nice, system, irq,
+    softirq): a run's JVM is not a child this process waits for, so its own counters miss it."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = stat.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def jit_tiers(tmp: Path, sizes: list[str], step: int, rounds: int = 2) -> None:
+    """`--jit`: each archive backfilled (`--blocks`, local[*]) with each JIT tier, alternating,
+    `rounds` times; the medians side by side, and which one kvq-backfill picks for that size."""
+    from spark.archive_files import archive_files
+    from spark.session import SMALL_INPUT_BYTES
+
+    for size in sizes:
+        archive = sized_archive(tmp, size)
+        class_archive_written(archive, tmp, step)
+        stored = sum(path.stat().st_size for path in archive_files(archive.root))
+        picked = next(iter(JIT_TIERS)) if stored <= SMALL_INPUT_BYTES else list(JIT_TIERS)[1]
+        print(
+            f"\n{size.upper()} rows: {archive.label}; {stored / 1e6:.2f} MB stored "
+            f"(kvq-backfill picks {picked}: small up to {SMALL_INPUT_BYTES / 1e6:.1f} MB); "
+            f"{load()}",
+            flush=True,
+        )
+        command = [
+            sys.executable, "-m", "spark.cli",
+            *backfill_options(archive, "local[*]", step, blocks=True),
+            "--output", str(tmp / f"{size}-jit"),
+        ]  # fmt: skip
+        walls: dict[str, list[float]] = {name: [] for name in JIT_TIERS}
+        cpus: dict[str, list[float]] = {name: [] for name in JIT_TIERS}
+        for _ in range(rounds):
+            for name, flag in JIT_TIERS.items():
+                cpu, started = machine_cpu_seconds(), time.perf_counter()
+                run_backfill(command, None, {"_JAVA_OPTIONS": flag})
+                walls[name].append(time.perf_counter() - started)
+                cpus[name].append(machine_cpu_seconds() - cpu)
+        for name in JIT_TIERS:
+            print(
+                f"  {name:<26} {statistics.median(walls[name]):7.1f} s whole command, "
+                f"{statistics.median(cpus[name]):7.1f} s of CPU (the machine's), "
+                f"median of {rounds}",
+                flush=True,
+            )
+        first, both = (statistics.median(walls[name]) for name in JIT_TIERS)
+        first_cpu, both_cpu = (statistics.median(cpus[name]) for name in JIT_TIERS)
+        print(
+            f"  first tier / both: {first / both:.2f}x the time, "
+            f"{first_cpu / both_cpu:.2f}x the CPU"
+        )
 
 
 def one_million(tmp: Path, step: int) -> None:
@@ -679,6 +745,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --scaling: each model run again as a Spark Connect client (kvq-backfill "
         "--remote) of a server started for it, the second of two runs measured",
     )
+    parser.add_argument(
+        "--jit",
+        action="store_true",
+        help="each of --sizes (default tiny,1m) backfilled with the driver's JIT at its first "
+        "tier only and with both tiers, side by side (the small-archive rule of kvq-backfill)",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -690,15 +762,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep
         else tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-")
     )
-    default_sizes = "1m,13m" if args.scaling else "1m"
+    default_sizes = "1m,13m" if args.scaling else "tiny,1m" if args.jit else "1m"
     sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
-    known = set(SHAPES) if args.scaling else {"1m", "10m", "13m"}
+    known = set(SHAPES) if args.scaling or args.jit else {"1m", "10m", "13m"}
     if (args.warm_driver or args.connect) and not args.scaling:
         parser.error("--warm-driver and --connect model a run: give them with --scaling")
     if sizes - known:
         given = ",".join(sorted(sizes - known))
         parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
     with work as tmp:
+        if args.jit:
+            jit_tiers(Path(tmp), sorted(sizes, key=shape_rows), args.step)
+            return 0
         if args.scaling:
             scaling(
                 Path(tmp),

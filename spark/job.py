@@ -265,7 +265,7 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     from pyspark import StorageLevel
 
     from spark.archive_reader import ArchiveRows, read_archive
-    from spark.session import ConnectError, is_remote, spark_session
+    from spark.session import ConnectError, is_remote, shown_remote, spark_session
 
     result = BackfillResult()
     try:
@@ -273,12 +273,16 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     except ArchiveError as exc:
         raise BackfillError(str(exc)) from None
     if request.remote is not None:
-        shown = request.remote.split(";", 1)[0]  # not its parameters: a token among them
-        say(f"connecting to the Spark Connect server {shown}")
+        say(f"connecting to the Spark Connect server {shown_remote(request.remote)}")
     else:
         say("starting Spark" + (f" (master {request.master})" if request.master else ""))
     try:
-        spark = spark_session(request.master, classes=request.classes, remote=request.remote)
+        spark = spark_session(
+            request.master,
+            classes=request.classes,
+            remote=request.remote,
+            input_bytes=_stored_bytes(files),
+        )
     except ConnectError as exc:
         raise BackfillError(str(exc)) from None
     # Read twice (the lines to the driver, the log dirs to the per-volume work): parsed once, by
@@ -306,6 +310,15 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
         if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
             archive.records.unpersist()
     return result
+
+
+def _stored_bytes(files: list[Path]) -> int:
+    """The archive files' size as stored (what `spark.session.local_java_options` goes by)."""
+    total = 0
+    for path in files:
+        with contextlib.suppress(OSError):  # gone since it was listed: its read will say so
+            total += path.stat().st_size
+    return total
 
 
 READ_FAILURE = re.compile(r"Encountered error while reading file (\S+?)\.?\s")

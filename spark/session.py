@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import warnings
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,13 @@ measures the backfill). And the JIT compiles methods of any size: HotSpot leaves
 more than 8,000 bytes of bytecode interpreted, and the per-row code Spark generates for a stage
 is one method: the write stage's is kept under the limit (`spark.volume_history.volume_runs`),
 but graceful-slowdown's policy stages are far over it (its readings and depth, `_by_variant`)."""
+SMALL_INPUT_BYTES = 4 << 20
+"""An archive of at most this many bytes (its files as stored, compressed or not) runs on a JVM
+whose JIT compiles with its first tier only (`SMALL_INPUT_JAVA_OPTIONS`): a run this short ends
+before the optimizing compiler's work pays back the CPU it takes, on the few cores a small
+backfill gets (`python -m bench.backfill --jit` measures both sides, and where a large archive
+needs the optimizing compiler)."""
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 STOP_SECONDS = 5.0
 """How long a stopped JVM may take to exit before it is killed: its shutdown hooks (Spark's temp
 folders removed) take well under a second; a JVM saving its class archive at exit takes ~20 s."""
@@ -62,11 +70,13 @@ def spark_session(
     app_name: str = "kvq-backfill",
     classes: ClassArchive | None = None,
     remote: str | None = None,
+    input_bytes: int | None = None,
 ) -> SparkSession:
     """The active session if any, else a new one (local[*] unless `master` or spark-submit say),
     or with `remote` a session of the Spark Connect server at that `sc://` URL.
 
-    A new local JVM starts from `classes` (a class-data-sharing archive), or writes it at exit."""
+    A new local JVM starts from `classes` (a class-data-sharing archive), or writes it at exit;
+    for an input of `input_bytes` (None: not known) it compiles as `local_java_options` says."""
     if remote is not None:
         return connect_session(remote)
     active = SparkSession.getActiveSession()
@@ -87,7 +97,7 @@ def spark_session(
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-        java_options = " ".join(filter(None, [LOCAL_JAVA_OPTIONS, prepare(classes)]))
+        java_options = " ".join(filter(None, [local_java_options(input_bytes), prepare(classes)]))
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     with interrupts.deferred():  # a JVM is stopped only once its process is known
         session = builder.getOrCreate()
@@ -98,13 +108,19 @@ def spark_session(
     return session
 
 
+def shown_remote(url: str) -> str:
+    """A Spark Connect URL as logs and errors show it: without its parameters (a token among
+    them)."""
+    return url.split(";", 1)[0]
+
+
 def connect_session(url: str) -> SparkSession:
     """A session of the Spark Connect server at `url` (`sc://host:port`): the server's driver
     is already running (its JVM started, its classes loaded and compiled), so a run spends its
     time on the job alone; archive and output must be at the same paths for its executors."""
     from pyspark.errors import PySparkException
 
-    shown = url.split(";", 1)[0]  # not its parameters: a token among them
+    shown = shown_remote(url)
     try:
         with interrupts.deferred():
             session = SparkSession.builder.remote(url).getOrCreate()
@@ -189,14 +205,20 @@ def is_remote(spark: SparkSession) -> bool:
 def default_parallelism(spark: SparkSession) -> int:
     """The cores the session's tasks run on at once (`SparkContext.defaultParallelism`). A Connect
     session has no SparkContext: there, the slices Spark cuts a range into, which it takes from
-    the same setting (a small job)."""
+    the same setting (a small job, run once per session)."""
     from pyspark.sql import functions as F
 
     if not is_remote(spark):
         return spark.sparkContext.defaultParallelism
-    slices = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("slice"))
-    (last,) = slices.agg(F.max("slice")).collect()
-    return int(last[0]) + 1
+    if spark not in _REMOTE_PARALLELISM:
+        slices = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("slice"))
+        (last,) = slices.agg(F.max("slice")).collect()
+        _REMOTE_PARALLELISM[spark] = int(last[0]) + 1
+    return _REMOTE_PARALLELISM[spark]
+
+
+_REMOTE_PARALLELISM: weakref.WeakKeyDictionary[SparkSession, int] = weakref.WeakKeyDictionary()
+"""`default_parallelism` of each Connect session (a job each time it is asked otherwise)."""
 
 
 def user_setting(spark: SparkSession, key: str) -> str | None:
@@ -206,6 +228,13 @@ def user_setting(spark: SparkSession, key: str) -> str | None:
         return spark.conf.get(key, None)
     conf = spark.sparkContext.getConf()
     return conf.get(key) if conf.contains(key) else None
+
+
+def local_java_options(input_bytes: int | None) -> str:
+    """The JVM options of a local driver for an input of `input_bytes`: `LOCAL_JAVA_OPTIONS`, and
+    the first-tier JIT only when the input is known to be small (`SMALL_INPUT_BYTES`)."""
+    small = input_bytes is not None and input_bytes <= SMALL_INPUT_BYTES
+    return f"{LOCAL_JAVA_OPTIONS} {SMALL_INPUT_JAVA_OPTIONS}" if small else LOCAL_JAVA_OPTIONS
 
 
 def local_jvm() -> subprocess.Popen | None:

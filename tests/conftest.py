@@ -142,10 +142,11 @@ def mount_tmpfs() -> Iterator[Callable[..., None]]:
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one local SparkSession of the test run (started once, on first use)."""
+    """The one local SparkSession of the test run (started once, on first use), for inputs as
+    small as the tests' (the JIT as kvq-backfill compiles for a small archive)."""
     from spark.session import spark_session
 
-    return spark_session()
+    return spark_session(input_bytes=0)
 
 
 @pytest.fixture(scope="session")

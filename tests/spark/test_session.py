@@ -9,12 +9,31 @@ import subprocess
 import sys
 import textwrap
 
-from spark.session import descendants, runs_here
+from spark.session import (
+    LOCAL_JAVA_OPTIONS,
+    SMALL_INPUT_BYTES,
+    descendants,
+    local_java_options,
+    runs_here,
+)
 
 
 def test_only_a_local_master_runs_the_workers_here() -> None:
     assert runs_here(None) and runs_here("local[1]") and runs_here("local[*]")
     assert not runs_here("spark://master:7077") and not runs_here("k8s://https://api:6443")
+
+
+def test_only_a_small_archive_runs_on_the_first_tier_jit() -> None:
+    first_tier = "-XX:TieredStopAtLevel=1"
+    assert first_tier in local_java_options(0)
+    assert first_tier in local_java_options(SMALL_INPUT_BYTES)
+    assert local_java_options(SMALL_INPUT_BYTES + 1) == LOCAL_JAVA_OPTIONS
+    assert local_java_options(None) == LOCAL_JAVA_OPTIONS  # not known: a large one
+
+
+def test_a_session_for_a_small_input_starts_its_jvm_with_the_first_tier_jit(spark) -> None:
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+    assert "-XX:TieredStopAtLevel=1" in options and LOCAL_JAVA_OPTIONS in options
 
 
 def test_the_workers_run_this_interpreter(tmp_path) -> None:
