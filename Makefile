@@ -12,10 +12,19 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# uv installs (its cache makes a fresh clone's venvs seconds, where pip takes most of a minute each).
+UV_VERSION := 0.13.8
+UV := $(VENV)/bin/uv
+
+UV_STAMP := $(VENV)/.uv-$(UV_VERSION)
+
+$(UV_STAMP):
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	@touch $@
+
+$(STAMP): pyproject.toml | $(UV_STAMP)
+	$(UV) pip install -q --python $(PY) -e '.[test]'
 	@touch $@
 
 # The newest Python kvq supports runs a unit pass in `make test`, from a venv of its own built from
@@ -30,14 +39,13 @@ STAMP313 := $(VENV313)/.installed-stamp
 
 venv-py313: $(STAMP313)
 
-$(STAMP313): pyproject.toml
+$(STAMP313): pyproject.toml | $(UV_STAMP)
 	@if [ -z "$(PYTHON313)" ] || ! "$(PYTHON313)" -c 'import sys; assert sys.version_info[:2] == (3, 13)' \
 	  2>/dev/null; then \
 	  echo "make test: no Python 3.13 found (python3.13 on PATH, or pyenv: 'pyenv install 3.13');" \
 	    "name one with PYTHON313=/path/to/python3.13" >&2; exit 1; fi
 	@test -x $(VENV313)/bin/python || $(PYTHON313) -m venv $(VENV313)
-	$(VENV313)/bin/python -m pip install -q --upgrade pip
-	$(VENV313)/bin/python -m pip install -q -e '.[test]'
+	$(UV) pip install -q --python $(VENV313)/bin/python -e '.[test]'
 	@touch $@
 
 # Debian's Prometheus/promtool/Alertmanager, a Java runtime (PySpark, Kafka) and Maven (Kafka's jars),
@@ -118,8 +126,9 @@ lint: venv
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 
 # After the whole suite (Kafka 4.1.2, Python 3.11): the differential tests (devcluster against real
-# Kafka) and the brokers' quota log line on the newest Kafka (~1 min), then the unit tests (no
-# Kafka, no Spark) on Python 3.13 (~2 min, mostly waiting).
+# Kafka) and the brokers' quota log line on the newest Kafka (~1 min). Alongside both, niced (the
+# suite leaves a core idle a quarter of its time, waiting at a set pace): the unit tests (no
+# Kafka, no Spark) on Python 3.13, in one process, their output shown when the suite has ended.
 NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
 NEWEST_KAFKA_TESTS ?= tests/differential \
   tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
@@ -130,9 +139,15 @@ test: system-deps venv kafka-deps tools venv-py313
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
-	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
-	KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest $(PYTEST_WORKERS) -p no:cacheprovider $(NEWEST_KAFKA_TESTS)
-	$(VENV313)/bin/python -m pytest $(PYTEST_WORKERS) -p no:cacheprovider $(UNIT_TESTS)
+	@unit_log=$$(mktemp); trap 'rm -f "$$unit_log"' EXIT; \
+	nice -n 10 $(VENV313)/bin/python -m pytest -p no:cacheprovider $(UNIT_TESTS) >"$$unit_log" 2>&1 & \
+	unit=$$!; \
+	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) \
+	  && KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest $(PYTEST_WORKERS) -p no:cacheprovider \
+	    $(NEWEST_KAFKA_TESTS); \
+	suite=$$?; wait $$unit; unit_rc=$$?; \
+	echo "== Python 3.13 unit tests (run alongside):"; cat "$$unit_log"; \
+	exit $$(( suite != 0 ? suite : unit_rc ))
 
 demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)
@@ -165,12 +180,9 @@ image-backfill: venv
 # backfill target) for Python 3.11+ on every platform, with the hashes of every file. A pin already
 # in a lock file is kept while it satisfies pyproject.toml; `make lock UV_ARGS=--upgrade` takes the
 # newest versions. tests/deploy/test_image.py checks the files against pyproject.toml.
-UV_VERSION := 0.13.8
-UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
   --custom-compile-command 'make lock' $(UV_ARGS)
 lock: venv
-	@test -x $(VENV)/bin/uv && $(VENV)/bin/uv --version | grep -q ' $(UV_VERSION) ' \
-	  || $(PY) -m pip install -q uv==$(UV_VERSION)
 	$(UV_COMPILE) pyproject.toml -o requirements.lock
 	$(UV_COMPILE) pyproject.toml --extra spark --constraint requirements.lock -o requirements-spark.lock
 	$(UV_COMPILE) deploy/image/sbom-tool.in -o deploy/image/sbom-tool.lock
