@@ -281,7 +281,7 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
             request.master,
             classes=request.classes,
             remote=request.remote,
-            input_bytes=_stored_bytes(files),
+            input_bytes=lambda: _stored_bytes(files),
         )
     except ConnectError as exc:
         raise BackfillError(str(exc)) from None

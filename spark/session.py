@@ -11,7 +11,7 @@ import subprocess
 import sys
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +70,15 @@ def spark_session(
     app_name: str = "kvq-backfill",
     classes: ClassArchive | None = None,
     remote: str | None = None,
-    input_bytes: int | None = None,
+    input_bytes: Callable[[], int] | None = None,
 ) -> SparkSession:
     """The active session if any, else a new one (local[*] unless `master` or spark-submit say),
     or with `remote` a session of the Spark Connect server at that `sc://` URL.
 
     A new local JVM starts from `classes` (a class-data-sharing archive), or writes it at exit;
-    for an input of `input_bytes` (None: not known) it compiles as `local_java_options` says."""
+    it compiles as `local_java_options` says for the input's size, which `input_bytes` measures
+    (None: not known). It is asked only when this process starts the JVM: measuring a
+    fleet's archive is not free, and a server or spark-submit has its JVM already."""
     if remote is not None:
         return connect_session(remote)
     active = SparkSession.getActiveSession()
@@ -97,7 +99,8 @@ def spark_session(
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-        java_options = " ".join(filter(None, [local_java_options(input_bytes), prepare(classes)]))
+        size = input_bytes() if input_bytes is not None else None
+        java_options = " ".join(filter(None, [local_java_options(size), prepare(classes)]))
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     with interrupts.deferred():  # a JVM is stopped only once its process is known
         session = builder.getOrCreate()

@@ -146,7 +146,7 @@ def spark():
     small as the tests' (the JIT as kvq-backfill compiles for a small archive)."""
     from spark.session import spark_session
 
-    return spark_session(input_bytes=0)
+    return spark_session(input_bytes=lambda: 0)
 
 
 @pytest.fixture(scope="session")

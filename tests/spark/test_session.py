@@ -15,6 +15,7 @@ from spark.session import (
     descendants,
     local_java_options,
     runs_here,
+    spark_session,
 )
 
 
@@ -34,6 +35,16 @@ def test_only_a_small_archive_runs_on_the_first_tier_jit() -> None:
 def test_a_session_for_a_small_input_starts_its_jvm_with_the_first_tier_jit(spark) -> None:
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert "-XX:TieredStopAtLevel=1" in options and LOCAL_JAVA_OPTIONS in options
+
+
+def test_the_input_is_measured_only_when_a_jvm_starts_here(spark) -> None:
+    """A fleet's archive is not stat'ed file by file for nothing: with a JVM already running
+    (here the tests' session; a Connect server, spark-submit's) its size is never asked."""
+
+    def measure() -> int:
+        raise AssertionError("the input was measured for a JVM already running")
+
+    assert spark_session(input_bytes=measure) is spark
 
 
 def test_the_workers_run_this_interpreter(tmp_path) -> None:
