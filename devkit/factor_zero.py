@@ -88,6 +88,9 @@ class Held:
     """B/s they acknowledged together at factor 0, after `settle` seconds."""
     quotas: Mapping[QuotaEntity, float]
     """What the enforcer set each throttled entity to."""
+    allowed: float
+    """B/s those quotas let all principals write together (each principal under the default
+    user's quota holds one of its own)."""
     longest_throttle_s: float
     """The longest throttle time a broker handed a producer during it."""
     longest_held_throttle_s: float
@@ -136,6 +139,10 @@ def hold_at_factor_zero(
     )
     try:
         owners = [QuotaEntity.user(u) for u in names if own_quota(u)]
+
+        def entity_of(user: str) -> QuotaEntity:
+            return QuotaEntity.user(user) if own_quota(user) else QuotaEntity.default_user()
+
         client.alter([Change(e, P, QUOTA) for e in [*owners, QuotaEntity.default_user()]])
         for producer in producers:
             producer.run_steady([topic], offered)
@@ -163,6 +170,7 @@ def hold_at_factor_zero(
             before,
             during,
             quotas,
+            sum(quotas[entity_of(u)] for u in names),
             max((ms for _, ms in throttles), default=0) / 1000,
             max((ms for t, ms in throttles if start <= t < restored), default=0) / 1000,
             back_after(producers, offered, restored, watch_after),
