@@ -125,10 +125,12 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 
-# After the whole suite (Kafka 4.1.2, Python 3.11): the differential tests (devcluster against real
-# Kafka) and the brokers' quota log line on the newest Kafka (~1 min). Alongside both, niced (the
-# suite leaves a core idle a quarter of its time, waiting at a set pace): the unit tests (no
-# Kafka, no Spark) on Python 3.13, in one process, their output shown when the suite has ended.
+# Three lanes at once. The two workers take the suite's modules (Kafka 4.1.2, Python 3.11), longest
+# first. Beside them, one process takes the `paced` modules (waiting at a set pace, little CPU: a
+# core left idle while they run on a worker), then the differential tests (devcluster against
+# real Kafka) and the brokers' quota log line on the newest Kafka. And niced, the unit tests (no
+# Kafka, no Spark) on Python 3.13. The lanes' output is shown when the suite has ended; with
+# PYTEST_ARGS (a narrowed run) the paced modules stay in the suite and the newest Kafka follows.
 NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
 NEWEST_KAFKA_TESTS ?= tests/differential \
   tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
@@ -139,15 +141,24 @@ test: system-deps venv kafka-deps tools venv-py313
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
-	@unit_log=$$(mktemp); trap 'rm -f "$$unit_log"' EXIT; \
-	nice -n 10 $(VENV313)/bin/python -m pytest -p no:cacheprovider $(UNIT_TESTS) >"$$unit_log" 2>&1 & \
+	@logs=$$(mktemp -d); trap 'rm -rf "$$logs"' EXIT; \
+	nice -n 10 $(VENV313)/bin/python -m pytest -p no:cacheprovider $(UNIT_TESTS) >"$$logs/unit" 2>&1 & \
 	unit=$$!; \
-	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) \
-	  && KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest $(PYTEST_WORKERS) -p no:cacheprovider \
-	    $(NEWEST_KAFKA_TESTS); \
-	suite=$$?; wait $$unit; unit_rc=$$?; \
-	echo "== Python 3.13 unit tests (run alongside):"; cat "$$unit_log"; \
-	exit $$(( suite != 0 ? suite : unit_rc ))
+	newest() { KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest -p no:cacheprovider "$$@" $(NEWEST_KAFKA_TESTS); }; \
+	if [ -z "$(strip $(PYTEST_ARGS))" ]; then \
+	  { $(PY) -m pytest -p no:cacheprovider -p no:xdist -m paced && newest -p no:xdist; } \
+	    >"$$logs/paced" 2>&1 & \
+	  paced=$$!; \
+	  $(PY) -m pytest $(PYTEST_WORKERS) -m 'not paced'; \
+	  suite=$$?; wait $$paced; lane=$$?; \
+	  echo "== paced modules, then the newest Kafka (run alongside):"; cat "$$logs/paced"; \
+	else \
+	  $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) && newest $(PYTEST_WORKERS); \
+	  suite=$$?; lane=0; \
+	fi; \
+	wait $$unit; unit_rc=$$?; \
+	echo "== Python 3.13 unit tests (run alongside):"; cat "$$logs/unit"; \
+	exit $$(( suite != 0 ? suite : lane != 0 ? lane : unit_rc ))
 
 demo: system-deps venv kafka-deps
 	$(PY) -m demo $(if $(KEEP),--keep,) $(if $(SCENARIO),--scenario $(SCENARIO),) $(if $(KAFKA),--kafka $(KAFKA),)

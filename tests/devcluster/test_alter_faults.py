@@ -10,7 +10,7 @@ from kafka.protocol.admin import AlterClientQuotasRequest
 from devcluster.control_client import ControlClient, ControlClientError
 from devkit.devcluster_wire import admin_send, exchange
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
 
 Entry = AlterClientQuotasRequest.EntryData
 NOT_CONTROLLER, INVALID_REQUEST, REQUEST_TIMED_OUT = 41, 42, 7

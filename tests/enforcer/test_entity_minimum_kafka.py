@@ -10,7 +10,7 @@ import pytest
 from devkit import factor_zero
 from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum, request_minimum
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
 P = factor_zero.P
 PRINCIPALS = 10

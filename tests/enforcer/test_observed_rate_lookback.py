@@ -33,6 +33,8 @@ from tests.clock_support import SettableClock, wall_clock
 from tests.enforcer.applier_support import apply_step
 from tests.properties_support import MINIMAL, config_errors
 
+pytestmark = pytest.mark.paced
+
 URL = "http://prometheus.test:9090"
 P = "producer_byte_rate"
 CAROL = QuotaEntity.user("carol")

@@ -21,7 +21,7 @@ from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
 P = "producer_byte_rate"
 ALICE = QuotaEntity.user("alice")

@@ -27,7 +27,7 @@ from tests.enforcer.test_integration import (
     resolved,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"

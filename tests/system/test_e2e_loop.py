@@ -20,7 +20,7 @@ from demo import scenario
 from demo.stack import DemoStack
 from devkit.processes import wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from demo import scenario
 from demo.stack import DemoStack
 from devkit.processes import wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
 AFTER_S = 20
 """kvq.enforcer.failsafe.after here (the default is 30 s): above the heartbeat's pace, which is

@@ -14,7 +14,7 @@ from demo.stack import DemoStack
 from devkit.processes import wait_until
 from enforcer.quota_plan import BYTE_RATE_FLOOR
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
 ALICE = (("user", "alice"),)
 MB = 1_000_000

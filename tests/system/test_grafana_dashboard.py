@@ -26,6 +26,8 @@ from kvq.contract.metric_families import FAMILIES
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from kvq.web.standard_metrics import BUILD_INFO, HTTP_PREFIX
 
+pytestmark = pytest.mark.paced
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
 PROVISIONING = ROOT / "grafana" / "provisioning"

@@ -26,7 +26,7 @@ CLUSTER = "live"
 CAPACITY = 100_000_000  # virtual capacity of each devcluster log dir
 THROTTLE = "KafkaVolumeQuotaThrottle"
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.paced]
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ from devkit.prometheus import run_prometheus
 from enforcer.metrics import EnforcerMetrics
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
+pytestmark = pytest.mark.paced
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "kafka-volume-quotas.rules.yml"
 EXAMPLE = ROOT / "rules" / "alertmanager.example.yml"
