@@ -128,21 +128,23 @@ lint: venv
 # Three lanes at once. The two workers take the suite's modules (Kafka 4.1.2, Python 3.11), longest
 # first. Beside them, one process takes the `paced` modules (waiting at a set pace, little CPU: a
 # core left idle while they run on a worker), then the differential tests (devcluster against
-# real Kafka) and the brokers' quota log line on the newest Kafka. And niced, the unit tests (no
-# Kafka, no Spark) on Python 3.13. The lanes' output is shown when the suite has ended; with
-# PYTEST_ARGS (a narrowed run) the paced modules stay in the suite and the newest Kafka follows.
+# real Kafka) and the brokers' quota log line on the newest Kafka. And niced to the idle CPU, the
+# unit tests (no Kafka, no Spark) on Python 3.13, but the slowdown study's replays of recorded
+# Kafka runs (minutes of the model's arithmetic, run on 3.11). The lanes' output is shown when
+# the suite has ended; with PYTEST_ARGS (a narrowed run) the paced modules stay in the suite and
+# the newest Kafka follows.
 NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
 NEWEST_KAFKA_TESTS ?= tests/differential \
   tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
 UNIT_TESTS ?= tests/kvq tests/enforcer tests/exporter tests/devcluster -m "not integration and not e2e" \
-  --ignore=tests/exporter/test_integration.py
+  --ignore=tests/exporter/test_integration.py --ignore=tests/kvq/model/test_slowdown_study.py
 
 test: system-deps venv kafka-deps tools venv-py313
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 	@logs=$$(mktemp -d); trap 'rm -rf "$$logs"' EXIT; \
-	nice -n 10 $(VENV313)/bin/python -m pytest -p no:cacheprovider $(UNIT_TESTS) >"$$logs/unit" 2>&1 & \
+	nice -n 19 $(VENV313)/bin/python -m pytest -p no:cacheprovider $(UNIT_TESTS) >"$$logs/unit" 2>&1 & \
 	unit=$$!; \
 	newest() { KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest -p no:cacheprovider "$$@" $(NEWEST_KAFKA_TESTS); }; \
 	if [ -z "$(strip $(PYTEST_ARGS))" ]; then \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devkit.java_producer import JavaPerfProducer
@@ -16,6 +17,9 @@ from tests.quota_backends import kafka_quotas_left_as_found
 QUOTA = 10_000.0
 """alice's producer_byte_rate (per broker; her topic has one partition, on broker 0)."""
 OFFERED = 40_000
+
+
+pytestmark = pytest.mark.paced
 
 
 def test_a_java_producer_over_its_quota_records_the_throttle_times_it_waits_out(

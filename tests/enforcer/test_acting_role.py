@@ -16,7 +16,7 @@ from enforcer.acting_role import ActingRole
 from enforcer.inbox import Inbox, is_inbox
 from enforcer.state_log import client_keywords, ensure_state_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
 
 HELD_S = 0.5
 """How long the acting member holds the role before the next one starts. Started right after

@@ -31,7 +31,7 @@ from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import wall_clock
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
 
 CLUSTER = "c1"
 P = "producer_byte_rate"

@@ -29,7 +29,7 @@ from enforcer.state_log import StateLog, client_keywords
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.quota_backends import KafkaQuotas, kafka_quotas_left_as_found
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
 
 CLUSTER = "replicas"
 ALICE = QuotaEntity.user("alice")
