@@ -119,16 +119,22 @@ class ArchiveRows:
         joined = lines.join(
             F.broadcast(successes) if broadcast else successes, ["cluster", "file", "line"]
         )
-        facts = [c for c in successes.columns if c not in ("file", "line")]
         d = F.col("d")
-        return joined.select(*facts, F.explode(r.log_dirs).alias("d")).select(
-            *facts,
-            d.broker_id.alias("broker_id"),
-            d.path.alias("log_dir"),
-            d.total_bytes.alias("total_bytes"),
-            d.usable_bytes.alias("available_bytes"),
-            d.error_code.alias("error_code"),
-            d.grown_bytes.alias("grown_bytes"),
+        # The line's own columns dropped by name (a list of the success's would be its schema,
+        # which a Spark Connect session asks its server for).
+        exploded = joined.select("*", F.explode(r.log_dirs).alias("d"))
+        return (
+            exploded.drop("file", "line", "r", "problem")
+            .select(
+                "*",
+                d.broker_id.alias("broker_id"),
+                d.path.alias("log_dir"),
+                d.total_bytes.alias("total_bytes"),
+                d.usable_bytes.alias("available_bytes"),
+                d.error_code.alias("error_code"),
+                d.grown_bytes.alias("grown_bytes"),
+            )
+            .drop("d")
         )
 
 

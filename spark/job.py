@@ -505,7 +505,7 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
         hold_matters=hold > validity,
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
     )
-    runs = volume_runs(described, validity, hold)
+    runs = volume_runs(described, validity, hold, config.policy.gauges)
     grids = [p.grid for p in plans]
     return volume_lines(runs, grids, catalog, request.scenario, config.cluster_label, shards)
 

@@ -96,14 +96,8 @@ def volume_lines(
     runs = runs.filter(F.col("reason").isNull()).select(
         "*", _label_text(labels).alias("labels"), event_factor().alias("factor_text")
     )
-    values = {
-        "total_bytes": F.col("total_bytes"),
-        "available_bytes": F.col("available_bytes"),
-        "available_ratio": F.col("available_ratio"),
-        "violating": F.col("violating").cast("long"),
-        "factor": F.col("factor"),
-        **{name: F.col(name) for name in runs.columns if name.startswith("log_dir_")},
-    }
+    # Each family's column as it is (a policy's gauges too), but the flag, written as a number.
+    values = {"violating": F.col("violating").cast("long")}
     first = _per_cluster(grids, lambda g: g.first_emitted())
     last = _per_cluster(grids, lambda g: g.last_emitted())
     step = _per_cluster(grids, lambda g: g.step)
@@ -117,9 +111,9 @@ def volume_lines(
     # once, at the end: name, label text, value, time (building a per-family prefix before the
     # explodes copied every line's bytes twice more: 3% of a 10M run).
     samples = [
-        (index, family.sample_name, value_text(values[PER_VOLUME[short]]))
+        (index, family.sample_name, value_text(values.get(column, F.col(column))))
         for index, family, short in families(catalog)
-        if short in PER_VOLUME
+        if (column := PER_VOLUME.get(short)) is not None
     ]
     event_lines = events(F.col("factor_text"))
     if shards is not None:  # the driver reads the events of every cluster from one file

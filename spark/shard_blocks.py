@@ -225,15 +225,17 @@ class ShardPlan:
         pieces = texts.select("*", F.explode(F.sequence(first, last)).alias("block"))
         part = F.pmod(F.xxhash64("broker_id", "log_dir"), F.lit(self.parts))
         # The volume's columns are left behind: after the shuffle, its label text says it all.
-        dropped = ("lo", "hi", events, "broker_id", "log_dir")
-        cut = pieces.select(
-            *(c for c in texts.columns if c not in dropped),
-            F.greatest(lo, F.ceil(block * span / step)).alias("lo"),
-            F.least(hi, F.ceil((block + 1) * span / step) - 1).alias("hi"),
-            F.when(block == first, F.col(events)).otherwise(F.lit("")).alias(events),
-            F.concat_ws("-", F.col("cluster_index"), block, part).alias("shard"),
-            self.number(F.col("cluster_index"), block, part).alias("shard_number"),
-        )
+        # (Replaced and dropped by name: a list of the columns kept would be the plan's schema,
+        # which a Spark Connect session asks its server for.)
+        cut = pieces.withColumns(
+            {
+                "lo": F.greatest(lo, F.ceil(block * span / step)),
+                "hi": F.least(hi, F.ceil((block + 1) * span / step) - 1),
+                events: F.when(block == first, F.col(events)).otherwise(F.lit("")),
+                "shard": F.concat_ws("-", F.col("cluster_index"), block, part),
+                "shard_number": self.number(F.col("cluster_index"), block, part),
+            }
+        ).drop("block", "broker_id", "log_dir")
         # Each series in time order is all a shard's lines need (`volume_lines`; series may
         # interleave): one whole-number key, (shard, first grid index; below 2^32 until 2106),
         # which Spark sorts by radix on the key alone. By (shard, volume, time), every
@@ -320,13 +322,12 @@ def _transformed(spark: SparkSession, lines: DataFrame, command: list[str]) -> l
     """`pipe` for a Spark Connect session, which has no RDDs: SQL's TRANSFORM, which runs a
     command per task (`/bin/bash -c` of the text) fed the task's rows a line each, and whose rows
     are the lines it answers."""
-    (column,) = lines.columns
     # A view, not `spark.sql(query, lines=lines)`: the server answers a query with its plan, and
     # the client fails to read back one this deep (protobuf's limit on nesting).
     view = f"kvq_shard_lines_{uuid.uuid4().hex}"
-    lines.createOrReplaceTempView(view)
+    lines.toDF("line").createOrReplaceTempView(view)  # named here: no schema asked for
     query = (
-        f"SELECT TRANSFORM(`{column}`) {ANSWER_FIELDS} USING {_sql_text(shlex.join(command))} "
+        f"SELECT TRANSFORM(line) {ANSWER_FIELDS} USING {_sql_text(shlex.join(command))} "
         f"AS (answer STRING) {ANSWER_FIELDS} FROM `{view}`"
     )
     try:

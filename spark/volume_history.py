@@ -197,19 +197,23 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
         _by_variant(policy, lambda r, p, i=i: policy.volume_gauges(r, p, ops)[i])
         for i in range(len(policy.gauges))
     ]
+    # Added, then the intermediate columns dropped by name: a list of the columns kept would be
+    # the plan's schema, which a Spark Connect session asks its server for (the whole plan
+    # analysed again).
     return described.select(
-        *(c for c in described.columns if not _is_policy_work(c)),
+        "*",
         F.when(usable, factor.cast("double")).alias("factor"),
         *(
             F.when(usable, g.cast("double")).alias(n)
             for n, g in zip(policy.gauges, gauges, strict=True)
         ),
-    )
+    ).drop(*_policy_work(policy))
 
 
-def _is_policy_work(column: str) -> bool:
-    """The intermediate columns of `with_policy_columns`."""
-    return column.startswith("previous") or column in (
+def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
+    """The intermediate columns of `with_policy_columns` (those a policy does not add: none)."""
+    previous = [f"previous{n}" for n in range(1, policy.history + 1)]
+    return previous + [
         "restart",
         "step",
         "since_restart",
@@ -220,7 +224,7 @@ def _is_policy_work(column: str) -> bool:
         "floor_at_once",
         "above_floor",
         "depth",
-    )
+    ]
 
 
 def described_log_dirs(
@@ -339,14 +343,14 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
     # The broker answered without this log dir before its next description: seen again.
     gap = F.when(F.col("broker.sseq") < F.coalesce(nxt.sseq, F.lit(NEVER)), F.col("broker"))
     described = described.select(
-        *(c for c in described.columns if c not in ("broker", "sized", "next", "usable")),
+        "*",
         nxt.sseq.alias("next_sseq"),
         nxt.k.alias("next_k"),
         F.coalesce(nxt.unusable, F.lit(False)).alias("next_unusable"),
         F.col("usable.sseq").alias("usable_sseq"),
         F.col("usable.k").alias("usable_k"),
         gap.alias("gap"),
-    )
+    ).drop("broker", "sized", "next", "usable")
     # The first gap from here on, which is also the least (the broker's next success never moves
     # back as the success moves on); any gap after the next description with sizes comes after
     # it too, where it no longer matters (a run ends there).
@@ -355,12 +359,12 @@ def _with_next_offline(described: DataFrame) -> DataFrame:
     back = F.when(_departed(F.col("next_sseq")), F.col("gap"))
     described = described.select("*", back.alias("back"), seen.alias("seen"))
     return described.select(
-        *(c for c in described.columns if c not in ("gap", "later_gap", "back", "seen")),
+        "*",
         F.col("back.sseq").alias("back_sseq"),
         F.col("back.k").alias("back_k"),
         F.col("seen.sseq").alias("seen_sseq"),
         F.col("seen.k").alias("seen_k"),
-    )
+    ).drop("gap", "later_gap", "back", "seen")
 
 
 def _first_later(column: str, window: WindowSpec) -> Column:
@@ -377,10 +381,12 @@ _RUN_ENDS = ("expiry_sseq", "back_sseq", "hold_sseq", "next_sseq", "usable_sseq"
 """The successes a run may end at (`volume_runs`)."""
 
 
-def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame:
+def volume_runs(
+    described: DataFrame, validity: float, hold: float, gauges: tuple[str, ...]
+) -> DataFrame:
     """`described_log_dirs` + each description's run: end_sseq/end_k (null: never ends), evicted,
-    held_from/held_until, released_at/released_until (null: not released by an expired hold).
-    Keeps the partitioning of `described`.
+    held_from/held_until, released_at/released_until (null: not released by an expired hold), and
+    the policy's `gauges` (its columns, by name). Keeps the partitioning of `described`.
 
     Built in steps, each value a column of its own, and the offline hold as other inputs to the
     same formulas rather than a second set of them: Spark generates one method for all the
@@ -465,7 +471,7 @@ def volume_runs(described: DataFrame, validity: float, hold: float) -> DataFrame
         "available_ratio",
         "violating",
         "factor",
-        *(c for c in described.columns if c.startswith("log_dir_")),  # a policy's gauges
+        *gauges,  # a policy's
         F.when(end < NEVER, end).alias("end_sseq"),
         F.when(end < NEVER, end_k).alias("end_k"),
         evicted,
