@@ -207,17 +207,34 @@ def is_remote(spark: SparkSession) -> bool:
 
 def default_parallelism(spark: SparkSession) -> int:
     """The cores the session's tasks run on at once (`SparkContext.defaultParallelism`). A Connect
-    session has no SparkContext: there, the slices Spark cuts a range into, which it takes from
-    the same setting (a small job, run once per session)."""
+    session has no SparkContext: there, `spark.default.parallelism` where the server's settings
+    have it (what defaultParallelism is then), else the slices Spark cuts a range into, which it
+    takes from the same setting (a small job: half a second before the run's main job starts),
+    asked once per session."""
     from pyspark.sql import functions as F
 
     if not is_remote(spark):
         return spark.sparkContext.defaultParallelism
     if spark not in _REMOTE_PARALLELISM:
-        slices = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("slice"))
-        (last,) = slices.agg(F.max("slice")).collect()
-        _REMOTE_PARALLELISM[spark] = int(last[0]) + 1
+        cores = set_parallelism(user_setting(spark, DEFAULT_PARALLELISM))
+        if cores is not None:
+            _REMOTE_PARALLELISM[spark] = cores
+        else:
+            slices = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("slice"))
+            (last,) = slices.agg(F.max("slice")).collect()
+            _REMOTE_PARALLELISM[spark] = int(last[0]) + 1
     return _REMOTE_PARALLELISM[spark]
+
+
+DEFAULT_PARALLELISM = "spark.default.parallelism"
+
+
+def set_parallelism(setting: str | None) -> int | None:
+    """`spark.default.parallelism` as set (a positive whole number), else None: not set, or a
+    value Spark would refuse (then the job asks Spark)."""
+    if setting is None or not setting.strip().isdigit():
+        return None
+    return int(setting) or None
 
 
 _REMOTE_PARALLELISM: weakref.WeakKeyDictionary[SparkSession, int] = weakref.WeakKeyDictionary()

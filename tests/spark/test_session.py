@@ -15,6 +15,7 @@ from spark.session import (
     descendants,
     local_java_options,
     runs_here,
+    set_parallelism,
     spark_session,
 )
 
@@ -35,6 +36,14 @@ def test_only_a_small_archive_runs_on_the_first_tier_jit() -> None:
 def test_a_session_for_a_small_input_starts_its_jvm_with_the_first_tier_jit(spark) -> None:
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert "-XX:TieredStopAtLevel=1" in options and LOCAL_JAVA_OPTIONS in options
+
+
+def test_a_servers_parallelism_setting_is_taken_as_set() -> None:
+    """A Connect client asks the server's `spark.default.parallelism` before it runs a job to find
+    it: a positive whole number is the answer, anything else leaves it to the job."""
+    assert set_parallelism("64") == 64 and set_parallelism(" 8 ") == 8
+    assert set_parallelism(None) is None and set_parallelism("0") is None
+    assert set_parallelism("-2") is None and set_parallelism("many") is None
 
 
 def test_the_input_is_measured_only_when_a_jvm_starts_here(spark) -> None:
