@@ -216,7 +216,7 @@ def default_parallelism(spark: SparkSession) -> int:
     if not is_remote(spark):
         return spark.sparkContext.defaultParallelism
     if spark not in _REMOTE_PARALLELISM:
-        cores = set_parallelism(user_setting(spark, DEFAULT_PARALLELISM))
+        cores = parallelism_as_set(user_setting(spark, DEFAULT_PARALLELISM))
         if cores is not None:
             _REMOTE_PARALLELISM[spark] = cores
         else:
@@ -229,7 +229,7 @@ def default_parallelism(spark: SparkSession) -> int:
 DEFAULT_PARALLELISM = "spark.default.parallelism"
 
 
-def set_parallelism(setting: str | None) -> int | None:
+def parallelism_as_set(setting: str | None) -> int | None:
     """`spark.default.parallelism` as set (a positive whole number), else None: not set, or a
     value Spark would refuse (then the job asks Spark)."""
     if setting is None or not setting.strip().isdigit():

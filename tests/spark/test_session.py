@@ -14,8 +14,8 @@ from spark.session import (
     SMALL_INPUT_BYTES,
     descendants,
     local_java_options,
+    parallelism_as_set,
     runs_here,
-    set_parallelism,
     spark_session,
 )
 
@@ -41,9 +41,9 @@ def test_a_session_for_a_small_input_starts_its_jvm_with_the_first_tier_jit(spar
 def test_a_servers_parallelism_setting_is_taken_as_set() -> None:
     """A Connect client asks the server's `spark.default.parallelism` before it runs a job to find
     it: a positive whole number is the answer, anything else leaves it to the job."""
-    assert set_parallelism("64") == 64 and set_parallelism(" 8 ") == 8
-    assert set_parallelism(None) is None and set_parallelism("0") is None
-    assert set_parallelism("-2") is None and set_parallelism("many") is None
+    assert parallelism_as_set("64") == 64 and parallelism_as_set(" 8 ") == 8
+    assert parallelism_as_set(None) is None and parallelism_as_set("0") is None
+    assert parallelism_as_set("-2") is None and parallelism_as_set("many") is None
 
 
 def test_the_input_is_measured_only_when_a_jvm_starts_here(spark) -> None:
