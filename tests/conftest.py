@@ -48,28 +48,46 @@ def pytest_unconfigure(config):
 LONGEST_FIRST = (
     "tests/spark/test_backfill_output.py",
     "tests/system/test_producers_scenario.py",
-    "tests/enforcer/test_entity_minimum_kafka.py",
     "tests/docs/test_examples_live.py",
     "tests/spark/test_spark_submit.py",
     "tests/system/test_demo_kafka.py",
     "tests/spark/test_class_archive.py",
     "tests/spark/test_spark_connect.py",
     "tests/system/test_backfill_live_exporter.py",
-    "tests/system/test_failsafe_loop.py",
     "tests/spark/test_scaling_model.py",
-    "tests/enforcer/test_restore_protocol.py",
     "tests/spark/test_equivalence.py",
     "tests/system/test_enforcer_cut_off.py",
-    "tests/system/test_e2e_loop.py",
     "tests/kvq/model/test_slowdown_study.py",
 )
 """Modules that take a minute or more (their tests' durations summed): they start first, longest
 first, so that under `make test`'s two workers (one module at a time each) the last minutes are
 short modules on both workers, not one long module alone."""
 
+PACED_ORDER = (
+    "tests/enforcer/test_restore_protocol.py",
+    "tests/system/test_failsafe_loop.py",
+    "tests/system/test_e2e_loop.py",
+    "tests/enforcer/test_observed_rate_lookback.py",
+    "tests/system/test_rules_live_exporter.py",
+    "tests/system/test_grafana_dashboard.py",
+    "tests/system/test_rules_prometheus.py",
+    "tests/system/test_graceful_slowdown_loop.py",
+    "tests/devcluster/test_alter_faults.py",
+    "tests/enforcer/test_entity_minimum_kafka.py",
+    "tests/enforcer/test_observed_rates_kafka.py",
+    "tests/enforcer/test_acting_role.py",
+    "tests/enforcer/test_kafka_store_crashes.py",
+    "tests/system/test_enforcer_replicas.py",
+    "tests/devkit/test_java_producer.py",
+)
+"""The `paced` modules in the order `make test`'s paced lane takes them: those on devcluster and
+Prometheus first, those on real Kafka (their brokers and producers) once the workers' first,
+heaviest modules are done, which include the producers demo on real Kafka: beside it they took
+CPU its producers' rates needed."""
+
 
 def pytest_collection_modifyitems(items):
-    order = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
+    order = {path: rank for rank, path in enumerate((*LONGEST_FIRST, *PACED_ORDER))}
     items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], len(order)))  # stable
 
 
