@@ -147,7 +147,9 @@ def test_shipped_configuration_runs_against_a_cluster(devcluster, tmp_path, sour
     cluster; the enforcer throttles the quotas a Strimzi cluster typically holds on a firing
     alert (excluded principals untouched), restores them byte for byte on the resolved one, and
     stops cleanly on SIGTERM, as Kubernetes stops a pod."""
-    dc = devcluster(brokers=1, log_dirs_per_broker=1)
+    # A volume of its own size (1 TiB, nearly all free), not the host's disk, whose free share
+    # may be below the configurations' limit (5 %): the exporter must see a healthy broker.
+    dc = devcluster(brokers=1, log_dirs_per_broker=1, capacity_bytes=1 << 40)
     # devcluster has no transactions nor consumer groups: the state in Kafka that the chart and
     # the Strimzi overlay turn on runs on real Kafka (tests/system/test_enforcer_acls.py,
     # test_enforcer_replicas.py); here the enforcer keeps it in its journal
