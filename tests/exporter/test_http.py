@@ -27,7 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def cluster(tmp_path):
-    with DevCluster(brokers=2, log_dirs_per_broker=2, data_dir=tmp_path / "data") as dc:
+    # a volume of its own size (1 TiB, nearly all free), not the host disk: a healthy cluster
+    with DevCluster(
+        brokers=2, log_dirs_per_broker=2, data_dir=tmp_path / "data", capacity_bytes=1 << 40
+    ) as dc:
         yield dc
 
 

@@ -22,7 +22,10 @@ POLLS = re.compile(r"^kafka_volume_quota_poll_duration_seconds_count\{[^}]*\} (\
 
 @pytest.fixture
 def cluster(tmp_path):
-    with DevCluster(brokers=2, log_dirs_per_broker=2, data_dir=tmp_path / "data") as dc:
+    # a volume of its own size (1 TiB, nearly all free), not the host disk: a healthy cluster
+    with DevCluster(
+        brokers=2, log_dirs_per_broker=2, data_dir=tmp_path / "data", capacity_bytes=1 << 40
+    ) as dc:
         yield dc
 
 
