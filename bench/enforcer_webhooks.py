@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from devcluster.cluster import DevCluster
     from devkit.alertmanager import throttle_webhook
-    from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+    from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 
     with (
         tempfile.TemporaryDirectory() as work,
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
             "kvq.cluster.name=bench\n"
             f"kvq.enforcer.auth.bearer.token.file={work_dir / 'token'}\n"
         )
-        port = free_port()
+        port = server_port()
         url = f"http://127.0.0.1:{port}"
         argv = [
             sys.executable, "-m", "enforcer.cli", "--config", str(config),

@@ -31,8 +31,8 @@ from devkit.alertmanager import (
 from devkit.loop_settings import LoopSettings, demo, iso_duration, prometheus_duration
 from devkit.processes import (
     ManagedProcess,
-    free_port,
     http_ok,
+    server_port,
     start_dying_with_parent,
     wait_until,
 )
@@ -99,8 +99,8 @@ class DemoStack:
         self.jmx_exporter = jmx_exporter
         """Real Kafka: the JMX exporter agent in every broker, scraped by Prometheus (job kafka):
         the per-quota-entity rates of the enforcer's observed-rate references."""
-        self.prometheus_port = free_port()
-        self.exporter_port = free_port()
+        self.prometheus_port = server_port()
+        self.exporter_port = server_port()
         self.enforcer_prometheus = enforcer_prometheus
         """Set kvq.enforcer.prometheus.url to this stack's Prometheus."""
         self.token = secrets.token_urlsafe(24)
@@ -245,7 +245,7 @@ class DemoStack:
 
     def start_enforcer(self) -> None:
         """Start the enforcer (again on the same port when it was started before)."""
-        self.enforcer_port = getattr(self, "enforcer_port", None) or free_port()
+        self.enforcer_port = getattr(self, "enforcer_port", None) or server_port()
         self.enforcer_address = self._start_app("enforcer", self.enforcer_port, "/healthz")
         self.enforcer_url = f"http://{self.enforcer_address}"
 

@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 BINARY = "prometheus-alertmanager"
@@ -91,7 +91,7 @@ class Alertmanager:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.work_dir / "alertmanager.yml"
         self.config_path.write_text(config)
-        self.port = port or free_port()
+        self.port = port or server_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = ManagedProcess(
             [
@@ -209,7 +209,7 @@ class WebhookRecorder:
             def log_message(self, *_args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/webhook"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

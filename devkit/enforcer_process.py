@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from devkit.kafka_cluster import kafka_admin_settings
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 
 TOKEN = "bench-token"
 """The bearer token its webhook takes."""
@@ -69,7 +69,7 @@ def running_enforcer(
     produce base of 10 MB/s; yields it once it answers /healthz, stops it on exit. `code`:
     run the enforcer of that checkout instead of this one."""
     config = write_config(admin_properties, work_dir, cluster, settings)
-    port = free_port()
+    port = server_port()
     url = f"http://127.0.0.1:{port}"
     argv = [
         sys.executable, "-m", "enforcer.cli", "--config", str(config),

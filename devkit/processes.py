@@ -27,17 +27,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def server_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
     """A TCP port free on `host` now and below the kernel's ephemeral range, for a server that
-    binds it seconds later or binds it again after a restart. `free_port` hands out an ephemeral
-    port, which any outgoing connection (of the cluster's own nodes, say) may take meanwhile."""
+    binds it seconds later or binds it again after a restart. What the kernel hands out for port 0
+    is ephemeral: any outgoing connection may take it meanwhile."""
     low = ephemeral_port_floor()
     for _ in range(1000):
         port = random.randrange(max(1024, low - 12000), low)

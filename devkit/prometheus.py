@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -166,7 +166,7 @@ def run_prometheus(
     config = write_config(
         tmp_dir / "prometheus.yml", targets, rule_files, interval, alertmanager_url
     )
-    port = port or free_port()
+    port = port or server_port()
     argv = [
         PROMETHEUS,
         f"--config.file={config}",

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from devkit import kubeconform, kubernetes_manifests
-from devkit.processes import free_port, managed, wait_until
+from devkit.processes import managed, server_port, wait_until
 from tests.deploy.rendering import (
     CHART,
     CLIS,
@@ -512,7 +512,7 @@ def test_the_web_config_secret_serves_tls_and_basic_auth_and_the_probes_pass(
     (web_file,) = arguments(spec, "--web.config.file")
     args[args.index(web_file)] = str(root / web_file.lstrip("/"))
     args[args.index("--config") + 1] = str(main)
-    port = free_port()
+    port = server_port()
     args[args.index("--web.listen-address") + 1] = f"127.0.0.1:{port}"
     argv = [sys.executable, "-m", CLIS["kvq-exporter"], *args]
     with managed(argv, tmp_path / "exporter.log", cwd=ROOT) as process:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from devkit import kubeconform, kubernetes_manifests
-from devkit.processes import free_port, http_ok, managed, wait_until
+from devkit.processes import http_ok, managed, server_port, wait_until
 from devkit.prometheus import PROMTOOL
 from enforcer.settings import EnforcerSettings
 from exporter.settings import ExporterSettings
@@ -360,7 +360,7 @@ def test_each_container_command_serves_its_probes_and_metrics(devcluster, tmp_pa
             args[args.index("--journal") + 1] = str(tmp_path / "journal.sqlite3")
         if "--state-store" in args:  # devcluster has no transactions: the enforcer's own store
             args[args.index("--state-store") + 1] = "local"
-        port = free_port()
+        port = server_port()
         args[args.index("--web.listen-address") + 1] = f"127.0.0.1:{port}"
         argv = [sys.executable, "-m", CLIS[container["command"][0]], *args]
         paths = {

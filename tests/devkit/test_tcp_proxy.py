@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devkit.processes import free_port, wait_until
+from devkit.processes import server_port, wait_until
 from devkit.tcp_proxy import RESET, TcpProxy
 
 ALTER_CLIENT_QUOTAS = 49
@@ -49,7 +49,7 @@ class Sink:
 @pytest.fixture
 def proxied() -> Iterator[tuple[TcpProxy, Sink]]:
     sink = Sink()
-    with TcpProxy({free_port(): sink.port}) as proxy:
+    with TcpProxy({server_port(): sink.port}) as proxy:
         yield proxy, sink
     sink.server.close()
 

@@ -28,7 +28,13 @@ from devcluster.quota_store import Alteration, Op
 from devkit import kubernetes_manifests
 from devkit.alertmanager import THROTTLE_ALERT, Alertmanager, throttle_webhook
 from devkit.archive_generator import DEFAULT_START, ArchivePlan, generate
-from devkit.processes import ManagedProcess, free_port, http_ok, start_dying_with_parent, wait_until
+from devkit.processes import (
+    ManagedProcess,
+    http_ok,
+    server_port,
+    start_dying_with_parent,
+    wait_until,
+)
 from devkit.prometheus import PROMETHEUS, PROMTOOL
 from enforcer import cli as enforcer_cli
 from kvq.kafka.quota_entity import ORIGINALS_USER
@@ -117,7 +123,7 @@ class EnforcerFromFile:
     """`kvq-enforcer --config kvq.properties --listen 127.0.0.1:PORT` in `cwd`; always stopped."""
 
     def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+        self.port = server_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "enforcer.cli", "--config", "kvq.properties"]
         argv += ["--listen", f"127.0.0.1:{self.port}"]
@@ -358,7 +364,7 @@ def test_the_backfill_how_to(tmp_path) -> None:
     result = run(localize(copy, tmp_path / "root"), tmp_path)
     assert result.returncode == 0, result.stderr
     assert block_names(storage) == first
-    port = free_port()
+    port = server_port()
     (tmp_path / "prometheus.yml").write_text("scrape_configs: []\n")
     argv = [
         PROMETHEUS,

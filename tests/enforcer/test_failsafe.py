@@ -7,7 +7,7 @@ import pytest
 from devkit.alertmanager import throttle_webhook
 from devkit.fake_exporter import FakeExporter
 from devkit.memory_quotas import InMemoryQuotas
-from devkit.processes import free_port
+from devkit.processes import server_port
 from enforcer.applier import Applier
 from enforcer.enforcer import Enforcer
 from enforcer.failsafe import STAND_DOWN_AFTERS, ExporterFactor, FailSafe
@@ -186,5 +186,5 @@ def test_the_exporters_lowest_factor_of_the_cluster_is_read():
 def test_an_exporter_that_does_not_answer_is_skipped():
     with FakeExporter(cluster="c1") as one:
         one.set_available(1, "/data/a", 10)
-        urls = {"c1": [f"http://127.0.0.1:{free_port()}/metrics", f"http://{one.target}/metrics"]}
+        urls = {"c1": [f"http://127.0.0.1:{server_port()}/metrics", f"http://{one.target}/metrics"]}
         assert ExporterFactor(urls, timeout_s=2).current(C1) == 0.0

@@ -10,7 +10,7 @@ import sys
 import pytest
 import requests
 
-from devkit.processes import ManagedProcess, free_port, wait_until
+from devkit.processes import ManagedProcess, server_port, wait_until
 from devkit.tls_certificates import make_pki
 from devkit.web_clients import held_connections, write_web_config
 from tests.enforcer.test_integration import (
@@ -64,7 +64,7 @@ def test_tls_and_basic_auth_from_the_web_config_and_the_token_for_the_webhook(tm
     pki = make_pki(tmp_path / "pki")
     web = write_web_config(tmp_path / "web.yml", pki, prometheus="scrape")
     e = Enforcer(tmp_path, dc)
-    port = free_port()
+    port = server_port()
     argv = [sys.executable, "-m", "enforcer.cli", "--config", str(e.config)]
     argv += ["--listen", f"127.0.0.1:{port}", "--journal", str(e.journal)]
     process = ManagedProcess([*argv, "--web.config.file", str(web)], tmp_path / "e.log", cwd=REPO)

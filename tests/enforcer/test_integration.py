@@ -32,7 +32,7 @@ from devkit.kafka_cluster import (
     kafka_admin_settings,
     strimzi_quota_callback,
 )
-from devkit.processes import ManagedProcess, free_port, wait_until
+from devkit.processes import ManagedProcess, server_port, wait_until
 from devkit.producer_load import LoadProducer
 from devkit.strimzi_operators import ClusterOperator, UserOperator, UserQuotas
 from enforcer.quota_plan import UNLIMITED
@@ -110,7 +110,7 @@ class Enforcer:
         self.starts = 0
 
     def start(self) -> Enforcer:
-        self.port = free_port()
+        self.port = server_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.starts += 1
         argv = [sys.executable, "-m", "enforcer.cli", "--config", str(self.config)]

@@ -17,7 +17,7 @@ import responses
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from responses import matchers
 
-from devkit.processes import free_port, wait_until
+from devkit.processes import server_port, wait_until
 from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
@@ -327,7 +327,7 @@ def carols_sensor_scraped(tmp_path) -> Iterator[tuple[Gauge, Prometheus]]:
     )
     sensor = gauge.labels(resource="Produce", user="carol")
     sensor.set(BEFORE)
-    port = free_port()
+    port = server_port()
     server, thread = start_http_server(port, "127.0.0.1", registry)
     try:
         with run_prometheus(

@@ -8,7 +8,7 @@ import pytest
 
 from devcluster.produce_quotas import ProduceQuotas
 from devkit.memory_quotas import InMemoryQuotas
-from devkit.processes import free_port
+from devkit.processes import server_port
 from devkit.prometheus import run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
@@ -194,7 +194,7 @@ def test_no_observation_keeps_the_original_and_says_so_once(tmp_path, caplog):
         assert empty.references("c1", POLICY, ORIGINALS) == {}
     assert [r.message for r in caplog.records if "no observed produce rates" in r.message]
     caplog.clear()
-    unreachable = ObservedRates(PrometheusFactor(f"http://127.0.0.1:{free_port()}", timeout_s=1))
+    unreachable = ObservedRates(PrometheusFactor(f"http://127.0.0.1:{server_port()}", timeout_s=1))
     journal = Journal(tmp_path / "journal.sqlite3")
     try:
         apply_step(applier_with(kafka, journal, unreachable), 0.5)

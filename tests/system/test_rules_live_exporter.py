@@ -16,7 +16,7 @@ import pytest
 from devcluster.control_client import ControlClient
 from devkit import grafana
 from devkit.fake_exporter import FakeExporter, metric_families
-from devkit.processes import ManagedProcess, free_port, http_ok, wait_until
+from devkit.processes import ManagedProcess, http_ok, server_port, wait_until
 from devkit.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def exporter(tmp_path: Path, devcluster):
             }
             config = tmp_path / "kvq.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-            port = free_port()
+            port = server_port()
             binary = shutil.which("kvq-exporter", path=str(Path(sys.executable).parent))
             assert binary, "kvq-exporter console script missing: pip install -e '.[test]'"
             argv = [binary, "--config", str(config), "--listen", f"127.0.0.1:{port}"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from devkit.alertmanager import throttle_webhook
-from devkit.processes import ManagedProcess, free_port, wait_until
+from devkit.processes import ManagedProcess, server_port, wait_until
 
 P = "client.quota.callback.static."
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_the_exporter_at_debug_logs_its_sasl_connection_but_never_the_password(t
 def test_the_enforcer_at_debug_never_logs_a_password_token_or_url_credentials(tmp_path, dc):
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    dead_prometheus = f"http://kvq:{PROMETHEUS_PASSWORD}@127.0.0.1:{free_port()}"
+    dead_prometheus = f"http://kvq:{PROMETHEUS_PASSWORD}@127.0.0.1:{server_port()}"
     config = tmp_path / "enforcer.properties"
     config.write_text(
         sasl_properties(
@@ -89,7 +89,7 @@ def test_the_enforcer_at_debug_never_logs_a_password_token_or_url_credentials(tm
             },
         )
     )
-    port = free_port()
+    port = server_port()
     argv = [sys.executable, "-m", "enforcer.cli", "--config", str(config), "--log.level", "debug"]
     argv += ["--listen", f"127.0.0.1:{port}", "--journal", str(tmp_path / "journal.sqlite3")]
     with ManagedProcess(argv, tmp_path / "enforcer.log", cwd=REPO) as process:
@@ -134,7 +134,7 @@ def test_the_backfill_never_prints_its_prometheus_url_credentials(tmp_path):
     assert bad.returncode == 2 and "ftp://kvq:********@prometheus:9090" in bad.stderr
     assert_no_secret(bad.stdout + bad.stderr)
 
-    dead = f"http://kvq:{PROMETHEUS_PASSWORD}@127.0.0.1:{free_port()}"
+    dead = f"http://kvq:{PROMETHEUS_PASSWORD}@127.0.0.1:{server_port()}"
     with pytest.raises(PrometheusError) as caught:
         covered_times(dead, "up", 0, 60, 15)
     assert "cannot reach Prometheus at http://kvq:********@127.0.0.1:" in str(caught.value)

@@ -35,7 +35,7 @@ from kafka.admin import (
 )
 
 from devkit.kafka_cluster import DEFAULT_USERS, SCRAM_MECHANISM, KafkaCluster, ServerTls
-from devkit.processes import ManagedProcess, free_port, wait_until
+from devkit.processes import ManagedProcess, server_port, wait_until
 from devkit.tls_certificates import (
     CertificateAuthority,
     Issued,
@@ -246,7 +246,7 @@ class Exporter:
         }
         config = tmp_path / f"exporter-{time.monotonic_ns()}.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-        self.port = free_port()
+        self.port = server_port()
         argv = [sys.executable, "-m", "exporter.cli", "--config", str(config)]
         self.process = ManagedProcess(
             [*argv, "--listen", f"127.0.0.1:{self.port}"],
