@@ -93,16 +93,18 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture
 def devcluster(tmp_path_factory) -> Iterator[Callable[..., DevCluster]]:
-    """Factory: ``devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=None, **more)``
+    """Factory: ``devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=1 TiB, **more)``
     returns a started DevCluster on free loopback ports with its data in a fresh tmp dir; every
     cluster it started is stopped at teardown, even when the test fails. ``**more`` goes to
-    DevCluster as is (e.g. ``cluster_id=...``)."""
+    DevCluster as is (e.g. ``cluster_id=...``). Its log dirs have a virtual capacity of their own,
+    so that a nearly full disk on the test machine does not throttle them; ``capacity_bytes=None``
+    reports the host's disk as Kafka would."""
     started: list[DevCluster] = []
 
     def start(
         brokers: int = 3,
         log_dirs_per_broker: int = 2,
-        capacity_bytes: int | None = None,
+        capacity_bytes: int | None = 1 << 40,
         **more,
     ) -> DevCluster:
         cluster = DevCluster(

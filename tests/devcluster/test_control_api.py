@@ -13,7 +13,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def dc(devcluster):
-    return devcluster(brokers=2, log_dirs_per_broker=2)
+    # the host's disk: `clear` goes back to it
+    return devcluster(brokers=2, log_dirs_per_broker=2, capacity_bytes=None)
 
 
 @pytest.fixture

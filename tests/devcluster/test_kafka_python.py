@@ -16,7 +16,7 @@ CAPACITY = 50_000_000
 
 @pytest.fixture
 def dc(devcluster):
-    return devcluster(brokers=3, log_dirs_per_broker=2)
+    return devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=None)  # the host's disk
 
 
 def log_dirs_of(admin, broker_id, version=4, topics=()):
