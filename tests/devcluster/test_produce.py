@@ -209,7 +209,7 @@ def test_a_full_log_dir_fails_with_storage_error_and_goes_offline(devcluster):
 
 
 def test_a_real_full_disk_loses_nothing_written_before(devcluster, mount_tmpfs):
-    dc = devcluster(brokers=1, log_dirs_per_broker=1)
+    dc = devcluster(brokers=1, log_dirs_per_broker=1, capacity_bytes=None)
     mount_tmpfs(dc.log_dir_path(0, 0), size="1m")
     create(dc, ck.NewTopic("tmpfs", 1, 1))
     producer = LoadProducer(dc.bootstrap, retries=0, **{"batch.size": 50_000})

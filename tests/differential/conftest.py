@@ -38,8 +38,12 @@ def backend(request, devcluster) -> Backend:
         return Backend(
             "kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids, parse(version)
         )
-    dc = devcluster(
-        brokers=3, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS), kafka_version=version
+    dc = devcluster(  # its disks as Kafka's: the host's (capacity_bytes=None)
+        brokers=3,
+        log_dirs_per_broker=2,
+        capacity_bytes=None,
+        sasl_users=dict(DEFAULT_USERS),
+        kafka_version=version,
     )
     return Backend(
         "devcluster", dc.bootstrap, dc.sasl_bootstrap, sorted(dc.broker_ports), parse(version)

@@ -42,7 +42,9 @@ def backend(request, devcluster, mount_tmpfs) -> Backend:
     if request.param == "kafka":
         kafka = request.getfixturevalue("kafka_tiny_disks")
         return Backend("kafka", kafka.bootstrap, kafka.sasl_bootstrap, kafka.node_ids)
-    dc = devcluster(brokers=1, log_dirs_per_broker=2, sasl_users=dict(DEFAULT_USERS))
+    dc = devcluster(
+        brokers=1, log_dirs_per_broker=2, capacity_bytes=None, sasl_users=dict(DEFAULT_USERS)
+    )
     for index in range(2):
         mount_tmpfs(dc.log_dir_path(0, index), size=str(LOG_DIR_BYTES))
     return Backend("devcluster", dc.bootstrap, dc.sasl_bootstrap, [0])

@@ -90,7 +90,8 @@ def test_a_streaming_producer_gets_about_the_quota_over_the_window(backend, admi
     until the rate over the window (10 s + the current sample's age, under 11 s) is back at Q.
     So what is acknowledged lies between 10 x Q (less the request overhead: 1 kB values in
     batches, a few %) and 11 x Q plus what was in flight at the first throttle (the producer's
-    64 kB buffer)."""
+    64 kB buffer) and at most as much again in requests the broker read before it muted the
+    connection (real Kafka under a loaded machine acknowledged 11 x Q + 82 kB once)."""
     quota = 100_000
     client = unique("stream")
     set_quota_seen_by(admin, leader, (("user", "alice"), ("client-id", client)), {PRODUCER: quota})
@@ -108,7 +109,7 @@ def test_a_streaming_producer_gets_about_the_quota_over_the_window(backend, admi
         acked = producer.log.acked_bytes()
     finally:
         producer.close()
-    assert 0.95 * 10 * quota <= acked <= 11 * quota + 64 * 1024, acked
+    assert 0.95 * 10 * quota <= acked <= 11 * quota + 2 * 64 * 1024, acked
     assert producer.log.throttles and all(at > start for at, _ in producer.log.throttles)
     assert not producer.log.errors
 

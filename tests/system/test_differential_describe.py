@@ -46,7 +46,7 @@ def backend(request, devcluster, mount_tmpfs) -> Backend:
     if request.param == "kafka":
         kafka = request.getfixturevalue("shared_kafka")
         return Backend("kafka", kafka.admin_properties, kafka.log_dirs(0), kafka.log_dir_bytes)
-    dc = devcluster(brokers=3, log_dirs_per_broker=2, sasl_users=DEFAULT_USERS)
+    dc = devcluster(brokers=3, log_dirs_per_broker=2, capacity_bytes=None, sasl_users=DEFAULT_USERS)
     log_dirs = (dc.log_dir_path(0, 0), dc.log_dir_path(0, 1))
     for path in log_dirs:
         mount_tmpfs(path, size=str(SHARED_KAFKA_LOG_DIR_BYTES))
