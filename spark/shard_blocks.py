@@ -81,7 +81,7 @@ log=$(mktemp) answers=$(mktemp)  # not in the staging folder: a complaint that i
 # The run that started this task removes $staging/.run when it is stopped: a Connect server's JVM
 # outlives the run, and a task whose input was all written does not notice it was cancelled.
 # Looked at every second; this task stops when it is gone.
-( trap 'kill "$nap" 2>/dev/null; wait "$nap"; exit 0' TERM
+( trap 'kill "$nap" 2>/dev/null; wait "$nap" 2>/dev/null; exit 0' TERM
   while [ -e "$staging/.run" ]; do sleep 1 & nap=$!; wait "$nap"; done
   kill -TERM "$$" 2>/dev/null ) & watcher=$!
 # A refusal in one answer line: $1 (what failed, or "" when the log says it) and the log.

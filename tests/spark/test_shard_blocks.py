@@ -49,6 +49,9 @@ def run_script(staging: Path, lines: list[str], promtool: str = "promtool") -> l
         check=True,
         timeout=120,
     )
+    # Nothing on its error output, which a driver's own script shares with the user's terminal
+    # (dash once printed "Terminated" there as the script stopped its watcher).
+    assert done.stderr == ""
     return done.stdout.splitlines()
 
 
