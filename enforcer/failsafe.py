@@ -116,6 +116,8 @@ class AlertPath:
     back_since: float | None = None
     """First heartbeat after a silence (the stand-down runs from it)."""
     polled_at: float = -math.inf
+    answered: bool = False
+    """A read finished since the silence began (until then /healthz says it is reading)."""
     factor: float | None = None
     """The factor last read (None: no source answered, or not in fail-safe)."""
     source: str | None = None
@@ -176,12 +178,13 @@ class FailSafe:
         path, now = self.paths[cluster], self._clock()
         if not path.silent and now - path.heard_at > self.after_s:
             path.silent, path.back_since, path.polled_at = True, None, -math.inf
+            path.answered = False
             log.warning(
                 "cluster %s: FAIL-SAFE: no heartbeat alert for %.0f s (Prometheus, the rules or "
                 "Alertmanager down, or the route lost); reading the throttle factor from %s",
                 cluster,
                 now - path.heard_at,
-                " or ".join(s.name for s in self.sources) or "nowhere (no source configured)",
+                self._source_names(),
             )
             self.metrics.failsafe_active.labels(cluster).set(1)
         if path.silent:
@@ -200,6 +203,7 @@ class FailSafe:
         first = path.polled_at == -math.inf
         path.polled_at = now
         factor, source = self._read(self.clusters[cluster])
+        path.answered = True
         if factor is None:
             if first or path.source is not None:
                 log.error(
@@ -227,6 +231,9 @@ class FailSafe:
         self.alerts.update_group(group_key(cluster), next_state)
         return before != wanted
 
+    def _source_names(self) -> str:
+        return " or ".join(s.name for s in self.sources) or "nowhere (no source configured)"
+
     def _read(self, cluster: ClusterIdentity) -> tuple[float | None, str | None]:
         for source in self.sources:
             factor = source.current(cluster)
@@ -248,11 +255,12 @@ class FailSafe:
             if not path.silent:
                 continue
             silent_s = self._clock() - path.heard_at
-            acting = (
-                f"acting on factor {path.factor} from {path.source}"
-                if path.source is not None
-                else "no source answers with the throttle factor"
-            )
+            if not path.answered:  # the first read is under way (a source may take seconds)
+                acting = f"reading the throttle factor from {self._source_names()}"
+            elif path.source is not None:
+                acting = f"acting on factor {path.factor} from {path.source}"
+            else:
+                acting = "no source answers with the throttle factor"
             out.append(
                 f"cluster {cluster}: fail-safe: no heartbeat alert for {silent_s:.0f} s; {acting}"
             )

@@ -172,6 +172,25 @@ def test_no_source_answering_keeps_what_is_applied_and_says_so(world):
     assert "no source answers with the throttle factor" in enforcer.health()["problems"][0]
 
 
+def test_while_the_first_read_is_under_way_health_says_it_is_reading(world):
+    clock, source, kafka, start = world
+    enforcer = start()
+    seen: list[str] = []
+
+    class Slow(Source):
+        def current(self, cluster: ClusterIdentity) -> float | None:
+            seen.extend(enforcer.health()["problems"])  # /healthz asked mid-read
+            return 0.5
+
+    enforcer.failsafe.sources = [Slow()]
+    silent_past_after(enforcer, clock, source, 0.5)
+    assert seen == [
+        "cluster c1: fail-safe: no heartbeat alert for 31 s; reading the throttle "
+        "factor from the test's source"
+    ]
+    assert "acting on factor 0.5 from the test's source" in enforcer.health()["problems"][0]
+
+
 def test_the_exporters_lowest_factor_of_the_cluster_is_read():
     with FakeExporter(cluster="c1") as one, FakeExporter(cluster="c1") as two:
         one.set_available(1, "/data/a", 10**9)
