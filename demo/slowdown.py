@@ -18,14 +18,14 @@ WARM_UP_SECONDS with a retention of a second (the volume holds next to none of i
 sensors and the enforcer's references see the load at its steady rate), then the scenario starts:
 every topic's retention is raised to RETENTION_SECONDS, the load goes on until the first slowdown
 (Kafka's quotas first changed by the enforcer), EPISODE_SECONDS more, then broker 0's volume is
-grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest headroom on
-any volume, the bytes acknowledged during the episode (first slowdown -> space freed) against the
-most any policy could have acknowledged then without crossing the limit (`Outcome.bound`), the
-longest time any producer went without an acknowledgement then, and the time from space freed until
-every producer is back at its rate. Once every run completed, the tables and two pictures
-(demo/pictures.py: broker 0's available bytes under each policy, each producer's acknowledged rate)
-are written to docs/results/slowdown.md (devkit/results_page.py; `python -m bench.slowdown` is
-this).
+grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest available bytes
+on any volume (against the limit), the bytes acknowledged during the episode (first slowdown ->
+space freed) against the most any policy could have acknowledged then without crossing the limit
+(`Outcome.bound`), the longest time any producer went without an acknowledgement then, and the
+time from space freed until every producer is back at its rate. Once every run completed, the
+tables and two pictures (demo/pictures.py: broker 0's available bytes under each policy, each
+producer's acknowledged rate) are written to docs/results/slowdown.md (devkit/results_page.py;
+`python -m bench.slowdown` is this).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from demo.producers import (
 from demo.scenario import Timeline
 from demo.stack import DemoStack
 from demo.versus import SETUP as VERSUS
-from demo.versus import quota_members, recovered_by_kind
+from demo.versus import limit_distance, quota_members, recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import iso_duration, recommended
@@ -509,7 +509,8 @@ def table(outcome: Outcome) -> str:
     any_policy, this_run, ratio = outcome.bound()
     acked = outcome.episode_bytes
     rows = [
-        f"  {'lowest headroom on any volume':52} {lowest:,} bytes (broker {volume[0]})",
+        f"  {'lowest available bytes on any volume':52} {lowest:,} (broker {volume[0]}: "
+        f"{limit_distance(lowest, run.limit)})",
         f"  {'bytes acknowledged, first slowdown -> space freed':52} {acked:,}",
         f"  {'  most any policy could without crossing the limit':52} {any_policy:,.0f} "
         f"({acked / any_policy:.0%} of it; {ratio:.2f} disk bytes on broker 0 per acked byte)",
@@ -622,6 +623,13 @@ def main(argv: list[str] | None = None) -> int:
 
 OWN_QUOTA_EVERY = 3
 """One user in this many has a quota of its own (the others: the default user's)."""
+MANY_PRINCIPALS_RATE = 290_000.0
+"""What the `--principals` producers offer together (value bytes/s): about what the scenario's six
+get acknowledged under their own quotas (alice's, bob's and dave's bind: 288 kB/s in
+docs/results/slowdown.md), so that broker 0 fills as fast as in the scenario, its headroom lasts
+about 50 s at the start (HORIZON) and retention holds it at its limit at about the same factor.
+None of the many producers' own quotas bind: offering the six's 450 kB/s, they filled broker 0
+1.6 times as fast, from a headroom of 27 s, under half the horizon and two loops' response time."""
 MOST_PRINCIPALS = 200
 """One Python process drives every librdkafka producer (a thread each) on this 2-core machine."""
 
@@ -661,8 +669,9 @@ PARSER.add_argument(
     "--principals",
     type=int,
     metavar="N",
-    help=f"N producers instead of {SETUP.producers}, together offering the same "
-    f"{SETUP.rate / 1000:.0f} kB/s: the scenario's {SETUP.producers} and N - {SETUP.producers} "
+    help=f"N producers instead of {SETUP.producers}, together offering "
+    f"{MANY_PRINCIPALS_RATE / 1000:.0f} kB/s (what the scenario's {SETUP.producers} get through "
+    f"their own quotas): the scenario's {SETUP.producers} and N - {SETUP.producers} "
     "more librdkafka producers, two per user, one user in three with a quota of its own, the "
     "others under the standing default-user quota (e.g. 40)",
 )
@@ -706,7 +715,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def many_principals(count: int) -> Setup:
-    """The scenario with `count` producers offering its rate together: its own six, and more
+    """The scenario with `count` producers offering together what its six get through their own
+    quotas (MANY_PRINCIPALS_RATE): its own six, and more
     librdkafka producers two per user (pNN), each with a client-id of its own and alternately
     on the two topics; every OWN_QUOTA_EVERYth user has a quota of its own (far above what it
     offers: its own quota entity and reference), the others fall under the standing default-user
@@ -726,7 +736,7 @@ def many_principals(count: int) -> Setup:
         librdkafka=SETUP.librdkafka + producers,
         users={**SETUP.users, **{user: f"{user}-secret" for user in users}},
         quotas={**SETUP.quotas, **own},
-        producer_rate=SETUP.rate / count,
+        producer_rate=MANY_PRINCIPALS_RATE / count,
     )
 
 

@@ -133,6 +133,13 @@ class BareKafka:
         self._quota_client.close()
 
 
+def limit_distance(available: int, limit: float) -> str:
+    """How far `available` bytes are above the limit, or PAST it (the goal: never)."""
+    if available >= limit:
+        return f"{(available - limit) / 1e6:.1f} MB above the limit"
+    return f"{(limit - available) / 1e6:.1f} MB PAST the limit"
+
+
 def setup_of(guard: str) -> Setup:
     """The load and Kafka's quotas (the same for every guard but kvq-no-default)."""
     return NO_DEFAULT_SETUP if guard == "kvq-no-default" else SETUP
@@ -406,7 +413,10 @@ def table(outcome: Outcome) -> str:
         rows.append("  per producer, s after the crossing: first throttle reported / held")
         for label, throttled_at, held_at in producer_reactions(outcome):
             rows.append(f"    {label:40} {throttled_at:>18} / {held_at}")
-    line("lowest headroom on any volume", f"{lowest:,} bytes (broker {volume[0]})")
+    line(
+        "lowest available bytes on any volume",
+        f"{lowest:,} (broker {volume[0]}: {limit_distance(lowest, run.limit)})",
+    )
     line("produce requests failed with a storage error", str(outcome.storage_errors))
     line("log dirs offline / brokers halted", f"{outcome.offline} / {outcome.halted}")
     line("bytes acknowledged (whole run)", f"{outcome.acked:,}")
