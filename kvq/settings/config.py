@@ -266,7 +266,7 @@ SHARED_KVQ_SETTINGS = (
         "(false), each answer carries the totals only and the policy reads the net fill rate. "
         "The answers grow with the replicas per broker. Off by default: in the model it rides "
         "at 85 % of the bound, on real Kafka it has so far measured below the totals "
-        "(docs/policies.md).",
+        "(docs/policy-study.md).",
     ),
 )
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""

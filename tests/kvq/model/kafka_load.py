@@ -36,7 +36,7 @@ then 100-450 kB/s). What makes the bursts, as modelled here:
 Bytes are wire bytes (value bytes x WIRE_PER_VALUE, Kafka's record overhead as the real runs
 measured it); broker 0's log dir gets every byte of the load.
 
-Against the real runs (docs/policies.md, "On Kafka's quotas: the model with bursts"): it
+Against the real runs (docs/policy-study.md, "On Kafka's quotas: the model with bursts"): it
 reproduces the shipped policy (a few points low) and B as merged (its share, its long stalls);
 for designs that hold the factor longer (B over windows of intervals, B paced) it wrote 10-12
 points less than real Kafka and kept more headroom, mostly at factors near 0.3, where the

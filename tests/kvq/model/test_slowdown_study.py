@@ -7,7 +7,7 @@ scenario's eight replicas on broker 0 (four topics, two partitions each), each r
 segments at its own phase. Per policy: the share of the bound (`demo.slowdown.at_the_limit`: the
 room above the limit refilled at the rate retention frees it) written over the 150 s episode and
 over 600 s, the lowest headroom, the swing of the factor, and the lowest headroom under a 10x load
-step. `python -m tests.kvq.model.test_slowdown_study` prints the table (docs/policies.md has it).
+step. `python -m tests.kvq.model.test_slowdown_study` prints the table (docs/policy-study.md has it).
 
 The variants live here only. Variant B is what the shipped policy does once the exporter reads
 the partitions' sizes (`kvq.throttle.slowdown.partition.sizes`): `graceful(grown=True)` runs the
@@ -1002,7 +1002,7 @@ def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
 def test_on_kafkas_quotas_b_paced_closer_crosses_the_limit_as_it_did_on_real_kafka():
     """`PacedLevel` as it was run once on real Kafka (AS_RUN): there it wrote 96 % of the
     bound, went 0.44 MB below the limit 64-66 s into the load and stalled a producer for
-    15.7 s (docs/policies.md). The model: 85 % or more at the median, below the limit in some
+    15.7 s (docs/policy-study.md). The model: 85 % or more at the median, below the limit in some
     runs, in the same approach before retention first frees anything."""
     spread = Spread.of(ON_KAFKA["B paced closer, as run on real Kafka"])
     assert Spread.median(spread.shares) >= 0.85 and spread.lowest[0] < 0
