@@ -7,7 +7,8 @@ scenario's eight replicas on broker 0 (four topics, two partitions each), each r
 segments at its own phase. Per policy: the share of the bound (`demo.slowdown.at_the_limit`: the
 room above the limit refilled at the rate retention frees it) written over the 150 s episode and
 over 600 s, the lowest headroom, the swing of the factor, and the lowest headroom under a 10x load
-step. `python -m tests.kvq.model.test_slowdown_study` prints the table (docs/policy-study.md has it).
+step. `python -m tests.kvq.model.test_slowdown_study` prints the table (docs/policy-study.md
+has it).
 
 The variants live here only. Variant B is what the shipped policy does once the exporter reads
 the partitions' sizes (`kvq.throttle.slowdown.partition.sizes`): `graceful(grown=True)` runs the
