@@ -70,8 +70,9 @@ staging=$1 writer=$2 hours=$3 parent=$PPID child= dir= log= answers= watcher=
 name=${writer##*/}
 [ "$name" = promtool ] || command -v "$writer" >/dev/null || writer=promtool name=promtool
 unwatch() { [ -z "$watcher" ] || { kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }; }
+# The writer waited for once killed: one still running could write into $dir after its removal.
 stop() {
-  [ -z "$child" ] || kill "$child" 2>/dev/null
+  [ -z "$child" ] || { kill "$child" 2>/dev/null; wait "$child" 2>/dev/null; }
   unwatch; rm -rf "$dir" "$log" "$answers"; exit 143
 }
 # Set first: a signal while a command substitution runs waits for it (no orphan left).

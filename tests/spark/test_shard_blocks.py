@@ -63,11 +63,18 @@ def left_in(staging: Path) -> list[str]:
 def test_a_task_whose_run_removed_its_token_stops_with_its_writer(tmp_path):
     """A Connect server's cancelled task whose input was all written goes on (Spark stops a
     script only while it feeds it): the run removes the staging folder's token, and the script
-    and its writer stop at once after it, leaving nothing."""
+    and its writer stop at once after it, leaving nothing. The script waits for its writer: one
+    that takes a moment to stop and writes on its way out (into its folder, made again) leaves
+    nothing either."""
     started = tmp_path / "started"
     started.mkdir()
     stand_in = tmp_path / "kvq-tsdb-blocks"  # runs until stopped, as a writer with a long shard
-    stand_in.write_text(f"#!/bin/sh\necho $$ > {started}/pid\nexec sleep 600\n")
+    stand_in.write_text(
+        f"#!/bin/sh\necho $$ > {started}/pid\n"
+        'trap \'kill "$nap"; sleep 0.5; mkdir -p "$TMPDIR"; echo late > "$TMPDIR/late"; '
+        "exit 0' TERM\n"
+        'sleep 600 & nap=$!\nwait "$nap"\n'
+    )
     stand_in.chmod(0o755)
     staging = tmp_path / "staging"
     prepared_staging(staging)
