@@ -364,11 +364,28 @@ def hold_freed(
         headroom = poll.available - KAFKA_LIMIT
         if headroom <= 0:
             return 0.0
-        peak = state["peak"] = max(state["peak"], gross)
-        then = headroom + (deleted - gross) * apply_seconds
-        return level(deleted + (then - margin_seconds * peak) / settle_seconds, headroom, state)
+        state["peak"] = max(state["peak"], gross)
+        return freed_level(
+            gross, deleted, headroom, state, settle_seconds, margin_seconds, apply_seconds
+        )
 
     return factor
+
+
+def freed_level(
+    gross: float,
+    deleted: float,
+    headroom: float,
+    state: dict[str, float],
+    settle_seconds: float,
+    margin_seconds: float,
+    apply_seconds: float,
+) -> float:
+    """B's level (`hold_freed`): the gross rate held at `deleted`, plus the headroom foreseen
+    `apply_seconds` ahead above `margin_seconds` of the peak spent over `settle_seconds`."""
+    then = headroom + (deleted - gross) * apply_seconds
+    target = deleted + (then - margin_seconds * state["peak"]) / settle_seconds
+    return level(target, headroom, state)
 
 
 def windowed_level(
@@ -381,13 +398,12 @@ def windowed_level(
     """`hold_freed`'s level with its rates over a window: the gross rate and what retention freed
     summed over the last `window_seconds` (Kafka's quotas mute a producer, then let its backlog
     through: one interval's growth swings 2-3 times, a window of several bursts much less), and
-    each call lowering the factor by at most 1 - `keep` (5 % a second when called every second:
-    a drop that small gets a throttle time of a fraction of Kafka's window); rises at once.
-    1.0 until the level first asks for less than the held cap (the warm-up's volume lasts about
-    the horizon at the peak). Past the limit 0.0."""
-    state = {"peak": 0.0, "last": 1.0}
+    each call lowering the factor by at most 1 - `keep` (`paced`; 5 % a second when called every
+    second: a drop that small gets a throttle time of a fraction of Kafka's window); rises at
+    once. 1.0 until the level first asks for less than the held cap (the warm-up's volume lasts
+    about the horizon at the peak). Past the limit 0.0."""
+    state = {"peak": 0.0, "slowed": 0.0}
     seen: deque[tuple[float, float, float, float]] = deque()  # time, grown, dropped, elapsed
-    slowed = [False]
 
     def factor(poll: Poll) -> float:
         elapsed = poll.time - seen[-1][0] if seen else 1.0
@@ -399,18 +415,17 @@ def windowed_level(
         deleted = sum(d for _, _, d, _ in seen) / span
         headroom = poll.available - KAFKA_LIMIT
         if headroom <= 0:
-            state["last"] = 0.0
             return 0.0
-        peak = state["peak"] = max(state["peak"], gross)
-        then = headroom + (deleted - gross) * apply_seconds
-        wanted = level(deleted + (then - margin_seconds * peak) / settle_seconds, headroom, state)
-        if not slowed[0] and wanted >= GracefulSlowdown.HELD_CAP:
+        state["peak"] = max(state["peak"], gross)
+        wanted = freed_level(
+            gross, deleted, headroom, state, settle_seconds, margin_seconds, apply_seconds
+        )
+        if not state["slowed"] and wanted >= GracefulSlowdown.HELD_CAP:
             return 1.0
-        slowed[0] = True
-        state["last"] = max(wanted, keep * state["last"])
-        return state["last"]
+        state["slowed"] = 1.0
+        return wanted
 
-    return factor
+    return paced(factor, keep)
 
 
 def paced(controller: Controller, keep: float = 2 / 3) -> Controller:
