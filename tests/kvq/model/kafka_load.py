@@ -152,7 +152,7 @@ class Connection:
     and keeps sending requests the broker reads later."""
 
     @property
-    def buffered(self) -> float:
+    def buffered(self) -> float:  # `Producer.offer` sums it inline (the model's hottest loop)
         return self.unsent + sum(self.requests)
 
 
@@ -186,8 +186,9 @@ class Producer:
         self.owed += self.rate * TICK
         if not self.java:  # devkit/producer_load.run_steady: no catching up beyond 1 s
             self.owed = min(self.owed, self.rate)
-        queued = [c.buffered for c in self.connections]
-        handed = min(self.owed, max(BUFFER - sum(queued), 0.0))
+        first, second = self.connections
+        queued = [first.unsent + sum(first.requests), second.unsent + sum(second.requests)]
+        handed = min(self.owed, max(BUFFER - (queued[0] + queued[1]), 0.0))
         self.owed -= handed
         shares = [handed / 2, handed / 2]
         if self.java and self.age < JAVA_SKEW_SECONDS:
@@ -237,6 +238,9 @@ class KafkaLoad:
         its references are no higher than over the lookback ending this long earlier."""
         self.stepped = False
         self.sensors: dict[tuple[str, int], Rate] = {}
+        self.routes = [self.route(p) for p in self.producers]
+        """Per producer, per partition: its connection, its leader's sensor and broker 0's
+        replica (`written`'s index), in the order `tick` takes them (the sensors made in it)."""
         self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in ENTITIES}
         """Per quota entity: (second, its highest sensor rate on any broker), the lookback."""
         self.references: dict[str, float] = {}
@@ -278,13 +282,27 @@ class KafkaLoad:
         times = self.load_step[1]
         librdkafka = [p for p in self.producers if not p.java]
         extra = (times - 1) * OFFERED * len(self.producers) / len(librdkafka)
-        self.producers += [
+        stepped = [
             Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra)
             for p in librdkafka
         ]
+        self.producers += stepped
+        self.routes += [self.route(p) for p in stepped]
 
     def sensor(self, budget: str, broker: int) -> Rate:
-        return self.sensors.setdefault((budget, broker), Rate())
+        sensor = self.sensors.get((budget, broker))
+        if sensor is None:
+            sensor = self.sensors[budget, broker] = Rate()
+        return sensor
+
+    def route(self, producer: Producer) -> list[tuple[Connection, Rate, int]]:
+        """(connection, its leader's sensor, broker 0's replica) for each of its partitions."""
+        return [
+            (connection, self.sensor(producer.budget, broker), 2 * producer.topic + partition)
+            for partition, (connection, broker) in enumerate(
+                zip(producer.connections, (0, 1 + producer.topic % 2), strict=True)
+            )
+        ]
 
     def tick(self, t: float) -> list[float]:
         if self.load_step and t >= self.load_step[0] and not self.stepped:
@@ -292,20 +310,19 @@ class KafkaLoad:
             self.step_load()
         now_ms = round(t * 1000)
         written = [0.0] * PARTITIONS
-        for producer in self.producers:
+        for producer, route in zip(self.producers, self.routes, strict=True):
             producer.offer()
             producer.send(t)
             acked = 0.0
-            for partition, broker in enumerate((0, 1 + producer.topic % 2)):
-                connection = producer.connections[partition]
-                sensor = self.sensor(producer.budget, broker)
-                quota = self.quotas[producer.entity]
-                while connection.requests and t >= connection.muted_until:
-                    request = connection.requests.popleft()
+            quota = self.quotas[producer.entity]
+            for connection, sensor, index in route:
+                requests = connection.requests
+                while requests and t >= connection.muted_until:
+                    request = requests.popleft()
                     sensor.record(request, now_ms)
                     rate = sensor.measure(now_ms)
                     acked += request
-                    written[2 * producer.topic + partition] += request
+                    written[index] += request
                     if rate > quota:
                         window = sensor.window_ms(now_ms)
                         throttle = java_round((rate - quota) / quota * window) / 1000
