@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +29,9 @@ def pytest_configure(config):
     from kvq import interrupts
 
     os.environ[CACHE_ENV] = str(dist_cache_root())
-    config.kvq_cache = tempfile.mkdtemp(prefix="kvq-test-cache-")
+    shared = getattr(config, "workerinput", {}).get("kvq_cache")
+    config.kvq_cache = shared or tempfile.mkdtemp(prefix="kvq-test-cache-")
+    config.kvq_cache_owned = shared is None  # else the xdist controller's, removed by it
     os.environ["KVQ_CACHE_DIR"] = config.kvq_cache
     config.kvq_signals = contextlib.ExitStack()
     config.kvq_signals.enter_context(interrupts.raised())
@@ -38,8 +42,61 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller: its workers share its cache, so that Spark's class archive (a
+    local kvq-backfill's first JVM writes it at exit: ~30 s of CPU, ~170 MB) is written once
+    for the run, not once per worker."""
+    node.workerinput["kvq_cache"] = node.config.kvq_cache
+
+
+SPARK_RUNNERS = ("tests/spark", "tests/docs", "tests/system")
+"""The folders whose tests start a local kvq-backfill with the run's cache."""
+
+
+def runs_local_backfills(config) -> bool:
+    """Whether the run's paths hold (or are inside) one of SPARK_RUNNERS."""
+    root = Path(config.rootpath)
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        for folder in (root / runner for runner in SPARK_RUNNERS):
+            if path == folder or folder in path.parents or path in folder.parents:
+                return True
+    return False
+
+
+def pytest_sessionstart(session):
+    """pytest-xdist's controller writes Spark's class archive into the cache its workers share,
+    at the lowest priority, while they start on their first modules (they start a local
+    kvq-backfill only minutes in): each worker's first local run then starts from the archive,
+    not writes it (tests/spark/test_class_archive.py writes archives of its own)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if not runs_local_backfills(config) or shutil.which("java") is None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return
+    config.kvq_warm_up = subprocess.Popen(
+        ["nice", "-n", "19", sys.executable, "-m", "spark.warm_up"],
+        cwd=config.rootpath,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its JVM with it in a group of their own
+    )
+
+
 def pytest_unconfigure(config):
-    shutil.rmtree(getattr(config, "kvq_cache", ""), ignore_errors=True)
+    warm_up = getattr(config, "kvq_warm_up", None)
+    if warm_up is not None and warm_up.poll() is None:  # a run ended early (Ctrl-C): not kept
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(warm_up.pid, signal.SIGKILL)
+        warm_up.wait()
+    if getattr(config, "kvq_cache_owned", False):
+        shutil.rmtree(config.kvq_cache, ignore_errors=True)
     signals = getattr(config, "kvq_signals", None)
     if signals is not None:
         signals.close()  # the handlers the process had before
