@@ -73,6 +73,8 @@ def pytest_sessionstart(session):
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
+    if config.option.collectonly:
+        return
     if not runs_local_backfills(config) or shutil.which("java") is None:
         return
     import importlib.util
