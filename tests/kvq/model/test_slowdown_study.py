@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import ClassVar
 
 import pytest
 
@@ -222,6 +223,38 @@ class PacedLevel(GracefulSlowdown):
         return self.escape and bool(self.imminent(rate, self.headroom(reading)))
 
 
+@dataclass(frozen=True, slots=True)
+class PolledWindow(PacedLevel):
+    """`windowed_level` as the policy's declarations could run it (not in the product): B's level
+    on the growth and deletions of the last `window` readings taken in (6 polls: 30 s), its drops
+    the held floor's climb (one MAX_DROP every `pace_seconds`, about 4.4 % a second), rises at
+    once, 8 s of the peak as margin; the peak (the window's gross rate, or the fill rate) from the
+    first interval on; the escape as graceful-slowdown's (the floor at once while the limit is
+    within the response time at the fill rate, a median of three), and no check taken in for
+    closing fast once the growth is read (a taken-in check would shorten the window)."""
+
+    history: ClassVar[int] = 6
+    window: int = 6
+    margin_seconds: float = 8.0
+
+    def fill_rate(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> float:
+        return super(PolledWindow, self).fill_rate(reading, previous[:3], ops)
+
+    def peak_sample(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> float:
+        if not previous:
+            return 0.0
+        grown, _, seconds = self.growth_window(reading, previous, ops)
+        net = self.fill_rate(reading, previous, ops) if len(previous) >= 3 else 0.0
+        return ops.greatest(grown / seconds, net)
+
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+        return False
+
+
 def used_bytes(reading: VolumeReading) -> float:
     return reading.total_bytes - reading.available_bytes
 
@@ -331,9 +364,20 @@ def pace_ceiling(unthrottled_checks: bool = True, **settings) -> Controller:
     return factor
 
 
+def polled_window() -> Controller:
+    """`PolledWindow` on readings with the growth, checked every second as the exporter does."""
+    return checked(PolledWindow(MinAvailableRatio(0.25), HORIZON, RESPONSE))
+
+
 def paced_level(**settings) -> Controller:
     """`PacedLevel` on readings with the growth, checked every second as the exporter does."""
-    run = PolicyRun(PacedLevel(MinAvailableRatio(0.25), HORIZON, RESPONSE, **settings))
+    return checked(PacedLevel(MinAvailableRatio(0.25), HORIZON, RESPONSE, **settings))
+
+
+def checked(policy: GracefulSlowdown) -> Controller:
+    """`policy` on readings with the growth, checked every second as the exporter does: a check
+    taken in only when decisive."""
+    run = PolicyRun(policy)
 
     def factor(poll: Poll) -> float | None:
         volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown))
@@ -755,6 +799,7 @@ ON_KAFKA: dict[str, Callable[[], Controller]] = {
     "B as merged: grown bytes, checked, 14 s": lambda: graceful(grown=True, checks=True),
     "B paced (PacedLevel)": paced_level,
     "B over 30 s, drops paced 5 %/s (windowed_level)": windowed_level,
+    "B over 6 polls, drops paced by the held floor (PolledWindow)": lambda: polled_window(),
     "B paced, rises paced too": lambda: paced_level(rise_seconds=5.0),
     "B paced closer, as run on real Kafka": lambda: paced_level(**AS_RUN),
     "B paced closer, more margin (CLOSER)": lambda: paced_level(**CLOSER),
@@ -1105,6 +1150,22 @@ def test_on_kafkas_quotas_a_level_over_30_s_with_paced_drops_rides_at_85_percent
     assert Spread.median(spread.stalls) <= 10.0 and Spread.median(spread.backs) <= 5.0
     one_second = Spread.of(lambda: windowed_level(window_seconds=1.0))
     assert Spread.median(one_second.shares) < 0.80 and Spread.median(one_second.backs) > 5.0
+
+
+def test_on_kafkas_quotas_the_window_level_on_polls_rides_at_82_percent_and_loses_a_step():
+    """`PolledWindow`, the 30 s level as the policy would run it, on the readings the exporter
+    takes in (its polls): at a steady load 80-84 % of the bound (median 82 %), 0.27 MB above the
+    limit at the least, stalls of 8.2 s at the median, every quota entity back 4.0 s after the
+    space was freed: a poll apart, the paced drops meet the backlog a rise lets through up to
+    4 s later than `windowed_level`'s every second. And a 10x step 10 s into the load, before
+    the first slowdown, crosses the limit in nearly every run: the window averages the step
+    over six polls and the paced floor lowers the factor 20 % a poll, where the shipped level
+    reads one interval and drops at once."""
+    make = ON_KAFKA["B over 6 polls, drops paced by the held floor (PolledWindow)"]
+    spread = Spread.of(make)
+    assert 0.80 <= Spread.median(spread.shares) < 0.85 and spread.lowest[0] > 0
+    assert Spread.median(spread.stalls) <= 10.0 and Spread.median(spread.backs) <= 5.0
+    assert sum(lowest < 0 for lowest in step_lowest(make, 10.0)) > 20
 
 
 def test_on_kafkas_quotas_the_paced_level_under_the_paces_ceiling_rides_near_the_limit():
