@@ -151,10 +151,6 @@ class Connection:
     too (it sends nothing more until then); librdkafka does not (confluentinc/librdkafka#5592)
     and keeps sending requests the broker reads later."""
 
-    @property
-    def buffered(self) -> float:  # `Producer.offer` sums it inline (the model's hottest loop)
-        return self.unsent + sum(self.requests)
-
 
 @dataclass
 class Producer:
@@ -186,7 +182,7 @@ class Producer:
         self.owed += self.rate * TICK
         if not self.java:  # devkit/producer_load.run_steady: no catching up beyond 1 s
             self.owed = min(self.owed, self.rate)
-        first, second = self.connections
+        first, second = self.connections  # buffered bytes, summed inline: the model's hottest loop
         queued = [first.unsent + sum(first.requests), second.unsent + sum(second.requests)]
         handed = min(self.owed, max(BUFFER - (queued[0] + queued[1]), 0.0))
         self.owed -= handed
