@@ -131,12 +131,13 @@ def stable_members(kafka, group: str) -> int:
     return len(described["members"]) if described["group_state"] == "Stable" else 0
 
 
-def test_a_member_the_fence_stopped_joins_the_group_afresh(election, shared_kafka):
+def test_a_member_the_fence_stopped_joins_the_group_afresh(election, shared_kafka, caplog):
     """The fence told the acting member that another replica took over (it had been cut off):
     it stands down and joins the group as a new member, claiming nothing. Rejoining as it was,
     kafka-python claims the partition the member held, and the group may hand the role straight
     back to the replica that was just fenced. A write Kafka did not confirm (no fence) keeps the
-    membership: the member takes over again itself."""
+    membership: the member takes over again itself (unless kafka-python wedges its rejoin, which
+    a loaded machine made it do in CI: then it joins afresh, logged, and one member acts)."""
     member, _inbox = election
     first, second = member(), member()
     (actor,) = wait_until(lambda: acting([first, second]), 30, what="a member acting")
@@ -148,10 +149,24 @@ def test_a_member_the_fence_stopped_joins_the_group_afresh(election, shared_kafk
     (actor,) = wait_until(lambda: acting([first, second]), 30, what="a member acting, stable")
     before = group_members(shared_kafka, group)
 
-    seen = list(actor.changes)
+    def wedged_and_acting() -> str | None:
+        since = caplog.records[logged:]
+        wedged = any("joining afresh" in r.getMessage() for r in since)
+        return "afresh" if wedged and len(acting([first, second])) == 1 else None
+
+    seen, logged = list(actor.changes), len(caplog.records)
     actor.role.lost(fenced=False)
-    wait_until(lambda: actor.changes == [*seen, False, True], 30, what="the actor acting again")
-    assert group_members(shared_kafka, group) == before
+    kept = wait_until(
+        lambda: "kept" if actor.changes == [*seen, False, True] else wedged_and_acting(),
+        30,
+        what="the actor acting again",
+    )
+    if kept == "kept":
+        assert group_members(shared_kafka, group) == before
+    else:  # the rejoin wedged: the member acting now is the one the fence is to stop
+        wait_until(lambda: stable_members(shared_kafka, group) == 2, 30, what="stable again")
+        (actor,) = wait_until(lambda: acting([first, second]), 30, what="a member acting")
+        before = group_members(shared_kafka, group)
 
     actor.role.lost(fenced=True)
     wait_until(
