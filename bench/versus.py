@@ -1,8 +1,9 @@
 """The side-by-side table: one load on real Kafka against no guard, the Strimzi quota plugin (check
-every 5 s and every 60 s) and kvq with the recommended setup (demo/versus.py), each hop's moment
-after the crossing; `kvq-no-default` adds kvq without the standing default-user quota. Needs root
-(the log dirs are tmpfs), Java and Maven's Kafka jars (`make kafka-deps`); about 15 minutes.
-    python -m bench.versus [--guards none,plugin-5s,plugin-60s,kvq,kvq-no-default]
+every 5 s and every 60 s), kvq with the recommended setup and the 0/1 policy, and kvq with
+graceful-slowdown (demo/versus.py), each hop's moment after the crossing; `kvq-no-default` adds kvq
+without the standing default-user quota. Needs root (the log dirs are tmpfs), Java and Maven's
+Kafka jars (`make kafka-deps`); about 15 minutes.
+    python -m bench.versus [--guards none,plugin-5s,plugin-60s,kvq,kvq-graceful,kvq-no-default]
 """
 
 from __future__ import annotations

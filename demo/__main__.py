@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         default="loop",
         help="loop (default): a control-API fill closes the loop; producers: real librdkafka "
         "producers fill a small disk, with kvq and then without it (demo/producers.py); "
-        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq; slowdown "
+        "versus (KAFKA=apache): one load against no guard, the Strimzi plugin and kvq (0/1 and "
+        "graceful-slowdown); slowdown "
         "(KAFKA=apache): the 0/1 policy and graceful-slowdown on one load with retention; "
         "strimzi (KAFKA=apache): Strimzi's operators putting quotas back during a throttle; "
         "failover (KAFKA=apache): the acting enforcer replica killed mid-apply, twice",

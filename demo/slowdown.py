@@ -43,6 +43,14 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo import pictures
+from demo.graceful import (
+    ALERT_TO_ENFORCE_SECONDS,
+    HORIZON,
+    RESPONSE,
+    RESPONSE_SECONDS,
+    policy_properties,
+    stack_options,
+)
 from demo.producers import (
     DiskWatch,
     Run,
@@ -60,12 +68,11 @@ from demo.versus import SETUP as VERSUS
 from demo.versus import limit_distance, quota_members, recovered_by_kind
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
-from devkit.loop_settings import iso_duration, recommended
+from devkit.loop_settings import recommended
 from devkit.processes import wait_until
 from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
-from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_PARTITION_SIZES, SLOWDOWN_RESPONSE
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
@@ -94,33 +101,11 @@ WARM_UP_TOPIC_CONFIG = {"retention.ms": "1000", "segment.ms": "1000"}
 newest record, so broker 0's volume holds only the last few seconds of it. The scenario starts
 when each topic's retention is raised to SETUP's (an operator keeping more data): what the volume
 holds then is kept RETENTION_SECONDS too, and the volume fills until retention frees space."""
-HORIZON = "PT40S"
-"""kvq.throttle.slowdown.horizon: the load would fill broker 0's headroom in about 50 s, so
-graceful-slowdown slows it soon after the scenario starts and never while the load warms up (its
-headroom then lasts longer than the horizon at the load's rate); the loop (poll, scrape, rule,
-Alertmanager, enforcer) takes about 10 s to act on a factor."""
-ALERT_TO_ENFORCE_SECONDS = 2.0
-"""From a step's alert firing to Kafka's quotas written and verified at its factor: Alertmanager's
-group_interval (1 s: a step while the alert fires) and the enforcer's write on this real Kafka
-cluster; each run prints what the enforcer measured (its alert-to-enforce histogram)."""
-RESPONSE_SECONDS = (
-    2 * SETUP.loop.poll + SETUP.loop.scrape + SETUP.loop.evaluation + ALERT_TO_ENFORCE_SECONDS
-)
-"""kvq.throttle.slowdown.response.time: this loop's, from a change of broker 0's fill rate to the
-quotas following it: two polls (5 s each: the fill rate, a median of three intervals, shows it
-two polls later), the scrape and the rule (1 s each), then ALERT_TO_ENFORCE_SECONDS: 14 s."""
-RESPONSE = iso_duration(RESPONSE_SECONDS)
 POLICIES = {
     "stop-on-violation": "the proposal's policy (0/1)",
     "graceful-slowdown": (
         f"graceful-slowdown, horizon {HORIZON}, response time {RESPONSE}, observed-rate references"
     ),
-}
-ENFORCER_PROPERTIES = {
-    # The factor scales what each principal was writing when the episode started (Kafka's quota
-    # sensors via the brokers' JMX exporter and Prometheus), not its quota: a quota far above
-    # the rate it meets would not slow it.
-    "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
 }
 EPISODE_SECONDS = 150.0
 EQUILIBRIUM_START_SECONDS = RETENTION_SECONDS + SEGMENT_SECONDS + 5.0
@@ -558,24 +543,6 @@ def table(outcome: Outcome) -> str:
     return "\n".join(rows)
 
 
-def policy_properties(
-    policy: str, violation_check_interval: str | None = None, partition_sizes: bool = False
-) -> str:
-    """The kvq.properties lines of `policy`'s run: the policy, this loop's horizon and response
-    time, the enforcer's reference, the exporter's check interval if given, and for
-    graceful-slowdown with `partition_sizes` the partitions' sizes read."""
-    text = (
-        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
-        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
-    )
-    text += ENFORCER_PROPERTIES.get(policy, "")
-    if violation_check_interval is not None:
-        text += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
-    if partition_sizes and policy == "graceful-slowdown":
-        text += f"{SLOWDOWN_PARTITION_SIZES}=true\n"
-    return text
-
-
 def run_policy(
     policy: str,
     work: Path,
@@ -588,10 +555,7 @@ def run_policy(
 ) -> Outcome:
     active: list = []
     graceful = policy_properties(policy, violation_check_interval, partition_sizes)
-    # Both runs carry the JMX exporter (the same brokers); only the observed-rate run's enforcer
-    # asks Prometheus.
-    options = {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
-    with make_stack(work / policy, setup, graceful, **options) as stack:
+    with make_stack(work / policy, setup, graceful, **stack_options(policy)) as stack:
         try:
             return drive(policy, stack, log, active, episode_seconds, load_step, setup)
         finally:

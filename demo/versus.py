@@ -1,4 +1,4 @@
-"""`make demo SCENARIO=versus KAFKA=apache`: one load, four guards, each on a fresh Kafka cluster.
+"""`make demo SCENARIO=versus KAFKA=apache`: one load, five guards, each on a fresh Kafka cluster.
 
 The load is the producers scenario's on real Kafka (demo/producers.py, APACHE): four librdkafka
 and two Java producers, five SASL users, six client-ids, 75 kB/s each, replicas that put every
@@ -13,15 +13,20 @@ recommends. Every guard's cluster gets the same quotas. The guards:
    broker, `storage.check-interval` 5 s, the same limit (25 % available);
 3. the plugin with its default check interval (60 s);
 4. kvq (exporter, Prometheus, Alertmanager, enforcer) with the recommended intervals
-   (devkit/loop_settings.recommended: the chart's defaults);
-5. (kvq-no-default, only when asked for) the same without the standing default-user quota: the
+   (devkit/loop_settings.recommended: the chart's defaults) and the proposal's 0/1 policy, as the
+   plugin has it;
+5. kvq-graceful: the same with the chart's policy, graceful-slowdown with observed-rate
+   references (the brokers run the JMX exporter), its horizon scaled to this 32 MiB volume
+   (demo/graceful.py, as in `SCENARIO=slowdown`): it slows the load before the limit; the
+   volume still fills at what each entity's minimum quota lets through, more slowly;
+6. (kvq-no-default, only when asked for) kvq without the standing default-user quota: the
    enforcer's throttle creates `user=<default>`, and Kafka measures carol and erin afresh.
 
-Each run: the load until broker 0's volume crosses the limit, then until every producer is held
-(or a log dir fails); while held, broker 0 is stopped for 10 s and started again (the plugin's
-issue #40: does the throttle survive the restart?); then the volume is grown (the tmpfs
-remounted twice as large) and the load goes on for 60 s more: are the producers back at their
-rate?
+Each run: the load until broker 0's volume crosses the limit (kvq: noting when its quotas were
+first lowered), then until every producer is held (or a log dir fails); while held, broker 0 is
+stopped for 10 s and started again (the plugin's issue #40: does the throttle survive the
+restart?); then the volume is grown (the tmpfs remounted twice as large) and the load goes on for
+60 s more: are the producers back at their rate?
 One table per run. Exit 0 only if kvq kept every volume above 0 bytes with no storage error,
 no log dir offline and no broker halted. Once every run completed, the tables and two pictures
 (demo/pictures.py: broker 0's available bytes under each guard, each producer's acknowledged rate)
@@ -40,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from demo import apache, hops, pictures
+from demo.graceful import HORIZON, policy_properties, stack_options
 from demo.producers import (
     APACHE,
     AWAY_SECONDS,
@@ -91,15 +97,24 @@ SETUP = replace(APACHE, quotas=VERSUS_QUOTAS)
 NO_DEFAULT_SETUP = replace(APACHE, quotas=OWN_QUOTAS)
 """Without the standing default quota, the enforcer's first throttle creates `user=<default>`:
 carol's and erin's brokers measure them on new rate sensors from then on."""
-GUARDS = ("none", "plugin-5s", "plugin-60s", "kvq", "kvq-no-default")
-DEFAULT_GUARDS = GUARDS[:4]
+GUARDS = ("none", "plugin-5s", "plugin-60s", "kvq", "kvq-graceful", "kvq-no-default")
+DEFAULT_GUARDS = GUARDS[:5]
 TITLES = {
     "none": "no guard",
     "plugin-5s": "Strimzi plugin, storage.check-interval 5 s",
     "plugin-60s": "Strimzi plugin, storage.check-interval 60 s (its default)",
-    "kvq": "kvq, recommended intervals and standing default-user quota",
-    "kvq-no-default": "kvq, recommended intervals, no standing default-user quota",
+    "kvq": "kvq, the proposal's 0/1 policy, recommended intervals and standing default-user quota",
+    "kvq-graceful": (
+        f"kvq, graceful-slowdown (horizon {HORIZON}, observed-rate references), recommended "
+        "intervals and standing default-user quota"
+    ),
+    "kvq-no-default": "kvq, the proposal's 0/1 policy, no standing default-user quota",
 }
+POLICY = {"kvq-graceful": "graceful-slowdown"}
+"""The kvq guards' `kvq.throttle.policy` (the others: stop-on-violation, the default)."""
+CROSSING_PATIENCE = 600.0
+"""How long a run waits for broker 0's volume to cross the limit: the load alone takes about
+90 s; graceful-slowdown slows it long before, down to each entity's minimum quota."""
 HELD_PATIENCE = 120.0  # after the crossing: the plugin's 60 s check plus a loaded machine
 AFTER_RESTART_SECONDS = 15.0  # how long the throttle is watched once the full broker is back
 AFTER_FREED_SECONDS = 60.0
@@ -153,7 +168,13 @@ def is_kvq(guard: str) -> bool:
 def guarded_cluster(guard: str, work: Path) -> Iterator:
     """A fresh cluster with the guard: a BareKafka (none, plugin) or a kvq DemoStack."""
     if is_kvq(guard):
-        with make_stack(work, replace(setup_of(guard), loop=recommended())) as stack:
+        policy = POLICY.get(guard)
+        with make_stack(
+            work,
+            replace(setup_of(guard), loop=recommended()),
+            policy_properties(policy) if policy else "",
+            **(stack_options(policy) if policy else {}),
+        ) as stack:
             yield stack
         return
     properties = dict(apache.BROKER_PROPERTIES)
@@ -204,6 +225,8 @@ class Outcome:
     """kvq: (monotonic moment or None, hop) of each step of the loop (demo/hops.py)."""
     away: tuple[float, float] | None = None
     """When broker 0 was stopped while held, and when it was back."""
+    slowed: float | None = None
+    """kvq: when Kafka's quotas were first lowered, if before the crossing."""
 
     @property
     def lowest(self) -> tuple[int, tuple[int, int]]:
@@ -254,12 +277,15 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
     full, limit, capacity = (0, 0), setup.limit, setup.capacity
     log(f"{TITLES[guard]}: load started, {setup.rate / 1000:.0f} kB/s offered")
 
-    wait_until(
-        lambda: any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:]),
-        300,
-        interval=0.05,
-        what="broker 0's volume crossing the limit",
-    )
+    def crossed() -> bool:
+        if is_kvq(guard) and outcome.slowed is None and slowed_now(stack, setup):
+            outcome.slowed = time.monotonic()
+            outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
+            after = outcome.slowed - run.load_started
+            log(f"{guard}: first slowdown {after:.0f} s after the start")
+        return any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:])
+
+    wait_until(crossed, CROSSING_PATIENCE, interval=0.2, what="broker 0 crossing the limit")
     outcome.crossed = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
     assert outcome.crossed is not None
     outcome.events.append((outcome.crossed, "broker 0's volume crossed the limit"))
@@ -296,6 +322,20 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
         recovered_by_kind(run, outcome, freed)
         time.sleep(0.2)
     return outcome
+
+
+def throttled_now(stack, originals: dict) -> bool:
+    """Kafka holds some entity below its original producer quota (the enforcer slowed it)."""
+    quotas = stack.quotas()
+    return any(
+        quotas.get(entity, {}).get("producer_byte_rate", value) < value
+        for entity, value in originals.items()
+    )
+
+
+def slowed_now(stack, setup: Setup) -> bool:
+    """`throttled_now` of a kvq guard's quotas: the enforcer created none of the load's own."""
+    return throttled_now(stack, setup.quotas)
 
 
 def note_hops(stack, outcome: Outcome) -> None:
@@ -400,6 +440,10 @@ def table(outcome: Outcome) -> str:
         rows.append(f"  {what:52} {value}")
 
     lowest, volume = outcome.lowest
+    if is_kvq(outcome.guard):
+        slowed = outcome.slowed
+        first = "at the crossing or later" if slowed is None else f"{slowed - start:.1f}"
+        line("first slowdown (s after the load started)", first)
     line("crossing (s after the load started)", f"{(outcome.crossed or start) - start:.1f}")
     if outcome.held is not None and outcome.crossed is not None:
         line("crossing -> every producer throttled", f"{outcome.held - outcome.crossed:.1f} s")
@@ -571,8 +615,9 @@ SHORT_TITLES = {
     "none": "no guard",
     "plugin-5s": "Strimzi plugin, check every 5 s",
     "plugin-60s": "Strimzi plugin, check every 60 s (its default)",
-    "kvq": "kvq (recommended intervals)",
-    "kvq-no-default": "kvq, no standing default-user quota",
+    "kvq": "kvq, 0/1 (recommended intervals)",
+    "kvq-graceful": "kvq, graceful-slowdown",
+    "kvq-no-default": "kvq, 0/1, no standing default-user quota",
 }
 
 
@@ -589,7 +634,8 @@ def series(outcome: Outcome) -> pictures.RunSeries:
             marks.append(pictures.Mark(round(at - start, 2), kind, label, later))
 
     mark(outcome.crossed, pictures.CROSSING)
-    mark(outcome.throttled if outcome.throttled is not None else outcome.held, pictures.THROTTLE)
+    throttle = (outcome.slowed, outcome.throttled, outcome.held)
+    mark(next((at for at in throttle if at is not None), None), pictures.THROTTLE)
     if outcome.away is not None:
         mark(outcome.away[0], pictures.RESTART, "broker 0 stopped", until=outcome.away[1])
     mark(run.marks.get("grown"), pictures.FREED)
@@ -614,7 +660,10 @@ def recorded(outcomes: list[Outcome], page: str, footer: str) -> pictures.Record
         [series(o) for o in outcomes],
         footer,
         legends={
-            pictures.THROTTLE: "throttle: a broker first throttles a producer after the crossing"
+            pictures.THROTTLE: (
+                "throttle: kvq first lowers the quotas before the crossing, or a broker first "
+                "throttles a producer after it"
+            )
         },
     )
 

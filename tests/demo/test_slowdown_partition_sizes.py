@@ -3,7 +3,8 @@ partitions' sizes (kvq.throttle.slowdown.partition.sizes=true), the 0/1 policy's
 
 from __future__ import annotations
 
-from demo.slowdown import parse, policy_properties
+from demo.graceful import policy_properties
+from demo.slowdown import parse
 from kvq.settings.config import SLOWDOWN_PARTITION_SIZES
 
 

@@ -1,0 +1,58 @@
+"""graceful-slowdown as the real-Kafka demos run it (`make demo SCENARIO=slowdown` and the
+`kvq-graceful` guard of `SCENARIO=versus`): the chart's policy and enforcer references, with a
+horizon scaled to their 32 MiB volumes and the response time of the recommended loop."""
+
+from __future__ import annotations
+
+from devkit.loop_settings import iso_duration, recommended
+from exporter.settings import VIOLATION_CHECK_INTERVAL
+from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_PARTITION_SIZES, SLOWDOWN_RESPONSE
+
+HORIZON = "PT40S"
+"""kvq.throttle.slowdown.horizon: the demos' loads would fill their volume's room above the limit
+in about a minute (the chart's PT10M suits disks that fill over hours), so graceful-slowdown
+slows them well before the limit; the loop (poll, scrape, rule, Alertmanager, enforcer) takes
+about 10 s to act on a factor."""
+ALERT_TO_ENFORCE_SECONDS = 2.0
+"""From a step's alert firing to Kafka's quotas written and verified at its factor: Alertmanager's
+group_interval (1 s: a step while the alert fires) and the enforcer's write on this real Kafka
+cluster; the slowdown scenario prints what the enforcer measured (its alert-to-enforce
+histogram)."""
+LOOP = recommended()
+RESPONSE_SECONDS = 2 * LOOP.poll + LOOP.scrape + LOOP.evaluation + ALERT_TO_ENFORCE_SECONDS
+"""kvq.throttle.slowdown.response.time: the recommended loop's, from a change of a volume's fill
+rate to the quotas following it: two polls (5 s each: the fill rate, a median of three
+intervals, shows it two polls later), the scrape and the rule (1 s each), then
+ALERT_TO_ENFORCE_SECONDS: 14 s."""
+RESPONSE = iso_duration(RESPONSE_SECONDS)
+ENFORCER_PROPERTIES = {
+    # The factor scales what each principal was writing when the episode started (Kafka's quota
+    # sensors via the brokers' JMX exporter and Prometheus), not its quota: a quota far above
+    # the rate it meets would not slow it.
+    "graceful-slowdown": "kvq.enforcer.throttle.reference=observed-rate\n",
+}
+
+
+def policy_properties(
+    policy: str, violation_check_interval: str | None = None, partition_sizes: bool = False
+) -> str:
+    """The kvq.properties lines of `policy`'s run: the policy, this loop's horizon and response
+    time, the enforcer's reference, the exporter's check interval if given, and for
+    graceful-slowdown with `partition_sizes` the partitions' sizes read."""
+    text = (
+        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
+        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
+    )
+    text += ENFORCER_PROPERTIES.get(policy, "")
+    if violation_check_interval is not None:
+        text += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
+    if partition_sizes and policy == "graceful-slowdown":
+        text += f"{SLOWDOWN_PARTITION_SIZES}=true\n"
+    return text
+
+
+def stack_options(policy: str) -> dict[str, bool]:
+    """The DemoStack options of `policy`'s run: the brokers carry the JMX exporter (for every
+    policy, so that runs side by side share their brokers' setup); only an observed-rate
+    enforcer asks Prometheus."""
+    return {"jmx_exporter": True, "enforcer_prometheus": policy in ENFORCER_PROPERTIES}
