@@ -445,8 +445,9 @@ def strimzi_yaml(text: str) -> list[dict]:
 
 
 def test_the_strimzi_kafka_resource() -> None:
-    """The Kafka resource keeps the quota plugin off and makes the User Operator ignore the
-    enforcer's copy of the originals (no Strimzi CRD schema here: the facts that matter)."""
+    """The Kafka resource keeps the quota plugin off, makes the User Operator ignore the
+    enforcer's copy of the originals and exports the brokers' quota sensors through the JMX
+    exporter (no Strimzi CRD schema here: the facts that matter)."""
     (kafka,) = strimzi_yaml("kind: Kafka\n")
     spec = kafka["spec"]
     assert spec["kafka"]["quotas"]["type"] == "kafka"
@@ -458,6 +459,9 @@ def test_the_strimzi_kafka_resource() -> None:
     assert listener["tls"] and listener["authentication"]["type"] == "tls"
     bootstrap = block("docs/strimzi.md", "ssl.ca.location").text
     assert f"my-cluster-kafka-bootstrap:{listener['port']}" in bootstrap
+    metrics = spec["kafka"]["metricsConfig"]  # the quota sensors graceful slowdown scales
+    assert metrics["type"] == "jmxPrometheusExporter"
+    assert set(metrics["valueFrom"]["configMapKeyRef"]) == {"name", "key"}
 
 
 def test_the_strimzi_certificate_mounts() -> None:

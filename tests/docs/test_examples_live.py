@@ -151,8 +151,9 @@ class EnforcerFromFile:
 def test_shipped_configuration_runs_against_a_cluster(devcluster, tmp_path, source) -> None:
     """Each shipped configuration, as a user deploys it: `kvq-exporter --once` observes the
     cluster; the enforcer throttles the quotas a Strimzi cluster typically holds on a firing
-    alert (excluded principals untouched), restores them byte for byte on the resolved one, and
-    stops cleanly on SIGTERM, as Kubernetes stops a pod."""
+    alert (excluded principals untouched; graceful slowdown's observed-rate references with no
+    Prometheus answering scale the originals), restores them byte for byte on the resolved one,
+    and stops cleanly on SIGTERM, as Kubernetes stops a pod."""
     # A volume of its own size (1 TiB, nearly all free), not the host's disk, whose free share
     # may be below the configurations' limit (5 %): the exporter must see a healthy broker.
     dc = devcluster(brokers=1, log_dirs_per_broker=1, capacity_bytes=1 << 40)
@@ -182,6 +183,14 @@ def test_shipped_configuration_runs_against_a_cluster(devcluster, tmp_path, sour
         seed(dc, {"user": excluded[0]}, **{P: 2_097_152})
     before = quotas(dc)
     with EnforcerFromFile(tmp_path, env=ENV) as enforcer:
+        if properties.get("kvq.enforcer.throttle.reference") == "observed-rate":
+            # graceful slowdown's first step with its Prometheus out of reach (here: the
+            # shipped Service address resolves nowhere): each quota scaled from its original
+            half = throttle_webhook(cluster=cluster, factor=0.5)
+            status, answer = post(enforcer.url + "/webhook", token, half)
+            assert (status, answer.get("outcome")) == (200, "applied"), answer
+            assert quotas(dc)['{"user": "alice"}'][P] == 524_288
+            assert "throttling from the originals" in enforcer.process.log_text()
         status, answer = post(enforcer.url + "/webhook", token, throttle_webhook(cluster=cluster))
         assert (status, answer.get("outcome")) == (200, "applied"), answer
         throttled = quotas(dc)
