@@ -81,17 +81,9 @@ def graceful(response: float = RESPONSE, grown: bool = False, checks: bool = Fal
     that also carry the partitions' growth since the last reading taken in
     (`Volume.grown_bytes`, as the exporter hands it out: summed over every read of the sizes in
     between); polled every POLL s, and (`checks`) checked every second between polls as the
-    exporter does (`exporter.poller`), a check taken in only when decisive (a volume closing on
-    its limit within the response time, space freed, the limit reached)."""
-    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, response))
-
-    def factor(poll: Poll) -> float | None:
-        volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown) if grown else None)
-        if checks and poll.time % POLL and not run.decisive([volume], poll.time):
-            return None
-        return run.calculate([volume], time=poll.time).factor
-
-    return factor
+    exporter does (`checked`)."""
+    policy = GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, response)
+    return checked(policy, grown=grown, checks=checks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,14 +366,16 @@ def paced_level(**settings) -> Controller:
     return checked(PacedLevel(MinAvailableRatio(0.25), HORIZON, RESPONSE, **settings))
 
 
-def checked(policy: GracefulSlowdown) -> Controller:
-    """`policy` on readings with the growth, checked every second as the exporter does: a check
-    taken in only when decisive."""
+def checked(policy: GracefulSlowdown, grown: bool = True, checks: bool = True) -> Controller:
+    """`policy` on readings with the growth (unless not `grown`: the totals alone), polled
+    every POLL s and (`checks`) checked every second between polls as the exporter does
+    (`exporter.poller`): a check taken in only when decisive (a volume closing on its limit
+    within the response time, space freed, the limit reached)."""
     run = PolicyRun(policy)
 
     def factor(poll: Poll) -> float | None:
-        volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown))
-        if poll.time % POLL and not run.decisive([volume], poll.time):
+        volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown) if grown else None)
+        if checks and poll.time % POLL and not run.decisive([volume], poll.time):
             return None
         return run.calculate([volume], time=poll.time).factor
 
