@@ -285,15 +285,35 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
             log(f"{guard}: first slowdown {after:.0f} s after the start")
         return any(s.usable.get(full, capacity) <= limit for s in watch.samples[-3:])
 
-    wait_until(crossed, CROSSING_PATIENCE, interval=0.2, what="broker 0 crossing the limit")
+    deadline = time.monotonic() + CROSSING_PATIENCE
+    while not crossed():
+        if time.monotonic() > deadline:
+            if outcome.slowed is None:
+                raise TimeoutError(f"no crossing within {CROSSING_PATIENCE:g} s, and no slowdown")
+            break  # slowed, and kept above the limit: space is freed all the same
+        time.sleep(0.2)
     outcome.crossed = watch.first(lambda s: s.usable.get(full, capacity) <= limit)
-    assert outcome.crossed is not None
-    outcome.events.append((outcome.crossed, "broker 0's volume crossed the limit"))
-    outcome.principals = principal_rates(run, run.load_started + 5, outcome.crossed)
-    outcome.before = {
-        p.client_id: p.log.rate(run.load_started + 5, outcome.crossed) for p in producers
-    }
-    log(f"{guard}: crossed the limit {outcome.crossed - run.load_started:.0f} s after the start")
+    # The rates to come back to: the load's before any guard slowed it.
+    before_end = outcome.slowed or outcome.crossed or time.monotonic()
+    outcome.principals = principal_rates(run, run.load_started + 5, before_end)
+    outcome.before = {p.client_id: p.log.rate(run.load_started + 5, before_end) for p in producers}
+    if outcome.crossed is None:
+        log(f"{guard}: kept above the limit for {CROSSING_PATIENCE:g} s")
+    else:
+        outcome.events.append((outcome.crossed, "broker 0's volume crossed the limit"))
+        after = outcome.crossed - run.load_started
+        log(f"{guard}: crossed the limit {after:.0f} s after the start")
+        hold_after_crossing(stack, outcome, log)
+        if outcome.full is not None:
+            return outcome
+    free_and_watch(stack, outcome, log)
+    return outcome
+
+
+def hold_after_crossing(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
+    """Until every producer is held (or a log dir fails); then broker 0 restarted while held."""
+    run, guard = outcome.run, outcome.guard
+    watch, producers = run.watch, run.producers
 
     def settled() -> bool:
         if watch.samples and failed(watch.samples[-1]):
@@ -305,23 +325,27 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
     if outcome.full is not None:
         log(f"{guard}: broker 0's log dir failed")
         time.sleep(3)  # what the producers see after the failure
-        return outcome
+        return
     outcome.held = time.monotonic()
     outcome.events.append((outcome.held, "every producer held"))
+    assert outcome.crossed is not None
     log(f"{guard}: every producer held {outcome.held - outcome.crossed:.1f} s after the crossing")
     note_hops(stack, outcome)
     restart_while_held(stack, outcome, log)
-    if outcome.full is not None:
-        return outcome
+
+
+def free_and_watch(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
+    """After HOLD_SECONDS, broker 0's volume grown; then AFTER_FREED_SECONDS of the load, noting
+    when each kind of producer is back at its rate."""
+    run = outcome.run
     time.sleep(HOLD_SECONDS)
     grow_full_volume(stack, SETUP)
     run.marks["grown"] = freed = time.monotonic()
     outcome.events.append((freed, "broker 0's volume grown (space freed)"))
-    log(f"{guard}: broker 0's volume grown; waiting for the producers")
+    log(f"{outcome.guard}: broker 0's volume grown; waiting for the producers")
     while time.monotonic() < freed + AFTER_FREED_SECONDS:
         recovered_by_kind(run, outcome, freed)
         time.sleep(0.2)
-    return outcome
 
 
 def throttled_now(stack, originals: dict) -> bool:
@@ -444,7 +468,8 @@ def table(outcome: Outcome) -> str:
         slowed = outcome.slowed
         first = "at the crossing or later" if slowed is None else f"{slowed - start:.1f}"
         line("first slowdown (s after the load started)", first)
-    line("crossing (s after the load started)", f"{(outcome.crossed or start) - start:.1f}")
+    crossing = "never" if outcome.crossed is None else f"{outcome.crossed - start:.1f}"
+    line("crossing (s after the load started)", crossing)
     if outcome.held is not None and outcome.crossed is not None:
         line("crossing -> every producer throttled", f"{outcome.held - outcome.crossed:.1f} s")
     else:
