@@ -51,7 +51,8 @@ def test_versus_needs_real_kafka_and_names_an_unknown_guard():
     unknown = run_demo("--scenario", "versus", "--kafka", "apache", "--guards", "x", timeout=60)
     assert unknown.returncode == 2
     assert (
-        "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq, kvq-graceful, kvq-no-default"
+        "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq, kvq-graceful, "
+        "kvq-no-default"
         in unknown.stderr
     )
 
