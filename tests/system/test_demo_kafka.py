@@ -52,8 +52,7 @@ def test_versus_needs_real_kafka_and_names_an_unknown_guard():
     assert unknown.returncode == 2
     assert (
         "--guards 'x': each must be one of none, plugin-5s, plugin-60s, kvq, kvq-graceful, "
-        "kvq-no-default"
-        in unknown.stderr
+        "kvq-no-default" in unknown.stderr
     )
 
 
