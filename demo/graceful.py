@@ -1,6 +1,7 @@
 """graceful-slowdown as the real-Kafka demos run it (`make demo SCENARIO=slowdown` and the
-`kvq-graceful` guard of `SCENARIO=versus`): the chart's policy and enforcer references, with a
-horizon scaled to their 32 MiB volumes and the response time of the recommended loop."""
+`kvq-graceful` guard of `SCENARIO=versus`): the policy and enforcer references
+docs/install-kubernetes.md switches the chart to, with a horizon scaled to their 32 MiB volumes
+and the response time of the recommended loop."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_PARTITION_SIZES, SLOW
 
 HORIZON = "PT40S"
 """kvq.throttle.slowdown.horizon: the demos' loads would fill their volume's room above the limit
-in about a minute (the chart's PT10M suits disks that fill over hours), so graceful-slowdown
+in about a minute (the default PT10M suits disks that fill over hours), so graceful-slowdown
 slows them well before the limit; the loop (poll, scrape, rule, Alertmanager, enforcer) takes
 about 10 s to act on a factor."""
 ALERT_TO_ENFORCE_SECONDS = 2.0

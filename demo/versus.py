@@ -15,10 +15,11 @@ recommends. Every guard's cluster gets the same quotas. The guards:
 4. kvq (exporter, Prometheus, Alertmanager, enforcer) with the recommended intervals
    (devkit/loop_settings.recommended: the chart's defaults) and the proposal's 0/1 policy, as the
    plugin has it;
-5. kvq-graceful: the same with the chart's policy, graceful-slowdown with observed-rate
-   references (the brokers run the JMX exporter), its horizon scaled to this 32 MiB volume
-   (demo/graceful.py, as in `SCENARIO=slowdown`): it slows the load before the limit; the
-   volume still fills at what each entity's minimum quota lets through, more slowly;
+5. kvq-graceful: the same with graceful-slowdown and observed-rate references, as
+   docs/install-kubernetes.md switches the chart to them (the brokers run the JMX exporter), its
+   horizon scaled to this 32 MiB volume (demo/graceful.py, as in `SCENARIO=slowdown`): it slows
+   the load before the limit; the volume still fills at what each entity's minimum quota lets
+   through, more slowly;
 6. (kvq-no-default, only when asked for) kvq without the standing default-user quota: the
    enforcer's throttle creates `user=<default>`, and Kafka measures carol and erin afresh.
 

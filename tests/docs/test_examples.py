@@ -66,6 +66,12 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("deploy/helm/kafka-volume-quotas/README.md", "helm template kvq"): (
         f"{HERE}::test_the_chart_readme_renders_what_the_install_steps_check"
     ),
+    (INSTALL, "# graceful-values.yaml"): (
+        "tests/docs/test_examples_live.py::test_shipped_configuration_runs_against_a_cluster "
+        "(helm chart, graceful slowdown); "
+        "tests/demo/test_versus_guards.py::test_the_graceful_guard_runs_what_the_install_page_"
+        "switches_on"
+    ),
     (INSTALL, "# my-kvq/kustomization.yaml"): (
         f"{HELM}::test_the_install_page_kustomize_overlay_renders_and_validates"
     ),

@@ -61,18 +61,23 @@ SHIPPED = {
         block("docs/configuration.md", "--- the Strimzi proposal's properties").text
     ),
     "helm chart": lambda: chart_properties(),
+    "helm chart, graceful slowdown": lambda: chart_properties("# graceful-values.yaml"),
     "strimzi": lambda: (ROOT / "deploy/kubernetes/overlays/strimzi/kvq.properties").read_text(),
     "kvq-enforcer --help": lambda: help_properties(enforcer_cli.EPILOG),
 }
 
 
-def chart_properties() -> str:
+def chart_properties(*more: str) -> str:
     """The properties the chart gives the enforcer (the exporter's differ only in its user) with
-    the install page's values, as `helm install ... -f my-values.yaml` deploys it."""
+    the install page's values, and the page's blocks starting `more` after them, as `helm
+    install ... -f my-values.yaml [-f graceful-values.yaml]` deploys it."""
     with tempfile.TemporaryDirectory() as where:
-        values = Path(where) / "my-values.yaml"
-        values.write_text(block("docs/install-kubernetes.md", "# my-values.yaml").text)
-        docs = documents(kubernetes_manifests.helm_template("-f", str(values)))
+        arguments = []
+        for index, start in enumerate(("# my-values.yaml", *more)):
+            values = Path(where) / f"values-{index}.yaml"
+            values.write_text(block("docs/install-kubernetes.md", start).text)
+            arguments += ["-f", str(values)]
+        docs = documents(kubernetes_manifests.helm_template(*arguments))
     (enforcer,) = [w for w in workloads(docs) if command_of(w) == "kvq-enforcer"]
     ((text, _),) = config_files(docs, enforcer)
     return text
