@@ -365,8 +365,12 @@ def slowed_now(stack, setup: Setup) -> bool:
 
 def note_hops(stack, outcome: Outcome) -> None:
     """When a broker first throttled a producer it did not throttle before the crossing, and
-    (kvq) when each hop of the loop passed the throttle on."""
+    (kvq) when each hop of the loop passed the throttle on; nothing for a guard that slowed the
+    load before the crossing (its throttle was on already: the hops are the loop's reaction to
+    a throttle coming on)."""
     assert outcome.crossed is not None
+    if outcome.slowed is not None:
+        return
     outcome.throttled = hops.first_new_throttle(outcome.run.producers, outcome.crossed)
     if outcome.throttled is not None:
         outcome.events.append((outcome.throttled, "a broker throttles a producer (first report)"))
@@ -475,7 +479,7 @@ def table(outcome: Outcome) -> str:
         line("crossing -> every producer throttled", f"{outcome.held - outcome.crossed:.1f} s")
     else:
         line("crossing -> every producer throttled", "never")
-    if outcome.crossed is not None:
+    if outcome.crossed is not None and outcome.slowed is None:
         for at, hop in [*outcome.hops, (outcome.throttled, "a broker throttles a producer")]:
             took = "never" if at is None else f"{at - outcome.crossed:.1f} s"
             line(f"  crossing -> {hop}", took)
