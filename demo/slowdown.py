@@ -219,6 +219,20 @@ class Outcome:
             return 0
         return sum(p.log.acked_bytes(self.slowed, self.freed) for p in self.run.producers)
 
+    def acked_past_limit(self) -> int:
+        """Of `episode_bytes`, those acknowledged while broker 0's volume was at or past the
+        limit (from a watch sample that saw it there to the next sample): what a policy that
+        crosses the limit writes beyond the bound."""
+        start, end = self.slowed or 0.0, self.freed or 0.0
+        samples = [s for s in self.run.watch.samples if FULL in s.usable]
+        past = 0
+        for sample, following in zip(samples, samples[1:], strict=False):
+            if sample.usable[FULL] <= self.run.limit:
+                since, until = max(sample.at, start), min(following.at, end)
+                if until > since:
+                    past += sum(p.log.acked_bytes(since, until) for p in self.run.producers)
+        return past
+
     def longest_stall(self) -> tuple[float, str]:
         """(seconds, producer) of the longest time any producer went without an acknowledgement
         during the episode."""
@@ -493,6 +507,7 @@ def table(outcome: Outcome) -> str:
     stall, who = outcome.longest_stall()
     any_policy, this_run, ratio = outcome.bound()
     acked = outcome.episode_bytes
+    past = outcome.acked_past_limit()
     rows = [
         f"  {'lowest available bytes on any volume':52} {lowest:,} (broker {volume[0]}: "
         f"{limit_distance(lowest, run.limit)})",
@@ -501,6 +516,7 @@ def table(outcome: Outcome) -> str:
         f"({acked / any_policy:.0%} of it; {ratio:.2f} disk bytes on broker 0 per acked byte)",
         f"  {'  room at first slowdown + retention deleted (run)':52} {this_run:,.0f} "
         f"({acked / this_run:.0%} of it)",
+        f"  {'  acknowledged while at or past the limit':52} {past:,} ({past / acked:.0%})",
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
     if outcome.policy == "graceful-slowdown":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from demo.producers import Sample
 from demo.slowdown import SETUP, Outcome
 from devkit.producer_load import DeliveryLog
 
@@ -46,3 +47,22 @@ def test_producers_sharing_a_quota_are_back_when_their_quota_entity_is():
 def test_one_quota_entity_not_back_is_not_back():
     run = outcome(producer("alice", "web", 30_000, 30_000), producer("bob", "app", 20_000, 5_000))
     assert run.entities_back_at_rate() is None
+
+
+def test_bytes_acknowledged_past_the_limit_are_told_apart():
+    """The 0/1 policy rides past the limit: of the episode's bytes, those acknowledged while
+    broker 0 was at or past it (from the watch sample that saw it there to the next) are
+    counted apart, from the first slowdown on."""
+    limit = SETUP.limit
+    usable = [limit + 2_000_000] * 40 + [limit - 500_000] * 20 + [limit + 1_000] * 70
+    samples = [Sample(float(i), {(0, 0): u}, storage_errors=0) for i, u in enumerate(usable)]
+    run = SimpleNamespace(
+        producers=[producer("carol", "etl", 10_000, 10_000)],
+        setup=SETUP,
+        limit=limit,
+        watch=SimpleNamespace(samples=samples),
+    )
+    episode = Outcome("stop-on-violation", run, slowed=30.0, freed=FREED)  # type: ignore[arg-type]
+    # 40-60 s past the limit, at 10 kB/s
+    assert episode.acked_past_limit() == 20 * 10_000
+    assert episode.episode_bytes > episode.acked_past_limit()
