@@ -21,11 +21,12 @@ every topic's retention is raised to RETENTION_SECONDS, the load goes on until t
 grown (space freed), and AFTER_FREED_SECONDS more. Printed per run: the lowest available bytes
 on any volume (against the limit), the bytes acknowledged during the episode (first slowdown ->
 space freed) against the most any policy could have acknowledged then without crossing the limit
-(`Outcome.bound`), the longest time any producer went without an acknowledgement then, and the
-time from space freed until every producer is back at its rate. Once every run completed, the
-tables and two pictures (demo/pictures.py: broker 0's available bytes under each policy, each
-producer's acknowledged rate) are written to docs/results/slowdown.md (devkit/results_page.py;
-`python -m bench.slowdown` is this).
+(`Outcome.bound`) and how many of them came while the volume was at or past the limit, the
+longest time any producer went without an acknowledgement then, and the time from space freed
+until every producer is back at its rate. Once every run completed, the tables and two pictures
+(demo/pictures.py: broker 0's available bytes under each policy, each producer's acknowledged
+rate) are written to docs/results/slowdown.md (devkit/results_page.py; `python -m bench.slowdown`
+is this).
 """
 
 from __future__ import annotations
