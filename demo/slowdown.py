@@ -66,7 +66,7 @@ from demo.producers import (
 from demo.scenario import Timeline
 from demo.stack import DemoStack
 from demo.versus import SETUP as VERSUS
-from demo.versus import limit_distance, quota_members, recovered_by_kind
+from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import recommended
@@ -369,15 +369,6 @@ class Outcome:
         ends = [at + ms / 1000 - self.restored for at, ms in filter(None, lasts)]
         after = f", still waited out after the restore: {max(0.0, *ends):.1f} s" if ends else ""
         return f"longest {longest / 1000:.1f} s{after}"
-
-
-def throttled_now(stack, originals: dict) -> bool:
-    """Kafka holds some entity below its original producer quota (the enforcer slowed it)."""
-    quotas = stack.quotas()
-    return any(
-        quotas.get(entity, {}).get("producer_byte_rate", value) < value
-        for entity, value in originals.items()
-    )
 
 
 def step_load(stack, active: list, times: float, setup: Setup = SETUP) -> None:

@@ -279,7 +279,7 @@ def drive(guard: str, stack, log: Callable[[str], None], active: list) -> Outcom
     log(f"{TITLES[guard]}: load started, {setup.rate / 1000:.0f} kB/s offered")
 
     def crossed() -> bool:
-        if is_kvq(guard) and outcome.slowed is None and slowed_now(stack, setup):
+        if is_kvq(guard) and outcome.slowed is None and throttled_now(stack, setup.quotas):
             outcome.slowed = time.monotonic()
             outcome.events.append((outcome.slowed, "first slowdown (quotas lowered)"))
             after = outcome.slowed - run.load_started
@@ -356,11 +356,6 @@ def throttled_now(stack, originals: dict) -> bool:
         quotas.get(entity, {}).get("producer_byte_rate", value) < value
         for entity, value in originals.items()
     )
-
-
-def slowed_now(stack, setup: Setup) -> bool:
-    """`throttled_now` of a kvq guard's quotas: the enforcer created none of the load's own."""
-    return throttled_now(stack, setup.quotas)
 
 
 def note_hops(stack, outcome: Outcome) -> None:
