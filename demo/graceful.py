@@ -20,6 +20,7 @@ group_interval (1 s: a step while the alert fires) and the enforcer's write on t
 cluster; the slowdown scenario prints what the enforcer measured (its alert-to-enforce
 histogram)."""
 LOOP = recommended()
+"""The loop the real-Kafka demos run: the chart's intervals (devkit/loop_settings.recommended)."""
 RESPONSE_SECONDS = 2 * LOOP.poll + LOOP.scrape + LOOP.evaluation + ALERT_TO_ENFORCE_SECONDS
 """kvq.throttle.slowdown.response.time: the recommended loop's, from a change of a volume's fill
 rate to the quotas following it: two polls (5 s each: the fill rate, a median of three
@@ -35,13 +36,17 @@ ENFORCER_PROPERTIES = {
 
 
 def policy_properties(
-    policy: str, violation_check_interval: str | None = None, partition_sizes: bool = False
+    policy: str,
+    violation_check_interval: str | None = None,
+    partition_sizes: bool = False,
+    horizon: str = HORIZON,
 ) -> str:
-    """The kvq.properties lines of `policy`'s run: the policy, this loop's horizon and response
-    time, the enforcer's reference, the exporter's check interval if given, and for
-    graceful-slowdown with `partition_sizes` the partitions' sizes read."""
+    """The kvq.properties lines of `policy`'s run: the policy, its horizon (the demos' HORIZON
+    unless given) and this loop's response time, the enforcer's reference, the exporter's check
+    interval if given, and for graceful-slowdown with `partition_sizes` the partitions' sizes
+    read."""
     text = (
-        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={HORIZON}\n"
+        f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={horizon}\n"
         f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
     )
     text += ENFORCER_PROPERTIES.get(policy, "")

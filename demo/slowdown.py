@@ -47,6 +47,7 @@ from demo import pictures
 from demo.graceful import (
     ALERT_TO_ENFORCE_SECONDS,
     HORIZON,
+    LOOP,
     RESPONSE,
     RESPONSE_SECONDS,
     policy_properties,
@@ -69,11 +70,13 @@ from demo.versus import SETUP as VERSUS
 from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
-from devkit.loop_settings import recommended
 from devkit.processes import wait_until
 from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
+from kvq.settings.config import SLOWDOWN_HORIZON
+from kvq.settings.durations import format_duration
+from kvq.settings.values import positive_duration
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
@@ -83,7 +86,7 @@ load's retained data at its full rate, nearly three times its retained data at t
 SETUP = replace(
     VERSUS,
     other_data=OTHER_DATA,
-    loop=recommended(),
+    loop=LOOP,
     topic_config={
         "retention.ms": str(RETENTION_SECONDS * 1000),
         "segment.ms": str(SEGMENT_SECONDS * 1000),
@@ -102,12 +105,19 @@ WARM_UP_TOPIC_CONFIG = {"retention.ms": "1000", "segment.ms": "1000"}
 newest record, so broker 0's volume holds only the last few seconds of it. The scenario starts
 when each topic's retention is raised to SETUP's (an operator keeping more data): what the volume
 holds then is kept RETENTION_SECONDS too, and the volume fills until retention frees space."""
-POLICIES = {
-    "stop-on-violation": "the proposal's policy (0/1)",
-    "graceful-slowdown": (
-        f"graceful-slowdown, horizon {HORIZON}, response time {RESPONSE}, observed-rate references"
-    ),
-}
+POLICIES = ("stop-on-violation", "graceful-slowdown")
+
+
+def title(policy: str, horizon: str = HORIZON) -> str:
+    """How the run's lines and table name `policy` (graceful-slowdown with its settings)."""
+    if policy == "graceful-slowdown":
+        return (
+            f"graceful-slowdown, horizon {horizon}, response time {RESPONSE}, observed-rate "
+            "references"
+        )
+    return "the proposal's policy (0/1)"
+
+
 EPISODE_SECONDS = 150.0
 EQUILIBRIUM_START_SECONDS = RETENTION_SECONDS + SEGMENT_SECONDS + 5.0
 EQUILIBRIUM_SECONDS = 80.0
@@ -213,6 +223,8 @@ class Outcome:
     events: list[tuple[float, str]] = field(default_factory=list)
     before: dict[str, float] = field(default_factory=dict)
     alert_to_enforce: AlertToEnforce | None = None
+    horizon: str = HORIZON
+    """graceful-slowdown's kvq.throttle.slowdown.horizon in the run (`--horizon`)."""
 
     @property
     def episode_bytes(self) -> int:
@@ -431,6 +443,7 @@ def drive(
     episode_seconds: float = EPISODE_SECONDS,
     load_step: LoadStep | None = None,
     setup: Setup = SETUP,
+    horizon: str = HORIZON,
 ) -> Outcome:
     prepare(stack, replace(setup, topic_config={**setup.topic_config, **WARM_UP_TOPIC_CONFIG}))
     quiet_before_load(stack, setup)
@@ -439,7 +452,7 @@ def drive(
     warm_up = time.monotonic()
     producers = start_load(stack, active, setup)
     log(
-        f"{POLICIES[policy]}: load started, {setup.rate / 1000:.0f} kB/s offered by "
+        f"{title(policy, horizon)}: load started, {setup.rate / 1000:.0f} kB/s offered by "
         f"{setup.producers} producers; warming up for {WARM_UP_SECONDS:.0f} s"
     )
     warm_until = time.monotonic() + WARM_UP_SECONDS
@@ -450,7 +463,7 @@ def drive(
     keep_data(stack, setup)
     run = Run(Timeline(), producers, watch, time.monotonic(), setup.limit, setup)
     run.marks[WARM_UP] = warm_up
-    outcome = Outcome(policy, run)
+    outcome = Outcome(policy, run, horizon=horizon)
     outcome.events.append((warm_up, "load started (retention 1 s)"))
     outcome.events.append((run.load_started, f"retention raised to {RETENTION_SECONDS} s"))
     outcome.before = {
@@ -560,12 +573,13 @@ def run_policy(
     violation_check_interval: str | None = None,
     setup: Setup = SETUP,
     partition_sizes: bool = False,
+    horizon: str = HORIZON,
 ) -> Outcome:
     active: list = []
-    graceful = policy_properties(policy, violation_check_interval, partition_sizes)
+    graceful = policy_properties(policy, violation_check_interval, partition_sizes, horizon)
     with make_stack(work / policy, setup, graceful, **stack_options(policy)) as stack:
         try:
-            return drive(policy, stack, log, active, episode_seconds, load_step, setup)
+            return drive(policy, stack, log, active, episode_seconds, load_step, setup, horizon)
         finally:
             stop_all(active)
 
@@ -586,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
             "cluster per policy"
         )
         for outcome in outcomes:
-            print(f"\n{POLICIES[outcome.policy]}:")
+            print(f"\n{title(outcome.policy, outcome.horizon)}:")
             print(table(outcome))
         pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "policy")
         recording.complete()
@@ -654,6 +668,13 @@ PARSER.add_argument(
     "true): it holds the rate written at what retention frees (default: the totals alone)",
 )
 PARSER.add_argument(
+    "--horizon",
+    metavar="DURATION",
+    default=HORIZON,
+    help=f"graceful-slowdown's {SLOWDOWN_HORIZON} (default {HORIZON}; the load fills the room "
+    "above the limit in about 50 s)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -663,6 +684,10 @@ PARSER.add_argument(
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     args = PARSER.parse_args(argv)
+    try:
+        args.horizon = format_duration(positive_duration(args.horizon))
+    except ValueError as refused:
+        PARSER.error(f"--horizon: {args.horizon!r}: {refused}")
     if args.principals is not None and not SETUP.producers < args.principals <= MOST_PRINCIPALS:
         PARSER.error(
             f"--principals: {args.principals} is not a number of producers from "
@@ -734,21 +759,23 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     args.violation_check_interval,
                     setup_of(args),
                     args.partition_sizes,
+                    args.horizon,
                 )
                 outcomes.append(outcome)
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
-                print(f"\n{POLICIES[policy]}: the run failed: {exc}", file=sys.stderr)
+                print(f"\n{title(policy, args.horizon)}: the run failed: {exc}", file=sys.stderr)
                 return None
     return outcomes
 
 
-SHORT_TITLES = {
-    "stop-on-violation": "kvq, the proposal's 0/1 policy",
-    "graceful-slowdown": (
-        f"kvq, graceful-slowdown (horizon {HORIZON}, response time {RESPONSE}, observed-rate "
-        "references)"
-    ),
-}
+def short_title(policy: str, horizon: str = HORIZON) -> str:
+    """How the pictures name `policy`'s run."""
+    if policy == "graceful-slowdown":
+        return (
+            f"kvq, graceful-slowdown (horizon {horizon}, response time {RESPONSE}, observed-rate "
+            "references)"
+        )
+    return "kvq, the proposal's 0/1 policy"
 
 
 def series(outcome: Outcome) -> pictures.RunSeries:
@@ -769,7 +796,7 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,
-        SHORT_TITLES[outcome.policy],
+        short_title(outcome.policy, outcome.horizon),
         pictures.available_series(run.watch.samples, FULL, start),
         marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),
