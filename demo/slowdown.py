@@ -108,14 +108,13 @@ holds then is kept RETENTION_SECONDS too, and the volume fills until retention f
 POLICIES = ("stop-on-violation", "graceful-slowdown")
 
 
-def title(policy: str, horizon: str = HORIZON) -> str:
-    """How the run's lines and table name `policy` (graceful-slowdown with its settings)."""
-    if policy == "graceful-slowdown":
-        return (
-            f"graceful-slowdown, horizon {horizon}, response time {RESPONSE}, observed-rate "
-            "references"
-        )
-    return "the proposal's policy (0/1)"
+def title(policy: str, horizon: str = HORIZON, short: bool = False) -> str:
+    """How the run's lines and table (`short`: its pictures) name `policy`, graceful-slowdown
+    with its settings."""
+    if policy != "graceful-slowdown":
+        return "kvq, the proposal's 0/1 policy" if short else "the proposal's policy (0/1)"
+    settings = f"horizon {horizon}, response time {RESPONSE}, observed-rate references"
+    return f"kvq, graceful-slowdown ({settings})" if short else f"graceful-slowdown, {settings}"
 
 
 EPISODE_SECONDS = 150.0
@@ -768,16 +767,6 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
     return outcomes
 
 
-def short_title(policy: str, horizon: str = HORIZON) -> str:
-    """How the pictures name `policy`'s run."""
-    if policy == "graceful-slowdown":
-        return (
-            f"kvq, graceful-slowdown (horizon {horizon}, response time {RESPONSE}, observed-rate "
-            "references)"
-        )
-    return "kvq, the proposal's 0/1 policy"
-
-
 def series(outcome: Outcome) -> pictures.RunSeries:
     """What the pictures draw of one policy's run (demo/pictures.py)."""
     run = outcome.run
@@ -796,7 +785,7 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,
-        short_title(outcome.policy, outcome.horizon),
+        title(outcome.policy, outcome.horizon, short=True),
         pictures.available_series(run.watch.samples, FULL, start),
         marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),
