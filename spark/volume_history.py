@@ -29,12 +29,20 @@ at every success yields none.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
-from kvq.model.throttle_factor_policy import UNTHROTTLED, ThrottleFactorPolicy, VolumeReading
+from kvq.model.throttle_factor_policy import (
+    UNTHROTTLED,
+    EarlierReading,
+    GrowthWindow,
+    ReadingWindows,
+    ThrottleFactorPolicy,
+    VolumeReading,
+)
 from spark.archive_reader import available_ratio, unusable_reason
 
 VOLUME = ["cluster", "broker_id", "log_dir"]
@@ -120,19 +128,127 @@ READING = ("time", "total_bytes", "available_bytes", "available_ratio", "grown_b
 """The columns of a described log dir that make a `VolumeReading` (in its field order)."""
 
 
+def _reading(column: Callable[[str], Column]) -> VolumeReading:
+    """A reading of the columns READING (`column(name)`: of the row, or of a struct)."""
+    time, total_bytes, available_bytes, ratio, grown_bytes = (column(name) for name in READING)
+    return VolumeReading(time, total_bytes, available_bytes, ratio, grown_bytes)
+
+
 def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
     """`declared(reading, previous)` with as many previous readings as the volume has (up to the
     policy's `history`; columns `previous1`.. hold them, null where it has fewer)."""
-    reading = VolumeReading(*(F.col(name) for name in READING))
-    previous = [
-        VolumeReading(*(F.col(f"previous{n}")[name] for name in READING))
-        for n in range(1, policy.history + 1)
-    ]
+    windows = ReadingWindows(
+        tuple(
+            GrowthWindow(*(F.col(f"growth{i}")[name] for name in GrowthWindow._fields))
+            for i in range(len(policy.growth_windows))
+        ),
+        tuple(
+            EarlierReading(*(F.col(f"earlier{i}")[name] for name in EarlierReading._fields))
+            for i in range(len(policy.looks_back))
+        ),
+    )
+    reading = _reading(F.col)._replace(windows=windows)
+    previous = [_reading(F.col(f"previous{n}").getField) for n in range(1, policy.history + 1)]
     chosen = F.lit(declared(reading, tuple(previous)))
     for n in range(policy.history, 0, -1):
         fewer = F.lit(declared(reading, tuple(previous[: n - 1])))
         chosen = F.when(F.col(f"previous{n}").isNull(), fewer).otherwise(chosen)
     return chosen
+
+
+def _whole_seconds(seconds: float) -> int:
+    """A window's length as the whole offset a window over time takes (the same bound as the
+    exporter's: `t + -30` is `t - 30.0` in IEEE 754)."""
+    if seconds != int(seconds) or seconds < 0:
+        raise ValueError(f"a policy's window must be whole seconds, not {seconds!r}")
+    return int(seconds)
+
+
+def with_window_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> DataFrame:
+    """`described` + the aggregates of `kvq.model.throttle_factor_policy.ReadingWindows` the
+    policy declares, as `kvq.model.reading_trail.ReadingTrail` gives them: `growth0`.. (structs
+    of `GrowthWindow`'s fields), windows over time within the volume's *growth run* (a usable
+    reading whose growth was not read starts one); `earlier0`.. (structs of `EarlierReading`'s),
+    windows over time up to that many seconds before the reading. Sums of whole bytes and
+    readings picked whole: the same bits as the exporter."""
+    usable = F.col("reason").isNull()
+    used = F.col("total_bytes") - F.col("available_bytes")
+    kept = F.when(
+        usable,
+        F.struct(
+            F.col("time").alias("time"), used.alias("used"), F.col("grown_bytes").alias("grown")
+        ),
+    )
+    by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
+    starts = F.when(usable & F.col("grown_bytes").isNull(), 1).otherwise(0)
+    described = described.select(
+        "*",
+        F.last(kept, ignorenulls=True)
+        .over(by_volume.rowsBetween(Window.unboundedPreceding, -1))
+        .alias("window_last"),
+        F.sum(starts)
+        .over(by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("growth_run"),
+    )
+    in_run = Window.partitionBy(*BY_VOLUME, "growth_run").orderBy("time")
+    by_time = Window.partitionBy(*BY_VOLUME).orderBy("time")
+    aggregates = []
+    for i, seconds in enumerate(policy.growth_windows):
+        frame = in_run.rangeBetween(-_whole_seconds(seconds), 0)
+        aggregates += [
+            F.first(kept, ignorenulls=True).over(frame).alias(f"growth{i}_first"),
+            F.count(F.when(usable, 1)).over(frame).alias(f"growth{i}_count"),
+            F.sum(F.when(usable, F.col("grown_bytes"))).over(frame).alias(f"growth{i}_sum"),
+        ]
+    for i, seconds in enumerate(policy.looks_back):
+        frame = by_time.rangeBetween(Window.unboundedPreceding, -_whole_seconds(seconds))
+        aggregates.append(F.last(kept, ignorenulls=True).over(frame).alias(f"earlier{i}_at"))
+    if policy.looks_back:
+        earliest = F.first(kept, ignorenulls=True).over(
+            by_time.rangeBetween(Window.unboundedPreceding, 0)
+        )
+        aggregates.append(earliest.alias("window_earliest"))
+    described = described.select("*", *aggregates)
+    # With no earlier reading in the window: from the last reading (or this one, the first).
+    last = F.coalesce(F.col("window_last"), kept)
+    windows = []
+    for i in range(len(policy.growth_windows)):
+        first = F.col(f"growth{i}_first")
+        alone = F.col(f"growth{i}_count") <= 1
+        windows.append(
+            F.struct(
+                F.when(alone, F.coalesce(F.col("grown_bytes"), F.lit(0)))
+                .otherwise(F.col(f"growth{i}_sum") - F.coalesce(first["grown"], F.lit(0)))
+                .alias("grown"),
+                F.when(alone, last["time"]).otherwise(first["time"]).alias("start_time"),
+                F.when(alone, last["used"]).otherwise(first["used"]).alias("start_used"),
+            ).alias(f"growth{i}")
+        )
+    for i in range(len(policy.looks_back)):
+        at = F.coalesce(F.col(f"earlier{i}_at"), F.col("window_earliest"))
+        windows.append(
+            F.struct(at["time"].alias("time"), at["used"].alias("used_bytes")).alias(f"earlier{i}")
+        )
+    return described.select("*", *windows)
+
+
+def _reads_earlier(policy: ThrottleFactorPolicy) -> bool:
+    """Whether the policy reads a volume's earlier readings (its previous ones, or windows)."""
+    return bool(policy.history or policy.growth_windows or policy.looks_back)
+
+
+def _window_work(policy: ThrottleFactorPolicy) -> list[str]:
+    """The columns of `with_window_columns` (the policy's windows and what makes them)."""
+    if not (policy.growth_windows or policy.looks_back):
+        return []
+    growth = [
+        f"growth{i}{part}"
+        for i in range(len(policy.growth_windows))
+        for part in ("", "_first", "_count", "_sum")
+    ]
+    earlier = [f"earlier{i}{part}" for i in range(len(policy.looks_back)) for part in ("", "_at")]
+    earliest = ["window_earliest"] if policy.looks_back else []
+    return ["window_last", "growth_run", *growth, *earlier, *earliest]
 
 
 def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> DataFrame:
@@ -148,6 +264,8 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
     before = by_volume.rowsBetween(Window.unboundedPreceding, -1)
     so_far = by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    if policy.growth_windows or policy.looks_back:
+        described = with_window_columns(described, policy)
     if policy.history:
         last = F.last(F.when(usable, F.struct(*READING)), ignorenulls=True).over(before)
         described = described.select("*", last.alias("previous1"))
@@ -213,18 +331,22 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
 def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
     """The intermediate columns of `with_policy_columns` (those a policy does not add: none)."""
     previous = [f"previous{n}" for n in range(1, policy.history + 1)]
-    return previous + [
-        "restart",
-        "step",
-        "since_restart",
-        "peak_sample",
-        "peak",
-        "depth_total",
-        "climb_from",
-        "floor_at_once",
-        "above_floor",
-        "depth",
-    ]
+    return (
+        _window_work(policy)
+        + previous
+        + [
+            "restart",
+            "step",
+            "since_restart",
+            "peak_sample",
+            "peak",
+            "depth_total",
+            "climb_from",
+            "floor_at_once",
+            "above_floor",
+            "depth",
+        ]
+    )
 
 
 def described_log_dirs(
@@ -264,7 +386,7 @@ def described_log_dirs(
             "reason"
         ),
         # the success's time and the growth, for the policy's readings
-        *(["time", "grown_bytes"] if policy.history else []),
+        *(["time", "grown_bytes"] if _reads_earlier(policy) else []),
         ranges.partition().alias(BROKER_RANGE),
     ).repartitionById(ranges.partitions, BROKER_RANGE)
     usable = F.col("reason").isNull()

@@ -105,6 +105,8 @@ class GracefulSlowdown:
     that would hold the volume at the limit (`settled_share`): the shorter the loop's real
     response, the closer to the limit it may ride."""
     history: ClassVar[int] = 3
+    growth_windows: ClassVar[tuple[float, ...]] = ()
+    looks_back: ClassVar[tuple[float, ...]] = ()
     accumulates: ClassVar[bool] = True
     polls_watched_after_lift: ClassVar[int] = history
     """As long as the fill rate, a median of the last `history` intervals, lags the load a lift

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from kvq.model.depth_accumulator import DepthAccumulator
 from kvq.model.policy_expressions import PLAIN
+from kvq.model.reading_trail import ReadingTrail
 from kvq.model.throttle_factor_policy import (
     UNTHROTTLED,
+    ReadingWindows,
     ThrottleFactorPolicy,
     VolumeReading,
     cluster_factor,
@@ -35,6 +37,7 @@ class PolicyRun:
         self._factors: dict[tuple[int, str], float] = {}
         self._readings: dict[tuple[int, str], tuple[VolumeReading, ...]] = {}
         self._depths: dict[tuple[int, str], DepthAccumulator] = {}
+        self._trails: dict[tuple[int, str], ReadingTrail] = {}
         self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
         """Per judged volume: the policy's gauges and then its factor (only for a policy that
         has gauges), as last observed."""
@@ -53,7 +56,7 @@ class PolicyRun:
         for volume in observed:
             key = volume.key
             ratio = volume.available_ratio
-            reading = VolumeReading.of(volume, time)
+            reading = self._reading(volume, time)
             previous = self._readings.get(key, ()) if history else ()
             depth = 0.0
             if policy.accumulates:
@@ -74,6 +77,10 @@ class PolicyRun:
             if gauged:
                 gauges = policy.volume_gauges(reading, previous, PLAIN)
                 self.columns[key] = (*map(float, gauges), factor)
+            trail = self._trails.get(key)
+            if trail is not None:  # a previous reading carries no windows (in the backfill neither)
+                reading = reading._replace(windows=ReadingWindows())
+                trail.take(reading)
             if history:
                 self._readings[key] = (reading, *previous)[:history]
             factors.append(factor)
@@ -104,7 +111,7 @@ class PolicyRun:
             previous = self._readings.get(volume.key, ())
             if not previous:
                 continue
-            reading = VolumeReading.of(volume, time)
+            reading = self._reading(volume, time)
             throttled = self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED
             freed = (
                 throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]
@@ -112,3 +119,16 @@ class PolicyRun:
             if bool(freed) or policy.closing_fast(reading, previous[0]):
                 return True
         return False
+
+    def _reading(self, volume: Volume, time: float) -> VolumeReading:
+        """`volume` read at `time`, with the aggregates the policy's windows give it over the
+        readings taken in before (`ReadingWindows`)."""
+        reading = VolumeReading.of(volume, time)
+        policy = self.policy
+        if not (policy.growth_windows or policy.looks_back):
+            return reading
+        trail = self._trails.get(volume.key)
+        if trail is None:
+            trail = ReadingTrail(policy.growth_windows, policy.looks_back)
+            self._trails[volume.key] = trail
+        return reading._replace(windows=trail.windows(reading))

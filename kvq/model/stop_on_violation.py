@@ -17,6 +17,8 @@ class StopOnViolation:
 
     limit: Limit
     history: ClassVar[int] = 0
+    growth_windows: ClassVar[tuple[float, ...]] = ()
+    looks_back: ClassVar[tuple[float, ...]] = ()
     accumulates: ClassVar[bool] = False
     polls_watched_after_lift: ClassVar[int] = 3
     """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just

@@ -14,14 +14,18 @@ decides. A cached volume keeps the factor it got when it was last observed. A po
 a volume's history says how many previous usable readings it reads (`history`; most recent
 first, fewer while the volume has fewer: a declaration may branch on `len(previous)`), which
 `PolicyRun` keeps in the exporter and windows over the volume's descriptions give in the
-backfill. A policy that `accumulates` also reads a per-volume *depth*: the running sum of its
-`depth_step` increments since the volume's last restart, never below its held floor (0 at the
-least; `depth_floor`, which reads the volume's *peak*: the running maximum of its `peak_sample`s
-since the last restart; `kvq.model.depth_accumulator` in the exporter). All of it is running
-sums, minimums and maximums since the last restart, which Spark's windows compute in the same
-order as the exporter, so both give the same bits. Both branches of `choose` are evaluated on
-numbers: a declaration keeps each one defined (divide by `greatest(elapsed, 1.0)`, not by
-`elapsed`).
+backfill. A policy that reads more of a volume's past than a few readings declares windows over
+time instead (`growth_windows`, `looks_back`: `ReadingWindows` on the reading it is asked
+about): sums and picks over however many readings a window holds, which the backfill's windows
+over time compute in one pass (a declaration over N previous readings is evaluated once per
+count of them it may see: N^2 in the backfill's plan). A policy that `accumulates` also reads
+a per-volume *depth*: the running sum of its `depth_step` increments since the volume's last
+restart, never below its held floor (0 at the least; `depth_floor`, which reads the volume's
+*peak*: the running maximum of its `peak_sample`s since the last restart;
+`kvq.model.depth_accumulator` in the exporter). All of it is running sums, minimums and maximums
+since the last restart, which Spark's windows compute in the same order as the exporter, so both
+give the same bits. Both branches of `choose` are evaluated on numbers: a declaration keeps each
+one defined (divide by `greatest(elapsed, 1.0)`, not by `elapsed`).
 
 The policies: `kvq.model.stop_on_violation.StopOnViolation` (the proposal's) and
 `kvq.model.graceful_slowdown.GracefulSlowdown`; `kvq.settings.config.Config.policy` picks one.
@@ -42,19 +46,55 @@ THROTTLED = 0.0
 UNTHROTTLED = 1.0
 
 
+class GrowthWindow(NamedTuple):
+    """What a volume's partitions grew by over the readings of its last `seconds` (one of the
+    policy's `growth_windows`): from the earliest usable reading at most that old, back to the
+    latest whose growth was not read (the growth since it is whole), to this one. `grown`: the
+    sum of the growth of the readings after that start (whole bytes: the same on both sides);
+    `start_time`, `start_used`: the start's time and used bytes. With no earlier reading in
+    the window, the start is the previous reading and `grown` this one's own growth (0 where
+    not read); with no previous reading, the start is this one."""
+
+    grown: Any
+    start_time: Any
+    start_used: Any
+
+
+class EarlierReading(NamedTuple):
+    """The latest usable reading at or before `seconds` before this one (one of the policy's
+    `looks_back`), else the volume's earliest: its time and used bytes."""
+
+    time: Any
+    used_bytes: Any
+
+
+class ReadingWindows(NamedTuple):
+    """What a policy reads of a volume's readings by time, beside its `history` previous ones:
+    one `GrowthWindow` per `growth_windows` and one `EarlierReading` per `looks_back`, in the
+    policy's order. Aggregates both sides compute exactly and cheaply, however many readings a
+    window holds: the exporter from the readings it keeps (`kvq.model.reading_trail`), the
+    backfill with windows over time (`spark.volume_history`)."""
+
+    growth: tuple[GrowthWindow, ...] = ()
+    earlier: tuple[EarlierReading, ...] = ()
+
+
 class VolumeReading(NamedTuple):
     """One volume at one successful observation, as a policy reads it: plain numbers in the
     exporter, Spark Columns in the backfill. `time`: the observation's, seconds since the epoch;
     `available_ratio` as `Volume.available_ratio` (0.0 for a volume of 0 bytes); `grown_bytes`:
     what its partition replicas grew by since the reading before (`Volume.grown_bytes`; None, or
-    null, when not read: a declaration tests it with `Expressions.known`). A tuple: the exporter
-    makes one per volume and poll."""
+    null, when not read: a declaration tests it with `Expressions.known`); `windows`: the
+    aggregates over the volume's readings by time the policy declares (`ReadingWindows`; only on
+    the reading a policy is asked about, not on its previous ones). A tuple: the exporter makes
+    one per volume and poll."""
 
     time: Any
     total_bytes: Any
     available_bytes: Any
     available_ratio: Any
     grown_bytes: Any = None
+    windows: ReadingWindows = ReadingWindows()
 
     @classmethod
     def of(cls, volume: Volume, time: float) -> VolumeReading:
@@ -68,6 +108,11 @@ class VolumeReading(NamedTuple):
         )
 
 
+def used_bytes(reading: VolumeReading) -> Any:
+    """Bytes in use on the volume."""
+    return reading.total_bytes - reading.available_bytes
+
+
 class ThrottleFactorPolicy(Protocol):
     """A rule from one volume's reading (and, if it needs them, its previous ones and its depth)
     to the factor that volume asks for. See the module's docstring for what a declaration may
@@ -79,6 +124,15 @@ class ThrottleFactorPolicy(Protocol):
     history: ClassVar[int]
     """How many previous usable readings of a volume the methods read (0: none; the backfill then
     needs no success times and no windows)."""
+
+    growth_windows: ClassVar[tuple[float, ...]]
+    """The windows, in seconds, over which the policy reads what a volume's partitions grew by
+    (`ReadingWindows.growth`); whole seconds (the backfill's windows over time take whole
+    offsets)."""
+
+    looks_back: ClassVar[tuple[float, ...]]
+    """How far back, in whole seconds, the policy reads a volume's earlier readings by time
+    (`ReadingWindows.earlier`)."""
 
     accumulates: ClassVar[bool]
     """Whether `volume_factor` reads the volume's depth (`depth_step` feeds it)."""

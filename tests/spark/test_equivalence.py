@@ -16,7 +16,7 @@ from kvq.contract.archive_record import to_line
 from kvq.contract.metric_families import backfilled
 from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
-from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, used_bytes
 from kvq.model.volume import LogDirDescription
 from kvq.settings.config import (
     GRACEFUL_SLOWDOWN,
@@ -151,6 +151,8 @@ class SlowDownWhileFilling:
 
     limit: Limit
     history: ClassVar[int] = 1
+    growth_windows: ClassVar[tuple[float, ...]] = ()
+    looks_back: ClassVar[tuple[float, ...]] = ()
     accumulates: ClassVar[bool] = False
     gauges: ClassVar[tuple[str, ...]] = ()
     bytes_per_second: float = 1e9
@@ -271,6 +273,69 @@ def test_holding_the_write_rate_at_what_retention_frees_is_evaluated_alike(spark
     steps = list(zip(factors, factors[1:], strict=False))
     assert any(0.0 < after < 0.5 * before for before, after in steps)  # a level, not a step
     assert any(before < 1.0 == after for before, after in steps)  # space freed: restarted
+    assert_same(got, expected)
+
+
+@dataclass(frozen=True)
+class SlowDownOnWindows:
+    """A policy reading windows over time (`ReadingWindows`), the kind one following retention
+    is: each volume slows producers down in proportion to what its partitions grew by over the
+    last 30 s and 5 s, and to how fast its used bytes grew over them and since 4 and 12 s back."""
+
+    limit: Limit
+    history: ClassVar[int] = 0
+    growth_windows: ClassVar[tuple[float, ...]] = (30.0, 5.0)
+    looks_back: ClassVar[tuple[float, ...]] = (4.0, 12.0)
+    accumulates: ClassVar[bool] = False
+    gauges: ClassVar[tuple[str, ...]] = ()
+    bytes_per_second: float = 4e6
+    """The sum of the rates that asks for factor 0."""
+
+    def volume_factor(self, reading, previous, depth, ops):
+        used = used_bytes(reading)
+        rate = 0.0
+        for window in reading.windows.growth:
+            elapsed = ops.greatest(reading.time - window.start_time, 1.0)
+            rate = rate + window.grown / elapsed + (used - window.start_used) / elapsed
+        for earlier in reading.windows.earlier:
+            elapsed = ops.greatest(reading.time - earlier.time, 1.0)
+            rate = rate + (used - earlier.used_bytes) / elapsed
+        return ops.greatest(THROTTLED, ops.least(UNTHROTTLED, 1.0 - rate / self.bytes_per_second))
+
+
+class ConfigWithWindowsPolicy(Config):
+    @property
+    def policy(self):
+        return SlowDownOnWindows(self.limit)
+
+
+def test_windows_over_a_reading_a_second_are_evaluated_alike(spark, tmp_path):
+    """Readings a second apart whose growth comes in bursts (Kafka's quotas mute a producer,
+    then let its backlog through), a load step, readings whose growth was not read (a window
+    starts afresh after one), an error and a broker away for longer than the windows: the
+    backfill's windows over time give a policy's `ReadingWindows` what the exporter's trails
+    give it, bit for bit, in one pass however many readings a window holds."""
+    total, used, rows = 64 << 20, 30 << 20, []
+    times = [*range(0, 150), *range(190, 300)]
+    for time in times:
+        grown = (400_000 if time % 3 == 0 else 50_000) * (4 if 230 <= time < 240 else 1)
+        used += grown - (300_000 if time % 10 == 0 else 0)
+        error = time == 100
+        described = LogDirDescription(
+            0,
+            "/d",
+            -1 if error else total,
+            -1 if error else total - used,
+            56 if error else 0,
+            None if time in (0, 60, 101, 190) or error else grown,
+        )
+        rows.append(Observation(1000 + time, (0,), (described,)))
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT1S"))
+    config = ConfigWithWindowsPolicy(**{f.name: getattr(config, f.name) for f in fields(config)})
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 1)
+    factors = set(expected[(NS + "throttle_factor", '{cluster="kafka"}')].values())
+    assert len({f for f in factors if 0.0 < f < 1.0}) > 100
     assert_same(got, expected)
 
 

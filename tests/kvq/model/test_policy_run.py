@@ -15,6 +15,8 @@ class SlowDownWhileShrinking:
 
     limit: MinAvailableBytes
     history: ClassVar[int] = 1
+    growth_windows: ClassVar[tuple[float, ...]] = ()
+    looks_back: ClassVar[tuple[float, ...]] = ()
     accumulates: ClassVar[bool] = False
     gauges: ClassVar[tuple[str, ...]] = ()
 
