@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from kvq.model.limits import Limit, MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN, Expressions
 from kvq.model.slowdown_depth import depth_of_drop, depth_sharing, factor_at_depth
-from kvq.model.throttle_factor_policy import THROTTLED, VolumeReading
+from kvq.model.throttle_factor_policy import THROTTLED, VolumeReading, used_bytes
 
 NOT_FILLING_SECONDS = 365 * 86400.0
 """The predicted time to the limit of a volume that is not filling (and the most ever shown)."""
@@ -78,17 +78,23 @@ class GracefulSlowdown:
 
     With the volume's growth read (`VolumeReading.grown_bytes`, `kvq.throttle.slowdown.partition
     .sizes`; `follows_retention`), the net fill rate no longer steers the factor: it echoes the
-    policy's own earlier rise one retention time later. The factor is then a level at each
-    reading instead of paced steps (`retention_reach`): the gross rate (what the partitions
-    grew by) held at what retention freed (grown less the growth of the used bytes), plus the
-    headroom foreseen when the factor takes effect above `MARGIN_SECONDS` of the peak, spent
-    over `SETTLE_SECONDS`; the factor is that rate's share of the peak (the fastest gross rate
-    since the last restart). The escapes stay as they are: 0.0 at or past the limit, the floor
-    at once when the limit is within `response_seconds` at the fill rate, the held cap while
-    the headroom would not last the horizon at the peak, the restart once space is freed; the
-    held floor's `response_seconds` of headroom does not apply (the level keeps its margin).
-    In the slowdown scenario (tests/kvq/model/test_slowdown_study.py) this rides at 86-88 % of
-    the most any policy could write without crossing the limit, against 74 % without.
+    policy's own earlier rise one retention time later. The factor is then a level
+    (`retention_reach`), over the readings of the last `GROWTH_WINDOW_SECONDS` (Kafka's quotas
+    mute a producer, then let its backlog through: one poll's growth swings two- to threefold):
+    the gross rate (what the partitions grew by) held at what retention freed (grown less the
+    growth of the used bytes), plus the headroom foreseen when the factor takes effect above
+    `MARGIN_SECONDS` of the window's rate, spent over `SETTLE_SECONDS`; the factor is that
+    rate's share of the peak (the fastest the partitions grew over a window since the last
+    restart, or the volume filled, if faster). Its drops are the held floor's, paced (a quota
+    far below the rate it meets hands out long throttle times), its rises `LEVEL_RISE`'s. A
+    load step (the last `STEP_WINDOW_SECONDS` grown at `STEP_RATIO` times the window's rate)
+    is met at once by the level of those seconds, and a check showing one is taken in
+    (`closing_fast`). The other escapes stay: 0.0 at or past the limit, the held cap while the
+    headroom would not last the horizon at the peak, the restart once space is freed; the
+    held floor's `response_seconds` of headroom does not apply (the level keeps its margin),
+    nor does the floor at once on the fill rate (bursts would trigger it). On real Kafka
+    (`python -m bench.slowdown --partition-sizes`) this rides at about 85 % of the most any
+    policy could write without crossing the limit, against 75-79 % without (docs/policies.md).
     """
 
     limit: Limit
@@ -104,14 +110,26 @@ class GracefulSlowdown:
     So with retention keeping R seconds of data the factor settles at R / (R + this) of the one
     that would hold the volume at the limit (`settled_share`): the shorter the loop's real
     response, the closer to the limit it may ride."""
-    history: ClassVar[int] = 3
-    growth_windows: ClassVar[tuple[float, ...]] = ()
-    looks_back: ClassVar[tuple[float, ...]] = ()
+    FILL_INTERVALS: ClassVar[int] = 3
+    FILL_INTERVAL_SECONDS: ClassVar[float] = 4.0
+    """The fill rate is the median of the rates over this many intervals."""
+    GROWTH_WINDOW_SECONDS: ClassVar[float] = 30.0
+    """With the growth read (`follows_retention`): the level's rates are what the partitions
+    grew by and what retention freed over the readings of the last this many seconds: Kafka's
+    quotas mute a producer, then let its backlog through, so one second's or one poll's growth
+    swings two to three times; a window of several bursts much less."""
+    STEP_WINDOW_SECONDS: ClassVar[float] = 5.0
+    """... and a load step is what the partitions grew by over this many seconds at
+    `STEP_RATIO` times the window's rate or more."""
+    history: ClassVar[int] = FILL_INTERVALS
+    growth_windows: ClassVar[tuple[float, ...]] = (GROWTH_WINDOW_SECONDS, STEP_WINDOW_SECONDS)
+    looks_back: ClassVar[tuple[float, ...]] = (4.0, 8.0, 12.0)
+    """The spaced fill rate's readings: `FILL_INTERVALS` of `FILL_INTERVAL_SECONDS` back."""
     accumulates: ClassVar[bool] = True
-    polls_watched_after_lift: ClassVar[int] = history
-    """As long as the fill rate, a median of the last `history` intervals, lags the load a lift
-    lets back: it shows it only two polls later; until then a check showing a volume closing
-    fast (`closing_fast`) is taken in."""
+    polls_watched_after_lift: ClassVar[int] = FILL_INTERVALS
+    """As long as the fill rate, a median of the last `FILL_INTERVALS` intervals, lags the load a
+    lift lets back: it shows it only two polls later; until then a check showing a volume
+    closing fast (`closing_fast`) is taken in."""
     checks_unthrottled: ClassVar[bool] = True
     """A load step before the first slowdown shows in the fill rate two polls late (a median of
     three): in the closed-loop model (tests/kvq/model/test_slowdown_study.py) a 10x step 10 s
@@ -140,8 +158,15 @@ class GracefulSlowdown:
     SETTLE_SECONDS: ClassVar[float] = 10.0
     """With the growth read (`follows_retention`): the headroom above the margin is spent over
     this long, on top of what retention frees."""
-    MARGIN_SECONDS: ClassVar[float] = 6.0
-    """With the growth read: the headroom kept, in seconds of the peak write rate."""
+    MARGIN_SECONDS: ClassVar[float] = 12.0
+    """With the growth read: the headroom kept, in seconds of the rate the partitions grew at
+    over the window (or retention freed, if faster)."""
+    LEVEL_RISE: ClassVar[float] = 0.75
+    """With the growth read: the depth falls toward the level by at most the depth of a drop
+    of this share every `FLOOR_CLIMB_SECONDS` (the factor about four times higher every 5 s at
+    most): a level met at once (a load step) holds for a few polls instead of falling back at
+    the next reading to the held floor's path from before it, and a rise on a burst of space
+    retention freed lets through a little less of the backlog the quotas held."""
     FREED_SHARE: ClassVar[float] = 0.1
     """Space freed: available bytes up by this share of the volume in one interval, or the volume
     grown (retention deleting a segment frees less; a volume that merely stopped filling because
@@ -157,13 +182,9 @@ class GracefulSlowdown:
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> Any:
         """Bytes per second the volume fills at (0.0 at its first reading)."""
-        readings = (reading, *previous)
+        readings = (reading, *previous[: self.FILL_INTERVALS])
         rates = [
-            ops.greatest(
-                (later.total_bytes - later.available_bytes)
-                - (earlier.total_bytes - earlier.available_bytes),
-                0,
-            )
+            ops.greatest(used_bytes(later) - used_bytes(earlier), 0)
             / ops.greatest(later.time - earlier.time, MIN_ELAPSED_SECONDS)
             for later, earlier in zip(readings, readings[1:], strict=False)
         ]
@@ -171,6 +192,26 @@ class GracefulSlowdown:
             return rates[0] if rates else 0.0
         if len(rates) == 2:  # while the history builds up: the lower, so one spike is ignored
             return ops.least(*rates)
+        a, b, c = rates
+        return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
+
+    def spaced_fill_rate(
+        self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
+    ) -> Any:
+        """The fill rate over intervals of about `FILL_INTERVAL_SECONDS` (the median of the
+        last three, as `fill_rate`), between this reading and the latest ones at or before
+        `looks_back` seconds before it: with a reading every second, one second's growth swings
+        with the producers' bursts."""
+        if not previous:
+            return 0.0
+        points = [(reading.time, used_bytes(reading)), *reading.windows.earlier]
+        rates = [
+            ops.greatest(later_used - earlier_used, 0)
+            / ops.greatest(later_time - earlier_time, MIN_ELAPSED_SECONDS)
+            for (later_time, later_used), (earlier_time, earlier_used) in zip(
+                points, points[1:], strict=False
+            )
+        ]
         a, b, c = rates
         return ops.greatest(ops.least(a, b), ops.least(ops.greatest(a, b), c))
 
@@ -205,11 +246,10 @@ class GracefulSlowdown:
             1.0 / self.response_seconds,
         )
         paced = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
-        # Following retention, the factor is a level (the floor at once, `depth_floor`): the
-        # depth falls to its floors at every reading.
-        step = ops.choose(
-            self.follows_retention(reading, ops), -2 * depth_of_drop(1.0 - self.LOWEST_CAP), paced
-        )
+        # Following retention, the factor is a level (the floor, `depth_floor`): the depth falls
+        # to it as fast as `LEVEL_RISE` allows.
+        rise = -depth_of_drop(self.LEVEL_RISE) * elapsed / self.FLOOR_CLIMB_SECONDS
+        step = ops.choose(self.follows_retention(reading, ops), rise, paced)
         freed = (
             reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
         ) | (reading.total_bytes > last.total_bytes)
@@ -221,14 +261,24 @@ class GracefulSlowdown:
     ) -> Any:
         """The fill rate, once it is the median of three intervals (a single interval may be a
         burst of other data the median would ignore): the peak is the fastest the volume filled
-        since its last restart. Following retention, the gross rate of this interval, or the
-        fill rate if higher: a volume filled by what its partitions do not show (a replica
-        copied onto it, data not Kafka's) is still slowed, as without the growth read."""
+        since its last restart. Following retention, the rate the partitions grew at over the
+        window (`window_rate`), or a step's over its seconds once the window is whole, or the
+        fill rate over intervals of seconds (`spaced_fill_rate`) if higher: a volume filled by
+        what its partitions do not show (a replica copied onto it, data not Kafka's) is still
+        slowed, as without the growth read."""
         if not previous:
             return 0.0
-        gross = self.write_rate(reading, previous[0], ops)
-        net = self.fill_rate(reading, previous, ops) if len(previous) >= self.history else 0.0
-        return ops.choose(self.follows_retention(reading, ops), ops.greatest(gross, net), net)
+        whole = len(previous) >= self.FILL_INTERVALS
+        net = self.fill_rate(reading, previous, ops) if whole else 0.0
+        spaced = self.spaced_fill_rate(reading, previous, ops)
+        grown = self.window_rate(reading, ops, self.GROWTH_WINDOW_SECONDS)
+        short = self.window_rate(reading, ops, self.STEP_WINDOW_SECONDS)
+        stepped = ops.choose(self.stepped(reading, ops, whole=True), short, 0.0)
+        return ops.choose(
+            self.follows_retention(reading, ops),
+            ops.greatest(ops.greatest(grown, spaced), stepped),
+            net,
+        )
 
     def depth_floor(
         self,
@@ -256,21 +306,58 @@ class GracefulSlowdown:
         for no more than it."""
         headroom = ops.greatest(self.headroom(reading), 1.0)
         lasting = min(self.response_seconds, self.horizon_seconds)
-        capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
         follows = self.follows_retention(reading, ops)
-        reach = ops.choose(follows, capped, ops.greatest(lasting * peak / headroom, capped))
+        capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
+        if not previous:
+            level: Any = capped
+        else:  # following retention: the level's drops are the held floor's, paced
+            spaced = self.spaced_fill_rate(reading, previous, ops)
+            level = ops.greatest(capped, self.retention_reach(reading, spaced, peak, ops))
+        reach = ops.choose(follows, level, ops.greatest(lasting * peak / headroom, capped))
         held = depth_sharing(reach, self.LOWEST_CAP, ops)
         if not previous:
             return held, 0.0
         surest = ops.greatest(headroom, self.headroom(previous[0]))
-        imminent = self.imminent(self.fill_rate(reading, previous, ops), surest)
+        # Following retention, no escape at the fill rate: a throttled producer's backlog
+        # comes through in bursts, and dropping at once on one meets the next burst deeper.
+        imminent = ops.choose(
+            follows, False, self.imminent(self.fill_rate(reading, previous, ops), surest)
+        )
+        short, used, seconds = self.growth_window(reading, ops, self.STEP_WINDOW_SECONDS)
         at_once = depth_sharing(self.response_seconds * peak / headroom, self.LOWEST_CAP, ops)
-        level = depth_sharing(
-            self.retention_reach(reading, previous[0], peak, ops), self.LOWEST_CAP, ops
+        stepped = follows & self.stepped(reading, ops)
+        # The step's level, as a share of the step's rate: before the window is whole (the
+        # exporter just started) the peak does not count it yet.
+        stepped_peak = ops.greatest(peak, short / ops.greatest(seconds, self.STEP_WINDOW_SECONDS))
+        step = depth_sharing(
+            self.reach_at(
+                reading, short / seconds, (short - used) / seconds, spaced, stepped_peak, ops
+            ),
+            self.LOWEST_CAP,
+            ops,
         )
         return held, ops.greatest(
-            ops.choose(imminent, at_once, 0.0), ops.choose(follows, level, 0.0)
+            ops.choose(imminent, at_once, 0.0), ops.choose(stepped, step, 0.0)
         )
+
+    STEP_RATIO: ClassVar[float] = 3.0
+
+    def stepped(self, reading: VolumeReading, ops: Expressions, whole: bool = False) -> Any:
+        """Whether the growth of the last `STEP_WINDOW_SECONDS` is at `STEP_RATIO` times the
+        rate of the last `GROWTH_WINDOW_SECONDS` or more (`whole`: over a window of readings
+        that long, less the step's: a load starting, or the exporter's start, is not a step)."""
+        window = self.window_rate(reading, ops, self.GROWTH_WINDOW_SECONDS)
+        short = self.window_rate(reading, ops, self.STEP_WINDOW_SECONDS)
+        _, _, seconds = self.growth_window(reading, ops)
+        long_enough = seconds >= self.GROWTH_WINDOW_SECONDS - self.STEP_WINDOW_SECONDS
+        return (short > self.STEP_RATIO * window) & (long_enough | (not whole))
+
+    def window_rate(self, reading: VolumeReading, ops: Expressions, seconds: float) -> Any:
+        """What the partitions grew by over the last `seconds`, per second of them (readings
+        missing from the window count as no growth: a rate over a second or two after the
+        exporter's start or a gap is a burst, not a rate)."""
+        grown, _, elapsed = self.growth_window(reading, ops, seconds)
+        return grown / ops.greatest(elapsed, seconds)
 
     def follows_retention(self, reading: VolumeReading, ops: Expressions) -> Any:
         """Whether the volume's growth was read (`VolumeReading.grown_bytes`): the factor then
@@ -283,37 +370,59 @@ class GracefulSlowdown:
         """Seconds from `last` to `reading` (at least `MIN_ELAPSED_SECONDS`)."""
         return ops.greatest(reading.time - last.time, MIN_ELAPSED_SECONDS)
 
-    def write_rate(self, reading: VolumeReading, last: VolumeReading, ops: Expressions) -> Any:
-        """Bytes per second the volume's partition replicas grew by since `last` (the gross
-        rate: retention's deletions do not hide it)."""
-        return ops.or_zero(reading.grown_bytes) / self.elapsed(reading, last, ops)
-
-    def freed_rate(self, reading: VolumeReading, last: VolumeReading, ops: Expressions) -> Any:
-        """Bytes per second retention freed since `last`: what grew less what the volume's used
-        bytes grew by (from the totals: a deleted segment's file lingers on the disk for
-        `log.segment.delete.delay.ms`, the totals see the space when it is free)."""
-        used = (reading.total_bytes - reading.available_bytes) - (
-            last.total_bytes - last.available_bytes
-        )
-        return (ops.or_zero(reading.grown_bytes) - used) / self.elapsed(reading, last, ops)
+    def growth_window(
+        self, reading: VolumeReading, ops: Expressions, seconds: float | None = None
+    ) -> tuple[Any, Any, Any]:
+        """(grown, used grown, seconds) over the readings of the last `seconds`
+        (`GROWTH_WINDOW_SECONDS` unless given; `ReadingWindows.growth`): what the volume's
+        partition replicas grew by (the gross: retention's deletions do not hide it) and what
+        its used bytes grew by (from the totals: a deleted segment's file lingers on the disk
+        for `log.segment.delete.delay.ms`, the totals see the space when it is free); grown
+        less used is what retention freed."""
+        window = reading.windows.growth[
+            self.growth_windows.index(seconds or self.GROWTH_WINDOW_SECONDS)
+        ]
+        elapsed = ops.greatest(reading.time - window.start_time, MIN_ELAPSED_SECONDS)
+        return window.grown, used_bytes(reading) - window.start_used, elapsed
 
     def retention_reach(
-        self, reading: VolumeReading, last: VolumeReading, peak: Any, ops: Expressions
+        self, reading: VolumeReading, unseen: Any, peak: Any, ops: Expressions
     ) -> Any:
         """How many times too fast the peak write rate is for the rate to hold: what retention
         frees, plus the headroom foreseen when the factor takes effect above a margin
-        (`MARGIN_SECONDS` of the peak) spent over `SETTLE_SECONDS`. The factor takes effect
-        `response_seconds` less two intervals after this reading (the two polls the net fill
-        rate's median waits for are not waited for here); the headroom then is foreseen at
-        this interval's rates, shrinking only: what retention frees comes in bursts (segments),
-        and a throttled interval writes less than the factor it sets will (foreseeing the
-        headroom grow too let a 10x load step cross the limit with a 30 s response time in
-        tests/kvq/model/test_slowdown_study.py)."""
-        gross, freed = self.write_rate(reading, last, ops), self.freed_rate(reading, last, ops)
-        elapsed = self.elapsed(reading, last, ops)
-        applied = ops.greatest(self.response_seconds - 2 * elapsed, 0.0)
+        (`MARGIN_SECONDS` of the window's rate) spent over `SETTLE_SECONDS`, over the window's
+        readings (`growth_window`). The factor takes effect `response_seconds` less two polls
+        after this reading (the two the net fill rate's median waits for are not waited for
+        here); the headroom then is foreseen at the window's rates, shrinking only: what
+        retention frees comes in bursts (segments), and a throttled interval writes less than
+        the factor it sets will (foreseeing the headroom grow too let a 10x load step cross
+        the limit with a 30 s response time in tests/kvq/model/test_slowdown_study.py)."""
+        grown, used, seconds = self.growth_window(reading, ops)
+        return self.reach_at(reading, grown / seconds, (grown - used) / seconds, unseen, peak, ops)
+
+    def reach_at(
+        self,
+        reading: VolumeReading,
+        gross: Any,
+        freed: Any,
+        unseen: Any,
+        peak: Any,
+        ops: Expressions,
+    ) -> Any:
+        """`retention_reach` at these rates. `unseen`: the volume's fill rate over intervals of
+        seconds (`spaced_fill_rate`, a median): the used bytes growing by more than the
+        partitions (data not Kafka's written to the volume, a replica moved onto it) read as
+        retention freeing less than nothing, down to that rate: a sustained fill takes room
+        at its rate, one burst of it (a median ignores it) only the room the headroom shows."""
+        freed = ops.greatest(freed, -unseen)
+        # The response time counts two polls for the net fill rate's median, which the level
+        # does not wait for: its factor is in Kafka's quotas this long after the reading.
+        applied = max(self.response_seconds - 2 * self.FLOOR_CLIMB_SECONDS, 0.0)
         foreseen = self.headroom(reading) + ops.least(freed - gross, 0.0) * applied
-        target = freed + (foreseen - self.MARGIN_SECONDS * peak) / self.SETTLE_SECONDS
+        # The margin at the rates the window saw, not the peak: the peak is the highest of many
+        # noisy windows, and a margin on it keeps the headroom up by what the noise added.
+        margin = self.MARGIN_SECONDS * ops.greatest(gross, freed)
+        target = freed + (foreseen - margin) / self.SETTLE_SECONDS
         return ops.greatest(peak, 1.0) / ops.greatest(target, 1.0)
 
     @property
@@ -324,15 +433,20 @@ class GracefulSlowdown:
         """Whether `headroom` lasts less than `response_seconds` at `rate`."""
         return self.response_seconds * rate > headroom
 
-    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         """The limit within `response_seconds` at the rate of this one interval: the fill
         rate, a median of three, would see it only a poll later. Following retention (the
-        growth read), never: the level set at the next poll reads the gross rate, which shows a
-        load step at once (the growth of the checks in between included), while a check taken
-        in would set it on one short interval, whose foresight and peak are that interval's (in
-        the model, 78 % of the bound instead of 87 %)."""
+        growth read) only while the volume is not throttled (a fast fill before the first
+        slowdown), or for a load step (`stepped`) that would reach the limit within the horizon,
+        throttled or not: once throttled, its producers
+        send in bursts (Kafka's quotas mute them, then let their backlog through), which one
+        short interval would take for a fast fill; the level reads its window at the poll."""
         if reading.grown_bytes is not None:
-            return False
+            rate = self.fill_rate(reading, (last,), PLAIN)
+            fast = not throttled and bool(self.imminent(rate, self.headroom(reading)))
+            short = self.window_rate(reading, PLAIN, self.STEP_WINDOW_SECONDS)
+            near = self.headroom(reading) < self.horizon_seconds * short
+            return fast or bool(self.stepped(reading, PLAIN) and near)
         rate = self.fill_rate(reading, (last,), PLAIN)
         return bool(self.imminent(rate, self.headroom(reading)))
 

@@ -116,7 +116,7 @@ class PolicyRun:
             freed = (
                 throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]
             )
-            if bool(freed) or policy.closing_fast(reading, previous[0]):
+            if bool(freed) or policy.closing_fast(reading, previous[0], throttled):
                 return True
         return False
 

@@ -51,7 +51,7 @@ class StopOnViolation:
     def floor_climb(self) -> float:
         return 0.0
 
-    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         return False
 
     def volume_factor(

@@ -187,10 +187,11 @@ class ThrottleFactorPolicy(Protocol):
         """How fast the held floor may climb, in depth per second."""
         ...
 
-    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         """Whether the volume, at the rate it filled at since `last` (one interval, plain
         numbers), would reach its limit so soon that a check showing it is to be taken in as a
-        poll: the policy's own fill rate then sees the rate a poll sooner."""
+        poll: the policy's own fill rate then sees the rate a poll sooner. `throttled`: whether
+        the volume's factor is below 1.0."""
         ...
 
     def volume_factor(

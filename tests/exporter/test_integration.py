@@ -480,11 +480,12 @@ def test_real_kafka_grown_bytes_are_what_a_producer_wrote_across_the_checks_it_d
     """Graceful slowdown reads the partitions' sizes: the log dir holding a fresh one-partition
     topic grows by what a producer wrote there (its record batches' overhead aside), summed over
     the checks between two polls that the exporter dropped (each of them saw part of it)."""
-    exporter = make_exporter(  # a short response time: no check closes on the limit fast
+    exporter = make_exporter(  # short times: no check closes on the limit fast or steps near it
         shared_kafka,
         **{
             "kvq.throttle.policy": "graceful-slowdown",
             "kvq.throttle.slowdown.response.time": "PT1S",
+            "kvq.throttle.slowdown.horizon": "PT1S",
             "kvq.throttle.slowdown.partition.sizes": "true",
         },
     )

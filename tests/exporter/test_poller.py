@@ -66,7 +66,7 @@ def test_a_policy_that_asks_for_no_watch_gets_no_checks_after_a_lift():
 
 
 def test_graceful_slowdown_watches_as_long_as_its_fill_rate_reads_back():
-    assert GracefulSlowdown.polls_watched_after_lift == GracefulSlowdown.history
+    assert GracefulSlowdown.polls_watched_after_lift == GracefulSlowdown.FILL_INTERVALS
 
 
 def test_graceful_slowdown_is_checked_between_polls_before_any_throttle_and_after_a_lift():

@@ -10,7 +10,9 @@ import pytest
 from demo.slowdown import at_the_limit
 from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown, settled_share
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
+from kvq.model.policy_expressions import PLAIN
 from kvq.model.policy_run import PolicyRun
+from kvq.model.reading_trail import ReadingTrail
 from kvq.model.slowdown_depth import depth_sharing
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
@@ -526,23 +528,58 @@ def observe_grown(run: PolicyRun, time: float, available: int, grown: int | None
 
 
 def test_with_grown_bytes_the_factor_holds_the_write_rate_at_what_retention_frees():
-    """Partitions growing by 1 MB/s while retention frees 0.6 MB/s: once the headroom foreseen
-    when the factor takes effect (4 s after the reading, with a 14 s response and 5 s polls)
-    is down to the margin, 6 s of the peak, the factor is what retention frees over the peak,
-    at once (a level, not paced steps)."""
+    """Partitions growing by 1 MB/s while retention frees 0.6 MB/s, the headroom shrinking 2 MB a
+    poll: once the readings fill the window (30 s), the factor is the level that spends the
+    headroom foreseen when it takes effect (4 s after the reading, with a 14 s response) above
+    the margin (12 s of the window's rate) over 10 s, on top of what retention frees, as a
+    share of the peak; before, at most the held cap while the headroom would not last the
+    horizon at the peak. It follows the level down as long as that falls no faster than one
+    MAX_DROP a poll (0.95 -> 0.8), and no faster than that when the level does (0.6 asked,
+    0.64 held)."""
     run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
     margin = GracefulSlowdown.MARGIN_SECONDS * MB + (MB - 0.6 * MB) * 4
-    headrooms = [margin + 2 * MB * (5 - i) for i in range(6)]
+    headrooms = [margin + 2 * MB * (7 - i) for i in range(8)]
     factors = [
         observe_grown(run, 5.0 * i, int(LIMIT + h), None if i == 0 else 5 * MB)
         for i, h in enumerate(headrooms)
     ]
-    assert factors[-1] == pytest.approx(0.6, rel=0.01)
-    assert min(factors[:-1]) > 0.6
+    assert factors[2:6] == [pytest.approx(GracefulSlowdown.HELD_CAP)] * 4
+    assert factors[6] == pytest.approx(0.8, rel=0.01)
+    assert factors[7] == pytest.approx(0.8 * (1 - GracefulSlowdown.MAX_DROP), rel=0.02)
+
+
+def test_with_grown_bytes_the_level_reads_the_growth_over_the_last_30_seconds():
+    """Kafka's quotas mute a producer, then let its backlog through: one poll's growth swings
+    several-fold. The level reads the growth and what retention freed summed over the readings
+    of the last GROWTH_WINDOW_SECONDS, back to the first whose growth was not read: a poll of
+    twice the growth reads as the window's average."""
+    policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
+    readings = [
+        VolumeReading(5.0 * i, TOTAL, LIMIT + 50 * MB, 0.5, None if i == 0 else g)
+        for i, g in enumerate([0, *[5 * MB] * 9, 10 * MB])
+    ]
+    assert policy.growth_window(windowed(policy, readings), PLAIN) == (35 * MB, 0, 30.0)
+    unread = [r._replace(grown_bytes=None) for r in readings[:-1]]
+    assert policy.growth_window(windowed(policy, [*unread, readings[-1]]), PLAIN) == (
+        10 * MB,
+        0,
+        5.0,
+    )
+
+
+def windowed(policy: GracefulSlowdown, readings: list[VolumeReading]) -> VolumeReading:
+    """The last of `readings` with its windows over the ones before it."""
+    trail = ReadingTrail(policy.growth_windows, policy.looks_back)
+    *earlier, now = readings
+    for reading in earlier:
+        trail.take(reading)
+    return now._replace(windows=trail.windows(now))
 
 
 def test_with_grown_bytes_the_escapes_stay():
-    """Past the limit 0.0; space freed, the factor back at 1.0 at once."""
+    """A load step (the partitions grew 12 MB in 5 s, 10 MB from the limit: the last 5 s at
+    STEP_RATIO times the window's rate or more): far down at once, not paced; past the limit
+    0.0; space freed, the factor back at 1.0 at once."""
     run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
     observe_grown(run, 0.0, LIMIT + 20 * MB, None)
     assert observe_grown(run, 5.0, LIMIT + 10 * MB, 12 * MB) < 0.2
@@ -552,18 +589,35 @@ def test_with_grown_bytes_the_escapes_stay():
 
 def test_with_grown_bytes_a_volume_filled_by_what_its_partitions_do_not_show_is_slowed():
     """A replica copied onto the disk (counted from its first size) or data not Kafka's: the
-    partitions grow by nothing, the volume fills; its fill rate stands in for the peak."""
+    partitions grow by nothing, the volume fills 1 MB/s. Its fill rate over intervals of
+    seconds (a median) stands in for the peak and for what retention frees (less than
+    nothing): the held cap once the headroom would not last the horizon at it, then one
+    MAX_DROP a poll."""
     run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0))
-    factors = [observe_grown(run, 5.0 * i, LIMIT + (40 - 5 * i) * MB, 0) for i in range(6)]
-    assert factors[-1] < 0.1 and min(factors) > 0.0
+    factors = [observe_grown(run, 5.0 * i, LIMIT + (40 - 5 * i) * MB, 0) for i in range(8)]
+    assert factors[:2] == [1.0] * 2
+    assert factors[2:4] == [pytest.approx(GracefulSlowdown.HELD_CAP)] * 2
+    drop = 1 - GracefulSlowdown.MAX_DROP
+    held = [GracefulSlowdown.HELD_CAP * drop**n for n in range(1, 5)]
+    assert factors[4:] == pytest.approx(held, rel=0.03)
 
 
-def test_a_check_is_taken_in_for_a_fast_fill_only_on_the_totals_alone():
+def test_with_the_growth_read_a_check_is_taken_in_before_the_first_slowdown_or_for_a_step():
     """A volume 10 MB from its limit filling 1 MB/s (30 s response: within reach) is closing
-    fast on the totals alone; with its growth read, the next poll's level reads that growth,
-    and the check is not taken in for it."""
+    fast on the totals alone. With its growth read, only while it is not throttled (a fast
+    fill before the first slowdown), or for a step: the last 5 s grown at STEP_RATIO times the
+    window's rate or more, throttled or not. Throttled producers send in bursts that one short
+    interval would mistake for a fast fill; the level reads the window at the next poll."""
     policy = GracefulSlowdown(MinAvailableBytes(0), 600.0, 30.0)
     last = VolumeReading(0.0, 100_000_000, 11_000_000, 0.11)
     now = VolumeReading(1.0, 100_000_000, 10_000_000, 0.10)
-    assert policy.closing_fast(now, last)
-    assert not policy.closing_fast(now._replace(grown_bytes=1_000_000), last)
+    assert policy.closing_fast(now, last, throttled=True)
+    steady = [
+        VolumeReading(float(t), 100_000_000, 40_000_000 - t * 100_000, 0.4, 100_000)
+        for t in range(31)
+    ]
+    grown = windowed(policy, [*steady, now._replace(time=31.0, grown_bytes=1_000_000)])
+    assert policy.closing_fast(grown, steady[-1], throttled=False)
+    assert not policy.closing_fast(grown, steady[-1], throttled=True)
+    stepped = windowed(policy, [*steady, now._replace(time=31.0, grown_bytes=3_000_000)])
+    assert policy.closing_fast(stepped, steady[-1], throttled=True)

@@ -133,6 +133,7 @@ class PacedLevel(GracefulSlowdown):
     graceful-slowdown's; without it every drop is paced. `rise_seconds`: the rises paced too.
     `unfreed_seconds`: more margin while retention frees less than the peak."""
 
+    history: ClassVar[int] = 3
     window: int = 3
     pace_seconds: float = 5.0
     margin_seconds: float = 6.0
@@ -148,8 +149,11 @@ class PacedLevel(GracefulSlowdown):
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
     ) -> tuple[float, bool]:
         step, restart = super(PacedLevel, self).depth_step(reading, previous, ops)
-        if self.rise_seconds is None or not previous:
+        if not previous:
             return step, restart
+        if self.rise_seconds is None:  # at once, as B's level rose (not the shipped LEVEL_RISE)
+            at_once = -2 * depth_of_drop(1.0 - self.LOWEST_CAP)
+            return ops.choose(self.follows_retention(reading, ops), at_once, step), restart
         elapsed = self.elapsed(reading, previous[0], ops)
         return -depth_of_drop(self.MAX_DROP) / self.rise_seconds * elapsed, restart
 
@@ -212,7 +216,7 @@ class PacedLevel(GracefulSlowdown):
         at_once = depth_sharing(self.response_seconds * peak / headroom, self.LOWEST_CAP, ops)
         return held, ops.choose(imminent, at_once, 0.0)
 
-    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         rate = self.fill_rate(reading, (last,), PLAIN)
         return self.escape and bool(self.imminent(rate, self.headroom(reading)))
 
@@ -245,7 +249,7 @@ class PolledWindow(PacedLevel):
         net = self.fill_rate(reading, previous, ops) if len(previous) >= 3 else 0.0
         return ops.greatest(grown / seconds, net)
 
-    def closing_fast(self, reading: VolumeReading, last: VolumeReading) -> bool:
+    def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         return False
 
 
@@ -792,7 +796,7 @@ def row(make: Callable[[], Controller], sizes_every: float, calls_every: float =
 
 ON_KAFKA: dict[str, Callable[[], Controller]] = {
     "shipped: totals, checked, response 14 s": lambda: graceful(checks=True),
-    "B as merged: grown bytes, checked, 14 s": lambda: graceful(grown=True, checks=True),
+    "shipped: partition sizes, checked, response 14 s": lambda: graceful(grown=True, checks=True),
     "B paced (PacedLevel)": paced_level,
     "B over 30 s, drops paced 5 %/s (windowed_level)": windowed_level,
     "B over 6 polls, drops paced by the held floor (PolledWindow)": lambda: polled_window(),
@@ -1022,33 +1026,53 @@ def test_b_paced_to_a_third_a_poll_crosses_the_limit_under_a_step_before_the_fir
 
 @pytest.mark.parametrize("checks", [False, True], ids=["polls", "checks"])
 @pytest.mark.parametrize("delay", [3.0, 5.0, 8.0])
-def test_the_shipped_policy_with_sizes_read_every_second_reaches_85_percent_off_the_limit(
+def test_the_shipped_policy_with_sizes_read_every_second_stays_off_the_limit_at_80_percent(
     delay, checks
 ):
-    """The issue's goal, in the model: with the partitions' sizes read at every check (every
-    second) and handed out with each 5 s poll, 85 % or more of the bound over the episode and
-    over 600 s, never at the limit with the loop taking 3, 5 or 8 s from a poll to the quotas:
-    within a point of the study's B, which also foresees the headroom growing while retention
-    frees more than is written (the shipped policy foresees it shrinking only). The same with the
-    checks run as the exporter runs them (`graceful`'s `checks`): none is taken in for closing
-    fast once the growth is read (`GracefulSlowdown.closing_fast`)."""
-    policy = graceful(grown=True, checks=checks)
+    """With the partitions' sizes read at every check (every second) and handed out with each
+    5 s poll, on smooth producers: 79 % or more of the bound over the episode, 83 % or more
+    over 600 s, above the limit with the loop taking 3, 5 or 8 s from a poll to the quotas,
+    the response time declared as the loop's plus two polls (14 s at the least). With 14 s
+    declared and an 8 s loop it reaches the limit (by 0.05 MB): the level counts on its factor
+    being in the quotas 4 s after the reading. The same with the checks run as the exporter
+    runs them (`graceful`'s `checks`)."""
+    policy = graceful(max(RESPONSE, delay + 2 * POLL), grown=True, checks=checks)
     run = scenario(policy, delay, sizes_every=1.0, calls_every=1.0 if checks else POLL)
-    assert run.share(EPISODE) >= 0.85 and run.share(LONG_EPISODE) >= 0.85
+    assert run.share(EPISODE) >= 0.79 and run.share(LONG_EPISODE) >= 0.83
     assert run.lowest > 0
+    if delay == 8.0:
+        every = 1.0 if checks else POLL
+        late = scenario(
+            graceful(grown=True, checks=checks), delay, sizes_every=1.0, calls_every=every
+        )
+        assert late.lowest < 0.2e6
 
 
-@pytest.mark.parametrize("at", STEPS)
 @pytest.mark.parametrize("sizes_every", [1.0, POLL])
-def test_a_ten_times_load_step_keeps_the_shipped_policy_with_grown_bytes_off_the_limit(
-    at, sizes_every
+def test_a_ten_times_load_step_after_the_first_slowdown_keeps_the_policy_with_sizes_off_the_limit(
+    sizes_every,
 ):
-    """Before the first slowdown (which crosses the limit without grown bytes) and after it,
-    with the scenario's response time and the default 30 s."""
+    """30 s after the first slowdown, with the scenario's response time and the default 30 s,
+    loops of 3 and 5 s."""
     for response in (RESPONSE, 30.0):
         for delay in (3.0, 5.0):
-            run = scenario(graceful(response, grown=True), delay, (at, 10), sizes_every=sizes_every)
+            run = scenario(
+                graceful(response, grown=True), delay, (45.0, 10), sizes_every=sizes_every
+            )
             assert run.lowest > 0
+
+
+def test_a_ten_times_load_step_10_s_after_the_exporters_start_crosses_the_limit_with_sizes():
+    """The policy with the partitions' sizes read is weaker than on the totals alone against a
+    10x step that comes 10 s after the exporter (and the load) started, before its window
+    (30 s) is whole: the step is met at once by its own level, but retention has freed nothing
+    yet and the held floor's paced drops follow; the volume reaches the limit with a 3 s loop
+    (by 0.5 MB, the exporter's checks taken in), where the totals' floor at once keeps it
+    above. On real Kafka the step comes after the load warmed up (bench/slowdown: 0.7 MB above
+    the limit); the shipped default reads the totals."""
+    run = scenario(graceful(grown=True, checks=True), 3.0, (10.0, 10), calls_every=1.0)
+    assert -1e6 < run.lowest < 0
+    assert scenario(graceful(checks=True), 3.0, (10.0, 10), calls_every=1.0).lowest > 0
 
 
 def test_with_sizes_read_only_with_each_poll_the_shipped_policy_still_gains():
@@ -1101,20 +1125,17 @@ def test_on_kafkas_quotas_the_horizon_trades_headroom_not_bytes():
     assert lowest == sorted(lowest) and lowest[0] < 200_000 < 1_000_000 < lowest[2]
 
 
-def test_on_kafkas_quotas_b_as_merged_collapses_as_it_did_on_real_kafka():
-    """Variant B as merged (`kvq.throttle.slowdown.partition.sizes=true`): on smooth producers
-    it writes 85 % or more of the bound, and one poll interval writes what the next does; on
-    Kafka's quotas one interval's writes are 2-3 times the next one's or a third of them (the
-    shipped policy's: 1.3 times; real runs of the three-interval B: 2.0), the level follows
-    them down to the enforcer's minimum, and it writes 70 % at the median at a steady load
-    (from a cold start 67 %; real: 62-64 %), with producers muted for 20 s and more (real:
-    20-22 s)."""
-    make = ON_KAFKA["B as merged: grown bytes, checked, 14 s"]
-    smooth = scenario(make(), sizes_every=1.0, calls_every=1.0)
-    assert smooth.share(EPISODE) >= 0.85 and swing_between_polls(smooth) < 1.1
-    assert swing_between_polls(on_kafka(make)) > 1.7
-    spread = Spread.of(make)
-    assert Spread.median(spread.shares) < 0.72 and Spread.median(spread.stalls) > 20.0
+def test_on_kafkas_quotas_the_shipped_policy_with_sizes_rides_at_84_percent():
+    """`kvq.throttle.slowdown.partition.sizes=true` as shipped, on Kafka's quotas: the level
+    over the last 30 s, its drops paced, read at each poll: 82-87 % of the bound (median 84 %),
+    above the limit in every run, producers never more than 10 s without an acknowledgement,
+    every quota entity back at its rate within 10 s of the space freed (5 s at the median). On
+    real Kafka one run each: 84 % (steady), 86 % (40 principals), above the limit in both (B
+    as merged before it, the level afresh at each poll, collapsed: 62-64 %, 20 s stalls)."""
+    spread = Spread.of(ON_KAFKA["shipped: partition sizes, checked, response 14 s"])
+    assert spread.shares[0] > 0.8 and Spread.median(spread.shares) >= 0.83
+    assert spread.lowest[0] > 0
+    assert spread.stalls[-1] <= 10.0 and Spread.median(spread.backs) <= 5.0
 
 
 def test_on_kafkas_quotas_b_paced_closer_crosses_the_limit_as_it_did_on_real_kafka():
