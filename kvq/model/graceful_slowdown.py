@@ -111,8 +111,10 @@ class GracefulSlowdown:
     that would hold the volume at the limit (`settled_share`): the shorter the loop's real
     response, the closer to the limit it may ride."""
     FILL_INTERVALS: ClassVar[int] = 3
-    FILL_INTERVAL_SECONDS: ClassVar[float] = 4.0
     """The fill rate is the median of the rates over this many intervals."""
+    FILL_INTERVAL_SECONDS: ClassVar[float] = 4.0
+    """... and, with the growth read (a reading a poll apart, or a check apart), over intervals
+    of about this long (`spaced_fill_rate`)."""
     GROWTH_WINDOW_SECONDS: ClassVar[float] = 30.0
     """With the growth read (`follows_retention`): the level's rates are what the partitions
     grew by and what retention freed over the readings of the last this many seconds: Kafka's
@@ -123,7 +125,11 @@ class GracefulSlowdown:
     `STEP_RATIO` times the window's rate or more."""
     history: ClassVar[int] = FILL_INTERVALS
     growth_windows: ClassVar[tuple[float, ...]] = (GROWTH_WINDOW_SECONDS, STEP_WINDOW_SECONDS)
-    looks_back: ClassVar[tuple[float, ...]] = (4.0, 8.0, 12.0)
+    looks_back: ClassVar[tuple[float, ...]] = (
+        FILL_INTERVAL_SECONDS,
+        2 * FILL_INTERVAL_SECONDS,
+        3 * FILL_INTERVAL_SECONDS,
+    )
     """The spaced fill rate's readings: `FILL_INTERVALS` of `FILL_INTERVAL_SECONDS` back."""
     accumulates: ClassVar[bool] = True
     polls_watched_after_lift: ClassVar[int] = FILL_INTERVALS
