@@ -375,14 +375,15 @@ def test_a_restore_against_brokers_with_a_lagging_view_is_done_only_once_seen(
 def test_an_alter_in_doubt_when_the_enforcer_is_killed_is_waited_out_after_the_restart(
     devcluster, tmp_path
 ):
-    """The throttle's AlterClientQuotas times out (1.5 s) and lands 8 s late; the enforcer is
+    """The throttle's AlterClientQuotas times out (1.5 s) and lands 15 s late; the enforcer is
     killed (-9) meanwhile and restarted. Its restore must stay "settling" until that request can
-    no longer land, then be verified again and repeated."""
+    no longer land, then be verified again and repeated. (The restart and the resolve must come
+    within the settle time of the request: with 8 s and 10 s a busy machine restarted too late.)"""
     dc = devcluster(brokers=1, log_dirs_per_broker=1)  # every request meets the fault
     before = _seed_users(dc, 50)
-    late_s = 8.0
+    late_s = 15.0
     settings = {
-        "kvq.enforcer.alter.settle": "PT10S",  # > late_s: the broker's forwarding time
+        "kvq.enforcer.alter.settle": "PT20S",  # > late_s: the broker's forwarding time
         "kvq.enforcer.reconcile.interval": "PT0.5S",
     }
     e = Enforcer(tmp_path, dc, settings)
@@ -409,7 +410,7 @@ def test_an_alter_in_doubt_when_the_enforcer_is_killed_is_waited_out_after_the_r
         assert e.status()["episode"]["state"] == "active", "not restored while in doubt"
         wait_until(
             lambda: e.status()["episode"]["state"] == "restored",
-            timeout=40,
+            timeout=60,
             what="the restore verified again and repeated once the request could not land",
         )
         assert time.monotonic() - sent > late_s, "the late alter has landed by now"
