@@ -49,6 +49,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from demo.slowdown import MANY_PRINCIPALS_RATE, OWN_QUOTA_EVERY
 from devcluster.produce_quotas import Rate, java_round
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW, before_step
 from enforcer.quota_plan import (
@@ -114,6 +115,20 @@ POLICY = QuotaPolicy(
 """The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*)."""
 
 DEFAULT = QuotaEntity.default_user()
+ProducerSpec = tuple[str, str, str, str, str]
+"""(name, budget (Kafka's sensor), quota entity, kind, topic)."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """Who writes: the producers, the quota entities the enforcer scales (entity -> its quota
+    entity and original quota) and what each producer offers (wire bytes/s)."""
+
+    producers: tuple[ProducerSpec, ...]
+    entities: dict[str, tuple[QuotaEntity, float]]
+    rate: float = OFFERED
+
+
 ENTITIES: dict[str, tuple[QuotaEntity, float]] = {
     "alice": (QuotaEntity.of([("user", "alice")]), 25_000.0),
     "bob": (QuotaEntity.of([("user", "bob"), ("client-id", "app")]), 20_000.0),
@@ -126,7 +141,7 @@ TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
 (clicks); broker 0 holds a replica of both (demo.producers.TOPICS, demo.producers.APACHE)."""
 PARTITIONS = 2 * len(TOPICS)
 """Broker 0's replicas: `TOPICS` index x 2 + partition."""
-PRODUCERS = (  # name, budget (Kafka's sensor), quota entity, kind, topic
+PRODUCERS: tuple[ProducerSpec, ...] = (
     ("alice / web", "alice", "alice", "librdkafka", "orders"),
     ("alice / batch", "alice", "alice", "librdkafka", "clicks"),
     ("bob / app", "bob", "bob", "librdkafka", "orders"),
@@ -135,6 +150,33 @@ PRODUCERS = (  # name, budget (Kafka's sensor), quota entity, kind, topic
     ("erin / java-etl", "erin", "default", "Java", "java-clicks"),
 )
 """bench/slowdown's producers (demo.versus.SETUP)."""
+SIX = Load(PRODUCERS, ENTITIES)
+"""bench/slowdown's load."""
+
+
+def principals(count: int) -> Load:
+    """`python -m bench.slowdown --principals count` (demo.slowdown.many_principals): the six and
+    `count` - 6 more librdkafka producers, two per user (pNN, a client-id each, alternately on
+    orders and clicks), every OWN_QUOTA_EVERYth user with a quota of its own far above its rate,
+    the others under the default-user quota; together MANY_PRINCIPALS_RATE of values."""
+    extra = count - len(PRODUCERS)
+    users = [f"p{k // 2:02d}" for k in range(extra)]
+    own = {user for n, user in enumerate(sorted(set(users))) if n % OWN_QUOTA_EVERY == 0}
+    added = tuple(
+        (
+            f"{user} / c{k:03d}",
+            user,
+            user if user in own else "default",
+            "librdkafka",
+            ("orders", "clicks")[k % 2],
+        )
+        for k, user in enumerate(users)
+    )
+    entities = {
+        **ENTITIES,
+        **{user: (QuotaEntity.of([("user", user)]), DEFAULT_PRODUCE) for user in sorted(own)},
+    }
+    return Load(PRODUCERS + added, entities, MANY_PRINCIPALS_RATE * WIRE_PER_VALUE / count)
 
 
 @dataclass
@@ -222,11 +264,15 @@ class KafkaLoad:
     one TICK and gives the bytes broker 0's replicas got (one entry per PARTITIONS)."""
 
     def __init__(
-        self, load_step: tuple[float, float] | None = None, step_window: float = STEP_WINDOW
+        self,
+        load_step: tuple[float, float] | None = None,
+        step_window: float = STEP_WINDOW,
+        load: Load = SIX,
     ) -> None:
+        self.load = load
         self.producers = [
-            Producer(name, budget, entity, kind == "Java", TOPICS.index(topic))
-            for name, budget, entity, kind, topic in PRODUCERS
+            Producer(name, budget, entity, kind == "Java", TOPICS.index(topic), load.rate)
+            for name, budget, entity, kind, topic in load.producers
         ]
         self.load_step = load_step
         self.step_window = step_window
@@ -237,10 +283,10 @@ class KafkaLoad:
         self.routes = [self.route(p) for p in self.producers]
         """Per producer, per partition: its connection, its leader's sensor and broker 0's
         replica (`written`'s index), in the order `tick` takes them (the sensors made in it)."""
-        self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in ENTITIES}
+        self.seen: dict[str, deque[tuple[float, float]]] = {e: deque() for e in load.entities}
         """Per quota entity: (second, its highest sensor rate on any broker), the lookback."""
         self.references: dict[str, float] = {}
-        self.quotas = {e: original for e, (_, original) in ENTITIES.items()}
+        self.quotas = {e: original for e, (_, original) in load.entities.items()}
         self.factor = 1.0
 
     def enforce(self, factor: float, t: float) -> None:
@@ -255,7 +301,7 @@ class KafkaLoad:
                 if rate > 0.0:
                     self.references[entity] = max(rate, self.references.get(entity, 0.0))
         self.factor = factor
-        for entity, (quota_entity, original) in ENTITIES.items():
+        for entity, (quota_entity, original) in self.load.entities.items():
             value = desired_value(
                 POLICY,
                 (quota_entity, PRODUCER_BYTE_RATE),
@@ -277,7 +323,7 @@ class KafkaLoad:
         assert self.load_step is not None
         times = self.load_step[1]
         librdkafka = [p for p in self.producers if not p.java]
-        extra = (times - 1) * OFFERED * len(self.producers) / len(librdkafka)
+        extra = (times - 1) * self.load.rate * len(self.producers) / len(librdkafka)
         stepped = [
             Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra)
             for p in librdkafka
@@ -348,7 +394,7 @@ class KafkaLoad:
         entities_back_at_rate): those sharing a quota of their own together, the others
         alone; the load step's extra producers are left out, as in the bench."""
         groups: dict[str, list[Producer]] = {}
-        for producer in self.producers[: len(PRODUCERS)]:
+        for producer in self.producers[: len(self.load.producers)]:
             key = producer.name if producer.entity == "default" else producer.entity
             groups.setdefault(key, []).append(producer)
         return groups
@@ -439,6 +485,7 @@ def run(
     phase: int = 0,
     step_window: float = STEP_WINDOW,
     warm_up: float = WARM_UP,
+    writers: Load = SIX,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
@@ -450,12 +497,12 @@ def run(
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
     polls): its history holds intervals without growth. `phase`: the exporter's clock is this
     many seconds ahead of the load's (its polls fall that much earlier in the load).
-    `step_window`: `KafkaLoad`'s."""
+    `step_window`, `writers` (its `load`): `KafkaLoad`'s."""
     started = -round(warm_up)
     for before in range(started - QUIET_BEFORE, started):
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
-    load = KafkaLoad(load_step, step_window)
+    load = KafkaLoad(load_step, step_window, writers)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
     published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])
