@@ -114,6 +114,10 @@ class Setup:
     """Real Kafka's broker properties beyond demo.apache's."""
     other_data: int = 0
     """Bytes of other data put on broker 0's volume before the load starts."""
+    producer_buffer: int = 64
+    """kB each producer buffers (librdkafka's queue.buffering.max.kbytes, Java's buffer.memory:
+    at least its 16 KiB batch): while throttled a producer blocks once this much is queued,
+    rather than piling up a backlog that floods the disks after the restore."""
 
     @property
     def producers(self) -> int:
@@ -355,6 +359,10 @@ def put_other_data(stack: DemoStack, nbytes: int) -> None:
             out.write(chunk[: min(len(chunk), nbytes - start)])
 
 
+JAVA_BATCH_BYTES = 16384
+"""The Java producer's batch.size (its default): its buffer.memory holds one batch at least."""
+
+
 def start_load(
     stack: DemoStack, active: list, setup: Setup = DEVCLUSTER
 ) -> list[LoadProducer | JavaPerfProducer]:
@@ -366,9 +374,7 @@ def start_load(
             client_id=client_id,
             user=user,
             password=setup.users[user],
-            # An application's buffer: while throttled the producer blocks once 64 kB are queued,
-            # rather than piling up a backlog that floods the disks after the restore.
-            **{"queue.buffering.max.kbytes": 64},
+            **{"queue.buffering.max.kbytes": setup.producer_buffer},
         )
         active.append(producer)
         producer.run_steady([topic], setup.producer_rate, MESSAGE_BYTES)
@@ -384,6 +390,7 @@ def start_load(
             user,
             client_id,
             MESSAGE_BYTES,
+            {"buffer.memory": str(max(setup.producer_buffer << 10, JAVA_BATCH_BYTES))},
         )
         active.append(java)
         producers.append(java)

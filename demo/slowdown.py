@@ -595,7 +595,8 @@ def main(argv: list[str] | None = None) -> int:
         setup = setup_of(args)
         print(
             f"\none load ({setup.producers} producers at {setup.producer_rate / 1000:.2f} kB/s, "
-            f"{len(setup.users)} users, retention {RETENTION_SECONDS} s) on a fresh 3-node Kafka "
+            f"{len(setup.users)} users, {setup.producer_buffer} kB buffered each, retention "
+            f"{RETENTION_SECONDS} s) on a fresh 3-node Kafka "
             "cluster per policy"
         )
         for outcome in outcomes:
@@ -661,6 +662,14 @@ PARSER.add_argument(
     "others under the standing default-user quota (e.g. 40)",
 )
 PARSER.add_argument(
+    "--producer-buffer",
+    type=int,
+    metavar="KB",
+    help=f"kB each producer buffers while throttled (librdkafka's queue.buffering.max.kbytes, "
+    f"Java's buffer.memory, at least its 16 KiB batch; default {SETUP.producer_buffer}): what "
+    "a rise of the factor lets through at once",
+)
+PARSER.add_argument(
     "--partition-sizes",
     action="store_true",
     help="graceful-slowdown reads the partitions' sizes (kvq.throttle.slowdown.partition.sizes="
@@ -692,6 +701,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             f"--principals: {args.principals} is not a number of producers from "
             f"{SETUP.producers + 1} to {MOST_PRINCIPALS}"
         )
+    if args.producer_buffer is not None and args.producer_buffer < 1:
+        PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
     if args.load_step is not None and args.load_step <= 1:
         PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
     if args.step_at is not None and (args.load_step is None or args.step_at < 0):
@@ -737,7 +748,10 @@ def many_principals(count: int) -> Setup:
 
 
 def setup_of(args: argparse.Namespace) -> Setup:
-    return SETUP if args.principals is None else many_principals(args.principals)
+    setup = SETUP if args.principals is None else many_principals(args.principals)
+    if args.producer_buffer is None:
+        return setup
+    return replace(setup, producer_buffer=args.producer_buffer)
 
 
 def run_policies(args: argparse.Namespace) -> list[Outcome] | None:

@@ -103,8 +103,9 @@ class JavaPerfProducer:
             "client.id": self.client_id,
             "acks": "all",
             "linger.ms": "5",
-            # An application's buffer, like the librdkafka producers' 64 kB: send() blocks
-            # while throttled instead of queueing a backlog ...
+            # An application's buffer, like the librdkafka producers' 64 kB (the demo's
+            # `Setup.producer_buffer`): send() blocks while throttled instead of queueing a
+            # backlog ...
             "buffer.memory": "65536",
             # ... for as long as it takes, rather than failing records after the defaults
             # (60 s blocked, 120 s per record)

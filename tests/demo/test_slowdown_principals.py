@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from demo.slowdown import MANY_PRINCIPALS_RATE, SETUP, many_principals, parse
+from demo import producers
+from demo.slowdown import MANY_PRINCIPALS_RATE, SETUP, many_principals, parse, setup_of
 from demo.versus import quota_members
 from kvq.kafka.quota_entity import QuotaEntity
 
@@ -33,3 +34,41 @@ def test_too_few_principals_is_refused_with_what_is_allowed(capsys):
     with pytest.raises(SystemExit):
         parse(["--principals", "3"])
     assert "--principals: 3 is not a number of producers from 7 to 200" in capsys.readouterr().err
+
+
+def test_the_producers_buffer_reaches_both_clients(monkeypatch, tmp_path):
+    """`--producer-buffer 6`: librdkafka's queue.buffering.max.kbytes=6, and Java's
+    buffer.memory no smaller than its 16 KiB batch."""
+    setup = setup_of(parse(["--principals", "40", "--producer-buffer", "6"]))
+    assert setup.producers == 40 and setup.producer_buffer == 6
+    made: list[tuple[str, object]] = []
+
+    class Client:
+        def __init__(self, *args, **kwargs) -> None:
+            made.append((type(self).__name__, (args, kwargs)))
+
+        def run_steady(self, *args) -> None:
+            pass
+
+    class LoadProducer(Client):
+        pass
+
+    class JavaPerfProducer(Client):
+        pass
+
+    monkeypatch.setattr(producers, "LoadProducer", LoadProducer)
+    monkeypatch.setattr(producers, "JavaPerfProducer", JavaPerfProducer)
+    stack = type("Stack", (), {"sasl_bootstrap": "x:1", "kafka": object(), "work_dir": tmp_path})
+    producers.start_load(stack, [], setup)  # type: ignore[arg-type]
+    librdkafka = [kwargs for name, (_, kwargs) in made if name == "LoadProducer"]
+    java = [args for name, (args, _) in made if name == "JavaPerfProducer"]
+    assert len(librdkafka) == 38 and len(java) == 2
+    assert {kwargs["queue.buffering.max.kbytes"] for kwargs in librdkafka} == {6}
+    assert {args[-1]["buffer.memory"] for args in java} == {"16384"}
+    assert SETUP.producer_buffer == 64, "the scenario's own: under 1 s of its 75 kB/s"
+
+
+def test_no_buffer_is_refused_with_what_is_allowed(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--producer-buffer", "0"])
+    assert "--producer-buffer: 0 kB; give 1 or more" in capsys.readouterr().err
