@@ -265,9 +265,10 @@ SHARED_KVQ_SETTINGS = (
         "the rate written at what retention frees and rides closer to the limit; without it "
         "(false), each answer carries the totals only and the policy reads the net fill rate. "
         "The answers grow with the replicas per broker. Off by default: on real Kafka it "
-        "rides at about 85 % of the bound (75-79 % on the totals), but with 40 principals it "
-        "touched the limit, and in the model a 10x load step after the first slowdown crosses "
-        "it in half the runs, where the totals hold it (docs/policies.md).",
+        "rides at about 85 % of the bound (75-79 % on the totals), but it counts on producers "
+        "that buffer under a second of their writes: 40 principals buffering 8 s each went "
+        "past the limit, and in the model a 10x load step after the first slowdown crosses it "
+        "in half the runs, where the totals hold it (docs/policies.md).",
     ),
 )
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
