@@ -49,7 +49,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from demo.slowdown import MANY_PRINCIPALS_RATE, OWN_QUOTA_EVERY
+from demo.producers import Setup
+from demo.slowdown import SETUP as SLOWDOWN_SETUP
+from demo.slowdown import many_principals
 from devcluster.produce_quotas import Rate, java_round
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW, before_step
 from enforcer.quota_plan import (
@@ -81,7 +83,7 @@ TICK = 0.1
 TICKS_PER_SECOND = 10
 WIRE_PER_VALUE = 1.13
 """Disk bytes on broker 0 per acknowledged value byte, as bench/slowdown measures it."""
-OFFERED = 75_000 * WIRE_PER_VALUE
+OFFERED = SLOWDOWN_SETUP.producer_rate * WIRE_PER_VALUE
 """Each producer's offered rate (75 kB/s of values)."""
 BUFFER = 65_536.0
 """Each producer's buffer (librdkafka's queue.buffering.max.kbytes=64, Java's buffer.memory)."""
@@ -129,54 +131,48 @@ class Load:
     rate: float = OFFERED
 
 
-ENTITIES: dict[str, tuple[QuotaEntity, float]] = {
-    "alice": (QuotaEntity.of([("user", "alice")]), 25_000.0),
-    "bob": (QuotaEntity.of([("user", "bob"), ("client-id", "app")]), 20_000.0),
-    "dave": (QuotaEntity.of([("user", "dave")]), 20_000.0),
-    "default": (DEFAULT, DEFAULT_PRODUCE),
-}
-"""Each budget's quota entity and original quota (demo.versus.VERSUS_QUOTAS)."""
 TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
 """Each of two partitions, the first led by broker 0, the other by broker 1 (orders) or 2
 (clicks); broker 0 holds a replica of both (demo.producers.TOPICS, demo.producers.APACHE)."""
 PARTITIONS = 2 * len(TOPICS)
 """Broker 0's replicas: `TOPICS` index x 2 + partition."""
-PRODUCERS: tuple[ProducerSpec, ...] = (
-    ("alice / web", "alice", "alice", "librdkafka", "orders"),
-    ("alice / batch", "alice", "alice", "librdkafka", "clicks"),
-    ("bob / app", "bob", "bob", "librdkafka", "orders"),
-    ("carol / etl", "carol", "default", "librdkafka", "clicks"),
-    ("dave / java-web", "dave", "dave", "Java", "java-orders"),
-    ("erin / java-etl", "erin", "default", "Java", "java-clicks"),
-)
-"""bench/slowdown's producers (demo.versus.SETUP)."""
-SIX = Load(PRODUCERS, ENTITIES)
-"""bench/slowdown's load."""
+
+
+def load_of(setup: Setup) -> Load:
+    """The demo's producers and quotas as the model's: each producer's budget is its user (Kafka's
+    sensor), its quota entity the most specific quota its user (and client-id) has, else the
+    default user's; at the setup's rate in wire bytes."""
+
+    def named(key: tuple) -> str:
+        user = dict(key)["user"]
+        return "default" if user is None else user
+
+    def entity(user: str, client_id: str) -> str:
+        for key in ((("client-id", client_id), ("user", user)), (("user", user),)):
+            if key in setup.quotas:
+                return named(key)
+        return "default"
+
+    producers = tuple(
+        (f"{user} / {client_id}", user, entity(user, client_id), kind, topic)
+        for kind, specs in (("librdkafka", setup.librdkafka), ("Java", setup.java))
+        for user, client_id, topic in specs
+    )
+    entities = {
+        named(key): (QuotaEntity.of(list(key)), value) for key, value in setup.quotas.items()
+    }
+    return Load(producers, entities, setup.producer_rate * WIRE_PER_VALUE)
+
+
+SIX = load_of(SLOWDOWN_SETUP)
+"""bench/slowdown's load: alice 25 kB/s, bob/app and dave 20 kB/s of their own per broker,
+carol and erin under the standing default-user quota (demo.versus.VERSUS_QUOTAS)."""
+PRODUCERS = SIX.producers
 
 
 def principals(count: int) -> Load:
-    """`python -m bench.slowdown --principals count` (demo.slowdown.many_principals): the six and
-    `count` - 6 more librdkafka producers, two per user (pNN, a client-id each, alternately on
-    orders and clicks), every OWN_QUOTA_EVERYth user with a quota of its own far above its rate,
-    the others under the default-user quota; together MANY_PRINCIPALS_RATE of values."""
-    extra = count - len(PRODUCERS)
-    users = [f"p{k // 2:02d}" for k in range(extra)]
-    own = {user for n, user in enumerate(sorted(set(users))) if n % OWN_QUOTA_EVERY == 0}
-    added = tuple(
-        (
-            f"{user} / c{k:03d}",
-            user,
-            user if user in own else "default",
-            "librdkafka",
-            ("orders", "clicks")[k % 2],
-        )
-        for k, user in enumerate(users)
-    )
-    entities = {
-        **ENTITIES,
-        **{user: (QuotaEntity.of([("user", user)]), DEFAULT_PRODUCE) for user in sorted(own)},
-    }
-    return Load(PRODUCERS + added, entities, MANY_PRINCIPALS_RATE * WIRE_PER_VALUE / count)
+    """`python -m bench.slowdown --principals count` (demo.slowdown.many_principals)."""
+    return load_of(many_principals(count))
 
 
 @dataclass
