@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from demo.producers import Setup
 from demo.slowdown import SETUP as SLOWDOWN_SETUP
@@ -85,7 +85,7 @@ WIRE_PER_VALUE = 1.13
 """Disk bytes on broker 0 per acknowledged value byte, as bench/slowdown measures it."""
 OFFERED = SLOWDOWN_SETUP.producer_rate * WIRE_PER_VALUE
 """Each producer's offered rate (75 kB/s of values)."""
-BUFFER = 65_536.0
+BUFFER = SLOWDOWN_SETUP.producer_buffer * 1024.0
 """Each producer's buffer (librdkafka's queue.buffering.max.kbytes=64, Java's buffer.memory)."""
 BATCH = 16_384.0
 """The Java client's batch.size (a request carries one batch per partition)."""
@@ -129,6 +129,8 @@ class Load:
     producers: tuple[ProducerSpec, ...]
     entities: dict[str, tuple[QuotaEntity, float]]
     rate: float = OFFERED
+    buffer: float = BUFFER
+    """Bytes each producer buffers (`Setup.producer_buffer`; a Java producer's at least BATCH)."""
 
 
 TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
@@ -161,7 +163,9 @@ def load_of(setup: Setup) -> Load:
     entities = {
         named(key): (QuotaEntity.of(list(key)), value) for key, value in setup.quotas.items()
     }
-    return Load(producers, entities, setup.producer_rate * WIRE_PER_VALUE)
+    return Load(
+        producers, entities, setup.producer_rate * WIRE_PER_VALUE, setup.producer_buffer * 1024.0
+    )
 
 
 SIX = load_of(SLOWDOWN_SETUP)
@@ -170,9 +174,13 @@ carol and erin under the standing default-user quota (demo.versus.VERSUS_QUOTAS)
 PRODUCERS = SIX.producers
 
 
-def principals(count: int) -> Load:
-    """`python -m bench.slowdown --principals count` (demo.slowdown.many_principals)."""
-    return load_of(many_principals(count))
+def principals(count: int, buffer_kb: int | None = None) -> Load:
+    """`python -m bench.slowdown --principals count [--producer-buffer buffer_kb]`
+    (demo.slowdown.many_principals)."""
+    setup = many_principals(count)
+    if buffer_kb is not None:
+        setup = replace(setup, producer_buffer=buffer_kb)
+    return load_of(setup)
 
 
 @dataclass
@@ -199,6 +207,8 @@ class Producer:
     topic: int
     """Its topic's index in TOPICS."""
     rate: float = OFFERED
+    buffer: float = BUFFER
+    """Bytes its client buffers: the application blocks once that much is queued."""
     owed: float = 0.0
     """Bytes the application means to have handed to the client by now and has not."""
     connections: tuple[Connection, Connection] = field(
@@ -222,7 +232,7 @@ class Producer:
             self.owed = min(self.owed, self.rate)
         first, second = self.connections  # buffered bytes, summed inline: the model's hottest loop
         queued = [first.unsent + sum(first.requests), second.unsent + sum(second.requests)]
-        handed = min(self.owed, max(BUFFER - (queued[0] + queued[1]), 0.0))
+        handed = min(self.owed, max(self.buffer - (queued[0] + queued[1]), 0.0))
         self.owed -= handed
         shares = [handed / 2, handed / 2]
         if self.java and self.age < JAVA_SKEW_SECONDS:
@@ -267,7 +277,15 @@ class KafkaLoad:
     ) -> None:
         self.load = load
         self.producers = [
-            Producer(name, budget, entity, kind == "Java", TOPICS.index(topic), load.rate)
+            Producer(
+                name,
+                budget,
+                entity,
+                kind == "Java",
+                TOPICS.index(topic),
+                load.rate,
+                max(load.buffer, BATCH) if kind == "Java" else load.buffer,
+            )
             for name, budget, entity, kind, topic in load.producers
         ]
         self.load_step = load_step
@@ -321,7 +339,7 @@ class KafkaLoad:
         librdkafka = [p for p in self.producers if not p.java]
         extra = (times - 1) * self.load.rate * len(self.producers) / len(librdkafka)
         stepped = [
-            Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra)
+            Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra, p.buffer)
             for p in librdkafka
         ]
         self.producers += stepped

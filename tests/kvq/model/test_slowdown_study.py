@@ -1253,9 +1253,8 @@ def test_with_40_principals_the_level_on_sizes_crosses_the_limit_where_the_total
 
     Why the six hold and the 40 do not: each of the 40 writes about 8 kB/s into a 64 kB buffer,
     eight seconds of its writes, where each of the six's buffers holds under one second of its
-    75 kB/s. With buffers of 6 kB the same 40 stay above the limit in every run (0.57 MB at the
-    median) and no producer goes 8 s without an acknowledgement; with 16 kB they cross it in
-    some. Neither their faster load (330 kB/s, against the six's bursts around 290 kB/s: at
+    75 kB/s (below: with 6 kB buffers they stay above the limit; with 16 kB they cross it in
+    some runs). Neither their faster load (330 kB/s, against the six's bursts around 290 kB/s: at
     80 % of it they still cross), nor slower rises (the crossing comes in the approach, before
     any), nor references at each entity's mean rate over its brokers instead of its busiest's
     (one quota for every broker binds later where an entity writes less: at factor f the 40
@@ -1268,6 +1267,18 @@ def test_with_40_principals_the_level_on_sizes_crosses_the_limit_where_the_total
     assert Spread.median(sizes.lowest) < 0 and Spread.median(sizes.stalls) > 20.0
     totals = Spread.of(ON_KAFKA["shipped: totals, checked, response 14 s"], writers=PRINCIPALS_40)
     assert totals.lowest[0] > 500_000 and Spread.median(totals.shares) >= 0.70
+
+
+def test_with_40_principals_buffering_under_a_second_the_level_on_sizes_stays_above_the_limit():
+    """`python -m bench.slowdown --principals 40 --producer-buffer 6`: each librdkafka producer
+    buffers 6 kB, under a second of its 8 kB/s (the Java producers 16 KiB, their batch). On real
+    Kafka the level on the sizes stayed 0.8 MB above the limit at 84 % of the bound; in the model
+    above it in every run (0.65 MB at the median), 84 % at the median."""
+    spread = Spread.of(
+        ON_KAFKA["shipped: partition sizes, checked, response 14 s"],
+        writers=kafka_load.principals(40, buffer_kb=6),
+    )
+    assert spread.lowest[0] > 0 and Spread.median(spread.shares) >= 0.83
 
 
 def test_on_kafkas_quotas_a_step_before_the_first_slowdown_is_held_by_references_from_before_it():
