@@ -667,7 +667,7 @@ PARSER.add_argument(
     metavar="KB",
     help=f"kB each producer buffers while throttled (librdkafka's queue.buffering.max.kbytes, "
     f"Java's buffer.memory, at least its 16 KiB batch; default {SETUP.producer_buffer}): what "
-    "a rise of the factor lets through at once",
+    "a throttled producer holds back and sends late, in requests Kafka writes whole",
 )
 PARSER.add_argument(
     "--partition-sizes",

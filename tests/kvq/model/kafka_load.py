@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from demo.producers import Setup
+from demo.producers import JAVA_BATCH_BYTES, Setup
 from demo.slowdown import SETUP as SLOWDOWN_SETUP
 from demo.slowdown import many_principals
 from devcluster.produce_quotas import Rate, java_round
@@ -87,7 +87,7 @@ OFFERED = SLOWDOWN_SETUP.producer_rate * WIRE_PER_VALUE
 """Each producer's offered rate (75 kB/s of values)."""
 BUFFER = SLOWDOWN_SETUP.producer_buffer * 1024.0
 """Each producer's buffer (librdkafka's queue.buffering.max.kbytes=64, Java's buffer.memory)."""
-BATCH = 16_384.0
+BATCH = float(JAVA_BATCH_BYTES)
 """The Java client's batch.size (a request carries one batch per partition)."""
 IN_FLIGHT = 5
 """The Java client's max.in.flight.requests.per.connection."""
@@ -171,7 +171,6 @@ def load_of(setup: Setup) -> Load:
 SIX = load_of(SLOWDOWN_SETUP)
 """bench/slowdown's load: alice 25 kB/s, bob/app and dave 20 kB/s of their own per broker,
 carol and erin under the standing default-user quota (demo.versus.VERSUS_QUOTAS)."""
-PRODUCERS = SIX.producers
 
 
 def principals(count: int, buffer_kb: int | None = None) -> Load:
