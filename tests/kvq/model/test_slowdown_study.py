@@ -1272,7 +1272,8 @@ def test_with_40_principals_the_level_on_sizes_crosses_the_limit_where_the_total
 def test_with_40_principals_buffering_under_a_second_the_level_on_sizes_stays_above_the_limit():
     """`python -m bench.slowdown --principals 40 --producer-buffer 6`: each librdkafka producer
     buffers 6 kB, under a second of its 8 kB/s (the Java producers 16 KiB, their batch). On real
-    Kafka the level on the sizes stayed 0.8 MB above the limit at 84 % of the bound; in the model
+    Kafka the level on the sizes stayed above the limit in three runs (by 0.8 MB, 0.9 MB and 8 kB)
+    at 83-85 % of the bound; in the model
     above it in every run (0.65 MB at the median), 84 % at the median."""
     spread = Spread.of(
         ON_KAFKA["shipped: partition sizes, checked, response 14 s"],
