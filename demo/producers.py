@@ -90,6 +90,10 @@ VIOLATION_HOLD = "PT1H"  # kvq.departed.broker.violation.hold (its default)
 RECOVERED_SHARE = 0.8  # a producer is back at its rate at 80 % of what it offers, over 3 s
 
 
+JAVA_BATCH_BYTES = 16384
+"""The Java producer's batch.size (its default): its buffer.memory holds one batch at least."""
+
+
 @dataclass(frozen=True)
 class Setup:
     """What differs between the devcluster run and the real Kafka run."""
@@ -118,6 +122,11 @@ class Setup:
     """kB each producer buffers (librdkafka's queue.buffering.max.kbytes, Java's buffer.memory:
     at least its 16 KiB batch): while throttled a producer blocks once this much is queued,
     rather than piling up a backlog that floods the disks after the restore."""
+
+    @property
+    def java_buffer(self) -> int:
+        """Bytes a Java producer buffers: `producer_buffer`, at least one batch."""
+        return max(self.producer_buffer << 10, JAVA_BATCH_BYTES)
 
     @property
     def producers(self) -> int:
@@ -359,10 +368,6 @@ def put_other_data(stack: DemoStack, nbytes: int) -> None:
             out.write(chunk[: min(len(chunk), nbytes - start)])
 
 
-JAVA_BATCH_BYTES = 16384
-"""The Java producer's batch.size (its default): its buffer.memory holds one batch at least."""
-
-
 def start_load(
     stack: DemoStack, active: list, setup: Setup = DEVCLUSTER
 ) -> list[LoadProducer | JavaPerfProducer]:
@@ -390,7 +395,7 @@ def start_load(
             user,
             client_id,
             MESSAGE_BYTES,
-            {"buffer.memory": str(max(setup.producer_buffer << 10, JAVA_BATCH_BYTES))},
+            {"buffer.memory": str(setup.java_buffer)},
         )
         active.append(java)
         producers.append(java)

@@ -130,7 +130,9 @@ class Load:
     entities: dict[str, tuple[QuotaEntity, float]]
     rate: float = OFFERED
     buffer: float = BUFFER
-    """Bytes each producer buffers (`Setup.producer_buffer`; a Java producer's at least BATCH)."""
+    """Bytes each librdkafka producer buffers (`Setup.producer_buffer`) ..."""
+    java_buffer: float = BUFFER
+    """... and each Java producer (`Setup.java_buffer`: at least a batch)."""
 
 
 TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
@@ -164,7 +166,11 @@ def load_of(setup: Setup) -> Load:
         named(key): (QuotaEntity.of(list(key)), value) for key, value in setup.quotas.items()
     }
     return Load(
-        producers, entities, setup.producer_rate * WIRE_PER_VALUE, setup.producer_buffer * 1024.0
+        producers,
+        entities,
+        setup.producer_rate * WIRE_PER_VALUE,
+        setup.producer_buffer * 1024.0,
+        float(setup.java_buffer),
     )
 
 
@@ -274,7 +280,7 @@ class KafkaLoad:
         step_window: float = STEP_WINDOW,
         load: Load = SIX,
     ) -> None:
-        self.load = load
+        self.writers = load
         self.producers = [
             Producer(
                 name,
@@ -283,7 +289,7 @@ class KafkaLoad:
                 kind == "Java",
                 TOPICS.index(topic),
                 load.rate,
-                max(load.buffer, BATCH) if kind == "Java" else load.buffer,
+                load.java_buffer if kind == "Java" else load.buffer,
             )
             for name, budget, entity, kind, topic in load.producers
         ]
@@ -314,7 +320,7 @@ class KafkaLoad:
                 if rate > 0.0:
                     self.references[entity] = max(rate, self.references.get(entity, 0.0))
         self.factor = factor
-        for entity, (quota_entity, original) in self.load.entities.items():
+        for entity, (quota_entity, original) in self.writers.entities.items():
             value = desired_value(
                 POLICY,
                 (quota_entity, PRODUCER_BYTE_RATE),
@@ -336,7 +342,7 @@ class KafkaLoad:
         assert self.load_step is not None
         times = self.load_step[1]
         librdkafka = [p for p in self.producers if not p.java]
-        extra = (times - 1) * self.load.rate * len(self.producers) / len(librdkafka)
+        extra = (times - 1) * self.writers.rate * len(self.producers) / len(librdkafka)
         stepped = [
             Producer(p.name + " (step)", p.budget, p.entity, False, p.topic, extra, p.buffer)
             for p in librdkafka
@@ -407,7 +413,7 @@ class KafkaLoad:
         entities_back_at_rate): those sharing a quota of their own together, the others
         alone; the load step's extra producers are left out, as in the bench."""
         groups: dict[str, list[Producer]] = {}
-        for producer in self.producers[: len(self.load.producers)]:
+        for producer in self.producers[: len(self.writers.producers)]:
             key = producer.name if producer.entity == "default" else producer.entity
             groups.setdefault(key, []).append(producer)
         return groups

@@ -602,7 +602,7 @@ class Outcome:
 
     def producers(self) -> list[kafka_load.Producer]:
         assert self.kafka is not None, "only with Kafka's quotas (scenario(kafka=True))"
-        return self.kafka.load.producers[: len(self.kafka.load.load.producers)]
+        return self.kafka.load.producers[: len(self.kafka.load.writers.producers)]
 
     def end(self, seconds: float = EPISODE) -> float:
         """When the episode ended: the space freed, else `seconds` after the first slowdown."""
@@ -1273,8 +1273,8 @@ def test_with_40_principals_buffering_under_a_second_the_level_on_sizes_stays_ab
     """`python -m bench.slowdown --principals 40 --producer-buffer 6`: each librdkafka producer
     buffers 6 kB, under a second of its 8 kB/s (the Java producers 16 KiB, their batch). On real
     Kafka the level on the sizes stayed above the limit in three runs (by 0.8 MB, 0.9 MB and 8 kB)
-    at 83-85 % of the bound; in the model
-    above it in every run (0.65 MB at the median), 84 % at the median."""
+    at 83-85 % of the bound; in the model above it in every run (0.65 MB at the median), 84 % at
+    the median."""
     spread = Spread.of(
         ON_KAFKA["shipped: partition sizes, checked, response 14 s"],
         writers=kafka_load.principals(40, buffer_kb=6),
