@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvq.kafka.quota_entity import CLIENT_ID, USER, QuotaEntity
 
@@ -87,46 +87,61 @@ def resolve(
     return Budget("", client_id, None)  # no quota: Kafka measures by client-id, unbounded
 
 
-@dataclass
-class _Sample:
-    start_ms: float
-    last_ms: float
-    value: float = 0.0
-    events: int = 0
+_SPAN_MS = WINDOW_NUM * WINDOW_MS
+"""A sample not updated for this long is purged (SampledStat.purgeObsoleteSamples)."""
 
 
-@dataclass
 class Rate:
-    """Kafka's Rate over a WindowedSum (SampledStat with one extra overlapping sample)."""
+    """Kafka's Rate over a WindowedSum (SampledStat with one extra overlapping sample).
 
-    samples: list[_Sample] = field(default_factory=list)
-    current: int = 0
+    Each sample is a start, a last update and a value, kept in three lists indexed alike: the
+    model of the slowdown scenario measures millions of times, and sums and minimums over lists
+    run in C."""
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []
+        self._lasts: list[float] = []
+        self._values: list[float] = []
+        self._current = 0
+        self._purge_from = math.inf
+        """No sample can be obsolete before this (a millisecond early, against rounding): the
+        scan Kafka does at every measure is skipped until then."""
+
+    def _reset(self, index: int, now_ms: float) -> None:
+        if index == len(self._starts):
+            self._starts.append(now_ms)
+            self._lasts.append(now_ms)
+            self._values.append(0.0)
+        else:
+            self._starts[index] = now_ms
+            self._lasts[index] = now_ms
+            self._values[index] = 0.0
+        self._purge_from = min(self._purge_from, now_ms + _SPAN_MS - 1)
 
     def record(self, value: float, now_ms: float) -> None:
-        if not self.samples:
-            self.samples.append(_Sample(now_ms, now_ms))
-        sample = self.samples[self.current]
-        if now_ms - sample.start_ms >= WINDOW_MS:
-            self.current = (self.current + 1) % (WINDOW_NUM + 1)
-            if self.current >= len(self.samples):
-                self.samples.append(_Sample(now_ms, now_ms))
-            else:
-                self.samples[self.current] = _Sample(now_ms, now_ms)
-            sample = self.samples[self.current]
-        sample.value += value
-        sample.events += 1
-        sample.last_ms = now_ms
+        if not self._starts:
+            self._reset(0, now_ms)
+        if now_ms - self._starts[self._current] >= WINDOW_MS:
+            self._current = (self._current + 1) % (WINDOW_NUM + 1)
+            self._reset(self._current, now_ms)
+        self._values[self._current] += value
+        self._lasts[self._current] = now_ms
+        if now_ms + _SPAN_MS - 1 < self._purge_from:  # only if the clock went back
+            self._purge_from = now_ms + _SPAN_MS - 1
 
     def _purge(self, now_ms: float) -> None:
-        for i, sample in enumerate(self.samples):
-            if now_ms - sample.last_ms >= WINDOW_NUM * WINDOW_MS:
-                self.samples[i] = _Sample(now_ms, now_ms)
+        if now_ms < self._purge_from:
+            return
+        for i, last in enumerate(self._lasts):
+            if now_ms - last >= _SPAN_MS:
+                self._reset(i, now_ms)
+        self._purge_from = min(self._lasts, default=math.inf) + _SPAN_MS - 1
 
     def window_ms(self, now_ms: float) -> float:
         self._purge(now_ms)
-        if not self.samples:
-            self.samples.append(_Sample(now_ms, now_ms))
-        elapsed = now_ms - min(s.start_ms for s in self.samples)
+        if not self._starts:
+            self._reset(0, now_ms)
+        elapsed = now_ms - min(self._starts)
         full = int(elapsed // WINDOW_MS)
         if full < WINDOW_NUM - 1:
             elapsed += (WINDOW_NUM - 1 - full) * WINDOW_MS
@@ -135,7 +150,7 @@ class Rate:
     def measure(self, now_ms: float) -> float:
         """Bytes per second."""
         window = self.window_ms(now_ms)  # purges first, as Kafka's measure does
-        return sum(s.value for s in self.samples) / (window / 1000)
+        return sum(self._values) / (window / 1000)
 
 
 class QuotaLimits:
