@@ -149,8 +149,13 @@ class Rate:
 
     def measure(self, now_ms: float) -> float:
         """Bytes per second."""
+        return self.measure_in_window(now_ms)[0]
+
+    def measure_in_window(self, now_ms: float) -> tuple[float, float]:
+        """(bytes per second, the window in ms it was measured over): a throttle time is the
+        excess over the quota for that window (QuotaUtils.throttleTime)."""
         window = self.window_ms(now_ms)  # purges first, as Kafka's measure does
-        return sum(self._values) / (window / 1000)
+        return sum(self._values) / (window / 1000), window
 
 
 class QuotaLimits:
@@ -221,10 +226,10 @@ class ProduceQuotas:
         rate.record(nbytes, now_ms)
         if budget.bound is None:
             return 0
-        observed = rate.measure(now_ms)
+        observed, window_ms = rate.measure_in_window(now_ms)
         if observed <= budget.bound:
             return 0
-        excess_ms = (observed - budget.bound) / budget.bound * rate.window_ms(now_ms)
+        excess_ms = (observed - budget.bound) / budget.bound * window_ms
         throttle = java_round(excess_ms)
         # ClientQuotaManager.recordAndGetThrottleTimeMs narrows the long to an Int (throttleTime(
         # e, timeMs).toInt): past 2^31 ms it wraps, and KafkaApis throttles only when it is > 0.

@@ -232,24 +232,30 @@ class Producer:
         """The application's tick: what it offers goes into the buffer (requests in flight
         count: librdkafka's queue and Java's buffer.memory hold a record until it is
         acknowledged) while there is room; a full buffer blocks it."""
-        self.owed += self.rate * TICK
+        owed = self.owed + self.rate * TICK
         if not self.java:  # devkit/producer_load.run_steady: no catching up beyond 1 s
-            self.owed = min(self.owed, self.rate)
+            owed = min(owed, self.rate)
         first, second = self.connections  # buffered bytes, summed inline: the model's hottest loop
-        queued = [first.unsent + sum(first.requests), second.unsent + sum(second.requests)]
-        handed = min(self.owed, max(self.buffer - (queued[0] + queued[1]), 0.0))
-        self.owed -= handed
-        shares = [handed / 2, handed / 2]
-        if self.java and self.age < JAVA_SKEW_SECONDS:
-            shares = [handed * (1 - JAVA_SKEW), handed * JAVA_SKEW]
-        elif self.java:  # the adaptive partitioner: the partition with less queued gets more
-            low = 0 if queued[0] <= queued[1] else 1
-            first = min(handed, queued[1 - low] - queued[low])
-            shares[low] = first + (handed - first) / 2
-            shares[1 - low] = (handed - first) / 2
+        queued_first = first.unsent + sum(first.requests)
+        queued_second = second.unsent + sum(second.requests)
+        handed = min(owed, max(self.buffer - (queued_first + queued_second), 0.0))
+        self.owed = owed - handed
+        skewed = self.java and self.age < JAVA_SKEW_SECONDS
         self.age += TICK
-        for connection, share in zip(self.connections, shares, strict=True):
-            connection.unsent += share
+        if handed == 0.0:  # a full buffer: the application blocks
+            return
+        if skewed:
+            first.unsent += handed * (1 - JAVA_SKEW)
+            second.unsent += handed * JAVA_SKEW
+        elif self.java:  # the adaptive partitioner: the partition with less queued gets more
+            low, high = (first, second) if queued_first <= queued_second else (second, first)
+            gap = queued_second - queued_first if low is first else queued_first - queued_second
+            topped = min(handed, gap)
+            low.unsent += topped + (handed - topped) / 2
+            high.unsent += (handed - topped) / 2
+        else:
+            first.unsent += handed / 2
+            second.unsent += handed / 2
 
     def send(self, t: float) -> None:
         """The client's requests this tick. librdkafka: what is buffered for a partition in one
@@ -381,11 +387,10 @@ class KafkaLoad:
                 while requests and t >= connection.muted_until:
                     request = requests.popleft()
                     sensor.record(request, now_ms)
-                    rate = sensor.measure(now_ms)
+                    rate, window = sensor.measure_in_window(now_ms)
                     acked += request
                     written[index] += request
                     if rate > quota:
-                        window = sensor.window_ms(now_ms)
                         throttle = java_round((rate - quota) / quota * window) / 1000
                         connection.muted_until = t + throttle
                         producer.throttles.append((t, throttle))
