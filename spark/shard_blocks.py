@@ -65,36 +65,41 @@ FAILED = "failed"
 
 SHARD_SCRIPT = r"""
 set -u
-staging=$1 writer=$2 hours=$3 parent=$PPID child= dir= log= answers= watcher=
+staging=$1 writer=$2 hours=$3 parent=$PPID child= dir= log= answers= watcher= watch=
 # kvq-tsdb-blocks where this executor has it, else promtool (the same blocks, 4x the CPU).
 name=${writer##*/}
 [ "$name" = promtool ] || command -v "$writer" >/dev/null || writer=promtool name=promtool
-unwatch() { [ -z "$watcher" ] || { kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }; }
+# The watcher also ends within a second once $watch is gone: a TERM sent to it can be lost (on a
+# loaded machine, one that came as its subshell started left it looping, and the task waiting).
+unwatch() {
+  [ -z "$watcher" ] || { rm -f "$watch"; kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }
+}
 # The writer waited for once killed: one still running could write into $dir after its removal.
 stop() {
   [ -z "$child" ] || { kill "$child" 2>/dev/null; wait "$child" 2>/dev/null; }
-  unwatch; rm -rf "$dir" "$log" "$answers"; exit 143
+  unwatch; rm -rf "$dir" "$log" "$answers" "$watch"; exit 143
 }
 # Set first: a signal while a command substitution runs waits for it (no orphan left).
 trap stop TERM INT HUP
 dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
-log=$(mktemp) answers=$(mktemp)  # not in the staging folder: a complaint that it is full must fit
+log=$(mktemp) answers=$(mktemp) watch=$(mktemp)  # not in the staging folder: a complaint that
+# it is full must fit
 # The run that started this task removes $staging/.run when it is stopped: a Connect server's JVM
 # outlives the run, and a task whose input was all written does not notice it was cancelled.
 # Looked at every second; this task stops when it is gone.
 ( trap 'kill "$nap" 2>/dev/null; wait "$nap" 2>/dev/null; exit 0' TERM
-  while [ -e "$staging/.run" ]; do sleep 1 & nap=$!; wait "$nap"; done
-  kill -TERM "$$" 2>/dev/null ) & watcher=$!
+  while [ -e "$staging/.run" ] && [ -e "$watch" ]; do sleep 1 & nap=$!; wait "$nap"; done
+  [ -e "$watch" ] && kill -TERM "$$" 2>/dev/null; exit 0 ) & watcher=$!
 # A refusal in one answer line: $1 (what failed, or "" when the log says it) and the log.
 fail() {
   echo "failed	${1:+$1: }$(head -c 2000 "$log" | tr '\t\n' '  ')"
-  unwatch; rm -rf "$dir" "$log" "$answers"
+  unwatch; rm -rf "$dir" "$log" "$answers" "$watch"
   exit 0
 }
 # The JVM feeding this task is gone (stopped, killed): its input is not whole.
 gone() {
   kill -0 "$parent" 2>/dev/null && return 1
-  unwatch; rm -rf "$dir" "$log" "$answers"; exit 1
+  unwatch; rm -rf "$dir" "$log" "$answers" "$watch"; exit 1
 }
 exec 3<&0
 if [ "$name" != promtool ]; then

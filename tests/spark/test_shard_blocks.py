@@ -5,7 +5,10 @@ both, the event lines kept aside, a refusal answered in one line; and how shards
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 from devkit.processes import wait_until
 from spark.promtool_blocks import TSDB_BLOCKS, block_writer
 from spark.shard_blocks import (
+    BLOCK,
     RUN_TOKEN,
     SHARD_SCRIPT,
     STOP_NOTICE_SECONDS,
@@ -92,6 +96,34 @@ def test_a_task_whose_run_removed_its_token_stops_with_its_writer(tmp_path):
         script.wait()
     assert not Path(f"/proc/{pid.strip()}").exists()  # the writer stopped with it
     assert left_in(staging) == []
+
+
+def test_a_task_ends_when_its_watcher_never_gets_the_signal_to_stop(tmp_path, tsdb_blocks):
+    """The watcher of the run's token is stopped with a TERM when the task is done, and a TERM
+    can be lost: on a loaded machine one that came as the watcher's subshell started left it
+    looking at the token for good, the task waiting for it and the backfill waiting for the task
+    (a Spark Connect run hung for ten minutes). Here the TERM is lost every time (ignored from
+    the start, which a shell cannot trap): the task still ends, its block written."""
+    staging = tmp_path / "staging"
+    prepared_staging(staging)
+    lines = samples("0-1-0", "/d", range(START, START + 600, 60))
+    script = subprocess.Popen(
+        ["sh", "-c", SHARD_SCRIPT, "kvq-shard-blocks", str(staging), tsdb_blocks, "18"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its watcher too is stopped below, whatever happens
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
+    try:
+        out, err = script.communicate("".join(line + "\n" for line in lines), timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(script.pid, signal.SIGKILL)
+        script.wait()
+    assert script.returncode == 0, err
+    assert [line.split("\t")[0] for line in out.splitlines()] == [BLOCK]
 
 
 def samples(shard: str, series: str, times: range) -> list[str]:
@@ -263,8 +295,6 @@ def test_the_driver_writes_the_cluster_wide_ranges_in_parallel_processes_alike(
 
 
 def test_a_failing_range_stops_every_driver_writer_and_leaves_no_process(tmp_path, tsdb_blocks):
-    import os
-
     from spark.session import descendants
     from spark.shard_blocks import BLOCK_RANGE, write_shards_here_in_parallel
 
