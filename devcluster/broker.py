@@ -203,6 +203,10 @@ class Broker:
             self.cluster.disarm_leave_fault(self)
             await self.stop()
             return False
+        if req.api_key == ApiKey.DescribeLogDirs and self.faults.drop_describe_log_dirs:
+            log.info("broker %d: closing connection on DescribeLogDirs (fault)", self.broker_id)
+            self.cluster.spend_drop_fault(self)
+            return False
         latency_ms = self.faults.latency_ms
         if latency_ms:
             await asyncio.sleep(latency_ms / 1000)

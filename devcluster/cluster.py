@@ -358,6 +358,12 @@ class DevCluster:
         with self._lock:
             broker.faults = dataclasses.replace(broker.faults, leave_before_describe_log_dirs=False)
 
+    def spend_drop_fault(self, broker: BrokerNode) -> None:
+        """One of the ``drop_describe_log_dirs`` drops happened (called on the event loop)."""
+        with self._lock:
+            left = max(0, broker.faults.drop_describe_log_dirs - 1)
+            broker.faults = dataclasses.replace(broker.faults, drop_describe_log_dirs=left)
+
     def set_broker_config(self, broker_id: int, body: Any) -> dict[str, str]:
         """Set or unset (null) static configs of a broker, as if it had been restarted with them
         in ``server.properties``: ``{"client.quota.callback.class": "io.strimzi...."}``; returns

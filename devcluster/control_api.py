@@ -8,6 +8,7 @@
                                              "max_describe_log_dirs_version": v,
                                              "fail_describe_log_dirs": true | code,
                                              "leave_before_describe_log_dirs": true,
+                                             "drop_describe_log_dirs": n,
                                              "alter_client_quotas": {"delay_ms": n,
                                                  "apply": "late" | "early", "error_code": c,
                                                  "entities": [...], "validate_only": b,

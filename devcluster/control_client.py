@@ -55,6 +55,7 @@ class ControlClient:
     def set_faults(self, broker_id: int, **faults: Any) -> dict[str, Any]:
         """Any of latency_ms, log_dir_error={"index": i, "code": 56},
         max_describe_log_dirs_version, fail_describe_log_dirs, leave_before_describe_log_dirs,
+        drop_describe_log_dirs (a count),
         alter_client_quotas={"delay_ms": 6000, "error_code": 41, "entities": [...],
         "validate_only": False, "count": 1} (None removes it), quota_metadata_lag_ms,
         clear=True; returns the faults now

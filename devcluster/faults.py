@@ -21,6 +21,7 @@ FIELDS = (
     "max_describe_log_dirs_version",
     "fail_describe_log_dirs",
     "leave_before_describe_log_dirs",
+    "drop_describe_log_dirs",
     "clear",
 )
 
@@ -38,6 +39,10 @@ class Faults:
     leave_before_describe_log_dirs: bool = False
     """One shot: the next DescribeLogDirs request stops the broker (as POST stop) and its
     connection closes unanswered: a broker that left between DescribeCluster and DescribeLogDirs."""
+    drop_describe_log_dirs: int = 0
+    """The next this many DescribeLogDirs requests close their connection unanswered; the
+    broker stays up. Kafka's SocketServer does this to any request but a re-authentication that
+    reaches a connection whose SASL session expired (connections.max.reauth.ms)."""
     quota_metadata_lag_ms: int = 0
     """DescribeClientQuotas on this broker sees quota changes only this long after they were
     applied: a broker's metadata image lags the controller's commit."""
@@ -83,6 +88,10 @@ class Faults:
             new.leave_before_describe_log_dirs = boolean(
                 "leave_before_describe_log_dirs", body["leave_before_describe_log_dirs"]
             )
+        if "drop_describe_log_dirs" in body:
+            new.drop_describe_log_dirs = integer(
+                "drop_describe_log_dirs", body["drop_describe_log_dirs"], 0, 1_000_000
+            )
         return new
 
     def _set_log_dir_error(self, value: Any, log_dir_count: int) -> None:
@@ -111,6 +120,8 @@ class Faults:
             out["fail_describe_log_dirs"] = self.fail_describe_log_dirs
         if self.leave_before_describe_log_dirs:
             out["leave_before_describe_log_dirs"] = True
+        if self.drop_describe_log_dirs:
+            out["drop_describe_log_dirs"] = self.drop_describe_log_dirs
         if self.quota_metadata_lag_ms:
             out["quota_metadata_lag_ms"] = self.quota_metadata_lag_ms
         if self.alter_client_quotas is not None:

@@ -9,7 +9,8 @@ internals (the admin client's manager, its connections, its IO loop); everyone e
   last, else to the others and the bootstrap brokers in turn, each try with its own share of one
   deadline: a stopped broker costs a refused connection, not the call;
 - `send_to_each(node_ids, build, api)`: one request per node, all at once, each at the highest
-  version of `api` *that node* supports, under one deadline; per node its response or its error;
+  version of `api` *that node* supports, under one deadline; per node its response or its error
+  (a request whose connection closed under it is sent once more on a new connection);
 - `api_versions(node_id)`: what that node's current connection negotiated (None: not asked yet).
 
 Certificates renewed while it runs (Strimzi rewrites a KafkaUser's or the cluster CA's Secret, the
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError
 from kafka.future import Future
 
 from kvq.kafka.client_settings import KafkaSettingsError, kafka_python_config
@@ -150,8 +152,16 @@ class KafkaAdminSession:
             pending = {
                 n: self._start_at_best_version(manager, n, build, api, deadline) for n in ids
             }
-            with contextlib.suppress(Exception):  # a node still out at the deadline: below
-                await manager.wait_for(_all_settled(pending.values()), _remaining_ms(deadline))
+            await _settled_by(manager, pending.values(), deadline)
+            dropped = [n for n, future in pending.items() if _connection_dropped(future)]
+            if dropped and time.monotonic() < deadline:
+                # A connection that closed under its request (its SASL session expired before
+                # the client re-authenticated, the broker reaped it as idle) is dialled once
+                # more: Java's admin client retries a disconnect within its timeout too.
+                for n in dropped:
+                    self._versions.pop(n, None)
+                    pending[n] = self._start_at_best_version(manager, n, build, api, deadline)
+                await _settled_by(manager, (pending[n] for n in dropped), deadline)
             results: dict[int, Any] = {}
             for node_id, future in pending.items():
                 if future.succeeded():
@@ -366,6 +376,18 @@ def _all_settled(futures: Iterable[Any]) -> Future:
     for future in waiting:
         future.add_both(one_done)
     return settled
+
+
+async def _settled_by(manager: Any, futures: Iterable[Any], deadline: float) -> None:
+    """Wait until every one of `futures` is done or the deadline passes (what is still out
+    then is the caller's to report)."""
+    with contextlib.suppress(Exception):
+        await manager.wait_for(_all_settled(futures), _remaining_ms(deadline))
+
+
+def _connection_dropped(future: Any) -> bool:
+    """The request failed because its connection closed (not an answer, not a timeout)."""
+    return future.failed() and isinstance(future.exception, KafkaConnectionError)
 
 
 def _remaining_ms(deadline: float) -> int:

@@ -107,6 +107,15 @@ def test_broker_leaving_between_describe_cluster_and_describe_log_dirs(dc, admin
     assert log_dirs_of(admin, 2).error_code == 0  # back, and the fault does not fire again
 
 
+def test_dropped_describe_log_dirs_close_the_connection_and_the_broker_stays(dc, admin):
+    dc.set_faults(1, drop_describe_log_dirs=1)
+    with pytest.raises((KafkaConnectionError, KafkaTimeoutError)):
+        log_dirs_of(admin, 1)  # the connection closes without an answer
+    assert dc.state()["brokers"][1]["up"] is True
+    assert dc.state()["faults"] == {}  # spent
+    assert log_dirs_of(admin, 1).error_code == 0  # a new connection is answered
+
+
 def test_clear_restores_a_well_behaved_broker(dc, admin):
     dc.set_faults(
         1,

@@ -17,12 +17,14 @@ def test_fields_are_set_merged_and_listed():
         {"max_describe_log_dirs_version": 3, "fail_describe_log_dirs": True}, log_dir_count=2
     )
     faults = faults.updated({"leave_before_describe_log_dirs": True}, log_dir_count=2)
+    faults = faults.updated({"drop_describe_log_dirs": 2}, log_dir_count=2)
     assert faults.active() == {
         "latency_ms": 20,
         "log_dir_errors": {"0": 31, "1": 56},
         "max_describe_log_dirs_version": 3,
         "fail_describe_log_dirs": -1,
         "leave_before_describe_log_dirs": True,
+        "drop_describe_log_dirs": 2,
     }
 
 
@@ -34,6 +36,7 @@ def test_each_fault_can_be_switched_off_on_its_own():
             "max_describe_log_dirs_version": 2,
             "fail_describe_log_dirs": 31,
             "leave_before_describe_log_dirs": True,
+            "drop_describe_log_dirs": 1,
         },
         log_dir_count=1,
     )
@@ -44,6 +47,7 @@ def test_each_fault_can_be_switched_off_on_its_own():
             "max_describe_log_dirs_version": None,
             "fail_describe_log_dirs": False,
             "leave_before_describe_log_dirs": False,
+            "drop_describe_log_dirs": 0,
         },
         log_dir_count=1,
     )
@@ -72,6 +76,7 @@ def test_updated_returns_a_new_value_and_leaves_the_old_one_alone():
         ({"max_describe_log_dirs_version": 5}, "between 1 and 4"),
         ({"fail_describe_log_dirs": "yes"}, "must be true, false or a Kafka error code"),
         ({"leave_before_describe_log_dirs": 1}, "must be true or false"),
+        ({"drop_describe_log_dirs": -1}, "drop_describe_log_dirs must be between 0 and 1000000"),
         ({"latency": 5}, "unknown field(s) latency; allowed: latency_ms"),
         ({}, "empty request"),
         ([1], "expected a JSON object"),

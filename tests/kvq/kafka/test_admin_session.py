@@ -48,6 +48,21 @@ def test_an_unknown_node_fails_alone(session):
     assert session.api_versions(7) is None
 
 
+def test_a_connection_dropped_under_its_request_is_dialled_once_more(dc, session):
+    # What a client whose SASL re-authentication came late sees: Kafka closes the connection
+    # on the next request, unanswered.
+    control = ControlClient(dc.control_url)
+    describe_everywhere(session, [0, 1, 2])  # connected, versions known
+    control.set_faults(1, drop_describe_log_dirs=1)
+    responses = describe_everywhere(session, [0, 1, 2])
+    assert all(responses[n].results[0].total_bytes > 0 for n in (0, 1, 2))
+    control.set_faults(1, drop_describe_log_dirs=2)
+    responses = describe_everywhere(session, [0, 1, 2])
+    assert isinstance(responses[1], Exception)  # once more, not until the deadline
+    assert responses[0].results and responses[2].results
+    assert control.state()["faults"] == {}
+
+
 def test_send_returns_the_response(session):
     response = session.send(DescribeClientQuotasRequest(components=[], strict=False))
     assert response.error_code == 0
