@@ -116,11 +116,14 @@ def hold_at_factor_zero(
     watch_after: float,
     topic: str = "many",
     factor: float = 0.0,
+    measured_held: float | None = None,
 ) -> Held:
-    """Every principal of the cluster offering `offered` B/s; `factor` (0: the limit reached)
-    applied by an Applier of
-    `policy` with observed-rate references, held `settle` + `measured` s, then 1.0; watched for
-    `watch_after` s after the restore. Stops every producer it started, and restores. Once per
+    """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
+    (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
+    `settle` + `measured_held` (default: `measured`) s, then 1.0; watched for `watch_after` s
+    after the restore. A held producer writes a buffer's worth in one request, then waits out its
+    mute: over a window of a few such requests the acknowledged rate is off its quota by up to a
+    request. Stops every producer it started, and restores. Once per
     cluster: the references are the highest rates over the last 5 minutes, which would include
     the catch-up after an earlier restore."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
@@ -161,7 +164,7 @@ def hold_at_factor_zero(
         quotas = {e: described[e][P] for e in [*owners, QuotaEntity.default_user()]}
         time.sleep(settle)
         start = time.monotonic()
-        time.sleep(measured)
+        time.sleep(measured if measured_held is None else measured_held)
         during = sum(p.log.rate(start, time.monotonic()) for p in producers)
         step(applier, 1.0)
         restored = time.monotonic()
