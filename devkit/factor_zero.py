@@ -123,9 +123,9 @@ def hold_at_factor_zero(
     `settle` + `measured_held` (default: `measured`) s, then 1.0; watched for `watch_after` s
     after the restore. A held producer writes a buffer's worth in one request, then waits out its
     mute: over a window of a few such requests the acknowledged rate is off its quota by up to a
-    request. Stops every producer it started, and restores. Once per
-    cluster: the references are the highest rates over the last 5 minutes, which would include
-    the catch-up after an earlier restore."""
+    request. Stops every producer it started, and restores. Once per cluster: the references are
+    the highest rates over the last 5 minutes, which would include the catch-up after an earlier
+    restore."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)

@@ -82,8 +82,8 @@ stop() {
 # Set first: a signal while a command substitution runs waits for it (no orphan left).
 trap stop TERM INT HUP
 dir=$(mktemp -d "$staging/task-XXXXXXXX") || exit 1
-log=$(mktemp) answers=$(mktemp) watch=$(mktemp)  # not in the staging folder: a complaint that
-# it is full must fit
+# Not in the staging folder: a complaint that it is full must fit.
+log=$(mktemp) answers=$(mktemp) watch=$(mktemp)
 # The run that started this task removes $staging/.run when it is stopped: a Connect server's JVM
 # outlives the run, and a task whose input was all written does not notice it was cancelled.
 # Looked at every second; this task stops when it is gone.
