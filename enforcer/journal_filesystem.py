@@ -4,7 +4,8 @@ WAL keeps its index in a memory-mapped `-shm` file and relies on POSIX locks: SQ
 documentation says WAL does not work over a network file system, where neither is coherent (NFS,
 SMB/CIFS, sshfs, cloud-bucket FUSE mounts). A journal there can lose or corrupt the original
 quotas it exists to keep, so start-up refuses it. The type is read from /proc/self/mountinfo, not
-by asking the file system: a hung network mount cannot hang the check.
+by asking the file system, and symbolic links are followed only where a local file system holds
+them: a hung network mount cannot hang the check.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ NETWORK_FILESYSTEMS = frozenset(
 """Types (as mountinfo names them; FUSE as `fuse.<subtype>`) where SQLite's WAL cannot work."""
 MOUNTINFO = Path("/proc/self/mountinfo")
 _ESCAPE = re.compile(r"\\([0-7]{3})")
+_MAX_LINKS = 40  # Linux's MAXSYMLINKS
 
 
 @dataclass(frozen=True)
@@ -72,14 +74,54 @@ def mounts(mountinfo: str) -> list[Mount]:
 
 
 def mount_of(path: str | os.PathLike[str], mountinfo: str) -> Mount | None:
-    """The mount that holds `path` (symbolic links resolved as far as they can be)."""
-    where = os.path.realpath(os.path.abspath(path))
+    """The mount that holds `path`, its symbolic links resolved as far as a local file system
+    holds them: a component on a network file system is never asked (a hung NFS server or sshfs
+    daemon would hang the question), so a path leading through one is held by it."""
+    known = mounts(mountinfo)
+    return _holder(_resolve_locally(os.path.abspath(path), known), known)
+
+
+def _holder(where: str, known: list[Mount]) -> Mount | None:
+    """The deepest mount whose mount point is `where` or an ancestor of it, read lexically."""
     best: Mount | None = None
-    for mount in mounts(mountinfo):
+    for mount in known:
         holds = where == mount.mount_point or where.startswith(mount.mount_point.rstrip("/") + "/")
         if holds and (best is None or len(mount.mount_point) >= len(best.mount_point)):
             best = mount
     return best
+
+
+def _resolve_locally(path: str, known: list[Mount]) -> str:
+    """`path` with its symbolic links followed one component at a time, as os.path.realpath
+    does, until a component lies on a network file system: from there on it is kept as written,
+    since even an lstat of it would wait on the server."""
+    pending = path.split("/")
+    pending.reverse()
+    resolved = "/"
+    links_followed = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        holder = _holder(candidate, known)
+        if holder is not None and holder.fs_type in NETWORK_FILESYSTEMS:
+            return os.path.join(candidate, *reversed(pending))
+        try:
+            target = os.readlink(candidate)
+        except OSError:  # not a link, or not there (yet): a plain component
+            resolved = candidate
+            continue
+        links_followed += 1
+        if links_followed > _MAX_LINKS:  # a loop: the kernel would refuse it with ELOOP too
+            return os.path.join(candidate, *reversed(pending))
+        pending.extend(reversed(target.split("/")))
+        if target.startswith("/"):
+            resolved = "/"
+    return resolved
 
 
 def wal_problem(path: str | os.PathLike[str]) -> str | None:

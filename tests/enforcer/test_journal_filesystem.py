@@ -42,11 +42,13 @@ def mounted(where: Path, *mount_args: str, pass_fds=()):
 
 
 @contextlib.contextmanager
-def sshfs_like_mount(where: Path):
-    """A real FUSE mount of type fuse.sshfs, as `sshfs host:/srv DIR` makes, whose daemon is
-    gone (nothing answers on it): the check must tell its type without touching it. No sshfs
-    is needed: `mount -i` skips the mount.fuse helper (which would run sshfs and connect) and
-    asks the kernel directly, on a /dev/fuse descriptor nobody serves."""
+def hung_sshfs_mount(where: Path):
+    """A real FUSE mount of type fuse.sshfs, as `sshfs host:/srv DIR` makes, whose daemon hangs:
+    the connection stays open and nothing answers, so anything that touches the mount (even an
+    lstat of its root) waits until the test ends it, as on an NFS server that stopped answering.
+    The check must tell its type without touching it. No sshfs is needed: `mount -i` skips the
+    mount.fuse helper (which would run sshfs and connect) and asks the kernel directly, on a
+    /dev/fuse descriptor this test holds and never reads."""
     if os.geteuid() != 0:
         reason = "mounts a real FUSE file system, which needs root (CI runs as root)"
         if os.environ.get("CI"):
@@ -59,17 +61,14 @@ def sshfs_like_mount(where: Path):
         options = f"fd={fd},rootmode=40000,user_id=0,group_id=0"
         mount_args = ("-i", "-t", "fuse.sshfs", "-o", options, "kvq@nas:/srv")
         with mounted(where, *mount_args, pass_fds=(fd,)):
-            os.close(fd)
-            fd = -1
             yield where
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)  # after the lazy unmount: closing the device fails whatever still waits
 
 
 @pytest.mark.parametrize("flags", [(), ("--check-config",)])
-def test_a_journal_on_sshfs_is_refused_naming_the_file_system(tmp_path, flags):
-    with sshfs_like_mount(tmp_path / "remote") as remote:
+def test_a_journal_on_a_hung_sshfs_mount_is_refused_naming_the_file_system(tmp_path, flags):
+    with hung_sshfs_mount(tmp_path / "remote") as remote:
         result = enforcer(tmp_path, remote / "journal.sqlite3", *flags)
     assert result.returncode == 2
     assert result.stderr.startswith(
@@ -97,3 +96,35 @@ def test_the_mount_holding_a_path_is_the_deepest_one():
     assert mount_of("/var/lib/kvq/journal.sqlite3", MOUNTINFO).fs_type == "nfs4"
     assert mount_of("/var/lib/kvq/local disk/j.sqlite3", MOUNTINFO).fs_type == "ext4"
     assert mount_of("/var/lib/kvqx/j.sqlite3", MOUNTINFO).mount_point == "/"
+
+
+def mountinfo_with_nfs_at(mount_point: Path) -> str:
+    return f"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n41 22 0:40 / {mount_point} rw - nfs4 nas:/x rw\n"
+
+
+def test_a_link_on_a_local_disk_to_a_network_mount_is_followed(tmp_path):
+    (tmp_path / "state").symlink_to(tmp_path / "nfs" / "kvq")
+    mountinfo = mountinfo_with_nfs_at(tmp_path / "nfs")
+    assert mount_of(tmp_path / "state" / "journal.sqlite3", mountinfo).fs_type == "nfs4"
+
+
+def test_nothing_on_a_network_mount_is_asked_not_even_whether_it_is_a_link(tmp_path):
+    """Here the mountinfo says nfs4 where the disk has a link to a local directory: a resolver
+    that asked would follow the link and find ext4."""
+    (tmp_path / "local").mkdir()
+    (tmp_path / "nfs").symlink_to(tmp_path / "local")
+    mountinfo = mountinfo_with_nfs_at(tmp_path / "nfs")
+    assert mount_of(tmp_path / "nfs" / "journal.sqlite3", mountinfo).fs_type == "nfs4"
+    assert mount_of(tmp_path / "local" / "journal.sqlite3", mountinfo).fs_type == "ext4"
+
+
+def test_relative_links_dot_dot_and_a_loop_resolve_as_the_kernel_would(tmp_path):
+    mountinfo = mountinfo_with_nfs_at(tmp_path / "nfs")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "up").symlink_to("..")
+    (tmp_path / "a" / "j").symlink_to("../nfs/journal.sqlite3")
+    assert mount_of(tmp_path / "a" / "up" / "nfs" / "x", mountinfo).fs_type == "nfs4"
+    assert mount_of(tmp_path / "a" / "j", mountinfo).fs_type == "nfs4"
+    assert mount_of(tmp_path / "a" / ".." / "a" / "x", mountinfo).fs_type == "ext4"
+    (tmp_path / "loop").symlink_to("loop")
+    assert mount_of(tmp_path / "loop" / "j", mountinfo).fs_type == "ext4"
