@@ -333,6 +333,20 @@ class DemoStack:
             if entry["entity"].get("user") != ORIGINALS_USER
         }
 
+    def log_tails(self, lines: int = 40) -> str:
+        """The last `lines` of each of the stack's logs (the apps', Alertmanager's, Prometheus'),
+        for a failed test to say what the loop was doing."""
+        logs = {name: process.log_path for name, process in self.processes.items()}
+        for name in ("alertmanager", "prometheus"):
+            server = getattr(self, name, None)
+            if server is not None:
+                logs[name] = server.process.log_path
+        parts = []
+        for name, path in logs.items():
+            text = path.read_text(errors="replace") if path.is_file() else "(no log)"
+            parts.append(f"--- {name} ({path})\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(parts)
+
     def urls(self) -> dict[str, str]:
         urls = {
             "Prometheus": self.prometheus.url,

@@ -18,6 +18,7 @@ from enforcer.apply.result import ApplyError, ApplyResult
 from enforcer.apply.status import ClusterCondition, ClusterStatus, StartingPoint
 from enforcer.failsafe import FailSafe
 from enforcer.journal import Journal
+from enforcer.lost_resolutions import LostResolutions
 from enforcer.metrics import EnforcerMetrics
 from enforcer.originals_recovery import RecoveredThrottles
 from enforcer.prometheus_check import PrometheusFactor, factor_to_apply
@@ -157,6 +158,7 @@ class Enforcer:
         throttle_check_interval: float = 0.0,
         failsafe: FailSafe | None = None,
         heartbeat_name: str | None = None,
+        lost_resolutions: LostResolutions | None = None,
     ) -> None:
         """`cluster_label`: the label naming the cluster on the alerts and the series
         (kvq.cluster.label). `throttle_check_interval`: how often (s) Kafka is asked between
@@ -168,6 +170,8 @@ class Enforcer:
         self.failsafe = failsafe
         """Reads the throttle factor itself while no heartbeat alert comes (failsafe.py)."""
         self.heartbeat_name = heartbeat_name
+        self.lost_resolutions = lost_resolutions
+        """Lifts a throttle whose resolution never came (lost_resolutions.py)."""
         self._clock = clock
         self.appliers = dict(appliers)
         self.journal = journal
@@ -465,6 +469,7 @@ class Enforcer:
         checking = self.throttle_check_interval > 0
         while not stop.is_set():
             self.step_failsafe()
+            self.step_lost_resolutions()
             now = time.monotonic()
             if now >= next_round or self.settle_due(last_round):
                 last_round = now
@@ -483,12 +488,22 @@ class Enforcer:
     def step_failsafe(self) -> None:
         """Advance the fail-safe; apply the target of every cluster whose fail-safe factor
         changed. Never raises (the reconcile round retries what fails)."""
-        if self.failsafe is None:
-            return
+        if self.failsafe is not None:
+            self._step_alert_source("fail-safe", self.failsafe.step)
+
+    def step_lost_resolutions(self) -> None:
+        """Forget the firing alerts whose resolution never came; restore where that lifts the
+        throttle. Never raises."""
+        if self.lost_resolutions is not None:
+            self._step_alert_source("lost-resolution check", self.lost_resolutions.step)
+
+    def _step_alert_source(self, name: str, step: Callable[[], set[str]]) -> None:
+        """Run `step`, which changes the firing alerts it holds or knows of and returns the
+        clusters it changed them for, and apply those clusters' targets."""
         try:
-            changed = self.failsafe.step()
+            changed = step()  # outside _alerts_lock: it may wait for Prometheus or an exporter
         except Exception as exc:  # noqa: BLE001 - the loop must survive anything
-            log.exception("fail-safe step failed: %s", exc)
+            log.exception("%s step failed: %s", name, exc)
             return
         self._alerts_changed(changed)
         for cluster in sorted(changed):
@@ -497,7 +512,7 @@ class Enforcer:
             except ApplyError:
                 pass  # logged and counted by the applier; the reconcile round retries
             except Exception as exc:  # noqa: BLE001
-                log.exception("cluster %s: fail-safe apply failed: %s", cluster, exc)
+                log.exception("cluster %s: %s apply failed: %s", cluster, name, exc)
 
     def _reconcile_round(self, interval: float) -> None:
         try:

@@ -17,6 +17,7 @@ from enforcer.failsafe import ExporterFactor, FactorSource, FailSafe
 from enforcer.journal import Journal, JournalError
 from enforcer.journal_filesystem import wal_problem
 from enforcer.journal_rows import RowSink
+from enforcer.lost_resolutions import LostResolutions
 from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import OBSERVED_RATE, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
@@ -112,6 +113,7 @@ def build_enforcer(
     cluster_label = server.config.cluster_label
     metrics = metrics or EnforcerMetrics(config.names, cluster_label)
     prometheus = PrometheusFactor(server.prometheus_url) if server.prometheus_url else None
+    sources = factor_sources(config.clusters, prometheus)
     appliers = {
         s.config.cluster_name: Applier(
             s.config.cluster_name,
@@ -136,8 +138,9 @@ def build_enforcer(
         stale_window=server.stale_window,
         reconcile_interval=server.reconcile_interval.total_seconds(),
         throttle_check_interval=server.throttle_check_interval.total_seconds(),
-        failsafe=failsafe_of(config.clusters, journal, metrics, prometheus),
+        failsafe=failsafe_of(config.clusters, journal, metrics, sources),
         heartbeat_name=server.heartbeat_alert_name,
+        lost_resolutions=lost_resolutions_of(config.clusters, journal, sources),
     )
 
 
@@ -155,29 +158,51 @@ def observed_rates_of(
     )
 
 
-def failsafe_of(
-    all_settings: Sequence[EnforcerSettings],
-    journal: Journal,
-    metrics: EnforcerMetrics,
-    prometheus: PrometheusFactor | None,
-) -> FailSafe | None:
-    """The fail-safe (None with kvq.enforcer.failsafe.after=PT0S): Prometheus first, then each
-    cluster's exporters."""
-    first = all_settings[0]
-    if not first.failsafe_after:
-        return None
+def factor_sources(
+    all_settings: Sequence[EnforcerSettings], prometheus: PrometheusFactor | None
+) -> list[FactorSource]:
+    """Where the enforcer reads a cluster's factor itself: Prometheus first, then each cluster's
+    exporters."""
     sources: list[FactorSource] = [prometheus] if prometheus is not None else []
     urls = {s.config.cluster_name: s.failsafe_exporter_urls for s in all_settings}
     if any(urls.values()):
         sources.append(ExporterFactor(urls))
+    return sources
+
+
+def identities(all_settings: Sequence[EnforcerSettings]) -> list[ClusterIdentity]:
+    return [ClusterIdentity(s.config.cluster_name, s.config.cluster_label) for s in all_settings]
+
+
+def failsafe_of(
+    all_settings: Sequence[EnforcerSettings],
+    journal: Journal,
+    metrics: EnforcerMetrics,
+    sources: Sequence[FactorSource],
+) -> FailSafe | None:
+    """The fail-safe (None with kvq.enforcer.failsafe.after=PT0S)."""
+    first = all_settings[0]
+    if not first.failsafe_after:
+        return None
     return FailSafe(
-        [ClusterIdentity(s.config.cluster_name, s.config.cluster_label) for s in all_settings],
+        identities(all_settings),
         journal.alerts,
         metrics,
         first.failsafe_after.total_seconds(),
         first.failsafe_interval.total_seconds(),
         sources,
     )
+
+
+def lost_resolutions_of(
+    all_settings: Sequence[EnforcerSettings], journal: Journal, sources: Sequence[FactorSource]
+) -> LostResolutions | None:
+    """The check for resolutions that never came (None with
+    kvq.enforcer.resolution.check.after=PT0S, or with nowhere to read the factor)."""
+    after = all_settings[0].resolution_check_after
+    if not after or not sources:
+        return None
+    return LostResolutions(identities(all_settings), journal.alerts, sources, after)
 
 
 def import_into_kafka(config: ServerConfig, path: str) -> dict[str, int | None]:

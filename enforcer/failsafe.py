@@ -105,6 +105,17 @@ class ExporterFactor:
         return min(usable) if usable else None
 
 
+def read_factor(
+    sources: Sequence[FactorSource], cluster: ClusterIdentity
+) -> tuple[float | None, str | None]:
+    """The factor of the first of `sources` that answers, and its name (None, None: none)."""
+    for source in sources:
+        factor = source.current(cluster)
+        if factor is not None:
+            return factor, source.name
+    return None, None
+
+
 @dataclass
 class AlertPath:
     """What the fail-safe knows of one cluster's alert path."""
@@ -235,11 +246,7 @@ class FailSafe:
         return " or ".join(s.name for s in self.sources) or "nowhere (no source configured)"
 
     def _read(self, cluster: ClusterIdentity) -> tuple[float | None, str | None]:
-        for source in self.sources:
-            factor = source.current(cluster)
-            if factor is not None:
-                return factor, source.name
-        return None, None
+        return read_factor(self.sources, cluster)
 
     def _state(self, cluster: str) -> dict[tuple[str, str], float]:
         return self.alerts.group_state(group_key(cluster))

@@ -386,6 +386,32 @@ class FiringAlerts:
 
         return self._journal.write(run)
 
+    def unrepeated(
+        self, cluster: str, longer_than: timedelta, except_fingerprint: str
+    ) -> str | None:
+        """When Alertmanager last sent an alert of `cluster` (other than `except_fingerprint`),
+        if that was longer than `longer_than` ago; None when it was sooner or none is held."""
+        cutoff = self._journal.stamp_before(longer_than)
+        row = self._journal.read(
+            lambda db: db.execute(
+                "SELECT max(updated_at) FROM alert WHERE cluster=? AND fingerprint!=?",
+                (cluster, except_fingerprint),
+            ).fetchone()
+        )
+        return row[0] if row[0] is not None and row[0] < cutoff else None
+
+    def forget(self, cluster: str, seen_until: str, except_fingerprint: str) -> int:
+        """Forget the alerts of `cluster` (but `except_fingerprint`) last sent at or before
+        `seen_until`, in every group; returns how many."""
+        return self._journal.write(
+            lambda db: (
+                db.execute(
+                    "DELETE FROM alert WHERE cluster=? AND fingerprint!=? AND updated_at<=?",
+                    (cluster, except_fingerprint, seen_until),
+                ).rowcount
+            )
+        )
+
     def firing_factors(self, cluster: str) -> list[float]:
         rows = self._journal.read(
             lambda db: db.execute("SELECT factor FROM alert WHERE cluster=?", (cluster,)).fetchall()

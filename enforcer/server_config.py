@@ -49,6 +49,7 @@ SERVER_WIDE = (
     "heartbeat_alert_name",
     "failsafe_after",
     "failsafe_interval",
+    "resolution_check_after",
     "state_store",
     "state_group",
 )

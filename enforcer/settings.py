@@ -202,6 +202,19 @@ class EnforcerSettings(AppSettings):
         "Forget a firing throttle alert Alertmanager has not re-sent for this long (keep it well "
         "above the route's repeat_interval).",
     )
+    resolution_check_after: timedelta = setting(
+        "kvq.enforcer.resolution.check.after",
+        values.duration_off_or_between(
+            timedelta(seconds=5),
+            timedelta(hours=1),
+            "never: a resolution that never comes waits for kvq.enforcer.alert.expiry",
+        ),
+        "PT30S",
+        "A cluster whose firing alerts Alertmanager has not re-sent for this long has its factor "
+        "read where the fail-safe reads it (Prometheus, else the exporters): at 1 the resolution "
+        "was lost (an Alertmanager replaced with its storage does not send one) and the quotas "
+        "are restored. Checked again this often while the answer is below 1 or none.",
+    )
     stale_window: timedelta = setting(
         STALE_WINDOW,
         stale_window,
