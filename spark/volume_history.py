@@ -255,7 +255,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     """`described` + the factor the policy gives each usable description and its gauges
     (`gauge0`..), the same declaration the exporter evaluates on numbers: on the columns READING,
     the volume's previous usable descriptions (`previous1`.., windows over its descriptions in
-    success order) and, for a policy that accumulates, its peak (a running maximum since the
+    success order) and, for a policy that accumulates, its peaks (running maxima since the
     last restart), its held floor and its depth (a running sum since the last restart minus the
     running minimum of that sum less the held floor, 0 included:
     `kvq.model.throttle_factor_policy`)."""
@@ -276,29 +276,44 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     if policy.accumulates:
         step = _by_variant(policy, lambda r, p: policy.depth_step(r, p, ops)[0])
         restart = _by_variant(policy, lambda r, p: policy.depth_step(r, p, ops)[1])
+        forgets = _by_variant(policy, lambda r, p: policy.forgets_peaks(r, ops))
         described = described.select(
             "*",
             F.when(usable, restart.cast("long")).alias("restart"),
+            F.when(usable, (restart & forgets).cast("long")).alias("peak_reset"),
             F.when(usable, F.when(restart, F.lit(0.0)).otherwise(step.cast("double"))).alias(
                 "step"
             ),
         )
-        sample = _by_variant(policy, lambda r, p: policy.peak_sample(r, p, ops))
+        samples = [
+            _by_variant(policy, lambda r, p, i=i: policy.peak_sample(r, p, ops)[i])
+            for i in range(policy.peaks)
+        ]
         run = F.sum("restart").over(so_far)
         described = described.select(
             "*",
             run.alias("since_restart"),
-            F.when(usable, sample.cast("double")).alias("peak_sample"),
+            F.sum("peak_reset").over(so_far).alias("since_peak_reset"),
+            *(
+                F.when(usable, sample.cast("double")).alias(f"peak_sample{i}")
+                for i, sample in enumerate(samples)
+            ),
         )
         segment = Window.partitionBy(*BY_VOLUME, "since_restart").orderBy("sseq")
         segment = segment.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        peak_run = Window.partitionBy(*BY_VOLUME, "since_peak_reset").orderBy("sseq")
+        peak_run = peak_run.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         described = described.select(
             "*",
             F.sum("step").over(segment).alias("depth_total"),
-            F.max("peak_sample").over(segment).alias("peak"),
+            *(
+                F.max(f"peak_sample{i}").over(peak_run).alias(f"peak{i}")
+                for i in range(policy.peaks)
+            ),
         )
-        floor = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, F.col("peak"), ops)[0])
-        at_once = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, F.col("peak"), ops)[1])
+        peaks = tuple(F.col(f"peak{i}") for i in range(policy.peaks))
+        floor = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops)[0])
+        at_once = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops)[1])
         climbed = F.lit(policy.floor_climb) * F.col("time")
         described = described.select(
             "*",
@@ -331,6 +346,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
 def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
     """The intermediate columns of `with_policy_columns` (those a policy does not add: none)."""
     previous = [f"previous{n}" for n in range(1, policy.history + 1)]
+    peaks = policy.peaks if policy.accumulates else 0
     return (
         _window_work(policy)
         + previous
@@ -338,8 +354,10 @@ def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
             "restart",
             "step",
             "since_restart",
-            "peak_sample",
-            "peak",
+            "peak_reset",
+            "since_peak_reset",
+            *(f"peak_sample{i}" for i in range(peaks)),
+            *(f"peak{i}" for i in range(peaks)),
             "depth_total",
             "climb_from",
             "floor_at_once",

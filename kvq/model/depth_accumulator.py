@@ -10,20 +10,24 @@ from dataclasses import dataclass
 @dataclass(slots=True)
 class DepthAccumulator:
     """A volume's accumulators as the backfill computes them, each since the last restart: its
-    peak (the running maximum of its samples); its held floor (`climb` x time plus the running
-    minimum of each floor less `climb` x its time, or the floor that holds at once if higher);
+    peaks (the running maximum of each of its samples); its held floor (`climb` x time plus the
+    running minimum of each floor less `climb` x its time, or the floor that holds at once if
+    higher);
     the sum of its steps and the running minimum of that sum less the held floor (0 included).
     The depth is the sum less that minimum: the sum, kept at or above the held floor as it
     comes."""
 
-    peak: float = 0.0
+    peaks: tuple[float, ...] = ()
     climb_from: float = math.inf
     total: float = 0.0
     lowest: float = 0.0
 
-    def take_peak(self, sample: float, restart: bool) -> float:
-        self.peak = sample if restart else max(self.peak, sample)
-        return self.peak
+    def take_peaks(self, samples: tuple[float, ...], reset: bool) -> tuple[float, ...]:
+        if reset or not self.peaks:
+            self.peaks = samples
+        else:
+            self.peaks = tuple(map(max, self.peaks, samples))
+        return self.peaks
 
     def take(
         self,

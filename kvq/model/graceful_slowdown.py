@@ -123,8 +123,16 @@ class GracefulSlowdown:
     STEP_WINDOW_SECONDS: ClassVar[float] = 5.0
     """... and a load step is what the partitions grew by over this many seconds at
     `STEP_RATIO` times the window's rate or more."""
+    FREED_WINDOW_SECONDS: ClassVar[float] = 10.0
+    """... and what retention freed is also read over this many seconds: when it falls (a
+    retention time after a throttled stretch, retention frees what the throttle let through)
+    the level believes the lower of the two at once."""
     history: ClassVar[int] = FILL_INTERVALS
-    growth_windows: ClassVar[tuple[float, ...]] = (GROWTH_WINDOW_SECONDS, STEP_WINDOW_SECONDS)
+    growth_windows: ClassVar[tuple[float, ...]] = (
+        GROWTH_WINDOW_SECONDS,
+        STEP_WINDOW_SECONDS,
+        FREED_WINDOW_SECONDS,
+    )
     looks_back: ClassVar[tuple[float, ...]] = (
         FILL_INTERVAL_SECONDS,
         2 * FILL_INTERVAL_SECONDS,
@@ -132,6 +140,8 @@ class GracefulSlowdown:
     )
     """The spaced fill rate's readings: `FILL_INTERVALS` of `FILL_INTERVAL_SECONDS` back."""
     accumulates: ClassVar[bool] = True
+    peaks: ClassVar[int] = 2
+    """The peak fill rate (`peak_sample`) and, following retention, the largest burst."""
     polls_watched_after_lift: ClassVar[int] = FILL_INTERVALS
     """As long as the fill rate, a median of the last `FILL_INTERVALS` intervals, lags the load a
     lift lets back: it shows it only two polls later; until then a check showing a volume
@@ -173,6 +183,20 @@ class GracefulSlowdown:
     most): a level met at once (a load step) holds for a few polls instead of falling back at
     the next reading to the held floor's path from before it, and a rise on a burst of space
     retention freed lets through a little less of the backlog the quotas held."""
+    APPROACH_SHARE: ClassVar[float] = 0.1
+    """With the growth read: while retention frees under this share of what the partitions grew
+    by over the window (the approach, before retention reaches the load's segments), the depth
+    is paced on the net fill rate as without the growth read: the level assumes its factor's
+    share of the peak is written a response time later, but producers that buffer seconds of
+    their writes (a throttled producer's next request carries its buffer) write more."""
+    STEP_PEAK_RATIO: ClassVar[float] = 1.5
+    """With the growth read: a load step is met at once only when the last `STEP_WINDOW_SECONDS`
+    grew at this many times the peak or more: the backlog a rise lets through comes at up to
+    three times the window's rate, but not above the load's peak."""
+    MARGIN_BURSTS: ClassVar[float] = 2.0
+    """With the growth read: the level keeps at least this many of the largest burst seen (a
+    `STEP_WINDOW_SECONDS` that grew above the window's rate, by that much) as its margin: what
+    producers buffered while throttled comes through in such bursts after a rise."""
     FREED_SHARE: ClassVar[float] = 0.1
     """Space freed: available bytes up by this share of the volume in one interval, or the volume
     grown (retention deleting a segment frees less; a volume that merely stopped filling because
@@ -253,44 +277,65 @@ class GracefulSlowdown:
         )
         paced = ops.least(ops.greatest(too_fast, -1.0) * elapsed * pace, bound)
         # Following retention, the factor is a level (the floor, `depth_floor`): the depth falls
-        # to it as fast as `LEVEL_RISE` allows.
+        # to it as fast as `LEVEL_RISE` allows; in the approach, paced on the net fill rate too.
         rise = -depth_of_drop(self.LEVEL_RISE) * elapsed / self.FLOOR_CLIMB_SECONDS
-        step = ops.choose(self.follows_retention(reading, ops), rise, paced)
+        approach = self.in_approach(reading, ops) & (too_fast > 0)
+        follows = self.follows_retention(reading, ops)
+        step = ops.choose(follows, ops.choose(approach, paced, rise), paced)
         freed = (
             reading.available_bytes - last.available_bytes >= self.FREED_SHARE * reading.total_bytes
         ) | (reading.total_bytes > last.total_bytes)
         restart = (too_fast <= 1.0 / self.RESTART_MARGIN - 1.0) & freed
         return step, restart
 
+    def in_approach(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """Whether retention freed under `APPROACH_SHARE` of what the partitions grew by over
+        the window (following retention)."""
+        grown, used, _ = self.growth_window(reading, ops)
+        return grown - used < self.APPROACH_SHARE * grown
+
+    def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """Following retention a restart keeps the peaks: the depth goes back to the level's
+        floor, which the peak keeps where the load needs it; a peak forgotten (the throttled
+        rate of the restart's reading) lifts the quotas at once and lets through everything the
+        producers buffered while throttled."""
+        return ops.choose(self.follows_retention(reading, ops), False, True)
+
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
-    ) -> Any:
-        """The fill rate, once it is the median of three intervals (a single interval may be a
-        burst of other data the median would ignore): the peak is the fastest the volume filled
-        since its last restart. Following retention, the rate the partitions grew at over the
-        window (`window_rate`), or a step's over its seconds once the window is whole, or the
-        fill rate over intervals of seconds (`spaced_fill_rate`) if higher: a volume filled by
-        what its partitions do not show (a replica copied onto it, data not Kafka's) is still
-        slowed, as without the growth read."""
+    ) -> tuple[Any, Any]:
+        """(rate, burst). The rate: the fill rate, once it is the median of three intervals (a
+        single interval may be a burst of other data the median would ignore): the peak is the
+        fastest the volume filled since its last restart. Following retention, the rate the
+        partitions grew at over the window (`window_rate`), or a step's over its seconds once the
+        window is whole, or the fill rate over intervals of seconds (`spaced_fill_rate`) if higher:
+        a volume filled by what its partitions do not show (a replica copied onto it, data not
+        Kafka's) is still slowed, as without the growth read. The burst, following retention: what
+        the last `STEP_WINDOW_SECONDS` grew by above the window's rate over them (0 otherwise)."""
         if not previous:
-            return 0.0
+            return 0.0, 0.0
         whole = len(previous) >= self.FILL_INTERVALS
         net = self.fill_rate(reading, previous, ops) if whole else 0.0
         spaced = self.spaced_fill_rate(reading, previous, ops)
         grown = self.window_rate(reading, ops, self.GROWTH_WINDOW_SECONDS)
         short = self.window_rate(reading, ops, self.STEP_WINDOW_SECONDS)
         stepped = ops.choose(self.stepped(reading, ops, whole=True), short, 0.0)
-        return ops.choose(
-            self.follows_retention(reading, ops),
-            ops.greatest(ops.greatest(grown, spaced), stepped),
-            net,
-        )
+        follows = self.follows_retention(reading, ops)
+        rate = ops.choose(follows, ops.greatest(ops.greatest(grown, spaced), stepped), net)
+        return rate, ops.choose(follows, self.burst(reading, ops), 0.0)
+
+    def burst(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """What the partitions grew by over the last `STEP_WINDOW_SECONDS` above the window's
+        rate over them (0 if not above)."""
+        grown, _, seconds = self.growth_window(reading, ops)
+        short, _, short_seconds = self.growth_window(reading, ops, self.STEP_WINDOW_SECONDS)
+        return ops.greatest(short - grown / seconds * short_seconds, 0.0)
 
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
-        peak: Any,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> tuple[Any, Any]:
         """(held, at once): the depth of the highest factor at which the volume, filling at
@@ -310,6 +355,7 @@ class GracefulSlowdown:
         `response_seconds` at its peak (0 otherwise); the held floor then climbs on from there.
         A level, not a step: readings that still show the rate from before it took effect ask
         for no more than it."""
+        peak, burst = peaks
         headroom = ops.greatest(self.headroom(reading), 1.0)
         lasting = min(self.response_seconds, self.horizon_seconds)
         follows = self.follows_retention(reading, ops)
@@ -318,7 +364,7 @@ class GracefulSlowdown:
             level: Any = capped
         else:  # following retention: the level's drops are the held floor's, paced
             spaced = self.spaced_fill_rate(reading, previous, ops)
-            level = ops.greatest(capped, self.retention_reach(reading, spaced, peak, ops))
+            level = ops.greatest(capped, self.retention_reach(reading, spaced, peaks, ops))
         reach = ops.choose(follows, level, ops.greatest(lasting * peak / headroom, capped))
         held = depth_sharing(reach, self.LOWEST_CAP, ops)
         if not previous:
@@ -331,13 +377,23 @@ class GracefulSlowdown:
         )
         short, used, seconds = self.growth_window(reading, ops, self.STEP_WINDOW_SECONDS)
         at_once = depth_sharing(self.response_seconds * peak / headroom, self.LOWEST_CAP, ops)
-        stepped = follows & self.stepped(reading, ops)
+        # A rise's backlog comes through at up to three times the window's rate: a step only
+        # above the peak.
+        above_peak = self.window_rate(reading, ops, self.STEP_WINDOW_SECONDS) > (
+            self.STEP_PEAK_RATIO * peak
+        )
+        stepped = follows & self.stepped(reading, ops) & above_peak
         # The step's level, as a share of the step's rate: before the window is whole (the
         # exporter just started) the peak does not count it yet.
         stepped_peak = ops.greatest(peak, short / ops.greatest(seconds, self.STEP_WINDOW_SECONDS))
         step = depth_sharing(
             self.reach_at(
-                reading, short / seconds, (short - used) / seconds, spaced, stepped_peak, ops
+                reading,
+                short / seconds,
+                (short - used) / seconds,
+                spaced,
+                (stepped_peak, burst),
+                ops,
             ),
             self.LOWEST_CAP,
             ops,
@@ -392,7 +448,7 @@ class GracefulSlowdown:
         return window.grown, used_bytes(reading) - window.start_used, elapsed
 
     def retention_reach(
-        self, reading: VolumeReading, unseen: Any, peak: Any, ops: Expressions
+        self, reading: VolumeReading, unseen: Any, peaks: tuple[Any, ...], ops: Expressions
     ) -> Any:
         """How many times too fast the peak write rate is for the rate to hold: what retention
         frees, plus the headroom foreseen when the factor takes effect above a margin
@@ -403,8 +459,21 @@ class GracefulSlowdown:
         retention frees comes in bursts (segments), and a throttled interval writes less than
         the factor it sets will (foreseeing the headroom grow too let a 10x load step cross
         the limit with a 30 s response time in tests/kvq/model/test_slowdown_study.py)."""
+        grown, _, seconds = self.growth_window(reading, ops)
+        freed = self.freed_rate(reading, ops)
+        return self.reach_at(reading, grown / seconds, freed, unseen, peaks, ops)
+
+    def freed_rate(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """What retention freed per second over the window, or over the last
+        `FREED_WINDOW_SECONDS` if less: believed at once when it falls."""
         grown, used, seconds = self.growth_window(reading, ops)
-        return self.reach_at(reading, grown / seconds, (grown - used) / seconds, unseen, peak, ops)
+        recent, recent_used, recent_seconds = self.growth_window(
+            reading, ops, self.FREED_WINDOW_SECONDS
+        )
+        return ops.least(
+            (grown - used) / seconds,
+            (recent - recent_used) / ops.greatest(recent_seconds, self.FREED_WINDOW_SECONDS),
+        )
 
     def reach_at(
         self,
@@ -412,14 +481,14 @@ class GracefulSlowdown:
         gross: Any,
         freed: Any,
         unseen: Any,
-        peak: Any,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> Any:
-        """`retention_reach` at these rates. `unseen`: the volume's fill rate over intervals of
-        seconds (`spaced_fill_rate`, a median): the used bytes growing by more than the
-        partitions (data not Kafka's written to the volume, a replica moved onto it) read as
-        retention freeing less than nothing, down to that rate: a sustained fill takes room
-        at its rate, one burst of it (a median ignores it) only the room the headroom shows."""
+        """`retention_reach` at these rates, for these `peaks` (rate, burst). `unseen`: the volume's
+        fill rate over intervals of seconds (`spaced_fill_rate`, a median): the used bytes growing
+        by more than the partitions (data not Kafka's written to the volume, a replica moved onto
+        it) read as retention freeing less than nothing, down to that rate: a sustained fill takes
+        room at its rate, one burst of it (a median ignores it) only the room the headroom shows."""
         freed = ops.greatest(freed, -unseen)
         # The response time counts two polls for the net fill rate's median, which the level
         # does not wait for: its factor is in Kafka's quotas this long after the reading.
@@ -427,7 +496,10 @@ class GracefulSlowdown:
         foreseen = self.headroom(reading) + ops.least(freed - gross, 0.0) * applied
         # The margin at the rates the window saw, not the peak: the peak is the highest of many
         # noisy windows, and a margin on it keeps the headroom up by what the noise added.
-        margin = self.MARGIN_SECONDS * ops.greatest(gross, freed)
+        peak, burst = peaks
+        margin = ops.greatest(
+            self.MARGIN_SECONDS * ops.greatest(gross, freed), self.MARGIN_BURSTS * burst
+        )
         target = freed + (foreseen - margin) / self.SETTLE_SECONDS
         return ops.greatest(peak, 1.0) / ops.greatest(target, 1.0)
 

@@ -61,10 +61,11 @@ class PolicyRun:
             depth = 0.0
             if policy.accumulates:
                 step, restart = policy.depth_step(reading, previous, PLAIN)
-                sample = float(policy.peak_sample(reading, previous, PLAIN))
+                samples = tuple(map(float, policy.peak_sample(reading, previous, PLAIN)))
                 accumulated = self._depths.setdefault(key, DepthAccumulator())
-                peak = accumulated.take_peak(sample, bool(restart))
-                floor, at_once = policy.depth_floor(reading, previous, peak, PLAIN)
+                forgets = bool(restart) and bool(policy.forgets_peaks(reading, PLAIN))
+                peaks = accumulated.take_peaks(samples, forgets)
+                floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN)
                 depth = accumulated.take(
                     float(step),
                     bool(restart),

@@ -20,6 +20,7 @@ class StopOnViolation:
     growth_windows: ClassVar[tuple[float, ...]] = ()
     looks_back: ClassVar[tuple[float, ...]] = ()
     accumulates: ClassVar[bool] = False
+    peaks: ClassVar[int] = 0
     polls_watched_after_lift: ClassVar[int] = 3
     """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
     freed, and a check that shows it past the limit again throttles a check interval after the
@@ -35,14 +36,17 @@ class StopOnViolation:
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
-    ) -> Any:
-        return 0.0
+    ) -> tuple[Any, ...]:
+        return ()
+
+    def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
+        return True
 
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
-        peak: Any,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> tuple[Any, Any]:
         return 0.0, 0.0

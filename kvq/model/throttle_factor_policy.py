@@ -21,7 +21,7 @@ over time compute in one pass (a declaration over N previous readings is evaluat
 count of them it may see: N^2 in the backfill's plan). A policy that `accumulates` also reads
 a per-volume *depth*: the running sum of its `depth_step` increments since the volume's last
 restart, never below its held floor (0 at the least; `depth_floor`, which reads the volume's
-*peak*: the running maximum of its `peak_sample`s since the last restart;
+*peaks*: the running maxima of its `peak_sample`s since the last restart, one per `peaks`;
 `kvq.model.depth_accumulator` in the exporter). All of it is running sums, minimums and maximums
 since the last restart, which Spark's windows compute in the same order as the exporter, so both
 give the same bits. Both branches of `choose` are evaluated on numbers: a declaration keeps each
@@ -137,6 +137,9 @@ class ThrottleFactorPolicy(Protocol):
     accumulates: ClassVar[bool]
     """Whether `volume_factor` reads the volume's depth (`depth_step` feeds it)."""
 
+    peaks: ClassVar[int]
+    """How many running maxima (*peaks*) `peak_sample` gives a sample of, for `depth_floor`."""
+
     polls_watched_after_lift: ClassVar[int]
     """For how many poll intervals after a throttle is lifted the exporter keeps checking between
     polls (`exporter.poller.Poller.check_interval`): the load the throttle held comes back at
@@ -163,16 +166,20 @@ class ThrottleFactorPolicy(Protocol):
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
-    ) -> Any:
-        """What the volume's *peak* is the running maximum of, since its last restart (the
-        restart's own reading included); `depth_floor` reads the peak."""
+    ) -> tuple[Any, ...]:
+        """What each of the volume's `peaks` is the running maximum of, since its last restart
+        (the restart's own reading included); `depth_floor` reads the peaks."""
+        ...
+
+    def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """Whether a restart at this reading also starts the peaks afresh (else they run on)."""
         ...
 
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
-        peak: Any,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> tuple[Any, Any]:
         """(floor, at once): the floors this reading sets the volume's depth (each >= 0). The

@@ -27,7 +27,8 @@ def test_a_floor_at_once_holds_at_once_and_a_restart_starts_from_the_floor():
     assert take(depth, step=3.0, restart=True, time=2.0) == 0.0  # the step is ignored
 
 
-def test_the_peak_is_the_running_maximum_since_the_last_restart():
+def test_each_peak_is_its_running_maximum_since_the_last_restart():
     depth = DepthAccumulator()
-    assert [depth.take_peak(s, False) for s in (3.0, 1.0, 5.0)] == [3.0, 3.0, 5.0]
-    assert depth.take_peak(2.0, True) == 2.0
+    samples = ((3.0, 0.0), (1.0, 4.0), (5.0, 2.0))
+    assert [depth.take_peaks(s, False) for s in samples] == [(3.0, 0.0), (3.0, 4.0), (5.0, 4.0)]
+    assert depth.take_peaks((2.0, 1.0), True) == (2.0, 1.0)

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -121,7 +121,28 @@ def gross_fill(response: float = RESPONSE) -> Controller:
 
 
 @dataclass(frozen=True, slots=True)
-class PacedLevel(GracefulSlowdown):
+class ShippedBefore(GracefulSlowdown):
+    """The level on the sizes as shipped before the closed loop in the approach, the step
+    escape's guard, freed space believed at once, the burst margin and the peaks kept at a
+    restart (docs/policy-study.md, "Many principals"): the earlier designs below build on it,
+    so that their recorded numbers stay theirs."""
+
+    STEP_PEAK_RATIO: ClassVar[float] = 0.0
+    MARGIN_BURSTS: ClassVar[float] = 0.0
+
+    def in_approach(self, reading: VolumeReading, ops: Expressions) -> Any:
+        return False
+
+    def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
+        return True
+
+    def freed_rate(self, reading: VolumeReading, ops: Expressions) -> Any:
+        grown, used, seconds = self.growth_window(reading, ops)
+        return (grown - used) / seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PacedLevel(ShippedBefore):
     """B with its level paced (the design this study tried on Kafka's quotas): the level is the
     held floor's, which climbs one MAX_DROP every `pace_seconds` at most (the factor falls that
     fast, and Kafka's throttle times stay within ~10 s), and falls at once; the gross and freed
@@ -185,19 +206,20 @@ class PacedLevel(GracefulSlowdown):
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
-    ) -> float:
+    ) -> tuple[Any, float]:
         if len(previous) < max(self.window, self.history):
-            return 0.0
+            return 0.0, 0.0
         grown, _, seconds = self.growth_window(reading, previous, ops)
-        return ops.greatest(grown / seconds, self.fill_rate(reading, previous, ops))
+        return ops.greatest(grown / seconds, self.fill_rate(reading, previous, ops)), 0.0
 
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
-        peak: float,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> tuple[float, float]:
+        peak = peaks[0]
         headroom = ops.greatest(self.headroom(reading), 1.0)
         capped = ops.choose(headroom < self.horizon_seconds * peak, 1.0 / self.HELD_CAP, 1.0)
         if not previous:
@@ -242,12 +264,12 @@ class PolledWindow(PacedLevel):
 
     def peak_sample(
         self, reading: VolumeReading, previous: tuple[VolumeReading, ...], ops: Expressions
-    ) -> float:
+    ) -> tuple[Any, float]:
         if not previous:
-            return 0.0
+            return 0.0, 0.0
         grown, _, seconds = self.growth_window(reading, previous, ops)
         net = self.fill_rate(reading, previous, ops) if len(previous) >= 3 else 0.0
-        return ops.greatest(grown / seconds, net)
+        return ops.greatest(grown / seconds, net), 0.0
 
     def closing_fast(self, reading: VolumeReading, last: VolumeReading, throttled: bool) -> bool:
         return False
@@ -307,12 +329,13 @@ class PaceCeiling(PacedLevel):
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
-        peak: float,
+        peaks: tuple[Any, ...],
         ops: Expressions,
     ) -> tuple[float, float]:
-        held, at_once = super(PaceCeiling, self).depth_floor(reading, previous, peak, ops)
+        held, at_once = super(PaceCeiling, self).depth_floor(reading, previous, peaks, ops)
         if not previous:
             return held, at_once
+        peak = peaks[0]
         gross = ops.or_zero(reading.grown_bytes) / self.elapsed(reading, previous[0], ops)
         capped = self.early_cap & (self.headroom(reading) < self.horizon_seconds * gross)
         cap = depth_sharing(1.0 / self.HELD_CAP, self.LOWEST_CAP, ops)
@@ -1034,22 +1057,23 @@ def test_the_shipped_policy_with_sizes_read_every_second_stays_off_the_limit_at_
     delay, checks
 ):
     """With the partitions' sizes read at every check (every second) and handed out with each
-    5 s poll, on smooth producers: 79 % or more of the bound over the episode, 83 % or more
-    over 600 s, above the limit with the loop taking 3, 5 or 8 s from a poll to the quotas,
-    the response time declared as the loop's plus two polls (14 s at the least). With 14 s
-    declared and an 8 s loop it reaches the limit (by 0.05 MB): the level counts on its factor
-    being in the quotas 4 s after the reading. The same with the checks run as the exporter
-    runs them (`graceful`'s `checks`)."""
+    5 s poll, on smooth producers: 78 % or more of the bound over the episode (84 / 81 / 79 %
+    with loops of 3 / 5 / 8 s), 81 % or more over 600 s, above the limit with the loop taking
+    3, 5 or 8 s from a poll to the quotas, the response time declared as the loop's plus two
+    polls (14 s at the least). With 14 s declared and an 8 s loop it stays above it too (0.4 MB
+    at the least): the approach's drops follow what the volume fills by, not only the level,
+    which counts on its factor being in the quotas 4 s after the reading. The same with the
+    checks run as the exporter runs them (`graceful`'s `checks`)."""
     policy = graceful(max(RESPONSE, delay + 2 * POLL), grown=True, checks=checks)
     run = scenario(policy, delay, sizes_every=1.0, calls_every=1.0 if checks else POLL)
-    assert run.share(EPISODE) >= 0.79 and run.share(LONG_EPISODE) >= 0.83
+    assert run.share(EPISODE) >= 0.78 and run.share(LONG_EPISODE) >= 0.81
     assert run.lowest > 0
     if delay == 8.0:
         every = 1.0 if checks else POLL
         late = scenario(
             graceful(grown=True, checks=checks), delay, sizes_every=1.0, calls_every=every
         )
-        assert late.lowest < 0.2e6
+        assert late.lowest > 0
 
 
 @pytest.mark.parametrize("sizes_every", [1.0, POLL])
@@ -1129,18 +1153,19 @@ def test_on_kafkas_quotas_the_horizon_trades_headroom_not_bytes():
     assert lowest == sorted(lowest) and lowest[0] < 200_000 < 1_000_000 < lowest[2]
 
 
-def test_on_kafkas_quotas_the_shipped_policy_with_sizes_rides_at_84_percent():
+def test_on_kafkas_quotas_the_shipped_policy_with_sizes_rides_at_83_percent():
     """`kvq.throttle.slowdown.partition.sizes=true` as shipped, on Kafka's quotas: the level
-    over the last 30 s, its drops paced, read at each poll: 82-87 % of the bound (median 84 %),
-    above the limit in every run, producers never more than 10 s without an acknowledgement,
-    every quota entity back at its rate within 10 s of the space freed (5 s at the median). On
-    real Kafka one run: 84 %, 0.9 MB above the limit (B as merged before it, the level afresh at
-    each poll, collapsed: 62-64 %, 20 s stalls). With 40 principals it crosses the limit (below).
-    """
+    over the last 30 s, its drops paced, read at each poll: 80-85 % of the bound (median 83 %),
+    above the limit in every run (0.47 MB at the least), producers never more than 11 s without
+    an acknowledgement (8.4 s at the median), every quota entity back at its rate within 9 s of
+    the space freed (3.8 s at the median). What it gave up for the 40 principals (below): before
+    the margin of two bursts and the approach's drops paced on what the volume fills by, 82-87 %
+    (median 84 %) and 10 s at the most. On real Kafka (docs/policies.md) 81 %, 1.5 MB above the
+    limit, 10.4 s at the longest."""
     spread = Spread.of(ON_KAFKA["shipped: partition sizes, checked, response 14 s"])
-    assert spread.shares[0] > 0.8 and Spread.median(spread.shares) >= 0.83
+    assert spread.shares[0] > 0.79 and Spread.median(spread.shares) >= 0.82
     assert spread.lowest[0] > 0
-    assert spread.stalls[-1] <= 10.0 and Spread.median(spread.backs) <= 5.0
+    assert spread.stalls[-1] <= 11.0 and Spread.median(spread.backs) <= 5.0
 
 
 def test_on_kafkas_quotas_b_paced_closer_crosses_the_limit_as_it_did_on_real_kafka():
@@ -1243,43 +1268,39 @@ def test_the_model_of_40_principals_is_bench_slowdowns():
     assert offered == pytest.approx(MANY_PRINCIPALS_RATE)
 
 
-def test_with_40_principals_the_level_on_sizes_crosses_the_limit_where_the_totals_do_not():
-    """`python -m bench.slowdown --principals 40` on real Kafka (docs/policies.md): with the
-    partitions' sizes the level went past the limit in both runs (by 41 kB and by 0.3 MB), on
-    the totals alone graceful slowdown stayed 1.2 MB above it at 76 % of the bound. The model
-    agrees: the level on the sizes is past the limit in most of the 25 runs (0.27 MB at the
-    median) and leaves a producer without an acknowledgement for over 20 s at the median; the
-    totals keep at least 0.5 MB above it at 73 % of the bound at the median.
-
-    Why the six hold and the 40 do not: each of the 40 writes about 8 kB/s into a 64 kB buffer,
-    eight seconds of its writes, where each of the six's buffers holds under one second of its
-    75 kB/s (below: with 6 kB buffers they stay above the limit; with 16 kB they cross it in
-    some runs). Neither their faster load (330 kB/s, against the six's bursts around 290 kB/s: at
-    80 % of it they still cross), nor slower rises (the crossing comes in the approach, before
-    any), nor references at each entity's mean rate over its brokers instead of its busiest's
-    (one quota for every broker binds later where an entity writes less: at factor f the 40
-    wrote 1.3-1.8 x f of their rate) change that. The level assumes that the factor's share of
-    the peak is written, its drops paced for Kafka's throttle times; what the producers buffer
-    while throttled comes through in requests Kafka lets pass before it throttles them."""
+def test_with_40_principals_the_level_on_sizes_stays_above_the_limit_as_the_totals_do():
+    """`python -m bench.slowdown --principals 40`: each of the 40 writes about 8 kB/s into a
+    64 kB buffer, eight seconds of its writes (each of the six's buffers holds under one second
+    of its 75 kB/s), and Kafka lets a throttled producer's next request pass before muting it:
+    what the producers buffer comes through seconds late, at every quota the level lowers. The
+    level alone went past the limit in 21 of the 25 runs (and on real Kafka in both runs, by
+    41 kB and 0.3 MB). Now, in the approach, while retention frees less than a tenth of the
+    growth, the drops are also paced on what the volume fills by (the totals' depth), the margin
+    is at least two of the largest bursts seen (a 5 s window's growth above the 30 s window's
+    rate), and a restart keeps the peaks: above the limit in all 25 runs (0.18 MB at the least),
+    75-83 % of the bound (81 % at the median), a producer 14 s without an acknowledgement at the
+    median. The totals keep at least 0.5 MB above it at 73 % of the bound at the median."""
     sizes = Spread.of(
         ON_KAFKA["shipped: partition sizes, checked, response 14 s"], writers=PRINCIPALS_40
     )
-    assert Spread.median(sizes.lowest) < 0 and Spread.median(sizes.stalls) > 20.0
+    assert sizes.lowest[0] > 0 and Spread.median(sizes.shares) >= 0.80
+    assert Spread.median(sizes.stalls) < 15.0
     totals = Spread.of(ON_KAFKA["shipped: totals, checked, response 14 s"], writers=PRINCIPALS_40)
     assert totals.lowest[0] > 500_000 and Spread.median(totals.shares) >= 0.70
+    assert Spread.median(sizes.shares) > Spread.median(totals.shares)
 
 
 def test_with_40_principals_buffering_under_a_second_the_level_on_sizes_stays_above_the_limit():
     """`python -m bench.slowdown --principals 40 --producer-buffer 6`: each librdkafka producer
-    buffers 6 kB, under a second of its 8 kB/s (the Java producers 16 KiB, their batch). On real
-    Kafka the level on the sizes stayed above the limit in three runs (by 0.8 MB, 0.9 MB and 8 kB)
-    at 83-85 % of the bound; in the model above it in every run (0.65 MB at the median), 84 % at
-    the median."""
+    buffers 6 kB, under a second of its 8 kB/s (the Java producers 16 KiB, their batch). Above
+    the limit in every run (0.31 MB at the least), 79 % of the bound at the median (84 % before
+    the changes above: the margin of two bursts costs them). On real Kafka, before those
+    changes, it stayed above the limit in three runs (by 0.8 MB, 0.9 MB and 8 kB) at 83-85 %."""
     spread = Spread.of(
         ON_KAFKA["shipped: partition sizes, checked, response 14 s"],
         writers=kafka_load.principals(40, buffer_kb=6),
     )
-    assert spread.lowest[0] > 0 and Spread.median(spread.shares) >= 0.83
+    assert spread.lowest[0] > 0 and Spread.median(spread.shares) >= 0.78
 
 
 def test_on_kafkas_quotas_a_step_before_the_first_slowdown_is_held_by_references_from_before_it():
