@@ -140,7 +140,7 @@ def build_enforcer(
         throttle_check_interval=server.throttle_check_interval.total_seconds(),
         failsafe=failsafe_of(config.clusters, journal, metrics, sources),
         heartbeat_name=server.heartbeat_alert_name,
-        lost_resolutions=lost_resolutions_of(config.clusters, journal, sources),
+        lost_resolutions=lost_resolutions_of(config.clusters, journal, metrics, sources),
     )
 
 
@@ -195,14 +195,17 @@ def failsafe_of(
 
 
 def lost_resolutions_of(
-    all_settings: Sequence[EnforcerSettings], journal: Journal, sources: Sequence[FactorSource]
+    all_settings: Sequence[EnforcerSettings],
+    journal: Journal,
+    metrics: EnforcerMetrics,
+    sources: Sequence[FactorSource],
 ) -> LostResolutions | None:
     """The check for resolutions that never came (None with
     kvq.enforcer.resolution.check.after=PT0S, or with nowhere to read the factor)."""
     after = all_settings[0].resolution_check_after
     if not after or not sources:
         return None
-    return LostResolutions(identities(all_settings), journal.alerts, sources, after)
+    return LostResolutions(identities(all_settings), journal.alerts, sources, after, metrics)
 
 
 def import_into_kafka(config: ServerConfig, path: str) -> dict[str, int | None]:

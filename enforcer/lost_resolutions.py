@@ -26,6 +26,7 @@ from datetime import timedelta
 
 from enforcer.failsafe import FINGERPRINT, FactorSource, read_factor
 from enforcer.journal import FiringAlerts
+from enforcer.metrics import EnforcerMetrics
 from kvq.contract.cluster_identity import ClusterIdentity
 
 log = logging.getLogger("kvq.enforcer")
@@ -40,12 +41,14 @@ class LostResolutions:
         alerts: FiringAlerts,
         sources: Sequence[FactorSource],
         after: timedelta,
+        metrics: EnforcerMetrics,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.clusters = {c.name: c for c in clusters}
         self.alerts = alerts
         self.sources = list(sources)
         self.after = after
+        self.metrics = metrics
         self._monotonic = monotonic
         self._checked_at = {name: -float("inf") for name in self.clusters}
 
@@ -67,6 +70,7 @@ class LostResolutions:
             return False
         forgotten = self.alerts.forget(cluster, last_sent, except_fingerprint=FINGERPRINT)
         if forgotten:
+            self.metrics.lost_resolutions.labels(cluster).inc(forgotten)
             log.warning(
                 "cluster %s: no resolution came for %d firing alert(s) last sent at %s, and %s "
                 "says factor %s: forgetting them and restoring (a replaced Alertmanager does not "

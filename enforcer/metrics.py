@@ -98,6 +98,11 @@ class EnforcerMetrics:
         self.failsafe_factor = gauge(
             "failsafe_factor", "The throttle factor the fail-safe last read (while active)"
         )
+        self.lost_resolutions = counter(
+            "lost_resolutions",
+            "Firing throttle alerts forgotten because no resolution came and the factor read 1 "
+            "(an Alertmanager replaced with its storage lost does not send one)",
+        )
         self.no_limit_stand_ins = counter(
             "no_limit_stand_ins",
             "Quota values written as 9223372036854774784 (no limit) in place of a non-finite "

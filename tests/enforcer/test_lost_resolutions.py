@@ -40,7 +40,7 @@ def world(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3", clock=wall)
     metrics = EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT)
     applier = Applier("c1", QuotaPolicy((P,), {}), kafka, journal, metrics)
-    lost = LostResolutions([C1], journal.alerts, [source], AFTER, clock)
+    lost = LostResolutions([C1], journal.alerts, [source], AFTER, metrics, clock)
     enforcer = Enforcer(
         {"c1": applier}, journal, metrics, CLUSTER_LABEL_DEFAULT, clock=wall, lost_resolutions=lost
     )
@@ -71,6 +71,10 @@ def test_a_throttle_whose_resolution_never_came_is_lifted_once_the_factor_reads_
     assert source.asked == 1
     assert kafka.values[ALICE][P] == 800.0, "restored"
     assert enforcer.target("c1") == 1.0
+    counted = enforcer.metrics.registry.get_sample_value(
+        "kafka_volume_quota_enforcer_lost_resolutions_total", {"cluster": "c1"}
+    )
+    assert counted == 1.0
 
 
 def test_a_factor_below_1_or_no_answer_keeps_the_throttle_and_is_asked_again_after_a_while(
