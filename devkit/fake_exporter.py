@@ -178,6 +178,7 @@ class FakeExporter:
                 "drift_changes",
                 "reverted_pairs",
                 "originals_recovered",
+                "lost_resolutions",
                 "no_limit_stand_ins",
                 "reconcile_failures",
                 "throttle_checks",
