@@ -32,6 +32,7 @@ is this).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -209,6 +210,81 @@ class AlertToEnforce:
         )
 
 
+KAFKA_RATES = 'count(kafka_server_quota_byte_rate{resource="Produce"})'
+"""How many produce-rate series of the brokers' quota sensors Prometheus holds: the enforcer's
+observed-rate references are read from them."""
+LOG_SIGNS = {
+    "throttling from the originals": "episodes begun without observed rates",
+    "fail-safe: factor": "fail-safe applies",
+    "reference(s) from before a rise": "references lowered to before a rise",
+}
+"""Lines of the enforcer's log that explain a run that bound nothing, and what they count."""
+
+
+@dataclass(frozen=True)
+class LoopHealth:
+    """What the loop did besides its steps, read at the end of a run, so that a run that crossed
+    the limit says why: how long the exporter was on its fallback factor and the enforcer on its
+    fail-safe, the lowest factor published, how often the brokers' rate series were missing, the
+    webhooks by outcome, and the signs in the enforcer's log (LOG_SIGNS)."""
+
+    fallback_seconds: float
+    failsafe_seconds: float
+    lowest_factor: float | None
+    rates_missing_seconds: float
+    webhooks: dict[str, int]
+    signs: dict[str, int]
+
+    @classmethod
+    def read(cls, stack, since: float) -> LoopHealth:
+        """Over the wall-clock seconds from `since` (time.time()) to now, at Prometheus' 1 s
+        resolution (a missing sample counts as not on)."""
+        prometheus, now = stack.prometheus, time.time()
+
+        def seconds_at(query: str, predicate: Callable[[float], bool]) -> float:
+            series = prometheus.query_range(query, since, now)
+            return float(sum(1 for s in series for _, v in s["values"] if predicate(float(v))))
+
+        factors = prometheus.query_range(f"min({FACTOR_METRIC})", since, now)
+        values = [float(v) for s in factors for _, v in s["values"]]
+        return cls(
+            fallback_seconds=seconds_at("max(kafka_volume_quota_fallback_active)", bool),
+            failsafe_seconds=seconds_at("max(kafka_volume_quota_enforcer_failsafe_active)", bool),
+            lowest_factor=min(values) if values else None,
+            rates_missing_seconds=(now - since) - seconds_at(KAFKA_RATES, lambda count: count > 0),
+            webhooks=enforcer_webhooks(stack),
+            signs=log_signs(stack.processes["enforcer"].log_path),
+        )
+
+    def row(self) -> str:
+        factor = f"{self.lowest_factor:.3f}" if self.lowest_factor is not None else "none"
+        hooks = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.webhooks.items()) if n)
+        signs = ", ".join(f"{n} {LOG_SIGNS[sign]}" for sign, n in self.signs.items() if n)
+        return (
+            f"lowest factor {factor}; exporter on its fallback {self.fallback_seconds:.0f} s, "
+            f"enforcer's fail-safe {self.failsafe_seconds:.0f} s, brokers' rate series missing "
+            f"{self.rates_missing_seconds:.0f} s; webhooks: {hooks or 'none'}"
+            + (f"; log: {signs}" if signs else "")
+        )
+
+
+FACTOR_METRIC = "kafka_volume_quota_throttle_factor"
+
+
+def enforcer_webhooks(stack) -> dict[str, int]:
+    """The enforcer's webhook requests by outcome (its /metrics)."""
+    text = requests.get(stack.enforcer_url + "/metrics", timeout=10).text
+    name = "kafka_volume_quota_enforcer_webhooks"
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == name]
+    return {s.labels["outcome"]: int(s.value) for s in family.samples if s.name == name + "_total"}
+
+
+def log_signs(path: Path) -> dict[str, int]:
+    """How many lines of the log at `path` hold each of LOG_SIGNS."""
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    return {sign: text.count(sign) for sign in LOG_SIGNS}
+
+
 @dataclass
 class Outcome:
     policy: str
@@ -222,6 +298,7 @@ class Outcome:
     events: list[tuple[float, str]] = field(default_factory=list)
     before: dict[str, float] = field(default_factory=dict)
     alert_to_enforce: AlertToEnforce | None = None
+    health: LoopHealth | None = None
     horizon: str = HORIZON
     """graceful-slowdown's kvq.throttle.slowdown.horizon in the run (`--horizon`)."""
 
@@ -448,7 +525,7 @@ def drive(
     quiet_before_load(stack, setup)
     watch = DiskWatch(stack).start()
     active.append(watch)
-    warm_up = time.monotonic()
+    warm_up, warm_up_wall = time.monotonic(), time.time()
     producers = start_load(stack, active, setup)
     log(
         f"{title(policy, horizon)}: load started, {setup.rate / 1000:.0f} kB/s offered by "
@@ -502,6 +579,7 @@ def drive(
             outcome.events.append((outcome.restored, "quotas restored by the enforcer"))
         time.sleep(0.2)
     outcome.alert_to_enforce = AlertToEnforce.read(stack)
+    outcome.health = LoopHealth.read(stack, warm_up_wall)
     return outcome
 
 
@@ -532,6 +610,8 @@ def table(outcome: Outcome) -> str:
     if outcome.alert_to_enforce is not None:
         what = "alert firing -> quotas written (enforcer's histogram)"
         rows.append(f"  {what:52} {outcome.alert_to_enforce.row()}")
+    if outcome.health is not None:
+        rows.append(f"  {'the loop, from the warm-up to the end':52} {outcome.health.row()}")
     window = outcome.equilibrium_window()
     if window is not None:
         start, end = window
@@ -755,12 +835,13 @@ def setup_of(args: argparse.Namespace) -> Setup:
 
 
 def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
-    """Each policy's run on a fresh cluster, in order; None (said why) if one failed."""
+    """Each policy's run on a fresh cluster, in order; None (said why) if one failed. Without
+    --work the logs go to a temp dir, kept (and named) when a run failed or crossed the limit."""
     log = lambda text: print(f"- {text}", flush=True)  # noqa: E731
-    outcomes = []
-    with tempfile.TemporaryDirectory(prefix="kvq-demo-slowdown-") as temp:
-        # absolute: Alertmanager and Prometheus read the files it names from their own dirs
-        work = (args.work or Path(temp)).resolve()
+    # absolute: Alertmanager and Prometheus read the files it names from their own dirs
+    work = (args.work or Path(tempfile.mkdtemp(prefix="kvq-demo-slowdown-"))).resolve()
+    outcomes: list[Outcome] = []
+    try:
         for policy in args.policy or POLICIES:
             try:
                 outcome = run_policy(
@@ -778,7 +859,21 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{title(policy, args.horizon)}: the run failed: {exc}", file=sys.stderr)
                 return None
+    finally:
+        if args.work is None:
+            keep_if_telling(work, outcomes, len(args.policy or POLICIES))
     return outcomes
+
+
+def keep_if_telling(work: Path, outcomes: list[Outcome], runs: int) -> None:
+    """Remove a temp work dir unless a run failed or crossed the limit: then its logs are what
+    explains it (printed where they are)."""
+    crossed = [o.policy for o in outcomes if o.run.watch.lowest()[0] < o.run.limit]
+    if len(outcomes) == runs and not crossed:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    why = f"{', '.join(crossed)} crossed the limit" if crossed else "a run did not complete"
+    print(f"\n{why}: the runs' logs are kept in {work}", file=sys.stderr)
 
 
 def series(outcome: Outcome) -> pictures.RunSeries:
