@@ -16,6 +16,7 @@ from enforcer.apply.dry_run import dry_run
 from enforcer.apply.failures import Failures
 from enforcer.apply.finish import finish, remove_copy
 from enforcer.apply.intend import intend, open_episode
+from enforcer.apply.late_references import LateReferences
 from enforcer.apply.plan import Plan, Planner
 from enforcer.apply.report import report
 from enforcer.apply.result import ApplyError, ApplyResult
@@ -79,7 +80,8 @@ class Applier:
             verify_attempts,
             verify_delay_s,
         )
-        self.planner = Planner(self.io, policy, observed_rates)
+        late = None if observed_rates is None else LateReferences(observed_rates, monotonic)
+        self.planner = Planner(self.io, policy, observed_rates, late)
         self.check = ThrottleCheck(self.io, self.planner)
         self.failures = Failures(self.io)
         self._copy_checked = False
@@ -228,9 +230,8 @@ class Applier:
             if not self.dry_run:
                 remove_copy(self.io, view.copy, keep=None)
             return ApplyResult(self.cluster, factor, idle=self.unanswered.final(view.described_at))
-        records = on.pairs if on else {}
         held = view.copy.episodes.get(on.episode_id, {}) if on else {}
-        planned = self.planner.plan(records, held, view, factor)
+        planned = self.planner.plan(on, held, view, factor)
         self.check.planned_from(view)
         if self.dry_run:
             return dry_run(self.io, planned)

@@ -557,6 +557,20 @@ class ThrottleEpisodes:
 
         self._journal.write(run)
 
+    def set_references(self, cluster: str, references: Mapping[Pair, float]) -> Episode:
+        """Give the active episode's pairs without a reference the ones found late (the
+        episode began without observed rates); returns the episode as journaled now."""
+        self._journal.write(
+            lambda db: db.executemany(
+                "UPDATE pair SET reference=? "
+                "WHERE cluster=? AND entity=? AND key=? AND reference IS NULL",
+                [(r, cluster, e.to_json(), k) for (e, k), r in references.items()],
+            )
+        )
+        episode = self.episode(cluster)
+        assert episode is not None, "references set without an episode"
+        return episode
+
     def mark_drift(self, cluster: str, drift: Mapping[Pair, float | None]) -> None:
         """Freeze pairs an operator changed: their value is kept from now on."""
         self._journal.write(
@@ -741,6 +755,9 @@ class ClusterJournal:
 
     def set_pending(self, pending: Mapping[Pair, float | None], target: float) -> None:
         self._journal.episodes.set_pending(self._cluster, pending, target)
+
+    def set_references(self, references: Mapping[Pair, float]) -> Episode:
+        return self._journal.episodes.set_references(self._cluster, references)
 
     def mark_drift(self, drift: Mapping[Pair, float | None]) -> None:
         self._journal.episodes.mark_drift(self._cluster, drift)

@@ -44,7 +44,7 @@ import logging
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 from urllib.parse import unquote
 
@@ -264,16 +264,37 @@ class ObservedRates:
             )
         return references
 
-    def _observed(
-        self, cluster: str, policy: QuotaPolicy, originals: Mapping[Pair, float | None]
+    def as_of(
+        self,
+        cluster: str,
+        policy: QuotaPolicy,
+        originals: Mapping[Pair, float | None],
+        started: datetime,
     ) -> dict[Pair, float]:
-        """The highest rate of each throttled pair's traffic over the lookback, from the
-        instant queries (`queries`: select_references keeps each pair's highest), no higher than
-        over the lookback ending the step window earlier (`before_step`); none (logged) when
+        """The references of an episode that started at `started` without any (Prometheus did
+        not answer, or had no series yet), asked again as of that moment: what the episode's
+        start would have found, never a rate the throttle held. None (at debug) while there
+        are still none."""
+        return self._observed(cluster, policy, originals, at=started)
+
+    def _observed(
+        self,
+        cluster: str,
+        policy: QuotaPolicy,
+        originals: Mapping[Pair, float | None],
+        at: datetime | None = None,
+    ) -> dict[Pair, float]:
+        """The highest rate of each throttled pair's traffic over the lookback (ending `at`,
+        default now), from the instant queries (`queries`: select_references keeps each pair's
+        highest), no higher than over the lookback ending the step window earlier
+        (`before_step`); none (logged; at debug when asked again `at` an episode's start) when
         Prometheus cannot answer or has no series."""
-        results = [self.prometheus.instant(cluster, query) for query in self.queries()]
+        results = [self.prometheus.instant(cluster, query, at) for query in self.queries()]
         observed = [rate for result in results for rate in parse_vector(result or [])]
         earlier_query = self.before_step_query()
+        if not observed and at is not None:
+            log.debug("cluster %s: still no observed produce rates for the episode", cluster)
+            return {}
         if not observed:
             if any(result is not None for result in results):
                 log.warning(
@@ -291,7 +312,7 @@ class ObservedRates:
             return {}
         found = select_references(policy, originals, observed)
         if earlier_query is not None:
-            earlier = parse_vector(self.prometheus.instant(cluster, earlier_query) or [])
+            earlier = parse_vector(self.prometheus.instant(cluster, earlier_query, at) or [])
             stepped = before_step(found, select_references(policy, originals, earlier))
             lowered = {p: r for p, r in stepped.items() if r < found[p]}
             if lowered:
@@ -305,10 +326,13 @@ class ObservedRates:
                 )
             found = stepped
         log.info(
-            "cluster %s: episode starts from the highest produce rates over the last %s of %d "
+            "cluster %s: episode %s the highest produce rates over the %s of %d "
             "quota entit%s (%d series): %s",
             cluster,
-            promql_duration(self.lookback),
+            "starts from" if at is None else "(begun without them) now scales",
+            f"last {promql_duration(self.lookback)}"
+            if at is None
+            else f"{promql_duration(self.lookback)} before its start at {at.isoformat()}",
             len(found),
             "y" if len(found) == 1 else "ies",
             len(observed),

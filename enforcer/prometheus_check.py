@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from datetime import datetime
 
 import requests
 
@@ -74,15 +75,19 @@ class PrometheusFactor:
         result = self._instant(cluster.name, self.throttling_query(cluster, alert_name))
         return None if result is None else len(result) > 0
 
-    def instant(self, cluster: str, query: str) -> list | None:
-        """The result vector of an instant query; None (logged) when Prometheus cannot answer."""
-        return self._instant(cluster, query)
+    def instant(self, cluster: str, query: str, at: datetime | None = None) -> list | None:
+        """The result vector of an instant query (evaluated `at`, default now); None (logged)
+        when Prometheus cannot answer."""
+        return self._instant(cluster, query, at)
 
-    def _instant(self, cluster: str, query: str) -> list | None:
+    def _instant(self, cluster: str, query: str, at: datetime | None = None) -> list | None:
         """The result vector of an instant query; None (logged) when there is none."""
+        params = {"query": query}
+        if at is not None:
+            params["time"] = f"{at.timestamp():.3f}"
         try:
             response = self.session.get(
-                f"{self.url}/api/v1/query", params={"query": query}, timeout=self.timeout_s
+                f"{self.url}/api/v1/query", params=params, timeout=self.timeout_s
             )
             body = response.json()
         except (requests.RequestException, ValueError) as exc:

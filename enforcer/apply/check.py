@@ -54,7 +54,7 @@ class ThrottleCheck:
         snapshot, copy = kafka_originals.split(full)
         held = copy.episodes.get(active.episode_id, {})
         view = View(described_at, snapshot, copy)
-        changed = self._planner.plan(active.pairs, held, view, applied).changes_something
+        changed = self._planner.plan(active, held, view, applied).changes_something
         self._looked = view if changed else None
         self._seen_entities = frozenset(snapshot)
         return changed

@@ -20,6 +20,8 @@ def open_episode(io: ClusterIO, active: Episode | None, planned: Plan) -> Episod
     """Intend, first: journal the originals the plan found that the journal lacks (a new
     episode when none is active) before anything that depends on them is sent. Returns the
     episode the rest of the apply acts on."""
+    if active is not None and planned.late_references:
+        active = io.journal.set_references(planned.late_references)
     if active is not None and not planned.discovered:
         return active
     episode_id = active.episode_id if active is not None else None

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from enforcer.apply.cluster_io import ClusterIO
+from enforcer.apply.late_references import LateReferences
 from enforcer.apply.view import View
-from enforcer.journal import PairRecord
+from enforcer.journal import Episode, PairRecord
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_plan import (
     Change,
@@ -43,6 +44,9 @@ class Plan:
     """What Kafka does not hold yet of `desired`."""
     references: dict[Pair, float] = field(default_factory=dict)
     """Observed rates captured for a new episode (journaled with its originals)."""
+    late_references: dict[Pair, float] = field(default_factory=dict)
+    """Observed rates found for an active episode begun without any (late_references.py),
+    journaled before anything is sent."""
 
     @property
     def restoring(self) -> bool:
@@ -51,7 +55,9 @@ class Plan:
     @property
     def changes_something(self) -> bool:
         """An apply of this plan would change something in Kafka or the journal."""
-        return bool(self.todo or self.drift or self.reverted or self.discovered)
+        return bool(
+            self.todo or self.drift or self.reverted or self.discovered or self.late_references
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +69,20 @@ class Planner:
     observed_rates: ObservedRates | None = None
     """With kvq.enforcer.throttle.reference=observed-rate: where a new episode's reference
     rates come from (observed_rates.py); None scales the originals."""
+    late: LateReferences | None = None
+    """With observed rates: asks again for the references of an episode begun without any."""
 
     def plan(
         self,
-        records: Mapping[Pair, PairRecord],
+        on: Episode | None,
         held: Mapping[Pair, float | None],
         view: View,
         factor: float,
     ) -> Plan:
-        """What the apply is to do, from the journaled pairs of the active episode (`records`,
-        none without one), the records of them Kafka's copy holds (`held`) and one view of the
+        """What the apply is to do, from the active episode (`on`: its journaled pairs; None
+        without one), the records of them Kafka's copy holds (`held`) and one view of the
         quotas. Writes nothing."""
+        records = on.pairs if on is not None else {}
         originals = {pair: record.original for pair, record in records.items()}
         discovered = {}
         if factor < UNTHROTTLED:
@@ -87,13 +96,23 @@ class Planner:
             reverted = []  # back at the original is what a restore wants
         frozen = {pair for pair, record in records.items() if record.drifted} | set(drift)
         captured = self._captured_references(records, discovered, factor)
+        late = self._late_references(on, factor)
         references = {p: r.reference for p, r in records.items() if r.reference is not None}
         references.update(captured)
+        references.update(late)
         desired = plan(self.policy, {**originals, **discovered}, factor, frozen, references)
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
-        return Plan(factor, view, discovered, drift, reverted, drifted, desired, todo, captured)
+        return Plan(
+            factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late
+        )
+
+    def _late_references(self, on: Episode | None, factor: float) -> dict[Pair, float]:
+        """The references of an active episode begun without any, if found now."""
+        if self.late is None or on is None or factor >= UNTHROTTLED:
+            return {}
+        return self.late.found(self.io.name, self.policy, on.pairs, on.episode_id, on.started_at)
 
     def _captured_references(
         self,
@@ -108,6 +127,8 @@ class Planner:
         if self.observed_rates is None or records or factor >= UNTHROTTLED:
             return {}
         previous = self.io.journal.recent_references(self.observed_rates.lookback)
+        if self.late is not None:
+            self.late.asked_first()
         return self.observed_rates.references(self.io.name, self.policy, discovered, previous)
 
     def _changed_by_others(

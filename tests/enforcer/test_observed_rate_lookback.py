@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 import pytest
@@ -21,16 +21,20 @@ from devkit.processes import server_port, wait_until
 from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
-from enforcer.metrics import EnforcerMetrics
-from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates, carried_over
+from enforcer.observed_rates import (
+    DEFAULT_QUERY,
+    ObservedRate,
+    ObservedRates,
+    carried_over,
+    parse_vector,
+)
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
 from enforcer.settings import EnforcerSettings
 from kvq.kafka.quota_entity import QuotaEntity
-from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.clock_support import SettableClock, wall_clock
-from tests.enforcer.applier_support import apply_step
+from tests.enforcer.applier_support import apply_step, observed_rate_applier
 from tests.properties_support import MINIMAL, config_errors
 
 pytestmark = pytest.mark.paced
@@ -92,14 +96,7 @@ def journal(tmp_path, clock) -> Iterator[Journal]:
 
 def applier(kafka: KafkaQuotaClient, journal: Journal, lookback: timedelta = LOOKBACK) -> Applier:
     rates = ObservedRates(PrometheusFactor(URL), DEFAULT_QUERY, lookback)
-    return Applier(
-        "c1",
-        POLICY,
-        kafka,
-        journal,
-        EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
-        observed_rates=rates,
-    )
+    return observed_rate_applier(kafka, journal, POLICY, rates)
 
 
 def quota(kafka: KafkaQuotaClient, entity: QuotaEntity) -> float:
@@ -360,6 +357,25 @@ def test_real_prometheus_answers_the_highest_rate_over_the_lookback(tmp_path):
         assert looking_back.references("c1", POLICY, originals) == {(CAROL, P): BEFORE}
         at_the_start = ObservedRates(PrometheusFactor(prometheus.url), lookback=timedelta(0))
         assert at_the_start.references("c1", POLICY, originals) == {(CAROL, P): THROTTLED}
+
+
+@pytest.mark.e2e
+def test_real_prometheus_answers_as_of_an_episodes_start(tmp_path):
+    """An episode begun without references asks for them as of its start
+    (enforcer/apply/late_references.py): what carol wrote then, not her throttled rate now."""
+    with carols_sensor_scraped(tmp_path) as (sensor, prometheus):
+        now = partial(answered, prometheus, DEFAULT_QUERY)
+        wait_until(lambda: now() == BEFORE, 30, what="carol's rate scraped")
+        started = datetime.now(UTC)
+        sensor.set(THROTTLED)
+        wait_until(lambda: now() == THROTTLED, 30, what="her throttled rate scraped")
+        factor = PrometheusFactor(prometheus.url)
+        assert parse_vector(factor.instant("c1", DEFAULT_QUERY, started) or []) == [
+            ObservedRate("carol", "", BEFORE)
+        ]
+        at_the_start = ObservedRates(factor, lookback=timedelta(0))
+        originals = {(CAROL, P): QUOTA}
+        assert at_the_start.as_of("c1", POLICY, originals, started) == {(CAROL, P): BEFORE}
 
 
 @pytest.mark.e2e
