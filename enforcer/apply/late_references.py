@@ -7,7 +7,9 @@ far above what the entities write: a factor binds nothing until it nears 0, and 
 fills towards its limit as if graceful slowdown were off. So while no pair of an active episode
 has a reference, the rates are asked again as of the episode's start (what that first ask would
 have found, never a rate the throttle held), at most every `RETRY_SECONDS`; once found they are
-journaled with the episode and every later factor scales them."""
+journaled with the episode and every later factor scales them. Only the process that began the
+episode asks: an episode recovered from Kafka's copy of the originals, or one a restarted
+enforcer takes over, keeps what it has."""
 
 from __future__ import annotations
 
@@ -54,15 +56,20 @@ class LateReferences:
         started_at: str,
     ) -> dict[Pair, float]:
         """The references of the active episode `episode_id` (started at `started_at`, a
-        journal stamp) if none of its pairs has one and they are found now; {} otherwise."""
+        journal stamp), begun by this process without any, if they are found now; {} otherwise
+        (they have some, it was not begun here, or the last ask is under `retry_seconds` old)."""
         if any(record.reference is not None for record in records.values()):
             self._found = None
             return {}
         if self._found is not None and self._found[0] == episode_id:
             return self._found[1]
+        # Only an episode this process began by asking (`asked_first`): one recovered from
+        # Kafka's copy of the originals began throttled, and the rates before its start may be
+        # the ones the throttle held.
+        if self._asked is None or self._asked[0] not in (None, episode_id):
+            return {}
         now = self.monotonic()
-        asked_at = self._asked[1] if self._asked and self._asked[0] in (None, episode_id) else None
-        if asked_at is not None and now - asked_at < self.retry_seconds:
+        if now - self._asked[1] < self.retry_seconds:
             return {}
         self._asked = (episode_id, now)
         originals = {pair: record.original for pair, record in records.items()}

@@ -147,15 +147,37 @@ def test_what_a_check_found_is_kept_for_the_apply_that_journals_it():
     """A throttle check plans (and journals nothing) between applies: the apply after it finds
     the same references without asking again, however soon it comes."""
     rates = Rates({(ALICE, P): BEFORE})
-    late = LateReferences(rates, monotonic=SettableClock(0.0))  # type: ignore[arg-type]
+    monotonic = SettableClock(0.0)
+    late = LateReferences(rates, monotonic=monotonic)  # type: ignore[arg-type]
     records = {(ALICE, P): PairRecord(QUOTA)}
     stamp = "2026-11-25T09:00:00.000000Z"
+    late.asked_first()
+    monotonic.now += RETRY_SECONDS
     assert late.found("c1", POLICY, records, "e1", stamp) == {(ALICE, P): BEFORE}
     assert late.found("c1", POLICY, records, "e1", stamp) == {(ALICE, P): BEFORE}
     assert rates.asked == [STARTED]
     journaled = {(ALICE, P): PairRecord(QUOTA, reference=BEFORE)}
     assert late.found("c1", POLICY, journaled, "e1", stamp) == {}
+    late.asked_first()
+    monotonic.now += RETRY_SECONDS
     assert late.found("c1", POLICY, records, "e2", stamp) == {(ALICE, P): BEFORE}, (
         "a new episode begun without them asks anew"
     )
     assert len(rates.asked) == 2
+
+
+def test_an_episode_this_process_did_not_begin_is_never_asked_about():
+    """An episode recovered from Kafka's copy of the originals began throttled: the rates before
+    its start may be the throttle's. One a restarted enforcer takes over keeps what it has."""
+    rates = Rates({(ALICE, P): BEFORE})
+    monotonic = SettableClock(0.0)
+    late = LateReferences(rates, monotonic=monotonic)  # type: ignore[arg-type]
+    records = {(ALICE, P): PairRecord(QUOTA)}
+    stamp = "2026-11-25T09:00:00.000000Z"
+    monotonic.now += 10 * RETRY_SECONDS
+    assert late.found("c1", POLICY, records, "recovered", stamp) == {}
+    late.asked_first()  # another episode, begun here, ended; then one it did not begin
+    monotonic.now += RETRY_SECONDS
+    assert late.found("c1", POLICY, records, "e1", stamp) == {(ALICE, P): BEFORE}
+    assert late.found("c1", POLICY, records, "recovered", stamp) == {}
+    assert len(rates.asked) == 1
