@@ -13,7 +13,6 @@ enforcer takes over, keeps what it has."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,8 +21,6 @@ from datetime import datetime
 from enforcer.journal import PairRecord
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_plan import Pair, QuotaPolicy
-
-log = logging.getLogger("kvq.enforcer")
 
 RETRY_SECONDS = 10.0
 """How often an episode without references asks for them again: every few of graceful
