@@ -32,8 +32,8 @@ def enforcer(tmp_path: Path, journal: Path, *flags: str) -> subprocess.Completed
 
 def run_unless_it_waits_on_fuse(argv: list[str]) -> subprocess.CompletedProcess:
     """`argv` run to its end; the test fails as soon as the kernel has it waiting in FUSE (a
-    hung mount holds it there forever). Not a wall-clock timeout: CI's unit lane runs at nice 19
-    beside the suite's JVMs, where the enforcer's 1.3 s start took 99 s on this machine."""
+    hung mount holds it there forever). Not a wall-clock timeout: CI's unit lane runs niced beside
+    the suite's JVMs, where (at nice 19) the enforcer's 1.3 s start took 99 s on this machine."""
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
