@@ -73,6 +73,7 @@ reaches the limit in a third of the time, and the limit, the headroom left once 
 the room the operator's fix makes are the same as on an empty disk."""
 MIN_AVAILABLE_RATIO = 0.25
 MESSAGE_BYTES = 1000
+TRANSPORT_SECONDS = 1.0  # how often librdkafka producers record their connections' counters
 LOOP = loop_settings.demo()  # poll, scrape, evaluation, group_wait: 1 s each
 APPLY_SECONDS = 1.0  # enforcer AlterClientQuotas + brokers re-read quotas (0.25 s) + next request
 # The configured intervals between a byte crossing the limit and the producers being held.
@@ -379,6 +380,7 @@ def start_load(
             client_id=client_id,
             user=user,
             password=setup.users[user],
+            stats_seconds=TRANSPORT_SECONDS,
             **{"queue.buffering.max.kbytes": setup.producer_buffer},
         )
         active.append(producer)

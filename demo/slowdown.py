@@ -72,6 +72,7 @@ from demo.versus import limit_distance, quota_members, recovered_by_kind, thrott
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.processes import wait_until
+from devkit.producer_load import LoadProducer, Transport
 from devkit.results_page import Recording
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
@@ -432,8 +433,28 @@ class Outcome:
                     f", last before the restore {ms / 1000:.1f} s, ending "
                     f"{at + ms / 1000 - self.restored:+.1f} s after it"
                 )
-            rows.append(row)
+            rows.append(row + self.transport_note(producer, back))
         return rows
+
+    def transport_note(self, producer, back: float | None) -> str:
+        """What a librdkafka producer's connections did in the episode and from the restore
+        until it was back (or the watch ended): requests timed out, reconnects, retries and
+        returns to the bootstrap servers tell a wait on the connection from a quota's."""
+        if not isinstance(producer, LoadProducer):
+            return ""  # the Java client's connections are in its own log
+        if self.slowed is None or self.restored is None or self.freed is None:
+            return ""
+        watched = self.freed + (back if back is not None else AFTER_FREED_SECONDS)
+        spans = {
+            "in the episode": (self.slowed, self.restored),
+            "after the restore": (self.restored, watched),
+        }
+        notes = []
+        for span, (start, end) in spans.items():
+            counted = producer.transport_between(start, end)
+            if counted is not None and (said := transport_said(counted)):
+                notes.append(f"{span}: {said}")
+        return f"; connections {'; '.join(notes)}" if notes else ""
 
     def last_throttle_before_restore(self, producer) -> tuple[float, int] | None:
         """(monotonic time, ms) of the last throttle a broker reported to `producer` before the
@@ -457,6 +478,18 @@ class Outcome:
         ends = [at + ms / 1000 - self.restored for at, ms in filter(None, lasts)]
         after = f", still waited out after the restore: {max(0.0, *ends):.1f} s" if ends else ""
         return f"longest {longest / 1000:.1f} s{after}"
+
+
+def transport_said(counted: Transport) -> str:
+    """The counters that grew, as words ('' when none did)."""
+    counts = {
+        "reconnects": counted.connects,
+        "disconnects": counted.disconnects,
+        "requests timed out": counted.request_timeouts,
+        "retries": counted.retries,
+        "back to bootstrap": counted.rebootstraps,
+    }
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n > 0)
 
 
 def step_load(stack, active: list, times: float, setup: Setup = SETUP) -> None:

@@ -9,12 +9,83 @@ the difference and the achieved (acknowledged) rate drops.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, Producer
+
+COUNTERS = {
+    "connects": "connects",
+    "disconnects": "disconnects",
+    "request_timeouts": "req_timeouts",
+    "retries": "txretries",
+}
+"""Transport's counters -> the per-broker fields of librdkafka's statistics that hold them."""
+
+
+@dataclass(frozen=True)
+class Transport:
+    """librdkafka's connection counters over all its brokers since it started (`TransportTally`
+    adds them up from its statistics), and what it held: whether a producer waited on its
+    connections, not on a quota."""
+
+    connects: int = 0
+    disconnects: int = 0
+    request_timeouts: int = 0
+    retries: int = 0
+    rebootstraps: int = 0
+    """Times it dropped the brokers it had learned and went back to bootstrap.servers (as
+    librdkafka does when none of them answers)."""
+    queued: int = 0
+    """Messages in librdkafka's queues, sent or not (its msg_cnt)."""
+    awaiting: int = 0
+    """Requests sent and not yet answered (waitresp_cnt)."""
+
+    def since(self, earlier: Transport) -> Transport:
+        """The counters' growth from `earlier` (what is held stays as now)."""
+        return Transport(
+            self.connects - earlier.connects,
+            self.disconnects - earlier.disconnects,
+            self.request_timeouts - earlier.request_timeouts,
+            self.retries - earlier.retries,
+            self.rebootstraps - earlier.rebootstraps,
+            self.queued,
+            self.awaiting,
+        )
+
+
+class TransportTally:
+    """Adds librdkafka's per-broker counters up into one `Transport` that only grows: its
+    statistics list the brokers it knows now, and a broker it dropped (and later learned
+    again, from zero) would otherwise take its counts with it."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, dict[str, int]] = {}
+        self._totals = dict.fromkeys(COUNTERS, 0)
+        self._learned: set[str] = set()
+        self._rebootstraps = 0
+
+    def take(self, statistics: dict) -> Transport:
+        brokers: dict[str, dict] = statistics.get("brokers", {})
+        for name, broker in brokers.items():
+            last = self._last.setdefault(name, dict.fromkeys(COUNTERS, 0))
+            for counter, field_name in COUNTERS.items():
+                now = int(broker.get(field_name, 0))
+                self._totals[counter] += now - last[counter] if now >= last[counter] else now
+                last[counter] = now
+        learned = {name for name, broker in brokers.items() if int(broker.get("nodeid", -1)) >= 0}
+        if self._learned and not learned:
+            self._rebootstraps += 1
+        self._learned = learned
+        return Transport(
+            **self._totals,
+            rebootstraps=self._rebootstraps,
+            queued=int(statistics.get("msg_cnt", 0)),
+            awaiting=sum(int(broker.get("waitresp_cnt", 0)) for broker in brokers.values()),
+        )
 
 
 @dataclass
@@ -27,6 +98,8 @@ class DeliveryLog:
     """Kafka error code -> monotonic time of its first failure."""
     throttles: list[tuple[float, int]] = field(default_factory=list)
     """(monotonic time, throttle time ms) reported by brokers."""
+    transport: list[tuple[float, Transport]] = field(default_factory=list)
+    """(monotonic time, librdkafka's counters then), when asked for (`stats_seconds`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def acked_bytes(self, start: float = float("-inf"), end: float = float("inf")) -> int:
@@ -47,8 +120,10 @@ class LoadProducer:
         client_id: str = "kvq-load",
         user: str | None = None,
         password: str | None = None,
+        stats_seconds: float | None = None,
         **config,
     ):
+        """`stats_seconds`: record librdkafka's connection counters this often (`Transport`)."""
         self.client_id = client_id
         self.user = user
         self.log = DeliveryLog()
@@ -70,6 +145,10 @@ class LoadProducer:
                     "sasl.password": password,
                 }
             )
+        self._tally = TransportTally()
+        if stats_seconds:
+            conf["statistics.interval.ms"] = max(1, int(stats_seconds * 1000))
+            conf["stats_cb"] = self._on_statistics
         conf.update(config)
         self.producer = Producer(conf)
         self._stop = threading.Event()
@@ -78,6 +157,20 @@ class LoadProducer:
     def _on_throttle(self, event) -> None:
         with self.log.lock:
             self.log.throttles.append((time.monotonic(), int(event.throttle_time * 1000)))
+
+    def _on_statistics(self, text: str) -> None:
+        transport = self._tally.take(json.loads(text))
+        with self.log.lock:
+            self.log.transport.append((time.monotonic(), transport))
+
+    def transport_between(self, start: float, end: float) -> Transport | None:
+        """The counters' growth over [start, end] as far as recorded, None without statistics."""
+        with self.log.lock:
+            inside = [counters for t, counters in self.log.transport if start <= t <= end]
+            before = [counters for t, counters in self.log.transport if t < start]
+        if not inside:
+            return None
+        return inside[-1].since(before[-1] if before else Transport())
 
     def _on_delivery(self, err, msg) -> None:
         now = time.monotonic()
