@@ -123,6 +123,8 @@ class Setup:
     """kB each producer buffers (librdkafka's queue.buffering.max.kbytes, Java's buffer.memory:
     at least its 16 KiB batch): while throttled a producer blocks once this much is queued,
     rather than piling up a backlog that floods the disks after the restore."""
+    librdkafka_config: dict[str, str] = field(default_factory=dict)
+    """librdkafka properties of every librdkafka producer beyond the load's own."""
 
     @property
     def java_buffer(self) -> int:
@@ -381,7 +383,7 @@ def start_load(
             user=user,
             password=setup.users[user],
             stats_seconds=TRANSPORT_SECONDS,
-            **{"queue.buffering.max.kbytes": setup.producer_buffer},
+            **{"queue.buffering.max.kbytes": setup.producer_buffer, **setup.librdkafka_config},
         )
         active.append(producer)
         producer.run_steady([topic], setup.producer_rate, MESSAGE_BYTES)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import confluent_kafka.admin as ck
 import requests
+from confluent_kafka import KafkaException, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo import pictures
@@ -452,8 +453,8 @@ class Outcome:
         notes = []
         for span, (start, end) in spans.items():
             counted = producer.transport_between(start, end)
-            if counted is not None and (said := transport_said(counted)):
-                notes.append(f"{span}: {said}")
+            if counted is not None:
+                notes.append(f"{span}: {transport_said(counted)}")
         return f"; connections {'; '.join(notes)}" if notes else ""
 
     def last_throttle_before_restore(self, producer) -> tuple[float, int] | None:
@@ -481,7 +482,9 @@ class Outcome:
 
 
 def transport_said(counted: Transport) -> str:
-    """The counters that grew, as words ('' when none did)."""
+    """The counters that grew, and the most requests it had awaiting an answer at once (a
+    librdkafka producer keeps sending into a connection the broker muted for a throttle: each
+    request waits out the throttles of those before it), as words."""
     counts = {
         "reconnects": counted.connects,
         "disconnects": counted.disconnects,
@@ -489,7 +492,8 @@ def transport_said(counted: Transport) -> str:
         "retries": counted.retries,
         "back to bootstrap": counted.rebootstraps,
     }
-    return ", ".join(f"{n} {what}" for what, n in counts.items() if n > 0)
+    grew = [f"{n} {what}" for what, n in counts.items() if n > 0]
+    return ", ".join([f"up to {counted.awaiting} requests awaiting an answer", *grew])
 
 
 def step_load(stack, active: list, times: float, setup: Setup = SETUP) -> None:
@@ -783,6 +787,14 @@ PARSER.add_argument(
     "a throttled producer holds back and sends late, in requests Kafka writes whole",
 )
 PARSER.add_argument(
+    "--librdkafka",
+    action="append",
+    metavar="KEY=VALUE",
+    help="a librdkafka property of every librdkafka producer (repeatable), e.g. "
+    "enable.idempotence=true (at most 5 requests in flight per connection, where librdkafka's "
+    "default sends without bound into a connection Kafka muted for a throttle)",
+)
+PARSER.add_argument(
     "--partition-sizes",
     action="store_true",
     help="graceful-slowdown reads the partitions' sizes (kvq.throttle.slowdown.partition.sizes="
@@ -816,6 +828,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         )
     if args.producer_buffer is not None and args.producer_buffer < 1:
         PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
+    for given in args.librdkafka or ():
+        if reason := librdkafka_refuses(given):
+            PARSER.error(f"--librdkafka: {given!r}: {reason}")
     if args.load_step is not None and args.load_step <= 1:
         PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
     if args.step_at is not None and (args.load_step is None or args.step_at < 0):
@@ -862,9 +877,24 @@ def many_principals(count: int) -> Setup:
 
 def setup_of(args: argparse.Namespace) -> Setup:
     setup = SETUP if args.principals is None else many_principals(args.principals)
-    if args.producer_buffer is None:
-        return setup
-    return replace(setup, producer_buffer=args.producer_buffer)
+    if args.producer_buffer is not None:
+        setup = replace(setup, producer_buffer=args.producer_buffer)
+    if args.librdkafka:
+        config = dict(given.split("=", 1) for given in args.librdkafka)
+        setup = replace(setup, librdkafka_config=config)
+    return setup
+
+
+def librdkafka_refuses(given: str) -> str | None:
+    """Why librdkafka refuses the property `given` as KEY=VALUE (its own words), or None."""
+    key, equals, value = given.partition("=")
+    if not equals or not key:
+        return "give KEY=VALUE, a librdkafka property (e.g. enable.idempotence=true)"
+    try:
+        Producer({key: value, "log_level": 0}).flush(0)
+    except KafkaException as refused:
+        return refused.args[0].str()
+    return None
 
 
 def run_policies(args: argparse.Namespace) -> list[Outcome] | None:

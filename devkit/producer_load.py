@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka import KafkaError, Producer
 
@@ -164,13 +164,18 @@ class LoadProducer:
             self.log.transport.append((time.monotonic(), transport))
 
     def transport_between(self, start: float, end: float) -> Transport | None:
-        """The counters' growth over [start, end] as far as recorded, None without statistics."""
+        """The counters' growth over [start, end] as far as recorded, with the most it held
+        at once in that time; None without statistics."""
         with self.log.lock:
             inside = [counters for t, counters in self.log.transport if start <= t <= end]
             before = [counters for t, counters in self.log.transport if t < start]
         if not inside:
             return None
-        return inside[-1].since(before[-1] if before else Transport())
+        return replace(
+            inside[-1].since(before[-1] if before else Transport()),
+            queued=max(counters.queued for counters in inside),
+            awaiting=max(counters.awaiting for counters in inside),
+        )
 
     def _on_delivery(self, err, msg) -> None:
         now = time.monotonic()

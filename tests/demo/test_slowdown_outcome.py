@@ -69,25 +69,28 @@ def test_bytes_acknowledged_past_the_limit_are_told_apart():
 
 
 def test_a_librdkafka_producers_connections_are_told_in_the_episode_and_after_the_restore():
-    """A producer slow to come back because it waited on its connection (a request timed out,
-    it reconnected) says so beside its row; one that only met its quota adds nothing."""
+    """A producer slow to come back because it waited on its connection (requests piled up
+    behind a throttle, one timed out, it reconnected) says so beside its row."""
     waited = LoadProducer("127.0.0.1:1", client_id="web", user="alice", password="x")
     calm = LoadProducer("127.0.0.1:1", client_id="app", user="bob", password="x")
     try:
         waited.log.transport += [
             (20.0, Transport(connects=1)),
-            (50.0, Transport(connects=1, disconnects=1, request_timeouts=2, retries=5)),
+            (50.0, Transport(1, disconnects=1, request_timeouts=2, retries=5, awaiting=40)),
             (95.0, Transport(connects=2, disconnects=1, request_timeouts=2, retries=5)),
         ]
-        calm.log.transport += [(20.0, Transport(connects=1)), (99.0, Transport(connects=1))]
+        calm.log.transport += [(20.0, Transport(connects=1)), (50.0, Transport(1, awaiting=2))]
         run = SimpleNamespace(producers=[waited, calm], setup=SETUP)
         episode = Outcome("graceful-slowdown", run, slowed=30.0, freed=FREED)  # type: ignore[arg-type]
         episode.restored = 90.0
         assert episode.transport_note(waited, back=3.0) == (
-            "; connections in the episode: 1 disconnects, 2 requests timed out, 5 retries; "
-            "after the restore: 1 reconnects"
+            "; connections in the episode: up to 40 requests awaiting an answer, 1 disconnects, "
+            "2 requests timed out, 5 retries; after the restore: up to 0 requests awaiting an "
+            "answer, 1 reconnects"
         )
-        assert episode.transport_note(calm, back=3.0) == ""
+        assert episode.transport_note(calm, back=3.0) == (
+            "; connections in the episode: up to 2 requests awaiting an answer"
+        )
     finally:
         waited.close()
         calm.close()

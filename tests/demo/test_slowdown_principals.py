@@ -38,8 +38,10 @@ def test_too_few_principals_is_refused_with_what_is_allowed(capsys):
 
 def test_the_producers_buffer_reaches_both_clients(monkeypatch, tmp_path):
     """`--producer-buffer 6`: librdkafka's queue.buffering.max.kbytes=6, and Java's
-    buffer.memory no smaller than its 16 KiB batch."""
-    setup = setup_of(parse(["--principals", "40", "--producer-buffer", "6"]))
+    buffer.memory no smaller than its 16 KiB batch; `--librdkafka K=V` reaches every
+    librdkafka producer."""
+    argv = ["--principals", "40", "--producer-buffer", "6", "--librdkafka", "linger.ms=50"]
+    setup = setup_of(parse([*argv, "--librdkafka", "enable.idempotence=true"]))
     assert setup.producers == 40 and setup.producer_buffer == 6
     made: list[tuple[str, object]] = []
 
@@ -64,6 +66,8 @@ def test_the_producers_buffer_reaches_both_clients(monkeypatch, tmp_path):
     java = [args for name, (args, _) in made if name == "JavaPerfProducer"]
     assert len(librdkafka) == 38 and len(java) == 2
     assert {kwargs["queue.buffering.max.kbytes"] for kwargs in librdkafka} == {6}
+    assert all(kwargs["enable.idempotence"] == "true" for kwargs in librdkafka)
+    assert all(kwargs["linger.ms"] == "50" for kwargs in librdkafka)
     assert {args[-1]["buffer.memory"] for args in java} == {"16384"}
     assert SETUP.producer_buffer == 64, "the scenario's own: under 1 s of its 75 kB/s"
 
@@ -72,3 +76,17 @@ def test_no_buffer_is_refused_with_what_is_allowed(capsys):
     with pytest.raises(SystemExit):
         parse(["--producer-buffer", "0"])
     assert "--producer-buffer: 0 kB; give 1 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("enable.idempotance=true", 'No such configuration property: "enable.idempotance"'),
+        ("linger.ms=soon", 'Invalid value for configuration property "queue.buffering.max.ms"'),
+        ("linger.ms", "give KEY=VALUE, a librdkafka property"),
+    ],
+)
+def test_a_property_librdkafka_refuses_is_refused_in_its_words(capsys, given, said):
+    with pytest.raises(SystemExit):
+        parse(["--librdkafka", given])
+    assert f"--librdkafka: {given!r}: {said}" in capsys.readouterr().err
