@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from devkit import results_page
 
@@ -50,15 +51,12 @@ def produce_speed(work: Path, megabytes: int) -> tuple[float, int]:
         admin = ck.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         admin.create_topics([ck.NewTopic("bench", 6, 2)])["bench"].result(30)
         del admin
-        producer = LoadProducer(
-            bootstrap,
-            acks="all",
-            **{
-                "linger.ms": "20",
-                "batch.size": str(MIB),
-                "queue.buffering.max.kbytes": str(256 * 1024),
-            },
-        )
+        batching: dict[str, Any] = {
+            "linger.ms": "20",
+            "batch.size": str(MIB),
+            "queue.buffering.max.kbytes": str(256 * 1024),
+        }
+        producer = LoadProducer(bootstrap, acks="all", **batching)
         value = os.urandom(10_000)
         count = megabytes * MIB // len(value)
         try:
