@@ -457,6 +457,26 @@ class Outcome:
                 notes.append(f"{span}: {transport_said(counted)}")
         return f"; connections {'; '.join(notes)}" if notes else ""
 
+    def connections_summary(self) -> str | None:
+        """The librdkafka producers' connections from the first slowdown to the restore,
+        together: the most requests one had awaiting an answer at once, and how many had a
+        request time out (and so reconnected and sent again). None without statistics."""
+        if self.slowed is None or self.restored is None:
+            return None
+        counted = [
+            c
+            for p in self.run.producers
+            if isinstance(p, LoadProducer)
+            and (c := p.transport_between(self.slowed, self.restored)) is not None
+        ]
+        if not counted:
+            return None
+        timed_out = [c.request_timeouts for c in counted if c.request_timeouts]
+        return (
+            f"up to {max(c.awaiting for c in counted)} requests awaiting an answer at once; "
+            f"{len(timed_out)} of {len(counted)} had requests time out ({sum(timed_out)} in all)"
+        )
+
     def last_throttle_before_restore(self, producer) -> tuple[float, int] | None:
         """(monotonic time, ms) of the last throttle a broker reported to `producer` before the
         quotas were restored, if it was reported after the first slowdown."""
@@ -672,6 +692,9 @@ def table(outcome: Outcome) -> str:
         summary = outcome.throttle_summary(kind)
         if summary is not None:
             rows.append(f"  {'throttle times sent to ' + kind + ' producers':52} {summary}")
+    connections = outcome.connections_summary()
+    if connections is not None:
+        rows.append(f"  {'librdkafka connections, first slowdown -> restore':52} {connections}")
     rows.append("  per producer:")
     rows += outcome.per_producer()
     start = run.load_started

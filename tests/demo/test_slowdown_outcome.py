@@ -91,6 +91,9 @@ def test_a_librdkafka_producers_connections_are_told_in_the_episode_and_after_th
         assert episode.transport_note(calm, back=3.0) == (
             "; connections in the episode: up to 2 requests awaiting an answer"
         )
+        assert episode.connections_summary() == (
+            "up to 40 requests awaiting an answer at once; 1 of 2 had requests time out (2 in all)"
+        )
     finally:
         waited.close()
         calm.close()
