@@ -299,15 +299,31 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
                 for i, sample in enumerate(samples)
             ),
         )
+        sampled = tuple(F.col(f"peak_sample{i}") for i in range(policy.peaks))
+        calm = _by_variant(policy, lambda r, p: policy.calm_seconds(r, p, sampled, ops))
+        described = described.select("*", F.when(usable, calm.cast("double")).alias("calm_seconds"))
+        # The epoch of the volume's calm time: a running sum, as the exporter adds it up.
+        calm_time = F.coalesce(F.sum("calm_seconds").over(so_far), F.lit(0.0))
+        memory = F.lit(float(policy.peak_memory_seconds))
+        described = described.select("*", F.floor(calm_time / memory).alias("peak_epoch"))
         segment = Window.partitionBy(*BY_VOLUME, "since_restart").orderBy("sseq")
         segment = segment.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        peak_run = Window.partitionBy(*BY_VOLUME, "since_peak_reset").orderBy("sseq")
-        peak_run = peak_run.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        # Each peak: the running maximum over this epoch of calm time since the peaks' last
+        # reset, and the maximum over the whole epoch before it (`DepthAccumulator`).
+        this_epoch = Window.partitionBy(*BY_VOLUME, "since_peak_reset", "peak_epoch")
+        this_epoch = this_epoch.orderBy("sseq").rowsBetween(
+            Window.unboundedPreceding, Window.currentRow
+        )
+        epoch_before = Window.partitionBy(*BY_VOLUME, "since_peak_reset").orderBy("peak_epoch")
+        epoch_before = epoch_before.rangeBetween(-1, -1)
         described = described.select(
             "*",
             F.sum("step").over(segment).alias("depth_total"),
             *(
-                F.max(f"peak_sample{i}").over(peak_run).alias(f"peak{i}")
+                F.greatest(
+                    F.max(f"peak_sample{i}").over(this_epoch),
+                    F.max(f"peak_sample{i}").over(epoch_before),
+                ).alias(f"peak{i}")
                 for i in range(policy.peaks)
             ),
         )
@@ -356,6 +372,8 @@ def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
             "since_restart",
             "peak_reset",
             "since_peak_reset",
+            "calm_seconds",
+            "peak_epoch",
             *(f"peak_sample{i}" for i in range(peaks)),
             *(f"peak{i}" for i in range(peaks)),
             "depth_total",

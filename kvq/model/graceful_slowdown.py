@@ -15,6 +15,8 @@ NOT_FILLING_SECONDS = 365 * 86400.0
 """The predicted time to the limit of a volume that is not filling (and the most ever shown)."""
 MIN_ELAPSED_SECONDS = 0.001
 """Observations closer than this (equal timestamps) count as this far apart."""
+PEAK_MEMORY_SECONDS_DEFAULT = 3600.0
+"""`GracefulSlowdown.peak_memory_seconds` unless configured: an hour of calm."""
 RESPONSE_SECONDS_DEFAULT = 30.0
 """`GracefulSlowdown.response_seconds` unless configured (`kvq.throttle.slowdown.response.time`):
 about twice the recommended loop's 14 s (two polls of 5 s for the fill rate to show a change,
@@ -110,6 +112,12 @@ class GracefulSlowdown:
     So with retention keeping R seconds of data the factor settles at R / (R + this) of the one
     that would hold the volume at the limit (`settled_share`): the shorter the loop's real
     response, the closer to the limit it may ride."""
+    peak_memory_seconds: float = PEAK_MEMORY_SECONDS_DEFAULT
+    """Following retention, how long a volume's peaks remember a sample while it is calm
+    (`calm_seconds`): a sample is forgotten after between this and twice this of calm time
+    (`kvq.model.depth_accumulator`), so a replica copied onto the disk, or last week's load,
+    stops slowing producers once the volume has been far from its limit for that long; time
+    near the limit does not count, so no episode forgets the load it is holding back."""
     FILL_INTERVALS: ClassVar[int] = 3
     """The fill rate is the median of the rates over this many intervals."""
     FILL_INTERVAL_SECONDS: ClassVar[float] = 4.0
@@ -323,6 +331,29 @@ class GracefulSlowdown:
         follows = self.follows_retention(reading, ops)
         rate = ops.choose(follows, ops.greatest(ops.greatest(grown, spaced), stepped), net)
         return rate, ops.choose(follows, self.burst(reading, ops), 0.0)
+
+    CALM_HORIZONS: ClassVar[float] = 4.0
+    """A reading is calm when its headroom would last this many horizons at its peak sample."""
+
+    def calm_seconds(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        samples: tuple[Any, ...],
+        ops: Expressions,
+    ) -> Any:
+        """Following retention, the seconds since the last reading (at most the horizon: what a
+        longer gap held is unknown) if this reading is calm: its headroom would last
+        `CALM_HORIZONS` horizons at the rate it sampled for the peak (`peak_sample`), what its
+        partitions grew at: far from the limit at the rate it is written now. 0 otherwise, and
+        always on the totals alone: there the fill rate is net of retention, and reads 0 while
+        retention holds a throttled volume just above its limit."""
+        if not previous:
+            return 0.0
+        rate = samples[0]
+        calm = self.headroom(reading) >= self.CALM_HORIZONS * self.horizon_seconds * rate
+        seconds = ops.least(self.elapsed(reading, previous[0], ops), self.horizon_seconds)
+        return ops.choose(self.follows_retention(reading, ops) & calm, seconds, 0.0)
 
     def burst(self, reading: VolumeReading, ops: Expressions) -> Any:
         """What the partitions grew by over the last `STEP_WINDOW_SECONDS` above the window's

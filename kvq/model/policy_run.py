@@ -64,7 +64,8 @@ class PolicyRun:
                 samples = tuple(map(float, policy.peak_sample(reading, previous, PLAIN)))
                 accumulated = self._depths.setdefault(key, DepthAccumulator())
                 forgets = bool(restart) and bool(policy.forgets_peaks(reading, PLAIN))
-                peaks = accumulated.take_peaks(samples, forgets)
+                calm = float(policy.calm_seconds(reading, previous, samples, PLAIN))
+                peaks = accumulated.take_peaks(samples, forgets, calm, policy.peak_memory_seconds)
                 floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN)
                 depth = accumulated.take(
                     float(step),

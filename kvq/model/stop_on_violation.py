@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -41,6 +42,19 @@ class StopOnViolation:
 
     def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
         return True
+
+    def calm_seconds(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        samples: tuple[Any, ...],
+        ops: Expressions,
+    ) -> Any:
+        return 0.0
+
+    @property
+    def peak_memory_seconds(self) -> float:
+        return math.inf
 
     def depth_floor(
         self,

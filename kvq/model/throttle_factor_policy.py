@@ -21,7 +21,8 @@ over time compute in one pass (a declaration over N previous readings is evaluat
 count of them it may see: N^2 in the backfill's plan). A policy that `accumulates` also reads
 a per-volume *depth*: the running sum of its `depth_step` increments since the volume's last
 restart, never below its held floor (0 at the least; `depth_floor`, which reads the volume's
-*peaks*: the running maxima of its `peak_sample`s since the last restart, one per `peaks`;
+*peaks*: the running maxima of its `peak_sample`s since the last restart, one per `peaks`,
+forgetting a sample after some calm (`calm_seconds`);
 `kvq.model.depth_accumulator` in the exporter). All of it is running sums, minimums and maximums
 since the last restart, which Spark's windows compute in the same order as the exporter, so both
 give the same bits. Both branches of `choose` are evaluated on numbers: a declaration keeps each
@@ -173,6 +174,23 @@ class ThrottleFactorPolicy(Protocol):
 
     def forgets_peaks(self, reading: VolumeReading, ops: Expressions) -> Any:
         """Whether a restart at this reading also starts the peaks afresh (else they run on)."""
+        ...
+
+    def calm_seconds(
+        self,
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        samples: tuple[Any, ...],
+        ops: Expressions,
+    ) -> Any:
+        """How many seconds of calm this reading adds to the volume's (`samples`: its
+        `peak_sample`s): the peaks forget a sample after between `peak_memory_seconds` and twice
+        that of calm (0: never)."""
+        ...
+
+    @property
+    def peak_memory_seconds(self) -> float:
+        """How much calm the peaks remember a sample for (at least; at most twice this)."""
         ...
 
     def depth_floor(

@@ -27,7 +27,11 @@ from typing import Any
 
 from kvq.contract import metric_families
 from kvq.contract.cluster_identity import ClusterIdentity
-from kvq.model.graceful_slowdown import RESPONSE_SECONDS_DEFAULT, GracefulSlowdown
+from kvq.model.graceful_slowdown import (
+    PEAK_MEMORY_SECONDS_DEFAULT,
+    RESPONSE_SECONDS_DEFAULT,
+    GracefulSlowdown,
+)
 from kvq.model.limits import (
     MIN_AVAILABLE_BYTES,
     MIN_AVAILABLE_RATIO,
@@ -94,6 +98,8 @@ SLOWDOWN_RESPONSE = "kvq.throttle.slowdown.response.time"
 SLOWDOWN_RESPONSE_DEFAULT = format_duration(timedelta(seconds=RESPONSE_SECONDS_DEFAULT))
 SLOWDOWN_PARTITION_SIZES = "kvq.throttle.slowdown.partition.sizes"
 SLOWDOWN_PARTITION_SIZES_DEFAULT = "false"
+SLOWDOWN_PEAK_MEMORY = "kvq.throttle.slowdown.peak.memory"
+SLOWDOWN_PEAK_MEMORY_DEFAULT = format_duration(timedelta(seconds=PEAK_MEMORY_SECONDS_DEFAULT))
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
 """The apps that may share one properties file, each owning `kvq.<app>.*`."""
 
@@ -270,6 +276,22 @@ SHARED_KVQ_SETTINGS = (
         "past the limit, and in the model a 10x load step after the first slowdown crosses it "
         "in half the runs, where the totals hold it (docs/policies.md).",
     ),
+    Setting(
+        SLOWDOWN_PEAK_MEMORY,
+        values.duration_between(
+            timedelta(minutes=1),
+            timedelta(days=30),
+            "shorter would forget the load between two polls' swings; a month is as good as never",
+        ),
+        SLOWDOWN_PEAK_MEMORY_DEFAULT,
+        f"{GRACEFUL_SLOWDOWN} with {SLOWDOWN_PARTITION_SIZES} only: how long a log dir's "
+        "peak write rate (the fastest its partitions grew, which sets how far the factor "
+        "goes down) remembers a rate while the log dir is calm: its headroom lasting "
+        f"{GracefulSlowdown.CALM_HORIZONS:g} horizons at the rate its partitions grow now. "
+        "A rate is forgotten after between this and twice this of calm, so a replica copied "
+        "onto the disk or last week's load stops slowing producers; time nearer the limit "
+        "does not count, so no throttle forgets the load it holds back.",
+    ),
 )
 """The `kvq.` settings every app reads (the exporter decides with them, the backfill replays)."""
 SHARED_KVQ_KEYS = tuple(setting.key for setting in SHARED_KVQ_SETTINGS)
@@ -329,6 +351,7 @@ class Config:
     slowdown_horizon: timedelta = timedelta(minutes=10)
     slowdown_response: timedelta = timedelta(seconds=RESPONSE_SECONDS_DEFAULT)
     slowdown_partition_sizes: bool = False
+    slowdown_peak_memory: timedelta = timedelta(seconds=PEAK_MEMORY_SECONDS_DEFAULT)
 
     @property
     def cluster(self) -> ClusterIdentity:
@@ -345,6 +368,7 @@ class Config:
                 self.limit,
                 self.slowdown_horizon.total_seconds(),
                 self.slowdown_response.total_seconds(),
+                self.slowdown_peak_memory.total_seconds(),
             )
         return StopOnViolation(self.limit)
 
@@ -634,6 +658,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     horizon = read(SLOWDOWN_HORIZON)
     response = read(SLOWDOWN_RESPONSE)
     partition_sizes = read(SLOWDOWN_PARTITION_SIZES)
+    peak_memory = read(SLOWDOWN_PEAK_MEMORY)
     cluster_label = read(CLUSTER_LABEL)
 
     if check_interval and validity and validity <= check_interval:
@@ -667,6 +692,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         slowdown_horizon=horizon,
         slowdown_response=response,
         slowdown_partition_sizes=partition_sizes,
+        slowdown_peak_memory=peak_memory,
     )
 
 

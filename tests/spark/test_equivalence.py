@@ -21,6 +21,7 @@ from kvq.model.volume import LogDirDescription
 from kvq.settings.config import (
     GRACEFUL_SLOWDOWN,
     SLOWDOWN_HORIZON,
+    SLOWDOWN_PEAK_MEMORY,
     SLOWDOWN_RESPONSE,
     THROTTLE_POLICY,
     Config,
@@ -275,6 +276,48 @@ def test_holding_the_write_rate_at_what_retention_frees_is_evaluated_alike(spark
     falls = [0.0 < after < before < 1.0 for before, after in steps]
     assert any(all(falls[i : i + 5]) for i in range(len(falls)))  # the level, paced down
     assert any(before < 1.0 == after for before, after in steps)  # space freed: restarted
+    assert_same(got, expected)
+
+
+def test_peaks_forgotten_after_calm_are_forgotten_alike(spark, tmp_path):
+    """A 4 MB replica copied onto the disk 30 s in: the largest burst and the peak, which hold
+    producers down; then calm readings (the headroom lasting far more than four horizons at
+    what the partitions grow by), in which a memory of a minute forgets the copy within one to
+    two minutes; a log dir error, a gap longer than the horizon, a second copy and space freed
+    (a restart, the peaks kept) on the way. The backfill forgets as the exporter does, bit for
+    bit."""
+    total, used, rows = 32 << 20, 10 << 20, []
+    for time in range(0, 600, 5):
+        if 300 <= time < 360:  # the broker away
+            continue
+        copied = 4_000_000 if time in (30, 400) else 0
+        freed = 6 << 20 if time == 500 else 100_000
+        used += 100_000 + copied - freed
+        error = time == 120
+        described = LogDirDescription(
+            0,
+            "/d",
+            -1 if error else total,
+            -1 if error else total - used,
+            56 if error else 0,
+            None if time == 0 or error else 100_000 + copied,
+        )
+        rows.append(Observation(1000 + time, (0,), (described,)))
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
+        {
+            THROTTLE_POLICY: GRACEFUL_SLOWDOWN,
+            SLOWDOWN_HORIZON: "PT40S",
+            SLOWDOWN_RESPONSE: "PT14S",
+            SLOWDOWN_PEAK_MEMORY: "PT1M",
+        },
+    )
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 5)
+    key = '{broker_id="0",cluster="kafka",log_dir="/d"}'
+    factor = expected[(NS + "log_dir_throttle_factor", key)]
+    assert max(f for t, f in factor.items() if 1040 <= t < 1150) < 0.6  # the copy holds them down
+    assert factor[1250] == 1.0  # ... until forgotten
     assert_same(got, expected)
 
 

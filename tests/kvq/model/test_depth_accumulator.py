@@ -32,3 +32,26 @@ def test_each_peak_is_its_running_maximum_since_the_last_restart():
     samples = ((3.0, 0.0), (1.0, 4.0), (5.0, 2.0))
     assert [depth.take_peaks(s, False) for s in samples] == [(3.0, 0.0), (3.0, 4.0), (5.0, 4.0)]
     assert depth.take_peaks((2.0, 1.0), True) == (2.0, 1.0)
+
+
+def test_a_peak_forgets_a_sample_after_one_to_two_memories_of_calm():
+    """Calm time adds up in epochs of the memory (10 s here): a peak is the maximum over the
+    current epoch and the one before, so a sample goes once its epoch is two behind."""
+    depth = DepthAccumulator()
+
+    def take(sample: float, calm: float, reset: bool = False) -> tuple[float, ...]:
+        return depth.take_peaks((sample,), reset, calm, memory=10.0)
+
+    assert take(9.0, 0.0) == (9.0,)
+    assert take(1.0, 6.0) == (9.0,)  # 6 s of calm: the same epoch
+    assert take(2.0, 6.0) == (9.0,)  # 12 s: the next epoch, the one before still counts
+    assert take(1.0, 0.0) == (9.0,)  # no calm: nothing forgotten, however long it takes
+    assert take(1.0, 9.0) == (2.0,)  # 21 s: the 9 s sample's epoch is two behind
+    assert take(3.0, 100.0) == (3.0,)  # epochs skipped: nothing before counts
+    assert take(0.5, 0.0, reset=True) == (0.5,)  # a reset forgets at once
+
+
+def test_without_calm_a_peak_is_the_running_maximum_whatever_the_time():
+    depth = DepthAccumulator()
+    samples = [(5.0,), (1.0,), (2.0,)]
+    assert [depth.take_peaks(s, False, 0.0, 60.0) for s in samples] == [(5.0,)] * 3

@@ -621,3 +621,55 @@ def test_with_the_growth_read_a_check_is_taken_in_before_the_first_slowdown_or_f
     assert not policy.closing_fast(grown, steady[-1], throttled=True)
     stepped = windowed(policy, [*steady, now._replace(time=31.0, grown_bytes=3_000_000)])
     assert policy.closing_fast(stepped, steady[-1], throttled=True)
+
+
+def replica_copied_onto_a_held_load(memory: float, hours: float = 3.0) -> list[tuple]:
+    """Producers offering 1 MB/s, written at the factor 10 s (two polls) after it is set;
+    retention keeping ten minutes of it (freeing what was written 600 s before), 600 MB above
+    the limit; a 400 MB replica copied onto the disk a minute in (its first size counts as
+    growth). (time, factor, headroom) at each 5 s poll, for `hours`."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableBytes(LIMIT), 600.0, 14.0, memory))
+    written = [5 * MB] * 120
+    available, applied, seen = LIMIT + 600 * MB, [1.0, 1.0], []
+    for i in range(int(hours * 3600 / 5)):
+        wrote = 5 * MB * applied.pop(0)
+        copied = 400 * MB if i == 12 else 0
+        available += written.pop(0) - wrote - copied
+        written.append(wrote)
+        grown = None if i == 0 else int(wrote + copied)
+        volume = Volume(0, "/d", TOTAL, int(available), grown)
+        factor = run.calculate([volume], time=5.0 * i).factor
+        applied.append(factor)
+        seen.append((5.0 * i, factor, available - LIMIT))
+    return seen
+
+
+def test_a_replica_copied_onto_the_disk_stops_slowing_producers_after_one_to_two_memories():
+    """The copy is a sample of the peak (400 MB in 5 s) and of the largest burst, whose two
+    the level keeps as its margin: more than the headroom, so producers are held at about a
+    tenth of their rate, and, kept for ever, for ever. Held that low, the volume is calm (its
+    headroom lasts far more than four horizons at what it is written now): after one to two
+    memories of it the copy is forgotten and producers get their rate back."""
+    forgotten = replica_copied_onto_a_held_load(memory=3600.0)
+    kept = replica_copied_onto_a_held_load(memory=30 * 86400.0)
+    assert max(f for t, f, _ in kept if t >= 1800) < 0.15
+    back = next(t for t, f, _ in forgotten if t > 1800 and f >= GracefulSlowdown.HELD_CAP)
+    assert 3600 < back < 2 * 3600 + 300
+    assert min(f for t, f, _ in forgotten if t >= back) >= GracefulSlowdown.HELD_CAP
+    assert min(h for _, _, h in forgotten) > 0
+
+
+def test_a_volume_held_near_its_limit_keeps_its_peak_however_short_the_memory():
+    """Unthrottled at 6 MB/s, then held for three hours where its partitions grow 1 MB/s,
+    retention frees as much and 30 MB are left above the limit: the headroom lasts 30 s at
+    what is written, under four horizons: never calm, so the 6 MB/s is kept, and with it the
+    factor that holds producers at what retention frees, even with a memory of a minute."""
+    run = PolicyRun(GracefulSlowdown(MinAvailableBytes(LIMIT), HORIZON, 14.0, 60.0))
+    factors = [observe_grown(run, 0.0, LIMIT + 400 * MB, None)]
+    for i in range(1, 13):
+        factors.append(observe_grown(run, 5.0 * i, LIMIT + (400 - 30 * i) * MB, 30 * MB))
+    for i in range(13, 13 + 3 * 720):
+        factors.append(observe_grown(run, 5.0 * i, LIMIT + 30 * MB, 5 * MB))
+    level = (MB + (30 * MB - GracefulSlowdown.MARGIN_SECONDS * MB) / 10) / (6 * MB)
+    assert factors[-1] == pytest.approx(level, rel=0.05)
+    assert max(factors[13 + 720 :]) == factors[-1]

@@ -19,6 +19,7 @@ from kvq.settings.config import (
     FALLBACK,
     PLUGIN_CHECK_INTERVAL,
     SLOWDOWN_HORIZON,
+    SLOWDOWN_PEAK_MEMORY,
     SLOWDOWN_RESPONSE,
     THROTTLE_POLICY,
     VALIDITY,
@@ -287,6 +288,13 @@ def test_graceful_slowdowns_response_time_is_30_s_unless_set_to_the_loops_own():
     assert settled_share(60.0, chosen.response_seconds) == pytest.approx(60 / 74)
 
 
+def test_graceful_slowdowns_peaks_remember_an_hour_of_calm_unless_set():
+    graceful = {THROTTLE_POLICY: "graceful-slowdown"}
+    assert config(**graceful).policy.peak_memory_seconds == 3600.0
+    chosen = config(**graceful, **{SLOWDOWN_PEAK_MEMORY: "P1D"}).policy
+    assert chosen == GracefulSlowdown(config().limit, 600.0, 30.0, 86400.0)
+
+
 def test_a_response_time_shorter_than_two_polls_is_warned_about_under_graceful_slowdown():
     """The fill rate shows a change two polls late: a shorter response time makes the factor
     swing. Under the proposal's policy the setting means nothing and is not checked."""
@@ -309,6 +317,8 @@ def test_a_response_time_shorter_than_two_polls_is_warned_about_under_graceful_s
         (SLOWDOWN_RESPONSE, "PT0.5S", "from PT1S to PT1H"),
         (SLOWDOWN_RESPONSE, "PT2H", "from PT1S to PT1H"),
         (SLOWDOWN_RESPONSE, "14s", "ISO 8601"),
+        (SLOWDOWN_PEAK_MEMORY, "PT30S", "from PT1M to P30D"),
+        (SLOWDOWN_PEAK_MEMORY, "P60D", "from PT1M to P30D"),
     ],
 )
 def test_a_bad_policy_setting_names_itself_and_what_is_allowed(key, value, allowed):
