@@ -510,6 +510,7 @@ def run(
     step_window: float = STEP_WINDOW,
     warm_up: float = WARM_UP,
     writers: Load = SIX,
+    retention_check: float = 1.0,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
@@ -521,7 +522,9 @@ def run(
     QUIET_BEFORE s before the load starts (demo.slowdown.quiet_before_load waits for four
     polls): its history holds intervals without growth. `phase`: the exporter's clock is this
     many seconds ahead of the load's (its polls fall that much earlier in the load).
-    `step_window`, `writers` (its `load`): `KafkaLoad`'s."""
+    `step_window`, `writers` (its `load`): `KafkaLoad`'s. `retention_check`: seconds between
+    Kafka's retention checks (log.retention.check.interval.ms; bench/slowdown's 1 s) once the
+    scenario starts (the warm-up's second by second: its data gone before)."""
     started = -round(warm_up)
     for before in range(started - QUIET_BEFORE, started):
         if before % round(calls_every) == 0:
@@ -559,7 +562,8 @@ def run(
         written = load.tick(t)
         kept = (SEGMENT, RETENTION) if t >= 0.0 else (WARM_UP_SEGMENT, WARM_UP_RETENTION)
         for i, log in enumerate(logs):
-            deleted = retain(log, t, written[i], whole, *kept)
+            checked = whole if t < 0.0 else tick % round(retention_check * TICKS_PER_SECOND) == 0
+            deleted = retain(log, t, written[i], checked, *kept)
             if deleted:
                 lingering.append((t + DELETE_DELAY, deleted))
         while lingering and lingering[0][0] <= t:
