@@ -83,7 +83,6 @@ from kvq.settings.values import positive_duration
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
-RETENTION_CHECK_SECONDS = 1
 OTHER_DATA = 9 << 20
 """Broker 0's volume holds this much other data: 15.7 MB of room above the limit, less than the
 load's retained data at its full rate, nearly three times its retained data at the floor."""
@@ -96,7 +95,7 @@ SETUP = replace(
         "segment.ms": str(SEGMENT_SECONDS * 1000),
         "segment.bytes": str(1 << 20),
     },
-    broker_properties={"log.retention.check.interval.ms": str(RETENTION_CHECK_SECONDS * 1000)},
+    broker_properties={"log.retention.check.interval.ms": "1000"},
 )
 WARM_UP_SECONDS = 30.0
 """The load runs this long at its steady rate before broker 0's volume starts to fill (the
@@ -832,15 +831,6 @@ PARSER.add_argument(
     "above the limit in about 50 s)",
 )
 PARSER.add_argument(
-    "--retention-check",
-    type=int,
-    metavar="SECONDS",
-    default=RETENTION_CHECK_SECONDS,
-    help="every broker's log.retention.check.interval.ms, in seconds (default "
-    f"{RETENTION_CHECK_SECONDS}: retention frees space as it comes due; Kafka's own default is "
-    "300, and between two checks nothing is freed)",
-)
-PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -858,11 +848,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         PARSER.error(
             f"--principals: {args.principals} is not a number of producers from "
             f"{SETUP.producers + 1} to {MOST_PRINCIPALS}"
-        )
-    if not 1 <= args.retention_check <= RETENTION_SECONDS:
-        PARSER.error(
-            f"--retention-check: {args.retention_check} s; give 1 to the retention time, "
-            f"{RETENTION_SECONDS}"
         )
     if args.producer_buffer is not None and args.producer_buffer < 1:
         PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
@@ -920,9 +905,6 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.librdkafka:
         config = dict(given.split("=", 1) for given in args.librdkafka)
         setup = replace(setup, librdkafka_config=config)
-    if args.retention_check != RETENTION_CHECK_SECONDS:
-        checks = {"log.retention.check.interval.ms": str(args.retention_check * 1000)}
-        setup = replace(setup, broker_properties={**setup.broker_properties, **checks})
     return setup
 
 

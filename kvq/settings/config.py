@@ -274,7 +274,9 @@ SHARED_KVQ_SETTINGS = (
         "rides at about 85 % of the bound (75-79 % on the totals), but it counts on producers "
         "that buffer under a second of their writes: 40 principals buffering 8 s each went "
         "past the limit, and in the model a 10x load step after the first slowdown crosses it "
-        "in half the runs, where the totals hold it (docs/policies.md).",
+        "in half the runs, where the totals hold it; and on brokers that check retention "
+        "every few seconds (log.retention.check.interval.ms; Kafka's default is 5 minutes, "
+        "the model crosses from 10 s) (docs/policies.md).",
     ),
     Setting(
         SLOWDOWN_PEAK_MEMORY,
