@@ -2,8 +2,9 @@
 
 A devcluster broker has a small static configuration: what it derives from its own setup (ids,
 roles, listeners, log dirs) plus ``client.quota.callback.class`` when the devcluster was told to
-have one (the Strimzi quota plugin's switch, which makes Kafka ignore client quotas). Everything
-else of the table below reports Kafka's default. Kafka's rules reproduced:
+have one (the Strimzi quota plugin's switch, which makes Kafka ignore client quotas) and
+``log.retention.check.interval.ms`` when set (how often retention frees space). Everything else
+of the table below reports Kafka's default. Kafka's rules reproduced:
 
 - A BROKER resource named after the answering broker gets its configuration; the empty name gets
   the cluster-wide dynamic defaults (none here); another broker id is INVALID_REQUEST
@@ -37,10 +38,11 @@ RESOURCE_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 
 # DescribeConfigsResponse.ConfigSource / ConfigType ids
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-BOOLEAN, STRING, INT, LIST, CLASS = 1, 2, 3, 7, 8
+BOOLEAN, STRING, INT, LONG, LIST, CLASS = 1, 2, 3, 5, 7, 8
 
 CLIENT_QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
-SETTABLE = (CLIENT_QUOTA_CALLBACK_CLASS,)
+LOG_RETENTION_CHECK_INTERVAL = "log.retention.check.interval.ms"
+SETTABLE = (CLIENT_QUOTA_CALLBACK_CLASS, LOG_RETENTION_CHECK_INTERVAL)
 _JAVA_CLASS_NAME = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*")
 
 
@@ -69,6 +71,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         False,
         "The fully qualified name of a class that implements the ClientQuotaCallback interface, "
         "which is used to determine quota limits applied to client requests.",
+    ),
+    ConfigKey(
+        LOG_RETENTION_CHECK_INTERVAL,
+        LONG,
+        "300000",
+        False,
+        "The frequency in milliseconds that the log cleaner checks whether any log is eligible "
+        "for deletion",
     ),
     ConfigKey("quota.window.num", INT, "11", False, "Samples kept in memory for client quotas."),
     ConfigKey("quota.window.size.seconds", INT, "1", False, "Time span of a quota sample."),
@@ -153,6 +163,28 @@ def _config(key: ConfigKey, config: Mapping[str, str]) -> Config:
         synonyms=tuple(synonyms),
         doc=key.doc,
     )
+
+
+def check_setting(field: str, value: object) -> str | None:
+    """A value of one of the SETTABLE configs, or None (unset); raises ValueError naming the
+    field and what it takes otherwise."""
+    if field == LOG_RETENTION_CHECK_INTERVAL:
+        return check_milliseconds(field, value)
+    return check_class_name(field, value)
+
+
+def check_milliseconds(field: str, value: object) -> str | None:
+    """A whole number of milliseconds, at least 1 (Kafka's `atLeast(1)`), as a number or as
+    ``server.properties`` writes it, or None (unset)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"{field} must be a whole number of milliseconds, at least 1, got {value!r}"
+        )
+    return str(value)
 
 
 def check_class_name(field: str, value: object) -> str | None:

@@ -28,7 +28,7 @@ from kafka.errors import for_code
 from kvq.kafka.quota_entity import QuotaEntity
 
 from .broker import Broker
-from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name
+from .broker_configs import CLIENT_QUOTA_CALLBACK_CLASS, SETTABLE, check_class_name, check_setting
 from .cluster_acls import ClusterAcls
 from .cluster_setup import check_arguments, cluster_id_for, raise_open_files_limit
 from .cluster_view import BrokerNode
@@ -366,12 +366,13 @@ class DevCluster:
 
     def set_broker_config(self, broker_id: int, body: Any) -> dict[str, str]:
         """Set or unset (null) static configs of a broker, as if it had been restarted with them
-        in ``server.properties``: ``{"client.quota.callback.class": "io.strimzi...."}``; returns
+        in ``server.properties``: ``{"client.quota.callback.class": "io.strimzi...."}``,
+        ``{"log.retention.check.interval.ms": 1000}``; returns
         the configs set."""
         broker = self.broker(broker_id)
         body = require_object(body, SETTABLE)
         try:
-            values = {k: check_class_name(k, v) for k, v in body.items()}
+            values = {k: check_setting(k, v) for k, v in body.items()}
         except ValueError as exc:
             raise ControlError(400, str(exc)) from None
         with self._lock:

@@ -24,6 +24,11 @@ from kafka.protocol.metadata import MetadataRequest
 
 from enforcer.quota_plan import Change, same_value
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
+from kvq.kafka.broker_configs import (
+    BrokerConfigError,
+    broker_config_request,
+    broker_config_values,
+)
 from kvq.kafka.quota_entity import QuotaEntity
 
 MAX_PAIRS_PER_REQUEST = 10_000
@@ -67,33 +72,19 @@ class QuotaClient(Protocol):
 
 
 QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
-BROKER_RESOURCE = 4
 
 
 def quota_callback_request(node_id: int) -> DescribeConfigsRequest:
     """DescribeConfigs of one broker's `client.quota.callback.class` (sent to that broker)."""
-    resource = DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=BROKER_RESOURCE,
-        resource_name=str(node_id),
-        configuration_keys=[QUOTA_CALLBACK_CLASS],
-    )
-    return DescribeConfigsRequest(
-        resources=[resource], include_synonyms=False, include_documentation=False
-    )
+    return broker_config_request(node_id, [QUOTA_CALLBACK_CLASS])
 
 
 def quota_callback_from_response(response: Any) -> str | None:
     """The class a broker reports (None: unset); QuotaClientError for an error code."""
-    for result in response.results:
-        if result.error_code:
-            raise QuotaClientError(
-                f"DescribeConfigs of broker {result.resource_name} failed: "
-                f"{_error_name(result.error_code)}{_message(result.error_message)}"
-            )
-        for config in result.configs:
-            if config.name == QUOTA_CALLBACK_CLASS and config.value:
-                return config.value
-    return None
+    try:
+        return broker_config_values(response).get(QUOTA_CALLBACK_CLASS) or None
+    except BrokerConfigError as exc:
+        raise QuotaClientError(str(exc)) from None
 
 
 def _failed(answer: Any) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
+from kvq.kafka.broker_configs import BrokerConfigError, broker_config_request, broker_config_values
 from kvq.model.volume import LogDirDescription
 
 
@@ -94,6 +95,20 @@ class KafkaClusterClient:
             )
             for b, r in responses.items()
         }
+
+    def broker_configs(self, broker_ids: Iterable[int], key: str) -> dict[int, str | ClusterError]:
+        """DescribeConfigs of `key` of each broker, asked of that broker (a broker answers only
+        for itself), one after the other: per broker its value ("" unset) or its error."""
+        values: dict[int, str | ClusterError] = {}
+        for broker_id in sorted(set(broker_ids)):
+            try:
+                response = self._session.send(broker_config_request(broker_id, [key]), broker_id)
+                values[broker_id] = broker_config_values(response).get(key) or ""
+            except BrokerConfigError as exc:
+                values[broker_id] = ClusterError(str(exc))
+            except KafkaUnavailable as exc:
+                values[broker_id] = ClusterError(f"broker {broker_id}: {exc}")
+        return values
 
     def close(self) -> None:
         """Close the session's connections; later calls fail instead of reconnecting."""

@@ -22,6 +22,8 @@ class ClusterClient(Protocol):
         self, broker_ids, partition_sizes: bool = False
     ) -> dict[int, list[LogDirDescription] | ClusterError]: ...
 
+    def broker_configs(self, broker_ids, key: str) -> dict[int, str | ClusterError]: ...
+
 
 class ClusterVolumeSource:
     """Polls a cluster through a ClusterClient; `clock` gives seconds since the epoch.

@@ -15,6 +15,7 @@ from exporter.cluster_volume_source import ClusterClient, ClusterVolumeSource
 from exporter.exposition import render_family, render_volumes
 from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
+from exporter.retention_check_audit import RetentionCheckAudit
 from exporter.scrape_phase import ScrapePhase
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
@@ -78,6 +79,11 @@ class Exporter:
             on_duration=histogram.observe,
             lock=self.lock,
             scrape_phase=self.scrape_phase,
+            on_taken=(
+                RetentionCheckAudit(self.client.broker_configs)
+                if config.reads_partition_sizes
+                else lambda observation: None
+            ),
         )
         self._rendered: tuple[object, bytes] | None = None
         self._stop = threading.Event()

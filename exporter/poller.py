@@ -31,6 +31,7 @@ class Poller:
         lock: threading.Lock | None = None,
         scrape_phase: ScrapePhase | None = None,
         violation_interval_seconds: float = 0.0,
+        on_taken: Callable[[Observation], None] = lambda observation: None,
     ) -> None:
         self.volume_source = volume_source
         self.throttle = throttle
@@ -41,6 +42,9 @@ class Poller:
         far apart (0: every `interval_seconds` always): freed space lifts the throttle sooner."""
         self.archive = archive
         self.on_duration = on_duration
+        self.on_taken = on_taken
+        """Called with each observation taken in (a poll, or a decisive check), after the
+        factor; what it raises is logged, never the poll's failure."""
         self.lock = lock or threading.Lock()
         """Guards `throttle`; whoever else reads it (metrics, /status) takes the same lock."""
         self.ready = threading.Event()
@@ -94,6 +98,10 @@ class Poller:
         if observation.succeeded:
             self.ready.set()
         self._log_outcome(observation, factor)
+        try:
+            self.on_taken(observation)
+        except Exception:  # noqa: BLE001 - an audit's failure must not stop the polls
+            log.exception("after the poll")
 
     def _log_outcome(self, observation: Observation, factor: ThrottleFactor) -> None:
         """Log a poll at info (a failure at warn) only when what it found differs from the poll

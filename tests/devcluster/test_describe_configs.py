@@ -83,9 +83,29 @@ def test_the_control_api_sets_and_unsets_it_per_broker(dc, admin):
     assert callback(1) is None
 
 
+def test_the_retention_check_interval_is_kafkas_default_until_set_as_server_properties_would(
+    dc, admin
+):
+    """Kafka's `log.retention.check.interval.ms`: a LONG, 300000 by default, static."""
+    check = "log.retention.check.interval.ms"
+
+    def interval(broker):
+        return kafka_python_configs(admin, broker, keys=[check], config_filter="all")[check]
+
+    assert interval(0)["value"] == "300000"
+    assert interval(0)["config_source"] == "DEFAULT_CONFIG" and interval(0)["read_only"]
+    cc = ControlClient(dc.control_url)
+    assert cc.set_broker_config(0, {check: "1000"}) == {check: "1000"}
+    assert interval(0)["value"] == "1000"
+    assert interval(0)["config_source"] == "STATIC_BROKER_CONFIG"
+    assert interval(1)["value"] == "300000"
+
+
 @pytest.mark.parametrize(
     "body, words",
     [
+        ({"log.retention.check.interval.ms": 0}, "whole number of milliseconds, at least 1"),
+        ({"log.retention.check.interval.ms": "5s"}, "whole number of milliseconds, at least 1"),
         ({CALLBACK: "not a class"}, "must be a Java class name"),
         ({CALLBACK: 5}, "must be a Java class name"),
         ({"message.max.bytes": "1"}, "unknown field(s) message.max.bytes"),

@@ -4,6 +4,7 @@ with a small tmpfs that a producer fills past the limit."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -518,6 +519,43 @@ def test_real_kafka_grown_bytes_are_what_a_producer_wrote_across_the_checks_it_d
     assert observation.succeeded, observation.error
     grown = {d.log_dir: d.grown_bytes for d in observation.log_dirs if d.broker_id == 0}
     assert written <= grown[str(home)] <= 1.05 * written + 16_384
+
+
+SIZES = {
+    "kvq.throttle.policy": "graceful-slowdown",
+    "kvq.throttle.slowdown.partition.sizes": "true",
+}
+RARE = "check retention every 300000 ms (log.retention.check.interval.ms)"
+
+
+def test_with_partition_sizes_brokers_checking_retention_rarely_are_named_once(
+    cluster, exporters, caplog
+):
+    """Kafka checks retention every 5 minutes unless told otherwise; the partitions' sizes count
+    on checks seconds apart. Broker 1 told 1 s: only 0 and 2 are named, once; with the totals
+    alone nothing is asked."""
+    control(cluster, "PUT", "/brokers/1/config", **{"log.retention.check.interval.ms": "1000"})
+    exporter = make_exporter(cluster, **SIZES)
+    totals = make_exporter(cluster)
+    exporters.extend([exporter, totals])
+    with caplog.at_level(logging.WARNING, logger="kvq.exporter"):
+        for _ in range(2):
+            assert exporter.poller.poll_once().succeeded
+            assert totals.poller.poll_once().succeeded
+    (warning,) = [m for m in caplog.messages if "retention" in m]
+    assert warning.startswith(f"brokers 0, 2 {RARE}")
+
+
+def test_real_kafkas_default_retention_check_is_named_with_partition_sizes(
+    shared_kafka, exporters, caplog
+):
+    exporter = make_exporter(shared_kafka, **SIZES)
+    exporters.append(exporter)
+    with caplog.at_level(logging.WARNING, logger="kvq.exporter"):
+        assert exporter.poller.poll_once().succeeded
+    (warning,) = [m for m in caplog.messages if "retention" in m]
+    named = ", ".join(map(str, sorted(shared_kafka.node_ids)))
+    assert warning.startswith(f"brokers {named} {RARE}")
 
 
 SMALL_LOG_DIR = 8 << 20
