@@ -4,6 +4,7 @@ sizes (kvq.throttle.slowdown.partition.sizes) to be what the policy counts on.""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 
 from exporter.cluster_client import ClusterError
@@ -25,17 +26,35 @@ class RetentionCheckAudit:
     """Once, at the first successful observation: asks every active broker its
     `log.retention.check.interval.ms` and warns about those that check less often than
     LONGEST_CHECK_MS (Kafka's default is 5 minutes: between two checks retention frees nothing,
-    then a chunk, and the level on the sizes rides on the chunks), or that could not be asked."""
+    then a chunk, and the level on the sizes rides on the chunks), or that could not be asked.
+    In a thread of its own: a broker that does not answer delays no poll."""
 
     def __init__(self, ask: Ask) -> None:
         self._ask = ask
         self.done = False
+        self._thread: threading.Thread | None = None
 
     def __call__(self, observation: Observation) -> None:
         if self.done or not observation.succeeded:
             return
         self.done = True
-        answers = self._ask(observation.active_brokers, RETENTION_CHECK)
+        brokers = observation.active_brokers
+        self._thread = threading.Thread(
+            target=self._audit, args=(brokers,), name="kvq-retention-check-audit", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the audit begun, if any."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _audit(self, brokers: tuple[int, ...]) -> None:
+        try:
+            answers = self._ask(brokers, RETENTION_CHECK)
+        except Exception as exc:  # noqa: BLE001 - e.g. the exporter stopping: nothing to warn of
+            log.debug("retention check audit ended: %s", exc)
+            return
         intervals = {b: _ms(v) for b, v in answers.items() if isinstance(v, str)}
         rare = {b: ms for b, ms in intervals.items() if ms > LONGEST_CHECK_MS}
         failed = {b: v for b, v in answers.items() if isinstance(v, ClusterError)}

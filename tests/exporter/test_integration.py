@@ -542,6 +542,8 @@ def test_with_partition_sizes_brokers_checking_retention_rarely_are_named_once(
         for _ in range(2):
             assert exporter.poller.poll_once().succeeded
             assert totals.poller.poll_once().succeeded
+        exporter.poller.on_taken.join(30)
+        assert not hasattr(totals.poller.on_taken, "join")  # the totals: no audit
     (warning,) = [m for m in caplog.messages if "retention" in m]
     assert warning.startswith(f"brokers 0, 2 {RARE}")
 
@@ -553,6 +555,7 @@ def test_real_kafkas_default_retention_check_is_named_with_partition_sizes(
     exporters.append(exporter)
     with caplog.at_level(logging.WARNING, logger="kvq.exporter"):
         assert exporter.poller.poll_once().succeeded
+        exporter.poller.on_taken.join(30)
     (warning,) = [m for m in caplog.messages if "retention" in m]
     named = ", ".join(map(str, sorted(shared_kafka.node_ids)))
     assert warning.startswith(f"brokers {named} {RARE}")

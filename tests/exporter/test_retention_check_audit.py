@@ -4,6 +4,7 @@ retention less often than the partitions' sizes count on are named in a warning.
 from __future__ import annotations
 
 import logging
+import threading
 
 from exporter.cluster_client import ClusterError
 from exporter.retention_check_audit import RETENTION_CHECK, RetentionCheckAudit
@@ -25,6 +26,7 @@ def test_brokers_checking_less_often_than_every_5_s_are_named_once(caplog):
     with caplog.at_level(logging.WARNING, logger="kvq.exporter"):
         audit(Observation(10.0, (0, 1, 2, 3), ()))
         audit(Observation(15.0, (0, 1, 2, 3), ()))
+        audit.join(10)
     assert asked == [((0, 1, 2, 3), RETENTION_CHECK)]
     (warning,) = caplog.messages
     assert warning.startswith("brokers 0, 2 check retention every 300000 ms")  # "": the default
@@ -36,6 +38,7 @@ def test_brokers_that_could_not_be_asked_are_named_with_the_reason(caplog):
     audit, _ = audit_of({0: "1000", 1: refused})
     with caplog.at_level(logging.WARNING, logger="kvq.exporter"):
         audit(Observation(10.0, (0, 1), ()))
+        audit.join(10)
     (warning,) = caplog.messages
     assert warning.startswith(f"could not read {RETENTION_CHECK} of brokers 1 (DescribeConfigs")
     assert "ClusterAuthorizationFailedError" in warning
@@ -47,4 +50,19 @@ def test_a_failed_observation_asks_nothing_and_brokers_checking_often_say_nothin
         audit(Observation.failed(5.0, "describe_cluster", "down"))
         assert asked == [] and not audit.done
         audit(Observation(10.0, (0,), ()))
+        audit.join(10)
     assert asked and caplog.messages == []
+
+
+def test_a_broker_that_does_not_answer_delays_no_poll():
+    answered = threading.Event()
+
+    def ask(broker_ids, key):
+        answered.wait(10)
+        return {}
+
+    audit = RetentionCheckAudit(ask)
+    audit(Observation(10.0, (0,), ()))  # returns at once
+    assert audit.done and not answered.is_set()
+    answered.set()
+    audit.join(10)
