@@ -13,7 +13,6 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import kafka.errors as kafka_errors
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.admin.client_quotas import (
@@ -28,6 +27,8 @@ from kvq.kafka.broker_configs import (
     BrokerConfigError,
     broker_config_request,
     broker_config_values,
+    error_detail,
+    error_name,
 )
 from kvq.kafka.quota_entity import QuotaEntity
 
@@ -89,17 +90,6 @@ def quota_callback_from_response(response: Any) -> str | None:
 
 def _failed(answer: Any) -> bool:
     return isinstance(answer, Exception)
-
-
-def _error_name(code: int) -> str:
-    try:
-        return kafka_errors.for_code(code).__name__
-    except Exception:  # noqa: BLE001 - unknown codes still get reported
-        return f"error {code}"
-
-
-def _message(text: str | None) -> str:
-    return f": {text}" if text else ""
 
 
 NOT_AGREED = -1.0
@@ -168,8 +158,8 @@ def alter_request(changes: Sequence[Change], validate_only: bool) -> AlterClient
 def snapshot_from_response(response: Any) -> dict[QuotaEntity, dict[str, float]]:
     if response.error_code:
         raise QuotaClientError(
-            f"DescribeClientQuotas failed: {_error_name(response.error_code)}"
-            f"{_message(response.error_message)}"
+            f"DescribeClientQuotas failed: {error_name(response.error_code)}"
+            f"{error_detail(response.error_message)}"
         )
     snapshot: dict[QuotaEntity, dict[str, float]] = {}
     for entry in response.entries or []:
@@ -185,7 +175,8 @@ def check_alter_response(response: Any) -> None:
             entity = QuotaEntity.of([(e.entity_type, e.entity_name) for e in entry.entity])
             entities.append(entity)
             errors.append(
-                f"{entity.label()}: {_error_name(entry.error_code)}{_message(entry.error_message)}"
+                f"{entity.label()}: {error_name(entry.error_code)}"
+                f"{error_detail(entry.error_message)}"
             )
     if errors:
         raise QuotaRejected(errors, entities)

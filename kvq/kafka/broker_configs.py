@@ -32,18 +32,23 @@ def broker_config_values(response: Any) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     for result in response.results:
         if result.error_code:
-            message = f": {result.error_message}" if result.error_message else ""
             raise BrokerConfigError(
                 f"DescribeConfigs of broker {result.resource_name} failed: "
-                f"{_error_name(result.error_code)}{message}"
+                f"{error_name(result.error_code)}{error_detail(result.error_message)}"
             )
         for config in result.configs:
             values[config.name] = config.value
     return values
 
 
-def _error_name(code: int) -> str:
+def error_name(code: int) -> str:
+    """kafka-python's name for a Kafka error code ("error N" for a code it does not know)."""
     try:
         return kafka_errors.for_code(code).__name__
     except Exception:  # noqa: BLE001 - unknown codes still get reported
         return f"error {code}"
+
+
+def error_detail(message: str | None) -> str:
+    """ ": <message>" after an error's name, or nothing without one."""
+    return f": {message}" if message else ""
