@@ -151,7 +151,8 @@ lint: venv
 # unit tests (no Kafka, no Spark) on Python 3.13, but the slowdown study's replays of recorded
 # Kafka runs (minutes of the model's arithmetic, run on 3.11). The lanes' output is shown when
 # the suite has ended; with PYTEST_ARGS (a narrowed run) the paced modules stay in the suite and
-# the newest Kafka follows.
+# the newest Kafka follows. The run ends with each lane's exit code and every lane's FAILED and
+# ERROR lines, so that the last lines of a red run name what failed.
 NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
 NEWEST_KAFKA_TESTS ?= tests/differential \
   tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
@@ -170,15 +171,19 @@ test: system-deps venv kafka-deps tools venv-py313
 	  { $(PY) -m pytest -p no:cacheprovider -p no:xdist -m paced && newest -p no:xdist; } \
 	    >"$$logs/paced" 2>&1 & \
 	  paced=$$!; \
-	  $(PY) -m pytest $(PYTEST_WORKERS) -m 'not paced'; \
-	  suite=$$?; wait $$paced; lane=$$?; \
+	  { $(PY) -m pytest $(PYTEST_WORKERS) -m 'not paced'; echo $$? >"$$logs/suite.rc"; } \
+	    | tee "$$logs/suite"; \
+	  suite=$$(cat "$$logs/suite.rc"); wait $$paced; lane=$$?; \
 	  echo "== paced modules, then the newest Kafka (run alongside):"; cat "$$logs/paced"; \
 	else \
-	  $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) && newest $(PYTEST_WORKERS); \
-	  suite=$$?; lane=0; \
+	  { $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) && newest $(PYTEST_WORKERS); \
+	    echo $$? >"$$logs/suite.rc"; } | tee "$$logs/suite"; \
+	  suite=$$(cat "$$logs/suite.rc"); lane=0; touch "$$logs/paced"; \
 	fi; \
 	wait $$unit; unit_rc=$$?; \
 	echo "== Python 3.13 unit tests (run alongside):"; cat "$$logs/unit"; \
+	echo "== exit codes: suite $$suite, paced and newest Kafka $$lane, Python 3.13 $$unit_rc"; \
+	grep -h -E '^(FAILED|ERROR) ' "$$logs/suite" "$$logs/paced" "$$logs/unit" || true; \
 	exit $$(( suite != 0 ? suite : lane != 0 ? lane : unit_rc ))
 
 demo: system-deps venv kafka-deps
