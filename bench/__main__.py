@@ -32,6 +32,7 @@ BENCHMARKS = (
     "bench.versus",
     "bench.slowdown",
     "bench.factor_zero",
+    "bench.retention_forecast",
 )
 
 
