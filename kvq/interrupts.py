@@ -32,6 +32,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:
+    if _redelivery.in_hook:  # raised here, Python would print it and drop it for good
+        _redelivery.arrived = signum
+        return
     raise Interrupted(signum)
 
 
@@ -77,21 +80,47 @@ def _handled(handler) -> Iterator[None]:
             signal.signal(signum, old)
 
 
+class _Redelivery:
+    """Sends an interrupt Python dropped to this process again, from another thread a moment
+    later: sent from the hook that saw it dropped, it would be handled, and dropped, in the
+    hook."""
+
+    def __init__(self) -> None:
+        self.in_hook = False
+        """Whether the main thread is in the unraisable hook. An interrupt handled there is noted
+        in `arrived`, and the hook sends it again before it returns: raised there, Python would
+        drop it for good. It happens: the hook waits for its thread to start, on a loaded machine
+        long enough for the signal that thread sends to arrive."""
+        self.arrived: int | None = None
+
+    def send_again(self, signum: int) -> None:
+        again = threading.Timer(REDELIVERY_SECONDS, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+
+
+_redelivery = _Redelivery()
+
+
 def _redelivering(unraisable):
     """An unraisable hook that sends an `Interrupted` raised where Python cannot raise (a
     finalizer or weakref callback, such as py4j's freeing of a Java object) to this process
     again: Python prints and drops an exception there, and a SIGTERM that arrived in py4j's
-    clean-up was lost, the run going on to exit 0. Sent again from another thread a moment
-    later (sent from here, it would be handled, and dropped, in this hook), it is handled once
-    the callback has returned (or dropped and sent again, from the next one)."""
+    clean-up was lost, the run going on to exit 0. It is handled once the callback has
+    returned (or dropped and sent again, from the next one)."""
 
     def hook(args) -> None:
-        if isinstance(args.exc_value, Interrupted):
-            signum = args.exc_value.exit_code - 128
-            again = threading.Timer(REDELIVERY_SECONDS, os.kill, (os.getpid(), signum))
-            again.daemon = True
-            again.start()
+        if not isinstance(args.exc_value, Interrupted):
+            unraisable(args)
             return
-        unraisable(args)
+        signum: int | None = args.exc_value.exit_code - 128
+        _redelivery.in_hook = True
+        try:
+            while signum is not None:
+                _redelivery.arrived = None
+                _redelivery.send_again(signum)
+                signum = _redelivery.arrived
+        finally:
+            _redelivery.in_hook = False
 
     return hook
