@@ -85,7 +85,8 @@ class Held:
     before: float
     """B/s all principals acknowledged together before it."""
     during: float
-    """B/s they acknowledged together at factor 0, after `settle` seconds."""
+    """B/s they acknowledged together at factor 0, after `settle` seconds (each producer's
+    counted in whole requests: `DeliveryLog.paced_rate`)."""
     quotas: Mapping[QuotaEntity, float]
     """What the enforcer set each throttled entity to."""
     allowed: float
@@ -122,10 +123,10 @@ def hold_at_factor_zero(
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
     `settle` + `measured_held` (default: `measured`) s, then 1.0; watched for `watch_after` s
     after the restore. A held producer writes a buffer's worth in one request, then waits out its
-    mute: over a window of a few such requests the acknowledged rate is off its quota by up to a
-    request. Stops every producer it started, and restores. Once per cluster: the references are
-    the highest rates over the last 5 minutes, which would include the catch-up after an earlier
-    restore."""
+    mute: its rate at factor 0 counts whole requests, or a window of a few of them would be
+    off its quota by up to a request. Stops every producer it started, and restores. Once per
+    cluster: the references are the highest rates over the last 5 minutes, which would include
+    the catch-up after an earlier restore."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
@@ -165,7 +166,7 @@ def hold_at_factor_zero(
         time.sleep(settle)
         start = time.monotonic()
         time.sleep(measured if measured_held is None else measured_held)
-        during = sum(p.log.rate(start, time.monotonic()) for p in producers)
+        during = sum(p.log.paced_rate(start, time.monotonic()) for p in producers)
         step(applier, 1.0)
         restored = time.monotonic()
         throttles = [(t, ms) for p in producers for t, ms in p.log.throttles if t >= held_at]

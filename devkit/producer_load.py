@@ -110,6 +110,23 @@ class DeliveryLog:
         """Acknowledged value bytes per second over [start, end)."""
         return self.acked_bytes(start, end) / max(end - start, 1e-9)
 
+    def paced_rate(self, start: float, end: float, gap: float = 1.0) -> float:
+        """Acknowledged value bytes per second over [start, end) of a producer Kafka paces: held
+        to a quota, it writes its buffer in one request, then waits out its mute, so its
+        acknowledgements come in bursts (no two of a burst `gap` s apart). Measured from the
+        end of the first burst to the end of the last, a window's edges cannot add or drop a
+        whole request (1 in 5 of what a window of 60 s holds); `rate` where there is one burst."""
+        with self.lock:
+            acked = [(t, n) for t, n in self.acked if start <= t < end]
+        first_end = next(
+            (t for (t, _), (after, _) in zip(acked, acked[1:], strict=False) if after - t >= gap),
+            None,
+        )
+        if first_end is None:
+            return self.rate(start, end)
+        last_end = acked[-1][0]
+        return sum(n for t, n in acked if t > first_end) / (last_end - first_end)
+
 
 class LoadProducer:
     kind = "librdkafka"

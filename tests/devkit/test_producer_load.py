@@ -10,7 +10,7 @@ import pytest
 
 from devcluster.control_client import ControlClient
 from devkit.processes import wait_until
-from devkit.producer_load import LoadProducer, Transport, TransportTally
+from devkit.producer_load import DeliveryLog, LoadProducer, Transport, TransportTally
 
 TOPIC = "transport"
 
@@ -71,3 +71,28 @@ def test_a_broker_dropped_and_learned_again_keeps_its_counts_in_the_tally():
     assert dropped == Transport(connects=4, request_timeouts=1, rebootstraps=1, queued=7)
     again = tally.take({"brokers": {"b/0": broker(0, 1)}})  # a new broker object: from zero
     assert again.connects == 5 and again.rebootstraps == 1
+
+
+def paced(start: float, period: float, bursts: int, burst_bytes: int) -> DeliveryLog:
+    """A producer held to a quota: each burst is one request's 64 messages, acknowledged within
+    a few milliseconds."""
+    log = DeliveryLog()
+    for k in range(bursts):
+        at = start + k * period
+        log.acked.extend((at + i * 0.0001, burst_bytes // 64) for i in range(64))
+    return log
+
+
+def test_a_paced_rate_counts_whole_requests_wherever_the_window_falls():
+    # 65,536 B every 11 s (5,958 B/s): a window of 60 s holds 5 or 6 requests, +-10 % of that
+    log = paced(0.3, 11.0, 10, 65_536)
+    for start in (0.0, 2.0, 5.0, 10.0):
+        assert log.paced_rate(start, start + 60.0) == pytest.approx(65_536 / 11.0, rel=1e-3)
+    assert log.rate(0.0, 60.0) == pytest.approx(6 * 65_536 / 60.0)  # what the edges add
+
+
+def test_a_paced_rate_of_one_burst_or_a_steady_stream_is_the_plain_rate():
+    one = paced(1.0, 11.0, 1, 65_536)
+    assert one.paced_rate(0.0, 10.0) == one.rate(0.0, 10.0) == 6553.6
+    steady = DeliveryLog(acked=[(k * 0.01, 300) for k in range(1000)])
+    assert steady.paced_rate(0.0, 5.0) == steady.rate(0.0, 5.0) == pytest.approx(30_000)

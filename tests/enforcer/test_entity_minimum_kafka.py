@@ -29,9 +29,10 @@ MEASURED_S = 15.0
 """How long the principals' rate is measured before factor 0 ..."""
 HELD_MEASURED_S = 60.0
 """... and at factor 0. Held, each principal writes its 64 kB buffer in one request about every
-11 s (what its quota of about 5.9 kB/s allows): over 15 s one or two requests each, so the ten
-summed came out up to 1.1 x their quotas (seen in CI); over 60 s, five or six each, the sum
-within a few percent of the quotas."""
+11 s (what its quota of about 5.9 kB/s allows): the rate counts whole requests (from the end of
+the first to the end of the last in the window, `DeliveryLog.paced_rate`), as over 60 s a plain
+window's edges added a sixth request to the five of each of the ten, all muted and let go
+together, 1.11 x their quotas (seen in CI)."""
 
 
 def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_path, kafka_dist):
