@@ -1,0 +1,100 @@
+"""What retention will have deleted by times ahead, foreseen from Kafka itself.
+
+Kafka deletes a partition's oldest segment once its newest record is `retention.ms` old, at the
+broker's next retention check (`log.retention.check.interval.ms`), and frees its space
+`file.delete.delay.ms` later (the file lingers, renamed). ListOffsets by timestamp gives a
+partition's first offset with a record at or after a time: every segment wholly before it holds
+only older records. So by `now + ahead`, with `T = now + ahead - retention - check - delay`:
+- every segment wholly before the first offset at or after T is deleted and its space freed;
+- the segment holding that offset began at most a segment (`segment.bytes`) before it, and, a
+  segment being rolled once its records span `segment.ms`, at or after (within a batch) the
+  first offset at or after `T - segment.ms`.
+So the space freed by then is at least what lies before the later of those two offsets: a lower
+bound (`bench.retention_forecast` measured it on real Kafka: never more than Kafka deleted),
+whatever the segments' sizes, in bytes at the partition's bytes per offset. No history is
+kept: retention times are days, and an exporter's restart would forget them.
+
+Nothing is foreseen for a topic that does not delete by time (compacted, `retention.ms=-1`) or
+keeps its data in remote storage (its local retention waits on uploads no reply shows), nor from
+`retention.bytes`: what is not foreseen is met when it happens, as without a forecast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+NEVER = -1
+"""retention.ms (or an offset) that means none."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRetention:
+    """What a topic's configs say about when Kafka deletes its records by time."""
+
+    retention_ms: int
+    segment_ms: int
+    segment_bytes: int
+    delete_delay_ms: int
+    deletes: bool = True
+    """cleanup.policy includes `delete` (and the topic keeps its data locally)."""
+
+    @property
+    def foreseeable(self) -> bool:
+        return self.deletes and self.retention_ms >= 0
+
+    def probes(self, now_ms: int, ahead_ms: int, check_ms: int) -> tuple[int, int]:
+        """The two times (ms since the epoch) whose first offsets bound what is freed by
+        `now_ms + ahead_ms`: the segment holding the first offset at or after the second began
+        at or after the first's (`segment.ms`), and at most a segment's bytes before it."""
+        written_before = now_ms + ahead_ms - self.retention_ms - check_ms - self.delete_delay_ms
+        return written_before - self.segment_ms, written_before
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """A partition's offsets as its leader answered ListOffsets."""
+
+    log_start: int
+    log_end: int
+    probed: tuple[tuple[int, int], ...]
+    """Per time ahead, the first offsets at or after its two `TopicRetention.probes`
+    (`NEVER`: no record that late, so the log end)."""
+
+    def freed_bytes(self, size: int, retention: TopicRetention) -> tuple[int, ...]:
+        """Per time ahead, the bytes of a replica of `size` bytes freed by then at least."""
+        count = self.log_end - self.log_start
+        if count <= 0 or size <= 0:
+            return tuple(0 for _ in self.probed)
+        per_offset = size / count
+        segment_offsets = retention.segment_bytes / per_offset
+        freed = []
+        for by_time, by_size in self.probed:
+            before = max(self._at(by_time), self._at(by_size) - segment_offsets)
+            freed.append(round(min(max(before - self.log_start, 0.0), count) * per_offset))
+        return tuple(freed)
+
+    def _at(self, offset: int) -> int:
+        return self.log_end if offset == NEVER else offset
+
+
+def volume_freed_bytes(
+    replica_sizes: Mapping[tuple[str, int, bool], int],
+    retention: Mapping[str, TopicRetention],
+    offsets: Mapping[tuple[str, int], PartitionOffsets],
+    aheads: int,
+) -> tuple[int, ...]:
+    """Per time ahead, what retention frees by then in one log dir at least: the sum over its
+    replicas (a replica being moved in, `future`, frees what its source frees; counted there)
+    of what each frees, for the partitions whose topic and offsets are known."""
+    total = [0] * aheads
+    for (topic, partition, future), size in replica_sizes.items():
+        topic_retention = retention.get(topic)
+        partition_offsets = offsets.get((topic, partition))
+        if future or topic_retention is None or partition_offsets is None:
+            continue
+        if not topic_retention.foreseeable:
+            continue
+        for k, freed in enumerate(partition_offsets.freed_bytes(size, topic_retention)):
+            total[k] += freed
+    return tuple(total)
