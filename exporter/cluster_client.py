@@ -16,7 +16,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
-from kvq.kafka.broker_configs import BrokerConfigError, broker_config_request, broker_config_values
+from kvq.kafka.broker_configs import (
+    TOPIC_RESOURCE,
+    BrokerConfigError,
+    broker_config_request,
+    broker_config_values,
+    config_request,
+    resource_config_values,
+)
 from kvq.model.volume import LogDirDescription
 
 
@@ -109,6 +116,94 @@ class KafkaClusterClient:
             except KafkaUnavailable as exc:
                 values[broker_id] = ClusterError(f"broker {broker_id}: {exc}")
         return values
+
+    def partition_leaders(self) -> dict[tuple[str, int], int]:
+        """Metadata of every topic: each partition's leader (a partition without one, or of a
+        topic answered with an error, left out)."""
+        from kafka.protocol.metadata import MetadataRequest
+
+        try:
+            response = self._session.send_to_any(
+                lambda version: MetadataRequest(
+                    version=version, topics=None, allow_auto_topic_creation=False
+                ),
+                MetadataRequest,
+                self.timeout_seconds,
+            )
+        except KafkaUnavailable as exc:
+            raise ClusterError(str(exc)) from None
+        return {
+            (topic.name, int(p.partition_index)): int(p.leader_id)
+            for topic in response.topics
+            if not topic.error_code
+            for p in topic.partitions
+            if not p.error_code and p.leader_id >= 0
+        }
+
+    def topic_configs(
+        self, topics: Iterable[str], keys: Iterable[str]
+    ) -> dict[str, dict[str, str | None] | ClusterError]:
+        """DescribeConfigs of `keys` of `topics` in one request to any broker: per topic its
+        values (a topic's default where unset) or its error."""
+        from kafka.protocol.admin import DescribeConfigsRequest
+
+        names, wanted = sorted(set(topics)), list(keys)
+        if not names:
+            return {}
+        try:
+            response = self._session.send_to_any(
+                lambda version: config_request(TOPIC_RESOURCE, names, wanted, version),
+                DescribeConfigsRequest,
+                self.timeout_seconds,
+            )
+        except KafkaUnavailable as exc:
+            raise ClusterError(str(exc)) from None
+        return {
+            name: ClusterError(str(values)) if isinstance(values, BrokerConfigError) else values
+            for name, values in resource_config_values(response, "topic").items()
+        }
+
+    def list_offsets(
+        self, asked: Mapping[int, Mapping[tuple[str, int], int]]
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets to each leader at once, for the partitions it leads, each at its own
+        timestamp (ms since the epoch: the first offset at or after it, -1 if none; -2 the log
+        start, -1 the log end): per partition its offset. A partition answered with an error
+        (its leader moved), or whose leader did not answer, is left out."""
+        from kafka.protocol.consumer import ListOffsetsRequest
+
+        def build(partitions: Mapping[tuple[str, int], int]):
+            by_topic: dict[str, list] = {}
+            for (topic, partition), timestamp in sorted(partitions.items()):
+                by_topic.setdefault(topic, []).append(
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=partition, timestamp=timestamp
+                    )
+                )
+            topics = [
+                ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=partitions)
+                for name, partitions in by_topic.items()
+            ]
+            return lambda version: ListOffsetsRequest(
+                version=version, replica_id=-1, isolation_level=0, topics=topics
+            )
+
+        try:
+            responses = self._session.send_to_each_its_own(
+                {leader: build(partitions) for leader, partitions in asked.items() if partitions},
+                ListOffsetsRequest,
+                self.timeout_seconds,
+            )
+        except KafkaUnavailable:
+            return {}
+        return {
+            (topic.name, int(p.partition_index)): int(p.offset)
+            for response in responses.values()
+            if not isinstance(response, Exception)
+            for topic in response.topics
+            for p in topic.partitions
+            if not p.error_code
+        }
 
     def close(self) -> None:
         """Close the session's connections; later calls fail instead of reconnecting."""

@@ -55,7 +55,7 @@ class RetentionCheckAudit:
         except Exception as exc:  # noqa: BLE001 - e.g. the exporter stopping: nothing to warn of
             log.debug("retention check audit ended: %s", exc)
             return
-        intervals = {b: _ms(v) for b, v in answers.items() if isinstance(v, str)}
+        intervals = {b: check_interval_ms(v) or 0 for b, v in answers.items() if isinstance(v, str)}
         rare = {b: ms for b, ms in intervals.items() if ms > LONGEST_CHECK_MS}
         failed = {b: v for b, v in answers.items() if isinstance(v, ClusterError)}
         if rare:
@@ -83,10 +83,10 @@ class RetentionCheckAudit:
             )
 
 
-def _ms(value: str) -> int:
+def check_interval_ms(value: str) -> int | None:
     """A broker's `log.retention.check.interval.ms` (unset: Kafka's default, 5 minutes; not a
-    number: 0, no warning)."""
+    number: None)."""
     try:
         return int(value or KAFKA_DEFAULT_MS)
     except ValueError:
-        return 0
+        return None

@@ -11,6 +11,7 @@ internals (the admin client's manager, its connections, its IO loop); everyone e
 - `send_to_each(node_ids, build, api)`: one request per node, all at once, each at the highest
   version of `api` *that node* supports, under one deadline; per node its response or its error
   (a request whose connection closed under it is sent once more on a new connection);
+  `send_to_each_its_own(builds, api)` the same with a request of its own for each node;
 - `api_versions(node_id)`: what that node's current connection negotiated (None: not asked yet).
 
 Certificates renewed while it runs (Strimzi rewrites a KafkaUser's or the cluster CA's Secret, the
@@ -135,7 +136,14 @@ class KafkaAdminSession:
         metadata does not know yet are looked up first (one metadata refresh). Raises
         KafkaUnavailable when Kafka cannot be reached at all.
         """
-        ids = list(node_ids)
+        return self.send_to_each_its_own(dict.fromkeys(node_ids, build), api, timeout_seconds)
+
+    def send_to_each_its_own(
+        self, builds: Mapping[int, Callable[[int], Any]], api: Any, timeout_seconds: float
+    ) -> dict[int, Any]:
+        """`send_to_each` with a request of its own for each node (`builds[node](version)`): the
+        partitions it leads, say."""
+        ids = list(builds)
 
         async def fan_out(manager: Any) -> dict[int, Any]:
             deadline = time.monotonic() + timeout_seconds
@@ -150,7 +158,7 @@ class KafkaAdminSession:
             # One timer for the whole fan-out, not one per node: at 200 brokers the IO loop's
             # per-future timers and wake-ups cost more than the round trip itself.
             pending = {
-                n: self._start_at_best_version(manager, n, build, api, deadline) for n in ids
+                n: self._start_at_best_version(manager, n, builds[n], api, deadline) for n in ids
             }
             await _settled_by(manager, pending.values(), deadline)
             dropped = [n for n, future in pending.items() if _connection_dropped(future)]
@@ -160,7 +168,7 @@ class KafkaAdminSession:
                 # more: Java's admin client retries a disconnect within its timeout too.
                 for n in dropped:
                     self._versions.pop(n, None)
-                    pending[n] = self._start_at_best_version(manager, n, build, api, deadline)
+                    pending[n] = self._start_at_best_version(manager, n, builds[n], api, deadline)
                 await _settled_by(manager, (pending[n] for n in dropped), deadline)
             results: dict[int, Any] = {}
             for node_id, future in pending.items():

@@ -1,4 +1,5 @@
-"""DescribeConfigs of one broker's own configuration (a broker answers only for itself)."""
+"""DescribeConfigs of one broker's own configuration (a broker answers only for itself), and of
+topics (any broker answers)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from kafka.protocol.admin import DescribeConfigsRequest
 
 BROKER_RESOURCE = 4
 """ConfigResource.Type BROKER."""
+TOPIC_RESOURCE = 2
+"""ConfigResource.Type TOPIC."""
 
 
 class BrokerConfigError(Exception):
@@ -18,26 +21,51 @@ class BrokerConfigError(Exception):
 
 def broker_config_request(node_id: int, keys: Sequence[str]) -> DescribeConfigsRequest:
     """DescribeConfigs of `keys` of broker `node_id` (to be sent to that broker)."""
-    resource = DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=BROKER_RESOURCE, resource_name=str(node_id), configuration_keys=list(keys)
-    )
+    return config_request(BROKER_RESOURCE, [str(node_id)], keys)
+
+
+def config_request(
+    resource_type: int, names: Sequence[str], keys: Sequence[str], version: int | None = None
+) -> DescribeConfigsRequest:
+    """DescribeConfigs of `keys` of the resources `names` of one type (each with its value, or
+    its default: a topic's unset config answers with the broker's)."""
+    resources = [
+        DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=list(keys)
+        )
+        for name in names
+    ]
+    versioned = {} if version is None else {"version": version}
     return DescribeConfigsRequest(
-        resources=[resource], include_synonyms=False, include_documentation=False
+        resources=resources, include_synonyms=False, include_documentation=False, **versioned
     )
+
+
+def resource_config_values(
+    response: Any, kind: str
+) -> dict[str, dict[str, str | None] | BrokerConfigError]:
+    """Per resource (a `kind`: broker, topic) its configs by name (None: set to nothing), or the
+    error it was answered with."""
+    results: dict[str, dict[str, str | None] | BrokerConfigError] = {}
+    for result in response.results:
+        if result.error_code:
+            results[result.resource_name] = BrokerConfigError(
+                f"DescribeConfigs of {kind} {result.resource_name} failed: "
+                f"{error_name(result.error_code)}{error_detail(result.error_message)}"
+            )
+        else:
+            results[result.resource_name] = {c.name: c.value for c in result.configs}
+    return results
 
 
 def broker_config_values(response: Any) -> dict[str, str | None]:
     """The configs a broker reported, by name (None: set to nothing); BrokerConfigError for an
     error code."""
     values: dict[str, str | None] = {}
-    for result in response.results:
-        if result.error_code:
-            raise BrokerConfigError(
-                f"DescribeConfigs of broker {result.resource_name} failed: "
-                f"{error_name(result.error_code)}{error_detail(result.error_message)}"
-            )
-        for config in result.configs:
-            values[config.name] = config.value
+    for configs in resource_config_values(response, "broker").values():
+        if isinstance(configs, BrokerConfigError):
+            raise configs
+        values.update(configs)
     return values
 
 

@@ -1,0 +1,84 @@
+"""The retention forecast on real Kafka (`exporter.retention_forecast_source`): what it says
+retention frees by a time ahead, Kafka has freed by then, and it foresees what Kafka will
+delete a retention time after it was written."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from devkit.kafka_cluster import KafkaCluster
+from devkit.processes import wait_until
+from devkit.producer_load import LoadProducer
+from exporter.cluster_client import KafkaClusterClient
+from exporter.retention_forecast_source import RetentionForecastSource
+from kvq.kafka.client_settings import librdkafka_config
+
+pytestmark = pytest.mark.integration
+
+RETENTION_MS = 6_000
+SEGMENT_MS = 1_000
+CHECK_MS = 1_000
+AHEADS = (4, 10)
+"""4 s ahead: what was written more than a retention time, a check and a segment before (half of
+the 8 s written); 10 s: all of it."""
+WRITTEN_S = 8.0
+RATE = 100_000.0
+
+
+def log_dir_size(client: KafkaClusterClient, topic: str) -> int:
+    [log_dir] = client.describe_log_dirs([0], partition_sizes=True)[0]
+    return sum(s for (t, _, _), s in (log_dir.replica_sizes or {}).items() if t == topic)
+
+
+def test_what_retention_is_foreseen_to_free_by_a_time_ahead_kafka_has_freed_by_then(
+    tmp_path, kafka_dist
+):
+    # A broker checks retention first 30 s after its start (log.initial.task.delay.ms): at once
+    # here, as on a broker that has been up for a while.
+    check = {"log.retention.check.interval.ms": str(CHECK_MS), "log.initial.task.delay.ms": "0"}
+    with KafkaCluster(
+        tmp_path, log_dirs_per_node=1, broker_properties=check, dist=kafka_dist
+    ) as kafka:
+        admin = AdminClient(librdkafka_config(kafka.admin_properties))
+        config = {
+            "retention.ms": str(RETENTION_MS),
+            "segment.ms": str(SEGMENT_MS),
+            "file.delete.delay.ms": "0",
+        }
+        topics = [
+            NewTopic("kept", 2, 1, config=config),
+            NewTopic("compacted", 1, 1, config={**config, "cleanup.policy": "compact"}),
+        ]
+        for future in admin.create_topics(topics).values():
+            future.result(timeout=60)
+        client = KafkaClusterClient(kafka.admin_properties, 10.0)
+        producer = LoadProducer(kafka.sasl_bootstrap, user="alice", password="alice-secret")
+        try:
+            producer.run_steady(["kept"], RATE)
+            for key in range(400):  # a compacted topic's records need keys
+                while not producer.send("compacted", b"c" * 1000, key=b"%d" % key):
+                    pass
+            time.sleep(WRITTEN_S)
+            producer.stop(30)
+            assert producer.producer.flush(30) == 0 and not producer.log.errors
+        finally:
+            producer.close()
+        source = RetentionForecastSource(client, time.time, AHEADS)
+        try:
+            [log_dir] = client.describe_log_dirs([0], partition_sizes=True)[0]
+            at = time.time()
+            (foreseen,) = source.forecast([log_dir]).values()
+            kept = log_dir_size(client, "kept")
+            for ahead, freed_by_then in zip(AHEADS, foreseen, strict=True):
+                wait_until(lambda a=ahead: time.time() >= at + a, ahead + 1, what=f"{ahead} s on")
+                freed = kept - log_dir_size(client, "kept")
+                assert freed_by_then <= freed, (foreseen, ahead, freed, kept)
+            # Half the 8 s of writes 4 s ahead (a segment of them short), all of them 10 s ahead;
+            # the compacted topic, nothing.
+            assert 0.3 * kept <= foreseen[0] <= 0.6 * kept, (foreseen, kept)
+            assert foreseen[1] == kept, (foreseen, kept)
+        finally:
+            client.close()
