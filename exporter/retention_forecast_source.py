@@ -4,7 +4,7 @@ least, asked of Kafka at each poll (`kvq.model.retention_forecast`).
 Per poll: Metadata (each partition's leader), then ListOffsets to every leader at once for its
 partitions' log start and log end, and for the first offsets at or after the two times that
 bound each time ahead (`TopicRetention.probes`): one request per timestamp, as Kafka takes one
-timestamp per partition per request. The topics' retention configs and the brokers' retention
+timestamp per partition per request (26 to 50 per leader, fewer where times share a timestamp). The topics' retention configs and the brokers' retention
 check interval change rarely: they are read again every `CONFIGS_SECONDS`. What could not be read
 (a leader away, a topic's configs refused) is not foreseen: its replicas free nothing in the
 forecast until it is read.
@@ -27,8 +27,10 @@ from kvq.model.volume import LogDirDescription
 
 log = logging.getLogger("kvq.exporter")
 
-AHEAD_SECONDS = (15, 30, 60, 120, 300, 600)
-"""The times ahead of each poll the forecast says what retention will have freed by."""
+AHEAD_SECONDS = tuple(range(5, 125, 5))
+"""The times ahead of each poll the forecast says what retention will have freed by: 5 s apart
+(between two of them it foresees nothing; 15-60 s apart cost the model's 40 principals 12
+points of the bound, docs/policy-study.md), for the next two minutes."""
 CONFIGS_SECONDS = 60.0
 """How often the topics' retention configs and the brokers' check interval are read again."""
 EARLIEST, LATEST = -2, -1
@@ -121,32 +123,45 @@ class RetentionForecastSource:
         self, leaders: Mapping[Partition, int], now_ms: int
     ) -> dict[Partition, PartitionOffsets]:
         """Each partition's log start and end, and its offsets at the probes of every time ahead
-        (those whose every answer came)."""
-
-        def ask(timestamp_of: Callable[[Partition], int]) -> dict[Partition, int]:
+        (those whose every answer came). A request per timestamp of a partition, each carrying
+        every partition's next one: a timestamp two times ahead share (one's bound by time is
+        another's by size where `segment.ms` is their distance) is asked once."""
+        probes = {
+            partition: [
+                self._retention[partition[0]].probes(now_ms, ahead * 1000, self._check_ms)
+                for ahead in self.aheads
+            ]
+            for partition in leaders
+        }
+        timestamps = {
+            partition: sorted(
+                {EARLIEST, LATEST, *(t for pair in pairs for t in pair if t is not None)}
+            )
+            for partition, pairs in probes.items()
+        }
+        answered: dict[tuple[Partition, int], int] = {}
+        for index in range(max((len(t) for t in timestamps.values()), default=0)):
             asked: dict[int, dict[Partition, int]] = {}
             for partition, leader in leaders.items():
-                asked.setdefault(leader, {})[partition] = timestamp_of(partition)
-            return self.client.list_offsets(asked)
-
-        def probe(ahead_s: int, which: int) -> Callable[[Partition], int]:
-            def timestamp(partition: Partition) -> int:
-                retention = self._retention[partition[0]]
-                return retention.probes(now_ms, ahead_s * 1000, self._check_ms)[which]
-
-            return timestamp
-
-        start, end = ask(lambda _: EARLIEST), ask(lambda _: LATEST)
-        probed = [(ask(probe(a, 0)), ask(probe(a, 1))) for a in self.aheads]
+                if index < len(timestamps[partition]):
+                    asked.setdefault(leader, {})[partition] = timestamps[partition][index]
+            for partition, offset in self.client.list_offsets(asked).items():
+                answered[(partition, asked[leaders[partition]][partition])] = offset
         found: dict[Partition, PartitionOffsets] = {}
-        for partition in leaders:
-            answers = [start, end, *(answer for pair in probed for answer in pair)]
-            if all(partition in answer for answer in answers):
-                found[partition] = PartitionOffsets(
-                    start[partition],
-                    end[partition],
-                    tuple((by_time[partition], by_size[partition]) for by_time, by_size in probed),
-                )
+        for partition, pairs in probes.items():
+            if not all((partition, t) in answered for t in timestamps[partition]):
+                continue
+            found[partition] = PartitionOffsets(
+                answered[(partition, EARLIEST)],
+                answered[(partition, LATEST)],
+                tuple(
+                    (
+                        None if by_time is None else answered[(partition, by_time)],
+                        answered[(partition, by_size)],
+                    )
+                    for by_time, by_size in pairs
+                ),
+            )
         return found
 
     def _read_configs(self, topics: set[str], brokers: set[int]) -> None:

@@ -43,12 +43,15 @@ class TopicRetention:
     def foreseeable(self) -> bool:
         return self.deletes and self.retention_ms >= 0
 
-    def probes(self, now_ms: int, ahead_ms: int, check_ms: int) -> tuple[int, int]:
+    def probes(self, now_ms: int, ahead_ms: int, check_ms: int) -> tuple[int | None, int]:
         """The two times (ms since the epoch) whose first offsets bound what is freed by
         `now_ms + ahead_ms`: the segment holding the first offset at or after the second began
-        at or after the first's (`segment.ms`), and at most a segment's bytes before it."""
+        at or after the first's (`segment.ms`), and at most a segment's bytes before it. The
+        first is None where segments roll by time no sooner than retention deletes them (Kafka's
+        defaults, a week each): it would lie before the log's start."""
         written_before = now_ms + ahead_ms - self.retention_ms - check_ms - self.delete_delay_ms
-        return written_before - self.segment_ms, written_before
+        by_time = written_before - self.segment_ms if self.segment_ms < self.retention_ms else None
+        return by_time, written_before
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +60,9 @@ class PartitionOffsets:
 
     log_start: int
     log_end: int
-    probed: tuple[tuple[int, int], ...]
+    probed: tuple[tuple[int | None, int], ...]
     """Per time ahead, the first offsets at or after its two `TopicRetention.probes`
-    (`NEVER`: no record that late, so the log end)."""
+    (`NEVER`: no record that late, so the log end; None: not asked)."""
 
     def freed_bytes(self, size: int, retention: TopicRetention) -> tuple[int, ...]:
         """Per time ahead, the bytes of a replica of `size` bytes freed by then at least."""
@@ -70,7 +73,8 @@ class PartitionOffsets:
         segment_offsets = retention.segment_bytes / per_offset
         freed = []
         for by_time, by_size in self.probed:
-            before = max(self._at(by_time), self._at(by_size) - segment_offsets)
+            by_roll = self.log_start if by_time is None else self._at(by_time)
+            before = max(by_roll, self._at(by_size) - segment_offsets)
             freed.append(round(min(max(before - self.log_start, 0.0), count) * per_offset))
         return tuple(freed)
 

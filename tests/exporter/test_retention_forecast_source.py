@@ -75,6 +75,16 @@ def test_each_log_dir_frees_what_its_replicas_wrote_a_retention_time_a_check_and
     assert kafka.offsets_asked == 2 + 2 * 2  # log start, log end, two probes per time ahead
 
 
+def test_a_timestamp_two_times_ahead_share_is_asked_once():
+    kafka = Kafka()
+    # broker 0 checks every second: 10 s ahead, written before now - 91 s, and a segment (10 s)
+    # before that; 20 s ahead, before now - 81 s, and now - 91 s again
+    source = RetentionForecastSource(kafka, lambda: NOW_S, aheads=(10, 20))
+    forecast = source.forecast([log_dir(0, ("t", 0))])
+    assert forecast == {(0, "/d0"): (899_000, 909_000)}
+    assert kafka.offsets_asked == 2 + 3
+
+
 def test_what_cannot_be_read_is_not_foreseen_and_configs_are_read_again_a_minute_later():
     kafka, clock = Kafka(), [NOW_S]
     kafka.configs["u"] = ClusterError("TopicAuthorizationFailedError")

@@ -17,9 +17,17 @@ BY_TIME = TopicRetention(60_000, 5_000, 1 << 30, 0)
 
 
 def test_the_probes_are_the_retention_time_a_check_and_the_delete_delay_back_and_a_segment_more():
+    by_time, by_size = BY_TIME.probes(now_ms=10 * DAY_MS, ahead_ms=30_000, check_ms=1_000)
+    assert by_size == 10 * DAY_MS + 30_000 - 60_000 - 1_000
+    assert by_time == by_size - 5_000
+
+
+def test_segments_rolled_by_time_no_sooner_than_retention_deletes_are_not_probed_by_time():
     by_time, by_size = BY_SIZE.probes(now_ms=10 * DAY_MS, ahead_ms=30_000, check_ms=300_000)
     assert by_size == 10 * DAY_MS + 30_000 - 7 * DAY_MS - 300_000 - 60_000
-    assert by_time == by_size - 7 * DAY_MS
+    assert by_time is None  # a week before that: before the log's start
+    offsets = PartitionOffsets(1_000, 2_000, ((None, NEVER),))
+    assert offsets.freed_bytes(1 << 30, BY_SIZE) == (0,)  # the whole log is one segment
 
 
 def test_segments_rolled_by_size_free_what_lies_a_segment_before_the_first_offset_that_late():
