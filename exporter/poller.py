@@ -59,7 +59,7 @@ class Poller:
         """When a poll (or a check taken in) last gave a calculated factor below 1."""
 
     def poll_once(self) -> Observation:
-        observation = self._observe()
+        observation = self._observe(poll=True)
         self._take(observation)
         return observation
 
@@ -76,9 +76,9 @@ class Poller:
             self._take(observation)
         return decisive
 
-    def _observe(self) -> Observation:
+    def _observe(self, poll: bool = False) -> Observation:
         started = time.monotonic()
-        observation = self.volume_source.observe()
+        observation = self.volume_source.observe(poll)
         self._last_duration = time.monotonic() - started
         self.on_duration(self._last_duration)
         return observation

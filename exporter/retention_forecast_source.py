@@ -1,13 +1,13 @@
-"""RetentionForecastSource: per log dir, what retention frees by each of the next few minutes at
-least, asked of Kafka at each poll (`kvq.model.retention_forecast`).
+"""RetentionForecastSource: per log dir, what retention frees by each of the next two minutes
+at least, asked of Kafka at each poll (`kvq.model.retention_forecast`).
 
 Per poll: Metadata (each partition's leader), then ListOffsets to every leader at once for its
 partitions' log start and log end, and for the first offsets at or after the two times that
 bound each time ahead (`TopicRetention.probes`): one request per timestamp, as Kafka takes one
-timestamp per partition per request (26 to 50 per leader, fewer where times share a timestamp). The topics' retention configs and the brokers' retention
-check interval change rarely: they are read again every `CONFIGS_SECONDS`. What could not be read
-(a leader away, a topic's configs refused) is not foreseen: its replicas free nothing in the
-forecast until it is read.
+timestamp per partition per request (26 to 50 per leader, fewer where times share one). The
+topics' retention configs and the brokers' retention check interval change rarely: they are
+read again every `CONFIGS_SECONDS`. What could not be read (a leader away, a topic's configs
+refused) is not foreseen: its replicas free nothing in the forecast until it is read.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Protocol
 from exporter.cluster_client import ClusterError
 from exporter.retention_check_audit import KAFKA_DEFAULT_MS, RETENTION_CHECK, check_interval_ms
 from kvq.model.retention_forecast import (
+    AHEAD_SECONDS,
     PartitionOffsets,
     TopicRetention,
     volume_freed_bytes,
@@ -27,10 +28,6 @@ from kvq.model.volume import LogDirDescription
 
 log = logging.getLogger("kvq.exporter")
 
-AHEAD_SECONDS = tuple(range(5, 125, 5))
-"""The times ahead of each poll the forecast says what retention will have freed by: 5 s apart
-(between two of them it foresees nothing; 15-60 s apart cost the model's 40 principals 12
-points of the bound, docs/policy-study.md), for the next two minutes."""
 CONFIGS_SECONDS = 60.0
 """How often the topics' retention configs and the brokers' check interval are read again."""
 EARLIEST, LATEST = -2, -1

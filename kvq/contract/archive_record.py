@@ -5,10 +5,14 @@ Schema version 1 (documented in docs/exporter.md, "The archive"):
    "failure_stage": null | "describe_cluster" | "describe_log_dirs", "error": null | "text",
    "active_brokers": [0, 1, 2],
    "log_dirs": [{"broker_id": 0, "path": "/var/lib/kafka/0", "total_bytes": 1000,
-                 "usable_bytes": 400, "error_code": 0, "grown_bytes": 5000}, ...]}
+                 "usable_bytes": 400, "error_code": 0, "grown_bytes": 5000,
+                 "retention_freed_bytes": {"5": 0, "10": 1048576, ...}}, ...]}
 `time` is seconds since the epoch (UTC) at which the poll completed. `grown_bytes` (optional, only
 when the exporter read the partitions' sizes: `LogDirDescription.grown_bytes`) is left out when
-unknown; a line without it reads as unknown (None).
+unknown; a line without it reads as unknown (None). `retention_freed_bytes` (optional, only when
+the exporter foresaw retention: `LogDirDescription.retention_freed`): the seconds ahead of `time`
+to the bytes retention frees by then at least; read back as unknown (None) unless it has every
+one of `kvq.model.retention_forecast.AHEAD_SECONDS`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 from typing import Any
 
 from kvq.model.observation import Observation
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.volume import LogDirDescription
 
 SCHEMA_VERSION = 1
@@ -51,7 +56,18 @@ def _log_dir_record(d: LogDirDescription) -> dict[str, Any]:
     }
     if d.grown_bytes is not None:
         record["grown_bytes"] = d.grown_bytes
+    if d.retention_freed is not None:
+        record["retention_freed_bytes"] = {
+            str(ahead): freed for ahead, freed in zip(AHEAD_SECONDS, d.retention_freed, strict=True)
+        }
     return record
+
+
+def _retention_freed(value: Any) -> tuple[int, ...] | None:
+    """A log dir's forecast from its record: None unless it has every time ahead."""
+    if not isinstance(value, dict) or any(str(a) not in value for a in AHEAD_SECONDS):
+        return None
+    return tuple(int(value[str(a)]) for a in AHEAD_SECONDS)
 
 
 def _optional_int(value: Any) -> int | None:
@@ -81,6 +97,7 @@ def from_record(record: Any) -> tuple[str, Observation]:
                 int(d["usable_bytes"]),
                 int(d.get("error_code", 0)),
                 _optional_int(d.get("grown_bytes")),
+                retention_freed=_retention_freed(d.get("retention_freed_bytes")),
             )
             for d in record.get("log_dirs") or ()
         )

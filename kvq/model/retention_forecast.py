@@ -26,6 +26,11 @@ from dataclasses import dataclass
 
 NEVER = -1
 """retention.ms (or an offset) that means none."""
+AHEAD_SECONDS = tuple(range(5, 125, 5))
+"""The times ahead of each poll the forecast says what retention will have freed by: 5 s apart
+(between two of them it foresees nothing; 15-60 s apart cost the model's 40 principals 12
+points of the bound, docs/policy-study.md), for the next two minutes. What a log dir's
+`retention_freed` holds, one per time, and the archive's keys."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,8 @@ class Volume:
     available_bytes: int
     grown_bytes: int | None = None
     """What its partition replicas grew by since its previous reading (`LogDirDescription`)."""
+    retention_freed: tuple[int, ...] | None = None
+    """What retention frees in it by each of the forecast's times ahead (`LogDirDescription`)."""
 
     @property
     def used_bytes(self) -> int:
@@ -77,6 +79,11 @@ class LogDirDescription:
     )
     """(topic, partition, future) -> bytes of each partition replica in the dir, as the broker
     answered (only when asked for; never archived): what `grown_bytes` is computed from."""
+    retention_freed: tuple[int, ...] | None = None
+    """The bytes retention frees in it by each of `kvq.model.retention_forecast.AHEAD_SECONDS`
+    after the observation's time at least, as Kafka foresees them
+    (`exporter.retention_forecast_source`); None when not asked (a check between polls, or the
+    forecast not read)."""
 
     @property
     def key(self) -> tuple[int, str]:
@@ -99,5 +106,10 @@ class LogDirDescription:
         if self.unusable_reason is not None:
             return None
         return Volume(
-            self.broker_id, self.log_dir, self.total_bytes, self.usable_bytes, self.grown_bytes
+            self.broker_id,
+            self.log_dir,
+            self.total_bytes,
+            self.usable_bytes,
+            self.grown_bytes,
+            self.retention_freed,
         )

@@ -58,3 +58,36 @@ def test_broker_that_did_not_answer_fails_the_observation_keeping_what_was_seen(
 def test_no_active_brokers_is_not_a_healthy_cluster():
     observation = source(ScriptedClient([], {})).observe()
     assert observation.failure_stage == STAGE_DESCRIBE_CLUSTER
+
+
+class SizedClient(ScriptedClient):
+    def describe_log_dirs(self, broker_ids, partition_sizes=False):
+        assert partition_sizes
+        return super().describe_log_dirs(broker_ids)
+
+
+class Forecaster:
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def forecast(self, log_dirs):
+        self.asked += 1
+        return {d.key: (d.broker_id, 2 * d.broker_id) for d in log_dirs if d.replica_sizes}
+
+
+def test_a_polls_log_dirs_carry_the_forecast_and_a_checks_do_not():
+    sized = {("t", 0, False): 100}
+    dirs = {
+        1: [LogDirDescription(1, "/a", 10, 5, replica_sizes=sized)],
+        2: [LogDirDescription(2, "/a", 10, 5, replica_sizes=sized)],
+    }
+    forecaster = Forecaster()
+    polled = ClusterVolumeSource(SizedClient([1, 2], dirs), lambda: 42.0, True, forecaster)
+    poll = polled.observe(poll=True)
+    assert [d.retention_freed for d in poll.log_dirs] == [(1, 2), (2, 4)]
+    assert [v.retention_freed for v in poll.volumes] == [(1, 2), (2, 4)]
+    check = polled.observe()
+    assert [d.retention_freed for d in check.log_dirs] == [None, None]
+    failed = ClusterVolumeSource(SizedClient([1, 2, 3], dirs), lambda: 42.0, True, forecaster)
+    assert not failed.observe(poll=True).succeeded  # broker 3 did not answer: nothing asked
+    assert forecaster.asked == 1

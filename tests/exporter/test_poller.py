@@ -29,7 +29,7 @@ class Disk:
         self.available = 1000
         self.time = 0.0
 
-    def observe(self) -> Observation:
+    def observe(self, poll: bool = False) -> Observation:
         return Observation(self.time, (0,), (LogDirDescription(0, "/d", 1000, self.available),))
 
     def taken_in(self, observation: Observation) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from kvq.contract.archive_record import SCHEMA_VERSION, ArchiveRecordError, from_line, to_line
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.volume import LogDirDescription
 
 
@@ -45,6 +46,20 @@ def test_failure_keeps_stage_error_and_what_was_seen():
 def test_bad_lines_say_what_is_wrong(line, message):
     with pytest.raises(ArchiveRecordError, match=message):
         from_line(line)
+
+
+def test_the_retention_forecast_round_trips_by_seconds_ahead_and_a_partial_one_is_unknown():
+    freed = tuple(1000 * k for k in range(len(AHEAD_SECONDS)))
+    dirs = (LogDirDescription(0, "/d", 1000, 400, grown_bytes=1, retention_freed=freed),)
+    foreseen = Observation(7.0, (0,), dirs)
+    written = json.loads(to_line(foreseen, "c"))["log_dirs"][0]["retention_freed_bytes"]
+    assert written["5"] == 0 and written["120"] == 23_000 and len(written) == 24
+    assert from_line(to_line(foreseen, "c")) == ("c", foreseen)
+    del written["60"]  # times ahead it does not know (another version's): not a forecast
+    record = {**json.loads(to_line(foreseen, "c"))}
+    record["log_dirs"][0]["retention_freed_bytes"] = written
+    assert from_line(json.dumps(record))[1].log_dirs[0].retention_freed is None
+    assert "retention_freed" not in to_line(Observation(7.0, (0,), dirs[:0]), "c")
 
 
 def test_grown_bytes_round_trip_and_lines_without_them_read_as_unknown():
