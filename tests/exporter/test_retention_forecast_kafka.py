@@ -9,6 +9,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devcluster.cluster import DevCluster
 from devkit.kafka_cluster import KafkaCluster
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
@@ -84,5 +85,34 @@ def test_what_retention_is_foreseen_to_free_by_a_time_ahead_kafka_has_freed_by_t
             # the compacted topic, nothing.
             assert 0.3 * kept <= foreseen[0] <= 0.6 * kept, (foreseen, kept)
             assert foreseen[1] == kept, (foreseen, kept)
+        finally:
+            client.close()
+
+
+def test_what_a_cluster_cannot_answer_is_not_foreseen(tmp_path):
+    """devcluster describes no topic configs (INVALID_REQUEST) and lists no offsets: the
+    forecast foresees nothing there and the poll goes on."""
+    with DevCluster(
+        brokers=1, log_dirs_per_broker=1, data_dir=tmp_path / "data", capacity_bytes=10_000_000
+    ) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for future in admin.create_topics([NewTopic("kept", 1, 1)]).values():
+            future.result(timeout=30)
+        producer = LoadProducer(cluster.bootstrap)
+        try:
+            for _ in range(100):
+                while not producer.send("kept", b"k" * 1000):
+                    pass
+            assert producer.producer.flush(30) == 0 and not producer.log.errors
+        finally:
+            producer.close()
+        client = KafkaClusterClient({"bootstrap.servers": cluster.bootstrap}, 5.0)
+        try:
+            [log_dir] = client.describe_log_dirs([0], partition_sizes=True)[0]
+            assert log_dir.replica_sizes
+            source = RetentionForecastSource(client, time.time, AHEADS)
+            assert source.forecast([log_dir]) == {log_dir.key: (0, 0)}
+            offsets = client.list_offsets({0: {("kept", 0): -2}})
+            assert offsets == {}  # ListOffsets unsupported: nothing
         finally:
             client.close()
