@@ -112,7 +112,7 @@ class RetentionForecastSource:
         }
         offsets = self._offsets(foreseen, round(self.clock() * 1000))
         return {
-            key: volume_freed_bytes(replicas, self._retention, offsets, len(self.aheads))
+            key: volume_freed_bytes(replicas, self._retention, offsets, self.aheads)
             for key, replicas in sizes.items()
         }
 

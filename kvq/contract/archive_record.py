@@ -11,8 +11,9 @@ Schema version 1 (documented in docs/exporter.md, "The archive"):
 when the exporter read the partitions' sizes: `LogDirDescription.grown_bytes`) is left out when
 unknown; a line without it reads as unknown (None). `retention_freed_bytes` (optional, only when
 the exporter foresaw retention: `LogDirDescription.retention_freed`): the seconds ahead of `time`
-to the bytes retention frees by then at least; read back as unknown (None) unless it has every
-one of `kvq.model.retention_forecast.AHEAD_SECONDS`.
+to the bytes retention frees by then at least (-1: past the log dir's shortest retention time,
+unknown); read back as unknown (None) unless it has every one of
+`kvq.model.retention_forecast.AHEAD_SECONDS`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ keeps its data in remote storage (its local retention waits on uploads no reply 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 NEVER = -1
@@ -87,23 +87,37 @@ class PartitionOffsets:
         return self.log_end if offset == NEVER else offset
 
 
+UNKNOWN = -1
+"""A time ahead past the log dir's shortest retention time: what is freed by then includes what
+is written from now on, which no reply shows."""
+
+
 def volume_freed_bytes(
     replica_sizes: Mapping[tuple[str, int, bool], int],
     retention: Mapping[str, TopicRetention],
     offsets: Mapping[tuple[str, int], PartitionOffsets],
-    aheads: int,
+    aheads: Sequence[int],
 ) -> tuple[int, ...]:
-    """Per time ahead, what retention frees by then in one log dir at least: the sum over its
-    replicas (a replica being moved in, `future`, frees what its source frees; counted there)
-    of what each frees, for the partitions whose topic and offsets are known."""
-    total = [0] * aheads
+    """Per time ahead (seconds), what retention frees by then in one log dir at least: the sum
+    over its replicas (a replica being moved in, `future`, frees what its source frees; counted
+    there) of what each frees, for the partitions whose topic and offsets are known; `UNKNOWN`
+    past the shortest retention time of its topics that delete by time (a policy spending the
+    headroom until then would count on what is written now staying, which retention deletes
+    from then on)."""
+    total = [0] * len(aheads)
+    shortest: int | None = None
     for (topic, partition, future), size in replica_sizes.items():
         topic_retention = retention.get(topic)
         partition_offsets = offsets.get((topic, partition))
-        if future or topic_retention is None or partition_offsets is None:
+        if future or topic_retention is None or not topic_retention.foreseeable:
             continue
-        if not topic_retention.foreseeable:
+        if shortest is None or topic_retention.retention_ms < shortest:
+            shortest = topic_retention.retention_ms
+        if partition_offsets is None:
             continue
         for k, freed in enumerate(partition_offsets.freed_bytes(size, topic_retention)):
             total[k] += freed
-    return tuple(total)
+    return tuple(
+        UNKNOWN if shortest is not None and 1000 * ahead > shortest else freed
+        for ahead, freed in zip(aheads, total, strict=True)
+    )

@@ -66,13 +66,16 @@ def log_dir(broker: int, *replicas: tuple[str, int]) -> LogDirDescription:
 
 def test_each_log_dir_frees_what_its_replicas_wrote_a_retention_time_a_check_and_a_segment_ago():
     kafka, clock = Kafka(), [NOW_S]
-    source = RetentionForecastSource(kafka, lambda: clock[0], aheads=(20, 200))
+    source = RetentionForecastSource(kafka, lambda: clock[0], aheads=(20, 90, 120))
     dirs = [log_dir(0, ("t", 0)), log_dir(1, ("t", 1), ("u", 0))]
     forecast = source.forecast(dirs)
     # 20 s ahead: written before now + 20 - 100 - 2 (broker 1's check, the longest) - 10, the
-    # first 908 offsets; 200 s ahead: all
-    assert forecast == {(0, "/d0"): (908_000, 1_000_000), (1, "/d1"): (1_816_000, 2_000_000)}
-    assert kafka.offsets_asked == 2 + 2 * 2  # log start, log end, two probes per time ahead
+    # first 908 offsets; 90 s ahead, 978; 120 s, past the retention time: unknown
+    assert forecast == {
+        (0, "/d0"): (908_000, 978_000, -1),
+        (1, "/d1"): (1_816_000, 1_956_000, -1),
+    }
+    assert kafka.offsets_asked == 2 + 2 * 3  # log start, log end, two probes per time ahead
 
 
 def test_a_timestamp_two_times_ahead_share_is_asked_once():
@@ -87,12 +90,14 @@ def test_a_timestamp_two_times_ahead_share_is_asked_once():
 
 def test_what_cannot_be_read_is_not_foreseen_and_configs_are_read_again_a_minute_later():
     kafka, clock = Kafka(), [NOW_S]
+    kafka.configs["t"] = {**TOPIC, "retention.ms": "1000000"}
     kafka.configs["u"] = ClusterError("TopicAuthorizationFailedError")
     del kafka.leaders[("t", 1)]  # no leader
     kafka.checks[1] = ClusterError("broker 1: no answer")  # Kafka's default then: 300 s
     source = RetentionForecastSource(kafka, lambda: clock[0], aheads=(400,))
     dirs = [log_dir(0, ("t", 0)), log_dir(1, ("t", 1), ("u", 0))]
-    assert source.forecast(dirs) == {(0, "/d0"): (990_000,), (1, "/d1"): (0,)}
+    # 400 s ahead: written before now + 400 - 1,000 - 300, and a segment before that: 90 offsets
+    assert source.forecast(dirs) == {(0, "/d0"): (90_000,), (1, "/d1"): (0,)}
     clock[0] += 30
     kafka.configs["v"] = TOPIC
     source.forecast([*dirs, log_dir(2, ("v", 0))])

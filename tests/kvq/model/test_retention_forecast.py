@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvq.model.retention_forecast import (
     NEVER,
+    UNKNOWN,
     PartitionOffsets,
     TopicRetention,
     volume_freed_bytes,
@@ -62,5 +63,15 @@ def test_a_volume_frees_its_replicas_sum_but_nothing_of_topics_that_do_not_delet
     }
     retention = {"a": BY_TIME, "c": compacted, "f": forever}
     known = {(t, p): offsets for t, p in [("a", 0), ("a", 1), ("c", 0), ("f", 0)]}
-    assert volume_freed_bytes(sizes, retention, known, 1) == (500 + 1_000,)
-    assert volume_freed_bytes(sizes, retention, {}, 2) == (0, 0)
+    assert volume_freed_bytes(sizes, retention, known, (30,)) == (500 + 1_000,)
+    assert volume_freed_bytes(sizes, retention, {}, (30, 60)) == (0, 0)
+
+
+def test_past_the_shortest_retention_time_of_a_volumes_topics_it_is_unknown():
+    # by then retention frees what is written from now on, which no offset shows
+    long = TopicRetention(600_000, 5_000, 1 << 30, 0)
+    sizes = {("short", 0, False): 1_000, ("long", 0, False): 1_000}
+    offsets = {("short", 0): PartitionOffsets(0, 100, ((50, 60),) * 3)}
+    retention = {"short": BY_TIME, "long": long}
+    assert volume_freed_bytes(sizes, retention, offsets, (30, 60, 90)) == (500, 500, UNKNOWN)
+    assert volume_freed_bytes({("long", 0, False): 1}, retention, {}, (90,)) == (0,)

@@ -658,13 +658,14 @@ def foresee_retention(
     def sampled_rate_to_hold(now: float, spare: float) -> float:
         """As a forecast from Kafka gives it (`aheads`): the deletions by each of those
         seconds from now only, each known to hold from its time on (up to the next); none past
-        a retention time after the factor takes effect (from then on retention frees what is
-        written at the rate held)."""
+        a retention time (`kvq.model.retention_forecast.volume_freed_bytes`: from about then on
+        retention frees what is written at the rate held; up to a retention time after the
+        factor takes effect, as D, changes nothing here)."""
         assert aheads is not None
         known = [(0.0, 0.0)] + [(a, foreseen(now, now + a)) for a in aheads]
         bounds = []
         for (_, freed), (until, _) in zip(known, known[1:], strict=False):
-            if apply_seconds < until <= apply_seconds + retention:
+            if apply_seconds < until <= retention:
                 bounds.append((spare + freed) / (until - apply_seconds))
         return min(bounds)
 
