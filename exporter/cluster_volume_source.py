@@ -6,6 +6,7 @@ every active broker answered; otherwise it fails at the stage that failed, keepi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -14,6 +15,8 @@ from exporter.cluster_client import Broker, ClusterError
 from exporter.replica_growth import ReplicaGrowth
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.volume import LogDirDescription
+
+log = logging.getLogger("kvq.exporter")
 
 
 class ClusterClient(Protocol):
@@ -108,7 +111,11 @@ class ClusterVolumeSource:
         """The log dirs `described` with what retention frees in them by the times ahead, from
         their replicas' sizes as `read` (those with sizes), computed before the observation's
         time is taken: foreseen from a moment earlier, it holds by each time ahead of it."""
-        freed = forecaster.forecast(read)
+        try:
+            freed = forecaster.forecast(read)
+        except Exception:  # noqa: BLE001 - a forecast must never cost the poll its factor
+            log.exception("retention forecast failed; the poll goes on without it")
+            return described
         return tuple(
             replace(d, retention_freed=freed[d.key]) if d.key in freed else d for d in described
         )

@@ -91,3 +91,16 @@ def test_a_polls_log_dirs_carry_the_forecast_and_a_checks_do_not():
     failed = ClusterVolumeSource(SizedClient([1, 2, 3], dirs), lambda: 42.0, True, forecaster)
     assert not failed.observe(poll=True).succeeded  # broker 3 did not answer: nothing asked
     assert forecaster.asked == 1
+
+
+class Broken:
+    def forecast(self, log_dirs):
+        raise RuntimeError("a reply kafka-python could not parse")
+
+
+def test_a_forecast_that_fails_costs_the_poll_nothing_but_the_forecast(caplog):
+    dirs = {1: [LogDirDescription(1, "/a", 10, 5, replica_sizes={("t", 0, False): 1})]}
+    polled = ClusterVolumeSource(SizedClient([1], dirs), lambda: 42.0, True, Broken())
+    poll = polled.observe(poll=True)
+    assert poll.succeeded and [d.retention_freed for d in poll.log_dirs] == [None]
+    assert "retention forecast failed" in caplog.text
