@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from kvq.model.limits import Limit, MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN, Expressions
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.slowdown_depth import depth_of_drop, depth_sharing, factor_at_depth
 from kvq.model.throttle_factor_policy import THROTTLED, VolumeReading, used_bytes
 
@@ -97,6 +98,11 @@ class GracefulSlowdown:
     nor does the floor at once on the fill rate (bursts would trigger it). On real Kafka
     (`python -m bench.slowdown --partition-sizes`) this rides at about 85 % of the most any
     policy could write without crossing the limit, against 75-79 % without (docs/policies.md).
+
+    With what retention frees by times ahead foreseen as well (`VolumeReading.retention_freed`,
+    `kvq.throttle.slowdown.retention.forecast`), the level spends the headroom evenly until
+    retention frees what the producers write now (`foreseen_reach`), instead of waiting to see
+    what it frees, and the approach is no longer paced on the net fill rate.
     """
 
     limit: Limit
@@ -147,6 +153,7 @@ class GracefulSlowdown:
         3 * FILL_INTERVAL_SECONDS,
     )
     """The spaced fill rate's readings: `FILL_INTERVALS` of `FILL_INTERVAL_SECONDS` back."""
+    reads_forecast: ClassVar[bool] = True
     accumulates: ClassVar[bool] = True
     peaks: ClassVar[int] = 2
     """The peak fill rate (`peak_sample`) and, following retention, the largest burst."""
@@ -287,7 +294,11 @@ class GracefulSlowdown:
         # Following retention, the factor is a level (the floor, `depth_floor`): the depth falls
         # to it as fast as `LEVEL_RISE` allows; in the approach, paced on the net fill rate too.
         rise = -depth_of_drop(self.LEVEL_RISE) * elapsed / self.FLOOR_CLIMB_SECONDS
-        approach = self.in_approach(reading, ops) & (too_fast > 0)
+        # Foreseeing retention, the approach needs no pacing on the net fill rate: the level
+        # counts on no deletion before the forecast's.
+        approach = ops.choose(
+            self.foresees(reading, ops), False, self.in_approach(reading, ops) & (too_fast > 0)
+        )
         follows = self.follows_retention(reading, ops)
         step = ops.choose(follows, ops.choose(approach, paced, rise), paced)
         freed = (
@@ -489,10 +500,72 @@ class GracefulSlowdown:
         here); the headroom then is foreseen at the window's rates, shrinking only: what
         retention frees comes in bursts (segments), and a throttled interval writes less than
         the factor it sets will (foreseeing the headroom grow too let a 10x load step cross
-        the limit with a 30 s response time in tests/kvq/model/test_slowdown_study.py)."""
+        the limit with a 30 s response time in tests/kvq/model/test_slowdown_study.py). With what
+        retention frees foreseen (`foresees`), `foreseen_reach` instead."""
         grown, _, seconds = self.growth_window(reading, ops)
         freed = self.freed_rate(reading, ops)
-        return self.reach_at(reading, grown / seconds, freed, unseen, peaks, ops)
+        reach = self.reach_at(reading, grown / seconds, freed, unseen, peaks, ops)
+        if reading.retention_freed is None:
+            return reach
+        foreseen = self.foreseen_reach(reading, grown / seconds, peaks, ops)
+        return ops.choose(self.foresees(reading, ops), foreseen, reach)
+
+    FORESEEN_MARGIN_SECONDS: ClassVar[float] = 4.0
+    """With retention foreseen (`foreseen_reach`): the headroom kept, in seconds of the rate the
+    partitions grew at over the window ..."""
+    FORESEEN_MARGIN_BURSTS: ClassVar[float] = 1.0
+    """... and at least this many of the burst the reading shows (`burst`): the current one, not
+    the largest seen (the load starting, as the partitions' sizes see it, is one burst of a
+    window's growth, which a margin on the largest would keep for the whole episode)."""
+
+    def applied_seconds(self) -> float:
+        """How long after a reading its factor is in Kafka's quotas: the response time less the
+        two polls the net fill rate's median waits for, which a level does not wait for."""
+        return max(self.response_seconds - 2 * self.FLOOR_CLIMB_SECONDS, 0.0)
+
+    def foresees(self, reading: VolumeReading, ops: Expressions) -> Any:
+        """Whether the reading carries what retention frees by the times ahead
+        (`VolumeReading.retention_freed`), known past the time its factor takes effect: the
+        level then spends the headroom as `foreseen_reach` says."""
+        applied = self.applied_seconds()
+        if reading.retention_freed is None or applied >= AHEAD_SECONDS[-1]:
+            return False
+        first = next(i for i, ahead in enumerate(AHEAD_SECONDS) if ahead > applied)
+        freed = reading.retention_freed[first]
+        return ops.choose(ops.known(freed), freed, -1) >= 0
+
+    def foreseen_reach(
+        self, reading: VolumeReading, gross: Any, peaks: tuple[Any, ...], ops: Expressions
+    ) -> Any:
+        """How many times too fast the peak write rate is for the rate to hold, with what
+        retention frees by each time ahead foreseen (`foresees`): the lowest rate at which the
+        headroom when the factor takes effect (less the window's `gross` rate until then) above
+        a margin, plus what retention frees by each time ahead, lasts until the next one. What
+        is freed by a time holds from then on and nothing more is counted until the next, so
+        the headroom is spent evenly until retention frees what the producers write now (past
+        the times foreseen, -1: no bound). Before retention reaches the load's segments nothing
+        is foreseen and the headroom is spent until then; once it does, at the rate it frees.
+        In the closed-loop model (tests/kvq/model/test_slowdown_study.py) this writes more than
+        the level on what retention freed (`reach_at`), with shorter stalls."""
+        applied = self.applied_seconds()
+        peak, _ = peaks
+        margin = ops.greatest(
+            self.FORESEEN_MARGIN_SECONDS * gross,
+            self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
+        )
+        spare = self.headroom(reading) - gross * applied - margin
+        never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
+        # One bound per time ahead, each reading only its own and the one before (a time unknown
+        # frees nothing by it): on Spark's Columns an expression that read the bounds so far
+        # twice over would double with every time ahead.
+        bounds = []
+        freed: Any = 0.0
+        for ahead, by_then in zip(AHEAD_SECONDS, reading.retention_freed, strict=True):
+            if ahead > applied:
+                bound = (spare + freed) / (ahead - applied)
+                bounds.append(ops.choose(by_then < 0, never, bound))
+            freed = ops.greatest(by_then, 0)
+        return ops.greatest(peak, 1.0) / ops.greatest(ops.least(*bounds), 1.0)
 
     def freed_rate(self, reading: VolumeReading, ops: Expressions) -> Any:
         """What retention freed per second over the window, or over the last
@@ -521,9 +594,7 @@ class GracefulSlowdown:
         it) read as retention freeing less than nothing, down to that rate: a sustained fill takes
         room at its rate, one burst of it (a median ignores it) only the room the headroom shows."""
         freed = ops.greatest(freed, -unseen)
-        # The response time counts two polls for the net fill rate's median, which the level
-        # does not wait for: its factor is in Kafka's quotas this long after the reading.
-        applied = max(self.response_seconds - 2 * self.FLOOR_CLIMB_SECONDS, 0.0)
+        applied = self.applied_seconds()
         foreseen = self.headroom(reading) + ops.least(freed - gross, 0.0) * applied
         # The margin at the rates the window saw, not the peak: the peak is the highest of many
         # noisy windows, and a margin on it keeps the headroom up by what the noise added.

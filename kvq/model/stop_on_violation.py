@@ -20,6 +20,7 @@ class StopOnViolation:
     history: ClassVar[int] = 0
     growth_windows: ClassVar[tuple[float, ...]] = ()
     looks_back: ClassVar[tuple[float, ...]] = ()
+    reads_forecast: ClassVar[bool] = False
     accumulates: ClassVar[bool] = False
     peaks: ClassVar[int] = 0
     polls_watched_after_lift: ClassVar[int] = 3

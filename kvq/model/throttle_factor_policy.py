@@ -96,6 +96,9 @@ class VolumeReading(NamedTuple):
     available_ratio: Any
     grown_bytes: Any = None
     windows: ReadingWindows = ReadingWindows()
+    retention_freed: Any = None
+    """What retention frees in it by each of `kvq.model.retention_forecast.AHEAD_SECONDS` at
+    least (`Volume.retention_freed`; -1 past its shortest retention time), or None."""
 
     @classmethod
     def of(cls, volume: Volume, time: float) -> VolumeReading:
@@ -106,6 +109,7 @@ class VolumeReading(NamedTuple):
             volume.available_bytes,
             volume.available_ratio,
             volume.grown_bytes,
+            retention_freed=volume.retention_freed,
         )
 
 
@@ -137,6 +141,10 @@ class ThrottleFactorPolicy(Protocol):
 
     accumulates: ClassVar[bool]
     """Whether `volume_factor` reads the volume's depth (`depth_step` feeds it)."""
+
+    reads_forecast: ClassVar[bool]
+    """Whether the methods read a reading's `retention_freed` (the exporter then asks Kafka for
+    it at each poll, the backfill reads it from the archive)."""
 
     peaks: ClassVar[int]
     """How many running maxima (*peaks*) `peak_sample` gives a sample of, for `depth_floor`."""

@@ -13,6 +13,7 @@ from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN
 from kvq.model.policy_run import PolicyRun
 from kvq.model.reading_trail import ReadingTrail
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.slowdown_depth import depth_sharing
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
@@ -574,6 +575,42 @@ def windowed(policy: GracefulSlowdown, readings: list[VolumeReading]) -> VolumeR
     for reading in earlier:
         trail.take(reading)
     return now._replace(windows=trail.windows(now))
+
+
+def forecast(freed) -> tuple[int, ...]:
+    """What retention frees by each time ahead, `freed(ahead)` (None: -1, unknown)."""
+    return tuple(-1 if freed(a) is None else int(freed(a)) for a in AHEAD_SECONDS)
+
+
+def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_frees_it():
+    """Partitions growing by 1 MB/s, 64 MB of headroom, the peak 2 MB/s, a 14 s response (the
+    factor in the quotas 4 s after the reading). With nothing freed over the next minute and
+    the rest unknown (retention keeps a minute), the headroom less the 4 MB written until the
+    factor takes effect and the margin (4 s of the window's rate) lasts the 56 s from then to
+    a minute at 1 MB/s: half the peak. With 1 MB/s freed from now on for two minutes, the
+    level holds what retention frees plus the spare spread over the 116 s: 1.47 MB/s. Where
+    the forecast is unknown past the factor's taking effect, or absent, the level is the one
+    on what retention freed (`reach_at`)."""
+    policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
+    readings = [
+        VolumeReading(5.0 * i, TOTAL, LIMIT + 64 * MB, 0.5, None if i == 0 else 5 * MB)
+        for i in range(8)
+    ]
+    peaks = (2 * MB, 0.0)
+
+    def reach(retention_freed):
+        now = windowed(
+            policy, [*readings[:-1], readings[-1]._replace(retention_freed=retention_freed)]
+        )
+        return policy.retention_reach(now, 0.0, peaks, PLAIN)
+
+    assert 2 * MB / reach(forecast(lambda a: 0 if a <= 60 else None)) == pytest.approx(MB)
+    steady = 2 * MB / reach(forecast(lambda a: a * MB))
+    assert steady == pytest.approx((56 + 115) / 116 * MB)
+    unseen = reach(None)
+    assert unseen != pytest.approx(reach(forecast(lambda a: a * MB)))
+    assert reach(forecast(lambda a: None)) == unseen
+    assert reach(forecast(lambda a: None if a <= 5 else a * MB)) == unseen
 
 
 def test_with_grown_bytes_the_escapes_stay():

@@ -17,6 +17,7 @@ class SlowDownWhileShrinking:
     history: ClassVar[int] = 1
     growth_windows: ClassVar[tuple[float, ...]] = ()
     looks_back: ClassVar[tuple[float, ...]] = ()
+    reads_forecast: ClassVar[bool] = False
     accumulates: ClassVar[bool] = False
     gauges: ClassVar[tuple[str, ...]] = ()
 
