@@ -8,6 +8,8 @@ reported with its exact file and line number. The checks mirror
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from pyspark.sql import types as T
 from kvq.contract.archive_record import FAILURE, SCHEMA_VERSION, SUCCESS
 from kvq.model.limits import Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGES
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.volume import (
     NO_ERROR,
     UNUSABLE_ERROR,
@@ -39,6 +42,7 @@ LOG_DIR = T.StructType(
         T.StructField("usable_bytes", T.LongType()),
         T.StructField("error_code", T.LongType()),
         T.StructField("grown_bytes", T.LongType()),
+        T.StructField("retention_freed_bytes", T.MapType(T.StringType(), T.LongType())),
     ]
 )
 RECORD = T.StructType(
@@ -111,7 +115,8 @@ class ArchiveRows:
     def log_dirs(self, successes: DataFrame, broadcast: bool = True) -> DataFrame:
         """One row per log dir described by a success of `successes` (cluster, file, line and
         its facts), with that success's columns and broker_id, log_dir, total_bytes,
-        available_bytes, error_code, grown_bytes (null where the line has none). Joined per
+        available_bytes, error_code, grown_bytes (null where the line has none) and
+        retention_freed (`retention_freed`: null unless the line has all of it). Joined per
         line, before the log dirs are exploded: a join
         of small rows (broadcast unless `broadcast` is False, for millions of polls)."""
         r = F.col("r")
@@ -133,9 +138,18 @@ class ArchiveRows:
                 d.usable_bytes.alias("available_bytes"),
                 d.error_code.alias("error_code"),
                 d.grown_bytes.alias("grown_bytes"),
+                retention_freed(d.retention_freed_bytes).alias("retention_freed"),
             )
             .drop("d")
         )
+
+
+def retention_freed(forecast: Column) -> Column:
+    """A log dir's `retention_freed_bytes` as the bytes freed by each of `AHEAD_SECONDS` in
+    order (`kvq.contract.archive_record`: null unless it has every one of them)."""
+    freed = [forecast[str(ahead)] for ahead in AHEAD_SECONDS]
+    complete = functools.reduce(operator.and_, (by_then.isNotNull() for by_then in freed))
+    return F.when(complete, F.array(*freed))
 
 
 def described_brokers(brokers: Observation) -> dict[str, list[int]]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.throttle_factor_policy import (
     UNTHROTTLED,
     EarlierReading,
@@ -148,6 +149,10 @@ def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
         ),
     )
     reading = _reading(F.col)._replace(windows=windows)
+    if policy.reads_forecast:
+        forecast = F.col("retention_freed")
+        freed = tuple(forecast[i] for i in range(len(AHEAD_SECONDS)))
+        reading = reading._replace(retention_freed=freed)
     previous = [_reading(F.col(f"previous{n}").getField) for n in range(1, policy.history + 1)]
     chosen = F.lit(declared(reading, tuple(previous)))
     for n in range(policy.history, 0, -1):
@@ -423,6 +428,7 @@ def described_log_dirs(
         ),
         # the success's time and the growth, for the policy's readings
         *(["time", "grown_bytes"] if _reads_earlier(policy) else []),
+        *(["retention_freed"] if policy.reads_forecast else []),
         ranges.partition().alias(BROKER_RANGE),
     ).repartitionById(ranges.partitions, BROKER_RANGE)
     usable = F.col("reason").isNull()

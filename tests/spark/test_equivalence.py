@@ -3,6 +3,7 @@ publishes for the same archive: every family, series, timestamp and value."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import ClassVar
@@ -16,6 +17,7 @@ from kvq.contract.archive_record import to_line
 from kvq.contract.metric_families import backfilled
 from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, used_bytes
 from kvq.model.volume import LogDirDescription
 from kvq.settings.config import (
@@ -154,6 +156,7 @@ class SlowDownWhileFilling:
     history: ClassVar[int] = 1
     growth_windows: ClassVar[tuple[float, ...]] = ()
     looks_back: ClassVar[tuple[float, ...]] = ()
+    reads_forecast: ClassVar[bool] = False
     accumulates: ClassVar[bool] = False
     gauges: ClassVar[tuple[str, ...]] = ()
     bytes_per_second: float = 1e9
@@ -279,6 +282,58 @@ def test_holding_the_write_rate_at_what_retention_frees_is_evaluated_alike(spark
     assert_same(got, expected)
 
 
+def test_foreseeing_what_retention_frees_is_evaluated_alike(spark, tmp_path):
+    """Readings with what retention frees by each time ahead (the exporter's forecast, archived
+    as `retention_freed_bytes`): graceful slowdown spends the headroom until retention frees
+    what is written now. Some readings have none (a forecast that failed), some are unknown
+    past a minute (-1), one is unknown from the first time ahead, one line has a partial
+    forecast (read as none). The backfill holds it as the exporter does, bit for bit, and the
+    forecast changes the factors."""
+    total, used, rows = 32 << 20, 14 << 20, []
+    for time in range(0, 200, 5):
+        grown, freed = 1_000_000, (900_000 if time >= 30 else 0)
+        used = max(used + grown - freed, 0)
+        forecast = tuple(
+            -1 if (ahead > 60 and time % 3) or time == 85 else 900_000 * ahead // 5
+            for ahead in AHEAD_SECONDS
+        )
+        described = LogDirDescription(
+            0,
+            "/d",
+            total,
+            total - used,
+            0,
+            None if time == 0 else grown,
+            retention_freed=None if time in (50, 55) else forecast,
+        )
+        rows.append(Observation(1000 + time, (0,), (described,)))
+    archive = tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl"
+    write_lines(archive, rows)
+    lines = archive.read_text().splitlines(keepends=True)
+    lines[20] = lines[20].replace('"5":', '"4":')  # a partial forecast: none
+    archive.write_text("".join(lines))
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    got, expected, _ = backfill_both(archive.parent.parent.parent, config, tmp_path / "out", 5)
+    assert_same(got, expected)
+    write_lines(archive, [replace_forecast(o, None) for o in rows])
+    _, unforeseen, _ = backfill_both(archive.parent.parent.parent, config, tmp_path / "out2", 5)
+    key = (NS + "log_dir_throttle_factor", '{broker_id="0",cluster="kafka",log_dir="/d"}')
+    assert min(expected[key].values()) < 1.0
+    assert expected[key] != unforeseen[key]
+
+
+def replace_forecast(observation: Observation, forecast) -> Observation:
+    return dataclasses.replace(
+        observation,
+        log_dirs=tuple(
+            dataclasses.replace(d, retention_freed=forecast) for d in observation.log_dirs
+        ),
+    )
+
+
 def test_peaks_forgotten_after_calm_are_forgotten_alike(spark, tmp_path):
     """A 4 MB replica copied onto the disk 30 s in: the largest burst and the peak, which hold
     producers down; then calm readings (the headroom lasting far more than four horizons at
@@ -331,6 +386,7 @@ class SlowDownOnWindows:
     history: ClassVar[int] = 0
     growth_windows: ClassVar[tuple[float, ...]] = (30.0, 5.0)
     looks_back: ClassVar[tuple[float, ...]] = (4.0, 12.0)
+    reads_forecast: ClassVar[bool] = False
     accumulates: ClassVar[bool] = False
     gauges: ClassVar[tuple[str, ...]] = ()
     bytes_per_second: float = 4e6
