@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
@@ -16,6 +17,7 @@ from exporter.exposition import render_family, render_volumes
 from exporter.http_server import exporter_routes, exporter_server
 from exporter.poller import Poller
 from exporter.retention_check_audit import RetentionCheckAudit
+from exporter.retention_forecast_source import ForecastClient, RetentionForecastSource
 from exporter.scrape_phase import ScrapePhase
 from exporter.settings import ExporterSettings
 from exporter.status import status_document
@@ -31,13 +33,18 @@ log = logging.getLogger("kvq.exporter")
 POLL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+class ExporterClient(ClusterClient, ForecastClient, Protocol):
+    """What the exporter asks of the cluster: its volumes and, for the retention forecast, its
+    topics' leaders, configs and offsets (`KafkaClusterClient`)."""
+
+
 class Exporter:
     """The running exporter; `start()` serves HTTP and polls in threads, `stop()` ends both."""
 
     def __init__(
         self,
         settings: ExporterSettings,
-        client: ClusterClient | None = None,
+        client: ExporterClient | None = None,
         clock: Callable[[], float] = time.time,
         web_config: WebConfig | None = None,
         limits: ConnectionLimits | None = None,
@@ -70,7 +77,16 @@ class Exporter:
         """Guards `throttle`: the poller feeds it, metrics and /status read it."""
         self.scrape_phase = ScrapePhase()
         self.poller = Poller(
-            ClusterVolumeSource(self.client, clock, config.reads_partition_sizes),
+            ClusterVolumeSource(
+                self.client,
+                clock,
+                config.reads_partition_sizes,
+                (
+                    RetentionForecastSource(self.client, clock)
+                    if config.reads_retention_forecast
+                    else None
+                ),
+            ),
             self.throttle,
             clock,
             config.check_interval.total_seconds(),

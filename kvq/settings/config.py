@@ -98,6 +98,8 @@ SLOWDOWN_RESPONSE = "kvq.throttle.slowdown.response.time"
 SLOWDOWN_RESPONSE_DEFAULT = format_duration(timedelta(seconds=RESPONSE_SECONDS_DEFAULT))
 SLOWDOWN_PARTITION_SIZES = "kvq.throttle.slowdown.partition.sizes"
 SLOWDOWN_PARTITION_SIZES_DEFAULT = "false"
+SLOWDOWN_RETENTION_FORECAST = "kvq.throttle.slowdown.retention.forecast"
+SLOWDOWN_RETENTION_FORECAST_DEFAULT = "false"
 SLOWDOWN_PEAK_MEMORY = "kvq.throttle.slowdown.peak.memory"
 SLOWDOWN_PEAK_MEMORY_DEFAULT = format_duration(timedelta(seconds=PEAK_MEMORY_SECONDS_DEFAULT))
 APP_NAMESPACES = ("exporter", "enforcer", "backfill")
@@ -279,6 +281,23 @@ SHARED_KVQ_SETTINGS = (
         "the model crosses from 10 s) (docs/policies.md).",
     ),
     Setting(
+        SLOWDOWN_RETENTION_FORECAST,
+        values.boolean,
+        SLOWDOWN_RETENTION_FORECAST_DEFAULT,
+        f"{GRACEFUL_SLOWDOWN} with {SLOWDOWN_PARTITION_SIZES} only: whether the exporter asks "
+        "Kafka, at each poll, what retention frees in each log dir by each 5 s of the next two "
+        "minutes (from the topics' retention and segment configs and the offsets by "
+        "timestamp of the partitions the log dir holds: Metadata, DescribeConfigs and "
+        "ListOffsets, which need Describe and DescribeConfigs on the topics), to archive it "
+        "(retention_freed_bytes) and spend the headroom evenly until retention frees what is "
+        "written now, instead of waiting to see what it frees. In the closed-loop model it "
+        "writes a little more (82 % of the bound for 40 principals, 81 % without) with "
+        "shorter stalls (13 s at the most, 21 s without) and keeps a 10x load step early in "
+        "the load off the limit in 24 of 25 runs (14 without); not yet run on real Kafka "
+        "by the bench (docs/policy-study.md). A topic whose configs or offsets cannot be read "
+        "frees nothing in the forecast.",
+    ),
+    Setting(
         SLOWDOWN_PEAK_MEMORY,
         values.duration_between(
             timedelta(minutes=1),
@@ -353,6 +372,7 @@ class Config:
     slowdown_horizon: timedelta = timedelta(minutes=10)
     slowdown_response: timedelta = timedelta(seconds=RESPONSE_SECONDS_DEFAULT)
     slowdown_partition_sizes: bool = False
+    slowdown_retention_forecast: bool = False
     slowdown_peak_memory: timedelta = timedelta(seconds=PEAK_MEMORY_SECONDS_DEFAULT)
 
     @property
@@ -379,6 +399,12 @@ class Config:
         """Whether the exporter asks for the partitions' sizes (`kvq.throttle.slowdown.partition
         .sizes`, graceful-slowdown only: the other policy reads the totals alone)."""
         return self.policy_name == GRACEFUL_SLOWDOWN and self.slowdown_partition_sizes
+
+    @property
+    def reads_retention_forecast(self) -> bool:
+        """Whether the exporter asks Kafka what retention frees by the times ahead at each poll
+        (`kvq.throttle.slowdown.retention.forecast`, with the partitions' sizes only)."""
+        return self.reads_partition_sizes and self.slowdown_retention_forecast
 
     def effective(self, own: Sequence[Setting] = ()) -> list[tuple[str, str]]:
         """Every property in force (with the defaults of `own`), secrets masked, sorted by key."""
@@ -660,6 +686,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
     horizon = read(SLOWDOWN_HORIZON)
     response = read(SLOWDOWN_RESPONSE)
     partition_sizes = read(SLOWDOWN_PARTITION_SIZES)
+    retention_forecast = read(SLOWDOWN_RETENTION_FORECAST)
     peak_memory = read(SLOWDOWN_PEAK_MEMORY)
     cluster_label = read(CLUSTER_LABEL)
 
@@ -694,6 +721,7 @@ def _read_shared(reader: _Reader, source: str) -> Config | None:
         slowdown_horizon=horizon,
         slowdown_response=response,
         slowdown_partition_sizes=partition_sizes,
+        slowdown_retention_forecast=retention_forecast,
         slowdown_peak_memory=peak_memory,
     )
 

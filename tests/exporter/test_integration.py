@@ -4,6 +4,7 @@ with a small tmpfs that a producer fills past the limit."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ from exporter.scrape_phase import KEEP
 from exporter.settings import ExporterSettings
 from kvq.kafka.client_settings import librdkafka_config
 from kvq.model.observation import STAGE_DESCRIBE_LOG_DIRS
+from kvq.model.retention_forecast import AHEAD_SECONDS
 from tests.kafka_support import CHECKPOINT_SLACK, usable_bytes
 
 P = "client.quota.callback.static."
@@ -658,3 +660,33 @@ def test_the_exporter_learns_when_its_metrics_are_scraped_and_by_whom(cluster, e
         assert requests.get(f"{server.url}/status", timeout=10).status_code == 200
     seen = exporter.scrape_phase.seen()
     assert list(seen) == ["127.0.0.1"] and len(seen["127.0.0.1"]) == KEEP
+
+
+def test_with_the_retention_forecast_each_polls_log_dirs_carry_and_archive_it(
+    shared_kafka, exporters, tmp_path
+):
+    """`kvq.throttle.slowdown.retention.forecast=true`: a poll's log dirs carry what retention
+    frees by each time ahead, as Kafka's topic configs and offsets give it (Kafka's default
+    retention, a week: nothing within two minutes), archived with the poll; without the setting
+    a poll's do not."""
+    forecast = make_exporter(
+        shared_kafka,
+        **SIZES,
+        **{
+            "kvq.throttle.slowdown.retention.forecast": "true",
+            "kvq.exporter.archive.dir": str(tmp_path),
+        },
+    )
+    sizes = make_exporter(shared_kafka, **SIZES)
+    exporters.extend([forecast, sizes])
+    polled = forecast.poller.poll_once()
+    assert polled.succeeded, polled.error
+    assert polled.log_dirs and all(
+        d.retention_freed == (0,) * len(AHEAD_SECONDS) for d in polled.log_dirs
+    )
+    (line,) = [ln for f in tmp_path.rglob("*.jsonl") for ln in f.read_text().splitlines()]
+    assert all(
+        d["retention_freed_bytes"] == {str(a): 0 for a in AHEAD_SECONDS}
+        for d in json.loads(line)["log_dirs"]
+    )
+    assert sizes.poller.poll_once().log_dirs[0].retention_freed is None

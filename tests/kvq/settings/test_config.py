@@ -19,8 +19,10 @@ from kvq.settings.config import (
     FALLBACK,
     PLUGIN_CHECK_INTERVAL,
     SLOWDOWN_HORIZON,
+    SLOWDOWN_PARTITION_SIZES,
     SLOWDOWN_PEAK_MEMORY,
     SLOWDOWN_RESPONSE,
+    SLOWDOWN_RETENTION_FORECAST,
     THROTTLE_POLICY,
     VALIDITY,
     VIOLATION_HOLD,
@@ -295,6 +297,17 @@ def test_graceful_slowdowns_peaks_remember_an_hour_of_calm_unless_set():
     assert chosen == GracefulSlowdown(config().limit, 600.0, 30.0, 86400.0)
 
 
+def test_the_retention_forecast_is_asked_for_only_with_graceful_slowdown_and_the_sizes():
+    """The forecast is read from the partitions the log dirs' sizes name: without them, or under
+    the proposal's policy (which reads no forecast), nothing is asked."""
+    on = {SLOWDOWN_RETENTION_FORECAST: "true"}
+    sizes = {THROTTLE_POLICY: "graceful-slowdown", SLOWDOWN_PARTITION_SIZES: "true"}
+    assert config(**sizes, **on).reads_retention_forecast
+    assert not config(**sizes).reads_retention_forecast
+    assert not config(**{**sizes, SLOWDOWN_PARTITION_SIZES: "false"}, **on).reads_retention_forecast
+    assert not config(**on).reads_retention_forecast
+
+
 def test_a_response_time_shorter_than_two_polls_is_warned_about_under_graceful_slowdown():
     """The fill rate shows a change two polls late: a shorter response time makes the factor
     swing. Under the proposal's policy the setting means nothing and is not checked."""
@@ -319,6 +332,7 @@ def test_a_response_time_shorter_than_two_polls_is_warned_about_under_graceful_s
         (SLOWDOWN_RESPONSE, "14s", "ISO 8601"),
         (SLOWDOWN_PEAK_MEMORY, "PT30S", "from PT1M to P30D"),
         (SLOWDOWN_PEAK_MEMORY, "P60D", "from PT1M to P30D"),
+        (SLOWDOWN_RETENTION_FORECAST, "maybe", "true or false"),
     ],
 )
 def test_a_bad_policy_setting_names_itself_and_what_is_allowed(key, value, allowed):
