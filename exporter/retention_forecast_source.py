@@ -5,8 +5,9 @@ Per poll: Metadata (each partition's leader), then ListOffsets to every leader a
 partitions' log start and log end, and for the first offsets at or after the two times that
 bound each time ahead (`TopicRetention.probes`): one request per timestamp, as Kafka takes one
 timestamp per partition per request (26 to 50 per leader, fewer where times share one). The
-topics' retention configs and the brokers' retention check interval change rarely: they are
-read again every `CONFIGS_SECONDS`. What could not be read (a leader away, a topic's configs
+topics' retention configs are read at every poll (one DescribeConfigs of the topics the log
+dirs hold), the brokers' retention check interval, which changes only with a restart, every
+`CONFIGS_SECONDS`. What could not be read (a leader away, a topic's configs
 refused) is not foreseen: its replicas free nothing in the forecast until it is read.
 """
 
@@ -29,7 +30,7 @@ from kvq.model.volume import LogDirDescription
 log = logging.getLogger("kvq.exporter")
 
 CONFIGS_SECONDS = 60.0
-"""How often the topics' retention configs and the brokers' check interval are read again."""
+"""How often the brokers' retention check interval is read again."""
 EARLIEST, LATEST = -2, -1
 """ListOffsets' timestamps for a partition's log start and log end."""
 TOPIC_KEYS = (
@@ -89,10 +90,8 @@ class RetentionForecastSource:
         self.clock = clock
         self.aheads = tuple(aheads)
         self._retention: dict[str, TopicRetention] = {}
-        self._asked: set[str] = set()
-        """The topics whose configs were asked for since they were last read."""
         self._check_ms = KAFKA_DEFAULT_MS
-        self._configs_read_at: float | None = None
+        self._checks_read_at: float | None = None
 
     def forecast(
         self, log_dirs: Sequence[LogDirDescription]
@@ -162,27 +161,20 @@ class RetentionForecastSource:
         return found
 
     def _read_configs(self, topics: set[str], brokers: set[int]) -> None:
-        """The topics' retention and the brokers' longest retention check interval (Kafka's
-        default for a broker that does not say), every `CONFIGS_SECONDS`; a topic new since,
-        at once."""
+        """The topics' retention, at every forecast: read a minute late, a retention time raised
+        meanwhile would foresee deletions Kafka no longer makes (operators raise and lower it
+        when a disk fills). The brokers' longest retention check interval (Kafka's default for
+        a broker that does not say) every `CONFIGS_SECONDS`."""
+        retention: dict[str, TopicRetention] = {}
+        for topic, configs in self.client.topic_configs(topics, TOPIC_KEYS).items():
+            read = None if isinstance(configs, ClusterError) else topic_retention(configs)
+            if read is not None:
+                retention[topic] = read
+        self._retention = retention
         now = self.clock()
-        due = self._configs_read_at is None or now - self._configs_read_at >= CONFIGS_SECONDS
-        wanted = topics if due else topics - self._asked
-        if not wanted:
+        if self._checks_read_at is not None and now - self._checks_read_at < CONFIGS_SECONDS:
             return
-        self._asked = (set() if due else self._asked) | wanted
-        for topic, configs in self.client.topic_configs(wanted, TOPIC_KEYS).items():
-            retention = None if isinstance(configs, ClusterError) else topic_retention(configs)
-            if retention is None:
-                self._retention.pop(topic, None)
-            else:
-                self._retention[topic] = retention
-        if due:
-            self._configs_read_at = now
-            answers = self.client.broker_configs(brokers, RETENTION_CHECK)
-            intervals = [
-                check_interval_ms(v) if isinstance(v, str) else None for v in answers.values()
-            ]
-            self._check_ms = max(
-                (ms or KAFKA_DEFAULT_MS for ms in intervals), default=KAFKA_DEFAULT_MS
-            )
+        self._checks_read_at = now
+        answers = self.client.broker_configs(brokers, RETENTION_CHECK)
+        intervals = [check_interval_ms(v) if isinstance(v, str) else None for v in answers.values()]
+        self._check_ms = max((ms or KAFKA_DEFAULT_MS for ms in intervals), default=KAFKA_DEFAULT_MS)

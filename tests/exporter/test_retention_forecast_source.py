@@ -29,6 +29,7 @@ class Kafka:
         self.checks: dict[int, str | ClusterError] = {0: "1000", 1: "2000"}
         self.leaders = {("t", 0): 0, ("t", 1): 1, ("u", 0): 1}
         self.topics_asked: list[set[str]] = []
+        self.checks_asked = 0
         self.offsets_asked = 0
 
     def partition_leaders(self) -> dict[tuple[str, int], int]:
@@ -39,6 +40,7 @@ class Kafka:
         return {t: self.configs[t] for t in topics}
 
     def broker_configs(self, broker_ids: Iterable[int], key: str):
+        self.checks_asked += 1
         return {b: self.checks[b] for b in broker_ids}
 
     def list_offsets(self, asked: Mapping[int, Mapping[tuple[str, int], int]]):
@@ -88,7 +90,10 @@ def test_a_timestamp_two_times_ahead_share_is_asked_once():
     assert kafka.offsets_asked == 2 + 3
 
 
-def test_what_cannot_be_read_is_not_foreseen_and_configs_are_read_again_a_minute_later():
+def test_what_cannot_be_read_is_not_foreseen_and_configs_are_read_at_every_forecast():
+    """A topic's configs at every forecast: a retention time raised since the last would foresee
+    deletions Kafka no longer makes. The brokers' check interval (set at their start) every
+    minute."""
     kafka, clock = Kafka(), [NOW_S]
     kafka.configs["t"] = {**TOPIC, "retention.ms": "1000000"}
     kafka.configs["u"] = ClusterError("TopicAuthorizationFailedError")
@@ -100,8 +105,10 @@ def test_what_cannot_be_read_is_not_foreseen_and_configs_are_read_again_a_minute
     assert source.forecast(dirs) == {(0, "/d0"): (90_000,), (1, "/d1"): (0,)}
     clock[0] += 30
     kafka.configs["v"] = TOPIC
-    source.forecast([*dirs, log_dir(2, ("v", 0))])
-    assert kafka.topics_asked == [{"t", "u"}, {"v"}]  # a new topic at once, the rest not again
+    kafka.configs["t"] = {**TOPIC, "retention.ms": "10000000"}  # raised: nothing freed soon
+    assert source.forecast([*dirs, log_dir(2, ("v", 0))])[(0, "/d0")] == (0,)
+    assert kafka.topics_asked == [{"t", "u"}, {"t", "u", "v"}]
+    assert kafka.checks_asked == 1
     clock[0] += 30
     source.forecast(dirs)
-    assert kafka.topics_asked[-1] == {"t", "u"}  # a minute on: all again
+    assert kafka.topics_asked[-1] == {"t", "u"} and kafka.checks_asked == 2  # a minute on
