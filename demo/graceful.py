@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from devkit.loop_settings import iso_duration, recommended
 from exporter.settings import VIOLATION_CHECK_INTERVAL
-from kvq.settings.config import SLOWDOWN_HORIZON, SLOWDOWN_PARTITION_SIZES, SLOWDOWN_RESPONSE
+from kvq.settings.config import (
+    SLOWDOWN_HORIZON,
+    SLOWDOWN_PARTITION_SIZES,
+    SLOWDOWN_RESPONSE,
+    SLOWDOWN_RETENTION_FORECAST,
+)
 
 HORIZON = "PT40S"
 """kvq.throttle.slowdown.horizon: the demos' loads would fill their volume's room above the limit
@@ -40,11 +45,12 @@ def policy_properties(
     violation_check_interval: str | None = None,
     partition_sizes: bool = False,
     horizon: str = HORIZON,
+    retention_forecast: bool = False,
 ) -> str:
     """The kvq.properties lines of `policy`'s run: the policy, its horizon (the demos' HORIZON
     unless given) and this loop's response time, the enforcer's reference, the exporter's check
     interval if given, and for graceful-slowdown with `partition_sizes` the partitions' sizes
-    read."""
+    read (and with `retention_forecast` too, Kafka's retention forecast)."""
     text = (
         f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={horizon}\n"
         f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
@@ -54,6 +60,8 @@ def policy_properties(
         text += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
     if partition_sizes and policy == "graceful-slowdown":
         text += f"{SLOWDOWN_PARTITION_SIZES}=true\n"
+        if retention_forecast:
+            text += f"{SLOWDOWN_RETENTION_FORECAST}=true\n"
     return text
 
 

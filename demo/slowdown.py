@@ -713,9 +713,12 @@ def run_policy(
     setup: Setup = SETUP,
     partition_sizes: bool = False,
     horizon: str = HORIZON,
+    retention_forecast: bool = False,
 ) -> Outcome:
     active: list = []
-    graceful = policy_properties(policy, violation_check_interval, partition_sizes, horizon)
+    graceful = policy_properties(
+        policy, violation_check_interval, partition_sizes, horizon, retention_forecast
+    )
     with make_stack(work / policy, setup, graceful, **stack_options(policy)) as stack:
         try:
             return drive(policy, stack, log, active, episode_seconds, load_step, setup, horizon)
@@ -824,6 +827,13 @@ PARSER.add_argument(
     "true): it holds the rate written at what retention frees (default: the totals alone)",
 )
 PARSER.add_argument(
+    "--retention-forecast",
+    action="store_true",
+    help="with --partition-sizes, graceful-slowdown also reads what retention frees over the "
+    "next two minutes as Kafka's offsets foresee it (kvq.throttle.slowdown.retention.forecast="
+    "true)",
+)
+PARSER.add_argument(
     "--horizon",
     metavar="DURATION",
     default=HORIZON,
@@ -849,6 +859,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             f"--principals: {args.principals} is not a number of producers from "
             f"{SETUP.producers + 1} to {MOST_PRINCIPALS}"
         )
+    if args.retention_forecast and not args.partition_sizes:
+        PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
     if args.producer_buffer is not None and args.producer_buffer < 1:
         PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
     for given in args.librdkafka or ():
@@ -940,6 +952,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     setup_of(args),
                     args.partition_sizes,
                     args.horizon,
+                    args.retention_forecast,
                 )
                 outcomes.append(outcome)
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
