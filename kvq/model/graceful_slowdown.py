@@ -550,7 +550,7 @@ class GracefulSlowdown:
         applied = self.applied_seconds()
         peak, _ = peaks
         margin = ops.greatest(
-            self.FORESEEN_MARGIN_SECONDS * gross,
+            self.FORESEEN_MARGIN_SECONDS * ops.greatest(peak, gross),
             self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
         )
         spare = self.headroom(reading) - gross * applied - margin
