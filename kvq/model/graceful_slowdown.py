@@ -511,8 +511,10 @@ class GracefulSlowdown:
         return ops.choose(self.foresees(reading, ops), foreseen, reach)
 
     FORESEEN_MARGIN_SECONDS: ClassVar[float] = 4.0
-    """With retention foreseen (`foreseen_reach`): the headroom kept, in seconds of the rate the
-    partitions grew at over the window ..."""
+    """With retention foreseen (`foreseen_reach`): the headroom kept, in seconds of the peak rate
+    (or the window's, if faster): after a rise the producers write at up to it, their backlog
+    first (4 s of the window's rate let the six cross the limit on real Kafka, 5 s after a rise
+    from 0.45 to 0.82) ..."""
     FORESEEN_MARGIN_BURSTS: ClassVar[float] = 1.0
     """... and at least this many of the burst the reading shows (`burst`): the current one, not
     the largest seen (the load starting, as the partitions' sizes see it, is one burst of a
@@ -540,13 +542,14 @@ class GracefulSlowdown:
         """How many times too fast the peak write rate is for the rate to hold, with what
         retention frees by each time ahead foreseen (`foresees`): the lowest rate at which the
         headroom when the factor takes effect (less the window's `gross` rate until then) above
-        a margin, plus what retention frees by each time ahead, lasts until the next one. What
-        is freed by a time holds from then on and nothing more is counted until the next, so
-        the headroom is spent evenly until retention frees what the producers write now (past
-        the times foreseen, -1: no bound). Before retention reaches the load's segments nothing
-        is foreseen and the headroom is spent until then; once it does, at the rate it frees.
-        In the closed-loop model (tests/kvq/model/test_slowdown_study.py) this writes more than
-        the level on what retention freed (`reach_at`), with shorter stalls."""
+        a margin (`FORESEEN_MARGIN_SECONDS`, `FORESEEN_MARGIN_BURSTS`), plus what retention
+        frees by each time ahead, lasts until the next one. What is freed by a time holds from
+        then on and nothing more is counted until the next, so the headroom is spent evenly
+        until retention frees what the producers write now (past the times foreseen, -1: no
+        bound). Before retention reaches the load's segments nothing is foreseen and the
+        headroom is spent until then; once it does, at the rate it frees. In the closed-loop
+        model (tests/kvq/model/test_slowdown_study.py) this stalls producers less than the level
+        on what retention freed (`reach_at`) at about the same share."""
         applied = self.applied_seconds()
         peak, _ = peaks
         margin = ops.greatest(

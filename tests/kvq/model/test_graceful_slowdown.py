@@ -583,17 +583,17 @@ def forecast(freed) -> tuple[int, ...]:
 
 
 def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_frees_it():
-    """Partitions growing by 1 MB/s, 64 MB of headroom, the peak 2 MB/s, a 14 s response (the
+    """Partitions growing by 1 MB/s, 68 MB of headroom, the peak 2 MB/s, a 14 s response (the
     factor in the quotas 4 s after the reading). With nothing freed over the next minute and
     the rest unknown (retention keeps a minute), the headroom less the 4 MB written until the
-    factor takes effect and the margin (4 s of the window's rate) lasts the 56 s from then to
-    a minute at 1 MB/s: half the peak. With 1 MB/s freed from now on for two minutes, the
+    factor takes effect and the margin (4 s of the peak rate) lasts the 56 s from then to a
+    minute at 1 MB/s: half the peak. With 1 MB/s freed from now on for two minutes, the
     level holds what retention frees plus the spare spread over the 116 s: 1.47 MB/s. Where
     the forecast is unknown past the factor's taking effect, or absent, the level is the one
     on what retention freed (`reach_at`)."""
     policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
     readings = [
-        VolumeReading(5.0 * i, TOTAL, LIMIT + 64 * MB, 0.5, None if i == 0 else 5 * MB)
+        VolumeReading(5.0 * i, TOTAL, LIMIT + 68 * MB, 0.5, None if i == 0 else 5 * MB)
         for i in range(8)
     ]
     peaks = (2 * MB, 0.0)

@@ -1499,28 +1499,31 @@ def test_foreseeing_retention_at_times_5_s_apart_holds_40_principals_as_every_se
     assert Spread.median(coarse_forty.shares) < Spread.median(forty.shares) - 0.05
 
 
-def test_the_shipped_policy_reading_kafkas_retention_forecast_writes_more_and_stalls_less():
+def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     """The shipped level on the partitions' sizes with Kafka's forecast of what retention frees
-    by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`). The 40:
-    78-86 % of the bound (82 % at the median, without the forecast 81 %), above the limit in
-    every run (0.62 MB at the least), no producer more than 13.3 s without an acknowledgement
-    (without: 20.8 s). The six: 80-89 % (85 %; without: 83 %), 0.55 MB at the least, 8.5 s at
-    the most. A 10x step after the first slowdown stays above the limit in every run; one 10 s
-    into the load, which the level without the forecast lets cross the limit in 11 of the 25
-    runs (by 1.36 MB), crosses it in one, by 0.12 MB, with a 6 s loop: 16 s from the
-    reading to the quotas' effect, past the 14 s response time declared. So the forecast
-    gains, but less than D does (85 % of the bound for the 40): the level's normalization
-    (its factor times the peak, where the enforcer's references, each entity's busiest 10 s,
-    let the 40 write about 1.4 times that) spends the headroom early in the approach."""
+    by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`; its margin 4
+    s of the peak rate and one burst). The 40: 75-85 % of the bound (79 % at the median, without
+    the forecast 81 %), above the limit in every run (0.88 MB at the least), no producer more
+    than 13.7 s without an acknowledgement (without: 20.8 s). The six: 77-85 % (82 %; without:
+    83 %), 0.75 MB at the least, 9.3 s at the most. A 10x step after the first slowdown stays
+    above the limit in every run (0.36 MB at the least); one 10 s into the load, which the level
+    without the forecast lets cross the limit in 11 of the 25 runs (by 1.36 MB), crosses it in
+    one, by 0.12 MB, with a 6 s loop: 16 s from the reading to the quotas' effect, past the 14 s
+    response time declared. With a margin of 4 s of the window's rate instead, the model gave
+    82 % and 85 % of the bound, but on real Kafka the six crossed the limit (by 45 kB, 5 s after
+    a rise from 0.45 to 0.82 let the producers' backlog through; docs/policies.md). The level's
+    normalization (its factor times the peak, where the enforcer's references, each entity's
+    busiest 10 s, let the 40 write about 1.4 times that) spends the headroom early in the
+    approach; on real Kafka the 40 wrote 86-88 % of the bound."""
     name = "shipped: partition sizes and Kafka's retention forecast"
     forty, shipped = (
         spread_of_40(name),
         spread_of_40("shipped: partition sizes, checked, response 14 s"),
     )
     assert forty.lowest[0] > 0 and forty.stalls[-1] < shipped.stalls[-1]
-    assert Spread.median(forty.shares) >= Spread.median(shipped.shares)
+    assert Spread.median(forty.shares) >= Spread.median(shipped.shares) - 0.02
     six = Spread.of(reading_the_forecast)
-    assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.84 and six.stalls[-1] < 10.0
+    assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.80 and six.stalls[-1] < 10.0
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[1]))
     early = step_lowest(reading_the_forecast, STEPS[0])
     assert sum(lowest < 0 for lowest in early) <= 1 and early[0] > -0.5e6
