@@ -290,12 +290,10 @@ SHARED_KVQ_SETTINGS = (
         "timestamp of the partitions the log dir holds: Metadata, DescribeConfigs and "
         "ListOffsets, which need Describe and DescribeConfigs on the topics), to archive it "
         "(retention_freed_bytes) and spend the headroom evenly until retention frees what is "
-        "written now, instead of waiting to see what it frees. In the closed-loop model it "
-        "writes a little more (82 % of the bound for 40 principals, 81 % without) with "
-        "shorter stalls (13 s at the most, 21 s without) and keeps a 10x load step early in "
-        "the load off the limit in 24 of 25 runs (14 without); not yet run on real Kafka "
-        "by the bench (docs/policy-study.md). A topic whose configs or offsets cannot be read "
-        "frees nothing in the forecast.",
+        "written now, instead of waiting to see what it frees. Off by default: on real Kafka "
+        "(the slowdown bench) it stays above the limit, but does not yet ride closer to it "
+        "than the partitions' sizes alone (docs/policies.md). A topic whose configs or "
+        "offsets cannot be read frees nothing in the forecast.",
     ),
     Setting(
         SLOWDOWN_PEAK_MEMORY,
