@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import logging
 import os
@@ -13,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -27,22 +29,59 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+PORT_RESERVATION_SECONDS = 900.0
+"""How long a port `server_port` handed out stays promised to its caller, across processes: long
+enough to cover the seconds until its server binds it and a restart on the same port in the same
+test (the enforcer, Alertmanager), short enough that a run's picks do not crowd the range."""
+
+
 def server_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
     """A TCP port free on `host` now and below the kernel's ephemeral range, for a server that
     binds it seconds later or binds it again after a restart. What the kernel hands out for port 0
-    is ephemeral: any outgoing connection may take it meanwhile."""
+    is ephemeral: any outgoing connection may take it meanwhile. Below that range only our own
+    servers bind, so a port is also reserved for PORT_RESERVATION_SECONDS in a registry every
+    process of this user shares: the test lanes run side by side, and a port one of them picked
+    for a server it starts after a Kafka cluster must not be picked by another meanwhile."""
     low = ephemeral_port_floor()
-    for _ in range(1000):
-        port = random.randrange(max(1024, low - 12000), low)
-        if port in avoid:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
+    with _port_registry():
+        for _ in range(1000):
+            port = random.randrange(max(1024, low - 12000), low)
+            if port in avoid or _reserved(registry_entry(port)):
                 continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            registry_entry(port).touch()
             return port
     raise RuntimeError(f"no free TCP port on {host} below {low}")
+
+
+def registry_entry(port: int) -> Path:
+    """The file whose mtime is `port`'s reservation, in a directory every process of this user
+    shares."""
+    return Path(tempfile.gettempdir()) / f"kvq-ports-{os.getuid()}" / str(port)
+
+
+@contextlib.contextmanager
+def _port_registry() -> Iterator[None]:
+    """The registry held under an exclusive lock, so that two processes never pick one port."""
+    registry = registry_entry(0).parent
+    registry.mkdir(mode=0o700, exist_ok=True)
+    with open(registry / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _reserved(entry: Path) -> bool:
+    try:
+        return time.time() - entry.stat().st_mtime < PORT_RESERVATION_SECONDS
+    except FileNotFoundError:
+        return False
 
 
 def ephemeral_port_floor() -> int:
