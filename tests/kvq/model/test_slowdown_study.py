@@ -1511,10 +1511,10 @@ def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     one, by 0.12 MB, with a 6 s loop: 16 s from the reading to the quotas' effect, past the 14 s
     response time declared. With a margin of 4 s of the window's rate instead, the model gave
     82 % and 85 % of the bound, but on real Kafka the six crossed the limit (by 45 kB, 5 s after
-    a rise from 0.45 to 0.82 let the producers' backlog through; docs/policies.md). The level's
-    normalization (its factor times the peak, where the enforcer's references, each entity's
-    busiest 10 s, let the 40 write about 1.4 times that) spends the headroom early in the
-    approach; on real Kafka the 40 wrote 86-88 % of the bound."""
+    a rise from 0.45 to 0.82 let the producers' backlog through; docs/policies.md). The level
+    expects its factor times the peak, and the 40 write about 1.4 times that (each quota held at
+    its request minimum): it spends the headroom early in the approach; an enforcer calibrated to
+    write what the level expects wrote less (docs/policy-study.md)."""
     name = "shipped: partition sizes and Kafka's retention forecast"
     forty, shipped = (
         spread_of_40(name),
