@@ -552,11 +552,11 @@ class GracefulSlowdown:
         on what retention freed (`reach_at`) at about the same share."""
         applied = self.applied_seconds()
         peak, _ = peaks
-        margin = ops.greatest(
-            self.FORESEEN_MARGIN_SECONDS * ops.greatest(peak, gross),
-            self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
+        spare = (
+            self.headroom(reading)
+            - gross * applied
+            - self.foreseen_margin(reading, gross, peak, ops)
         )
-        spare = self.headroom(reading) - gross * applied - margin
         never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
         # One bound per time ahead, each reading only its own and the one before (a time unknown
         # frees nothing by it): on Spark's Columns an expression that read the bounds so far
@@ -569,6 +569,18 @@ class GracefulSlowdown:
                 bounds.append(ops.choose(by_then < 0, never, bound))
             freed = ops.greatest(by_then, 0)
         return ops.greatest(peak, 1.0) / ops.greatest(ops.least(*bounds), 1.0)
+
+    def foreseen_margin(
+        self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
+    ) -> Any:
+        """The headroom `foreseen_reach` keeps: `FORESEEN_MARGIN_SECONDS` of the peak (or of the
+        window's `gross` rate, if faster), what producers write after a rise, their backlog
+        first, before the next factor takes effect; or the burst the reading shows
+        (`FORESEEN_MARGIN_BURSTS`), if more."""
+        return ops.greatest(
+            self.FORESEEN_MARGIN_SECONDS * ops.greatest(peak, gross),
+            self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
+        )
 
     def freed_rate(self, reading: VolumeReading, ops: Expressions) -> Any:
         """What retention freed per second over the window, or over the last

@@ -413,17 +413,32 @@ def checked(policy: GracefulSlowdown, grown: bool = True, checks: bool = True) -
     return factor
 
 
+class OnePolicy:
+    """A policy run on each reading taken in: its factor is the one published."""
+
+    def __init__(self, policy: GracefulSlowdown | None = None) -> None:
+        self.run = PolicyRun(policy or GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, RESPONSE))
+
+    def decisive(self, volume: Volume, time: float) -> bool:
+        return self.run.decisive([volume], time)
+
+    def factor(self, volume: Volume, time: float) -> float:
+        return self.run.calculate([volume], time=time).factor
+
+
 def reading_the_forecast(
     kept: float = kafka_load.RETENTION + kafka_load.SEGMENT + 1.0,
     retention: float = kafka_load.RETENTION,
+    decider: Callable[[], OnePolicy | RisesHeld] = OnePolicy,
 ) -> Controller:
     """The shipped policy on the partitions' sizes, checked every second, with what retention
     frees by each of `AHEAD_SECONDS` after each reading foreseen as Kafka's offsets give it
     (`exporter.retention_forecast_source`): what was written by a time is gone `kept` s later
     (the retention time, a segment and a check), unknown (-1) past the retention time
     (`kvq.model.retention_forecast.volume_freed_bytes`). The harness hands out what grew since
-    the last factor published: counted once, when a reading is taken in."""
-    run = PolicyRun(GracefulSlowdown(MinAvailableRatio(0.25), HORIZON, RESPONSE))
+    the last factor published: counted once, when a reading is taken in. `decider`: what turns
+    the readings into factors (the shipped policy)."""
+    decide = decider()
     written: list[tuple[float, float]] = []  # (time, bytes the partitions grew by so far)
     deleted = [0.0]
 
@@ -438,13 +453,56 @@ def reading_the_forecast(
             for ahead in AHEAD_SECONDS
         )
         volume = Volume(0, "/d", poll.total, poll.available, round(poll.grown), freed)
-        if poll.time % POLL and not run.decisive([volume], poll.time):
+        if poll.time % POLL and not decide.decisive(volume, poll.time):
             return None
         written.append((poll.time, so_far))
         deleted[0] = gone
-        return run.calculate([volume], time=poll.time).factor
+        return decide.factor(volume, poll.time)
 
     return factor
+
+
+@dataclass(frozen=True, slots=True)
+class WindowMargin(GracefulSlowdown):
+    """The shipped policy with the forecast's first margin: 4 s of the window's rate, not of
+    the peak."""
+
+    def foreseen_margin(
+        self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
+    ) -> Any:
+        return ops.greatest(
+            self.FORESEEN_MARGIN_SECONDS * gross,
+            self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
+        )
+
+
+class RisesHeld:
+    """Falls on the window's margin, rises on the peak's: the level with the window's margin
+    (`WindowMargin`), but no higher than the lowest it was over the last `span` s unless the
+    level with the peak's margin (the shipped) is higher. A rise past what the peak's margin
+    allows waits until the window's level has held there for `span` s: the backlog a rise lets
+    through comes at up to the peak, and a level that only dipped is not raised into it. What
+    it reads is the readings and the window level's own earlier values: a window over a
+    computed column, not a recursion."""
+
+    def __init__(self, span: float = RESPONSE) -> None:
+        limit = MinAvailableRatio(0.25)
+        self.window = OnePolicy(WindowMargin(limit, HORIZON, RESPONSE))
+        self.peak = OnePolicy()
+        self.span = span
+        self.levels: deque[tuple[float, float]] = deque()
+        """(time, the window's level) of the readings taken in over the last `span` s."""
+
+    def decisive(self, volume: Volume, time: float) -> bool:
+        return self.window.decisive(volume, time) or self.peak.decisive(volume, time)
+
+    def factor(self, volume: Volume, time: float) -> float:
+        level, held = self.window.factor(volume, time), self.peak.factor(volume, time)
+        while self.levels and self.levels[0][0] < time - self.span:
+            self.levels.popleft()
+        lowest = min((earlier for _, earlier in self.levels), default=level)
+        self.levels.append((time, level))
+        return min(level, max(held, lowest))
 
 
 def hold_freed(
@@ -985,6 +1043,9 @@ ON_KAFKA: dict[str, Callable[[], Controller]] = {
     "  the ceiling on the most freed of 1-3": lambda: pace_ceiling(most_freed=True),
     "D: retention foreseen from its retention time": foresee_retention,
     "shipped: partition sizes and Kafka's retention forecast": reading_the_forecast,
+    "  falls on the window's margin, rises on the peak's (RisesHeld)": partial(
+        reading_the_forecast, decider=RisesHeld
+    ),
 }
 """Policies run on Kafka's quotas and producers (`scenario`'s `kafka`), as the exporter runs them
 on bench/slowdown: a check every second, the partitions' sizes read with each."""
@@ -1499,6 +1560,12 @@ def test_foreseeing_retention_at_times_5_s_apart_holds_40_principals_as_every_se
     assert Spread.median(coarse_forty.shares) < Spread.median(forty.shares) - 0.05
 
 
+@cache
+def spread_of_six(name: str) -> Spread:
+    """`ON_KAFKA[name]` with bench/slowdown's six producers, run once per test process."""
+    return Spread.of(ON_KAFKA[name])
+
+
 def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     """The shipped level on the partitions' sizes with Kafka's forecast of what retention frees
     by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`; its margin 4
@@ -1522,10 +1589,35 @@ def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     )
     assert forty.lowest[0] > 0 and forty.stalls[-1] < shipped.stalls[-1]
     assert Spread.median(forty.shares) >= Spread.median(shipped.shares) - 0.02
-    six = Spread.of(reading_the_forecast)
+    six = spread_of_six(name)
     assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.80 and six.stalls[-1] < 10.0
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[1]))
     early = step_lowest(reading_the_forecast, STEPS[0])
+    assert sum(lowest < 0 for lowest in early) <= 1 and early[0] > -0.5e6
+
+
+def test_the_forecast_falling_on_the_windows_margin_and_rising_on_the_peaks_rides_closer():
+    """`RisesHeld`: the forecast's level falls on 4 s of the window's rate (the margin that let
+    the 40 ride at 86-88 % on real Kafka, and let the six cross the limit after a rise) and rises
+    past what 4 s of the peak allows only once that level has held there for a response time.
+    The 40: 78-85 % of the bound (82 % at the median; the shipped margin 79 %), above the limit
+    in every run (0.89 MB at the least), no producer more than 9.9 s without an
+    acknowledgement (13.7 s). The six: 80-86 % (84 %; 82 %), 0.98 MB at the least, 7.8 s at
+    the most. A 10x step 10 s in crosses as the shipped margin does (in 1 of 25 runs, by 0.12
+    MB); after the first slowdown it stays above (0.65 MB at the least). The model's producers
+    do not catch up as Kafka's Java ProducerPerformance does (the six's crossing on real Kafka
+    did not reproduce here), so real runs decide."""
+    name = "  falls on the window's margin, rises on the peak's (RisesHeld)"
+    shipped = "shipped: partition sizes and Kafka's retention forecast"
+    forty, forty_shipped = spread_of_40(name), spread_of_40(shipped)
+    assert forty.lowest[0] > 0 and forty.stalls[-1] < 10.0 < forty_shipped.stalls[-1]
+    assert Spread.median(forty.shares) >= Spread.median(forty_shipped.shares) + 0.02
+    six, six_shipped = spread_of_six(name), spread_of_six(shipped)
+    assert six.lowest[0] > 0 and six.stalls[-1] < 10.0
+    assert Spread.median(six.shares) >= Spread.median(six_shipped.shares) + 0.015
+    held = ON_KAFKA[name]
+    assert all(lowest > 0 for lowest in step_lowest(held, STEPS[1]))
+    early = step_lowest(held, STEPS[0])
     assert sum(lowest < 0 for lowest in early) <= 1 and early[0] > -0.5e6
 
 
