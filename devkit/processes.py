@@ -58,16 +58,20 @@ def server_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
     raise RuntimeError(f"no free TCP port on {host} below {low}")
 
 
+def port_registry() -> Path:
+    """The directory of reserved ports, one every process of this user shares."""
+    return Path(tempfile.gettempdir()) / f"kvq-ports-{os.getuid()}"
+
+
 def registry_entry(port: int) -> Path:
-    """The file whose mtime is `port`'s reservation, in a directory every process of this user
-    shares."""
-    return Path(tempfile.gettempdir()) / f"kvq-ports-{os.getuid()}" / str(port)
+    """The file whose mtime is `port`'s reservation."""
+    return port_registry() / str(port)
 
 
 @contextlib.contextmanager
 def _port_registry() -> Iterator[None]:
     """The registry held under an exclusive lock, so that two processes never pick one port."""
-    registry = registry_entry(0).parent
+    registry = port_registry()
     registry.mkdir(mode=0o700, exist_ok=True)
     with open(registry / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

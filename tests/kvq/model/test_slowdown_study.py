@@ -1482,9 +1482,14 @@ def test_the_model_of_40_principals_is_bench_slowdowns():
 
 
 @cache
+def spread_on_kafka(name: str, forty: bool = False) -> Spread:
+    """`ON_KAFKA[name]` with bench/slowdown's six producers or (`forty`) 40 principals
+    (`PRINCIPALS_40`), run once per test process."""
+    return Spread.of(ON_KAFKA[name], writers=PRINCIPALS_40 if forty else kafka_load.SIX)
+
+
 def spread_of_40(name: str) -> Spread:
-    """`ON_KAFKA[name]` with 40 principals (`PRINCIPALS_40`), run once per test process."""
-    return Spread.of(ON_KAFKA[name], writers=PRINCIPALS_40)
+    return spread_on_kafka(name, forty=True)
 
 
 def test_with_40_principals_the_level_on_sizes_stays_above_the_limit_as_the_totals_do():
@@ -1560,12 +1565,6 @@ def test_foreseeing_retention_at_times_5_s_apart_holds_40_principals_as_every_se
     assert Spread.median(coarse_forty.shares) < Spread.median(forty.shares) - 0.05
 
 
-@cache
-def spread_of_six(name: str) -> Spread:
-    """`ON_KAFKA[name]` with bench/slowdown's six producers, run once per test process."""
-    return Spread.of(ON_KAFKA[name])
-
-
 def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     """The shipped level on the partitions' sizes with Kafka's forecast of what retention frees
     by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`; its margin 4
@@ -1589,7 +1588,7 @@ def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     )
     assert forty.lowest[0] > 0 and forty.stalls[-1] < shipped.stalls[-1]
     assert Spread.median(forty.shares) >= Spread.median(shipped.shares) - 0.02
-    six = spread_of_six(name)
+    six = spread_on_kafka(name)
     assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.80 and six.stalls[-1] < 10.0
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[1]))
     early = step_lowest(reading_the_forecast, STEPS[0])
@@ -1612,7 +1611,7 @@ def test_the_forecast_falling_on_the_windows_margin_and_rising_on_the_peaks_ride
     forty, forty_shipped = spread_of_40(name), spread_of_40(shipped)
     assert forty.lowest[0] > 0 and forty.stalls[-1] < 10.0 < forty_shipped.stalls[-1]
     assert Spread.median(forty.shares) >= Spread.median(forty_shipped.shares) + 0.02
-    six, six_shipped = spread_of_six(name), spread_of_six(shipped)
+    six, six_shipped = spread_on_kafka(name), spread_on_kafka(shipped)
     assert six.lowest[0] > 0 and six.stalls[-1] < 10.0
     assert Spread.median(six.shares) >= Spread.median(six_shipped.shares) + 0.015
     held = ON_KAFKA[name]
