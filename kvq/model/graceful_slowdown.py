@@ -552,11 +552,7 @@ class GracefulSlowdown:
         on what retention freed (`reach_at`) at about the same share."""
         applied = self.applied_seconds()
         peak, _ = peaks
-        spare = (
-            self.headroom(reading)
-            - gross * applied
-            - self.foreseen_margin(reading, gross, peak, ops)
-        )
+        spare = self.foreseen_spare(reading, gross, peak, ops)
         never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
         # One bound per time ahead, each reading only its own and the one before (a time unknown
         # frees nothing by it): on Spark's Columns an expression that read the bounds so far
@@ -569,6 +565,17 @@ class GracefulSlowdown:
                 bounds.append(ops.choose(by_then < 0, never, bound))
             freed = ops.greatest(by_then, 0)
         return ops.greatest(peak, 1.0) / ops.greatest(ops.least(*bounds), 1.0)
+
+    def foreseen_spare(
+        self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
+    ) -> Any:
+        """The headroom `foreseen_reach` spends: the headroom when the factor takes effect (less
+        the window's `gross` rate until then) above its margin (`foreseen_margin`)."""
+        return (
+            self.headroom(reading)
+            - gross * self.applied_seconds()
+            - self.foreseen_margin(reading, gross, peak, ops)
+        )
 
     def foreseen_margin(
         self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
