@@ -135,9 +135,9 @@ def _reading(column: Callable[[str], Column]) -> VolumeReading:
     return VolumeReading(time, total_bytes, available_bytes, ratio, grown_bytes)
 
 
-def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
-    """`declared(reading, previous)` with as many previous readings as the volume has (up to the
-    policy's `history`; columns `previous1`.. hold them, null where it has fewer)."""
+def _policy_reading(policy: ThrottleFactorPolicy) -> VolumeReading:
+    """A row's reading as the policy reads it: with its windows (`with_window_columns`) and, for
+    a policy that reads it, the forecast."""
     windows = ReadingWindows(
         tuple(
             GrowthWindow(*(F.col(f"growth{i}")[name] for name in GrowthWindow._fields))
@@ -153,6 +153,13 @@ def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
         forecast = F.col("retention_freed")
         freed = tuple(forecast[i] for i in range(len(AHEAD_SECONDS)))
         reading = reading._replace(retention_freed=freed)
+    return reading
+
+
+def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
+    """`declared(reading, previous)` with as many previous readings as the volume has (up to the
+    policy's `history`; columns `previous1`.. hold them, null where it has fewer)."""
+    reading = _policy_reading(policy)
     previous = [_reading(F.col(f"previous{n}").getField) for n in range(1, policy.history + 1)]
     chosen = F.lit(declared(reading, tuple(previous)))
     for n in range(policy.history, 0, -1):
@@ -269,6 +276,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
     before = by_volume.rowsBetween(Window.unboundedPreceding, -1)
     so_far = by_volume.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    by_time = Window.partitionBy(*BY_VOLUME).orderBy("time")
     if policy.growth_windows or policy.looks_back:
         described = with_window_columns(described, policy)
     if policy.history:
@@ -333,8 +341,19 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
             ),
         )
         peaks = tuple(F.col(f"peak{i}") for i in range(policy.peaks))
-        floor = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops)[0])
-        at_once = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops)[1])
+        levels = None
+        if policy.level_hold_seconds:
+            # The highest sample of the last seconds, this one's included: a window over time.
+            sample = policy.level_sample(_policy_reading(policy), peaks, ops)
+            hold = -_whole_seconds(policy.level_hold_seconds)
+            described = described.select(
+                "*", F.when(usable, F.lit(sample).cast("double")).alias("level_sample")
+            )
+            held = F.max("level_sample").over(by_time.rangeBetween(hold, 0))
+            described = described.select("*", held.alias("level_held"))
+            levels = (F.col("level_sample"), F.col("level_held"))
+        floor = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops, levels)[0])
+        at_once = _by_variant(policy, lambda r, p: policy.depth_floor(r, p, peaks, ops, levels)[1])
         climbed = F.lit(policy.floor_climb) * F.col("time")
         described = described.select(
             "*",
@@ -381,6 +400,8 @@ def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
             "peak_epoch",
             *(f"peak_sample{i}" for i in range(peaks)),
             *(f"peak{i}" for i in range(peaks)),
+            "level_sample",
+            "level_held",
             "depth_total",
             "climb_from",
             "floor_at_once",

@@ -102,7 +102,11 @@ class GracefulSlowdown:
     With what retention frees by times ahead foreseen as well (`VolumeReading.retention_freed`,
     `kvq.throttle.slowdown.retention.forecast`), the level spends the headroom evenly until
     retention frees what the producers write now (`foreseen_reach`), instead of waiting to see
-    what it frees, and the approach is no longer paced on the net fill rate.
+    what it frees, and the approach is no longer paced on the net fill rate. It falls on a
+    margin of the window's rate, and rises past what a margin of the peak allows only as far as
+    that level held over the last `RISE_HOLD_SECONDS` (`level_sample`: the exporter keeps each
+    volume's samples of those seconds, the backfill takes their maximum with a window over
+    time).
     """
 
     limit: Limit
@@ -154,6 +158,13 @@ class GracefulSlowdown:
     )
     """The spaced fill rate's readings: `FILL_INTERVALS` of `FILL_INTERVAL_SECONDS` back."""
     reads_forecast: ClassVar[bool] = True
+    RISE_HOLD_SECONDS: ClassVar[float] = 14.0
+    """With retention foreseen (`foreseen_reach`): the level falls on `FORESEEN_MARGIN_SECONDS`
+    of the window's rate, but rises past what that many seconds of the peak allow only to the
+    lowest it was over the readings of the last this many seconds (the recommended loop's
+    response time): after a rise producers write at up to their peak, their backlog first, and
+    a level that only dipped is not raised into it (`level_sample`)."""
+    level_hold_seconds: ClassVar[float] = RISE_HOLD_SECONDS
     accumulates: ClassVar[bool] = True
     peaks: ClassVar[int] = 2
     """The peak fill rate (`peak_sample`) and, following retention, the largest burst."""
@@ -379,6 +390,7 @@ class GracefulSlowdown:
         previous: tuple[VolumeReading, ...],
         peaks: tuple[Any, ...],
         ops: Expressions,
+        levels: tuple[Any, Any] | None = None,
     ) -> tuple[Any, Any]:
         """(held, at once): the depth of the highest factor at which the volume, filling at
         that share of its peak with nothing deleted, would still take `response_seconds` (or
@@ -396,7 +408,8 @@ class GracefulSlowdown:
         throttle is lifted): the depth of the factor at which its headroom lasts
         `response_seconds` at its peak (0 otherwise); the held floor then climbs on from there.
         A level, not a step: readings that still show the rate from before it took effect ask
-        for no more than it."""
+        for no more than it. `levels`: this reading's `level_sample` and the highest of those of
+        the last `level_hold_seconds` (`retention_reach`)."""
         peak, burst = peaks
         headroom = ops.greatest(self.headroom(reading), 1.0)
         lasting = min(self.response_seconds, self.horizon_seconds)
@@ -406,7 +419,8 @@ class GracefulSlowdown:
             level: Any = capped
         else:  # following retention: the level's drops are the held floor's, paced
             spaced = self.spaced_fill_rate(reading, previous, ops)
-            level = ops.greatest(capped, self.retention_reach(reading, spaced, peaks, ops))
+            retention = self.retention_reach(reading, spaced, peaks, ops, levels)
+            level = ops.greatest(capped, retention)
         reach = ops.choose(follows, level, ops.greatest(lasting * peak / headroom, capped))
         held = depth_sharing(reach, self.LOWEST_CAP, ops)
         if not previous:
@@ -490,7 +504,12 @@ class GracefulSlowdown:
         return window.grown, used_bytes(reading) - window.start_used, elapsed
 
     def retention_reach(
-        self, reading: VolumeReading, unseen: Any, peaks: tuple[Any, ...], ops: Expressions
+        self,
+        reading: VolumeReading,
+        unseen: Any,
+        peaks: tuple[Any, ...],
+        ops: Expressions,
+        levels: tuple[Any, Any] | None = None,
     ) -> Any:
         """How many times too fast the peak write rate is for the rate to hold: what retention
         frees, plus the headroom foreseen when the factor takes effect above a margin
@@ -501,20 +520,40 @@ class GracefulSlowdown:
         retention frees comes in bursts (segments), and a throttled interval writes less than
         the factor it sets will (foreseeing the headroom grow too let a 10x load step cross
         the limit with a 30 s response time in tests/kvq/model/test_slowdown_study.py). With what
-        retention frees foreseen (`foresees`), `foreseen_reach` instead."""
+        retention frees foreseen (`foresees`), `foreseen_reach` instead. In factors: the lower
+        of the level on a margin of the window's rate and the higher of the level on a margin of
+        the peak's and the lowest the window's was over the last `level_hold_seconds` (`levels`:
+        this reading's `level_sample` and the highest of those seconds'; without them, on the
+        peak's margin alone)."""
         grown, _, seconds = self.growth_window(reading, ops)
         freed = self.freed_rate(reading, ops)
         reach = self.reach_at(reading, grown / seconds, freed, unseen, peaks, ops)
         if reading.retention_freed is None:
             return reach
-        foreseen = self.foreseen_reach(reading, grown / seconds, peaks, ops)
+        gross = grown / seconds
+        on_peak = self.foreseen_reach(reading, gross, peaks, ops, ops.greatest(peaks[0], gross))
+        foreseen = on_peak
+        if levels is not None:
+            on_window, held = levels
+            foreseen = ops.greatest(on_window, ops.least(on_peak, held))
         return ops.choose(self.foresees(reading, ops), foreseen, reach)
 
+    def level_sample(self, reading: VolumeReading, peaks: tuple[Any, ...], ops: Expressions) -> Any:
+        """The level `retention_reach` holds rises on (a reach: the higher, the lower the
+        factor): `foreseen_reach` on a margin of the window's rate while retention is foreseen,
+        else 0."""
+        if reading.retention_freed is None:
+            return 0.0
+        grown, _, seconds = self.growth_window(reading, ops)
+        on_window = self.foreseen_reach(reading, grown / seconds, peaks, ops, grown / seconds)
+        return ops.choose(self.foresees(reading, ops), on_window, 0.0)
+
     FORESEEN_MARGIN_SECONDS: ClassVar[float] = 4.0
-    """With retention foreseen (`foreseen_reach`): the headroom kept, in seconds of the peak rate
-    (or the window's, if faster): after a rise the producers write at up to it, their backlog
-    first (4 s of the window's rate let the six cross the limit on real Kafka, 5 s after a rise
-    from 0.45 to 0.82) ..."""
+    """With retention foreseen (`foreseen_reach`): the headroom kept, in seconds of the window's
+    rate; and for a rise, of the peak rate (or the window's, if faster) until the level has held
+    for `RISE_HOLD_SECONDS`: after a rise the producers write at up to the peak, their backlog
+    first (4 s of the window's rate alone let the six cross the limit on real Kafka, 5 s after a
+    rise from 0.45 to 0.82) ..."""
     FORESEEN_MARGIN_BURSTS: ClassVar[float] = 1.0
     """... and at least this many of the burst the reading shows (`burst`): the current one, not
     the largest seen (the load starting, as the partitions' sizes see it, is one burst of a
@@ -537,7 +576,12 @@ class GracefulSlowdown:
         return ops.choose(ops.known(freed), freed, -1) >= 0
 
     def foreseen_reach(
-        self, reading: VolumeReading, gross: Any, peaks: tuple[Any, ...], ops: Expressions
+        self,
+        reading: VolumeReading,
+        gross: Any,
+        peaks: tuple[Any, ...],
+        ops: Expressions,
+        margin_rate: Any,
     ) -> Any:
         """How many times too fast the peak write rate is for the rate to hold, with what
         retention frees by each time ahead foreseen (`foresees`): the lowest rate at which the
@@ -552,7 +596,7 @@ class GracefulSlowdown:
         on what retention freed (`reach_at`) at about the same share."""
         applied = self.applied_seconds()
         peak, _ = peaks
-        spare = self.foreseen_spare(reading, gross, peak, ops)
+        spare = self.foreseen_spare(reading, gross, margin_rate, ops)
         never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
         # One bound per time ahead, each reading only its own and the one before (a time unknown
         # frees nothing by it): on Spark's Columns an expression that read the bounds so far
@@ -567,25 +611,23 @@ class GracefulSlowdown:
         return ops.greatest(peak, 1.0) / ops.greatest(ops.least(*bounds), 1.0)
 
     def foreseen_spare(
-        self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
+        self, reading: VolumeReading, gross: Any, margin_rate: Any, ops: Expressions
     ) -> Any:
         """The headroom `foreseen_reach` spends: the headroom when the factor takes effect (less
         the window's `gross` rate until then) above its margin (`foreseen_margin`)."""
         return (
             self.headroom(reading)
             - gross * self.applied_seconds()
-            - self.foreseen_margin(reading, gross, peak, ops)
+            - self.foreseen_margin(reading, margin_rate, ops)
         )
 
-    def foreseen_margin(
-        self, reading: VolumeReading, gross: Any, peak: Any, ops: Expressions
-    ) -> Any:
-        """The headroom `foreseen_reach` keeps: `FORESEEN_MARGIN_SECONDS` of the peak (or of the
-        window's `gross` rate, if faster), what producers write after a rise, their backlog
-        first, before the next factor takes effect; or the burst the reading shows
-        (`FORESEEN_MARGIN_BURSTS`), if more."""
+    def foreseen_margin(self, reading: VolumeReading, rate: Any, ops: Expressions) -> Any:
+        """The headroom `foreseen_reach` keeps: `FORESEEN_MARGIN_SECONDS` of `rate` (the peak's,
+        or the window's if faster: what producers write after a rise, their backlog first,
+        before the next factor takes effect; or the window's alone, which a level falls on),
+        or the burst the reading shows (`FORESEEN_MARGIN_BURSTS`), if more."""
         return ops.greatest(
-            self.FORESEEN_MARGIN_SECONDS * ops.greatest(peak, gross),
+            self.FORESEEN_MARGIN_SECONDS * rate,
             self.FORESEEN_MARGIN_BURSTS * self.burst(reading, ops),
         )
 

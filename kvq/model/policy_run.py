@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kvq.model.depth_accumulator import DepthAccumulator
+from kvq.model.level_hold import LevelHold
 from kvq.model.policy_expressions import PLAIN
 from kvq.model.reading_trail import ReadingTrail
 from kvq.model.throttle_factor_policy import (
@@ -38,6 +39,7 @@ class PolicyRun:
         self._readings: dict[tuple[int, str], tuple[VolumeReading, ...]] = {}
         self._depths: dict[tuple[int, str], DepthAccumulator] = {}
         self._trails: dict[tuple[int, str], ReadingTrail] = {}
+        self._holds: dict[tuple[int, str], LevelHold] = {}
         self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
         """Per judged volume: the policy's gauges and then its factor (only for a policy that
         has gauges), as last observed."""
@@ -66,7 +68,8 @@ class PolicyRun:
                 forgets = bool(restart) and bool(policy.forgets_peaks(reading, PLAIN))
                 calm = float(policy.calm_seconds(reading, previous, samples, PLAIN))
                 peaks = accumulated.take_peaks(samples, forgets, calm, policy.peak_memory_seconds)
-                floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN)
+                levels = self._levels(key, reading, peaks)
+                floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN, levels)
                 depth = accumulated.take(
                     float(step),
                     bool(restart),
@@ -121,6 +124,18 @@ class PolicyRun:
             if bool(freed) or policy.closing_fast(reading, previous[0], throttled):
                 return True
         return False
+
+    def _levels(
+        self, key: tuple[int, str], reading: VolumeReading, peaks: tuple[float, ...]
+    ) -> tuple[float, float] | None:
+        """The volume's level sample at `reading` and the highest of its last
+        `level_hold_seconds` (None for a policy that holds none)."""
+        seconds = self.policy.level_hold_seconds
+        if not seconds:
+            return None
+        sample = float(self.policy.level_sample(reading, peaks, PLAIN))
+        hold = self._holds.setdefault(key, LevelHold(seconds))
+        return sample, hold.take(reading.time, sample)
 
     def _reading(self, volume: Volume, time: float) -> VolumeReading:
         """`volume` read at `time`, with the aggregates the policy's windows give it over the

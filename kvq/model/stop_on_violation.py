@@ -23,6 +23,7 @@ class StopOnViolation:
     reads_forecast: ClassVar[bool] = False
     accumulates: ClassVar[bool] = False
     peaks: ClassVar[int] = 0
+    level_hold_seconds: ClassVar[float] = 0.0
     polls_watched_after_lift: ClassVar[int] = 3
     """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
     freed, and a check that shows it past the limit again throttles a check interval after the
@@ -57,12 +58,16 @@ class StopOnViolation:
     def peak_memory_seconds(self) -> float:
         return math.inf
 
+    def level_sample(self, reading: VolumeReading, peaks: tuple[Any, ...], ops: Expressions) -> Any:
+        return 0.0
+
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
         peaks: tuple[Any, ...],
         ops: Expressions,
+        levels: tuple[Any, Any] | None = None,
     ) -> tuple[Any, Any]:
         return 0.0, 0.0
 

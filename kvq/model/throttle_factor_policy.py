@@ -149,6 +149,10 @@ class ThrottleFactorPolicy(Protocol):
     peaks: ClassVar[int]
     """How many running maxima (*peaks*) `peak_sample` gives a sample of, for `depth_floor`."""
 
+    level_hold_seconds: ClassVar[float]
+    """How far back, in whole seconds, `depth_floor` reads the highest `level_sample` of a
+    volume's readings (this one's included; 0: it reads none)."""
+
     polls_watched_after_lift: ClassVar[int]
     """For how many poll intervals after a throttle is lifted the exporter keeps checking between
     polls (`exporter.poller.Poller.check_interval`): the load the throttle held comes back at
@@ -201,18 +205,25 @@ class ThrottleFactorPolicy(Protocol):
         """How much calm the peaks remember a sample for (at least; at most twice this)."""
         ...
 
+    def level_sample(self, reading: VolumeReading, peaks: tuple[Any, ...], ops: Expressions) -> Any:
+        """What `depth_floor` reads the highest of over the last `level_hold_seconds` (with the
+        volume's `peaks` as of this reading)."""
+        ...
+
     def depth_floor(
         self,
         reading: VolumeReading,
         previous: tuple[VolumeReading, ...],
         peaks: tuple[Any, ...],
         ops: Expressions,
+        levels: tuple[Any, Any] | None = None,
     ) -> tuple[Any, Any]:
         """(floor, at once): the floors this reading sets the volume's depth (each >= 0). The
         depth is kept at or above the *held floor*: the least, over the readings since the
         last restart, of each one's floor plus `floor_climb` per second since it (it follows a
         floor down at once and up at most that fast), or this reading's floor at once if that
-        is higher."""
+        is higher. `levels` (with `level_hold_seconds`): this reading's `level_sample` and the
+        highest of those of the last `level_hold_seconds`."""
         ...
 
     @property

@@ -15,8 +15,10 @@ from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.python_replay import read_archive, replay
 from kvq.contract.archive_record import to_line
 from kvq.contract.metric_families import backfilled
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
+from kvq.model.policy_run import PolicyRun
 from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, used_bytes
 from kvq.model.volume import LogDirDescription
@@ -332,6 +334,62 @@ def replace_forecast(observation: Observation, forecast) -> Observation:
             dataclasses.replace(d, retention_freed=forecast) for d in observation.log_dirs
         ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RisesUnheld(GracefulSlowdown):
+    """Graceful slowdown with the forecast's level on the peak's margin alone."""
+
+    level_hold_seconds: ClassVar[float] = 0.0
+
+
+def closed_loop(config: Config, pattern: list[int], step: int = 2) -> list[Observation]:
+    """Five minutes of one volume's readings `step` s apart, written at the factor the policy
+    gave the reading before (its pattern's bytes times it, in turn: bursts), retention freeing
+    what was written 60 s before and foreseeing it."""
+    run = PolicyRun(config.policy)
+    total, used, factor = 32 << 20, 16 << 20, UNTHROTTLED
+    written: dict[int, int] = {}
+    rows = []
+    for i, time in enumerate(range(0, 300, step)):
+        written[time] = grown = int(factor * pattern[i % len(pattern)])
+        used += grown - written.get(time - 60, 0)
+        forecast = tuple(
+            sum(written.get(t, 0) for t in range(time - 59, time - 59 + ahead))
+            if ahead <= 60
+            else -1
+            for ahead in AHEAD_SECONDS
+        )
+        described = LogDirDescription(
+            0, "/d", total, total - used, 0, None if time == 0 else grown, retention_freed=forecast
+        )
+        rows.append(Observation(1000 + time, (0,), (described,)))
+        factor = run.calculate(rows[-1].volumes, time=1000.0 + time).factor
+    return rows
+
+
+def test_rises_held_on_the_forecast_are_evaluated_alike(spark, tmp_path):
+    """With the forecast read, graceful slowdown's level falls on a margin of the window's rate
+    and rises past what the peak's margin allows only as far as that level held over the last
+    14 s (a maximum over a window of time of a computed column: the exporter keeps the samples,
+    the backfill takes it with a window over time). Bursts written in a closed loop, where the
+    held rises change a sixth of the factors: the backfill gives them bit for bit."""
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT2S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    rows = closed_loop(config, [300_000, 300_000, 1_200_000, 60_000, 60_000, 900_000])
+    held, unheld = PolicyRun(config.policy), PolicyRun(RisesUnheld(config.limit, 40.0, 14.0))
+    differ = sum(
+        held.calculate(o.volumes, time=o.time).factor
+        != unheld.calculate(o.volumes, time=o.time).factor
+        for o in rows
+    )
+    assert differ >= len(rows) // 10
+    archive = tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl"
+    write_lines(archive, rows)
+    got, expected, _ = backfill_both(archive.parent.parent.parent, config, tmp_path / "out", 2)
+    assert_same(got, expected)
 
 
 def test_peaks_forgotten_after_calm_are_forgotten_alike(spark, tmp_path):

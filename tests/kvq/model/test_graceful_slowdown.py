@@ -277,7 +277,7 @@ def test_a_volume_retention_holds_still_keeps_headroom_for_the_response_time_at_
 class WithoutFloor(GracefulSlowdown):
     """The factor rising on the fill rate alone (no floor under the depth)."""
 
-    def depth_floor(self, reading, previous, peak, ops):
+    def depth_floor(self, reading, previous, peak, ops, levels=None):
         return 0.0, 0.0
 
 
@@ -356,8 +356,8 @@ class HorizonFloor(GracefulSlowdown):
     """The held floor as it was: the headroom lasting the whole horizon at the factor's share
     of the peak, with nothing deleted."""
 
-    def depth_floor(self, reading, previous, peaks, ops):
-        held, at_once = super().depth_floor(reading, previous, peaks, ops)
+    def depth_floor(self, reading, previous, peaks, ops, levels=None):
+        held, at_once = super().depth_floor(reading, previous, peaks, ops, levels)
         headroom = ops.greatest(self.headroom(reading), 1.0)
         reach = self.horizon_seconds * peaks[0] / headroom
         return depth_sharing(reach, self.LOWEST_CAP, ops), at_once
@@ -440,8 +440,8 @@ def test_with_kafkas_retention_a_load_step_keeps_the_volume_off_its_limit(step, 
 class PacedOnly(GracefulSlowdown):
     """The factor lowered by paced steps and the held floor alone (no floor at once)."""
 
-    def depth_floor(self, reading, previous, peak, ops):
-        return super().depth_floor(reading, previous, peak, ops)[0], 0.0
+    def depth_floor(self, reading, previous, peak, ops, levels=None):
+        return super().depth_floor(reading, previous, peak, ops, levels)[0], 0.0
 
 
 def lifted_throttle_loop(kind=GracefulSlowdown, checks=True, delay=3.0):
