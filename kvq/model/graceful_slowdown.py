@@ -594,10 +594,18 @@ class GracefulSlowdown:
         headroom is spent until then; once it does, at the rate it frees. In the closed-loop
         model (tests/kvq/model/test_slowdown_study.py) this stalls producers less than the level
         on what retention freed (`reach_at`) at about the same share."""
-        applied = self.applied_seconds()
         peak, _ = peaks
         spare = self.foreseen_spare(reading, gross, margin_rate, ops)
         never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
+        rate = self.foreseen_rate(reading, spare, never, ops)
+        return ops.greatest(peak, 1.0) / ops.greatest(rate, 1.0)
+
+    def foreseen_rate(
+        self, reading: VolumeReading, spare: Any, never: Any, ops: Expressions
+    ) -> Any:
+        """The highest steady rate at which `spare` (`foreseen_spare`) plus what retention frees
+        by each time ahead lasts until the next one (`never` where a time is unknown)."""
+        applied = self.applied_seconds()
         # One bound per time ahead, each reading only its own and the one before (a time unknown
         # frees nothing by it): on Spark's Columns an expression that read the bounds so far
         # twice over would double with every time ahead.
@@ -608,7 +616,7 @@ class GracefulSlowdown:
                 bound = (spare + freed) / (ahead - applied)
                 bounds.append(ops.choose(by_then < 0, never, bound))
             freed = ops.greatest(by_then, 0)
-        return ops.greatest(peak, 1.0) / ops.greatest(ops.least(*bounds), 1.0)
+        return ops.least(*bounds)
 
     def foreseen_spare(
         self, reading: VolumeReading, gross: Any, margin_rate: Any, ops: Expressions

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import pytest
 
 from demo.slowdown import MANY_PRINCIPALS_RATE, at_the_limit
-from kvq.model.graceful_slowdown import MIN_ELAPSED_SECONDS, NOT_FILLING_SECONDS, GracefulSlowdown
+from kvq.model.graceful_slowdown import MIN_ELAPSED_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN, Expressions
 from kvq.model.policy_run import PolicyRun
@@ -501,30 +501,21 @@ class SpendSooner(PeakMargin):
 
     SPEND_SECONDS: ClassVar[float] = 20.0
 
-    def foreseen_reach(
-        self,
-        reading: VolumeReading,
-        gross: Any,
-        peaks: tuple[Any, ...],
-        ops: Expressions,
-        margin_rate: Any,
+    def foreseen_rate(
+        self, reading: VolumeReading, spare: Any, never: Any, ops: Expressions
     ) -> Any:
         applied = self.applied_seconds()
-        peak, _ = peaks
-        spare = self.foreseen_spare(reading, gross, margin_rate, ops)
-        never = NOT_FILLING_SECONDS * ops.greatest(peak, 1.0)
-        even, falling = [], []
+        falling = []
         freed: Any = 0.0
         for ahead, by_then in zip(AHEAD_SECONDS, reading.retention_freed or (), strict=True):
             if ahead > applied:
                 seconds = ahead - applied
                 left = spare * math.exp(-seconds / self.SPEND_SECONDS)
-                even.append(ops.choose(by_then < 0, never, (spare + freed) / seconds))
                 falling.append(ops.choose(by_then < 0, never, (left + freed) / seconds))
             freed = ops.greatest(by_then, 0)
         sooner = ops.least(*falling) + spare / self.SPEND_SECONDS
-        rate = ops.greatest(ops.least(*even), sooner)
-        return ops.greatest(peak, 1.0) / ops.greatest(rate, 1.0)
+        even = GracefulSlowdown.foreseen_rate(self, reading, spare, never, ops)
+        return ops.greatest(even, sooner)
 
 
 def forecast_policy(policy: type[GracefulSlowdown], **constants: float) -> Controller:
