@@ -269,7 +269,9 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     the volume's previous usable descriptions (`previous1`.., windows over its descriptions in
     success order) and, for a policy that accumulates, its peaks (running maxima since the
     last restart), its held floor and its depth (a running sum since the last restart minus the
-    running minimum of that sum less the held floor, 0 included:
+    running minimum of that sum less the held floor, 0 included) and, for a policy that holds
+    its rises, its level samples and the highest of them over the last `level_hold_seconds` (a
+    window over time, as the exporter's `LevelHold` keeps them:
     `kvq.model.throttle_factor_policy`)."""
     ops = SPARK_EXPRESSIONS
     usable = F.col("reason").isNull()
