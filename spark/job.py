@@ -295,7 +295,8 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
     # stages are its own).
     stages = None if is_remote(spark) else getattr(say, "stages", None)
     try:
-        with stages(spark.sparkContext) if stages else contextlib.nullcontext():
+        progress = stages(spark.sparkContext) if stages else contextlib.nullcontext()
+        with progress, stage_fusion(spark, request.config):
             _backfill(spark, archive, request, result, say)
     except CorruptPart as exc:
         raise BackfillError(f"{exc}; the part files are rewritten by running again") from None
@@ -310,6 +311,31 @@ def _run(request: BackfillRequest, say: Callable[[str], None]) -> BackfillResult
         if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
             archive.records.unpersist()
     return result
+
+
+FUSED_FIELDS_SETTING = "spark.sql.codegen.maxFields"
+
+
+@contextlib.contextmanager
+def stage_fusion(spark, config: Config) -> Iterator[None]:
+    """While the job runs, Spark fuses no operator wider than the policy allows into a stage's
+    generated method (`spark.volume_history.fused_fields`), unless the user set that
+    (spark-submit's --conf, a Connect server's settings); put back afterwards, for the session's
+    next runs (a test's, a Connect server's)."""
+    from spark.session import user_setting
+    from spark.volume_history import fused_fields
+
+    fields = fused_fields(config.policy)
+    if fields is None or user_setting(spark, FUSED_FIELDS_SETTING) is not None:
+        yield
+        return
+    spark.conf.set(FUSED_FIELDS_SETTING, str(fields))
+    try:
+        yield
+    finally:
+        # Not while an interrupt unwinds (as `_run`'s unpersist): the JVM is mid-answer.
+        if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            spark.conf.unset(FUSED_FIELDS_SETTING)
 
 
 def _stored_bytes(files: list[Path]) -> int:

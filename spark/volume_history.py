@@ -156,6 +156,26 @@ def _policy_reading(policy: ThrottleFactorPolicy) -> VolumeReading:
     return reading
 
 
+FUSED_FIELDS = 40
+"""The most fields an operator of a policy with previous readings may have and still be fused
+into its stage's generated method (`fused_fields`): graceful-slowdown's policy stages have 47-64,
+the stages that read and write the volumes' rows fewer."""
+
+
+def fused_fields(policy: ThrottleFactorPolicy) -> int | None:
+    """The most fields an operator of `policy`'s job may have and still be fused with the others
+    of its stage into one generated method (Spark's whole-stage code generation,
+    `spark.sql.codegen.maxFields`); None: Spark's own (100). For a policy that reads its previous
+    readings (`history`, graceful-slowdown) `FUSED_FIELDS`: `_by_variant` makes one formula per
+    number of previous readings, and a fused policy stage holds code past the JVM's 64 KB limit
+    on a method. Janino then fails to compile it, Spark logs that as an ERROR with a Java stack
+    trace of a thousand lines and runs the stage unfused anyway, after seconds spent on the
+    attempt. Not fused from the start, the policy stages run as they did, and the narrower
+    stages are still fused (turning fusion off for the whole job made a large archive's backfill
+    half as slow again)."""
+    return FUSED_FIELDS if policy.history > 0 else None
+
+
 def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
     """`declared(reading, previous)` with as many previous readings as the volume has (up to the
     policy's `history`; columns `previous1`.. hold them, null where it has fewer)."""

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from devkit.archive_generator import write_config
+from devkit.archive_generator import ArchivePlan, generate, write_config
 from kvq.model.limits import MIN_AVAILABLE_RATIO
+from kvq.settings.config import GRACEFUL_SLOWDOWN, THROTTLE_POLICY
 from tests.spark.backfill_cli import run_backfill
 
 
@@ -241,3 +242,25 @@ def test_py4j_failures_while_an_interrupt_unwinds_are_quiet_and_others_are_not(t
     assert done.returncode == 0, done.stderr
     assert "while an interrupt unwinds" not in done.stderr, done.stderr
     assert 'msg="a failure of its own"' in done.stderr and "BrokenPipeError" in done.stderr
+
+
+@pytest.mark.timeout(900)  # Spark: minutes on a loaded machine
+def test_a_graceful_slowdown_backfill_prints_no_java_stack_trace(tmp_path):
+    """graceful-slowdown's policy stages are too large for Spark to fuse each into one method:
+    asked to, Spark fails to compile them, logs each failure as an ERROR with a Java stack
+    trace of a thousand lines on the terminal, and goes on unfused. kvq-backfill does not ask:
+    what the user sees is its own progress."""
+    plan = ArchivePlan(brokers=1, dirs_per_broker=1, hours=0.5, interval=5.0)
+    generate(plan, tmp_path / "archive")
+    config = write_config(
+        tmp_path / "kvq.properties", interval="PT5S", extra={THROTTLE_POLICY: GRACEFUL_SLOWDOWN}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "spark.cli", "--archive", "archive", "--config", str(config),
+         "--output", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Failed to compile" not in done.stderr, done.stderr[:3000]
+    assert "\tat org." not in done.stderr, done.stderr[:3000]
+    assert (tmp_path / "out" / "kafka.om").read_text().endswith("# EOF\n")
