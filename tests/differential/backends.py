@@ -202,19 +202,27 @@ def alter(
 
 
 def set_quota_seen_by(
-    admin: KafkaAdminClient, node_id: int, pairs: Pairs, changes: Mapping[str, float | None]
+    admin: KafkaAdminClient,
+    node_ids: int | Iterable[int],
+    pairs: Pairs,
+    changes: Mapping[str, float | None],
 ) -> None:
-    """Alter one entity's quotas and wait until broker `node_id` shows them: from then on its
-    quota manager applies them."""
+    """Alter one entity's quotas and wait until each broker of `node_ids` shows them: from then
+    on its quota manager applies them. A combined node's controller applies a change before its
+    broker shows it (one metadata loader, the controller's publishers installed first), so a
+    quota the controller enforces (controller_mutation_rate, on the active controller, which
+    any node may be) is in force once every node shows it."""
     assert alter(admin, pairs, changes) == (0, None)
     components = [(t, 0 if n is not None else 1, n) for t, n in pairs]  # exact / default
     wanted = {k: v for k, v in changes.items() if v is not None}
 
-    def shown() -> dict[str, float]:
+    def shown(node_id: int) -> dict[str, float]:
         response = describe_raw(admin, components, strict=True, node_id=node_id)
         return {v.key: v.value for e in response.entries for v in e.values}
 
-    assert eventually(shown, lambda found: found == wanted) == wanted
+    for node_id in [node_ids] if isinstance(node_ids, int) else node_ids:
+        found = eventually(functools.partial(shown, node_id), lambda found: found == wanted)
+        assert found == wanted, f"node {node_id} shows {found}"
 
 
 def describe_raw(

@@ -132,7 +132,9 @@ def test_a_controller_mutation_quota_rejects_topics_once_its_token_bucket_is_emp
     count. Strict from CreateTopics v6: a topic is refused (THROTTLING_QUOTA_EXCEEDED, 89) only
     once the bucket is already below zero, and the answer carries the time to refill it."""
     client = unique("mutations")
-    set_quota_seen_by(admin, 0, (("client-id", client),), {"controller_mutation_rate": 1.0})
+    set_quota_seen_by(
+        admin, backend.node_ids, (("client-id", client),), {"controller_mutation_rate": 1.0}
+    )
     p = unique("cmq")
     request = CreateTopicsRequest(
         version=7,
