@@ -44,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devkit.kafka_class_archive import KafkaClassArchive
 from devkit.kafka_dist import LOG4J2_CONFIG, REQUEST_LOG4J2_CONFIG, KafkaDist, fetch
 from devkit.processes import ManagedProcess, server_port, start_dying_with_parent
 from devkit.tls_certificates import Pki
+from spark.class_archive import java_binary
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +181,8 @@ class KafkaNode:
     """The PROXIED listener's own port (KafkaCluster(proxied=True)), else None."""
     proxy_port: int | None = None
     """The port the PROXIED listener advertises, where a proxy forwards to `proxied_port`."""
+    writes_class_archive: tuple[KafkaClassArchive, Path] | None = None
+    """The class archive its JVM writes as it exits, and the file it writes it to; else None."""
 
     @property
     def metadata_dir(self) -> Path:
@@ -220,6 +224,9 @@ class KafkaCluster:
     the node when a value needs the ports, which are chosen at start (the Strimzi plugin's
     `client.quota.callback.static.kafka.admin.bootstrap.servers`)."""
     jvm_options: Sequence[str] = JVM_OPTIONS
+    class_archive: bool = True
+    """Start the JVMs from the distribution's class archive, the first node writing it when it is
+    missing (devkit.kafka_class_archive); False: load every class from the jars."""
     host: str = "127.0.0.1"
     ready_timeout: float = 240.0
     stop_timeout: float = 20.0
@@ -372,6 +379,8 @@ class KafkaCluster:
         deadline = time.monotonic() + self.stop_timeout
         for process in running:
             process.stop(timeout=max(0.1, deadline - time.monotonic()))
+        for node in self.node_list:
+            self._publish_class_archive(node)
         self._unmount_all()
 
     def stop_node(self, node_id: int) -> None:
@@ -380,6 +389,7 @@ class KafkaCluster:
         node.wanted = False
         if node.process is not None:
             node.process.stop(timeout=self.stop_timeout)
+        self._publish_class_archive(node)
 
     def start_node(self, node_id: int) -> None:
         """Start a stopped node again with its data, and wait until every running node sees it."""
@@ -569,6 +579,7 @@ class KafkaCluster:
                     ["format", "-t", self.cluster_id, "-c", str(node.config_path), *scram],
                     node.logs_dir,
                     list(STORAGE_TOOL_OPTIONS),
+                    class_archive=self.class_archive,
                 )
                 output = open(node.logs_dir / "format.log", "wb")  # noqa: SIM115 - closed below
                 process = start_dying_with_parent(
@@ -593,7 +604,7 @@ class KafkaCluster:
     def _launch(self, node: KafkaNode) -> None:
         assert self.dist is not None
         node.starts += 1
-        options = list(self.jvm_options)
+        options = [*self.jvm_options, *self._class_archive_writing(node)]
         if self.oauth is not None:
             options += self.oauth.jvm_options
         if node.metrics_port is not None:
@@ -603,10 +614,37 @@ class KafkaCluster:
             f"{LOG4J2_CONFIG},{REQUEST_LOG4J2_CONFIG}" if self.request_log else LOG4J2_CONFIG
         )
         argv = self.dist.java_argv(
-            "kafka.Kafka", [str(node.config_path)], node.logs_dir, options, log_config
+            "kafka.Kafka",
+            [str(node.config_path)],
+            node.logs_dir,
+            options,
+            log_config,
+            class_archive=self.class_archive,
         )
         node.process = ManagedProcess(argv, node.logs_dir / f"console-{node.starts}.log")
         node.wanted = True
+
+    def _class_archive_writing(self, node: KafkaNode) -> list[str]:
+        """The options that have `node` write the distribution's class archive as it exits, when
+        the archive is missing and no other node of this cluster writes it."""
+        assert self.dist is not None
+        java = java_binary()
+        writer = any(n.writes_class_archive for n in self.node_list)
+        if not self.class_archive or java is None or writer:
+            return []
+        archive = self.dist.class_archive(java)
+        pending = archive.pending()
+        if pending is None:
+            return []
+        node.writes_class_archive = (archive, pending)
+        return archive.writing(pending)
+
+    def _publish_class_archive(self, node: KafkaNode) -> None:
+        """Once `node`'s JVM has exited: the class archive it wrote, if complete."""
+        if node.writes_class_archive is not None and not node.running:
+            archive, pending = node.writes_class_archive
+            node.writes_class_archive = None
+            archive.publish(pending)
 
     def _check_alive(self) -> None:
         """Fail at once, with the node's log, when a node's JVM has exited unasked."""

@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
+from devkit.kafka_class_archive import KafkaClassArchive
 from spark.class_archive import cache_dir, java_binary
 
 POM = Path(__file__).parent / "kafka" / "pom.xml"
@@ -72,6 +73,10 @@ class KafkaDist:
         """The Prometheus JMX exporter's Java agent (kept out of `lib`: not on the classpath)."""
         return self.home / "agents" / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
 
+    def class_archive(self, java: Path) -> KafkaClassArchive:
+        """The archive of these jars' classes for `java` (devkit.kafka_class_archive)."""
+        return KafkaClassArchive.of(self.home, java)
+
     @property
     def classpath(self) -> str:
         """Every jar in `lib` (the JVM expands `dir/*`)."""
@@ -84,14 +89,19 @@ class KafkaDist:
         logs_dir: Path,
         jvm_options: list[str],
         log_config: Path | str = LOG4J2_CONFIG,
+        class_archive: bool = True,
     ) -> list[str]:
         """A `java` command line as Kafka's scripts build it: our log4j2 config (several files
-        comma-separated make one composite configuration), the logs dir."""
+        comma-separated make one composite configuration), the logs dir; the class archive
+        mapped once written (unless `class_archive` is False or `jvm_options` write it)."""
         java = java_binary()
         if java is None:
             raise KafkaDistError("no java found (JAVA_HOME or PATH): apt-get install default-jre")
+        writes = any(o.startswith("-XX:ArchiveClassesAtExit=") for o in jvm_options)
+        maps = class_archive and not writes
         return [
             str(java),
+            *(self.class_archive(java).mapping() if maps else []),
             *jvm_options,
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log_config}",
