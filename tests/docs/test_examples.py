@@ -120,8 +120,6 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("docs/backfill.md", "spark-submit --master spark://"): (
         f"{HERE}::test_the_backfill_help_examples_are_the_docs (--help's line); "
         "tests/spark/test_spark_submit.py::"
-        "test_the_help_spark_submit_line_runs_the_installed_module; "
-        "tests/spark/test_spark_submit.py::"
         "test_a_standalone_cluster_builds_the_same_blocks_as_local"
     ),
     ("docs/backfill.md", "start-connect-server.sh --master"): (

@@ -1,5 +1,5 @@
-"""`kvq-backfill --help`'s spark-submit line, run as shown from outside a source checkout: it
-finds the installed module, not a path that only exists in a checkout; and against a real Spark
+"""`kvq-backfill --help`'s spark-submit line, run as shown from outside a source checkout (it
+finds the installed module, not a path that only exists in a checkout) against a real Spark
 standalone cluster (a master and two workers on this machine, each a JVM of its own), where
 the executors build the blocks: the same samples as `local[*]` and the plain-Python replay."""
 
@@ -60,15 +60,6 @@ def spark_submit(
     assert result.returncode == 0, command + "\n" + result.stderr[-3000:]
 
 
-@pytest.mark.timeout(900)  # Spark: minutes on a loaded machine
-def test_the_help_spark_submit_line_runs_the_installed_module(tmp_path):
-    generate(ArchivePlan(brokers=1, dirs_per_broker=1, hours=1), tmp_path / "archive")
-    config = write_config(tmp_path / "kvq.properties", ratio=0.05)
-    output = tmp_path / "out"
-    spark_submit(tmp_path, "'local[1]'", tmp_path / "archive", config, output)
-    assert (output / "kafka.om").read_text().endswith("# EOF\n")
-
-
 def alive_workers(web_ui: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{web_ui}/json/", timeout=5) as answer:
         state = json.load(answer)
@@ -116,9 +107,10 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
 
 @pytest.mark.timeout(1500)  # three Spark JVMs and two runs: minutes on a loaded machine
 def test_a_standalone_cluster_builds_the_same_blocks_as_local(spark, tmp_path, capsys):
-    """The help's spark-submit line with --blocks against a master and two workers: the
-    executors (in the workers' JVMs) write the blocks, the driver moves them into OUTPUT/blocks,
-    and they hold the same samples as `kvq-backfill --blocks` in local[*] and the replay."""
+    """The help's spark-submit line with --blocks against a master and two workers, run from
+    outside a source checkout (it finds the installed module): the executors (in the workers'
+    JVMs) write the blocks, the driver moves them into OUTPUT/blocks, and they hold the same
+    samples as `kvq-backfill --blocks` in local[*] and the replay."""
     archive = tmp_path / "archive"
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=20), archive)  # two 18h ranges
     config = write_config(tmp_path / "kvq.properties", ratio=0.05)
