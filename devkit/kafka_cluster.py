@@ -58,6 +58,9 @@ JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel
 """Per node on a 2-core machine: a 512 MB heap (Kafka's script gives 1 GB), the serial collector
 and C1 only, so three brokers leave CPU for the test that drives them."""
 STORAGE_TOOL_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+CLASS_ARCHIVE_WRITE_SECONDS = 60.0
+"""How much longer than `KafkaCluster.stop_timeout` a node writing the class archive may take to
+exit: the JVM writes it after its shutdown, seconds on a loaded machine."""
 SMALL_MACHINE = {
     "num.network.threads": "2",
     "num.io.threads": "2",
@@ -370,9 +373,16 @@ class KafkaCluster:
         return self
 
     def stop(self) -> None:
-        """Stop every JVM (all at once, SIGKILL after `stop_timeout`) and unmount every tmpfs."""
+        """Stop every JVM (all at once, SIGKILL after `stop_timeout`) and unmount every tmpfs.
+        A node writing the class archive is stopped first, alone: nodes stopping together lose
+        the controllers' quorum, and a broker's controlled shutdown then waits for it until it
+        is killed, before its JVM could write the archive."""
         for node in self.node_list:
             node.wanted = False
+        for node in self.node_list:
+            if node.writes_class_archive is not None and node.process is not None:
+                node.process.stop(timeout=self.stop_timeout + CLASS_ARCHIVE_WRITE_SECONDS)
+                self._publish_class_archive(node)
         running = [n.process for n in self.node_list if n.process is not None]
         for process in running:
             process.signal(signal.SIGTERM)
@@ -384,11 +394,15 @@ class KafkaCluster:
         self._unmount_all()
 
     def stop_node(self, node_id: int) -> None:
-        """Stop one node (controlled shutdown on SIGTERM; SIGKILL after `stop_timeout`)."""
+        """Stop one node (controlled shutdown on SIGTERM; SIGKILL after `stop_timeout`, and
+        the time to write the class archive if it writes it)."""
         node = self.node(node_id)
         node.wanted = False
         if node.process is not None:
-            node.process.stop(timeout=self.stop_timeout)
+            writing = node.writes_class_archive is not None
+            node.process.stop(
+                timeout=self.stop_timeout + (CLASS_ARCHIVE_WRITE_SECONDS if writing else 0.0)
+            )
         self._publish_class_archive(node)
 
     def start_node(self, node_id: int) -> None:
