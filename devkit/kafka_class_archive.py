@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark.class_archive import QUIET, STALE_SECONDS, mappable
+from spark.class_archive import QUIET, mappable, remove_stale_pending
 
 
 @dataclass(frozen=True)
@@ -44,9 +43,7 @@ class KafkaClassArchive:
         archive is there already. Pending files of JVMs that never exited are removed."""
         if self.path.is_file():
             return None
-        for stale in self.path.parent.glob(f"{self.path.name}.*.tmp"):
-            if time.time() - stale.stat().st_mtime > STALE_SECONDS:
-                stale.unlink(missing_ok=True)
+        remove_stale_pending(self.path)
         return self.path.with_name(f"{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
 
     @staticmethod

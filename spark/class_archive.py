@@ -27,10 +27,10 @@ log = logging.getLogger(__name__)
 QUIET = "-Xlog:cds*=off"
 """The JVM warns for each class it cannot archive (hundreds of lines): nothing a user can act on."""
 STALE_SECONDS = 24 * 3600
+"""A temp archive this old belongs to no running JVM."""
 KEPT_ARCHIVES = 3
 """Archives kept in the cache, the most recently used: each installation (a virtualenv, a fresh
 clone's) writes one of ~170 MB, which a removed installation would otherwise leave there."""
-"""A temp archive this old belongs to no running JVM."""
 NO_CRASH_FILES = ("-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash")
 """A JVM that crashes on a damaged archive leaves no hs_err_pid*.log or core in the cwd."""
 
@@ -166,15 +166,21 @@ def mappable(path: Path) -> bool:
     return done.returncode == 0
 
 
+def remove_stale_pending(path: Path) -> None:
+    """Remove the temp files (`path`.*.tmp) of JVMs that began writing the archive at `path` and
+    never exited (older than `STALE_SECONDS`)."""
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        if time.time() - stale.stat().st_mtime > STALE_SECONDS:
+            stale.unlink(missing_ok=True)
+
+
 def prepare(archive: ClassArchive | None) -> str | None:
     """The JVM options for `archive` (None: none), creating its directory; None if unusable."""
     if archive is None:
         return None
     try:
         archive.path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in archive.path.parent.glob(f"{archive.path.name}.*.tmp"):
-            if time.time() - stale.stat().st_mtime > STALE_SECONDS:  # a JVM that never exited
-                stale.unlink(missing_ok=True)
+        remove_stale_pending(archive.path)
         if archive.path.is_file() and not archive.is_usable():  # truncated: SIGBUS
             log.warning("removing the damaged class archive %s; this run writes it", archive.path)
             archive.path.unlink()
