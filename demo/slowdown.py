@@ -75,6 +75,7 @@ from devkit.kafka_dist import KafkaDistError
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer, Transport
 from devkit.results_page import Recording
+from enforcer.observed_rates import DEFAULT_STEP_WINDOW
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
 from kvq.settings.config import SLOWDOWN_HORIZON
@@ -97,12 +98,16 @@ SETUP = replace(
     },
     broker_properties={"log.retention.check.interval.ms": "1000"},
 )
-WARM_UP_SECONDS = 30.0
+WARM_UP_SECONDS = DEFAULT_STEP_WINDOW.total_seconds() + 40.0
 """The load runs this long at its steady rate before broker 0's volume starts to fill (the
 scenario's start): Kafka's quota sensors (a rate over 11 s) and the enforcer's observed-rate
 references read from them then hold the rate it writes, as they do for a load that has run for
 hours, and the producers are past their start-up (a Java producer favours one partition for its
-first seconds)."""
+first seconds). The enforcer's references are no higher than what each entity wrote a step window
+(kvq.enforcer.throttle.observed.rate.step.window) before the episode, so the warm-up outlasts it
+by the producers' start-up, Kafka's 11 s window and the first slowdown's few seconds: with 30 s,
+the episode's references were the producers' first seconds (3.3 kB/s where 40 principals wrote
+8.3-8.8 kB/s to their busiest broker)."""
 WARM_UP_TOPIC_CONFIG = {"retention.ms": "1000", "segment.ms": "1000"}
 """Every topic's retention while the load warms up: a segment of 1 s, deleted a second after its
 newest record, so broker 0's volume holds only the last few seconds of it. The scenario starts

@@ -71,7 +71,9 @@ START = 24_047_616
 SEGMENT, RETENTION = 5.0, 60.0
 """Every topic's segment.ms and retention.ms, in seconds (demo.slowdown.SETUP)."""
 WARM_UP = 30.0
-"""Seconds the load runs before the scenario starts (demo.slowdown.WARM_UP_SECONDS), with ..."""
+"""Seconds the load runs before the scenario starts, with ... (the bench's warm-up when the study's
+claims were made; bench/slowdown now warms up for demo.slowdown.WARM_UP_SECONDS, past the
+enforcer's step window: tests/kvq/model/test_slowdown_study.py, docs/policy-study.md)"""
 WARM_UP_SEGMENT, WARM_UP_RETENTION = 1.0, 1.0
 """... every topic's segment.ms and retention.ms then (demo.slowdown.WARM_UP_TOPIC_CONFIG)."""
 BEFORE = 10.0
