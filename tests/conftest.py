@@ -107,20 +107,23 @@ def pytest_unconfigure(config):
 LONGEST_FIRST = (
     "tests/spark/test_backfill_output.py",
     "tests/system/test_producers_scenario.py",
-    "tests/docs/test_examples_live.py",
-    "tests/spark/test_spark_submit.py",
+    "tests/kvq/model/test_slowdown_study.py",
+    "tests/spark/test_equivalence.py",
+    "tests/enforcer/test_integration.py",
+    "tests/spark/test_spark_connect.py",
     "tests/system/test_demo_kafka.py",
     "tests/spark/test_class_archive.py",
-    "tests/spark/test_spark_connect.py",
+    "tests/spark/test_spark_submit.py",
+    "tests/enforcer/test_large_cluster.py",
+    "tests/docs/test_examples_live.py",
+    "tests/spark/test_cli.py",
     "tests/system/test_backfill_live_exporter.py",
-    "tests/spark/test_scaling_model.py",
-    "tests/spark/test_equivalence.py",
     "tests/system/test_enforcer_cut_off.py",
-    "tests/kvq/model/test_slowdown_study.py",
 )
 """Modules that take a minute or more (their tests' durations summed): they start first, longest
-first, so that under `make test`'s two workers (one module at a time each) the last minutes are
-short modules on both workers, not one long module alone."""
+first (the producers demo on real Kafka among the first two: `PACED_ORDER` starts the paced lane's
+real-Kafka modules once it is done), so that under `make test`'s two workers (one module at a
+time each) the last minutes are short modules on both workers, not one long module alone."""
 
 PACED_ORDER = (
     "tests/enforcer/test_restore_protocol.py",
