@@ -117,7 +117,6 @@ LONGEST_FIRST = (
     "tests/enforcer/test_large_cluster.py",
     "tests/docs/test_examples_live.py",
     "tests/spark/test_cli.py",
-    "tests/system/test_backfill_live_exporter.py",
     "tests/system/test_enforcer_cut_off.py",
 )
 """Modules that take a minute or more (their tests' durations summed): they start first, longest
@@ -134,6 +133,7 @@ PACED_ORDER = (
     "tests/system/test_grafana_dashboard.py",
     "tests/system/test_rules_prometheus.py",
     "tests/system/test_graceful_slowdown_loop.py",
+    "tests/system/test_backfill_live_exporter.py",
     "tests/devcluster/test_alter_faults.py",
     "tests/enforcer/test_entity_minimum_kafka.py",
     "tests/enforcer/test_observed_rates_kafka.py",
@@ -141,6 +141,8 @@ PACED_ORDER = (
     "tests/enforcer/test_kafka_store_crashes.py",
     "tests/system/test_enforcer_replicas.py",
     "tests/devkit/test_java_producer.py",
+    "tests/kvq/kafka/test_oauthbearer_kafka.py",
+    "tests/exporter/test_retention_forecast_kafka.py",
 )
 """The `paced` modules in the order `make test`'s paced lane takes them: those on devcluster and
 Prometheus first, those on real Kafka (their brokers and producers) once the workers' first,

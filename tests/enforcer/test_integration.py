@@ -595,6 +595,7 @@ def test_a_throttle_that_got_a_503_from_failing_alters_is_applied_by_the_loop(dc
     assert e.metric("kafka_volume_quota_enforcer_reconcile_failures_total") > 0
 
 
+@pytest.mark.paced  # two rounds each wait out the journal's 5 s busy timeout, idle
 def test_the_loop_survives_a_journal_locked_longer_than_its_timeout(dc, enforcer):
     """As `sqlite3 journal .backup` can: every journal write fails while the lock is held."""
     seed(dc, {"user": "alice"}, producer_byte_rate=1000.0)

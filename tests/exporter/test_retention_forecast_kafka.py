@@ -17,7 +17,8 @@ from exporter.cluster_client import KafkaClusterClient
 from exporter.retention_forecast_source import RetentionForecastSource
 from kvq.kafka.client_settings import librdkafka_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.paced]
+"""Paced: it waits for Kafka's retention checks to free what was foreseen, with little CPU."""
 
 RETENTION_MS = 10_000
 SEGMENT_MS = 1_000

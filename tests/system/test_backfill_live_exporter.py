@@ -27,6 +27,9 @@ from spark.cli import build_parser
 from spark.promtool_blocks import how_to_load
 from tests.spark.backfill_cli import run_backfill
 
+pytestmark = pytest.mark.paced
+"""Both tests wait at Prometheus' pace (the live run's polls, its look for new blocks once a
+minute) with little CPU: `make test` runs them in the paced lane."""
 P = "client.quota.callback.static."
 NS = "kafka_volume_quota_"
 CAPACITY = 10_000_000

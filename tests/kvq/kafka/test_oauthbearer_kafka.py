@@ -26,6 +26,9 @@ from kvq.kafka.client_settings import librdkafka_config
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.docs.blocks import block, localize
 
+pytestmark = pytest.mark.paced
+"""Paced: most of its time waits for tokens to expire and be replaced, with little CPU."""
+
 CLIENT, SECRET = "kvq", "kvq-oauth-secret"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 REAUTH_MS = 2000
