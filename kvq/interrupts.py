@@ -35,14 +35,52 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     if _redelivery.in_hook:  # raised here, Python would print it and drop it for good
         _redelivery.arrived = signum
         return
+    if _unwinding.since is not None:
+        _unwinding.repeated(signum)
+        return
+    _unwinding.since = signum
     raise Interrupted(signum)
 
 
 @contextmanager
 def raised() -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM raise `Interrupted` in the main thread."""
-    with _handled(_raise):
-        yield
+    """While the block runs, SIGINT and SIGTERM raise `Interrupted` in the main thread; once
+    one has, the block unwinds and later ones are not raised (`_Unwinding`)."""
+    _unwinding.reset()
+    try:
+        with _handled(_raise):
+            yield
+    finally:
+        _unwinding.reset()
+
+
+class _Unwinding:
+    """The interrupt the block is unwinding from. A second one raised there would end the
+    cleanup it interrupts: a `pkill` matching both a command and the `timeout` around it, or a
+    second Ctrl-C, left JVMs running and tmpfs file systems mounted. So it is said once on
+    stderr and not raised; SIGKILL still ends the process at once, before its cleanup."""
+
+    def __init__(self) -> None:
+        self.since: int | None = None
+        self.said = False
+
+    def reset(self) -> None:
+        self.since, self.said = None, False
+
+    def repeated(self, signum: int) -> None:
+        if self.said:
+            return
+        self.said = True
+        name = signal.Signals(signum).name
+        print(
+            f"{name}: already stopping (servers being stopped, files removed); "
+            "SIGKILL ends the process at once, before its cleanup",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+_unwinding = _Unwinding()
 
 
 @contextmanager
@@ -58,9 +96,11 @@ def deferred() -> Iterator[None]:
             yield
     except BaseException:
         if received:  # e.g. the JVM's launcher, killed by the same signal, failed the start
+            _unwinding.since = received[0]
             raise Interrupted(received[0]) from None
         raise
     if received:
+        _unwinding.since = received[0]
         raise Interrupted(received[0])
 
 
@@ -114,6 +154,7 @@ def _redelivering(unraisable):
             unraisable(args)
             return
         signum: int | None = args.exc_value.exit_code - 128
+        _unwinding.since = None  # dropped: nothing unwinds from it, the one sent again must raise
         _redelivery.in_hook = True
         try:
             while signum is not None:

@@ -70,3 +70,40 @@ def assert_stopped(program: str) -> None:
     assert done.returncode == 143, (done.returncode, done.stdout, done.stderr)
     assert "interrupted SIGTERM" in done.stdout and "went on" not in done.stdout
     assert "Exception ignored" not in done.stderr
+
+
+SIGNALLED_AGAIN_WHILE_CLEANING_UP = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from kvq import interrupts
+
+    try:
+        with interrupts.raised():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(30)
+            finally:  # the command's cleanup (servers stopped, tmpfs unmounted), signalled again
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+                print("cleaned up", flush=True)
+    except interrupts.Interrupted as exc:
+        print("interrupted", exc.name, flush=True)
+        sys.exit(exc.exit_code)
+    """
+)
+
+
+def test_a_signal_during_the_cleanup_of_an_interrupted_command_does_not_cut_it_short() -> None:
+    """As a `pkill` matching both a command and the `timeout` around it, or a second Ctrl-C: the
+    cleanup runs to its end, and it is said once that the command is already stopping."""
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNALLED_AGAIN_WHILE_CLEANING_UP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 143, (done.returncode, done.stdout, done.stderr)
+    assert done.stdout.splitlines() == ["cleaned up", "interrupted SIGTERM"]
+    assert done.stderr.count("already stopping") == 1, done.stderr
+    assert "SIGKILL" in done.stderr
