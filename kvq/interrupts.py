@@ -57,7 +57,7 @@ def raised() -> Iterator[None]:
 class _Unwinding:
     """The interrupt the block is unwinding from. A second one raised there would end the
     cleanup it interrupts: a `pkill` matching both a command and the `timeout` around it, or a
-    second Ctrl-C, left JVMs running and tmpfs file systems mounted. So it is said once on
+    second Ctrl-C, left tmpfs file systems mounted and work folders behind. So it is said once on
     stderr and not raised; SIGKILL still ends the process at once, before its cleanup."""
 
     def __init__(self) -> None:
