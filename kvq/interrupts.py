@@ -35,10 +35,10 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     if _redelivery.in_hook:  # raised here, Python would print it and drop it for good
         _redelivery.arrived = signum
         return
-    if _unwinding.since is not None:
+    if _unwinding.active:
         _unwinding.repeated(signum)
         return
-    _unwinding.since = signum
+    _unwinding.active = True
     raise Interrupted(signum)
 
 
@@ -61,11 +61,12 @@ class _Unwinding:
     stderr and not raised; SIGKILL still ends the process at once, before its cleanup."""
 
     def __init__(self) -> None:
-        self.since: int | None = None
+        self.active = False
+        """Whether an interrupt has been raised and the block is unwinding from it."""
         self.said = False
 
     def reset(self) -> None:
-        self.since, self.said = None, False
+        self.active, self.said = False, False
 
     def repeated(self, signum: int) -> None:
         if self.said:
@@ -96,11 +97,11 @@ def deferred() -> Iterator[None]:
             yield
     except BaseException:
         if received:  # e.g. the JVM's launcher, killed by the same signal, failed the start
-            _unwinding.since = received[0]
+            _unwinding.active = True
             raise Interrupted(received[0]) from None
         raise
     if received:
-        _unwinding.since = received[0]
+        _unwinding.active = True
         raise Interrupted(received[0])
 
 
@@ -154,7 +155,7 @@ def _redelivering(unraisable):
             unraisable(args)
             return
         signum: int | None = args.exc_value.exit_code - 128
-        _unwinding.since = None  # dropped: nothing unwinds from it, the one sent again must raise
+        _unwinding.active = False  # dropped: nothing unwinds from it, the one sent again must raise
         _redelivery.in_hook = True
         try:
             while signum is not None:
