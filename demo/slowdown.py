@@ -183,6 +183,46 @@ def at_the_limit(room: float, seconds: float) -> float:
     return room * seconds / RESIDENCE_SECONDS
 
 
+@dataclass(frozen=True)
+class ShareLedger:
+    """Where an episode's share of the bound comes from (disk bytes on broker 0). Each byte
+    stays about RESIDENCE_SECONDS (R') and the volume holds only what the scenario wrote, so
+    at a time t at least R' into it the volume holds what was written over the R' before:
+    the room less the headroom at t. Over an episode [a, b] of E >= 2R' seconds that gives
+
+        written(a, b) = 2 room - headroom(b) - headroom(b - R') + written(a, a + E - 2R')
+
+    against the bound's room x E / R' (`at_the_limit`): the share rests on the headroom left
+    at two instants and on what the episode's first E - 2R' seconds wrote (25 s of the 150),
+    nothing else. So a policy gains by writing early in the approach and by riding close to
+    the limit, and one run's share swings with its headroom at those two instants."""
+
+    room: float
+    at_end: float
+    """Headroom when the space was freed (b)."""
+    residence_before: float
+    """Headroom R' before that."""
+    first: float
+    """Disk bytes written in the episode's first `first_seconds`."""
+    first_seconds: float
+    seconds: float
+    """The episode, E."""
+
+    def share(self) -> float:
+        """What the ledger adds up to, as a share of the bound."""
+        written = 2 * self.room - self.at_end - self.residence_before + self.first
+        return written / at_the_limit(self.room, self.seconds)
+
+    def row(self) -> str:
+        mb = 1e6
+        return (
+            f"{self.share():.0%}: 2 x room {self.room / mb:.1f} MB, less headroom "
+            f"{self.at_end / mb:.1f} MB at the end and {self.residence_before / mb:.1f} MB "
+            f"{RESIDENCE_SECONDS:g} s before, plus {self.first / mb:.1f} MB written in the "
+            f"first {self.first_seconds:.0f} s"
+        )
+
+
 ALERT_TO_ENFORCE = "kafka_volume_quota_enforcer_alert_to_enforce_seconds"
 
 
@@ -384,6 +424,29 @@ class Outcome:
         deleted = ratio * self.episode_bytes - filled
         headroom = self.usable_at(slowed) - limit
         return at_the_limit(room, freed - slowed) / ratio, (headroom + deleted) / ratio, ratio
+
+    def ledger(self) -> ShareLedger | None:
+        """The share's ledger (`ShareLedger`), with `bound`'s room and disk bytes per acked
+        byte; None when the episode is shorter than two residences or did not end."""
+        if self.slowed is None or self.freed is None:
+            return None
+        seconds = self.freed - self.slowed
+        first_seconds = seconds - 2 * RESIDENCE_SECONDS
+        if first_seconds < 0:
+            return None
+        limit = self.run.limit
+        start = self.run.marks.get(WARM_UP, self.run.load_started)
+        first = sum(
+            p.log.acked_bytes(self.slowed, self.slowed + first_seconds) for p in self.run.producers
+        )
+        return ShareLedger(
+            room=self.usable_at(start) - limit,
+            at_end=self.usable_at(self.freed) - limit,
+            residence_before=self.usable_at(self.freed - RESIDENCE_SECONDS) - limit,
+            first=self.disk_per_acked_byte() * first,
+            first_seconds=first_seconds,
+            seconds=seconds,
+        )
 
     def back_at_rate(self, producers: list, step: float = 0.2) -> float | None:
         """Seconds from the space freed until `producers` together were back at their rate (as
@@ -661,6 +724,11 @@ def table(outcome: Outcome) -> str:
         f"  {'  room at first slowdown + retention deleted (run)':52} {this_run:,.0f} "
         f"({acked / this_run:.0%} of it)",
         f"  {'  acknowledged while at or past the limit':52} {past:,} ({past / acked:.0%})",
+    ]
+    ledger = outcome.ledger()
+    if ledger is not None:
+        rows.append(f"  {'  the share, from its ledger (ShareLedger)':52} {ledger.row()}")
+    rows += [
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
     if outcome.policy == "graceful-slowdown":
