@@ -348,6 +348,14 @@ class Outcome:
     health: LoopHealth | None = None
     horizon: str = HORIZON
     """graceful-slowdown's kvq.throttle.slowdown.horizon in the run (`--horizon`)."""
+    repeat: tuple[int, int] = (1, 1)
+    """(this run, of how many) of its policy (`--runs`)."""
+
+    @property
+    def heading(self) -> str:
+        """The policy's title, and which run of several this was."""
+        this, of = self.repeat
+        return title(self.policy, self.horizon) + (f", run {this} of {of}" if of > 1 else "")
 
     @property
     def episode_bytes(self) -> int:
@@ -424,6 +432,12 @@ class Outcome:
         deleted = ratio * self.episode_bytes - filled
         headroom = self.usable_at(slowed) - limit
         return at_the_limit(room, freed - slowed) / ratio, (headroom + deleted) / ratio, ratio
+
+    def share(self) -> float:
+        """The bytes acknowledged during the episode, as a share of the most any policy could
+        have acknowledged then without crossing the limit (`bound`)."""
+        any_policy, _, _ = self.bound()
+        return self.episode_bytes / any_policy
 
     def ledger(self) -> ShareLedger | None:
         """The share's ledger (`ShareLedger`), with `bound`'s room and disk bytes per acked
@@ -720,7 +734,7 @@ def table(outcome: Outcome) -> str:
         f"{limit_distance(lowest, run.limit)})",
         f"  {'bytes acknowledged, first slowdown -> space freed':52} {acked:,}",
         f"  {'  most any policy could without crossing the limit':52} {any_policy:,.0f} "
-        f"({acked / any_policy:.0%} of it; {ratio:.2f} disk bytes on broker 0 per acked byte)",
+        f"({outcome.share():.0%} of it; {ratio:.2f} disk bytes on broker 0 per acked byte)",
         f"  {'  room at first slowdown + retention deleted (run)':52} {this_run:,.0f} "
         f"({acked / this_run:.0%} of it)",
         f"  {'  acknowledged while at or past the limit':52} {past:,} ({past / acked:.0%})",
@@ -776,6 +790,50 @@ def table(outcome: Outcome) -> str:
     return "\n".join(rows)
 
 
+def spread(outcomes: list[Outcome]) -> str:
+    """Per policy, over its runs: the lowest, median and highest of each measure `table` prints
+    one run's (`--runs`): the share of the bound and its ledger, the headroom left at the lowest,
+    the longest stall and the time until every quota entity was back at its rate."""
+    rows = []
+    for key in dict.fromkeys((o.policy, o.horizon) for o in outcomes):
+        runs = [o for o in outcomes if (o.policy, o.horizon) == key]
+        rows.append(f"{title(*key)}:")
+        measures: list[tuple[str, list[float | None], Callable[[float], str]]] = [
+            ("share of the most any policy could", [o.share() for o in runs], "{:.0%}".format),
+            (
+                "  its ledger (ShareLedger)",
+                [(ledger.share() if (ledger := o.ledger()) else None) for o in runs],
+                "{:.0%}".format,
+            ),
+            (
+                "lowest available bytes, above the limit",
+                [(o.run.watch.lowest()[0] - o.run.limit) / 1e6 for o in runs],
+                "{:+.1f} MB".format,
+            ),
+            (
+                "longest time a producer went without an ack",
+                [o.longest_stall()[0] for o in runs],
+                "{:.1f} s".format,
+            ),
+            (
+                "space freed -> every quota entity back",
+                [o.entities_back_at_rate() for o in runs],
+                "{:.1f} s".format,
+            ),
+        ]
+        for what, values, shown in measures:
+            rows.append(f"  {what:52} {spread_of(values, shown)}")
+    return "\n".join(rows)
+
+
+def spread_of(values: list[float | None], shown: Callable[[float], str]) -> str:
+    """`values` as lowest / median / highest (a None, a measure the run could not take, counts
+    as highest and is shown as "-"; the median of an even count is the higher of the two)."""
+    ordered = sorted(values, key=lambda v: (v is None, v or 0.0))
+    picks = (ordered[0], ordered[len(ordered) // 2], ordered[-1])
+    return " / ".join("-" if v is None else shown(v) for v in picks)
+
+
 def run_policy(
     policy: str,
     work: Path,
@@ -816,8 +874,11 @@ def main(argv: list[str] | None = None) -> int:
             "cluster per policy"
         )
         for outcome in outcomes:
-            print(f"\n{title(outcome.policy, outcome.horizon)}:")
+            print(f"\n{outcome.heading}:")
             print(table(outcome))
+        if args.runs > 1:
+            print(f"\nover the {args.runs} runs of each policy (lowest / median / highest):")
+            print(spread(outcomes))
         pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "policy")
         recording.complete()
         return 0
@@ -845,6 +906,14 @@ PARSER.add_argument(
     action="append",
     choices=list(POLICIES),
     help="run only this policy (repeatable; default: every one, in this order)",
+)
+PARSER.add_argument(
+    "--runs",
+    type=int,
+    default=1,
+    metavar="N",
+    help="run each policy N times, each on a fresh cluster, and print the spread of each measure "
+    "(lowest, median, highest) after the runs' tables (default 1)",
 )
 PARSER.add_argument(
     "--episode-seconds",
@@ -932,6 +1001,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             f"--principals: {args.principals} is not a number of producers from "
             f"{SETUP.producers + 1} to {MOST_PRINCIPALS}"
         )
+    if args.runs < 1:
+        PARSER.error(f"--runs: {args.runs}; give 1 or more")
     if args.retention_forecast and not args.partition_sizes:
         PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
     if args.producer_buffer is not None and args.producer_buffer < 1:
@@ -1012,12 +1083,13 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
     # absolute: Alertmanager and Prometheus read the files it names from their own dirs
     work = (args.work or Path(tempfile.mkdtemp(prefix="kvq-demo-slowdown-"))).resolve()
     outcomes: list[Outcome] = []
+    policies = args.policy or POLICIES
     try:
-        for policy in args.policy or POLICIES:
+        for repeat, policy in ((r, p) for r in range(1, args.runs + 1) for p in policies):
             try:
                 outcome = run_policy(
                     policy,
-                    work,
+                    work if args.runs == 1 else work / f"run-{repeat}",
                     log,
                     args.episode_seconds,
                     LoadStep(args.load_step, args.step_at) if args.load_step else None,
@@ -1027,13 +1099,13 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                     args.horizon,
                     args.retention_forecast,
                 )
-                outcomes.append(outcome)
+                outcomes.append(replace(outcome, repeat=(repeat, args.runs)))
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
                 print(f"\n{title(policy, args.horizon)}: the run failed: {exc}", file=sys.stderr)
                 return None
     finally:
         if args.work is None:
-            keep_if_telling(work, outcomes, len(args.policy or POLICIES))
+            keep_if_telling(work, outcomes, len(policies) * args.runs)
     return outcomes
 
 
@@ -1066,7 +1138,8 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,
-        title(outcome.policy, outcome.horizon, short=True),
+        title(outcome.policy, outcome.horizon, short=True)
+        + (f", run {outcome.repeat[0]}" if outcome.repeat[1] > 1 else ""),
         pictures.available_series(run.watch.samples, FULL, start),
         marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),

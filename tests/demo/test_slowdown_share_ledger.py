@@ -43,8 +43,9 @@ def outcome(slowed: float, freed: float) -> Outcome:
         return round(limit + ROOM - RATIO * held)
 
     # Nothing leaves before a residence: the disk bytes per acknowledged byte come out as RATIO.
+    samples = [Sample(k * STEP, {FULL: usable(k * STEP)}, 0) for k in range(ticks)]
     watch = SimpleNamespace(
-        samples=[Sample(k * STEP, {FULL: usable(k * STEP)}, 0) for k in range(ticks)]
+        samples=samples, lowest=lambda: (min(s.usable[FULL] for s in samples), FULL)
     )
     run = SimpleNamespace(
         producers=[SimpleNamespace(user="alice", client_id="web", kind="librdkafka", log=log)],
