@@ -1086,6 +1086,8 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
     policies = args.policy or POLICIES
     try:
         for repeat, policy in ((r, p) for r in range(1, args.runs + 1) for p in policies):
+            if args.runs > 1:
+                log(f"{policy}: run {repeat} of {args.runs}, on a fresh cluster")
             try:
                 outcome = run_policy(
                     policy,
