@@ -338,6 +338,9 @@ class Outcome:
     run: Run
     slowed: float | None = None
     freed: float | None = None
+    growing: float | None = None
+    """When broker 0's volume began to grow, just before `freed`: a watch sample taken while it
+    grew already sees the space freed."""
     restored: float | None = None
     """When Kafka held no throttled quota any more after the space was freed (the enforcer's
     restore)."""
@@ -397,11 +400,19 @@ class Outcome:
             return None
         return start, start + EQUILIBRIUM_SECONDS
 
-    def usable_at(self, at: float) -> int:
-        """Broker 0's usable bytes at the last watch sample at or before `at` (the first one if
-        none was taken before)."""
+    def usable_at(self, at: float, *, before: bool = False) -> int:
+        """Broker 0's usable bytes at the last watch sample at or before `at` (`before`: taken
+        before it; the first one if none was)."""
         samples = [s for s in self.run.watch.samples if FULL in s.usable]
-        return ([s for s in samples if s.at <= at][-1:] or samples[:1])[0].usable[FULL]
+        taken = [s for s in samples if (s.at < at if before else s.at <= at)]
+        return (taken[-1:] or samples[:1])[0].usable[FULL]
+
+    def usable_at_end(self) -> int:
+        """Broker 0's usable bytes at the episode's end: the last watch sample taken before its
+        volume began to grow (`growing`), else at `freed`."""
+        if self.growing is None:
+            return self.usable_at(self.freed or 0.0)
+        return self.usable_at(self.growing, before=True)
 
     def disk_per_acked_byte(self) -> float:
         """Bytes broker 0's volume filled by per value byte acknowledged, from SEGMENT_SECONDS
@@ -428,7 +439,7 @@ class Outcome:
         start = self.run.marks.get(WARM_UP, self.run.load_started)
         slowed, freed, limit = self.slowed or 0.0, self.freed or 0.0, self.run.limit
         room = self.usable_at(start) - limit
-        filled = self.usable_at(slowed) - self.usable_at(freed)
+        filled = self.usable_at(slowed) - self.usable_at_end()
         deleted = ratio * self.episode_bytes - filled
         headroom = self.usable_at(slowed) - limit
         return at_the_limit(room, freed - slowed) / ratio, (headroom + deleted) / ratio, ratio
@@ -455,7 +466,7 @@ class Outcome:
         )
         return ShareLedger(
             room=self.usable_at(start) - limit,
-            at_end=self.usable_at(self.freed) - limit,
+            at_end=self.usable_at_end() - limit,
             residence_before=self.usable_at(self.freed - RESIDENCE_SECONDS) - limit,
             first=self.disk_per_acked_byte() * first,
             first_seconds=first_seconds,
@@ -705,6 +716,7 @@ def drive(
         log(f"{policy}: {stepped}")
         episode_seconds -= STEP_AFTER_SECONDS
     time.sleep(episode_seconds)
+    outcome.growing = time.monotonic()
     grow_full_volume(stack, setup)
     run.marks["grown"] = outcome.freed = time.monotonic()
     outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))

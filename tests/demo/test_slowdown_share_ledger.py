@@ -82,3 +82,22 @@ def test_the_ledger_names_the_headroom_at_the_end_and_a_residence_before():
 
 def test_an_episode_shorter_than_two_residences_has_no_ledger():
     assert outcome(10.0, 10.0 + 2 * RESIDENCE_SECONDS - 1).ledger() is None
+
+
+def test_a_sample_taken_while_the_volume_grew_is_not_the_episodes_end():
+    """On Kafka the tmpfs is remounted larger before `freed` is marked: a watch sample taken in
+    between already sees the space freed, and neither the ledger nor the run's own bound reads it
+    as the headroom left at the end."""
+    slowed, freed = 10.0, 160.0
+    steady = outcome(slowed, freed)
+    grew = outcome(slowed, freed)
+    samples = grew.run.watch.samples
+    at_end = max(i for i, s in enumerate(samples) if s.at <= freed)
+    grown = samples[at_end]
+    samples[at_end] = Sample(grown.at, {FULL: grown.usable[FULL] + (32 << 20)}, 0)
+    grew.growing = samples[at_end - 1].at + STEP / 2
+    ledger, expected = grew.ledger(), steady.ledger()
+    assert ledger is not None and expected is not None
+    assert ledger.at_end == samples[at_end - 1].usable[FULL] - SETUP.limit
+    assert ledger.share() == pytest.approx(expected.share(), abs=0.001)
+    assert grew.bound() == pytest.approx(steady.bound(), rel=1e-3)
