@@ -357,8 +357,14 @@ class Outcome:
     @property
     def heading(self) -> str:
         """The policy's title, and which run of several this was."""
+        return self.titled()
+
+    def titled(self, short: bool = False) -> str:
+        """`title` of the run's policy, and which run of several this was (`short`: for its
+        pictures, without how many)."""
         this, of = self.repeat
-        return title(self.policy, self.horizon) + (f", run {this} of {of}" if of > 1 else "")
+        which = "" if of == 1 else f", run {this}" if short else f", run {this} of {of}"
+        return title(self.policy, self.horizon, short) + which
 
     @property
     def episode_bytes(self) -> int:
@@ -1152,8 +1158,7 @@ def series(outcome: Outcome) -> pictures.RunSeries:
     other = pictures.other_crossing(run.watch.samples, FULL, limit, start)
     return pictures.RunSeries(
         outcome.policy,
-        title(outcome.policy, outcome.horizon, short=True)
-        + (f", run {outcome.repeat[0]}" if outcome.repeat[1] > 1 else ""),
+        outcome.titled(short=True),
         pictures.available_series(run.watch.samples, FULL, start),
         marks + ([other] if other is not None else []),
         pictures.producer_rates(run.producers, names, start, end),
