@@ -541,11 +541,23 @@ def restart_full_broker(
         ),
         60,
         what="broker 0 seen again",
+        seen=lambda: exporter_sight(stack.exporter_status()),
     )
     if stack.exporter_status()["throttle_factor"] != 0.0 or not throttled(stack.quotas(), before):
         released.append(time.monotonic())
     run.marks["seen_again"] = run.timeline.mark("exporter sees broker 0 again: still violating")
     run.released = released
+
+
+def exporter_sight(status: dict) -> str:
+    """What the exporter's /status says it sees of the brokers, in one line."""
+    held = [f"{d['broker_id']}:{d['log_dir']}" for d in status.get("held_log_dirs", [])]
+    error = status.get("last_error") or {}
+    return (
+        f"exporter: {status.get('active_brokers')} active brokers, held {held or 'none'}, "
+        f"last poll {status.get('last_successful_poll')}, "
+        f"last error {error.get('stage')}: {error.get('error')} at {error.get('at')}"
+    )
 
 
 def run_without_kvq(

@@ -101,9 +101,14 @@ class ProcessExitedError(RuntimeError):
 
 
 def wait_until(
-    predicate: Callable[[], T | None], timeout: float = 15.0, interval: float = 0.05, what: str = ""
+    predicate: Callable[[], T | None],
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    what: str = "",
+    seen: Callable[[], str] | None = None,
 ) -> T:
-    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s."""
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` s,
+    and with what `seen()` describes then (the state the wait last found), if given."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -118,7 +123,16 @@ def wait_until(
                 return result
         time.sleep(interval)
     detail = f" (last error: {last_error!r})" if last_error else ""
-    raise TimeoutError(f"not ready after {timeout:.0f}s: {what}{detail}")
+    raise TimeoutError(f"not ready after {timeout:.0f}s: {what}{detail}{_last_seen(seen)}")
+
+
+def _last_seen(seen: Callable[[], str] | None) -> str:
+    if seen is None:
+        return ""
+    try:
+        return f"; last seen: {seen()}"
+    except Exception as exc:  # noqa: BLE001 - the timeout is the failure; this only adds to it
+        return f"; last seen: unknown ({exc!r})"
 
 
 def http_ok(url: str, timeout: float = 1.0) -> bool:
