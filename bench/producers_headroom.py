@@ -1,8 +1,9 @@
 """Lowest headroom vs the bound predicted from the configured intervals, with real producers.
 
 Runs the protected half of `make demo SCENARIO=producers` (four librdkafka producers, 600 kB/s
-into a 32 MB virtual disk, limit 25 %) and prints the lowest usable bytes reached on any volume
-next to limit - R x (poll + scrape + evaluation + group_wait + apply), and the detection times.
+into a 48 MB virtual disk, most of it other data, limit 25 %) and prints the lowest usable
+bytes reached on any volume next to limit - R x (poll + scrape + evaluation + group_wait +
+apply), and the detection times.
     python -m bench.producers_headroom
 """
 

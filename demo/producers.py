@@ -3,16 +3,17 @@
 On the embedded stack (devcluster, exporter, Prometheus, Alertmanager, enforcer), four
 confluent-kafka producers (three SASL users, four client-ids) write a steady total of
 ``RATE`` value bytes/s into two topics whose replicas all have a copy on broker 0, so broker 0's
-volume (a virtual disk of ``CAPACITY`` bytes, half of it other data) fills first: it reaches its
-limit about 15 s after the load starts. The run prints the timeline, each producer's
-acknowledged rate before / while / after the throttle, the lowest
-headroom (usable bytes) reached on any volume and the bound predicted from the configured
+volume (a virtual disk of ``CAPACITY`` bytes, most of it other data) fills first: it reaches its
+limit about 10 s after the load starts, and the limit leaves it 20 s more at that rate. The run
+prints the timeline, each producer's acknowledged rate before / while / after the throttle, the
+lowest headroom (usable bytes) reached on any volume and the bound predicted from the configured
 intervals: limit - R x (poll + scrape + evaluation + group_wait + apply), R the fullest volume's
 fill rate. Then the same load runs with the enforcer stopped, until the disk fills (the storage
 error). Meanwhile, while throttled, the full broker is stopped for longer than the validity
 duration and started again still full: the throttle must hold throughout (the violation hold).
-Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a storage error, the
-lowest headroom was at or above the bound and the throttle held through the restart.
+Exit 0 only if, with kvq, no volume reached 0 usable bytes, no producer got a storage error and
+the throttle held through the restart (the lowest headroom against the bound is reported: a
+timing figure). A volume that fills stops the run there: NOT PROTECTED, with the timeline.
 
 ``--kafka apache`` (make demo SCENARIO=producers KAFKA=apache) runs it on a real 3-node Apache
 Kafka cluster, each broker's log dir a 32 MiB tmpfs (real bytes, real ENOSPC; on broker 0's, a
@@ -66,11 +67,13 @@ ORIGINAL_QUOTAS = {
     (("client-id", "etl"),): 2_000_000.0,
 }
 RATE = 600_000  # value bytes/s, all producers together
-CAPACITY = 32_000_000  # each log dir: a virtual disk
-OTHER_DATA = 16_000_000
+CAPACITY = 48_000_000  # each log dir: a virtual disk
+OTHER_DATA = 30_000_000
 """Bytes already on broker 0's volume when the load starts (what else the disk holds): the load
-reaches the limit in a third of the time, and the limit, the headroom left once throttled and
-the room the operator's fix makes are the same as on an empty disk."""
+reaches the limit in a sixth of the time, and the limit, the headroom left once throttled and
+the room the operator's fix makes are the same as on an empty disk. The limit (12 MB) lasts the
+load 20 s: four times the loop's configured waits, so that a loaded machine (a CI runner) whose
+exporter misses polls for seconds still shows the disk protected, not a race."""
 MIN_AVAILABLE_RATIO = 0.25
 MESSAGE_BYTES = 1000
 TRANSPORT_SECONDS = 1.0  # how often librdkafka producers record their connections' counters
@@ -252,6 +255,12 @@ class DiskWatch:
     def first(self, predicate: Callable[[Sample], bool]) -> float | None:
         return next((s.at for s in self.samples if predicate(s)), None)
 
+    def filled_at(self) -> float | None:
+        """When a volume first filled: 0 usable bytes, a storage error or a halted broker."""
+        return self.first(
+            lambda s: s.storage_errors > 0 or s.halted > 0 or min(s.usable.values(), default=1) <= 0
+        )
+
     def fill_rate(self, volume: tuple[int, int], start: float, end: float) -> float:
         """Bytes/s the volume filled at over [start, end]."""
         window = [s for s in self.samples if start <= s.at <= end and volume in s.usable]
@@ -406,10 +415,6 @@ def start_load(
     return producers
 
 
-def limit_bytes() -> int:
-    return DEVCLUSTER.limit
-
-
 def run_with_kvq(
     stack: DemoStack,
     timeline: Timeline,
@@ -456,6 +461,7 @@ def run_with_kvq(
         what="every producer throttled",
     )
     run.marks["held"] = timeline.mark("every producer throttled by the brokers")
+    stop_if_filled(run)
     if restart:
         restart_full_broker(stack, run, log, before)
     time.sleep(HOLD_SECONDS)  # the throttle holding: the disk must not grow meanwhile
@@ -482,6 +488,26 @@ def run_with_kvq(
     time.sleep(8)  # the 'after' measurement period
     run.marks["end"] = timeline.mark("load stopped")
     return run
+
+
+class NotProtected(Exception):
+    """A volume filled while kvq protected it: the run stops there, saying when."""
+
+
+def stop_if_filled(run: Run) -> None:
+    """Raise NotProtected if a volume filled so far, with the time the loop took against the
+    time the limit left the load."""
+    filled = run.watch.filled_at()
+    if filled is None:
+        return
+    run.timeline.events.append((filled, "a volume filled (0 usable bytes or a storage error)"))
+    crossed, setup = run.marks["crossed"], run.setup
+    raise NotProtected(
+        f"a volume filled {filled - crossed:.1f} s after broker 0's crossed the limit, which "
+        f"leaves {setup.limit / setup.rate:.0f} s at {setup.rate / 1000:.0f} kB/s; the loop's "
+        f"configured waits add up to {sum(INTERVALS.values()):.0f} s (see the timeline: a "
+        "step far slower than its wait points at a loaded machine or a stalled component)"
+    )
 
 
 def held(
@@ -535,18 +561,21 @@ def restart_full_broker(
         stack.control.start_broker(0)
     run.marks["back"] = run.timeline.mark("broker 0 started again (still below the limit)")
     wait_until(
-        lambda: (
-            not stack.exporter_status().get("held_log_dirs")
-            and stack.exporter_status()["active_brokers"] == 3
-        ),
+        lambda: run.watch.filled_at() is not None or seen_again(stack.exporter_status()),
         60,
         what="broker 0 seen again",
         seen=lambda: exporter_sight(stack.exporter_status()),
     )
+    stop_if_filled(run)  # then its log dir, seen again offline, stays held: that wait never ends
     if stack.exporter_status()["throttle_factor"] != 0.0 or not throttled(stack.quotas(), before):
         released.append(time.monotonic())
     run.marks["seen_again"] = run.timeline.mark("exporter sees broker 0 again: still violating")
     run.released = released
+
+
+def seen_again(status: dict) -> bool:
+    """The exporter's /status lists every broker and holds no volume of an absent one."""
+    return status["active_brokers"] == 3 and not status.get("held_log_dirs")
 
 
 def exporter_sight(status: dict) -> str:
@@ -761,6 +790,11 @@ def main(argv: list[str] | None = None) -> int:
                         without = run_without_kvq(stack, Timeline(), log, active, setup)
                     finally:
                         stop_all(active)
+        except NotProtected as exc:
+            print("\ntimeline so far:")
+            print(timeline.render())
+            print(f"\nNOT PROTECTED: {exc}", file=sys.stderr)
+            return 1
         except (TimeoutError, KafkaClusterError, KafkaDistError) as exc:
             print("\ntimeline so far:")
             print(timeline.render())
