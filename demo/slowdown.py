@@ -84,6 +84,8 @@ from kvq.settings.values import positive_duration
 
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
+QUOTA_WINDOW_SAMPLES = "quota.window.num"
+KAFKA_QUOTA_WINDOW_SAMPLES = 11
 OTHER_DATA = 9 << 20
 """Broker 0's volume holds this much other data: 15.7 MB of room above the limit, less than the
 load's retained data at its full rate, nearly three times its retained data at the floor."""
@@ -888,8 +890,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\none load ({setup.producers} producers at {setup.producer_rate / 1000:.2f} kB/s, "
             f"{len(setup.users)} users, {setup.producer_buffer} kB buffered each, retention "
-            f"{RETENTION_SECONDS} s) on a fresh 3-node Kafka "
-            "cluster per policy"
+            f"{RETENTION_SECONDS} s) on a fresh 3-node Kafka cluster per policy"
+            + quota_window(setup)
         )
         for outcome in outcomes:
             print(f"\n{outcome.heading}:")
@@ -900,6 +902,12 @@ def main(argv: list[str] | None = None) -> int:
         pictures.draw(recorded(outcomes, recording.page, recording.footer()), recording, "policy")
         recording.complete()
         return 0
+
+
+def quota_window(setup: Setup) -> str:
+    """The brokers' quota window, when not Kafka's default."""
+    samples = setup.broker_properties.get(QUOTA_WINDOW_SAMPLES)
+    return "" if samples is None else f", quotas measured over {samples} s ({QUOTA_WINDOW_SAMPLES})"
 
 
 OWN_QUOTA_EVERY = 3
@@ -981,6 +989,15 @@ PARSER.add_argument(
     "default sends without bound into a connection Kafka muted for a throttle)",
 )
 PARSER.add_argument(
+    "--quota-window-samples",
+    type=int,
+    metavar="N",
+    help=f"every broker's {QUOTA_WINDOW_SAMPLES} (Kafka's default {KAFKA_QUOTA_WINDOW_SAMPLES}): "
+    "Kafka measures a quota's rate over that many 1 s samples and throttles a producer for "
+    "(rate - quota) / quota x that window, so a quota lowered below the rate a producer met "
+    "over a shorter window hands out shorter throttle times",
+)
+PARSER.add_argument(
     "--partition-sizes",
     action="store_true",
     help="graceful-slowdown reads the partitions' sizes (kvq.throttle.slowdown.partition.sizes="
@@ -1023,6 +1040,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         PARSER.error(f"--runs: {args.runs}; give 1 or more")
     if args.retention_forecast and not args.partition_sizes:
         PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
+    if args.quota_window_samples is not None and args.quota_window_samples < 1:
+        PARSER.error(
+            f"--quota-window-samples: {args.quota_window_samples}; give 1 or more (Kafka's "
+            f"default is {KAFKA_QUOTA_WINDOW_SAMPLES})"
+        )
     if args.producer_buffer is not None and args.producer_buffer < 1:
         PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
     for given in args.librdkafka or ():
@@ -1079,6 +1101,9 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.librdkafka:
         config = dict(given.split("=", 1) for given in args.librdkafka)
         setup = replace(setup, librdkafka_config=config)
+    if args.quota_window_samples is not None:
+        samples = {QUOTA_WINDOW_SAMPLES: str(args.quota_window_samples)}
+        setup = replace(setup, broker_properties={**setup.broker_properties, **samples})
     return setup
 
 
