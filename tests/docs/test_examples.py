@@ -455,7 +455,11 @@ def test_the_strimzi_kafka_resource() -> None:
     (kafka,) = strimzi_yaml("kind: Kafka\n")
     spec = kafka["spec"]
     assert spec["kafka"]["quotas"]["type"] == "kafka"
-    assert "client.quota.callback.class" not in (spec["kafka"].get("config") or {})
+    config = spec["kafka"].get("config") or {}
+    assert "client.quota.callback.class" not in config
+    # the quota window the graceful-slowdown runs measured (--quota-window-samples 3), in the
+    # brokers' config, where Strimzi passes it on (no forbidden prefix)
+    assert config["quota.window.num"] == 3
     env = spec["entityOperator"]["template"]["userOperatorContainer"]["env"]
     (pattern,) = [e["value"] for e in env if e["name"] == "STRIMZI_IGNORED_USERS_PATTERN"]
     assert re.search(pattern, ORIGINALS_USER)
