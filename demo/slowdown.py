@@ -1026,11 +1026,24 @@ PARSER.add_argument(
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments, each checked: a value out of range exits 2 naming it and what is allowed."""
     args = PARSER.parse_args(argv)
     try:
         args.horizon = format_duration(positive_duration(args.horizon))
     except ValueError as refused:
         PARSER.error(f"--horizon: {args.horizon!r}: {refused}")
+    if args.retention_forecast and not args.partition_sizes:
+        PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
+    refuse_bad_counts(args)
+    for given in args.librdkafka or ():
+        if reason := librdkafka_refuses(given):
+            PARSER.error(f"--librdkafka: {given!r}: {reason}")
+    refuse_bad_load_step(args)
+    return args
+
+
+def refuse_bad_counts(args: argparse.Namespace) -> None:
+    """--principals, --runs, --quota-window-samples and --producer-buffer within their ranges."""
     if args.principals is not None and not SETUP.producers < args.principals <= MOST_PRINCIPALS:
         PARSER.error(
             f"--principals: {args.principals} is not a number of producers from "
@@ -1038,8 +1051,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         )
     if args.runs < 1:
         PARSER.error(f"--runs: {args.runs}; give 1 or more")
-    if args.retention_forecast and not args.partition_sizes:
-        PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
     if args.quota_window_samples is not None and args.quota_window_samples < 1:
         PARSER.error(
             f"--quota-window-samples: {args.quota_window_samples}; give 1 or more (Kafka's "
@@ -1047,9 +1058,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         )
     if args.producer_buffer is not None and args.producer_buffer < 1:
         PARSER.error(f"--producer-buffer: {args.producer_buffer} kB; give 1 or more")
-    for given in args.librdkafka or ():
-        if reason := librdkafka_refuses(given):
-            PARSER.error(f"--librdkafka: {given!r}: {reason}")
+
+
+def refuse_bad_load_step(args: argparse.Namespace) -> None:
+    """--load-step above 1, --step-at with it, and an episode that lasts past the step."""
     if args.load_step is not None and args.load_step <= 1:
         PARSER.error(f"--load-step: {args.load_step:g} is no step up; give a number above 1")
     if args.step_at is not None and (args.load_step is None or args.step_at < 0):
@@ -1065,7 +1077,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             f"--episode-seconds: {args.episode_seconds:g} ends before the load step "
             f"({STEP_AFTER_SECONDS:.0f} s after the first slowdown); give more"
         )
-    return args
 
 
 def many_principals(count: int) -> Setup:
