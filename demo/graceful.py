@@ -5,7 +5,7 @@ and the response time of the recommended loop."""
 
 from __future__ import annotations
 
-from devkit.loop_settings import iso_duration, recommended
+from devkit.loop_settings import LoopSettings, iso_duration, recommended
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.settings.config import (
     SLOWDOWN_HORIZON,
@@ -26,12 +26,18 @@ cluster; the slowdown scenario prints what the enforcer measured (its alert-to-e
 histogram)."""
 LOOP = recommended()
 """The loop the real-Kafka demos run: the chart's intervals (devkit/loop_settings.recommended)."""
-RESPONSE_SECONDS = 2 * LOOP.poll + LOOP.scrape + LOOP.evaluation + ALERT_TO_ENFORCE_SECONDS
-"""kvq.throttle.slowdown.response.time: the recommended loop's, from a change of a volume's fill
-rate to the quotas following it: two polls (5 s each: the fill rate, a median of three
-intervals, shows it two polls later), the scrape and the rule (1 s each), then
-ALERT_TO_ENFORCE_SECONDS: 14 s."""
-RESPONSE = iso_duration(RESPONSE_SECONDS)
+
+
+def response_seconds(loop: LoopSettings) -> float:
+    """kvq.throttle.slowdown.response.time for `loop`, from a change of a volume's fill rate to
+    the quotas following it: two polls (the fill rate, a median of three intervals, shows a
+    change two polls later), the scrape and the rule, then ALERT_TO_ENFORCE_SECONDS; 14 s with
+    the recommended loop's 5 s polls."""
+    return 2 * loop.poll + loop.scrape + loop.evaluation + ALERT_TO_ENFORCE_SECONDS
+
+
+RESPONSE_SECONDS = response_seconds(LOOP)
+"""The recommended loop's response time (`response_seconds`)."""
 ENFORCER_PROPERTIES = {
     # The factor scales what each principal was writing when the episode started (Kafka's quota
     # sensors via the brokers' JMX exporter and Prometheus), not its quota: a quota far above
@@ -46,14 +52,15 @@ def policy_properties(
     partition_sizes: bool = False,
     horizon: str = HORIZON,
     retention_forecast: bool = False,
+    loop: LoopSettings = LOOP,
 ) -> str:
     """The kvq.properties lines of `policy`'s run: the policy, its horizon (the demos' HORIZON
-    unless given) and this loop's response time, the enforcer's reference, the exporter's check
+    unless given) and `loop`'s response time, the enforcer's reference, the exporter's check
     interval if given, and for graceful-slowdown with `partition_sizes` the partitions' sizes
     read (and with `retention_forecast` too, Kafka's retention forecast)."""
     text = (
         f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={horizon}\n"
-        f"{SLOWDOWN_RESPONSE}={RESPONSE}\n"
+        f"{SLOWDOWN_RESPONSE}={iso_duration(response_seconds(loop))}\n"
     )
     text += ENFORCER_PROPERTIES.get(policy, "")
     if violation_check_interval is not None:

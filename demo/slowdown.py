@@ -50,9 +50,8 @@ from demo.graceful import (
     ALERT_TO_ENFORCE_SECONDS,
     HORIZON,
     LOOP,
-    RESPONSE,
-    RESPONSE_SECONDS,
     policy_properties,
+    response_seconds,
     stack_options,
 )
 from demo.producers import (
@@ -72,13 +71,14 @@ from demo.versus import SETUP as VERSUS
 from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
+from devkit.loop_settings import LoopSettings, iso_duration
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer, Transport
 from devkit.results_page import Recording
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
-from kvq.settings.config import SLOWDOWN_HORIZON
+from kvq.settings.config import CHECK_INTERVAL, SLOWDOWN_HORIZON
 from kvq.settings.durations import format_duration
 from kvq.settings.values import positive_duration
 
@@ -118,12 +118,17 @@ holds then is kept RETENTION_SECONDS too, and the volume fills until retention f
 POLICIES = ("stop-on-violation", "graceful-slowdown")
 
 
-def title(policy: str, horizon: str = HORIZON, short: bool = False) -> str:
+def title(
+    policy: str, horizon: str = HORIZON, short: bool = False, loop: LoopSettings = LOOP
+) -> str:
     """How the run's lines and table (`short`: its pictures) name `policy`, graceful-slowdown
-    with its settings."""
+    with its settings (the response time of `loop`, and its poll when not the recommended)."""
     if policy != "graceful-slowdown":
         return "kvq, the proposal's 0/1 policy" if short else "the proposal's policy (0/1)"
-    settings = f"horizon {horizon}, response time {RESPONSE}, observed-rate references"
+    response = iso_duration(response_seconds(loop))
+    settings = f"horizon {horizon}, response time {response}, observed-rate references"
+    if loop.poll != LOOP.poll:
+        settings = f"poll {iso_duration(loop.poll)}, {settings}"
     return f"kvq, graceful-slowdown ({settings})" if short else f"graceful-slowdown, {settings}"
 
 
@@ -252,10 +257,11 @@ class AlertToEnforce:
         within = next(bound for bound, count in buckets if count >= steps)
         return cls(steps, sums["_sum"] / steps, within)
 
-    def row(self) -> str:
+    def row(self, response: float) -> str:
+        """The histogram's steps, with what of the `response` time (s) was budgeted for them."""
         return (
             f"{self.steps} steps, mean {self.mean:.2f} s, all within {self.within:g} s "
-            f"(budgeted {ALERT_TO_ENFORCE_SECONDS:g} s of the {RESPONSE_SECONDS:g} s response time)"
+            f"(budgeted {ALERT_TO_ENFORCE_SECONDS:g} s of the {response:g} s response time)"
         )
 
 
@@ -366,7 +372,7 @@ class Outcome:
         pictures, without how many)."""
         this, of = self.repeat
         which = "" if of == 1 else f", run {this}" if short else f", run {this} of {of}"
-        return title(self.policy, self.horizon, short) + which
+        return title(self.policy, self.horizon, short, self.run.setup.loop) + which
 
     @property
     def episode_bytes(self) -> int:
@@ -686,8 +692,8 @@ def drive(
     warm_up, warm_up_wall = time.monotonic(), time.time()
     producers = start_load(stack, active, setup)
     log(
-        f"{title(policy, horizon)}: load started, {setup.rate / 1000:.0f} kB/s offered by "
-        f"{setup.producers} producers; warming up for {WARM_UP_SECONDS:.0f} s"
+        f"{title(policy, horizon, loop=setup.loop)}: load started, {setup.rate / 1000:.0f} kB/s "
+        f"offered by {setup.producers} producers; warming up for {WARM_UP_SECONDS:.0f} s"
     )
     warm_until = time.monotonic() + WARM_UP_SECONDS
     while time.monotonic() < warm_until:
@@ -749,6 +755,7 @@ def table(outcome: Outcome) -> str:
     any_policy, this_run, ratio = outcome.bound()
     acked = outcome.episode_bytes
     past = outcome.acked_past_limit()
+    response = response_seconds(run.setup.loop)
     rows = [
         f"  {'lowest available bytes on any volume':52} {lowest:,} (broker {volume[0]}: "
         f"{limit_distance(lowest, run.limit)})",
@@ -766,14 +773,14 @@ def table(outcome: Outcome) -> str:
         f"  {'longest time a producer went without an ack':52} {stall:.1f} s ({who})",
     ]
     if outcome.policy == "graceful-slowdown":
-        share = settled_share(RESIDENCE_SECONDS, RESPONSE_SECONDS)
+        share = settled_share(RESIDENCE_SECONDS, response)
         rows.append(
             f"  {'  settled share by design, R / (R + response)':52} {share:.0%} "
-            f"(R {RESIDENCE_SECONDS:g} s, response {RESPONSE_SECONDS:g} s)"
+            f"(R {RESIDENCE_SECONDS:g} s, response {response:g} s)"
         )
     if outcome.alert_to_enforce is not None:
         what = "alert firing -> quotas written (enforcer's histogram)"
-        rows.append(f"  {what:52} {outcome.alert_to_enforce.row()}")
+        rows.append(f"  {what:52} {outcome.alert_to_enforce.row(response)}")
     if outcome.health is not None:
         rows.append(f"  {'the loop, from the warm-up to the end':52} {outcome.health.row()}")
     window = outcome.equilibrium_window()
@@ -817,7 +824,7 @@ def spread(outcomes: list[Outcome]) -> str:
     rows = []
     for key in dict.fromkeys((o.policy, o.horizon) for o in outcomes):
         runs = [o for o in outcomes if (o.policy, o.horizon) == key]
-        rows.append(f"{title(*key)}:")
+        rows.append(f"{title(*key, loop=runs[0].run.setup.loop)}:")
         measures: list[tuple[str, list[float | None], Callable[[float], str]]] = [
             ("share of the most any policy could", [o.share() for o in runs], "{:.0%}".format),
             (
@@ -868,7 +875,7 @@ def run_policy(
 ) -> Outcome:
     active: list = []
     graceful = policy_properties(
-        policy, violation_check_interval, partition_sizes, horizon, retention_forecast
+        policy, violation_check_interval, partition_sizes, horizon, retention_forecast, setup.loop
     )
     with make_stack(work / policy, setup, graceful, **stack_options(policy)) as stack:
         try:
@@ -1018,6 +1025,14 @@ PARSER.add_argument(
     "above the limit in about 50 s)",
 )
 PARSER.add_argument(
+    "--poll",
+    metavar="DURATION",
+    help=f"the exporter's {CHECK_INTERVAL} (default the recommended loop's, "
+    f"{iso_duration(LOOP.poll)}); graceful-slowdown's response time follows it: two polls, the "
+    f"scrape and the rule, and {ALERT_TO_ENFORCE_SECONDS:g} s to the quotas written (e.g. PT2S: "
+    f"{response_seconds(replace(LOOP, poll=2.0)):g} s)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -1028,10 +1043,9 @@ PARSER.add_argument(
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """The arguments, each checked: a value out of range exits 2 naming it and what is allowed."""
     args = PARSER.parse_args(argv)
-    try:
-        args.horizon = format_duration(positive_duration(args.horizon))
-    except ValueError as refused:
-        PARSER.error(f"--horizon: {args.horizon!r}: {refused}")
+    args.horizon = checked_duration("--horizon", args.horizon)
+    if args.poll is not None:
+        args.poll = checked_duration("--poll", args.poll)
     if args.retention_forecast and not args.partition_sizes:
         PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
     refuse_bad_counts(args)
@@ -1040,6 +1054,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             PARSER.error(f"--librdkafka: {given!r}: {reason}")
     refuse_bad_load_step(args)
     return args
+
+
+def checked_duration(option: str, given: str) -> str:
+    """`given` as a positive ISO 8601 duration in its plain form; exits 2 naming `option` and
+    why if it is not one."""
+    try:
+        return format_duration(positive_duration(given))
+    except ValueError as refused:
+        PARSER.error(f"{option}: {given!r}: {refused}")
 
 
 def refuse_bad_counts(args: argparse.Namespace) -> None:
@@ -1115,6 +1138,9 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.quota_window_samples is not None:
         samples = {QUOTA_WINDOW_SAMPLES: str(args.quota_window_samples)}
         setup = replace(setup, broker_properties={**setup.broker_properties, **samples})
+    if args.poll is not None:
+        poll = positive_duration(args.poll).total_seconds()
+        setup = replace(setup, loop=replace(setup.loop, poll=poll))
     return setup
 
 
@@ -1157,7 +1183,8 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                 )
                 outcomes.append(replace(outcome, repeat=(repeat, args.runs)))
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
-                print(f"\n{title(policy, args.horizon)}: the run failed: {exc}", file=sys.stderr)
+                heading = title(policy, args.horizon, loop=setup_of(args).loop)
+                print(f"\n{heading}: the run failed: {exc}", file=sys.stderr)
                 return None
     finally:
         if args.work is None:
