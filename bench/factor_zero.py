@@ -1,7 +1,8 @@
 """Many principals held at factor 0 on real Kafka: how low each entity's minimum goes, against
 Kafka's throttle times and the restore.
 
-N SASL users each offering 30 kB/s to one broker (Kafka's default 11 s quota window), half with a
+N SASL users each offering 30 kB/s to one broker (Kafka's default 11 s quota window, or
+--quota-window-samples N: N s, which the enforcer reads and its own minimums follow), half with a
 quota of their own and half under the default user's, held at factor 0 by the enforcer's plan
 with observed-rate references (devkit/factor_zero.py), with two minimums: the enforcer's defaults,
 each entity's own (kvq.enforcer.throttle.longest.throttle.time, PT1M: 4,647 B/s; the request
@@ -12,17 +13,18 @@ quotas set, the longest throttle time a broker handed out, in all and once held 
 and when every producer was back after the restore; and what the share means for 500
 principals. Each producer blocks once 64 kB
 are queued (the demo's). About 3 minutes per N and minimum, each on a fresh one-broker cluster.
-    python -m bench.factor_zero [--principals 10 40]
+    python -m bench.factor_zero [--principals 10 40] [--quota-window-samples 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from devkit import factor_zero, results_page
-from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy
+from enforcer.quota_plan import BYTE_RATE_FLOOR, KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy
 from enforcer.server_config import policy_of
 from enforcer.settings import EnforcerSettings
 from kvq.model.limits import MIN_AVAILABLE_RATIO
@@ -61,19 +63,31 @@ def main(argv: list[str] | None = None) -> None:
         metavar="N",
         help="how many principals, one run each (default: 10 40)",
     )
+    parser.add_argument(
+        "--quota-window-samples",
+        type=int,
+        metavar="N",
+        help="the broker's quota.window.num (Kafka's default 11): Kafka measures quotas over N "
+        "1 s samples, and each entity's own minimum follows that window",
+    )
     args = parser.parse_args(argv)
     if any(not 1 <= n <= 200 for n in args.principals):
         parser.error(f"--principals: {args.principals} must each be from 1 to 200")
+    if args.quota_window_samples is not None and args.quota_window_samples < 1:
+        parser.error(f"--quota-window-samples: {args.quota_window_samples}; give 1 or more")
     results_page.arguments(parser, args)
+    window = float(args.quota_window_samples or KAFKA_QUOTA_WINDOW_SECONDS)
+    own = replace(defaults(), quota_window_seconds=window).minimum(P, OFFERED)
     print(
-        f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker; its minimum with the "
-        f"enforcer's defaults: {defaults().minimum(P, OFFERED):,.0f} B/s"
+        f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker, which measures quotas "
+        f"over {window:g} s; its minimum with the enforcer's defaults: {own:,.0f} B/s"
     )
     with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
         for count in args.principals:
             for n, (name, policy) in enumerate(MINIMUMS.items()):
                 work = Path(temp) / f"{count}-{n}"  # a fresh cluster each: fresh references
-                with factor_zero.cluster(work, count, None) as (kafka, prometheus):
+                samples = args.quota_window_samples
+                with factor_zero.cluster(work, count, None, samples) as (kafka, prometheus):
                     held = factor_zero.hold_at_factor_zero(
                         kafka,
                         prometheus,

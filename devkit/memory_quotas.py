@@ -8,6 +8,7 @@ import math
 import threading
 from collections.abc import Sequence
 
+from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.quota_client import QuotaClientError, QuotaRejected
 from enforcer.quota_plan import INTEGRAL_KEYS, KNOWN_KEYS, Change
 from kvq.kafka.quota_entity import QuotaEntity
@@ -26,6 +27,8 @@ class InMemoryQuotas:
         self.calls: list[str] = []
         self.callbacks: dict[int, str] = {}
         """Brokers with client.quota.callback.class set (Kafka then ignores client quotas)."""
+        self.windows: dict[int, float] = {}
+        """Brokers' quota windows in seconds, as they would report them (none: none says)."""
         self._lock = threading.Lock()
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
@@ -62,10 +65,10 @@ class InMemoryQuotas:
             else:
                 self.values.setdefault(entity, {})[key] = float(value)
 
-    def quota_callbacks(self) -> dict[int, str]:
+    def quota_settings(self) -> BrokerQuotaSettings:
         with self._lock:
             self._check_up("describe_configs")
-            return dict(self.callbacks)
+            return BrokerQuotaSettings(dict(self.callbacks), dict(self.windows))
 
     def close(self) -> None:
         pass

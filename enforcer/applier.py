@@ -33,7 +33,7 @@ from enforcer.apply.view import View, caught_up_view
 from enforcer.journal import Episode, Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import ObservedRates
-from enforcer.quota_client import QuotaClient
+from enforcer.quota_client import QuotaClient, QuotaClientError
 from enforcer.quota_plan import QuotaPolicy
 from enforcer.unanswered_alters import SETTLE_S, UnansweredAlters
 from kvq.model.throttle_factor_policy import UNTHROTTLED
@@ -127,6 +127,8 @@ class Applier:
         apply from it, then calls `enforce`. Raises ApplyError when Kafka or the journal fails
         (retry later)."""
         with self.journal.exclusive():
+            if not self._copy_checked:
+                self._read_quota_window()
             adopted = None if self._copy_checked else self._read_copy()
             return StartingPoint(adopted, applied_factor(self._episode_now()))
 
@@ -184,6 +186,15 @@ class Applier:
         report(self.io, result, took)
         self.failures.succeeded(result)
         return result
+
+    def _read_quota_window(self) -> None:
+        """The brokers' quota window, before the first plan since start (each check of the
+        quota callback after an apply reads it again); Kafka's default stands while they
+        cannot be asked (reading the copy next says why)."""
+        try:
+            self.io.quota_window.learned(self.client.quota_settings().longest_window)
+        except QuotaClientError as exc:
+            log.debug("cluster %s: the brokers' quota window not read: %s", self.cluster, exc)
 
     def _read_copy(self) -> float | None:
         """Read Kafka's copy of the originals (after start, before a target is chosen) and adopt

@@ -21,6 +21,7 @@ from kafka.protocol.admin.client_quotas import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
+from enforcer.broker_quota_settings import KEYS, BrokerQuotaSettings
 from enforcer.quota_plan import Change, same_value
 from kvq.kafka.admin_session import KafkaAdminSession, KafkaUnavailable, describe_error
 from kvq.kafka.broker_configs import (
@@ -65,25 +66,23 @@ class QuotaClient(Protocol):
         """Apply `changes` in order, in requests of at most MAX_PAIRS_PER_REQUEST pairs; raise
         QuotaRejected/QuotaClientError on any error (earlier requests stay applied)."""
 
-    def quota_callbacks(self) -> dict[int, str]:
-        """Brokers whose `client.quota.callback.class` is set, with the class; raise
+    def quota_settings(self) -> BrokerQuotaSettings:
+        """What the brokers say of their quota callback and quota window; raise
         QuotaClientError when no broker could be asked."""
 
     def close(self) -> None: ...
 
 
-QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
+def quota_settings_request(node_id: int) -> DescribeConfigsRequest:
+    """DescribeConfigs of one broker's quota settings (`broker_quota_settings.KEYS`), sent to
+    that broker."""
+    return broker_config_request(node_id, KEYS)
 
 
-def quota_callback_request(node_id: int) -> DescribeConfigsRequest:
-    """DescribeConfigs of one broker's `client.quota.callback.class` (sent to that broker)."""
-    return broker_config_request(node_id, [QUOTA_CALLBACK_CLASS])
-
-
-def quota_callback_from_response(response: Any) -> str | None:
-    """The class a broker reports (None: unset); QuotaClientError for an error code."""
+def quota_settings_from_response(response: Any) -> dict[str, str | None]:
+    """The quota settings a broker reports; QuotaClientError for an error code."""
     try:
-        return broker_config_values(response).get(QUOTA_CALLBACK_CLASS) or None
+        return broker_config_values(response)
     except BrokerConfigError as exc:
         raise QuotaClientError(str(exc)) from None
 
@@ -265,24 +264,22 @@ class KafkaQuotaClient:
                 [e for exc in rejected for e in exc.entities],
             )
 
-    def quota_callbacks(self) -> dict[int, str]:
-        """Metadata for the brokers, then DescribeConfigs of each broker's own
-        `client.quota.callback.class` (a broker answers only for itself). Brokers that fail are
-        skipped unless all fail."""
+    def quota_settings(self) -> BrokerQuotaSettings:
+        """Metadata for the brokers, then DescribeConfigs of each broker's own quota settings
+        (a broker answers only for itself). Brokers that fail are skipped unless all fail."""
         brokers = sorted(b.node_id for b in self._send(MetadataRequest(topics=[])).brokers)
-        found, errors = {}, []
+        found, errors = BrokerQuotaSettings(), []
         for node_id in brokers:
             try:
-                value = quota_callback_from_response(
-                    self._send(quota_callback_request(node_id), node_id)
+                values = quota_settings_from_response(
+                    self._send(quota_settings_request(node_id), node_id)
                 )
             except QuotaClientError as exc:
                 errors.append(str(exc))
                 continue
-            if value:
-                found[node_id] = value
+            found = found.with_broker(node_id, values)
         if errors and len(errors) == len(brokers):
-            raise QuotaClientError(f"cannot read {QUOTA_CALLBACK_CLASS} of any broker: {errors[0]}")
+            raise QuotaClientError(f"cannot read the quota settings of any broker: {errors[0]}")
         return found
 
     def close(self) -> None:

@@ -63,7 +63,8 @@ entity and broker."""
 KAFKA_QUOTA_WINDOW_SECONDS = 11.0
 """The window Kafka measures a quota's rate over, with its defaults (quota.window.num 11 samples
 of quota.window.size.seconds 1 s; Rate.windowSize): the W in its throttle time
-(rate - quota) / quota x W (QuotaUtils.throttleTime)."""
+(rate - quota) / quota x W (QuotaUtils.throttleTime). What a plan counts on until the brokers'
+own window is read (`QuotaPolicy.quota_window_seconds`)."""
 KAFKA_LONGEST_THROTTLE_MS = 2**31 - 1
 """ClientQuotaManager narrows the throttle time to an int (`.toInt`): past this many ms it wraps
 and the client is not throttled, or briefly."""
@@ -98,6 +99,11 @@ class QuotaPolicy:
     request_throttle_seconds: float | None = None
     """kvq.enforcer.throttle.request.throttle.time: the longest throttle time one request of
     `request_bytes` may get at the minimum."""
+    quota_window_seconds: float = KAFKA_QUOTA_WINDOW_SECONDS
+    """The W of Kafka's throttle time on the cluster: the longest window its brokers measure a
+    quota's rate over (`BrokerQuotaSettings.longest_window`), Kafka's default until read. An
+    entity's own minimum follows it: the same quota hands out throttle times W long per unit of
+    overshoot, so a longer window needs a higher minimum for the same longest throttle time."""
 
     def __post_init__(self) -> None:
         # Properties give whole numbers as ints (`produce=2000`): every value the plan computes
@@ -129,7 +135,7 @@ class QuotaPolicy:
             return MINIMUM
         if reference is None or reference <= 0.0 or self.longest_throttle_seconds is None:
             return self.byte_rate_floor
-        own = entity_minimum(reference, self.longest_throttle_seconds)
+        own = entity_minimum(reference, self.longest_throttle_seconds, self.quota_window_seconds)
         if self.request_bytes is None or self.request_throttle_seconds is None:
             return own
         requests = request_minimum(self.request_bytes, self.request_throttle_seconds)
@@ -153,15 +159,19 @@ class QuotaPolicy:
         return owned and not self.exempt(entity)
 
 
-def entity_minimum(rate: float, longest_throttle_seconds: float) -> float:
+def entity_minimum(
+    rate: float, longest_throttle_seconds: float, window_seconds: float = KAFKA_QUOTA_WINDOW_SECONDS
+) -> float:
     """The lowest byte rate for an entity seen writing at `rate`: the quota at which Kafka's
     throttle time for that rate, (rate - quota) / quota x W, is `longest_throttle_seconds`, so
     that a quota lowered at once from the rate to it (factor 0 from 1.0, the 0/1 policy) mutes
     a producer for no longer (graceful-slowdown lowers it in paced steps, each a few seconds'
     throttle). Whole bytes, at least 1 (Kafka rejects 0). At this quota Kafka's int throttle
     time holds for rates up to (1 + 2^31 ms / T) times it: 2^31 ms / W x (W / (W + T)) times the
-    observed rate (about 30,000 times with a minute), so a burst does not wrap it."""
-    share = KAFKA_QUOTA_WINDOW_SECONDS / (KAFKA_QUOTA_WINDOW_SECONDS + longest_throttle_seconds)
+    observed rate (about 30,000 times with a minute and Kafka's 11 s), so a burst does not
+    wrap it. W is `window_seconds`, the brokers' quota window: with 3 s (quota.window.num=3) the
+    minimum is 4.8 % of the rate for a minute, against 15.5 % with 11 s."""
+    share = window_seconds / (window_seconds + longest_throttle_seconds)
     return max(float(math.floor(rate * share)), MINIMUM)
 
 

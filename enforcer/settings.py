@@ -249,9 +249,11 @@ class EnforcerSettings(AppSettings):
         "PT1M",
         "observed-rate: each quota entity seen writing is throttled no lower than the rate at "
         "which Kafka's throttle time for what it was writing is this long: its reference x "
-        f"{KAFKA_QUOTA_WINDOW_SECONDS:.0f} s / ({KAFKA_QUOTA_WINDOW_SECONDS:.0f} s + this) "
-        "(15.5 % with PT1M): factor 0 holds the cluster to about that share of its rate, and "
-        "mutes no producer for longer.",
+        "W / (W + this), W the brokers' quota window (quota.window.num x "
+        "quota.window.size.seconds, read from them; the longest if they differ; "
+        f"{KAFKA_QUOTA_WINDOW_SECONDS:.0f} s by default: 15.5 % with PT1M, 4.8 % with 3 s): "
+        "factor 0 holds the cluster to about that share of its rate, and mutes no producer for "
+        "longer.",
     )
     request_bytes: int = setting(
         REQUEST_BYTES,

@@ -3,14 +3,39 @@ doubt, its metrics and the pace of describing again."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from enforcer.journal import ClusterJournal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
-from enforcer.quota_plan import Change
+from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, Change
 from enforcer.unanswered_alters import UnansweredAlters
+
+log = logging.getLogger("kvq.enforcer")
+
+
+class QuotaWindow:
+    """The longest window the cluster's brokers said they measure a quota's rate over (the W of
+    Kafka's throttle time, `QuotaPolicy.quota_window_seconds`): Kafka's default until one
+    answered, then what they answered last (read with every check of the quota callback)."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.seconds = KAFKA_QUOTA_WINDOW_SECONDS
+
+    def learned(self, seconds: float | None) -> None:
+        """Take in the brokers' answer (None: none said); logged when it changes."""
+        if seconds is None or seconds == self.seconds:
+            return
+        log.info(
+            "cluster %s: its brokers measure quotas over %g s (the longest quota.window.num x "
+            "quota.window.size.seconds); each quota entity's own minimum follows it",
+            self.cluster,
+            seconds,
+        )
+        self.seconds = seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +54,10 @@ class ClusterIO:
     """How many times a view that does not show what it should is asked for."""
     verify_delay_s: float
     """Seconds between two of them (brokers learn quota changes a moment later)."""
+    quota_window: QuotaWindow = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quota_window", QuotaWindow(self.name))
 
     def alter(self, todo: list[Change]) -> None:
         """AlterClientQuotas, journaled before it is sent: a request without an answer may still

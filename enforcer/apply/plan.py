@@ -4,7 +4,7 @@ quotas before anything is written (a crash here leaves no trace)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.late_references import LateReferences
@@ -100,7 +100,8 @@ class Planner:
         references = {p: r.reference for p, r in records.items() if r.reference is not None}
         references.update(captured)
         references.update(late)
-        desired = plan(self.policy, {**originals, **discovered}, factor, frozen, references)
+        policy = replace(self.policy, quota_window_seconds=self.io.quota_window.seconds)
+        desired = plan(policy, {**originals, **discovered}, factor, frozen, references)
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)

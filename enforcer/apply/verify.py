@@ -98,8 +98,11 @@ def landed(desired: dict[Pair, float | None], snapshot: Snapshot) -> dict[Pair, 
 
 
 def check_quota_callback(io: ClusterIO) -> None:
-    """Refuse to report success when brokers ignore client quotas (DescribeConfigs)."""
-    found = io.client.quota_callbacks()
+    """Refuse to report success when brokers ignore client quotas (DescribeConfigs); the quota
+    window they answer with is what the next plans count on (`QuotaWindow`)."""
+    settings = io.client.quota_settings()
+    io.quota_window.learned(settings.longest_window)
+    found = settings.callbacks
     if found:
         classes = sorted(set(found.values()))
         raise QuotaCallbackActive(

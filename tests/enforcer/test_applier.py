@@ -59,8 +59,10 @@ def test_throttle_then_restore_is_byte_exact(kafka, journal):
 
 def test_validate_only_goes_first_then_alter_then_verify(kafka, journal):
     apply_step(make(kafka, journal), 0.5)
-    copy_read, apply = kafka.calls[:1], kafka.calls[1:]
-    assert copy_read == ["describe"], "Kafka's copy of the originals is read once after start"
+    start, apply = kafka.calls[:2], kafka.calls[2:]
+    assert start == ["describe_configs", "describe"], (
+        "the brokers' quota window and Kafka's copy of the originals are read once after start"
+    )
     assert apply == ["describe", "validate", "alter", "describe", "describe_configs"], (
         "validated, then the copy of the originals and the plan in one request"
     )
@@ -79,9 +81,11 @@ def test_repeats_and_lower_factors_never_compound(kafka, journal):
 def test_nothing_throttled_and_factor_one_asks_kafka_once_for_its_copy_then_never(kafka, journal):
     applier = make(kafka, journal)
     assert apply_step(applier, 1.0).idle
-    assert kafka.calls == ["describe"], "a lost journal is noticed from Kafka's copy"
+    assert kafka.calls == ["describe_configs", "describe"], (
+        "the brokers' quota window read, and a lost journal noticed from Kafka's copy"
+    )
     assert apply_step(applier, 1.0).idle
-    assert kafka.calls == ["describe"]
+    assert kafka.calls == ["describe_configs", "describe"]
 
 
 def test_kafka_down_raises_apply_error_and_changes_nothing(kafka, journal):
@@ -125,8 +129,15 @@ def test_excluded_principal_is_exempt_while_throttled_and_override_removed_after
 def test_dry_run_validates_but_changes_and_journals_nothing(kafka, journal):
     result = apply_step(make(kafka, journal, dry_run=True), 0.0)
     assert result.dry_run and len(result.changes) == 3
-    assert kafka.calls == ["describe", "describe", "validate", "describe_configs"], (
-        "Kafka's copy of the originals read once after start, then the plan validated only"
+    assert kafka.calls == [
+        "describe_configs",
+        "describe",
+        "describe",
+        "validate",
+        "describe_configs",
+    ], (
+        "the quota window and Kafka's copy of the originals read once after start, then the plan "
+        "validated only"
     )
     assert kafka.values[ALICE][P] == 800.0
     assert journal.episodes.episode("c1") is None

@@ -17,11 +17,14 @@ PRINCIPALS = 10
 """The issue's first row: ten principals, half with a quota of their own, half under the default
 user's (a budget per user)."""
 OFFERED = 30_000.0
-LONGEST_THROTTLE_S = 60.0
+LONGEST_THROTTLE_S = 20.0
+"""kvq.enforcer.throttle.longest.throttle.time of the first test: each principal's own minimum is
+then rate x 4 s / (4 s + 20 s), a sixth of its rate (5,000 B/s from 30 kB/s, below the 8 KiB/s
+floor), and mutes it once for at most 20 s."""
 QUOTA_SAMPLES = 4
 """quota.window.num for this broker (Kafka's default is 11): a 4 s window settles a throttle in
-seconds; the minimum still mutes each principal once, for (rate / minimum - 1) x 4 s, about 22 s,
-then holds it at the minimum."""
+seconds. The enforcer reads it from the broker, and each minimum follows it."""
+WINDOW_S = float(QUOTA_SAMPLES)
 
 HELD_SLACK = 1.25
 """Kafka's windowed rate lets a held producer write a little over its quota: each writes its 64
@@ -31,7 +34,7 @@ MEASURED_S = 15.0
 """How long the principals' rate is measured before factor 0 ..."""
 HELD_MEASURED_S = 60.0
 """... and at factor 0. Held, each principal writes its 64 kB buffer in one request about every
-11 s (what its quota of about 5.9 kB/s allows): the rate counts whole requests (from the end of
+13 s (what its quota of about 5 kB/s allows): the rate counts whole requests (from the end of
 the first to the end of the last in the window, `DeliveryLog.paced_rate`), as over 60 s a plain
 window's edges added a sixth request to the five of each of the ten, all muted and let go
 together, 1.11 x their quotas (seen in CI)."""
@@ -39,7 +42,10 @@ together, 1.11 x their quotas (seen in CI)."""
 
 def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_path, kafka_dist):
     policy = QuotaPolicy(
-        (P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR, longest_throttle_seconds=60.0
+        (P,),
+        {P: None},
+        byte_rate_floor=BYTE_RATE_FLOOR,
+        longest_throttle_seconds=LONGEST_THROTTLE_S,
     )
     with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
         held = factor_zero.hold_at_factor_zero(
@@ -56,13 +62,17 @@ def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_pa
     # Each reference is the highest rate Kafka's sensors read over 5 minutes: on a loaded
     # machine the producers catch up in bursts, read at up to about twice what they offer (1.8 x
     # seen in CI), which lifts a minimum to about the floor; what they then write is below.
-    lowest, highest = entity_minimum(0.9 * OFFERED, 60.0), entity_minimum(2.0 * OFFERED, 60.0)
+    # The minimums follow the broker's own 4 s window, read by the enforcer.
+    lowest = entity_minimum(0.9 * OFFERED, LONGEST_THROTTLE_S, WINDOW_S)
+    highest = entity_minimum(2.0 * OFFERED, LONGEST_THROTTLE_S, WINDOW_S)
     assert len(held.quotas) == PRINCIPALS // 2 + 1, held.quotas  # five own, the default user
     # Each its own (from its own reference), not the constant floor they would all be at.
     own = set(held.quotas.values()) != {float(BYTE_RATE_FLOOR)}
     assert own and all(lowest <= quota <= highest for quota in held.quotas.values()), (
         f"quotas at factor 0: {held.quotas}; each principal's own minimum from ~{OFFERED:.0f} "
-        f"B/s is {entity_minimum(OFFERED, 60.0):.0f}, below the {BYTE_RATE_FLOOR:.0f} floor"
+        f"B/s over the broker's {WINDOW_S:g} s window is "
+        f"{entity_minimum(OFFERED, LONGEST_THROTTLE_S, WINDOW_S):.0f}, below the "
+        f"{BYTE_RATE_FLOOR:.0f} floor"
     )
     # What they write is what Kafka holds them to: their quotas (up to a window's rounding),
     # each principal's below the floor (above). The quotas' level follows each principal's
@@ -93,10 +103,10 @@ def test_held_at_the_scaled_request_minimum_no_request_is_throttled_for_longer_t
 ):
     """64 KiB requests (their buffer), 2 s each at the request minimum: each principal seen
     writing 30 kB/s, below that minimum (65,536 B/s), is held at factor 0.2 to 0.2 x it, 13,107
-    B/s, not to 0.2 x its rate (its own minimum from its rate is 4,647 B/s), and once held
-    there (after the first mute, from its rate down to that) Kafka hands none of its
-    producer's requests a throttle time longer than 2 s / 0.2: no producer goes longer without
-    an acknowledgement, nor waits longer after the restore."""
+    B/s, not to 0.2 x its rate (its own minimum from its rate over the broker's 4 s window is
+    1,875 B/s), and once held there (after the first mute, from its rate down to that) Kafka
+    hands none of its producer's requests a throttle time longer than 2 s / 0.2: no producer
+    goes longer without an acknowledgement, nor waits longer after the restore."""
     policy = QuotaPolicy(
         (P,),
         {P: None},

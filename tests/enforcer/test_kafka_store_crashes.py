@@ -19,6 +19,7 @@ import pytest
 from devkit.alertmanager import throttle_webhook
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
+from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.journal_rows import Record
@@ -97,8 +98,8 @@ class DyingQuotas:
     def describe_agreed(self) -> dict[QuotaEntity, dict[str, float]]:
         return self._alive().describe_agreed()
 
-    def quota_callbacks(self) -> dict[int, str]:
-        return self._alive().quota_callbacks()
+    def quota_settings(self) -> BrokerQuotaSettings:
+        return self._alive().quota_settings()
 
     def alter(self, changes: Sequence[Change], validate_only: bool = False) -> None:
         if validate_only:

@@ -14,6 +14,7 @@ from kafka.protocol.admin.client_quotas import (
 )
 
 from devkit.processes import wait_until
+from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.quota_client import (
     NOT_AGREED,
     KafkaQuotaClient,
@@ -22,8 +23,8 @@ from enforcer.quota_client import (
     agreed,
     alter_request,
     check_alter_response,
-    quota_callback_from_response,
-    quota_callback_request,
+    quota_settings_from_response,
+    quota_settings_request,
     snapshot_from_response,
 )
 from enforcer.quota_plan import Change
@@ -147,9 +148,23 @@ def test_round_trip_against_devcluster_and_errors_when_down(devcluster):
         client.close()
 
 
-def _configs_response(error_code=0, value=None):
+def _configs_response(error_code=0, value=None, window=("11", "1")):
     result = DescribeConfigsResponse.DescribeConfigsResult
     config = result.DescribeConfigsResourceResult
+
+    def one(name, given, source):
+        return config(
+            name=name,
+            value=given,
+            read_only=True,
+            config_source=source,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=8,
+            documentation=None,
+        )
+
+    samples, size = window
     return DescribeConfigsResponse(
         throttle_time_ms=0,
         results=[
@@ -159,34 +174,34 @@ def _configs_response(error_code=0, value=None):
                 resource_type=4,
                 resource_name="0",
                 configs=[
-                    config(
-                        name="client.quota.callback.class",
-                        value=value,
-                        read_only=True,
-                        config_source=4 if value else 5,
-                        is_sensitive=False,
-                        synonyms=[],
-                        config_type=8,
-                        documentation=None,
-                    )
+                    one("client.quota.callback.class", value, 4 if value else 5),
+                    one("quota.window.num", samples, 4),
+                    one("quota.window.size.seconds", size, 5),
                 ],
             )
         ],
     )
 
 
-def test_quota_callback_request_asks_one_broker_for_its_own_config():
-    (resource,) = quota_callback_request(7).resources
+def test_quota_settings_request_asks_one_broker_for_its_own_callback_and_window():
+    (resource,) = quota_settings_request(7).resources
     assert (resource.resource_type, resource.resource_name) == (4, "7")
-    assert resource.configuration_keys == ["client.quota.callback.class"]
+    assert resource.configuration_keys == [
+        "client.quota.callback.class",
+        "quota.window.num",
+        "quota.window.size.seconds",
+    ]
 
 
-def test_quota_callback_from_response_set_unset_and_error():
+def test_quota_settings_from_response_callback_set_unset_window_and_error():
     plugin = "io.strimzi.kafka.quotas.StaticQuotaCallback"
-    assert quota_callback_from_response(_configs_response(value=plugin)) == plugin
-    assert quota_callback_from_response(_configs_response()) is None
+    reported = quota_settings_from_response(_configs_response(value=plugin, window=("3", "1")))
+    settings = BrokerQuotaSettings().with_broker(0, reported)
+    assert (settings.callbacks, settings.windows) == ({0: plugin}, {0: 3.0})
+    unset = BrokerQuotaSettings().with_broker(0, quota_settings_from_response(_configs_response()))
+    assert (unset.callbacks, unset.windows) == ({}, {0: 11.0})
     with pytest.raises(QuotaClientError, match="broker 0 failed: .*denied"):
-        quota_callback_from_response(_configs_response(error_code=31))
+        quota_settings_from_response(_configs_response(error_code=31))
 
 
 def test_a_connection_the_client_gives_up_on_is_reset_so_what_it_sent_cannot_land_later():

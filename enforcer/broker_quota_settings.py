@@ -1,0 +1,55 @@
+"""BrokerQuotaSettings: what the brokers say of how they enforce client quotas (DescribeConfigs
+of each broker's own configuration): whether a quota callback replaces them, and the window
+each one measures a quota's rate over."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
+QUOTA_WINDOW_NUM = "quota.window.num"
+QUOTA_WINDOW_SIZE = "quota.window.size.seconds"
+KEYS = (QUOTA_CALLBACK_CLASS, QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE)
+"""What is asked of every broker, in one request each."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerQuotaSettings:
+    """The brokers' answers, by broker id (brokers that could not be asked are absent)."""
+
+    callbacks: dict[int, str] = field(default_factory=dict)
+    """Brokers whose `client.quota.callback.class` is set, with the class: Kafka then hands
+    every quota decision to it and ignores client quotas."""
+    windows: dict[int, float] = field(default_factory=dict)
+    """Each broker's quota window in seconds, `quota.window.num` x `quota.window.size.seconds`:
+    the W of its throttle time (rate - quota) / quota x W."""
+
+    @property
+    def longest_window(self) -> float | None:
+        """The longest window of any broker (None: none said): the one at which a quota hands
+        out the longest throttle times."""
+        return max(self.windows.values(), default=None)
+
+    def with_broker(self, node_id: int, values: Mapping[str, str | None]) -> BrokerQuotaSettings:
+        """These settings and what broker `node_id` answered."""
+        callbacks, windows = dict(self.callbacks), dict(self.windows)
+        if values.get(QUOTA_CALLBACK_CLASS):
+            callbacks[node_id] = str(values[QUOTA_CALLBACK_CLASS])
+        window = window_seconds(values)
+        if window is not None:
+            windows[node_id] = window
+        return BrokerQuotaSettings(callbacks, windows)
+
+
+def window_seconds(values: Mapping[str, str | None]) -> float | None:
+    """`quota.window.num` x `quota.window.size.seconds` as a broker reports them; None when either
+    is missing or not a positive whole number (a broker that does not say)."""
+    try:
+        samples = int(values.get(QUOTA_WINDOW_NUM) or "")
+        size = int(values.get(QUOTA_WINDOW_SIZE) or "")
+    except ValueError:
+        return None
+    if samples < 1 or size < 1:
+        return None
+    return float(samples * size)

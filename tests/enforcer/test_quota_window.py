@@ -1,0 +1,91 @@
+"""The brokers' quota window (quota.window.num x quota.window.size.seconds): read by the enforcer
+before its first plan and with every check of the quota callback, it sets the W of each quota
+entity's own minimum (kvq.enforcer.throttle.longest.throttle.time)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from devkit.memory_quotas import InMemoryQuotas
+from enforcer.broker_quota_settings import BrokerQuotaSettings, window_seconds
+from enforcer.journal import Journal
+from enforcer.observed_rates import ObservedRate, select_references
+from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy, entity_minimum
+from kvq.kafka.quota_entity import QuotaEntity
+from tests.enforcer.applier_support import apply_step, observed_rate_applier
+
+P = "producer_byte_rate"
+ALICE = QuotaEntity.user("alice")
+RATE = 60_000.0
+POLICY = QuotaPolicy((P,), {P: 10_000_000}, byte_rate_floor=8192, longest_throttle_seconds=60.0)
+
+
+class RatesNow:
+    """Alice seen writing RATE: the applier's rate source."""
+
+    lookback = timedelta(0)
+
+    def references(self, cluster, policy, originals, previous=None):
+        return select_references(policy, originals, [ObservedRate("alice", "", RATE)])
+
+
+@pytest.fixture
+def journal(tmp_path):
+    opened = Journal(tmp_path / "journal.sqlite3")
+    yield opened
+    opened.close()
+
+
+def test_at_factor_0_each_entity_is_held_at_its_minimum_over_the_brokers_longest_window(journal):
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    kafka.windows = {0: 3.0, 1: 3.0, 2: 5.0}  # mid-way through a rolling change: the longest
+    apply_step(observed_rate_applier(kafka, journal, POLICY, RatesNow()), 0.0)
+    assert kafka.values[ALICE][P] == entity_minimum(RATE, 60.0, 5.0) == 4615.0
+    assert entity_minimum(RATE, 60.0) == 9295.0, "with Kafka's default 11 s: twice as high"
+
+
+def test_brokers_that_do_not_say_leave_kafkas_default(journal):
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    applier = observed_rate_applier(kafka, journal, POLICY, RatesNow())
+    apply_step(applier, 0.0)
+    assert kafka.values[ALICE][P] == entity_minimum(RATE, 60.0, KAFKA_QUOTA_WINDOW_SECONDS)
+    assert applier.io.quota_window.seconds == KAFKA_QUOTA_WINDOW_SECONDS
+
+
+def test_a_window_changed_by_a_rolling_restart_is_taken_in_at_the_next_check_and_logged_once(
+    journal, caplog
+):
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    applier = observed_rate_applier(kafka, journal, POLICY, RatesNow())
+    with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
+        apply_step(applier, 0.5)
+        kafka.windows = {0: 3.0}
+        apply_step(applier, 0.4)  # its check after the apply reads the new window
+        apply_step(applier, 0.0)
+        apply_step(applier, 0.0)
+    assert kafka.values[ALICE][P] == entity_minimum(RATE, 60.0, 3.0)
+    said = [r.getMessage() for r in caplog.records if "measure quotas over" in r.getMessage()]
+    assert said == [
+        "cluster c1: its brokers measure quotas over 3 s (the longest quota.window.num x "
+        "quota.window.size.seconds); each quota entity's own minimum follows it"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reported", "seconds"),
+    [
+        ({"quota.window.num": "11", "quota.window.size.seconds": "1"}, 11.0),
+        ({"quota.window.num": "3", "quota.window.size.seconds": "2"}, 6.0),
+        ({"quota.window.num": "3"}, None),
+        ({"quota.window.num": "0", "quota.window.size.seconds": "1"}, None),
+        ({"quota.window.num": "three", "quota.window.size.seconds": "1"}, None),
+        ({"quota.window.num": None, "quota.window.size.seconds": "1"}, None),
+    ],
+)
+def test_a_brokers_window_is_its_samples_times_their_size_or_nothing(reported, seconds):
+    assert window_seconds(reported) == seconds
+    settings = BrokerQuotaSettings().with_broker(4, reported)
+    assert settings.longest_window == seconds
