@@ -707,9 +707,16 @@ def test_strimzis_operators_putting_quotas_back_are_undone_and_the_restore_gives
         ClusterOperator(admin, UserQuotas(producer_byte_rate=2000), interval=0.5),
     ):
         assert e.post(firing(0.5))[0] == 200
+        # About 3 s here; the operators and the enforcer's looks share the CPU with the rest of
+        # the suite in CI (once over 15 s there): the wait says what it saw if it runs out.
         wait_until(
             lambda: e.metric("kafka_volume_quota_enforcer_reverted_pairs_total") >= 4,
+            timeout=45.0,
             what="several resets throttled again",
+            seen=lambda: (
+                f"reverted {e.metric('kafka_volume_quota_enforcer_reverted_pairs_total'):g}, "
+                f"operator alterations {user_operator.alterations}, quotas {backend.quotas()}"
+            ),
         )
         throttled = {key(user="alice"): {P: 500.0}, key(user=None): {P: 1000.0}}
         wait_until(lambda: backend.quotas() == throttled, what="throttled again")
