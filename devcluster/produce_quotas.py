@@ -87,18 +87,17 @@ def resolve(
     return Budget("", client_id, None)  # no quota: Kafka measures by client-id, unbounded
 
 
-_SPAN_MS = WINDOW_NUM * WINDOW_MS
-"""A sample not updated for this long is purged (SampledStat.purgeObsoleteSamples)."""
-
-
 class Rate:
     """Kafka's Rate over a WindowedSum (SampledStat with one extra overlapping sample).
 
     Each sample is a start, a last update and a value, kept in three lists indexed alike: the
     model of the slowdown scenario measures millions of times, and sums and minimums over lists
-    run in C."""
+    run in C. `samples`: quota.window.num."""
 
-    def __init__(self) -> None:
+    def __init__(self, samples: int = WINDOW_NUM) -> None:
+        self._samples = samples
+        self._span_ms = samples * WINDOW_MS
+        """A sample not updated for this long is purged (SampledStat.purgeObsoleteSamples)."""
         self._starts: list[float] = []
         self._lasts: list[float] = []
         self._values: list[float] = []
@@ -116,26 +115,26 @@ class Rate:
             self._starts[index] = now_ms
             self._lasts[index] = now_ms
             self._values[index] = 0.0
-        self._purge_from = min(self._purge_from, now_ms + _SPAN_MS - 1)
+        self._purge_from = min(self._purge_from, now_ms + self._span_ms - 1)
 
     def record(self, value: float, now_ms: float) -> None:
         if not self._starts:
             self._reset(0, now_ms)
         if now_ms - self._starts[self._current] >= WINDOW_MS:
-            self._current = (self._current + 1) % (WINDOW_NUM + 1)
+            self._current = (self._current + 1) % (self._samples + 1)
             self._reset(self._current, now_ms)
         self._values[self._current] += value
         self._lasts[self._current] = now_ms
-        if now_ms + _SPAN_MS - 1 < self._purge_from:  # only if the clock went back
-            self._purge_from = now_ms + _SPAN_MS - 1
+        if now_ms + self._span_ms - 1 < self._purge_from:  # only if the clock went back
+            self._purge_from = now_ms + self._span_ms - 1
 
     def _purge(self, now_ms: float) -> None:
         if now_ms < self._purge_from:
             return
         for i, last in enumerate(self._lasts):
-            if now_ms - last >= _SPAN_MS:
+            if now_ms - last >= self._span_ms:
                 self._reset(i, now_ms)
-        self._purge_from = min(self._lasts, default=math.inf) + _SPAN_MS - 1
+        self._purge_from = min(self._lasts, default=math.inf) + self._span_ms - 1
 
     def window_ms(self, now_ms: float) -> float:
         self._purge(now_ms)
@@ -143,8 +142,8 @@ class Rate:
             self._reset(0, now_ms)
         elapsed = now_ms - min(self._starts)
         full = int(elapsed // WINDOW_MS)
-        if full < WINDOW_NUM - 1:
-            elapsed += (WINDOW_NUM - 1 - full) * WINDOW_MS
+        if full < self._samples - 1:
+            elapsed += (self._samples - 1 - full) * WINDOW_MS
         return max(elapsed, 1.0)
 
     def measure(self, now_ms: float) -> float:

@@ -392,6 +392,41 @@ def test_rises_held_on_the_forecast_are_evaluated_alike(spark, tmp_path):
     assert_same(got, expected)
 
 
+@dataclass(frozen=True, slots=True)
+class PacedFromAnywhere(GracefulSlowdown):
+    """Graceful slowdown with the level's drops paced from wherever the factor is."""
+
+    def paced_reach(self, reading, peak, ops):
+        return 0.0
+
+
+def test_drops_paced_only_from_where_a_paced_descent_holds_are_evaluated_alike(spark, tmp_path):
+    """With the forecast read, a load step (ten times the bytes for 20 s) before retention frees
+    anything: the factor is held at once no higher than the one from which a paced descent fits
+    in the headroom (above the level's margin, plus what retention frees over 20 s; a reading of
+    one time ahead of the forecast, and the window's growth): lower factors from the step's
+    first reading on (9 of the 150 readings here); the backfill gives them bit for bit."""
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT2S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    rows = closed_loop(config, [60_000] * 10 + [600_000] * 10 + [60_000] * 130)
+    paced, anywhere = (
+        PolicyRun(config.policy),
+        PolicyRun(PacedFromAnywhere(config.limit, 40.0, 14.0)),
+    )
+    differ = sum(
+        paced.calculate(o.volumes, time=o.time).factor
+        != anywhere.calculate(o.volumes, time=o.time).factor
+        for o in rows
+    )
+    assert differ >= 5
+    archive = tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl"
+    write_lines(archive, rows)
+    got, expected, _ = backfill_both(archive.parent.parent.parent, config, tmp_path / "out", 2)
+    assert_same(got, expected)
+
+
 def test_peaks_forgotten_after_calm_are_forgotten_alike(spark, tmp_path):
     """A 4 MB replica copied onto the disk 30 s in: the largest burst and the peak, which hold
     producers down; then calm readings (the headroom lasting far more than four horizons at

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from demo.producers import JAVA_BATCH_BYTES, Setup
 from demo.slowdown import SETUP as SLOWDOWN_SETUP
 from demo.slowdown import many_principals
-from devcluster.produce_quotas import Rate, java_round
+from devcluster.produce_quotas import WINDOW_NUM, Rate, java_round
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW, before_step
 from enforcer.quota_plan import (
     BYTE_RATE_FLOOR,
@@ -287,8 +287,13 @@ class KafkaLoad:
         load_step: tuple[float, float] | None = None,
         step_window: float = STEP_WINDOW,
         load: Load = SIX,
+        window_samples: int = WINDOW_NUM,
     ) -> None:
         self.writers = load
+        self.window_samples = window_samples
+        """Every broker's quota.window.num: its sensors' samples of 1 s, and the window the
+        enforcer's own minimums follow (it reads it from the brokers)."""
+        self.policy = replace(POLICY, quota_window_seconds=float(window_samples))
         self.producers = [
             Producer(
                 name,
@@ -330,7 +335,7 @@ class KafkaLoad:
         self.factor = factor
         for entity, (quota_entity, original) in self.writers.entities.items():
             value = desired_value(
-                POLICY,
+                self.policy,
                 (quota_entity, PRODUCER_BYTE_RATE),
                 None if entity == "default" else original,
                 factor,
@@ -361,7 +366,7 @@ class KafkaLoad:
     def sensor(self, budget: str, broker: int) -> Rate:
         sensor = self.sensors.get((budget, broker))
         if sensor is None:
-            sensor = self.sensors[budget, broker] = Rate()
+            sensor = self.sensors[budget, broker] = Rate(self.window_samples)
         return sensor
 
     def route(self, producer: Producer) -> list[tuple[Connection, Rate, int]]:
@@ -513,6 +518,7 @@ def run(
     warm_up: float = WARM_UP,
     writers: Load = SIX,
     retention_check: float = 1.0,
+    quota_window_samples: int = WINDOW_NUM,
 ) -> KafkaRun:
     """bench/slowdown's broker 0 by tenths of a second: the load (`KafkaLoad`) fills its
     replicas, retention deletes; the exporter reads the replicas' sizes every `sizes_every` s
@@ -526,12 +532,13 @@ def run(
     many seconds ahead of the load's (its polls fall that much earlier in the load).
     `step_window`, `writers` (its `load`): `KafkaLoad`'s. `retention_check`: seconds between
     Kafka's retention checks (log.retention.check.interval.ms; bench/slowdown's 1 s) once the
-    scenario starts (the warm-up's second by second: its data gone before)."""
+    scenario starts (the warm-up's second by second: its data gone before).
+    `quota_window_samples`: every broker's quota.window.num (`KafkaLoad`'s `window_samples`)."""
     started = -round(warm_up)
     for before in range(started - QUIET_BEFORE, started):
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
-    load = KafkaLoad(load_step, step_window, writers)
+    load = KafkaLoad(load_step, step_window, writers, quota_window_samples)
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     lingering: deque[tuple[float, float]] = deque()
     published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])

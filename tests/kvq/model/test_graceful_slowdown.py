@@ -14,7 +14,7 @@ from kvq.model.policy_expressions import PLAIN
 from kvq.model.policy_run import PolicyRun
 from kvq.model.reading_trail import ReadingTrail
 from kvq.model.retention_forecast import AHEAD_SECONDS
-from kvq.model.slowdown_depth import depth_sharing
+from kvq.model.slowdown_depth import depth_sharing, factor_at_depth
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
 from tests.kvq.model import kafka_load
@@ -611,6 +611,37 @@ def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_free
     assert unseen != pytest.approx(reach(forecast(lambda a: a * MB)))
     assert reach(forecast(lambda a: None)) == unseen
     assert reach(forecast(lambda a: None if a <= 5 else a * MB)) == unseen
+
+
+def test_foreseeing_retention_the_drops_are_paced_only_from_a_factor_a_paced_descent_holds():
+    """A 14 s response: a factor is in the quotas 4 s after its reading, and drops paced at a
+    fifth every 5 s from a factor f write 25 s of f x the peak more: 29 s in all. 10 MB above
+    the limit at a peak of 2 MB/s, the partitions growing 1 MB/s (the level's margin: 4 MB),
+    nothing freed within 20 s: the drops are paced from 6 / 58 of the peak at the most, taken at
+    once, however high the factor still is (a load step just left it there); with 10 MB freed
+    by then, from 16 / 58. Far from the limit (68 MB, and 1 MB/s freed) it holds nothing at
+    once; without the forecast it does not apply."""
+    policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
+    assert policy.paced_seconds() == 29.0
+    peaks = (2 * MB, 0.0)
+
+    def at_once(headroom: int, retention_freed) -> float:
+        readings = [
+            VolumeReading(5.0 * i, TOTAL, LIMIT + headroom, 0.5, None if i == 0 else 5 * MB)
+            for i in range(8)
+        ]
+        now = windowed(
+            policy, [*readings[:-1], readings[-1]._replace(retention_freed=retention_freed)]
+        )
+        previous = tuple(reversed(readings[:-1]))
+        return factor_at_depth(policy.depth_floor(now, previous, peaks, PLAIN)[1])
+
+    nothing_soon = forecast(lambda a: 0 if a <= 30 else a * MB)
+    assert at_once(10 * MB, nothing_soon) == pytest.approx(6 / 58, rel=0.01)
+    ten_by_then = forecast(lambda a: 0 if a < 20 else 10 * MB)
+    assert at_once(10 * MB, ten_by_then) == pytest.approx(16 / 58, rel=0.01)
+    assert at_once(68 * MB, forecast(lambda a: a * MB)) == 1.0
+    assert at_once(10 * MB, None) > 6 / 58
 
 
 def test_with_grown_bytes_the_escapes_stay():
