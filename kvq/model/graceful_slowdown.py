@@ -456,20 +456,19 @@ class GracefulSlowdown:
             self.LOWEST_CAP,
             ops,
         )
-        # Foreseeing retention, the level's drops are paced only as far as a paced descent
-        # can hold the volume off its limit: after a load step the level may be far below
-        # the factor, and drops of a fifth every 5 s would write past the limit first.
-        paced = depth_sharing(self.paced_reach(reading, peak, ops), self.LOWEST_CAP, ops)
-        return held, ops.greatest(
-            ops.choose(imminent, at_once, 0.0),
-            ops.choose(stepped, step, 0.0),
-            ops.choose(follows & self.foresees(reading, ops), paced, 0.0),
-        )
+        escapes = [ops.choose(imminent, at_once, 0.0), ops.choose(stepped, step, 0.0)]
+        if reading.retention_freed is not None:
+            # Foreseeing retention, the level's drops are paced only as far as a paced descent
+            # can hold the volume off its limit: after a load step the level may be far below
+            # the factor, and drops of a fifth every 5 s would write past the limit first.
+            paced = depth_sharing(self.paced_reach(reading, peak, ops), self.LOWEST_CAP, ops)
+            escapes.append(ops.choose(follows & self.foresees(reading, ops), paced, 0.0))
+        return held, ops.greatest(*escapes)
 
     PACED_FREED_SECONDS: ClassVar[float] = 20.0
     """With retention foreseen (`paced_reach`): what retention frees over this many seconds
-    counts toward the room a paced descent has (a descent writes about three fifths of what it
-    writes in all over its first 20 s)."""
+    counts toward the room a paced descent has (a descent with a 14 s response writes about
+    three fifths of what it writes in all over its first 20 s)."""
 
     def paced_seconds(self) -> float:
         """How many seconds of the peak a descent from a factor writes, as a share of that
@@ -485,9 +484,9 @@ class GracefulSlowdown:
         first `PACED_FREED_SECONDS` (foreseen): the highest factor the level's drops may still
         be paced from. In the closed-loop model a 10x load step 10 s into the load crossed the
         limit in 1 of 25 runs (in 10 with a 3 s quota window) with the drops paced from where
-        the step left the factor; held at this, in none (none)."""
+        the step left the factor; held at this, in none with either window."""
         ahead = max(i for i, a in enumerate(AHEAD_SECONDS) if a <= self.PACED_FREED_SECONDS)
-        freed = ops.greatest(reading.retention_freed[ahead], 0) if reading.retention_freed else 0
+        freed = ops.greatest(reading.retention_freed[ahead], 0)
         grown, _, seconds = self.growth_window(reading, ops)
         margin = self.foreseen_margin(reading, grown / seconds, ops)
         room = ops.greatest(self.headroom(reading) - margin + freed, 1.0)
