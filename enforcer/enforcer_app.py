@@ -200,12 +200,20 @@ def lost_resolutions_of(
     metrics: EnforcerMetrics,
     sources: Sequence[FactorSource],
 ) -> LostResolutions | None:
-    """The check for resolutions that never came (None with
-    kvq.enforcer.resolution.check.after=PT0S, or with nowhere to read the factor)."""
-    after = all_settings[0].resolution_check_after
+    """The check for resolutions that never came, and for factor 1 before the resolution comes
+    (None with kvq.enforcer.resolution.check.after=PT0S, or with nowhere to read the factor)."""
+    first = all_settings[0]
+    after = first.resolution_check_after
     if not after or not sources:
         return None
-    return LostResolutions(identities(all_settings), journal.alerts, sources, after, metrics)
+    return LostResolutions(
+        identities(all_settings),
+        journal.alerts,
+        sources,
+        after,
+        metrics,
+        every=first.restore_check_interval,
+    )
 
 
 def import_into_kafka(config: ServerConfig, path: str) -> dict[str, int | None]:

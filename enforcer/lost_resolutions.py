@@ -15,6 +15,17 @@ means the throttle's reason is gone, as a resolution would have said: the alerts
 are forgotten and the quotas restored. A factor below 1, or no answer, keeps them (protecting the
 disk wins), and they are asked about again `after` later. An alert that arrives while the factor
 is read is kept: only the alerts last sent before the question are forgotten.
+
+The same read restores sooner than any resolution: every `every` (kvq.enforcer.restore.check.
+interval) while a cluster holds firing alerts, whenever they were sent. The resolution takes a
+second or two after the exporter publishes factor 1: the rule's next evaluation, its
+`keep_firing_for` (one more, so that a step never reaches the enforcer as nothing firing) and
+Alertmanager's group_interval. The factor read where the fail-safe reads it is the exporter's own
+series (Prometheus scrapes it every second; the exporters' /metrics without Prometheus): at 1 the
+throttle's reason is gone, and the resolution that follows finds nothing held. Producers wait out
+whatever throttle time Kafka handed them before the restore, so each second here is a second
+sooner back at their rate. A read that gets no answer waits `after` for the next (Prometheus
+down: the loop is not held up every second).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from enforcer.metrics import EnforcerMetrics
 from kvq.contract.cluster_identity import ClusterIdentity
 
 log = logging.getLogger("kvq.enforcer")
+NO_TIME = timedelta(0)
 
 
 class LostResolutions:
@@ -43,14 +55,18 @@ class LostResolutions:
         after: timedelta,
         metrics: EnforcerMetrics,
         monotonic: Callable[[], float] = time.monotonic,
+        every: timedelta | None = None,
     ) -> None:
         self.clusters = {c.name: c for c in clusters}
         self.alerts = alerts
         self.sources = list(sources)
         self.after = after
+        """How long Alertmanager's silence about a cluster's firing alerts makes them lost."""
+        self.every = every or None
+        """How often the factor is read while alerts are held, lost or not (None: only lost)."""
         self.metrics = metrics
         self._monotonic = monotonic
-        self._checked_at = {name: -float("inf") for name in self.clusters}
+        self._due_at = {name: -float("inf") for name in self.clusters}
 
     def step(self) -> set[str]:
         """Check each cluster due; returns those whose firing alerts were forgotten (their
@@ -59,17 +75,29 @@ class LostResolutions:
 
     def _step(self, cluster: str) -> bool:
         now = self._monotonic()
-        if now - self._checked_at[cluster] < self.after.total_seconds():
+        if now < self._due_at[cluster]:
             return False
-        last_sent = self.alerts.unrepeated(cluster, self.after, except_fingerprint=FINGERPRINT)
+        lost = self.alerts.unrepeated(cluster, self.after, except_fingerprint=FINGERPRINT)
+        last_sent = lost
+        if last_sent is None and self.every is not None:
+            # Any alert held counts, however recently sent: the quick read before the resolution.
+            last_sent = self.alerts.unrepeated(cluster, NO_TIME, except_fingerprint=FINGERPRINT)
         if last_sent is None:
             return False  # nothing held, or a resolution may still be on its way
-        self._checked_at[cluster] = now
         factor, source = read_factor(self.sources, self.clusters[cluster])
+        wait = self.every if self.every is not None and factor is not None else self.after
+        self._due_at[cluster] = now + wait.total_seconds()
         if factor is None or factor < 1.0:
             return False
         forgotten = self.alerts.forget(cluster, last_sent, except_fingerprint=FINGERPRINT)
-        if forgotten:
+        if forgotten and lost is None:
+            log.info(
+                "cluster %s: %s says factor %s: restoring before the alert's resolution comes",
+                cluster,
+                source,
+                factor,
+            )
+        elif forgotten:
             self.metrics.lost_resolutions.labels(cluster).inc(forgotten)
             log.warning(
                 "cluster %s: no resolution came for %d firing alert(s) last sent at %s, and %s "

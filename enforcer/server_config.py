@@ -50,6 +50,7 @@ SERVER_WIDE = (
     "failsafe_after",
     "failsafe_interval",
     "resolution_check_after",
+    "restore_check_interval",
     "state_store",
     "state_group",
 )

@@ -215,6 +215,20 @@ class EnforcerSettings(AppSettings):
         "was lost (an Alertmanager replaced with its storage does not send one) and the quotas "
         "are restored. Checked again this often while the answer is below 1 or none.",
     )
+    restore_check_interval: timedelta = setting(
+        "kvq.enforcer.restore.check.interval",
+        values.duration_off_or_between(
+            timedelta(milliseconds=500),
+            timedelta(minutes=1),
+            "off: the quotas are restored when the alert's resolution comes",
+        ),
+        "PT1S",
+        "While a cluster holds firing throttle alerts, its factor is read this often where the "
+        "fail-safe reads it (Prometheus, else the exporters): at 1 the quotas are restored at "
+        "once, a second or two before the alert's resolution comes (the rule's keep_firing_for "
+        "and Alertmanager's group_interval). A read without an answer waits "
+        "kvq.enforcer.resolution.check.after for the next.",
+    )
     stale_window: timedelta = setting(
         STALE_WINDOW,
         stale_window,

@@ -130,3 +130,73 @@ def test_a_throttle_recovered_from_kafka_after_a_lost_journal_is_lifted_alike(wo
     later(wall, clock, 31)
     enforcer.step_lost_resolutions()
     assert enforcer.target("c1") == 1.0
+
+
+EVERY = timedelta(seconds=1)
+
+
+@pytest.fixture
+def quick(world):
+    """`world` with the factor also read every second while an alert is held
+    (kvq.enforcer.restore.check.interval=PT1S)."""
+    wall, clock, source, kafka, enforcer = world
+    enforcer.lost_resolutions.every = EVERY
+    return world
+
+
+def test_the_factor_read_1_restores_before_the_resolution_comes(quick, caplog):
+    """The exporter published 1: the rule's next evaluation, its keep_firing_for and
+    Alertmanager's group_interval would bring the resolution a second or two later."""
+    wall, clock, source, kafka, enforcer = quick
+    source.factor = 0.5
+    throttle(enforcer)
+    later(wall, clock, 1)
+    enforcer.step_lost_resolutions()
+    assert (source.asked, kafka.values[ALICE][P]) == (1, 400.0), "below 1: kept"
+    source.factor = 1.0
+    later(wall, clock, 0.5)
+    enforcer.step_lost_resolutions()
+    assert source.asked == 1, "not asked again within the interval"
+    later(wall, clock, 0.5)
+    with caplog.at_level("INFO", logger="kvq.enforcer"):
+        enforcer.step_lost_resolutions()
+    assert kafka.values[ALICE][P] == 800.0, "restored"
+    assert "restoring before the alert's resolution comes" in caplog.text
+    counted = enforcer.metrics.registry.get_sample_value(
+        "kafka_volume_quota_enforcer_lost_resolutions_total", {"cluster": "c1"}
+    )
+    assert counted == 0.0, "not a lost resolution"
+    enforcer.handle(webhook_from_dict(throttle_webhook(cluster="c1", factor=None)))
+    assert kafka.values[ALICE][P] == 800.0, "the resolution finds nothing held"
+
+
+def test_without_an_answer_the_next_read_waits_the_lost_resolution_interval(quick):
+    """Prometheus down: the loop is not held up by a read every second."""
+    wall, clock, source, kafka, enforcer = quick
+    source.factor = None
+    throttle(enforcer)
+    later(wall, clock, 1)
+    enforcer.step_lost_resolutions()
+    later(wall, clock, AFTER.total_seconds() - 1)
+    enforcer.step_lost_resolutions()
+    assert source.asked == 1
+    source.factor = 1.0
+    later(wall, clock, 1)
+    enforcer.step_lost_resolutions()
+    assert (source.asked, kafka.values[ALICE][P]) == (2, 800.0)
+
+
+def test_a_new_step_sent_while_the_factor_is_read_holds_under_the_quick_read_too(quick):
+    wall, clock, source, kafka, enforcer = quick
+    throttle(enforcer, 0.5, "a1")
+    later(wall, clock, 1)
+
+    class NextStepMeanwhile(Source):
+        def current(self, cluster: ClusterIdentity) -> float | None:
+            wall.now += timedelta(seconds=1)
+            throttle(enforcer, 0.25, "a2")
+            return 1.0
+
+    enforcer.lost_resolutions.sources = [NextStepMeanwhile()]
+    enforcer.step_lost_resolutions()
+    assert kafka.values[ALICE][P] == 200.0
