@@ -306,6 +306,10 @@ class Enforcer:
         return ClusterIdentity(cluster, self.cluster_label)
 
     def target(self, cluster: str) -> float:
+        """The lowest firing factor, or 1 while the factor read since stands in for the alerts
+        (`LostResolutions.restored_early`)."""
+        if self.lost_resolutions is not None and self.lost_resolutions.restored_early(cluster):
+            return UNTHROTTLED
         return target_factor(self.alerts.firing_factors(cluster))
 
     def enforce(self, cluster: str, asked: int | None = None) -> ApplyResult:
@@ -566,7 +570,7 @@ class Enforcer:
         episode = status.episode
         firing = self.alerts.firing_factors(cluster)
         out: dict[str, Any] = {
-            "target_factor": target_factor(firing),
+            "target_factor": self.target(cluster),
             "applied_factor": status.applied_factor,
             "firing_alerts": len(firing),
             "dry_run": status.condition.dry_run,

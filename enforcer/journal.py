@@ -392,13 +392,19 @@ class FiringAlerts:
         """When Alertmanager last sent an alert of `cluster` (other than `except_fingerprint`),
         if that was longer than `longer_than` ago; None when it was sooner or none is held."""
         cutoff = self._journal.stamp_before(longer_than)
+        last = self.last_sent(cluster, except_fingerprint)
+        return last if last is not None and last < cutoff else None
+
+    def last_sent(self, cluster: str, except_fingerprint: str) -> str | None:
+        """When Alertmanager last sent an alert of `cluster` (other than `except_fingerprint`);
+        None when none is held."""
         row = self._journal.read(
             lambda db: db.execute(
                 "SELECT max(updated_at) FROM alert WHERE cluster=? AND fingerprint!=?",
                 (cluster, except_fingerprint),
             ).fetchone()
         )
-        return row[0] if row[0] is not None and row[0] < cutoff else None
+        return row[0]
 
     def forget(self, cluster: str, seen_until: str, except_fingerprint: str) -> int:
         """Forget the alerts of `cluster` (but `except_fingerprint`) last sent at or before

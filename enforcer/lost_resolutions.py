@@ -21,11 +21,15 @@ interval) while a cluster holds firing alerts, whenever they were sent. The reso
 second or two after the exporter publishes factor 1: the rule's next evaluation, its
 `keep_firing_for` (one more, so that a step never reaches the enforcer as nothing firing) and
 Alertmanager's group_interval. The factor read where the fail-safe reads it is the exporter's own
-series (Prometheus scrapes it every second; the exporters' /metrics without Prometheus): at 1 the
-throttle's reason is gone, and the resolution that follows finds nothing held. Producers wait out
-whatever throttle time Kafka handed them before the restore, so each second here is a second
-sooner back at their rate. A read that gets no answer waits `after` for the next (Prometheus
-down: the loop is not held up every second).
+series (Prometheus scrapes it every second; the exporters' /metrics without Prometheus). Producers
+wait out whatever throttle time Kafka handed them before the restore, so each second here is a
+second sooner back at their rate. A read of 1 does not forget the alerts: it stands in for their
+factor (`restored_early`) while the reads every `every` say 1 and no alert was sent since. A
+factor back below 1 within the rule's keep_firing_for keeps the same alert firing, and
+Alertmanager, seeing nothing change, would not notify it again before its repeat_interval: so a
+read below 1, or none, throttles at the held alerts' factor again at once, and a new step's alert
+holds as it comes. A read that gets no answer waits `after` for the next (Prometheus down: the
+loop is not held up every second).
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ from enforcer.metrics import EnforcerMetrics
 from kvq.contract.cluster_identity import ClusterIdentity
 
 log = logging.getLogger("kvq.enforcer")
-NO_TIME = timedelta(0)
 
 
 class LostResolutions:
@@ -67,37 +70,88 @@ class LostResolutions:
         self.metrics = metrics
         self._monotonic = monotonic
         self._due_at = {name: -float("inf") for name in self.clusters}
+        self._read_1: dict[str, tuple[str, float]] = {}
+        """Per cluster restored early: when the last alert it held then was sent, and when the
+        factor first read 1 for it (monotonic)."""
+
+    def restored_early(self, cluster: str) -> bool:
+        """Whether the factor read 1 stands in for the cluster's firing alerts: none was sent
+        since that read."""
+        covered = self._read_1.get(cluster)
+        if covered is None:
+            return False
+        last = self.alerts.last_sent(cluster, except_fingerprint=FINGERPRINT)
+        return last is not None and last <= covered[0]
 
     def step(self) -> set[str]:
-        """Check each cluster due; returns those whose firing alerts were forgotten (their
-        quotas must be restored)."""
+        """Check each cluster due; returns those whose target changed (alerts forgotten, a
+        restore before the resolution, or a throttle again)."""
         return {name for name in self.clusters if self._step(name)}
 
     def _step(self, cluster: str) -> bool:
         now = self._monotonic()
         if now < self._due_at[cluster]:
             return False
-        lost = self.alerts.unrepeated(cluster, self.after, except_fingerprint=FINGERPRINT)
-        last_sent = lost
-        if last_sent is None and self.every is not None:
-            # Any alert held counts, however recently sent: the quick read before the resolution.
-            last_sent = self.alerts.unrepeated(cluster, NO_TIME, except_fingerprint=FINGERPRINT)
+        if self.every is None:
+            return self._step_lost(cluster, now)
+        return self._step_quick(cluster, now)
+
+    def _step_lost(self, cluster: str, now: float) -> bool:
+        """Every `after` while Alertmanager is silent about the alerts held: forget them at 1."""
+        last_sent = self.alerts.unrepeated(cluster, self.after, except_fingerprint=FINGERPRINT)
         if last_sent is None:
             return False  # nothing held, or a resolution may still be on its way
+        self._due_at[cluster] = now + self.after.total_seconds()
         factor, source = read_factor(self.sources, self.clusters[cluster])
-        wait = self.every if self.every is not None and factor is not None else self.after
-        self._due_at[cluster] = now + wait.total_seconds()
         if factor is None or factor < 1.0:
             return False
+        return self._forget_lost(cluster, last_sent, source, factor)
+
+    def _step_quick(self, cluster: str, now: float) -> bool:
+        """Every `every` while alerts are held: 1 stands in for them, and forgets them once it
+        has for `after` with no resolution; below 1 or no answer, their factor again."""
+        last_sent = self.alerts.last_sent(cluster, except_fingerprint=FINGERPRINT)
+        if last_sent is None:
+            self._read_1.pop(cluster, None)  # resolved: nothing to stand in for
+            return False
+        factor, source = read_factor(self.sources, self.clusters[cluster])
+        wait = self.after if factor is None or self.every is None else self.every
+        self._due_at[cluster] = now + wait.total_seconds()
+        if factor is None or factor < 1.0:
+            return self._throttle_again(cluster, source, factor)
+        covered = self._read_1.get(cluster)
+        if covered is None or covered[0] != last_sent:
+            self._read_1[cluster] = (last_sent, now if covered is None else covered[1])
+            if covered is None:
+                log.info(
+                    "cluster %s: %s says factor %s: restoring before the alert's resolution comes",
+                    cluster,
+                    source,
+                    factor,
+                )
+            return True
+        if now - covered[1] < self.after.total_seconds():
+            return False
+        del self._read_1[cluster]
+        return self._forget_lost(cluster, last_sent, source, factor)
+
+    def _throttle_again(self, cluster: str, source: str | None, factor: float | None) -> bool:
+        """A factor below 1 (or none) after a restore before the resolution: the held alerts'
+        factor stands again. Whether the target changed."""
+        if self._read_1.pop(cluster, None) is None:
+            return False
+        log.warning(
+            "cluster %s: %s says factor %s before the alert's resolution came: throttling again",
+            cluster,
+            source or "no source",
+            factor,
+        )
+        return True
+
+    def _forget_lost(self, cluster: str, last_sent: str, source: str | None, factor: float) -> bool:
+        """Forget the alerts last sent by `last_sent`: their resolution never came."""
         forgotten = self.alerts.forget(cluster, last_sent, except_fingerprint=FINGERPRINT)
-        if forgotten and lost is None:
-            log.info(
-                "cluster %s: %s says factor %s: restoring before the alert's resolution comes",
-                cluster,
-                source,
-                factor,
-            )
-        elif forgotten:
+        if forgotten:
             self.metrics.lost_resolutions.labels(cluster).inc(forgotten)
             log.warning(
                 "cluster %s: no resolution came for %d firing alert(s) last sent at %s, and %s "

@@ -226,7 +226,8 @@ class EnforcerSettings(AppSettings):
         "While a cluster holds firing throttle alerts, its factor is read this often where the "
         "fail-safe reads it (Prometheus, else the exporters): at 1 the quotas are restored at "
         "once, a second or two before the alert's resolution comes (the rule's keep_firing_for "
-        "and Alertmanager's group_interval). A read without an answer waits "
+        "and Alertmanager's group_interval), and throttled again if a read before it says "
+        "below 1 or nothing. A read without an answer waits "
         "kvq.enforcer.resolution.check.after for the next.",
     )
     stale_window: timedelta = setting(

@@ -200,3 +200,37 @@ def test_a_new_step_sent_while_the_factor_is_read_holds_under_the_quick_read_too
     enforcer.lost_resolutions.sources = [NextStepMeanwhile()]
     enforcer.step_lost_resolutions()
     assert kafka.values[ALICE][P] == 200.0
+
+
+def test_a_factor_back_below_1_before_the_resolution_throttles_again(quick, caplog):
+    """Back below 1 within the rule's keep_firing_for, the same alert keeps firing and
+    Alertmanager, seeing nothing change, does not notify it again: the held alert's factor
+    stands again at the next read."""
+    wall, clock, source, kafka, enforcer = quick
+    throttle(enforcer)
+    later(wall, clock, 1)
+    enforcer.step_lost_resolutions()
+    assert kafka.values[ALICE][P] == 800.0, "restored early"
+    source.factor = 0.5
+    later(wall, clock, 1)
+    with caplog.at_level("WARNING", logger="kvq.enforcer"):
+        enforcer.step_lost_resolutions()
+    assert kafka.values[ALICE][P] == 400.0, "throttled again, with no notification"
+    assert "throttling again" in caplog.text
+
+
+def test_a_resolution_that_never_comes_after_the_early_restore_is_forgotten_as_lost(quick):
+    wall, clock, source, kafka, enforcer = quick
+    throttle(enforcer)
+    later(wall, clock, 1)
+    enforcer.step_lost_resolutions()
+    assert enforcer.alerts.firing_factors("c1") == [0.5], "held until its resolution"
+    for _ in range(int(AFTER.total_seconds())):
+        later(wall, clock, 1)
+        enforcer.step_lost_resolutions()
+    assert enforcer.alerts.firing_factors("c1") == []
+    assert kafka.values[ALICE][P] == 800.0
+    counted = enforcer.metrics.registry.get_sample_value(
+        "kafka_volume_quota_enforcer_lost_resolutions_total", {"cluster": "c1"}
+    )
+    assert counted == 1.0
