@@ -97,8 +97,10 @@ def test_a_factor_below_1_or_no_answer_keeps_the_throttle_and_is_asked_again_aft
     assert kafka.values[ALICE][P] == 800.0
 
 
-def test_an_alert_sent_while_the_factor_is_read_keeps_its_throttle(world):
+@pytest.mark.parametrize("every", [None, timedelta(seconds=1)], ids=["lost", "quick read"])
+def test_an_alert_sent_while_the_factor_is_read_keeps_its_throttle(world, every):
     wall, clock, source, kafka, enforcer = world
+    enforcer.lost_resolutions.every = every
     throttle(enforcer, 0.5, "a1")
     later(wall, clock, 31)
 
@@ -184,22 +186,6 @@ def test_without_an_answer_the_next_read_waits_the_lost_resolution_interval(quic
     later(wall, clock, 1)
     enforcer.step_lost_resolutions()
     assert (source.asked, kafka.values[ALICE][P]) == (2, 800.0)
-
-
-def test_a_new_step_sent_while_the_factor_is_read_holds_under_the_quick_read_too(quick):
-    wall, clock, source, kafka, enforcer = quick
-    throttle(enforcer, 0.5, "a1")
-    later(wall, clock, 1)
-
-    class NextStepMeanwhile(Source):
-        def current(self, cluster: ClusterIdentity) -> float | None:
-            wall.now += timedelta(seconds=1)
-            throttle(enforcer, 0.25, "a2")
-            return 1.0
-
-    enforcer.lost_resolutions.sources = [NextStepMeanwhile()]
-    enforcer.step_lost_resolutions()
-    assert kafka.values[ALICE][P] == 200.0
 
 
 def test_a_factor_back_below_1_before_the_resolution_throttles_again(quick, caplog):
