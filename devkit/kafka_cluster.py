@@ -662,11 +662,14 @@ class KafkaCluster:
 
     def _class_archive_writing(self, node: KafkaNode) -> list[str]:
         """The options that have `node` write the distribution's class archive as it exits, when
-        the archive is missing and no other node of this cluster writes it."""
+        the archive is missing, no other node of this cluster writes it and `node` runs no Java
+        agent (the JMX exporter): the JVM refuses to start when asked to archive classes with an
+        agent loaded ("Must enable AllowArchivingWithJavaAgent"), a diagnostic option meant for
+        testing. A cluster of agents only leaves the archive to the next cluster without."""
         assert self.dist is not None
         java = java_binary()
         writer = any(n.writes_class_archive for n in self.node_list)
-        if not self.class_archive or java is None or writer:
+        if not self.class_archive or java is None or writer or node.metrics_port is not None:
             return []
         archive = self.dist.class_archive(java)
         pending = archive.pending()

@@ -63,6 +63,11 @@ def test_the_first_cluster_writes_the_archive_as_it_stops_and_the_next_maps_it(
         (home / folder).symlink_to(kafka_dist.home / folder)
     dist = KafkaDist(home)
     archive = dist.class_archive(JAVA).path
+    with KafkaCluster(tmp_path / "agents", nodes=1, dist=dist, jmx_exporter=True) as agents:
+        # A JVM with an agent refuses to start when asked to write the archive: the first
+        # cluster on a fresh machine with the JMX exporter (the slowdown demo's) must start.
+        assert not any(n.writes_class_archive for n in agents.node_list)
+    assert not archive.exists()
     with KafkaCluster(tmp_path / "first", nodes=2, dist=dist) as first:
         assert mapped(first, archive) == [False, False]
         writers = [n.node_id for n in first.node_list if n.writes_class_archive]
