@@ -33,6 +33,7 @@ BENCHMARKS = (
     "bench.slowdown",
     "bench.factor_zero",
     "bench.retention_forecast",
+    "bench.policy_study",
     "bench.kafka_start",
 )
 

@@ -1,5 +1,5 @@
 """bench/slowdown's load as real Kafka and its producers shape it, by tenths of a second, for the
-closed-loop model (issue 42; test_slowdown_study.py's `scenario`, test_graceful_slowdown.py's
+closed-loop model (issue 42; slowdown_study.py's `scenario`, test_graceful_slowdown.py's
 `kafka_retention_loop`).
 
 The model's first load was smooth: the enforcer's quota held each second's writes to the factor

@@ -697,8 +697,9 @@ def replica_copied_onto_a_held_load(memory: float, hours: float = 3.0) -> list[t
     the limit; a 400 MB replica copied onto the disk a minute in (its first size counts as
     growth). (time, factor, headroom) at each 5 s poll, for `hours`."""
     run = PolicyRun(GracefulSlowdown(MinAvailableBytes(LIMIT), 600.0, 14.0, memory))
-    written = [5 * MB] * 120
-    available, applied, seen = LIMIT + 600 * MB, [1.0, 1.0], []
+    written = [5.0 * MB] * 120
+    available: float = LIMIT + 600 * MB
+    applied, seen = [1.0, 1.0], []
     for i in range(int(hours * 3600 / 5)):
         wrote = 5 * MB * applied.pop(0)
         copied = 400 * MB if i == 12 else 0
