@@ -9,20 +9,20 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from enforcer.enforcer_app import EnforcerApp, check_journal, import_into_kafka
-from enforcer.server_config import ServerConfig, StartRefused
+from enforcer.server_config import ServerConfig, StartRefused, check_journal
 from enforcer.settings import (
     DRY_RUN,
     JOURNAL,
     KAFKA,
     LISTEN,
     LOCAL,
+    OTHER_PATHS,
     PROMETHEUS_URL,
     STATE_STORE,
     EnforcerSettings,
 )
-from enforcer.webhook_app import OTHER_PATHS
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
     add_cluster_label_flag,
@@ -37,6 +37,9 @@ from kvq.settings.cli_support import (
 )
 from kvq.settings.config import CLUSTER_LABEL
 from kvq.web.web_config import load_web_config_or_exit
+
+if TYPE_CHECKING:
+    from enforcer.enforcer_app import EnforcerApp
 
 EPILOG = """\
 Each --config is one cluster's properties file (the Strimzi keys verbatim plus kvq.*), e.g.:
@@ -172,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for settings in config.clusters:
                 print_effective(settings)
             return 0
+        # The app's modules (Kafka's client, Flask) only once it runs: --help and --check-config
+        # take half the time without them.
+        from enforcer.enforcer_app import EnforcerApp, import_into_kafka
+
         if args.import_journal:
             for cluster, rows in import_into_kafka(config, args.import_journal).items():
                 if rows is None:

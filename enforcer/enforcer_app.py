@@ -3,9 +3,7 @@ quota client and applier -> fail-safe -> Enforcer -> webhook server, and the rec
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +13,6 @@ from enforcer.auth import Credentials
 from enforcer.enforcer import Enforcer
 from enforcer.failsafe import ExporterFactor, FactorSource, FailSafe
 from enforcer.journal import Journal, JournalError
-from enforcer.journal_filesystem import wal_problem
 from enforcer.journal_rows import RowSink
 from enforcer.lost_resolutions import LostResolutions
 from enforcer.metrics import EnforcerMetrics
@@ -24,8 +21,8 @@ from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.replica import Replica
 from enforcer.replicated_app import import_journal, replica_of
-from enforcer.server_config import ServerConfig, StartRefused
-from enforcer.settings import JOURNAL, KAFKA, STATE_STORE, EnforcerSettings
+from enforcer.server_config import ServerConfig, StartRefused, check_journal
+from enforcer.settings import KAFKA, STATE_STORE, EnforcerSettings
 from enforcer.webhook_app import enforcer_server
 from kvq.contract.cluster_identity import ClusterIdentity
 from kvq.web.server import WebServer
@@ -242,23 +239,3 @@ def open_journal(path: str, sink: RowSink | None = None) -> Journal:
         return Journal(path, sink=sink)
     except JournalError as exc:
         raise StartRefused(str(exc)) from None
-
-
-def check_journal(path: str) -> None:
-    """StartRefused when the journal is on a file system where SQLite's WAL cannot work, or when
-    an existing journal fails SQLite's page-by-page check."""
-    problem = wal_problem(path)  # first: a dead network mount would hang or fail the rest
-    if problem:
-        raise StartRefused(f"{JOURNAL}={path} {problem}")
-    if Path(path).is_file():
-        try:
-            with contextlib.closing(sqlite3.connect(path)) as db:
-                rows = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
-        except sqlite3.Error as exc:
-            rows = [str(exc)]
-        if rows != ["ok"]:
-            lines = [line for row in rows for line in row.splitlines() if not line.startswith("*")]
-            raise StartRefused(
-                f"{JOURNAL}={path} is corrupt ({'; '.join(lines)}): restore it from a backup "
-                "or move it away"
-            )

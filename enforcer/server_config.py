@@ -4,11 +4,15 @@ built (`ServerConfig.of`). A refusal names the setting, the file and what is all
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from pathlib import Path
 
 from enforcer.auth import AuthConfigError, Credentials
+from enforcer.journal_filesystem import wal_problem
 from enforcer.observed_rates import OBSERVED_RATE
 from enforcer.quota_plan import (
     CONSUMER_BYTE_RATE,
@@ -178,3 +182,23 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         request_bytes=float(settings.request_bytes),
         request_throttle_seconds=settings.request_throttle.total_seconds(),
     )
+
+
+def check_journal(path: str) -> None:
+    """StartRefused when the journal is on a file system where SQLite's WAL cannot work, or when
+    an existing journal fails SQLite's page-by-page check."""
+    problem = wal_problem(path)  # first: a dead network mount would hang or fail the rest
+    if problem:
+        raise StartRefused(f"{JOURNAL}={path} {problem}")
+    if Path(path).is_file():
+        try:
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                rows = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.Error as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            lines = [line for row in rows for line in row.splitlines() if not line.startswith("*")]
+            raise StartRefused(
+                f"{JOURNAL}={path} is corrupt ({'; '.join(lines)}): restore it from a backup "
+                "or move it away"
+            )

@@ -22,6 +22,10 @@ from kvq.settings.app_settings import AppSettings, setting
 from kvq.settings.durations import format_duration
 
 LISTEN = "kvq.enforcer.listen"
+OTHER_PATHS = ("/webhook", "/status", "/ready", "/healthz")
+"""What the server at LISTEN serves besides the metrics (whose path `--web.telemetry-path` sets,
+and must not be one of these). Declared with the settings, not the server, so that `--help`
+and `--check-config` need not import the server."""
 JOURNAL = "kvq.enforcer.journal"
 STATE_STORE = "kvq.enforcer.state.store"
 LOCAL, KAFKA = "local", "kafka"

@@ -39,8 +39,6 @@ from kvq.web.web_config import WebConfig
 from kvq.web.wsgi import wsgi_handler
 
 DEFAULT_MAX_BODY = 1024 * 1024
-OTHER_PATHS = ("/webhook", "/status", "/ready", "/healthz")
-"""What the server serves besides the metrics (whose path `--web.telemetry-path` sets)."""
 DESCRIPTION = (
     "Alertmanager webhook that sets Kafka client quotas to base x throttle factor while the "
     "KafkaVolumeQuotaThrottle alert fires and restores them exactly when it resolves."

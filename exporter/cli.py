@@ -12,9 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from exporter.exporter_app import Exporter
-from exporter.http_server import OTHER_PATHS
-from exporter.settings import ARCHIVE_DIR, LISTEN, ExporterSettings
+from exporter.settings import ARCHIVE_DIR, LISTEN, OTHER_PATHS, ExporterSettings
 from kvq.contract.archive_record import to_record
 from kvq.settings.cli_support import (
     EXIT_CONFIG_ERROR,
@@ -104,6 +102,8 @@ def check_archive_dir(settings: ExporterSettings, create: bool = True) -> None:
 
 def poll_once(settings: ExporterSettings) -> int:
     """`--once`: one observation, printed as JSON with the factor it gives; 0 if it succeeded."""
+    from exporter.exporter_app import Exporter  # (its Kafka client: not for --check-config)
+
     exporter = Exporter(settings)
     try:
         observation = exporter.poller.poll_once()
@@ -123,6 +123,8 @@ def serve(
     metrics_path: str = "/metrics",
 ) -> int:
     """Serve until SIGTERM or SIGINT, then stop polling, close the archive and exit 0."""
+    from exporter.exporter_app import Exporter  # (its Kafka client: not for --check-config)
+
     exporter = Exporter(settings, web_config=web_config, metrics_path=metrics_path)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,8 +14,6 @@ DESCRIPTION = (
     "Publishes the throttle factor of one Kafka cluster, computed from the free space of every "
     "log dir of every broker, for Prometheus."
 )
-OTHER_PATHS = ("/status", "/ready", "/healthz")
-"""What the server serves besides the metrics (whose path `--web.telemetry-path` sets)."""
 
 
 def exporter_routes(

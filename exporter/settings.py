@@ -12,6 +12,10 @@ from kvq.settings import values
 from kvq.settings.app_settings import AppSettings, setting
 
 LISTEN = "kvq.exporter.listen"
+OTHER_PATHS = ("/status", "/ready", "/healthz")
+"""What the server at LISTEN serves besides the metrics (whose path `--web.telemetry-path` sets,
+and must not be one of these). Declared with the settings, not the server, so that `--help`
+and `--check-config` need not import the server."""
 ARCHIVE_DIR = "kvq.exporter.archive.dir"
 REQUEST_TIMEOUT = "kvq.exporter.request.timeout"
 VIOLATION_CHECK_INTERVAL = "kvq.exporter.violation.check.interval"

@@ -21,7 +21,6 @@ from kvq.kafka.oauth import (
     is_oauthbearer,
     is_oauthbearer_jaas,
     oauthbearer_settings,
-    token_provider,
     without_token_requests,
 )
 from kvq.kafka.tls_stores import ClientTls, StoreError, read_pkcs12, ssl_context, store_kind
@@ -286,6 +285,8 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, Any]:
     normal = normalized(props)
     out = _kafka_python_keywords(normal)
     if is_oauthbearer(normal):
+        from kvq.kafka.oauth_provider import token_provider  # kafka-python: only to connect
+
         out["sasl_oauth_token_provider"] = token_provider(normal)
     tls = out.get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
     if tls and _PEM_TEXT.keys() & normal.keys():

@@ -16,7 +16,8 @@ from enforcer.enforcer import Enforcer
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_plan import QuotaPolicy
-from enforcer.webhook_app import OTHER_PATHS, enforcer_server
+from enforcer.settings import OTHER_PATHS
+from enforcer.webhook_app import enforcer_server
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 

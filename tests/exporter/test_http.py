@@ -18,8 +18,8 @@ from devkit.tls_certificates import make_pki
 from devkit.web_clients import held_connections, write_web_config
 from exporter.cli import build_parser
 from exporter.exporter_app import Exporter
-from exporter.http_server import OTHER_PATHS, exporter_routes
-from exporter.settings import ExporterSettings
+from exporter.http_server import exporter_routes
+from exporter.settings import OTHER_PATHS, ExporterSettings
 
 P = "client.quota.callback.static."
 REPO = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ from devkit.oauth_server import OAuthServer
 from devkit.tls_certificates import make_pki
 from kvq.kafka.client_settings import kafka_python_config, librdkafka_config, problems
 from kvq.kafka.oauth import (
-    ClientCredentialsTokenProvider,
     OAuthTokenError,
     OidcClient,
     _token_of,
     fetch_token,
 )
+from kvq.kafka.oauth_provider import ClientCredentialsTokenProvider
 from kvq.settings.config import secret_values, shown_value
 from kvq.settings.redaction import redact
 
