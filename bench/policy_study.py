@@ -1,7 +1,7 @@
 """The design study's policy variants in the closed-loop model, against the shipped settings.
 
 docs/policy-study.md tells how graceful slowdown came to be what it is: each variant it tried
-ran in the model of bench/slowdown's broker (tests/kvq/model/slowdown_study.py: Kafka's quota
+ran in the model of bench/slowdown's broker (devkit/slowdown_model/study.py: Kafka's quota
 sensors, the producers' mute-then-burst, retention, the enforcer's references), 25 runs per
 policy (the loop taking 2-6 s from a poll to the quotas, the exporter's polls at 0-4 s into the
 load). The settings users can choose are held to their claims by tests
@@ -13,7 +13,7 @@ Per policy: the share of the bound written over the 150 s episode (lowest, media
 the lowest headroom above the limit (negative: past it) and in how many runs it crossed, the
 longest time a producer went without an acknowledgement (median, most) and when every quota
 entity was back at its rate after the space was freed (median, most). Under a 10x load step:
-the lowest headroom and the runs that crossed. Pure Python, one core: about 5 minutes.
+the lowest headroom and the runs that crossed. Pure Python, one core: about 3 minutes.
     python -m bench.policy_study [--finding NAME ...]
 """
 
@@ -26,8 +26,8 @@ from functools import partial
 from typing import Any
 
 from devkit import results_page
-from tests.kvq.model import kafka_load
-from tests.kvq.model.slowdown_study import (
+from devkit.slowdown_model import kafka_load
+from devkit.slowdown_model.study import (
     FIVE_SECONDS_AHEAD,
     KAFKA_RUN,
     ON_KAFKA,

@@ -8,6 +8,8 @@ import math
 import pytest
 
 from demo.slowdown import at_the_limit
+from devkit.slowdown_model import kafka_load
+from devkit.slowdown_model.study import KAFKA_FULL, KAFKA_LIMIT, KAFKA_START, KAFKA_TOTAL, retain
 from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown, settled_share
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN
@@ -17,7 +19,6 @@ from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.slowdown_depth import depth_sharing, factor_at_depth
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
-from tests.kvq.model import kafka_load
 
 MB = 1_000_000
 TOTAL = 2000 * MB
@@ -279,27 +280,6 @@ class WithoutFloor(GracefulSlowdown):
 
     def depth_floor(self, reading, previous, peak, ops, levels=None):
         return 0.0, 0.0
-
-
-KAFKA_TOTAL = kafka_load.TOTAL
-KAFKA_LIMIT = kafka_load.LIMIT
-KAFKA_START = kafka_load.START
-"""Broker 0's available bytes when bench/slowdown's load starts."""
-
-
-def retain(segments, t, written, segment=5.0, retention=60.0):
-    """Kafka's log after `written` bytes at second `t`, as in `UnifiedLog.
-    deleteRetentionMsBreachedSegments`: the active segment rolls when a write comes `segment` s
-    after its first; a segment is deleted, at the check every second, once its newest write is
-    more than `retention` s old. `segments`: [first write, newest write, bytes]."""
-    if not segments or t - segments[-1][0] >= segment:
-        segments.append([t, t, 0.0])
-    segments[-1][1:] = [t, segments[-1][2] + written]
-    return [s for s in segments[:-1] if t - s[1] <= retention] + segments[-1:]
-
-
-KAFKA_FULL = 300e3
-"""The bytes a second bench/slowdown's load puts on broker 0 at its full rate."""
 
 
 def kafka_retention_loop(

@@ -1,4 +1,4 @@
-"""The model study's claims about the settings users can choose (tests/kvq/model/slowdown_study.py
+"""The model study's claims about the settings users can choose (devkit/slowdown_model/study.py
 has the model): graceful slowdown on the volume's totals (`kvq.throttle.slowdown.partition.sizes`
 and `.retention.forecast` false, the default), on the partitions' sizes, and on the sizes with
 Kafka's retention forecast, with bench/slowdown's six producers and its 40 principals.
@@ -15,8 +15,8 @@ from functools import partial
 import pytest
 
 from demo.slowdown import MANY_PRINCIPALS_RATE, WARM_UP_SECONDS
-from tests.kvq.model import kafka_load
-from tests.kvq.model.slowdown_study import (
+from devkit.slowdown_model import kafka_load
+from devkit.slowdown_model.study import (
     EPISODE,
     EXACT,
     FREED,

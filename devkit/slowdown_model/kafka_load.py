@@ -1,6 +1,6 @@
 """bench/slowdown's load as real Kafka and its producers shape it, by tenths of a second, for the
-closed-loop model (issue 42; slowdown_study.py's `scenario`, test_graceful_slowdown.py's
-`kafka_retention_loop`).
+closed-loop model (issue 42; `devkit.slowdown_model.study.scenario`,
+tests/kvq/model/test_graceful_slowdown.py's `kafka_retention_loop`).
 
 The model's first load was smooth: the enforcer's quota held each second's writes to the factor
 x the reference. On real Kafka a throttled producer writes in bursts, and one 5 s interval's

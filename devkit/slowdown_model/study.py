@@ -2,19 +2,20 @@
 DescribeLogDirs v4 can also tell the exporter: each partition replica's size in a log dir.
 
 bench/slowdown's broker 0 second by second, as `kafka_retention_loop` in
-test_graceful_slowdown.py (the same load, enforcer and retention), with the load spread over the
-scenario's eight replicas on broker 0 (four topics, two partitions each), each rolling its 5 s
-segments at its own phase. Per policy: the share of the bound (`demo.slowdown.at_the_limit`: the
-room above the limit refilled at the rate retention frees it) written over the 150 s episode and
-over 600 s, the lowest headroom, the swing of the factor, and the lowest headroom under a 10x load
-step. `python -m tests.kvq.model.slowdown_study` prints the table (docs/policy-study.md has
-it).
+tests/kvq/model/test_graceful_slowdown.py (the same load, enforcer and retention), with the load
+spread over the scenario's eight replicas on broker 0 (four topics, two partitions each), each
+rolling its 5 s segments at its own phase. Per policy: the share of the bound
+(`demo.slowdown.at_the_limit`: the room above the limit refilled at the rate retention frees it)
+written over the 150 s episode and over 600 s, the lowest headroom, the swing of the factor, and
+the lowest headroom under a 10x load step. `python -m devkit.slowdown_model.study` prints the
+table (docs/policy-study.md has it).
 
 The variants live here only. Variant B is what the shipped policy does once the exporter reads
 the partitions' sizes (`kvq.throttle.slowdown.partition.sizes`): `graceful(grown=True)` runs the
-real `GracefulSlowdown` on readings with grown bytes. test_slowdown_study.py holds the settings
-users can choose to the issue's goals; `python -m bench.policy_study` measures the variants the
-shipped policy no longer runs against them (docs/results/policy_study.md).
+real `GracefulSlowdown` on readings with grown bytes. tests/kvq/model/test_slowdown_study.py
+holds the settings users can choose to the issue's goals; `python -m bench.policy_study`
+measures the variants the shipped policy no longer runs against them
+(docs/results/policy_study.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from functools import cache, partial
 from typing import Any, ClassVar
 
 from demo.slowdown import at_the_limit
+from devkit.slowdown_model import kafka_load
 from kvq.model.graceful_slowdown import MIN_ELAPSED_SECONDS, GracefulSlowdown
 from kvq.model.limits import MinAvailableRatio
 from kvq.model.policy_expressions import PLAIN, Expressions
@@ -37,14 +39,29 @@ from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.slowdown_depth import depth_of_drop, depth_sharing
 from kvq.model.throttle_factor_policy import VolumeReading
 from kvq.model.volume import Volume
-from tests.kvq.model import kafka_load
-from tests.kvq.model.test_graceful_slowdown import (
-    KAFKA_FULL,
-    KAFKA_LIMIT,
-    KAFKA_START,
-    KAFKA_TOTAL,
-    retain,
-)
+
+KAFKA_TOTAL = kafka_load.TOTAL
+"""bench/slowdown's broker 0 log dir, its limit and its available bytes at the start, as the
+first model (`scenario` without Kafka's quotas) and test_graceful_slowdown.py name them."""
+KAFKA_LIMIT = kafka_load.LIMIT
+KAFKA_START = kafka_load.START
+
+
+def retain(segments, t, written, segment=5.0, retention=60.0):
+    """Kafka's log after `written` bytes at second `t`, as in `UnifiedLog.
+    deleteRetentionMsBreachedSegments`: the active segment rolls when a write comes `segment` s
+    after its first; a segment is deleted, at the check every second, once its newest write is
+    more than `retention` s old. `segments`: [first write, newest write, bytes]. The first
+    model's, a check every second (`kafka_load.retain` is the one with Kafka's quotas)."""
+    if not segments or t - segments[-1][0] >= segment:
+        segments.append([t, t, 0.0])
+    segments[-1][1:] = [t, segments[-1][2] + written]
+    return [s for s in segments[:-1] if t - s[1] <= retention] + segments[-1:]
+
+
+KAFKA_FULL = 300e3
+"""The bytes a second bench/slowdown's load puts on broker 0 at its full rate."""
+
 
 PARTITIONS = 8
 """Broker 0's replicas in the scenario: orders, clicks, java-orders, java-clicks, two each."""
