@@ -539,63 +539,139 @@ def run(
         if before % round(calls_every) == 0:
             decide(float(before + phase), START, TOTAL, 0.0, 0.0)
     load = KafkaLoad(load_step, step_window, writers, quota_window_samples)
-    logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
-    lingering: deque[tuple[float, float]] = deque()
-    published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])
-    in_force, grown_by = 1.0, 0.0
-    slowed = freed = None
+    broker = BrokerLog(retention_check)
+    quotas = Quotas(load, delay, started)
+    exporter = ExporterReadings(decide, sizes_every, calls_every, phase)
+    grown_by = 0.0
+    freed = None
     lowest = float(START - LIMIT)
     written_each_second: list[float] = []
-    factors: list[tuple[float, float]] = []
-    read = [0.0] * PARTITIONS
-    grown = dropped = 0.0
     second = 0.0
     for tick in range(started * TICKS_PER_SECOND, round(duration * TICKS_PER_SECOND) + 1):
         t = tick / TICKS_PER_SECOND
         whole = tick % TICKS_PER_SECOND == 0
         if tick == 0 and started < 0:  # the scenario starts: what was acknowledged counts now
-            for producer in load.producers:
-                producer.before = sum(producer.acked[-round(BEFORE * TICKS_PER_SECOND) :]) / BEFORE
-                producer.acked.clear()
+            start_scenario(load)
             second = 0.0
-        while len(published) > 1 and published[1][0] <= t - delay + 1e-9:
-            published.popleft()
-        if published[0][1] != in_force:
-            in_force = published[0][1]
-            load.enforce(in_force, t)
-            if slowed is None and in_force < 1.0:
-                slowed = t
+        quotas.take_effect(t)
+        slowed = quotas.slowed
         late = slowed is not None and freed_after is not None and t >= slowed + freed_after
         if late and freed is None:
             freed, grown_by = t, float(TOTAL)
         written = load.tick(t)
-        kept = (SEGMENT, RETENTION) if t >= 0.0 else (WARM_UP_SEGMENT, WARM_UP_RETENTION)
-        for i, log in enumerate(logs):
-            checked = whole if t < 0.0 else tick % round(retention_check * TICKS_PER_SECOND) == 0
-            deleted = retain(log, t, written[i], checked, *kept)
-            if deleted:
-                lingering.append((t + DELETE_DELAY, deleted))
-        while lingering and lingering[0][0] <= t:
-            lingering.popleft()
+        broker.write(t, tick, whole, written)
         second += sum(written)
         if not whole:
             continue
         if t >= 0.0:
             written_each_second.append(second)
         second = 0.0
-        sizes = [sum(s[2] for s in log) for log in logs]
-        used = sum(sizes) + sum(b for _, b in lingering)
-        available = START + round(grown_by) - round(used)
+        sizes = broker.sizes()
+        available = START + round(grown_by) - round(broker.used(sizes))
         if freed is None:
             lowest = min(lowest, available - LIMIT)
-        if tick % round(sizes_every * TICKS_PER_SECOND) == 0:
-            grown += sum(max(n - r, 0.0) for n, r in zip(sizes, read, strict=True))
-            dropped += sum(max(r - n, 0.0) for n, r in zip(sizes, read, strict=True))
-            read = sizes
-        if tick % round(calls_every * TICKS_PER_SECOND) == 0:
-            decided = decide(t + phase, available, TOTAL + round(grown_by), grown, dropped)
-            if decided is not None:
-                published.append((t, decided))
-                factors.append((t, decided))
-                grown = dropped = 0.0
-    return KafkaRun(load, written_each_second, lowest, factors, slowed, freed)
+        decided = exporter.at_second(tick, t, sizes, available, TOTAL + round(grown_by))
+        if decided is not None:
+            quotas.publish(t, decided)
+    return KafkaRun(load, written_each_second, lowest, quotas.factors, quotas.slowed, freed)
+
+
+def start_scenario(load: KafkaLoad) -> None:
+    """Time 0: each producer's rate before is its acknowledged rate over the warm-up's last
+    BEFORE s, and what it gets acknowledged counts from now on."""
+    for producer in load.producers:
+        producer.before = sum(producer.acked[-round(BEFORE * TICKS_PER_SECOND) :]) / BEFORE
+        producer.acked.clear()
+
+
+class Quotas:
+    """The factors published and the one in Kafka's quotas: each takes effect `delay` s after
+    it was published."""
+
+    def __init__(self, load: KafkaLoad, delay: float, started: int) -> None:
+        self.load, self.delay = load, delay
+        self.published: deque[tuple[float, float]] = deque([(started - delay, 1.0)])
+        self.in_force = 1.0
+        self.slowed: float | None = None
+        """When the quotas were first lowered."""
+        self.factors: list[tuple[float, float]] = []
+
+    def publish(self, t: float, factor: float) -> None:
+        self.published.append((t, factor))
+        self.factors.append((t, factor))
+
+    def take_effect(self, t: float) -> None:
+        """The newest factor published `delay` s ago or earlier, into the quotas if it changed."""
+        published = self.published
+        while len(published) > 1 and published[1][0] <= t - self.delay + 1e-9:
+            published.popleft()
+        if published[0][1] != self.in_force:
+            self.in_force = published[0][1]
+            self.load.enforce(self.in_force, t)
+            if self.slowed is None and self.in_force < 1.0:
+                self.slowed = t
+
+
+class BrokerLog:
+    """Broker 0's replicas (`retain` each) and the bytes deleted but not yet gone from the disk
+    (DELETE_DELAY: Kafka deletes a segment's files a moment after it left the log)."""
+
+    def __init__(self, retention_check: float) -> None:
+        self.retention_check = retention_check
+        self.logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
+        self.lingering: deque[tuple[float, float]] = deque()
+
+    def write(self, t: float, tick: int, whole: bool, written: list[float]) -> None:
+        """Each replica's bytes of this tick, and retention: during the warm-up its own segments
+        and retention, checked every second; from time 0 the scenario's, every
+        `retention_check` s."""
+        kept = (SEGMENT, RETENTION) if t >= 0.0 else (WARM_UP_SEGMENT, WARM_UP_RETENTION)
+        for i, log in enumerate(self.logs):
+            every = round(self.retention_check * TICKS_PER_SECOND)
+            checked = whole if t < 0.0 else tick % every == 0
+            deleted = retain(log, t, written[i], checked, *kept)
+            if deleted:
+                self.lingering.append((t + DELETE_DELAY, deleted))
+        while self.lingering and self.lingering[0][0] <= t:
+            self.lingering.popleft()
+
+    def sizes(self) -> list[float]:
+        return [sum(s[2] for s in log) for log in self.logs]
+
+    def used(self, sizes: list[float]) -> float:
+        return sum(sizes) + sum(b for _, b in self.lingering)
+
+
+def growth_and_drops(sizes: list[float], read: list[float]) -> tuple[float, float]:
+    """What the replicas grew by and dropped by since they were `read`, one replica at a time (a
+    replica that grew and lost a segment between two readings shows only the difference)."""
+    grew = sum(max(n - r, 0.0) for n, r in zip(sizes, read, strict=True))
+    fell = sum(max(r - n, 0.0) for n, r in zip(sizes, read, strict=True))
+    return grew, fell
+
+
+class ExporterReadings:
+    """The exporter: the replicas' sizes read every `sizes_every` s, the growth and drops since
+    the last reading taken in handed to `decide` every `calls_every` s (its clock `phase` s
+    ahead of the load's)."""
+
+    def __init__(self, decide: Decide, sizes_every: float, calls_every: float, phase: int) -> None:
+        self.decide, self.phase = decide, phase
+        self.sizes_ticks = round(sizes_every * TICKS_PER_SECOND)
+        self.calls_ticks = round(calls_every * TICKS_PER_SECOND)
+        self.read = [0.0] * PARTITIONS
+        self.grown = self.dropped = 0.0
+
+    def at_second(
+        self, tick: int, t: float, sizes: list[float], available: int, total: int
+    ) -> float | None:
+        """What `decide` published at this whole second (None: not called, or nothing)."""
+        if tick % self.sizes_ticks == 0:
+            grew, fell = growth_and_drops(sizes, self.read)
+            self.grown, self.dropped, self.read = self.grown + grew, self.dropped + fell, sizes
+        if tick % self.calls_ticks != 0:
+            return None
+        decided = self.decide(t + self.phase, available, total, self.grown, self.dropped)
+        if decided is not None:
+            self.grown = self.dropped = 0.0
+        return decided

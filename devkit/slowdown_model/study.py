@@ -974,6 +974,18 @@ def scenario(
         assert run.slowed is not None
         return Outcome(run.slowed, run.written, run.lowest, run.factors, run)
     assert freed_after is None, "the space is freed only with Kafka's quotas"
+    return smooth_scenario(controller, delay, load_step, duration, sizes_every, calls_every)
+
+
+def smooth_scenario(
+    controller: Controller,
+    delay: float,
+    load_step: tuple[float, float] | None,
+    duration: float,
+    sizes_every: float,
+    calls_every: float,
+) -> Outcome:
+    """`scenario` without Kafka's quotas: the first model's smooth load (`scenario` tells it)."""
     full, floor, backlog_most = KAFKA_FULL, 90e3, 4e6
     logs: list[list[list[float]]] = [[] for _ in range(PARTITIONS)]
     published = [(-delay, 1.0)]
@@ -1003,9 +1015,8 @@ def scenario(
             grown += written
             dropped += round(sum(before_sizes) + written - sum(sizes))
         elif t % sizes_every == 0:
-            grown += sum(max(n - r, 0.0) for n, r in zip(sizes, read, strict=True))
-            dropped += sum(max(r - n, 0.0) for n, r in zip(sizes, read, strict=True))
-            read = sizes
+            grew, fell = kafka_load.growth_and_drops(sizes, read)
+            grown, dropped, read = grown + grew, dropped + fell, sizes
         available = KAFKA_START - int(sum(sizes))
         lowest = min(lowest, available - KAFKA_LIMIT)
         decided = controller(Poll(t, available, grown, dropped)) if t % calls_every == 0 else None
