@@ -132,9 +132,10 @@ class Replicas:
         os.kill(replica.pid, signal.SIGKILL)
         own.close()
 
-    def log_line(self, name: str, text: str) -> float | None:
-        """The Unix time of the first line of `name`'s log containing `text`."""
-        times = log_times(self.work / name / "enforcer.log", text)
+    def log_line(self, name: str, text: str, after: float) -> float | None:
+        """The Unix time of the first line of `name`'s log containing `text` after `after` (a
+        replica may have acted before: it took over and handed over again)."""
+        times = [t for t in log_times(self.work / name / "enforcer.log", text) if t > after]
         return times[0] if times else None
 
 
@@ -226,11 +227,9 @@ def kill_mid_way(replicas: Replicas, kafka: KafkaCluster, what: str) -> Kill:
 
 
 def finished(replicas: Replicas, kill: Kill) -> None:
-    """When the replica that took over did, from its log."""
-    for name in replicas.running:
-        at = replicas.log_line(name, 'msg="acting on')
-        if at is not None and at > kill.killed_at:
-            kill.taken_over_at = at
+    """When the replica that took over did, from its log: the first to act after the kill."""
+    times = [replicas.log_line(name, 'msg="acting on', kill.killed_at) for name in replicas.running]
+    kill.taken_over_at = min((t for t in times if t is not None), default=None)
 
 
 def late_writes(kafka: KafkaCluster, kill: Kill) -> int:
