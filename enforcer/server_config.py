@@ -181,6 +181,7 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         longest_throttle_seconds=settings.longest_throttle.total_seconds(),
         request_bytes=float(settings.request_bytes),
         request_throttle_seconds=settings.request_throttle.total_seconds(),
+        burst_ratio=settings.observed_rate_burst_ratio,
     )
 
 

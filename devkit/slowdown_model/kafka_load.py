@@ -116,7 +116,8 @@ POLICY = QuotaPolicy(
     request_bytes=32768,
     request_throttle_seconds=8.0,
 )
-"""The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*)."""
+"""The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*), but the burst ratio
+(`Load.burst_ratio`: the model's references do not swing unless `Load.reference_swing` says)."""
 
 DEFAULT = QuotaEntity.default_user()
 ProducerSpec = tuple[str, str, str, str, str]
@@ -135,6 +136,14 @@ class Load:
     """Bytes each librdkafka producer buffers (`Setup.producer_buffer`) ..."""
     java_buffer: float = BUFFER
     """... and each Java producer (`Setup.java_buffer`: at least a batch)."""
+    reference_swing: float = 1.0
+    """How far the enforcer's references sit above what the entities write sustained. The
+    model's producers write steadily, so its sensors read their rates (1.0); on real Kafka a
+    sensor over a 3 s quota window swings with the producers' batches, and the highest rate
+    over the lookback was 1.26-1.50 times the highest 30 s average (bench/slowdown)."""
+    burst_ratio: float = 1.0
+    """The enforcer's kvq.enforcer.throttle.observed.rate.burst.ratio (`QuotaPolicy.burst_ratio`):
+    1.0, a factor scales the reference itself, for references that do not swing."""
 
 
 TOPICS = ("orders", "clicks", "java-orders", "java-clicks")
@@ -293,7 +302,9 @@ class KafkaLoad:
         self.window_samples = window_samples
         """Every broker's quota.window.num: its sensors' samples of 1 s, and the window the
         enforcer's own minimums follow (it reads it from the brokers)."""
-        self.policy = replace(POLICY, quota_window_seconds=float(window_samples))
+        self.policy = replace(
+            POLICY, quota_window_seconds=float(window_samples), burst_ratio=load.burst_ratio
+        )
         self.producers = [
             Producer(
                 name,
@@ -331,7 +342,8 @@ class KafkaLoad:
             observed = before_step(recent, seen_then) if self.step_window > 0.0 else recent
             for entity, rate in observed.items():
                 if rate > 0.0:
-                    self.references[entity] = max(rate, self.references.get(entity, 0.0))
+                    seen = rate * self.writers.reference_swing
+                    self.references[entity] = max(seen, self.references.get(entity, 0.0))
         self.factor = factor
         for entity, (quota_entity, original) in self.writers.entities.items():
             value = desired_value(

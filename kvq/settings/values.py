@@ -127,6 +127,18 @@ def positive_number(text: str) -> float:
     return value
 
 
+def number_between(low: float, high: float, why: str) -> Parser[float]:
+    """Parses numbers from `low` to `high` inclusive; `why` says where the bounds come from."""
+
+    def parse(text: str) -> float:
+        value = _finite(text)
+        if not low <= value <= high:
+            raise NotAccepted
+        return value
+
+    return Parser("number", f"a number from {low:g} to {high:g} ({why})", parse)
+
+
 @parser("number", "a number from 0.0 to 1.0")
 def factor(text: str) -> float:
     value = _finite(text)

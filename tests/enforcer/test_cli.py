@@ -77,6 +77,18 @@ def test_observed_rate_references_need_prometheus_and_a_known_reference(tmp_path
     assert code == 2 and "guess" in err and "base, observed-rate" in err
 
 
+def test_the_burst_ratio_reaches_the_plan_and_is_refused_outside_its_range(tmp_path, capsys):
+    config = write_config(tmp_path)
+    assert policy_of(EnforcerSettings.load(config, {})).burst_ratio == 1.0
+    config = write_config(tmp_path, **{"kvq.enforcer.throttle.observed.rate.burst.ratio": "2"})
+    assert policy_of(EnforcerSettings.load(config, {})).burst_ratio == 2.0
+    for bad in ("0.8", "11", "often"):
+        config = write_config(tmp_path, **{"kvq.enforcer.throttle.observed.rate.burst.ratio": bad})
+        code, err = run(["--config", config, "--insecure-no-auth", "--check-config"], capsys)
+        assert code == 2 and "burst.ratio" in err and bad in err and "from 1 to 10" in err
+        assert "Traceback" not in err
+
+
 def test_flags_override_settings_and_map_the_base_quotas(tmp_path):
     args = build_parser().parse_args(
         ["--config", "x", "--listen", "127.0.0.1:1234", "--dry-run", "--journal", "j.db"]

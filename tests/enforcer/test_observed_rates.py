@@ -29,6 +29,7 @@ from enforcer.quota_plan import (
     entity_minimum,
     plan,
     request_minimum,
+    sustained_share,
 )
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
@@ -121,6 +122,40 @@ def test_reference_bounds(original, reference, factor, expected):
     policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192)
     pair = (ALICE if original is not None else DEFAULT, P)
     assert desired_value(policy, pair, original, factor, {pair: original}, reference) == expected
+
+
+BURSTS = QuotaPolicy((P,), {P: None}, byte_rate_floor=8192, burst_ratio=1.5)
+"""References 1.5 times what the entities write sustained."""
+
+
+@pytest.mark.parametrize(
+    ("original", "reference", "factor", "expected"),
+    [
+        (2_000_000.0, 300_000.0, 1.0, 2_000_000.0),  # restored exactly
+        (2_000_000.0, 300_000.0, 0.95, 271_450.0),  # near 1: most of the bursts' allowance
+        (2_000_000.0, 300_000.0, 0.4, 82_560.0),  # 0.4 x the sustained 200,000, and a little
+        (2_000_000.0, 300_000.0, 0.05, 10_000.0),  # low factors: a share of the sustained rate
+        (2_000_000.0, 300_000.0, 0.0, 8192.0),  # factor 0: the minimum, as with ratio 1
+        (20_000.0, 300_000.0, 0.5, 10_000.0),  # a quota below the reference binds: factor x it
+    ],
+)
+def test_a_burst_ratio_scales_the_sustained_rate_and_keeps_the_bursts_near_1(
+    original, reference, factor, expected
+):
+    """With references `burst_ratio` times what the entities write sustained, a low factor is
+    its share of the sustained rate (what graceful slowdown plans with): scaled from the
+    reference alone, 0.05 let each entity write 0.075 of what it wrote."""
+    pair = (ALICE, P)
+    assert desired_value(BURSTS, pair, original, factor, {pair: original}, reference) == expected
+
+
+def test_the_sustained_share_rises_with_the_factor_between_its_share_of_each_rate():
+    factors = [i / 100 for i in range(101)]
+    shares = [sustained_share(f, 1.5) for f in factors]
+    assert shares == sorted(shares) and shares[0] == 0.0 and shares[-1] == 1.0
+    for factor, share in zip(factors, shares, strict=True):
+        assert factor / 1.5 <= share <= factor
+    assert [sustained_share(f, 1.0) for f in factors] == factors
 
 
 def test_prometheus_answers_are_parsed_and_user_names_decoded():
