@@ -197,7 +197,7 @@ def sustained_share(factor: float, burst_ratio: float) -> float:
     Scaled by the factor alone, a factor f lets an entity write f x that, up to 1.5 f of what it
     wrote: graceful slowdown's level, which plans the disk's rate as f x its peak, is overrun,
     catches up with lower factors at the end of its approach, and those quotas hand a Java
-    producer's request throttle times of over 10 s (docs/policies.md). So a low factor scales
+    producer's request throttle times of over 10 s (docs/enforcer.md). So a low factor scales
     the sustained rate (reference / ratio), and near 1 the quota keeps the allowance for the
     bursts (all of it at 1, 73 % at 0.9, half near 0.8, an eighth at 0.5). Faded in proportion
     to the factor instead, the approach still ended low enough for an 11 s stall in one run of

@@ -116,8 +116,8 @@ POLICY = QuotaPolicy(
     request_bytes=32768,
     request_throttle_seconds=8.0,
 )
-"""The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*), but the burst ratio
-(`Load.burst_ratio`: the model's references do not swing unless `Load.reference_swing` says)."""
+"""The enforcer's quota policy with its defaults (kvq.enforcer.throttle.*); a load's
+`Load.burst_ratio` stands in for the burst ratio."""
 
 DEFAULT = QuotaEntity.default_user()
 ProducerSpec = tuple[str, str, str, str, str]
