@@ -6,6 +6,7 @@ and the response time of the recommended loop."""
 from __future__ import annotations
 
 from devkit.loop_settings import LoopSettings, iso_duration, recommended
+from enforcer.settings import OBSERVED_RATE_BURST_RATIO
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.settings.config import (
     SLOWDOWN_HORIZON,
@@ -53,16 +54,20 @@ def policy_properties(
     horizon: str = HORIZON,
     retention_forecast: bool = False,
     loop: LoopSettings = LOOP,
+    burst_ratio: float | None = None,
 ) -> str:
     """The kvq.properties lines of `policy`'s run: the policy, its horizon (the demos' HORIZON
-    unless given) and `loop`'s response time, the enforcer's reference, the exporter's check
-    interval if given, and for graceful-slowdown with `partition_sizes` the partitions' sizes
-    read (and with `retention_forecast` too, Kafka's retention forecast)."""
+    unless given) and `loop`'s response time, the enforcer's reference (with `burst_ratio`, its
+    burst ratio), the exporter's check interval if given, and for graceful-slowdown with
+    `partition_sizes` the partitions' sizes read (and with `retention_forecast` too, Kafka's
+    retention forecast)."""
     text = (
         f"kvq.throttle.policy={policy}\n{SLOWDOWN_HORIZON}={horizon}\n"
         f"{SLOWDOWN_RESPONSE}={iso_duration(response_seconds(loop))}\n"
     )
     text += ENFORCER_PROPERTIES.get(policy, "")
+    if burst_ratio is not None and policy in ENFORCER_PROPERTIES:
+        text += f"{OBSERVED_RATE_BURST_RATIO}={burst_ratio:g}\n"
     if violation_check_interval is not None:
         text += f"{VIOLATION_CHECK_INTERVAL}={violation_check_interval}\n"
     if partition_sizes and policy == "graceful-slowdown":

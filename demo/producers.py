@@ -128,6 +128,9 @@ class Setup:
     rather than piling up a backlog that floods the disks after the restore."""
     librdkafka_config: dict[str, str] = field(default_factory=dict)
     """librdkafka properties of every librdkafka producer beyond the load's own."""
+    burst_ratio: float | None = None
+    """The enforcer's kvq.enforcer.throttle.observed.rate.burst.ratio in a graceful-slowdown run
+    (None: its default)."""
 
     @property
     def java_buffer(self) -> int:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import confluent_kafka.admin as ck
 import requests
@@ -71,17 +72,19 @@ from demo.versus import SETUP as VERSUS
 from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
-from devkit.loop_settings import LoopSettings, iso_duration
+from devkit.loop_settings import iso_duration
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer, Transport
 from devkit.results_page import Recording
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW
+from enforcer.settings import BURST_RATIO, OBSERVED_RATE_BURST_RATIO
 from exporter.settings import VIOLATION_CHECK_INTERVAL
 from kvq.model.graceful_slowdown import settled_share
 from kvq.settings.config import CHECK_INTERVAL, SLOWDOWN_HORIZON
 from kvq.settings.durations import format_duration
-from kvq.settings.values import positive_duration
+from kvq.settings.values import Parser, positive_duration
 
+T = TypeVar("T")
 RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
 QUOTA_WINDOW_SAMPLES = "quota.window.num"
@@ -118,15 +121,17 @@ holds then is kept RETENTION_SECONDS too, and the volume fills until retention f
 POLICIES = ("stop-on-violation", "graceful-slowdown")
 
 
-def title(
-    policy: str, horizon: str = HORIZON, short: bool = False, loop: LoopSettings = LOOP
-) -> str:
+def title(policy: str, horizon: str = HORIZON, short: bool = False, setup: Setup = SETUP) -> str:
     """How the run's lines and table (`short`: its pictures) name `policy`, graceful-slowdown
-    with its settings (the response time of `loop`, and its poll when not the recommended)."""
+    with its settings (the response time of `setup`'s loop, and its poll when not the
+    recommended; the references' burst ratio when `setup` sets one)."""
     if policy != "graceful-slowdown":
         return "kvq, the proposal's 0/1 policy" if short else "the proposal's policy (0/1)"
+    loop = setup.loop
     response = iso_duration(response_seconds(loop))
     settings = f"horizon {horizon}, response time {response}, observed-rate references"
+    if setup.burst_ratio is not None:
+        settings += f" (burst ratio {setup.burst_ratio:g})"
     if loop.poll != LOOP.poll:
         settings = f"poll {iso_duration(loop.poll)}, {settings}"
     return f"kvq, graceful-slowdown ({settings})" if short else f"graceful-slowdown, {settings}"
@@ -372,7 +377,7 @@ class Outcome:
         pictures, without how many)."""
         this, of = self.repeat
         which = "" if of == 1 else f", run {this}" if short else f", run {this} of {of}"
-        return title(self.policy, self.horizon, short, self.run.setup.loop) + which
+        return title(self.policy, self.horizon, short, self.run.setup) + which
 
     @property
     def episode_bytes(self) -> int:
@@ -692,7 +697,7 @@ def drive(
     warm_up, warm_up_wall = time.monotonic(), time.time()
     producers = start_load(stack, active, setup)
     log(
-        f"{title(policy, horizon, loop=setup.loop)}: load started, {setup.rate / 1000:.0f} kB/s "
+        f"{title(policy, horizon, setup=setup)}: load started, {setup.rate / 1000:.0f} kB/s "
         f"offered by {setup.producers} producers; warming up for {WARM_UP_SECONDS:.0f} s"
     )
     warm_until = time.monotonic() + WARM_UP_SECONDS
@@ -824,7 +829,7 @@ def spread(outcomes: list[Outcome]) -> str:
     rows = []
     for key in dict.fromkeys((o.policy, o.horizon) for o in outcomes):
         runs = [o for o in outcomes if (o.policy, o.horizon) == key]
-        rows.append(f"{title(*key, loop=runs[0].run.setup.loop)}:")
+        rows.append(f"{title(*key, setup=runs[0].run.setup)}:")
         measures: list[tuple[str, list[float | None], Callable[[float], str]]] = [
             ("share of the most any policy could", [o.share() for o in runs], "{:.0%}".format),
             (
@@ -875,7 +880,13 @@ def run_policy(
 ) -> Outcome:
     active: list = []
     graceful = policy_properties(
-        policy, violation_check_interval, partition_sizes, horizon, retention_forecast, setup.loop
+        policy,
+        violation_check_interval,
+        partition_sizes,
+        horizon,
+        retention_forecast,
+        setup.loop,
+        setup.burst_ratio,
     )
     with make_stack(work / policy, setup, graceful, **stack_options(policy)) as stack:
         try:
@@ -1033,6 +1044,13 @@ PARSER.add_argument(
     f"{response_seconds(replace(LOOP, poll=2.0)):g} s)",
 )
 PARSER.add_argument(
+    "--burst-ratio",
+    metavar="R",
+    help=f"the enforcer's {OBSERVED_RATE_BURST_RATIO} in graceful-slowdown's runs (default: its "
+    "default, 1): a factor f sets each entity's quota to its reference x f x (1/R + (1 - 1/R) x "
+    "f^3), the sustained rate below and the bursts' allowance near 1 (e.g. 1.35)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -1046,6 +1064,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.horizon = checked_duration("--horizon", args.horizon)
     if args.poll is not None:
         args.poll = checked_duration("--poll", args.poll)
+    if args.burst_ratio is not None:
+        args.burst_ratio = checked("--burst-ratio", args.burst_ratio, BURST_RATIO)
     if args.retention_forecast and not args.partition_sizes:
         PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
     refuse_bad_counts(args)
@@ -1054,6 +1074,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             PARSER.error(f"--librdkafka: {given!r}: {reason}")
     refuse_bad_load_step(args)
     return args
+
+
+def checked(option: str, given: str, accepted: Parser[T]) -> T:
+    """`given` as the enforcer's own `accepted` parses it; exits 2 naming `option`, the value
+    and what is allowed if it is refused."""
+    try:
+        return accepted(given)
+    except ValueError as refused:
+        PARSER.error(f"{option}: {given!r}: {refused}")
 
 
 def checked_duration(option: str, given: str) -> str:
@@ -1141,6 +1170,8 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.poll is not None:
         poll = positive_duration(args.poll).total_seconds()
         setup = replace(setup, loop=replace(setup.loop, poll=poll))
+    if args.burst_ratio is not None:
+        setup = replace(setup, burst_ratio=args.burst_ratio)
     return setup
 
 
@@ -1183,7 +1214,7 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
                 )
                 outcomes.append(replace(outcome, repeat=(repeat, args.runs)))
             except (TimeoutError, NotSteady, KafkaClusterError, KafkaDistError) as exc:
-                heading = title(policy, args.horizon, loop=setup_of(args).loop)
+                heading = title(policy, args.horizon, setup=setup_of(args))
                 print(f"\n{heading}: the run failed: {exc}", file=sys.stderr)
                 return None
     finally:

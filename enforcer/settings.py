@@ -47,6 +47,12 @@ REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
 
+BURST_RATIO = values.number_between(
+    1.0, BURST_RATIO_MOST, "beyond it a reference says little of the sustained rate"
+)
+"""What OBSERVED_RATE_BURST_RATIO accepts (also `make demo SCENARIO=slowdown --burst-ratio`)."""
+
+
 @values.parser("list", f"comma-separated client quota keys of {', '.join(KNOWN_KEYS)}")
 def quota_keys(text: str) -> tuple[str, ...]:
     """The client quota keys the factor scales; producer_byte_rate always is."""
@@ -340,9 +346,7 @@ class EnforcerSettings(AppSettings):
     )
     observed_rate_burst_ratio: float = setting(
         OBSERVED_RATE_BURST_RATIO,
-        values.number_between(
-            1.0, BURST_RATIO_MOST, "beyond it a reference says little of the sustained rate"
-        ),
+        BURST_RATIO,
         "1",
         "observed-rate: how far each reference (the highest rate Kafka's sensor showed) sits "
         "above what its entity writes sustained (with a 3 s quota window: 1.26-1.50 on "

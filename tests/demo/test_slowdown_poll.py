@@ -12,20 +12,21 @@ from kvq.settings.config import SLOWDOWN_RESPONSE
 
 def test_a_shorter_poll_reaches_the_exporter_and_shortens_the_response_time():
     args = parse(["--poll", "PT2S", "--policy", "graceful-slowdown"])
-    loop = setup_of(args).loop
+    setup = setup_of(args)
+    loop = setup.loop
     assert (loop.poll, loop.scrape, loop.evaluation) == (2.0, LOOP.scrape, LOOP.evaluation)
     properties = policy_properties("graceful-slowdown", loop=loop)
     assert f"{SLOWDOWN_RESPONSE}=PT8S\n" in properties
-    assert title("graceful-slowdown", args.horizon, loop=loop).startswith(
+    assert title("graceful-slowdown", args.horizon, setup=setup).startswith(
         "graceful-slowdown, poll PT2S, horizon PT40S, response time PT8S"
     )
 
 
 def test_without_it_the_recommended_loop_and_its_14_s():
-    loop = setup_of(parse([])).loop
-    assert loop == LOOP
-    assert f"{SLOWDOWN_RESPONSE}=PT14S\n" in policy_properties("graceful-slowdown", loop=loop)
-    assert "poll" not in title("graceful-slowdown", loop=loop)
+    setup = setup_of(parse([]))
+    assert setup.loop == LOOP
+    assert f"{SLOWDOWN_RESPONSE}=PT14S\n" in policy_properties("graceful-slowdown", loop=LOOP)
+    assert "poll" not in title("graceful-slowdown", setup=setup)
 
 
 def test_a_minute_written_as_iso_is_taken_in_its_plain_form():
