@@ -146,6 +146,9 @@ BEFORE_SECONDS = 10.0
 """Each producer's rate before (what it must be back at): over the last this many seconds of the
 warm-up, the steady load before the scenario starts (and before any slowdown)."""
 AFTER_FREED_SECONDS = 30.0
+KEPT_FROM_SECONDS = 10.0
+"""The load's rate after the space was freed (`Outcome.kept_after_freed`) is read from this long
+after it to AFTER_FREED_SECONDS: the backlog the throttle held comes through first."""
 STEP_AFTER_SECONDS = 30.0
 """With --load-step: how long after the first slowdown the load steps up (unless --step-at)."""
 
@@ -507,6 +510,17 @@ class Outcome:
             at += step
         return None
 
+    def kept_after_freed(self) -> float | None:
+        """The load's acknowledged rate from KEPT_FROM_SECONDS to AFTER_FREED_SECONDS after the
+        space was freed, as a share of its rate before: about 1 when the throttle stayed lifted,
+        less when the policy slowed the producers again (None without the space freed)."""
+        befores = [self.before.get(p.client_id) for p in self.run.producers]
+        if self.freed is None or None in befores:
+            return None
+        start, end = self.freed + KEPT_FROM_SECONDS, self.freed + AFTER_FREED_SECONDS
+        rate = sum(p.log.rate(start, end) for p in self.run.producers)
+        return rate / max(sum(b for b in befores if b is not None), 1e-9)
+
     def entities_back_at_rate(self) -> float | None:
         """Seconds from the space freed until every quota entity was back at its rate: producers
         sharing one quota (alice's two) together, for how they split it is the client's affair;
@@ -804,6 +818,13 @@ def table(outcome: Outcome) -> str:
     took = outcome.entities_back_at_rate()
     value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
     rows.append(f"  {'space freed -> every quota entity back at its rate':52} {value}")
+    kept = outcome.kept_after_freed()
+    if kept is not None:
+        what = (
+            f"space freed -> the load's rate {KEPT_FROM_SECONDS:.0f}-{AFTER_FREED_SECONDS:.0f} s "
+            "after"
+        )
+        rows.append(f"  {what:52} {kept:.0%} of its rate before")
     if outcome.restored is not None and outcome.freed is not None:
         took = outcome.restored - outcome.freed
         rows.append(f"  {'space freed -> quotas restored by the enforcer':52} {took:.1f} s")
@@ -825,7 +846,8 @@ def table(outcome: Outcome) -> str:
 def spread(outcomes: list[Outcome]) -> str:
     """Per policy, over its runs: the lowest, median and highest of each measure `table` prints
     one run's (`--runs`): the share of the bound and its ledger, the headroom left at the lowest,
-    the longest stall and the time until every quota entity was back at its rate."""
+    the longest stall, the time until every quota entity was back at its rate and the load's
+    rate after that."""
     rows = []
     for key in dict.fromkeys((o.policy, o.horizon) for o in outcomes):
         runs = [o for o in outcomes if (o.policy, o.horizon) == key]
@@ -851,6 +873,11 @@ def spread(outcomes: list[Outcome]) -> str:
                 "space freed -> every quota entity back",
                 [o.entities_back_at_rate() for o in runs],
                 "{:.1f} s".format,
+            ),
+            (
+                f"  the load's rate {KEPT_FROM_SECONDS:.0f}-{AFTER_FREED_SECONDS:.0f} s after",
+                [o.kept_after_freed() for o in runs],
+                "{:.0%}".format,
             ),
         ]
         for what, values, shown in measures:

@@ -97,3 +97,14 @@ def test_a_librdkafka_producers_connections_are_told_in_the_episode_and_after_th
     finally:
         waited.close()
         calm.close()
+
+
+def test_a_load_slowed_again_after_the_space_was_freed_shows_in_its_rate_after():
+    """Back at its rate 5 s after the space was freed and kept there: about its rate before;
+    held at a quarter of it instead: a quarter."""
+    kept = outcome(producer("alice", "web", 30_000, 30_000), producer("bob", "app", 20_000, 20_000))
+    assert 0.95 < kept.kept_after_freed() < 1.05
+    slowed = outcome(producer("alice", "web", 30_000, 7_500), producer("bob", "app", 20_000, 5_000))
+    assert 0.2 < slowed.kept_after_freed() < 0.3
+    lost = Outcome("graceful-slowdown", kept.run, freed=None, before=kept.before)
+    assert lost.kept_after_freed() is None
