@@ -1104,8 +1104,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def checked(option: str, given: str, accepted: Parser[T]) -> T:
-    """`given` as the enforcer's own `accepted` parses it; exits 2 naming `option`, the value
-    and what is allowed if it is refused."""
+    """`given` as `accepted` (the setting's own parser) parses it; exits 2 naming `option`, the
+    value and what is allowed if it is refused."""
     try:
         return accepted(given)
     except ValueError as refused:
@@ -1115,10 +1115,7 @@ def checked(option: str, given: str, accepted: Parser[T]) -> T:
 def checked_duration(option: str, given: str) -> str:
     """`given` as a positive ISO 8601 duration in its plain form; exits 2 naming `option` and
     why if it is not one."""
-    try:
-        return format_duration(positive_duration(given))
-    except ValueError as refused:
-        PARSER.error(f"{option}: {given!r}: {refused}")
+    return format_duration(checked(option, given, positive_duration))
 
 
 def refuse_bad_counts(args: argparse.Namespace) -> None:
