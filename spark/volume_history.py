@@ -149,6 +149,8 @@ def _policy_reading(policy: ThrottleFactorPolicy) -> VolumeReading:
         ),
     )
     reading = _reading(F.col)._replace(windows=windows)
+    if policy.accumulates:
+        reading = reading._replace(cluster_freed=F.col("cluster_freed"))
     if policy.reads_forecast:
         forecast = F.col("retention_freed")
         freed = tuple(forecast[i] for i in range(len(AHEAD_SECONDS)))
@@ -320,6 +322,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
                 "step"
             ),
         )
+        described = with_cluster_freed(described, policy.freed_grace_seconds)
         samples = [
             _by_variant(policy, lambda r, p, i=i: policy.peak_sample(r, p, ops)[i])
             for i in range(policy.peaks)
@@ -405,6 +408,33 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     ).drop(*_policy_work(policy))
 
 
+def with_cluster_freed(described: DataFrame, grace_seconds: float) -> DataFrame:
+    """`described` (with each usable row's `restart`) + `cluster_freed`
+    (`VolumeReading.cluster_freed`): whether a volume of the row's cluster restarted at the
+    row's time or at most `grace_seconds` before it, as the exporter's `PolicyRun` tells every
+    volume of an observation. The restarts are few (space freed): their times, each with the
+    cluster's next, are broadcast to the rows, and each row meets at most the latest at or
+    before its time."""
+    restarts = described.where(F.col("restart") == 1).select(
+        F.col("cluster").alias("freed_cluster"), F.col("time").alias("freed_time")
+    )
+    in_cluster = Window.partitionBy("freed_cluster").orderBy("freed_time")
+    restarts = restarts.distinct().select(
+        "*", F.lead("freed_time").over(in_cluster).alias("next_freed_time")
+    )
+    since = F.col("time") - F.col("freed_time")
+    latest = (
+        (F.col("cluster") == F.col("freed_cluster"))
+        & (since >= 0)
+        & (F.col("next_freed_time").isNull() | (F.col("time") < F.col("next_freed_time")))
+    )
+    joined = described.join(F.broadcast(restarts), latest, "left")
+    freed = F.coalesce(since <= F.lit(float(grace_seconds)), F.lit(False))
+    return joined.select("*", freed.alias("cluster_freed")).drop(
+        "freed_cluster", "freed_time", "next_freed_time"
+    )
+
+
 def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
     """The intermediate columns of `with_policy_columns` (those a policy does not add: none)."""
     previous = [f"previous{n}" for n in range(1, policy.history + 1)]
@@ -414,6 +444,7 @@ def _policy_work(policy: ThrottleFactorPolicy) -> list[str]:
         + previous
         + [
             "restart",
+            "cluster_freed",
             "step",
             "since_restart",
             "peak_reset",

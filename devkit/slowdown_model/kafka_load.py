@@ -515,6 +515,8 @@ class KafkaRun:
     slowed: float | None
     """When the quotas were first lowered."""
     freed: float | None
+    lowest_after_freed: float | None = None
+    """Lowest headroom once the space was freed (None: never freed)."""
 
 
 def run(
@@ -557,6 +559,7 @@ def run(
     grown_by = 0.0
     freed = None
     lowest = float(START - LIMIT)
+    lowest_after: float | None = None
     written_each_second: list[float] = []
     second = 0.0
     for tick in range(started * TICKS_PER_SECOND, round(duration * TICKS_PER_SECOND) + 1):
@@ -582,10 +585,14 @@ def run(
         available = START + round(grown_by) - round(broker.used(sizes))
         if freed is None:
             lowest = min(lowest, available - LIMIT)
+        else:
+            after = available - LIMIT
+            lowest_after = after if lowest_after is None else min(lowest_after, after)
         decided = exporter.at_second(tick, t, sizes, available, TOTAL + round(grown_by))
         if decided is not None:
             quotas.publish(t, decided)
-    return KafkaRun(load, written_each_second, lowest, quotas.factors, quotas.slowed, freed)
+    factors = quotas.factors
+    return KafkaRun(load, written_each_second, lowest, factors, quotas.slowed, freed, lowest_after)
 
 
 def start_scenario(load: KafkaLoad) -> None:

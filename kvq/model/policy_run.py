@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kvq.model.depth_accumulator import DepthAccumulator
 from kvq.model.level_hold import LevelHold
@@ -40,6 +41,8 @@ class PolicyRun:
         self._depths: dict[tuple[int, str], DepthAccumulator] = {}
         self._trails: dict[tuple[int, str], ReadingTrail] = {}
         self._holds: dict[tuple[int, str], LevelHold] = {}
+        self._freed_at: float | None = None
+        """When space was last freed on a volume of the cluster (`_cluster_freed`)."""
         self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
         """Per judged volume: the policy's gauges and then its factor (only for a policy that
         has gauges), as last observed."""
@@ -55,42 +58,35 @@ class PolicyRun:
         gauged = bool(policy.gauges)
         factors: list[float] = []
         violating: list[Volume] = []
-        for volume in observed:
+        readings = [self._reading(volume, time) for volume in observed]
+        # Every volume's restart first: space freed on one is news to all of them.
+        steps = [
+            self._depth_step(volume.key, reading)
+            for volume, reading in zip(observed, readings, strict=True)
+        ]
+        freed = self._cluster_freed(any(bool(restart) for _, restart in steps), time)
+        for volume, reading, (step, restart) in zip(observed, readings, steps, strict=True):
             key = volume.key
-            ratio = volume.available_ratio
-            reading = self._reading(volume, time)
+            reading = reading._replace(cluster_freed=freed)
             previous = self._readings.get(key, ()) if history else ()
-            depth = 0.0
-            if policy.accumulates:
-                step, restart = policy.depth_step(reading, previous, PLAIN)
-                samples = tuple(map(float, policy.peak_sample(reading, previous, PLAIN)))
-                accumulated = self._depths.setdefault(key, DepthAccumulator())
-                forgets = bool(restart) and bool(policy.forgets_peaks(reading, PLAIN))
-                calm = float(policy.calm_seconds(reading, previous, samples, PLAIN))
-                peaks = accumulated.take_peaks(samples, forgets, calm, policy.peak_memory_seconds)
-                levels = self._levels(key, reading, peaks)
-                floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN, levels)
-                depth = accumulated.take(
-                    float(step),
-                    bool(restart),
-                    float(floor),
-                    float(at_once),
-                    time,
-                    policy.floor_climb,
-                )
+            depth = (
+                self._depth(key, reading, previous, step, restart) if policy.accumulates else 0.0
+            )
             factor = float(policy.volume_factor(reading, previous, depth, PLAIN))
             if gauged:
                 gauges = policy.volume_gauges(reading, previous, PLAIN)
                 self.columns[key] = (*map(float, gauges), factor)
+            # A previous reading carries neither windows nor the cluster's news (in the backfill
+            # neither).
+            reading = reading._replace(windows=ReadingWindows(), cluster_freed=False)
             trail = self._trails.get(key)
-            if trail is not None:  # a previous reading carries no windows (in the backfill neither)
-                reading = reading._replace(windows=ReadingWindows())
+            if trail is not None:
                 trail.take(reading)
             if history:
                 self._readings[key] = (reading, *previous)[:history]
             factors.append(factor)
             self._factors[key] = factor
-            if limit.is_violated(volume.available_bytes, ratio):
+            if limit.is_violated(volume.available_bytes, volume.available_ratio):
                 violating.append(volume)
         for volume in cached:  # cached volumes were observed earlier, by this run
             key = volume.key
@@ -101,6 +97,52 @@ class PolicyRun:
             if limit.violated_by(volume):
                 violating.append(volume)
         return FactorCalculation(cluster_factor(factors), tuple(violating))
+
+    def _depth_step(self, key: tuple[int, str], reading: VolumeReading) -> tuple[Any, Any]:
+        """The volume's `depth_step` at `reading` ((0.0, False) for a policy that does not
+        accumulate)."""
+        if not self.policy.accumulates:
+            return 0.0, False
+        previous = self._readings.get(key, ()) if self.policy.history else ()
+        return self.policy.depth_step(reading, previous, PLAIN)
+
+    def _cluster_freed(self, restarted: bool, time: float) -> bool:
+        """Whether space was freed on a volume of the cluster (a restart) at `time`
+        (`restarted`) or within the policy's `freed_grace_seconds` before
+        (`VolumeReading.cluster_freed`)."""
+        if not self.policy.accumulates:
+            return False
+        if restarted:
+            self._freed_at = time
+        if self._freed_at is None:
+            return False
+        return time - self._freed_at <= self.policy.freed_grace_seconds
+
+    def _depth(
+        self,
+        key: tuple[int, str],
+        reading: VolumeReading,
+        previous: tuple[VolumeReading, ...],
+        step: Any,
+        restart: Any,
+    ) -> float:
+        """The volume's depth with `reading` (its `depth_step`: `step`, `restart`) taken in."""
+        policy = self.policy
+        samples = tuple(map(float, policy.peak_sample(reading, previous, PLAIN)))
+        accumulated = self._depths.setdefault(key, DepthAccumulator())
+        forgets = bool(restart) and bool(policy.forgets_peaks(reading, PLAIN))
+        calm = float(policy.calm_seconds(reading, previous, samples, PLAIN))
+        peaks = accumulated.take_peaks(samples, forgets, calm, policy.peak_memory_seconds)
+        levels = self._levels(key, reading, peaks)
+        floor, at_once = policy.depth_floor(reading, previous, peaks, PLAIN, levels)
+        return accumulated.take(
+            float(step),
+            bool(restart),
+            float(floor),
+            float(at_once),
+            reading.time,
+            policy.floor_climb,
+        )
 
     def decisive(self, observed: Iterable[Volume], time: float) -> bool:
         """Whether `observed`, read at `time`, shows a volume at or past its limit, a throttled
@@ -116,7 +158,9 @@ class PolicyRun:
             previous = self._readings.get(volume.key, ())
             if not previous:
                 continue
-            reading = self._reading(volume, time)
+            reading = self._reading(volume, time)._replace(
+                cluster_freed=self._cluster_freed(False, time)
+            )
             throttled = self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED
             freed = (
                 throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]

@@ -24,6 +24,7 @@ class StopOnViolation:
     accumulates: ClassVar[bool] = False
     peaks: ClassVar[int] = 0
     level_hold_seconds: ClassVar[float] = 0.0
+    freed_grace_seconds: ClassVar[float] = 0.0
     polls_watched_after_lift: ClassVar[int] = 3
     """As graceful-slowdown's: a lift lets the whole held load back at once onto a volume just
     freed, and a check that shows it past the limit again throttles a check interval after the

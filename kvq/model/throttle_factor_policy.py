@@ -99,6 +99,11 @@ class VolumeReading(NamedTuple):
     retention_freed: Any = None
     """What retention frees in it by each of `kvq.model.retention_forecast.AHEAD_SECONDS` at
     least (`Volume.retention_freed`; -1 past its shortest retention time), or None."""
+    cluster_freed: Any = False
+    """Whether space was freed on a volume of the cluster (its depth restarted, `depth_step`:
+    this one's or another's) at this observation or within the policy's `freed_grace_seconds`
+    before it: the quotas were just lifted, and what the producers buffered while throttled
+    comes through on every volume. Only on the reading a policy is asked about."""
 
     @classmethod
     def of(cls, volume: Volume, time: float) -> VolumeReading:
@@ -198,6 +203,12 @@ class ThrottleFactorPolicy(Protocol):
         """How many seconds of calm this reading adds to the volume's (`samples`: its
         `peak_sample`s): the peaks forget a sample after between `peak_memory_seconds` and twice
         that of calm (0: never)."""
+        ...
+
+    @property
+    def freed_grace_seconds(self) -> float:
+        """How long after space was freed on a volume of the cluster the readings of every
+        volume say so (`VolumeReading.cluster_freed`; 0: never)."""
         ...
 
     @property

@@ -35,6 +35,7 @@ from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
 from spark.shard_blocks import BLOCK_RANGE
+from tests.kvq.model.test_graceful_slowdown import lift_backlog, lift_policy
 from tests.spark.backfill_cli import dumped_samples
 
 NS = "kafka_volume_quota_"
@@ -325,6 +326,26 @@ def test_foreseeing_what_retention_frees_is_evaluated_alike(spark, tmp_path):
     key = (NS + "log_dir_throttle_factor", '{broker_id="0",cluster="kafka",log_dir="/d"}')
     assert min(expected[key].values()) < 1.0
     assert expected[key] != unforeseen[key]
+
+
+def test_space_freed_on_one_volume_is_news_to_every_volume_alike(spark, tmp_path):
+    """Broker 0's space freed, and three seconds later broker 1's partitions grow 6 MB in a
+    second: the backlog of the lift, no load step (`GracefulSlowdown.stepped`); 25 s after
+    that, another 6 MB is one. The backfill tells each volume of a restart elsewhere in its
+    cluster within the grace (a column of the cluster's restarts, broadcast) as the exporter
+    does: bit for bit, the second flood slowing broker 1 and the first not."""
+    archive = tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl"
+    write_lines(archive, lift_backlog(60, (63, 88)))
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT1S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT30S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    assert config.policy == lift_policy()
+    got, expected, _ = backfill_both(archive.parent.parent.parent, config, tmp_path / "out", 1)
+    assert_same(got, expected)
+    key = (NS + "log_dir_throttle_factor", '{broker_id="1",cluster="kafka",log_dir="/d"}')
+    factors = [f for _, f in sorted(expected[key].items())]
+    assert min(factors[60:88]) >= 0.75 and min(factors[88:]) < 0.5
 
 
 def replace_forecast(observation: Observation, forecast) -> Observation:

@@ -12,13 +12,14 @@ from devkit.slowdown_model import kafka_load
 from devkit.slowdown_model.study import KAFKA_FULL, KAFKA_LIMIT, KAFKA_START, KAFKA_TOTAL, retain
 from kvq.model.graceful_slowdown import NOT_FILLING_SECONDS, GracefulSlowdown, settled_share
 from kvq.model.limits import MinAvailableBytes, MinAvailableRatio
+from kvq.model.observation import Observation
 from kvq.model.policy_expressions import PLAIN
 from kvq.model.policy_run import PolicyRun
 from kvq.model.reading_trail import ReadingTrail
 from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.slowdown_depth import depth_sharing, factor_at_depth
 from kvq.model.throttle_factor_policy import VolumeReading
-from kvq.model.volume import Volume
+from kvq.model.volume import LogDirDescription, Volume
 
 MB = 1_000_000
 TOTAL = 2000 * MB
@@ -722,3 +723,55 @@ def test_a_volume_held_near_its_limit_keeps_its_peak_however_short_the_memory():
     level = (MB + (30 * MB - GracefulSlowdown.MARGIN_SECONDS * MB) / 10) / (6 * MB)
     assert factors[-1] == pytest.approx(level, rel=0.05)
     assert max(factors[13 + 720 :]) == factors[-1]
+
+
+def lift_backlog(freed_at: int | None, floods: tuple[int, ...]) -> list[Observation]:
+    """Two volumes read every second for two minutes, a quarter of each the limit, retention
+    freeing 0.2 MB/s and foreseeing as much by each time ahead. Broker 0, 5 MB above its limit,
+    has its space freed (its volume grown twice as large) at `freed_at` (None: never). Broker
+    1, 25 MB above its limit, has its partitions grow 0.2 MB/s and 6 MB more in one second at
+    each of `floods`: what producers buffered while throttled, let through when the quotas are
+    lifted (on real Kafka 2.5-3.4 MB within seconds on volumes growing 0.1-0.2 MB/s)."""
+    frees = tuple(200_000 * ahead for ahead in AHEAD_SECONDS)
+    total0, available0, available1 = TOTAL, TOTAL // 4 + 5 * MB, TOTAL // 4 + 25 * MB
+    observations = []
+    for t in range(120):
+        flood = 6 * MB if t in floods else 0
+        available1 -= flood
+        if t == freed_at:
+            total0, available0 = 2 * TOTAL, available0 + TOTAL
+        grown = (None, None) if t == 0 else (200_000, 200_000 + flood)
+        volumes = (
+            LogDirDescription(0, "/d", total0, available0, 0, grown[0], retention_freed=frees),
+            LogDirDescription(1, "/d", TOTAL, available1, 0, grown[1], retention_freed=frees),
+        )
+        observations.append(Observation(1000.0 + t, (0, 1), volumes))
+    return observations
+
+
+def lift_policy() -> GracefulSlowdown:
+    return GracefulSlowdown(MinAvailableRatio(0.25), 30.0, 14.0)
+
+
+def broker_1_factors(observations: list[Observation]) -> list[float]:
+    """Broker 1's own factor at each observation, as `lift_policy` gives it."""
+    run = PolicyRun(lift_policy())
+    factors = []
+    for observation in observations:
+        run.calculate(observation.volumes, time=observation.time)
+        factors.append(run.columns[(1, "/d")][-1])
+    return factors
+
+
+def test_a_backlog_let_through_when_space_is_freed_elsewhere_is_no_load_step():
+    """Broker 1's partitions grow 6 MB in a second, 30 times their rate. Three seconds after
+    broker 0's space was freed (the quotas lifted on every broker), that is the producers'
+    backlog: broker 1's factor stays at 0.75 or more. Taken for a load step (nothing freed, or
+    after the grace: the loop's response and a step's window, 19 s), the step's rate enters
+    its peak and the factor falls under 0.3 within 30 s."""
+    assert lift_policy().freed_grace_seconds == 19.0
+    backlog = broker_1_factors(lift_backlog(60, (63,)))
+    assert min(backlog[60:]) >= 0.75
+    assert max(broker_1_factors(lift_backlog(None, (63,)))[93:]) < 0.3
+    late = broker_1_factors(lift_backlog(60, (63 + 20,)))
+    assert min(late[60:83]) == 1.0 and max(late[113:]) < 0.3
