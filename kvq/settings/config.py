@@ -259,9 +259,10 @@ SHARED_KVQ_SETTINGS = (
         "verified write (kafka_volume_quota_enforcer_alert_to_enforce_seconds). The policy "
         "keeps this much headroom at the rate it lets through and paces its steps to it: with "
         "retention keeping R seconds of data a steady load settles at R / (R + this) of the "
-        "rate retention frees. The default is twice the recommended loop's 14 s; a slower "
-        "loop (30 s scrapes and rule evaluation, a longer group_interval) needs its own, "
-        "measured (docs/policies.md).",
+        "rate retention frees. For this and 5 s more after space is freed on any volume, "
+        "a sudden growth is the backlog the lifted quotas let through, not a load step. The "
+        "default is twice the recommended loop's 14 s; a slower loop (30 s scrapes and rule "
+        "evaluation, a longer group_interval) needs its own, measured (docs/policies.md).",
     ),
     Setting(
         SLOWDOWN_PARTITION_SIZES,
