@@ -42,7 +42,7 @@ class PolicyRun:
         self._trails: dict[tuple[int, str], ReadingTrail] = {}
         self._holds: dict[tuple[int, str], LevelHold] = {}
         self._freed_at: float | None = None
-        """When space was last freed on a volume of the cluster (`_cluster_freed`)."""
+        """When space was last freed on a volume of the cluster (`_freed_lately`)."""
         self.columns: dict[tuple[int, str], tuple[float, ...]] = {}
         """Per judged volume: the policy's gauges and then its factor (only for a policy that
         has gauges), as last observed."""
@@ -64,7 +64,9 @@ class PolicyRun:
             self._depth_step(volume.key, reading)
             for volume, reading in zip(observed, readings, strict=True)
         ]
-        freed = self._cluster_freed(any(bool(restart) for _, restart in steps), time)
+        if any(bool(restart) for _, restart in steps):
+            self._freed_at = time
+        freed = self._freed_lately(time)
         for volume, reading, (step, restart) in zip(observed, readings, steps, strict=True):
             key = volume.key
             reading = reading._replace(cluster_freed=freed)
@@ -106,15 +108,10 @@ class PolicyRun:
         previous = self._readings.get(key, ()) if self.policy.history else ()
         return self.policy.depth_step(reading, previous, PLAIN)
 
-    def _cluster_freed(self, restarted: bool, time: float) -> bool:
-        """Whether space was freed on a volume of the cluster (a restart) at `time`
-        (`restarted`) or within the policy's `freed_grace_seconds` before
-        (`VolumeReading.cluster_freed`)."""
-        if not self.policy.accumulates:
-            return False
-        if restarted:
-            self._freed_at = time
-        if self._freed_at is None:
+    def _freed_lately(self, time: float) -> bool:
+        """Whether space was freed on a volume of the cluster (a restart) at `time` or within
+        the policy's `freed_grace_seconds` before (`VolumeReading.cluster_freed`)."""
+        if self._freed_at is None:  # only a policy that accumulates restarts
             return False
         return time - self._freed_at <= self.policy.freed_grace_seconds
 
@@ -158,9 +155,7 @@ class PolicyRun:
             previous = self._readings.get(volume.key, ())
             if not previous:
                 continue
-            reading = self._reading(volume, time)._replace(
-                cluster_freed=self._cluster_freed(False, time)
-            )
+            reading = self._reading(volume, time)._replace(cluster_freed=self._freed_lately(time))
             throttled = self._factors.get(volume.key, UNTHROTTLED) < UNTHROTTLED
             freed = (
                 throttled and policy.accumulates and policy.depth_step(reading, previous, PLAIN)[1]
