@@ -94,6 +94,17 @@ class Rate:
     model of the slowdown scenario measures millions of times, and sums and minimums over lists
     run in C. `samples`: quota.window.num."""
 
+    __slots__ = (
+        "_samples",
+        "_span_ms",
+        "_starts",
+        "_lasts",
+        "_values",
+        "_current",
+        "_purge_from",
+        "_oldest",
+    )
+
     def __init__(self, samples: int = WINDOW_NUM) -> None:
         self._samples = samples
         self._span_ms = samples * WINDOW_MS
@@ -105,6 +116,9 @@ class Rate:
         self._purge_from = math.inf
         """No sample can be obsolete before this (a millisecond early, against rounding): the
         scan Kafka does at every measure is skipped until then."""
+        self._oldest = math.inf
+        """The oldest sample's start, which the window is measured from: it changes only when
+        a sample is reset, so it is found then, not at every measure."""
 
     def _reset(self, index: int, now_ms: float) -> None:
         if index == len(self._starts):
@@ -115,36 +129,39 @@ class Rate:
             self._starts[index] = now_ms
             self._lasts[index] = now_ms
             self._values[index] = 0.0
+        self._oldest = min(self._starts)
         self._purge_from = min(self._purge_from, now_ms + self._span_ms - 1)
 
     def record(self, value: float, now_ms: float) -> None:
-        if not self._starts:
+        starts = self._starts
+        if not starts:
             self._reset(0, now_ms)
-        if now_ms - self._starts[self._current] >= WINDOW_MS:
-            self._current = (self._current + 1) % (self._samples + 1)
-            self._reset(self._current, now_ms)
-        self._values[self._current] += value
-        self._lasts[self._current] = now_ms
+        current = self._current
+        if now_ms - starts[current] >= WINDOW_MS:
+            current = self._current = (current + 1) % (self._samples + 1)
+            self._reset(current, now_ms)
+        self._values[current] += value
+        self._lasts[current] = now_ms
         if now_ms + self._span_ms - 1 < self._purge_from:  # only if the clock went back
             self._purge_from = now_ms + self._span_ms - 1
 
     def _purge(self, now_ms: float) -> None:
-        if now_ms < self._purge_from:
-            return
         for i, last in enumerate(self._lasts):
             if now_ms - last >= self._span_ms:
                 self._reset(i, now_ms)
         self._purge_from = min(self._lasts, default=math.inf) + self._span_ms - 1
 
     def window_ms(self, now_ms: float) -> float:
-        self._purge(now_ms)
+        if now_ms >= self._purge_from:
+            self._purge(now_ms)
         if not self._starts:
             self._reset(0, now_ms)
-        elapsed = now_ms - min(self._starts)
+        elapsed = now_ms - self._oldest
+        samples = self._samples
         full = int(elapsed // WINDOW_MS)
-        if full < self._samples - 1:
-            elapsed += (self._samples - 1 - full) * WINDOW_MS
-        return max(elapsed, 1.0)
+        if full < samples - 1:
+            elapsed += (samples - 1 - full) * WINDOW_MS
+        return 1.0 if elapsed < 1.0 else elapsed
 
     def measure(self, now_ms: float) -> float:
         """Bytes per second."""

@@ -199,7 +199,7 @@ def principals(count: int, buffer_kb: int | None = None) -> Load:
     return load_of(setup)
 
 
-@dataclass
+@dataclass(slots=True)
 class Connection:
     """A producer's connection to the leader of one of its partitions."""
 
@@ -214,7 +214,7 @@ class Connection:
     and keeps sending requests the broker reads later."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Producer:
     name: str
     budget: str
