@@ -148,15 +148,16 @@ lint: venv
 # core left idle while they run on a worker), then the differential tests (devcluster against
 # real Kafka) and the brokers' quota log line on the newest Kafka. And niced (10, not 19: beside
 # four busy processes the enforcer's 1.3 s start took 31 s at 10, over 99 s at 19), the
-# unit tests (no Kafka, no Spark) on Python 3.13, but the slowdown study's replays of recorded
-# Kafka runs (minutes of the model's arithmetic, run on 3.11). The lanes' output is shown when
-# the suite has ended; with PYTEST_ARGS (a narrowed run) the paced modules stay in the suite and
-# the newest Kafka follows. The run ends with each lane's exit code and every lane's FAILED and
-# ERROR lines, so that the last lines of a red run name what failed.
+# unit tests (no Kafka, no Spark, nothing paced: the OAUTHBEARER module starts a Kafka cluster)
+# on Python 3.13, but the slowdown study's replays of recorded Kafka runs (minutes of the model's
+# arithmetic, run on 3.11). The lanes' output is shown when the suite has ended; with PYTEST_ARGS
+# (a narrowed run) the paced modules stay in the suite and the newest Kafka follows. The run ends
+# with each lane's exit code and every lane's FAILED and ERROR lines, so that the last lines of a
+# red run name what failed.
 NEWEST_KAFKA := $(shell sed -n 's:.*<kafka.newest.version>\(.*\)</kafka.newest.version>.*:\1:p' devkit/kafka/pom.xml)
 NEWEST_KAFKA_TESTS ?= tests/differential \
   tests/devkit/test_kafka_cluster.py::test_every_broker_logs_the_produce_quota_it_applies
-UNIT_TESTS ?= tests/kvq tests/enforcer tests/exporter tests/devcluster -m "not integration and not e2e" \
+UNIT_TESTS ?= tests/kvq tests/enforcer tests/exporter tests/devcluster -m "not integration and not e2e and not paced" \
   --ignore=tests/exporter/test_integration.py --ignore=tests/kvq/model/test_slowdown_study.py
 
 test: system-deps venv kafka-deps tools venv-py313
