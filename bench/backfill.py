@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.spark_event_log import (
@@ -94,6 +94,7 @@ def make_archive(tmp: Path, name: str, brokers: int, dirs: int, hours: float, in
 
 SHAPES = {
     "tiny": (3, 2, 6, 60),  # a smoke run of the --scaling path (tests)
+    "1d": (20, 3, 24, 30),  # a day of 60 volumes (--checkpoint)
     "1m": (12, 4, 168, 30),
     "10m": (75, 4, 23 * 24, 60),
     "13m": (75, 4, 30 * 24, 60),
@@ -317,26 +318,77 @@ def jit_tiers(tmp: Path, sizes: list[str], step: int, rounds: int = 2) -> None:
             *backfill_options(archive, "local[*]", step, blocks=True),
             "--output", str(tmp / f"{size}-jit"),
         ]  # fmt: skip
-        walls: dict[str, list[float]] = {name: [] for name in JIT_TIERS}
-        cpus: dict[str, list[float]] = {name: [] for name in JIT_TIERS}
-        for _ in range(rounds):
-            for name, flag in JIT_TIERS.items():
-                cpu, started = machine_cpu_seconds(), time.perf_counter()
-                run_backfill(command, None, {"_JAVA_OPTIONS": flag})
-                walls[name].append(time.perf_counter() - started)
-                cpus[name].append(machine_cpu_seconds() - cpu)
-        for name in JIT_TIERS:
-            print(
-                f"  {name:<26} {statistics.median(walls[name]):7.1f} s whole command, "
-                f"{statistics.median(cpus[name]):7.1f} s of CPU (the machine's), "
-                f"median of {rounds}",
-                flush=True,
-            )
-        first, both = (statistics.median(walls[name]) for name in JIT_TIERS)
-        first_cpu, both_cpu = (statistics.median(cpus[name]) for name in JIT_TIERS)
+        flags = {name: {"_JAVA_OPTIONS": flag} for name, flag in JIT_TIERS.items()}
+        side_by_side({name: (command, env) for name, env in flags.items()}, rounds)
+
+
+def side_by_side(
+    commands: dict[str, tuple[list[str], dict[str, str]]], rounds: int
+) -> dict[str, tuple[float, float]]:
+    """Each named (command, environment) run `rounds` times, in turn; prints and returns each
+    one's medians (seconds of the whole command, seconds of the machine's CPU), then the first's
+    over the second's."""
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, (command, environment) in commands.items():
+            cpu, started = machine_cpu_seconds(), time.perf_counter()
+            run_backfill(command, None, environment)
+            walls[name].append(time.perf_counter() - started)
+            cpus[name].append(machine_cpu_seconds() - cpu)
+    medians = {
+        name: (statistics.median(walls[name]), statistics.median(cpus[name])) for name in commands
+    }
+    width = max(map(len, commands))
+    for name, (wall, cpu) in medians.items():
         print(
-            f"  first tier / both: {first / both:.2f}x the time, "
-            f"{first_cpu / both_cpu:.2f}x the CPU"
+            f"  {name:<{width}} {wall:7.1f} s whole command, {cpu:7.1f} s of CPU (the "
+            f"machine's), median of {rounds}",
+            flush=True,
+        )
+    (first, first_cpu), (second, second_cpu) = list(medians.values())[:2]
+    first_name, second_name = list(commands)[:2]
+    print(
+        f"  {first_name} / {second_name}: {first / second:.2f}x the time, "
+        f"{first_cpu / second_cpu:.2f}x the CPU",
+        flush=True,
+    )
+    return medians
+
+
+UNKEPT_BACKFILL = (
+    "import spark.session\n"
+    "spark.session.checkpointing = lambda spark: None\n"
+    "from spark.cli import main\n"
+    "raise SystemExit(main())"
+)
+"""`kvq-backfill` as on a cluster without spark.checkpoint.dir: the tables the job reads twice
+computed for each read (`spark.session.checkpointing`)."""
+
+
+def kept_windows(tmp: Path, sizes: list[str], step: int, rounds: int = 3) -> None:
+    """`--checkpoint`: each archive backfilled (`--blocks`, local[*]) under graceful slowdown,
+    with its per-volume windows checkpointed (a local run's default) and computed for each of
+    their two reads (a cluster without a checkpoint directory), alternating."""
+    from kvq.settings.config import GRACEFUL_SLOWDOWN, THROTTLE_POLICY
+
+    for size in sizes:
+        archive = sized_archive(tmp, size)
+        graceful = archive.config.with_name("graceful.properties")
+        graceful.write_text(archive.config.read_text() + f"{THROTTLE_POLICY}={GRACEFUL_SLOWDOWN}\n")
+        archive = replace(archive, config=graceful)
+        class_archive_written(archive, tmp, step)
+        print(f"\n{size.upper()} rows, graceful-slowdown: {archive.label}; {load()}", flush=True)
+        options = [
+            *backfill_options(archive, "local[*]", step, blocks=True),
+            "--output", str(tmp / f"{size}-checkpoint"),
+        ]  # fmt: skip
+        side_by_side(
+            {
+                "windows checkpointed": ([sys.executable, "-m", "spark.cli", *options], {}),
+                "computed for each read": ([sys.executable, "-c", UNKEPT_BACKFILL, *options], {}),
+            },
+            rounds,
         )
 
 
@@ -701,6 +753,19 @@ def a_year_of_a_fleet(archive: Archive, run: LoggedRun) -> None:
     )
 
 
+def chosen_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:
+    """The archives --sizes (or --goals) names, else the mode's default; any other is an error."""
+    default_sizes = (
+        "1m,13m" if args.scaling else "tiny,1m" if args.jit else "1d" if args.checkpoint else "1m"
+    )
+    sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
+    known = set(SHAPES) if args.scaling or args.jit or args.checkpoint else {"1m", "10m", "13m"}
+    if sizes - known:
+        given = ",".join(sorted(sizes - known))
+        parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.backfill",
@@ -751,6 +816,12 @@ def main(argv: list[str] | None = None) -> int:
         help="each of --sizes (default tiny,1m) backfilled with the driver's JIT at its first "
         "tier only and with both tiers, side by side (the small-archive rule of kvq-backfill)",
     )
+    parser.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="each of --sizes (default 1d) backfilled under graceful-slowdown with its per-volume "
+        "windows checkpointed and computed for each of their two reads, side by side",
+    )
     parser.add_argument("--step", type=int, default=60, help="grid step, seconds")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp)")
     args = parser.parse_args(argv)
@@ -762,17 +833,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep
         else tempfile.TemporaryDirectory(prefix="kvq-bench-backfill-")
     )
-    default_sizes = "1m,13m" if args.scaling else "tiny,1m" if args.jit else "1m"
-    sizes = {"1m", "10m", "13m"} if args.goals else set((args.sizes or default_sizes).split(","))
-    known = set(SHAPES) if args.scaling or args.jit else {"1m", "10m", "13m"}
     if (args.warm_driver or args.connect) and not args.scaling:
         parser.error("--warm-driver and --connect model a run: give them with --scaling")
-    if sizes - known:
-        given = ",".join(sorted(sizes - known))
-        parser.error(f"--sizes {given}: give some of {','.join(sorted(known, key=shape_rows))}")
+    sizes = chosen_sizes(parser, args)
     with work as tmp:
         if args.jit:
             jit_tiers(Path(tmp), sorted(sizes, key=shape_rows), args.step)
+            return 0
+        if args.checkpoint:
+            kept_windows(Path(tmp), sorted(sizes, key=shape_rows), args.step)
             return 0
         if args.scaling:
             scaling(

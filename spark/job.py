@@ -517,6 +517,7 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
     """The per-volume lines and the runs' events of every plan's cluster (a DataFrame:
     `spark.metric_rows.volume_lines`, cut into `shards` when given)."""
     from spark.metric_rows import volume_lines
+    from spark.session import checkpointing
     from spark.volume_history import described_log_dirs, volume_runs
 
     config = request.config
@@ -530,6 +531,7 @@ def _volume_lines(spark, archive, request, plans, catalog, found, shards=None):
         _broker_ranges(spark, plans, found),
         hold_matters=hold > validity,
         offline_matters=hold > 0 and any(_has_unusable_log_dirs(plan) for plan in plans),
+        cut=checkpointing(spark),
     )
     runs = volume_runs(described, validity, hold, config.policy.gauges)
     grids = [p.grid for p in plans]

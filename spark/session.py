@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import SparkContext
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from kvq import interrupts
 from spark.class_archive import ClassArchive, keep_at_exit, prepare
@@ -248,6 +248,45 @@ def user_setting(spark: SparkSession, key: str) -> str | None:
         return spark.conf.get(key, None)
     conf = spark.sparkContext.getConf()
     return conf.get(key) if conf.contains(key) else None
+
+
+CHECKPOINT_DIR = "spark.checkpoint.dir"
+RELIABLE, LOCAL = "reliable", "local"
+"""The checkpoints `checkpointing` takes: in the checkpoint directory, or in the executors."""
+
+
+def checkpointing(spark: SparkSession) -> Callable[[DataFrame], DataFrame] | None:
+    """How the backfill keeps a table it reads twice (graceful slowdown's windows, read for the
+    cluster's restarts and for every row: `spark.volume_history.with_cluster_freed`), so that its
+    plan runs once and the job's later plans are analysed and compiled without it
+    (`python -m bench.backfill --checkpoint`): as `checkpoint_kind` says for the session's
+    checkpoint directory and master (None: not kept)."""
+    if is_remote(spark):
+        directory = spark.conf.get(CHECKPOINT_DIR, None)
+        master = spark.conf.get("spark.master", None)
+    else:
+        directory = spark.sparkContext.getCheckpointDir()
+        master = spark.sparkContext.master
+    kind = checkpoint_kind(directory, master)
+    if kind == RELIABLE:
+        return lambda table: table.checkpoint(eager=True)
+    if kind == LOCAL:
+        return lambda table: table.localCheckpoint(eager=True)
+    return None
+
+
+def checkpoint_kind(directory: str | None, master: str | None) -> str | None:
+    """With a checkpoint directory (spark.checkpoint.dir, or SparkContext.setCheckpointDir):
+    `RELIABLE`, written there. Else with the executors on this machine (`local[...]`): `LOCAL`,
+    in the executors' memory and disk, lost only with the job's own JVM. Else (a cluster, which
+    may lose an executor: its local checkpoint could not be computed again, and the job would
+    fail) None: the table is planned and computed for each read, and a lost executor's
+    partitions are computed again."""
+    if directory:
+        return RELIABLE
+    if master is not None and runs_here(master):
+        return LOCAL
+    return None
 
 
 def local_java_options(input_bytes: int | None) -> str:

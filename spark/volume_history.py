@@ -190,6 +190,27 @@ def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
     return chosen
 
 
+Keep = Callable[[DataFrame], DataFrame]
+"""How a table read twice is kept (`spark.session.checkpointing`): the same rows, its plan cut."""
+
+
+def _as_planned(table: DataFrame) -> DataFrame:
+    """Not kept: each read plans and computes the table anew."""
+    return table
+
+
+def _in_ranges(cut: Keep, ranges: BrokerRanges) -> Keep:
+    """`cut`, then the kept rows back in their broker ranges: Spark does not know a checkpoint's
+    partitions are the ranges, and would shuffle its rows by volume into as many partitions as
+    `spark.sql.shuffle.partitions` for the windows after it (a day of 60 volumes: 1.7 times the
+    time of computing the table twice, with --blocks), then again by shard."""
+
+    def kept(table: DataFrame) -> DataFrame:
+        return cut(table).repartitionById(ranges.partitions, BROKER_RANGE)
+
+    return kept
+
+
 def _whole_seconds(seconds: float) -> int:
     """A window's length as the whole offset a window over time takes (the same bound as the
     exporter's: `t + -30` is `t - 30.0` in IEEE 754)."""
@@ -285,7 +306,9 @@ def _window_work(policy: ThrottleFactorPolicy) -> list[str]:
     return ["window_last", "growth_run", *growth, *earlier, *earliest]
 
 
-def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> DataFrame:
+def with_policy_columns(
+    described: DataFrame, policy: ThrottleFactorPolicy, keep: Keep = _as_planned
+) -> DataFrame:
     """`described` + the factor the policy gives each usable description and its gauges
     (`gauge0`..), the same declaration the exporter evaluates on numbers: on the columns READING,
     the volume's previous usable descriptions (`previous1`.., windows over its descriptions in
@@ -294,7 +317,8 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     running minimum of that sum less the held floor, 0 included) and, for a policy that holds
     its rises, its level samples and the highest of them over the last `level_hold_seconds` (a
     window over time, as the exporter's `LevelHold` keeps them:
-    `kvq.model.throttle_factor_policy`)."""
+    `kvq.model.throttle_factor_policy`). `keep`: how the rows the cluster's restarts are taken
+    from are kept for the second read (`with_cluster_freed`)."""
     ops = SPARK_EXPRESSIONS
     usable = F.col("reason").isNull()
     by_volume = Window.partitionBy(*BY_VOLUME).orderBy("sseq")
@@ -322,7 +346,7 @@ def with_policy_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
                 "step"
             ),
         )
-        described = with_cluster_freed(described, policy.freed_grace_seconds)
+        described = with_cluster_freed(keep(described), policy.freed_grace_seconds)
         samples = [
             _by_variant(policy, lambda r, p, i=i: policy.peak_sample(r, p, ops)[i])
             for i in range(policy.peaks)
@@ -414,7 +438,9 @@ def with_cluster_freed(described: DataFrame, grace_seconds: float) -> DataFrame:
     row's time or at most `grace_seconds` before it, as the exporter's `PolicyRun` tells every
     volume of an observation. The restarts are few (space freed): their times, each with the
     cluster's next, are broadcast to the rows, and each row meets at most the latest at or
-    before its time."""
+    before its time. `described` is read twice (the restarts, then every row): kept
+    (`spark.session.checkpointing`), its plan is run once and the rest of the job's plans are
+    analysed without it."""
     restarts = described.where(F.col("restart") == 1).select(
         F.col("cluster").alias("freed_cluster"), F.col("time").alias("freed_time")
     )
@@ -470,6 +496,7 @@ def described_log_dirs(
     ranges: BrokerRanges,
     hold_matters: bool,
     offline_matters: bool = False,
+    cut: Keep | None = None,
 ) -> DataFrame:
     """Each described log dir with its success facts (`violating` the limit, the `factor` the
     policy gives it; both for a usable one only), its next description and, when the hold
@@ -483,7 +510,9 @@ def described_log_dirs(
 
     `log_dirs`: `spark.archive_reader.ArchiveRows.log_dirs` of the successes table (cluster,
     cluster_index, sseq, k, expiry_sseq, expiry_k, hold_sseq, hold_k of the describing success).
-    `ranges`: the partitions of the per-broker work.
+    `ranges`: the partitions of the per-broker work. `cut`: how a table the policy's columns
+    read twice is kept with its plan cut (`spark.session.checkpointing`), or None: planned and
+    computed for each read.
     """
     ratio = available_ratio(F.col("available_bytes"), F.col("total_bytes"))
     described = log_dirs.select(
@@ -513,7 +542,9 @@ def described_log_dirs(
         .otherwise(False)
         .alias("violating"),
     )
-    described = with_policy_columns(described, policy)
+    described = with_policy_columns(
+        described, policy, _in_ranges(cut, ranges) if cut else _as_planned
+    )
     if hold_matters or offline_matters:
         # The broker's next success after this one: the least later sseq among its rows (a
         # growing frame over the descending order: linear, unlike a frame reaching forwards).

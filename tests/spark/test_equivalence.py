@@ -328,12 +328,19 @@ def test_foreseeing_what_retention_frees_is_evaluated_alike(spark, tmp_path):
     assert expected[key] != unforeseen[key]
 
 
-def test_space_freed_on_one_volume_is_news_to_every_volume_alike(spark, tmp_path):
+@pytest.mark.parametrize("kept", [True, False], ids=["checkpointed", "computed-for-each-read"])
+def test_space_freed_on_one_volume_is_news_to_every_volume_alike(
+    spark, tmp_path, monkeypatch, kept
+):
     """Broker 0's space freed, and three seconds later broker 1's partitions grow 6 MB in a
     second: the backlog of the lift, no load step (`GracefulSlowdown.stepped`); 25 s after
     that, another 6 MB is one. The backfill tells each volume of a restart elsewhere in its
     cluster within the grace (a column of the cluster's restarts, broadcast) as the exporter
-    does: bit for bit, the second flood slowing broker 1 and the first not."""
+    does: bit for bit, the second flood slowing broker 1 and the first not. Alike whether the
+    windows the restarts are read from are checkpointed (a local run) or computed for each
+    read (a cluster without spark.checkpoint.dir: `spark.session.checkpoint_kind`)."""
+    if not kept:
+        monkeypatch.setattr("spark.session.checkpointing", lambda spark: None)
     archive = tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl"
     write_lines(archive, lift_backlog(60, (63, 88)))
     config = load_config(

@@ -10,8 +10,12 @@ import sys
 import textwrap
 
 from spark.session import (
+    LOCAL,
     LOCAL_JAVA_OPTIONS,
+    RELIABLE,
     SMALL_INPUT_BYTES,
+    checkpoint_kind,
+    checkpointing,
     descendants,
     local_java_options,
     parallelism_as_set,
@@ -36,6 +40,28 @@ def test_only_a_small_archive_runs_on_the_first_tier_jit() -> None:
 def test_a_session_for_a_small_input_starts_its_jvm_with_the_first_tier_jit(spark) -> None:
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert "-XX:TieredStopAtLevel=1" in options and LOCAL_JAVA_OPTIONS in options
+
+
+def test_a_table_read_twice_is_checkpointed_where_no_lost_executor_fails_the_job() -> None:
+    """A checkpoint directory: a reliable checkpoint there, on any master. Without one, a local
+    checkpoint only where the executors are this JVM; on a cluster, computed for each read."""
+    assert checkpoint_kind("hdfs://nn/kvq", "spark://master:7077") == RELIABLE
+    assert checkpoint_kind("/tmp/checkpoints", "local[*]") == RELIABLE
+    assert checkpoint_kind(None, "local[2]") == LOCAL and checkpoint_kind("", "local") == LOCAL
+    assert checkpoint_kind(None, "spark://master:7077") is None
+    assert checkpoint_kind(None, "k8s://https://api:6443") is None
+    assert checkpoint_kind(None, None) is None  # a Connect server that does not say
+
+
+def test_a_local_session_keeps_a_table_with_its_plan_cut(spark) -> None:
+    """The local run's checkpoint: the same rows, and what reads it plans none of what made it."""
+    table = spark.range(6).selectExpr("id * 7 AS sevens")
+    cut = checkpointing(spark)
+    assert cut is not None
+    kept = cut(table)
+    assert [row.sevens for row in kept.orderBy("sevens").collect()] == [0, 7, 14, 21, 28, 35]
+    assert "Range" in table._jdf.queryExecution().analyzed().toString()
+    assert "Range" not in kept._jdf.queryExecution().analyzed().toString()
 
 
 def test_a_servers_parallelism_setting_is_taken_as_set() -> None:

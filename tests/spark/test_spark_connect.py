@@ -18,6 +18,7 @@ import pytest
 from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.processes import server_port, wait_until
 from devkit.spark_connect import connect_server
+from kvq.settings.config import GRACEFUL_SLOWDOWN, THROTTLE_POLICY
 from spark.job import work_folders
 from tests.spark.backfill_cli import dumped_samples, run_backfill
 from tests.spark.test_backfill_output import WRITER_STAND_IN, Backfill
@@ -48,9 +49,12 @@ def remote_backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None):
 
 
 def test_a_connect_server_builds_the_same_blocks_and_file_as_a_local_run(server, tmp_path, spark):
+    """Under graceful slowdown, whose windows the job reads twice (kept on the server as
+    `spark.session.checkpointing` says for its master): the same blocks and file."""
     archive = tmp_path / "archive"
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=20), archive)  # two 18h ranges
-    config = write_config(tmp_path / "kvq.properties", ratio=0.05)
+    graceful = {THROTTLE_POLICY: GRACEFUL_SLOWDOWN}
+    config = write_config(tmp_path / "kvq.properties", ratio=0.05, extra=graceful)
     local = tmp_path / "local"
     assert run_backfill(archive, config, local, "--blocks") == 0
     assert run_backfill(archive, config, local) == 0

@@ -20,6 +20,7 @@ import pytest
 
 from devkit.archive_generator import ArchivePlan, generate, write_config
 from devkit.processes import managed, server_port, wait_until
+from kvq.settings.config import GRACEFUL_SLOWDOWN, THROTTLE_POLICY
 from spark.cli import build_parser
 from tests.spark.backfill_cli import dumped_samples, replayed_samples, run_backfill
 
@@ -110,10 +111,12 @@ def test_a_standalone_cluster_builds_the_same_blocks_as_local(spark, tmp_path, c
     """The help's spark-submit line with --blocks against a master and two workers, run from
     outside a source checkout (it finds the installed module): the executors (in the workers'
     JVMs) write the blocks, the driver moves them into OUTPUT/blocks, and they hold the same
-    samples as `kvq-backfill --blocks` in local[*] and the replay."""
+    samples as `kvq-backfill --blocks` in local[*] and the replay. Under graceful slowdown,
+    with docs/backfill.md's checkpoint directory: its windows checkpointed there."""
     archive = tmp_path / "archive"
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=20), archive)  # two 18h ranges
-    config = write_config(tmp_path / "kvq.properties", ratio=0.05)
+    graceful = {THROTTLE_POLICY: GRACEFUL_SLOWDOWN}
+    config = write_config(tmp_path / "kvq.properties", ratio=0.05, extra=graceful)
     local = tmp_path / "local"
     assert run_backfill(archive, config, local, "--blocks") == 0
     capsys.readouterr()
@@ -122,8 +125,10 @@ def test_a_standalone_cluster_builds_the_same_blocks_as_local(spark, tmp_path, c
 
     cluster = tmp_path / "cluster"
     with standalone_cluster(tmp_path / "spark") as master:
-        master_flags = f"{master} --executor-memory 512m"
+        checkpoints = tmp_path / "checkpoints"
+        master_flags = f"{master} --executor-memory 512m --conf spark.checkpoint.dir={checkpoints}"
         spark_submit(tmp_path, master_flags, archive, config, cluster / "x", "--blocks")
+    assert list(checkpoints.glob("*/rdd-*"))  # the windows, checkpointed where the docs say
     assert [p.name for p in cluster.iterdir()] == ["x"]
     out = cluster / "x"
     assert [p.name for p in out.iterdir()] == ["blocks"]  # no work folder left
