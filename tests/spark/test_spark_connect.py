@@ -49,19 +49,21 @@ def remote_backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None):
 
 
 def test_a_connect_server_builds_the_same_blocks_and_file_as_a_local_run(server, tmp_path, spark):
-    """Under graceful slowdown, whose windows the job reads twice (kept on the server as
-    `spark.session.checkpointing` says for its master): the same blocks and file."""
+    """The blocks under graceful slowdown, whose windows the job reads twice (kept on the
+    server as `spark.session.checkpointing` says for its master); the file under the
+    proposal's policy."""
     archive = tmp_path / "archive"
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=20), archive)  # two 18h ranges
     graceful = {THROTTLE_POLICY: GRACEFUL_SLOWDOWN}
-    config = write_config(tmp_path / "kvq.properties", ratio=0.05, extra=graceful)
+    slowing = write_config(tmp_path / "graceful.properties", ratio=0.05, extra=graceful)
+    config = write_config(tmp_path / "kvq.properties", ratio=0.05)
     local = tmp_path / "local"
-    assert run_backfill(archive, config, local, "--blocks") == 0
+    assert run_backfill(archive, slowing, local, "--blocks") == 0
     assert run_backfill(archive, config, local) == 0
     required = ("--archive", str(archive), "--config", str(config))
 
     flags = ("--output", "remote", "--blocks", "--remote", server)
-    blocks = remote_backfill(tmp_path, *required, *flags)
+    blocks = remote_backfill(tmp_path, "--archive", str(archive), "--config", str(slowing), *flags)
     assert blocks.returncode == 0, blocks.stderr
     assert f"connecting to the Spark Connect server {server}" in blocks.stderr
     remote = tmp_path / "remote"
