@@ -322,12 +322,10 @@ def jit_tiers(tmp: Path, sizes: list[str], step: int, rounds: int = 2) -> None:
         side_by_side({name: (command, env) for name, env in flags.items()}, rounds)
 
 
-def side_by_side(
-    commands: dict[str, tuple[list[str], dict[str, str]]], rounds: int
-) -> dict[str, tuple[float, float]]:
-    """Each named (command, environment) run `rounds` times, in turn; prints and returns each
-    one's medians (seconds of the whole command, seconds of the machine's CPU), then the first's
-    over the second's."""
+def side_by_side(commands: dict[str, tuple[list[str], dict[str, str]]], rounds: int) -> None:
+    """Each named (command, environment) run `rounds` times, in turn; prints each one's medians
+    (seconds of the whole command, seconds of the machine's CPU), then the first's over the
+    second's."""
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
@@ -353,7 +351,6 @@ def side_by_side(
         f"{first_cpu / second_cpu:.2f}x the CPU",
         flush=True,
     )
-    return medians
 
 
 UNKEPT_BACKFILL = (

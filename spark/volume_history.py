@@ -191,7 +191,8 @@ def _by_variant(policy: ThrottleFactorPolicy, declared) -> Column:
 
 
 Keep = Callable[[DataFrame], DataFrame]
-"""How a table read twice is kept (`spark.session.checkpointing`): the same rows, its plan cut."""
+"""How a table read twice is kept: the same rows (with its plan cut by a checkpoint,
+`spark.session.checkpointing`, or as planned, `_as_planned`)."""
 
 
 def _as_planned(table: DataFrame) -> DataFrame:
