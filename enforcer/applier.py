@@ -35,6 +35,7 @@ from enforcer.metrics import EnforcerMetrics
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_client import QuotaClient, QuotaClientError
 from enforcer.quota_plan import QuotaPolicy
+from enforcer.request_sizes import RequestSizes
 from enforcer.unanswered_alters import SETTLE_S, UnansweredAlters
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
@@ -59,9 +60,12 @@ class Applier:
         verify_delay_s: float = 0.2,
         settle_s: float = SETTLE_S,
         observed_rates: ObservedRates | None = None,
+        request_sizes: RequestSizes | None = None,
     ) -> None:
         """`observed_rates`: with kvq.enforcer.throttle.reference=observed-rate, where a new
-        episode's reference rates come from (observed_rates.py); None scales the originals."""
+        episode's reference rates come from (observed_rates.py); None scales the originals.
+        `request_sizes`: with them, where each entity's request size comes from
+        (request_sizes.py); None: no entity is raised for its requests."""
         self.cluster = cluster
         self.client = client
         self.journal = journal.for_cluster(cluster)
@@ -81,7 +85,7 @@ class Applier:
             verify_delay_s,
         )
         late = None if observed_rates is None else LateReferences(observed_rates, monotonic)
-        self.planner = Planner(self.io, policy, observed_rates, late)
+        self.planner = Planner(self.io, policy, observed_rates, late, request_sizes)
         self.check = ThrottleCheck(self.io, self.planner)
         self.failures = Failures(self.io)
         self._copy_checked = False

@@ -21,6 +21,7 @@ from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.replica import Replica
 from enforcer.replicated_app import import_journal, replica_of
+from enforcer.request_sizes import RequestSizes
 from enforcer.server_config import ServerConfig, StartRefused, check_journal
 from enforcer.settings import KAFKA, STATE_STORE, EnforcerSettings
 from enforcer.webhook_app import enforcer_server
@@ -121,6 +122,7 @@ def build_enforcer(
             dry_run=s.dry_run,
             settle_s=s.alter_settle.total_seconds(),
             observed_rates=observed_rates_of(s, prometheus),
+            request_sizes=request_sizes_of(s, prometheus),
         )
         for s in config.clusters
     }
@@ -153,6 +155,18 @@ def observed_rates_of(
         settings.observed_rate_lookback,
         settings.observed_rate_step_window,
     )
+
+
+def request_sizes_of(
+    settings: EnforcerSettings, prometheus: PrometheusFactor | None
+) -> RequestSizes | None:
+    """Where a cluster's episodes take each entity's request size from (observed-rate with a
+    request share only)."""
+    if settings.throttle_reference != OBSERVED_RATE or prometheus is None:
+        return None
+    if settings.request_share <= 0.0:
+        return None
+    return RequestSizes(prometheus, settings.observed_throttle_query)
 
 
 def factor_sources(

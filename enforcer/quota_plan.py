@@ -16,6 +16,9 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   was seen writing is T.
   With a request size S and a longest throttle time T per request, no such minimum is below
   2 x S / T (`request_minimum`): the quota at which no request of S bytes gets a longer throttle.
+  An entity Kafka answers with longer throttle times (its requests are larger than S / 2 x
+  its quota x T) is raised towards the request minimum of its own request size, within a
+  share of what the throttle allows in all (`request_raises`, request_sizes.py).
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -108,6 +111,9 @@ class QuotaPolicy:
     """kvq.enforcer.throttle.observed.rate.burst.ratio: how far an entity's reference (the
     highest rate Kafka's sensor showed) sits above what it writes sustained; a factor scales the
     reference by `sustained_share` of it (1.0: by the factor itself)."""
+    request_share: float = 0.0
+    """kvq.enforcer.throttle.request.share: how much more than the throttled writers' quotas in
+    all the raises of entities seen sending large requests may add (`request_raises`); 0: none."""
     quota_window_seconds: float = KAFKA_QUOTA_WINDOW_SECONDS
     """The W of Kafka's throttle time on the cluster: the longest window its brokers measure a
     quota's rate over (`BrokerQuotaSettings.longest_window`), Kafka's default until read. An
@@ -120,6 +126,8 @@ class QuotaPolicy:
         bases = {key: quota_value(value) for key, value in self.bases.items()}
         object.__setattr__(self, "bases", bases)
         object.__setattr__(self, "byte_rate_floor", float(self.byte_rate_floor))
+        if not 0.0 <= self.request_share <= 1.0:
+            raise ValueError(f"request share {self.request_share!r}: must be from 0 to 1")
         if not 1.0 <= self.burst_ratio <= BURST_RATIO_MOST:
             raise ValueError(
                 f"burst ratio {self.burst_ratio!r}: must be from 1 to {BURST_RATIO_MOST:g}"
@@ -390,14 +398,7 @@ def _desired(
         if unthrottled is None and mirrored is not None:
             unthrottled = originals.get((mirrored, key))
         return UNLIMITED if unthrottled is None else unthrottled
-    base = original
-    if base is None and entity == policy.default_entity:
-        base = policy.bases.get(key)
-    mirrored = _mirror_source(entity)
-    if base is None and mirrored is not None and originals:
-        base = originals.get((mirrored, key))
-    # An unset or non-finite base is no limit at all: any reference is below it.
-    ceiling = base if base is not None and math.isfinite(base) else math.inf
+    ceiling = _ceiling(policy, pair, original, originals)
     if reference is not None and reference < ceiling:
         # The reference stands in for a higher (or no) base: the result is never above the base
         # and never below the minimum the base allows (a base below the floor stays as it is);
@@ -409,6 +410,22 @@ def _desired(
         # Unlimited x factor is unlimited: only factor 0 limits it.
         return policy.minimum(key) if factor <= 0.0 else original
     return scaled(ceiling, factor, key, policy.minimum(key))
+
+
+def _ceiling(
+    policy: QuotaPolicy, pair: Pair, original: float | None, originals: Mapping[Pair, float | None]
+) -> float:
+    """The most a throttle sets for a (not exempt) pair: its original, the configured base for
+    the default entity, a mirror's client-id original; an unset or non-finite one is no limit
+    at all (inf: any reference is below it)."""
+    entity, key = pair
+    base = original
+    if base is None and entity == policy.default_entity:
+        base = policy.bases.get(key)
+    mirrored = _mirror_source(entity)
+    if base is None and mirrored is not None and originals:
+        base = originals.get((mirrored, key))
+    return base if base is not None and math.isfinite(base) else math.inf
 
 
 def scaled(base: float, factor: float, key: str, minimum: float = MINIMUM) -> float:
@@ -425,16 +442,66 @@ def plan(
     factor: float,
     frozen: Iterable[Pair] = (),
     references: Mapping[Pair, float] | None = None,
+    request_sizes: Mapping[Pair, float] | None = None,
 ) -> dict[Pair, float | None]:
     """Desired value of every tracked pair except the `frozen` ones (operator drift); pairs
-    with a `references` rate are scaled from min(original or base, reference)."""
+    with a `references` rate are scaled from min(original or base, reference), and those with
+    a `request_sizes` estimate raised towards their request minimum (`request_raises`)."""
     skip = set(frozen)
     references = references or {}
-    return {
+    desired = {
         pair: desired_value(policy, pair, original, factor, originals, references.get(pair))
         for pair, original in originals.items()
         if pair not in skip
     }
+    if request_sizes and factor < 1.0:
+        ceilings = {pair: _ceiling(policy, pair, originals[pair], originals) for pair in desired}
+        desired.update(request_raises(policy, desired, references, request_sizes, ceilings))
+    return desired
+
+
+def request_raises(
+    policy: QuotaPolicy,
+    desired: Mapping[Pair, float | None],
+    references: Mapping[Pair, float],
+    request_sizes: Mapping[Pair, float],
+    ceilings: Mapping[Pair, float],
+) -> dict[Pair, float]:
+    """The producer quotas of entities seen sending large requests, raised towards the quota
+    at which none of their requests gets a longer throttle time than allowed:
+    `request_minimum` of each entity's own request size (`request_sizes`, estimated from the
+    throttle times Kafka answered it with, request_sizes.py; at most `request_bytes`), never
+    above the rate it was seen writing nor its original or base.
+
+    The raises together take no more than `request_share` of what the throttled writers are
+    allowed in all (each raise cut in proportion when they would): a few entities sending
+    large requests (a Java producer's 16 KiB batches at a quota of 1.5 kB/s: 11 s throttle
+    times, twice that for some) are spared long stalls at little cost to the disk, which the
+    factor makes up for, while many of them (librdkafka producers sending what they buffered,
+    up to a megabyte) cannot lift the throttle off the volume: held at their own request
+    minimum, 40 such producers kept the volume from being held above its limit."""
+    if policy.request_share <= 0.0 or policy.request_bytes is None:
+        return {}
+    if policy.request_throttle_seconds is None:
+        return {}
+    writers = {
+        pair: value
+        for pair, value in desired.items()
+        if pair[1] == PRODUCER_BYTE_RATE and pair in references and value is not None
+    }
+    wanted: dict[Pair, float] = {}
+    for pair, size in request_sizes.items():
+        if pair not in writers:
+            continue
+        needed = request_minimum(min(size, policy.request_bytes), policy.request_throttle_seconds)
+        target = min(needed, references[pair], ceilings.get(pair, math.inf))
+        if target > writers[pair]:
+            wanted[pair] = target - writers[pair]
+    if not wanted:
+        return {}
+    allowed = policy.request_share * sum(writers.values())
+    cut = min(1.0, allowed / sum(wanted.values()))
+    return {pair: float(math.floor(writers[pair] + more * cut)) for pair, more in wanted.items()}
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -182,6 +182,7 @@ def policy_of(settings: EnforcerSettings) -> QuotaPolicy:
         request_bytes=float(settings.request_bytes),
         request_throttle_seconds=settings.request_throttle.total_seconds(),
         burst_ratio=settings.observed_rate_burst_ratio,
+        request_share=settings.request_share,
     )
 
 

@@ -16,6 +16,7 @@ from enforcer.observed_rates import (
     REFERENCES,
 )
 from enforcer.quota_plan import BURST_RATIO_MOST, KAFKA_QUOTA_WINDOW_SECONDS, KNOWN_KEYS
+from enforcer.request_sizes import DEFAULT_THROTTLE_QUERY
 from kvq.kafka.client_settings import problems
 from kvq.settings import values
 from kvq.settings.app_settings import AppSettings, setting
@@ -43,6 +44,7 @@ OBSERVED_RATE_BURST_RATIO = "kvq.enforcer.throttle.observed.rate.burst.ratio"
 LONGEST_THROTTLE = "kvq.enforcer.throttle.longest.throttle.time"
 REQUEST_BYTES = "kvq.enforcer.throttle.request.bytes"
 REQUEST_THROTTLE = "kvq.enforcer.throttle.request.throttle.time"
+REQUEST_SHARE = "kvq.enforcer.throttle.request.share"
 REPEAT_INTERVAL = timedelta(minutes=5)
 """The enforcer route's repeat_interval in rules/alertmanager.example.yml."""
 
@@ -305,6 +307,26 @@ class EnforcerSettings(AppSettings):
         "at the request minimum (8,192 B/s with 32 KiB and PT8S; most get half), this / f at "
         "factor f: how long a producer held there goes without an acknowledgement, and the "
         "most it still waits after the restore.",
+    )
+    request_share: float = setting(
+        REQUEST_SHARE,
+        values.factor,
+        "0.1",
+        "observed-rate: a quota entity Kafka answers with throttle times averaging over half "
+        f"{REQUEST_THROTTLE} (its requests are large for its quota: a Java producer's 16 KiB "
+        "batches at 1.5 kB/s) is raised towards 2 x its request size (estimated from them, at "
+        f"most {REQUEST_BYTES}) / {REQUEST_THROTTLE}, never above the rate it was seen writing; "
+        "the raises together add at most this share of what the throttled entities are allowed "
+        "in all (cut in proportion beyond it), which the factor makes up for. 0: none.",
+    )
+    observed_throttle_query: str = setting(
+        "kvq.enforcer.throttle.observed.throttle.query",
+        values.text,
+        DEFAULT_THROTTLE_QUERY,
+        "PromQL giving, per quota entity (labels user, clientId), its average produce throttle "
+        "time in ms on the broker that throttles it most: Kafka's quota sensors as the JMX "
+        f"exporter rules in deploy/jmx-exporter/ name them; asked during an episode for "
+        f"{REQUEST_SHARE}.",
     )
     throttle_reference: str = setting(
         THROTTLE_REFERENCE,

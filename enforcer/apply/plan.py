@@ -22,6 +22,7 @@ from enforcer.quota_plan import (
     same_value,
     tracked_originals,
 )
+from enforcer.request_sizes import RequestSizes
 from kvq.model.throttle_factor_policy import UNTHROTTLED
 
 
@@ -71,6 +72,8 @@ class Planner:
     rates come from (observed_rates.py); None scales the originals."""
     late: LateReferences | None = None
     """With observed rates: asks again for the references of an episode begun without any."""
+    request_sizes: RequestSizes | None = None
+    """With observed rates: each throttled entity's request size, from its throttle times."""
 
     def plan(
         self,
@@ -101,13 +104,28 @@ class Planner:
         references.update(captured)
         references.update(late)
         policy = replace(self.policy, quota_window_seconds=self.io.quota_window.seconds)
-        desired = plan(policy, {**originals, **discovered}, factor, frozen, references)
+        sizes = self._request_sizes(on, policy, factor)
+        desired = plan(policy, {**originals, **discovered}, factor, frozen, references, sizes)
+        if self.request_sizes is not None and factor < UNTHROTTLED:
+            self.request_sizes.held(desired, references)
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         return Plan(
             factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late
         )
+
+    def _request_sizes(
+        self, on: Episode | None, policy: QuotaPolicy, factor: float
+    ) -> dict[Pair, float]:
+        """The request sizes of the active episode's entities (none before its first plan: a
+        restore or a new episode forgets the last one's)."""
+        if self.request_sizes is None:
+            return {}
+        if on is None or factor >= UNTHROTTLED:
+            self.request_sizes.forget()
+            return {}
+        return self.request_sizes.sizes(self.io.name, policy, policy.quota_window_seconds)
 
     def _late_references(self, on: Episode | None, factor: float) -> dict[Pair, float]:
         """The references of an active episode begun without any, if found now."""
