@@ -11,24 +11,23 @@ throttle time of its throttled requests over the broker's metrics window (an `Av
 exporter rules in deploy/jmx-exporter/ export as `kafka_server_quota_throttle_time` (ms).
 
 So during an episode the enforcer asks Prometheus for it (at most every `ASK_SECONDS`) and
-estimates each entity's request size as its throttle time x the quota it held. Two things keep
-the estimate from growing with anything but the requests (`request_size`):
-- a quota lowered within the window hands out a throttle time of its own: the bytes written at
-  the higher quota still count in Kafka's window of W seconds, (earlier / later - 1) x W for the
-  largest such drop (from the rate the entity was seen writing before the episode, at its
-  start). That much is taken off the average, which can only make the estimate smaller;
-- the lowest quota the entity held within the window is the one multiplied.
-An episode keeps each entity's largest estimate (the requests do not shrink because one window
-had fewer throttled ones); a restore or a new episode forgets them, as does a restart (the next
-asks find them again within a minute, from Kafka's window).
+estimates each entity's request size as its throttle time x the quota its requests met
+(`request_size`), without what a lowered quota adds to a throttle time of its own (the bytes
+written at the higher quota still count in Kafka's window). Kafka averages over the throttled
+requests only, so the estimate is low rather than high (on devcluster's model of Kafka's quota,
+two thirds of a Java producer's 16 KiB batches while its quota is falling, all of them once it
+holds). An episode keeps each entity's largest estimate (a window with fewer throttled requests
+does not make them smaller); a restore or a new episode forgets them, as does a restart (the
+next asks find them again from Kafka's window of the last minute).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from enforcer.observed_rates import (
@@ -48,10 +47,12 @@ DEFAULT_THROTTLE_QUERY = (
     '(kafka_server_quota_throttle_time{resource="Produce"})'
 )
 """Each quota entity's average produce throttle time (ms) on the broker that throttles it most."""
+AVERAGED_SECONDS = 60.0
+"""How far back Kafka's average throttle time reaches (`metrics.num.samples` 2 x
+`metrics.sample.window.ms` 30 s, its defaults)."""
 HELD_SECONDS = 90.0
-"""How far back the quotas an entity held count for a throttle time read now: Kafka's average
-covers up to a minute (two samples of 30 s by default), and the series is up to one scrape
-interval old (30 s at most in the recommended setups)."""
+"""How far back the quotas an entity held count for a throttle time read now: Kafka's average,
+and the series is up to one scrape interval old (30 s at most in the recommended setups)."""
 ASK_SECONDS = 5.0
 """How often an episode asks for the throttle times: one instant query every few of graceful
 slowdown's steps at most; Kafka's average moves little faster."""
@@ -59,27 +60,65 @@ GROWTH_LOGGED = 1.5
 """An entity's estimate is logged when first found and when it grows by this much."""
 
 
-def largest_drop(held: Iterable[float]) -> float:
-    """The largest ratio of a quota to a later, lower one in `held` (in the order held); 1.0
-    when none was lowered."""
-    drop, highest = 1.0, 0.0
-    for value in held:
-        highest = max(highest, value)
-        if value > 0.0:
-            drop = max(drop, highest / value)
+Held = Sequence[tuple[float, float]]
+"""(when, quota) an entity was planned at, oldest first."""
+
+
+def largest_drop(held: Held, span_seconds: float = math.inf) -> float:
+    """The largest ratio of a quota to a later, lower one held less than `span_seconds` after
+    it; 1.0 when none was lowered."""
+    drop = 1.0
+    for i, (_, value) in enumerate(held[:-1]):
+        replaced = held[i + 1][0]  # the quota was in force until then
+        for later, lower in held[i + 1 :]:
+            if later - replaced > span_seconds:
+                break
+            if lower > 0.0:
+                drop = max(drop, value / lower)
     return drop
 
 
-def request_size(throttle_seconds: float, held: Iterable[float], window_seconds: float) -> float:
+def harmonic_mean(held: Held, start: float, end: float) -> float:
+    """The time-weighted harmonic mean of the quotas in force from `start` to `end` (the one
+    held before `start` counts from it): the quota q for which a request of S bytes got S / q
+    on average, when the throttle times are averaged over requests spread over that time."""
+    spent, inverse = 0.0, 0.0
+    for i, (when, value) in enumerate(held):
+        until = held[i + 1][0] if i + 1 < len(held) else end
+        seconds = min(until, end) - max(when, start)
+        if seconds > 0.0 and value > 0.0:
+            spent, inverse = spent + seconds, inverse + seconds / value
+    if inverse == 0.0:
+        return held[-1][1] if held else 0.0
+    return spent / inverse
+
+
+def request_size(
+    throttle_seconds: float,
+    held: Held,
+    now: float,
+    window_seconds: float,
+    first_drop: float = 1.0,
+) -> float:
     """The least request size (bytes) that explains an average throttle time of
-    `throttle_seconds` for an entity that held the quotas `held` (oldest first) over Kafka's
-    averaging window: (throttle time - (largest drop - 1) x W) x the lowest quota held, W the
-    brokers' quota window. 0 when the drops explain it all."""
-    values = [value for value in held if value > 0.0]
-    if not values:
+    `throttle_seconds` read `now` for an entity that held the quotas `held`:
+    (throttle time - (drop - 1) x W) x the quota its requests met (`harmonic_mean` over
+    Kafka's averaging window, `AVERAGED_SECONDS`); 0 when the drops explain it all.
+
+    Kafka's throttle time is (B - q x W) / q for the B bytes its window of W seconds holds, this
+    request's included. A quota lowered by a ratio d within the W seconds before a request
+    leaves bytes written at the higher quota in the window: up to (d - 1) x W more than the
+    request explains. So the drop counted is the largest of a quota to one set less than W
+    after it was replaced (a quota falling step by step adds a little to every request, not
+    its whole fall to one), or `first_drop`, the episode's first, from the rate the entity was
+    seen writing, for as long as the average may hold it (a factor of 0 at once answers every
+    entity with the longest throttle time allowed, and nothing else for that long)."""
+    if not held:
         return 0.0
-    of_requests = throttle_seconds - (largest_drop(values) - 1.0) * window_seconds
-    return max(of_requests, 0.0) * min(values)
+    drop = max(largest_drop(held, window_seconds), first_drop)
+    of_requests = throttle_seconds - (drop - 1.0) * window_seconds
+    quota = harmonic_mean(held, now - AVERAGED_SECONDS, now)
+    return max(of_requests, 0.0) * quota
 
 
 @dataclass
@@ -93,14 +132,17 @@ class RequestSizes:
     ask_seconds: float = ASK_SECONDS
     held_seconds: float = HELD_SECONDS
     _held: dict[Pair, deque[tuple[float, float]]] = field(default_factory=dict, init=False)
-    """Per producer pair of the episode, (when, quota) it was planned at, oldest first; the
-    first is the rate it was seen writing before the episode (its reference)."""
+    """Per producer pair of the episode, (when, quota) of each value planned for it."""
+    _first: dict[Pair, tuple[float, float]] = field(default_factory=dict, init=False)
+    """Per pair, (when, ratio) of its first drop: from the rate it was seen writing (its
+    reference) to its first quota."""
     _sizes: dict[Pair, float] = field(default_factory=dict, init=False)
     _asked: float | None = field(default=None, init=False)
 
     def forget(self) -> None:
         """The episode ended (or a new one starts): its estimates and quotas no longer hold."""
         self._held.clear()
+        self._first.clear()
         self._sizes.clear()
         self._asked = None
 
@@ -111,24 +153,35 @@ class RequestSizes:
         if self._held and (self._asked is None or now - self._asked >= self.ask_seconds):
             self._asked = now
             result = self.prometheus.instant(cluster, self.query)
-            self._estimate(cluster, policy, parse_vector(result or []), window_seconds)
+            self._estimate(cluster, policy, parse_vector(result or []), window_seconds, now)
         return dict(self._sizes)
 
     def held(self, desired: Mapping[Pair, float | None], references: Mapping[Pair, float]) -> None:
         """The quotas a plan of the episode sets (the producer pairs with a reference)."""
         now = self.monotonic()
         for pair, value in desired.items():
-            if pair[1] != PRODUCER_BYTE_RATE or pair not in references or value is None:
+            if pair[1] != PRODUCER_BYTE_RATE or pair not in references or not value:
                 continue
-            values = self._held.get(pair)
-            if values is None:
-                values = self._held[pair] = deque([(now, references[pair])])
-            values.append((now, value))
-            while len(values) > 1 and now - values[1][0] > self.held_seconds:
-                values.popleft()
+            values = self._held.setdefault(pair, deque())
+            if not values:
+                self._first[pair] = (now, max(references[pair] / value, 1.0))
+            if not values or values[-1][1] != value:
+                values.append((now, value))
+            self._forget_older(values, now)
+
+    def _forget_older(self, values: deque[tuple[float, float]], now: float) -> None:
+        """Drops the quotas replaced more than `held_seconds` before `now`: the throttle times
+        Kafka averages now were not answered at them."""
+        while len(values) > 1 and now - values[1][0] > self.held_seconds:
+            values.popleft()
 
     def _estimate(
-        self, cluster: str, policy: QuotaPolicy, seen: Iterable[ObservedRate], window_seconds: float
+        self,
+        cluster: str,
+        policy: QuotaPolicy,
+        seen: Iterable[ObservedRate],
+        window_seconds: float,
+        now: float,
     ) -> None:
         """Each series' throttle time (ms) as the request size of the pair that governs it."""
         holding = {entity for entity, _ in self._held}
@@ -139,19 +192,24 @@ class RequestSizes:
             pair = (entity, PRODUCER_BYTE_RATE)
             if entity is None or pair not in self._held:
                 continue
+            self._forget_older(self._held[pair], now)
+            held = list(self._held[pair])
+            since, ratio = self._first[pair]
+            first_drop = ratio if now - since <= self.held_seconds else 1.0
             # parse_vector names the sample's value a rate: here it is a time in ms.
-            held = [value for _, value in self._held[pair]]
-            size = request_size(series.rate / 1000.0, held, window_seconds)
+            throttle_seconds = series.rate / 1000.0
+            size = request_size(throttle_seconds, held, now, window_seconds, first_drop)
             before = self._sizes.get(pair, 0.0)
-            if size > before:
-                self._sizes[pair] = size
-            if size >= GROWTH_LOGGED * before and size > 0.0:
+            if size <= before:
+                continue
+            self._sizes[pair] = size
+            if size >= GROWTH_LOGGED * before:
                 log.info(
                     "cluster %s: %s sends produce requests of about %.0f B (throttle times "
                     "averaging %.1f s at %.0f B/s)",
                     cluster,
                     entity.label(),
                     size,
-                    series.rate / 1000.0,
-                    min(held),
+                    throttle_seconds,
+                    harmonic_mean(held, now - AVERAGED_SECONDS, now),
                 )

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from devcluster.produce_quotas import ProduceQuotas
 from devkit.memory_quotas import InMemoryQuotas
 from devkit.processes import server_port
 from devkit.prometheus import run_prometheus
@@ -34,6 +33,7 @@ from enforcer.quota_plan import (
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
+from tests.enforcer.produce_model import throttles_at
 
 P = "producer_byte_rate"
 DEFAULT = QuotaEntity.default_user()
@@ -337,24 +337,6 @@ def test_a_small_request_size_leaves_the_floor_and_a_higher_own_minimum():
     assert policy.minimum(P, 10_000.0, 0.0) == entity_minimum(10_000.0, 60.0) == 1_549.0
 
 
-def throttles_at(quota: float, request_bytes: float, offered: float, seconds: float = 300.0):
-    """The throttle times (ms) Kafka's produce quota (devcluster's, which the differential tests
-    hold to Kafka's) hands one producer offering `offered` B/s at `quota`: it buffers what it
-    offers up to `request_bytes` and sends all of it once its throttle ended (KIP-219), a
-    linger of 5 ms after the last send."""
-    clock = [0.0]
-    quotas = ProduceQuotas(lambda: {ALICE: {P: quota}}, clock=lambda: clock[0])
-    buffered, next_send, out = 0.0, 0.0, []
-    for tick in range(int(seconds * 200)):
-        clock[0] = tick / 200
-        buffered = min(request_bytes, buffered + offered / 200)
-        if clock[0] >= next_send:
-            throttle_ms = quotas.record("alice", "app", int(buffered))
-            buffered, next_send = 0.0, clock[0] + max(throttle_ms / 1000, 0.005)
-            out.append(throttle_ms)
-    return out
-
-
 SAMPLED_S = 2.5
 """Kafka's window is a sum of 1 s samples (12 of them, the oldest overlapping), dropped a sample
 at a time: a throttle may run up to this much longer than an exact window of 11 s gives."""
@@ -378,8 +360,8 @@ def test_at_the_request_minimum_kafka_throttles_no_request_longer_than_allowed(
     and most are at most about half of it (request size / quota); at a third of the minimum
     some are far longer."""
     minimum = request_minimum(request_bytes, longest_s)
-    throttled = [ms for ms in throttles_at(minimum, request_bytes, offered) if ms > 0]
+    throttled = [ms for _, ms in throttles_at(minimum, request_bytes, offered) if ms > 0]
     assert max(throttled) <= (longest_s + SAMPLED_S) * 1000
     assert sorted(throttled)[len(throttled) // 2] <= 0.6 * longest_s * 1000
     slower = throttles_at(minimum / 3, request_bytes, max(offered, minimum))
-    assert max(slower) > (longest_s + SAMPLED_S) * 1000
+    assert max(ms for _, ms in slower) > (longest_s + SAMPLED_S) * 1000

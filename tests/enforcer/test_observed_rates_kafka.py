@@ -17,6 +17,7 @@ from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
+from enforcer.request_sizes import RequestSizes
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
@@ -107,4 +108,47 @@ def test_a_principal_far_below_its_quota_is_slowed_to_factor_x_its_rate(tmp_path
     finally:
         producer.close()
         journal.close()
+        client.close()
+
+
+BATCH = 16384
+"""alice's producer's batch.size (librdkafka): the most one produce request carries for her one
+partition, a Java producer's default batch."""
+SLOW = 4000.0
+"""alice's quota: far below what she offers, so every request waits its throttle time out."""
+
+
+def test_kafkas_throttle_times_tell_a_principals_request_size(tmp_path, kafka_with_agent):
+    """alice held at a quota far below what she offers sends full batches, each answered with a
+    throttle time of about BATCH / SLOW: the request size read from Kafka's average throttle
+    time (through the JMX exporter and Prometheus) is about a batch, and what she was told
+    agrees with what Kafka reports."""
+    kafka = kafka_with_agent
+    client = KafkaQuotaClient(kafka.admin_properties)
+    producer = LoadProducer(
+        kafka.sasl_bootstrap, "app", "alice", kafka.users["alice"], **{"batch.size": BATCH}
+    )
+    policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
+    pair = (ALICE, P)
+    try:
+        client.alter([Change(ALICE, P, SLOW)])
+        producer.run_steady(["sized"], 5 * SLOW)
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
+        ) as prometheus:
+            sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+            sizes.held({pair: SLOW}, {pair: SLOW})  # held at SLOW from her first request
+
+            def estimate() -> float:
+                return sizes.sizes("c1", policy, KAFKA_WINDOW_S).get(pair, 0.0)
+
+            wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="alice's request size")
+            told = [ms for _, ms in producer.log.throttles if ms > 0]
+        assert estimate() <= 1.3 * BATCH
+        told_s = sum(told) / len(told) / 1000
+        assert 0.5 * BATCH / SLOW <= told_s <= 1.5 * BATCH / SLOW, (
+            f"alice was told {told_s:.1f} s on average, Kafka's {BATCH} B requests at {SLOW} B/s"
+        )
+    finally:
+        producer.close()
         client.close()

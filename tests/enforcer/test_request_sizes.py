@@ -1,0 +1,297 @@
+"""Request sizes (enforcer/request_sizes.py) and the raises they buy (quota_plan.request_raises):
+an entity Kafka answers with long throttle times is raised towards the quota at which its own
+requests get no longer ones, within a share of what the throttle allows. Kafka's throttle times
+come from devcluster's model of its produce quota (held to Kafka's by the differential tests);
+Prometheus' HTTP API is mocked with `responses` (the real one, with Kafka's own sensors, in
+test_observed_rates_kafka.py); the journal is real SQLite."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import responses
+
+from devkit.memory_quotas import InMemoryQuotas
+from enforcer.journal import Journal
+from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
+from enforcer.prometheus_check import PrometheusFactor
+from enforcer.quota_plan import QuotaPolicy, plan, request_minimum, request_raises
+from enforcer.request_sizes import (
+    ASK_SECONDS,
+    DEFAULT_THROTTLE_QUERY,
+    HELD_SECONDS,
+    RequestSizes,
+    harmonic_mean,
+    largest_drop,
+    request_size,
+)
+from kvq.kafka.quota_entity import QuotaEntity
+from tests.clock_support import SettableClock
+from tests.enforcer.applier_support import apply_step, observed_rate_applier
+from tests.enforcer.produce_model import throttles_at
+
+URL = "http://prometheus.test:9090"
+P = "producer_byte_rate"
+JAVA = QuotaEntity.of({"user": "dave", "client-id": "java-web"})
+SMALL = QuotaEntity.of({"user": "alice", "client-id": "web"})
+WINDOW_S = 11.0
+"""Kafka's default quota window (11 samples of 1 s), the model's too."""
+POLICY = QuotaPolicy(
+    (P,),
+    {P: None},
+    byte_rate_floor=8192,
+    longest_throttle_seconds=60.0,
+    request_bytes=32768,
+    request_throttle_seconds=8.0,
+    request_share=0.1,
+)
+WHOLE = replace(POLICY, request_share=1.0)
+"""Raises up to the whole of what the throttle allows: an entity alone gets all of its own."""
+
+
+def average_throttle_s(throttles: list[tuple[float, int]], start: float, end: float) -> float:
+    """Kafka's `throttle-time`: the average over the throttled requests (in seconds)."""
+    times = [ms for when, ms in throttles if start <= when < end and ms > 0]
+    return sum(times) / len(times) / 1000.0
+
+
+@pytest.mark.parametrize(
+    ("held", "span", "drop"),
+    [
+        ([(0, 2000.0)], 11.0, 1.0),
+        ([(0, 1000.0), (5, 2000.0), (10, 4000.0)], 11.0, 1.0),  # raised: nothing of its own
+        ([(0, 7300.0), (5, 3650.0), (10, 2000.0)], 11.0, 3.65),
+        ([(0, 4000.0), (5, 1000.0), (10, 8000.0), (15, 4000.0)], 11.0, 4.0),  # the largest
+        ([(0, 4000.0), (20, 3000.0), (40, 2000.0)], 11.0, 1.5),  # 4,000 held until 20 s
+        ([(0, 4000.0), (20, 3000.0), (40, 2000.0)], 30.0, 2.0),
+    ],
+)
+def test_the_largest_drop_is_of_a_quota_to_a_lower_one_set_within_the_span(held, span, drop):
+    assert largest_drop(held, span) == pytest.approx(drop)
+
+
+def test_the_quota_requests_met_is_the_time_weighted_harmonic_mean():
+    """Throttle times S / q averaged over requests spread in time: S x the mean of 1 / q."""
+    held = [(0.0, 4000.0), (30.0, 1000.0), (60.0, 2000.0)]
+    assert harmonic_mean(held, 30.0, 90.0) == pytest.approx(60 / (30 / 1000 + 30 / 2000))
+    assert harmonic_mean(held, 10.0, 40.0) == pytest.approx(30 / (20 / 4000 + 10 / 1000))
+    assert harmonic_mean(held, 100.0, 120.0) == 2000.0, "the last one holds from its time"
+
+
+@pytest.mark.parametrize(
+    ("quota", "request_bytes", "offered"),
+    [(1500.0, 16384, 7300.0), (1500.0, 24_000, 7300.0), (3000.0, 16384, 30_000.0)],
+)
+def test_a_held_entitys_request_size_is_what_its_throttle_times_say(quota, request_bytes, offered):
+    """A producer held at its quota sends its buffer when its throttle ends: its average
+    throttle time x the quota is the size of its requests."""
+    throttles = throttles_at(quota, request_bytes, offered, seconds=120.0)
+    average = average_throttle_s(throttles, 60.0, 120.0)
+    size = request_size(average, [(0.0, quota)], 120.0, WINDOW_S)
+    assert 0.85 * request_bytes <= size <= 1.1 * request_bytes
+
+
+def falling(t: float) -> float:
+    """A quota lowered by a tenth every 5 s from 7.3 kB/s, from 75 s on held at 1.5 kB/s."""
+    return 7300.0 * 0.9 ** min(int(t // 5), 15)
+
+
+FALLING = [(5.0 * step, falling(5.0 * step)) for step in range(16)]
+
+
+@pytest.mark.parametrize("now", [60.0, 80.0, 100.0, 140.0, 200.0])
+def test_a_falling_quota_does_not_pass_for_larger_requests(now):
+    """Graceful slowdown lowers a quota step by step: each step adds a little to a throttle
+    time, the estimate takes it off and stays below the requests' size (16 KiB), and finds
+    most of it once the quota holds."""
+    throttles = throttles_at(falling, 16384, 7300.0, seconds=now)
+    average = average_throttle_s(throttles, now - 60.0, now)
+    size = request_size(average, held_at(FALLING, now), now, WINDOW_S, first_drop(now))
+    assert size <= 16384
+    if now >= 75.0 + HELD_SECONDS:
+        assert size >= 0.6 * 16384
+
+
+def held_at(held: list[tuple[float, float]], now: float) -> list[tuple[float, float]]:
+    """What RequestSizes holds `now` of the quotas `held`: those in force within HELD_SECONDS."""
+    return [
+        (when, quota)
+        for i, (when, quota) in enumerate(held)
+        if when <= now and (i + 1 == len(held) or held[i + 1][0] > now - HELD_SECONDS)
+    ]
+
+
+def first_drop(now: float, seen_writing: float = 7300.0) -> float:
+    """The episode's first drop (at 0 s) while RequestSizes counts it."""
+    return seen_writing / falling(0.0) if now <= HELD_SECONDS else 1.0
+
+
+def test_a_quota_just_lowered_does_not_pass_for_large_requests():
+    """Lowered at once from what the entity wrote to a fifth of it: the first throttle times are
+    the window's bytes at the old rate, not the requests (2 kB each, well within the quota):
+    the estimate counts only what the drop cannot explain, and sees the requests again once
+    the drop is out of the held quotas."""
+    throttles = throttles_at(lambda t: 7300.0 if t < 60 else 1500.0, 2000, 7300.0, seconds=180)
+    just_lowered = average_throttle_s(throttles, 60.0, 120.0)
+    assert just_lowered * 1500.0 > 2 * 2000, "read as requests, the drop looks like large ones"
+    held = [(0.0, 7300.0), (60.0, 1500.0)]
+    assert request_size(just_lowered, held, 120.0, WINDOW_S) <= 2000
+    settled = average_throttle_s(throttles, 120.0, 180.0)
+    assert request_size(settled, [(60.0, 1500.0)], 180.0, WINDOW_S) <= 1.1 * 2000
+
+
+def test_the_episodes_first_drop_counts_while_the_average_may_hold_it():
+    """Factor 0 at once: every entity gets the longest throttle time allowed (a minute), and
+    nothing else while it waits: the average is that minute, not its requests."""
+    held = [(0.0, 1000.0)]
+    assert request_size(60.0, held, 30.0, WINDOW_S, first_drop=(WINDOW_S + 60) / WINDOW_S) < 1
+    assert request_size(60.0, held, 30.0, WINDOW_S) == 60_000.0, "read as requests"
+
+
+def writers(*entities: QuotaEntity, quota: float) -> dict:
+    return {(entity, P): quota for entity in entities}
+
+
+def test_a_few_entities_sending_large_requests_are_raised_to_their_request_minimum():
+    """Two Java producers (16 KiB batches) among forty at 1.6 kB/s: raised to 2 x 16 KiB /
+    8 s, which takes 6 % of what the forty are allowed; the others are left as they are."""
+    others = [QuotaEntity.of({"user": f"p{i}", "client-id": f"c{i}"}) for i in range(38)]
+    desired = writers(JAVA, SMALL, *others, quota=1600.0)
+    references = {pair: 7300.0 for pair in desired}
+    sizes = {(JAVA, P): 16384.0, (SMALL, P): 16384.0, (others[0], P): 3000.0}
+    raised = request_raises(POLICY, desired, references, sizes, {})
+    assert raised == {(JAVA, P): request_minimum(16384, 8.0), (SMALL, P): 4096.0}
+
+
+def test_many_entities_sending_large_requests_share_what_the_raises_may_add():
+    """Forty librdkafka producers sending what they buffered (a megabyte, more than the request
+    size the enforcer is told of): each raise is cut so that together they add a tenth of what
+    the forty are allowed, and the throttle still holds the volume."""
+    entities = [QuotaEntity.of({"user": f"p{i}", "client-id": f"c{i}"}) for i in range(40)]
+    desired = writers(*entities, quota=1600.0)
+    references = {pair: 7300.0 for pair in desired}
+    sizes = {pair: 1_000_000.0 for pair in desired}
+    raised = request_raises(POLICY, desired, references, sizes, {})
+    assert set(raised.values()) == {1760.0}
+    assert sum(raised.values()) <= 1.1 * sum(desired.values())
+
+
+@pytest.mark.parametrize(
+    ("reference", "ceiling", "share", "raised"),
+    [
+        (7300.0, float("inf"), 0.1, 4096.0),
+        (3000.0, float("inf"), 0.1, 3000.0),  # never above what it was seen writing
+        (7300.0, 2500.0, 0.1, 2500.0),  # nor its original
+        (7300.0, float("inf"), 0.0, None),  # a share of 0: none
+    ],
+)
+def test_a_raise_stays_within_the_rate_seen_the_original_and_the_share(
+    reference, ceiling, share, raised
+):
+    others = [QuotaEntity.of({"user": f"p{i}", "client-id": f"c{i}"}) for i in range(39)]
+    desired = writers(JAVA, *others, quota=1600.0)
+    references = {pair: 7300.0 for pair in desired} | {(JAVA, P): reference}
+    policy = replace(POLICY, request_share=share)
+    found = request_raises(policy, desired, references, {(JAVA, P): 16384.0}, {(JAVA, P): ceiling})
+    assert found.get((JAVA, P)) == raised
+
+
+def test_the_plan_raises_only_while_throttled_and_only_the_entities_with_a_reference():
+    originals = {(JAVA, P): None, (SMALL, P): None}
+    references = {(JAVA, P): 7300.0}
+    sizes = {(JAVA, P): 16384.0, (SMALL, P): 16384.0}
+    at_03 = plan(WHOLE, originals, 0.3, (), references, sizes)
+    assert at_03[(JAVA, P)] == 4096.0
+    assert at_03[(SMALL, P)] == plan(WHOLE, originals, 0.3, (), references)[(SMALL, P)]
+    alone = plan(POLICY, originals, 0.3, (), references, sizes)[(JAVA, P)]
+    assert alone == int(1.1 * plan(POLICY, originals, 0.3, (), references)[(JAVA, P)])
+    assert plan(WHOLE, originals, 1.0, (), references, sizes) == originals
+
+
+class PrometheusAPI:
+    """The mocked /api/v1/query: dave's java-web and alice's web writing 7.3 kB/s before the
+    episode, java-web then answered with `throttle_ms` on average (None: no series yet); counts
+    the throttle asks."""
+
+    def __init__(self, mock: responses.RequestsMock) -> None:
+        self.throttle_ms: float | None = None
+        self.throttle_asks = 0
+        mock.add_callback(responses.GET, f"{URL}/api/v1/query", callback=self.answer)
+
+    def answer(self, request):
+        query = parse_qs(urlparse(request.url).query)["query"][0]
+        java = {"user": "dave", "clientId": "java-web"}
+        if query == DEFAULT_THROTTLE_QUERY:
+            self.throttle_asks += 1
+            values = [] if self.throttle_ms is None else [(java, self.throttle_ms)]
+        else:
+            assert DEFAULT_QUERY in query
+            values = [(java, 7300.0), ({"user": "alice", "clientId": "web"}, 7300.0)]
+        result = [{"metric": labels, "value": [0, str(value)]} for labels, value in values]
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return 200, {}, json.dumps(body)
+
+
+@pytest.fixture
+def prometheus() -> Iterator[PrometheusAPI]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield PrometheusAPI(mock)
+
+
+@pytest.fixture
+def journal(tmp_path) -> Iterator[Journal]:
+    journal = Journal(tmp_path / "journal.sqlite3")
+    yield journal
+    journal.close()
+
+
+def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_the_episode(
+    prometheus, journal, caplog
+):
+    clock = SettableClock(1000.0)
+    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
+    sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
+    applier = observed_rate_applier(
+        kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
+    )
+    caplog.set_level(logging.INFO, "kvq.enforcer")
+    apply_step(applier, 0.2)
+    lowered = kafka.values[JAVA][P]
+    assert lowered < 2000.0, "the factor's quota (the episode's first plan asks nothing)"
+    clock.now += 100.0  # the drop from 7.3 kB/s is out of the held quotas
+    prometheus.throttle_ms = 16384 / lowered * 1000
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == request_minimum(16384, 8.0) == 4096.0
+    assert [r for r in caplog.records if "java-web sends produce requests of about" in r.message]
+    asks = prometheus.throttle_asks
+    prometheus.throttle_ms = 100.0  # at the raised quota its requests go through quickly
+    apply_step(applier, 0.25)
+    assert prometheus.throttle_asks == asks, f"asked again within {ASK_SECONDS} s"
+    clock.now += ASK_SECONDS
+    apply_step(applier, 0.25)
+    assert prometheus.throttle_asks == asks + 1
+    assert kafka.values[JAVA][P] == 4096.0, "the episode keeps its largest estimate"
+    apply_step(applier, 1.0)
+    assert kafka.values[JAVA][P] == 1_000_000.0
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == lowered, "a new episode forgets the last one's sizes"
+
+
+def test_no_throttle_series_raises_nothing(prometheus, journal):
+    clock = SettableClock(1000.0)
+    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
+    sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
+    applier = observed_rate_applier(
+        kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
+    )
+    apply_step(applier, 0.2)
+    lowered = kafka.values[JAVA][P]
+    clock.now += 100.0
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == lowered
+    assert prometheus.throttle_asks == 1
