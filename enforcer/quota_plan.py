@@ -442,11 +442,11 @@ def plan(
     factor: float,
     frozen: Iterable[Pair] = (),
     references: Mapping[Pair, float] | None = None,
-    request_sizes: Mapping[Pair, float] | None = None,
+    requests: Requests | None = None,
 ) -> dict[Pair, float | None]:
     """Desired value of every tracked pair except the `frozen` ones (operator drift); pairs
     with a `references` rate are scaled from min(original or base, reference), and those with
-    a `request_sizes` estimate raised towards their request minimum (`request_raises`)."""
+    a request size in `requests` raised towards their request minimum (`request_raises`)."""
     skip = set(frozen)
     references = references or {}
     desired = {
@@ -454,27 +454,43 @@ def plan(
         for pair, original in originals.items()
         if pair not in skip
     }
-    if request_sizes and factor < 1.0:
+    if requests is not None and requests.sizes and factor < 1.0:
         ceilings = {pair: _ceiling(policy, pair, originals[pair], originals) for pair in desired}
-        desired.update(request_raises(policy, desired, references, request_sizes, ceilings))
+        desired.update(request_raises(policy, desired, references, requests, ceilings))
     return desired
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """What a throttle knows of its entities' produce requests (request_sizes.py)."""
+
+    sizes: Mapping[Pair, float]
+    """Each pair's request size estimate (bytes)."""
+    budgets: Mapping[Pair, int] = field(default_factory=dict)
+    """How many clients' budgets each pair's quota is (1 when absent): a default-user quota
+    holds each user it covers to it, so raising it raises each of them."""
+
+    def budget(self, pair: Pair) -> int:
+        return max(self.budgets.get(pair, 1), 1)
 
 
 def request_raises(
     policy: QuotaPolicy,
     desired: Mapping[Pair, float | None],
     references: Mapping[Pair, float],
-    request_sizes: Mapping[Pair, float],
+    requests: Requests,
     ceilings: Mapping[Pair, float],
 ) -> dict[Pair, float]:
     """The producer quotas of entities seen sending large requests, raised towards the quota
     at which none of their requests gets a longer throttle time than allowed:
-    `request_minimum` of each entity's own request size (`request_sizes`, estimated from the
+    `request_minimum` of each entity's own request size (`requests`, estimated from the
     throttle times Kafka answered it with, request_sizes.py; at most `request_bytes`), never
     above the rate it was seen writing nor its original or base.
 
     The raises together take no more than `request_share` of what the throttled writers are
-    allowed in all (each raise cut in proportion when they would): a few entities sending
+    allowed in all (each raise cut in proportion when they would), both counted per budget (a
+    default-user quota raised for one user's requests is raised for every user it covers): a
+    few entities sending
     large requests (a Java producer's 16 KiB batches at a quota of 1.5 kB/s: 11 s throttle
     times, twice that for some) are spared long stalls at little cost to the disk, which the
     factor makes up for, while many of them (librdkafka producers sending what they buffered,
@@ -490,7 +506,7 @@ def request_raises(
         if pair[1] == PRODUCER_BYTE_RATE and pair in references and value is not None
     }
     wanted: dict[Pair, float] = {}
-    for pair, size in request_sizes.items():
+    for pair, size in requests.sizes.items():
         if pair not in writers:
             continue
         needed = request_minimum(min(size, policy.request_bytes), policy.request_throttle_seconds)
@@ -499,8 +515,8 @@ def request_raises(
             wanted[pair] = target - writers[pair]
     if not wanted:
         return {}
-    allowed = policy.request_share * sum(writers.values())
-    cut = min(1.0, allowed / sum(wanted.values()))
+    allowed = policy.request_share * sum(v * requests.budget(p) for p, v in writers.items())
+    cut = min(1.0, allowed / sum(more * requests.budget(p) for p, more in wanted.items()))
     return {pair: float(math.floor(writers[pair] + more * cut)) for pair, more in wanted.items()}
 
 

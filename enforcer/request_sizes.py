@@ -38,7 +38,7 @@ from enforcer.observed_rates import (
     parse_vector,
 )
 from enforcer.prometheus_check import PrometheusFactor
-from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy
+from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy, Requests
 
 log = logging.getLogger("kvq.enforcer")
 
@@ -137,6 +137,8 @@ class RequestSizes:
     """Per pair, (when, ratio) of its first drop: from the rate it was seen writing (its
     reference) to its first quota."""
     _sizes: dict[Pair, float] = field(default_factory=dict, init=False)
+    _budgets: dict[Pair, int] = field(default_factory=dict, init=False)
+    """Per pair, the most series (users, clients) Kafka was seen throttling under it at once."""
     _asked: float | None = field(default=None, init=False)
 
     def forget(self) -> None:
@@ -144,17 +146,19 @@ class RequestSizes:
         self._held.clear()
         self._first.clear()
         self._sizes.clear()
+        self._budgets.clear()
         self._asked = None
 
-    def sizes(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> dict[Pair, float]:
-        """Each pair's largest request size estimate of the episode, asking Prometheus again
-        when the last ask is `ask_seconds` old (nothing new when it cannot answer)."""
+    def requests(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> Requests:
+        """Each pair's largest request size estimate of the episode, and its budgets, asking
+        Prometheus again when the last ask is `ask_seconds` old (nothing new when it cannot
+        answer)."""
         now = self.monotonic()
         if self._held and (self._asked is None or now - self._asked >= self.ask_seconds):
             self._asked = now
             result = self.prometheus.instant(cluster, self.query)
             self._estimate(cluster, policy, parse_vector(result or []), window_seconds, now)
-        return dict(self._sizes)
+        return Requests(dict(self._sizes), dict(self._budgets))
 
     def held(self, desired: Mapping[Pair, float | None], references: Mapping[Pair, float]) -> None:
         """The quotas a plan of the episode sets (the producer pairs with a reference)."""
@@ -185,6 +189,7 @@ class RequestSizes:
     ) -> None:
         """Each series' throttle time (ms) as the request size of the pair that governs it."""
         holding = {entity for entity, _ in self._held}
+        budgets: dict[Pair, int] = {}
         for series in seen:
             if series.user in policy.excluded_users:
                 continue
@@ -192,6 +197,7 @@ class RequestSizes:
             pair = (entity, PRODUCER_BYTE_RATE)
             if entity is None or pair not in self._held:
                 continue
+            budgets[pair] = budgets.get(pair, 0) + 1
             self._forget_older(self._held[pair], now)
             held = list(self._held[pair])
             since, ratio = self._first[pair]
@@ -199,17 +205,25 @@ class RequestSizes:
             # parse_vector names the sample's value a rate: here it is a time in ms.
             throttle_seconds = series.rate / 1000.0
             size = request_size(throttle_seconds, held, now, window_seconds, first_drop)
-            before = self._sizes.get(pair, 0.0)
-            if size <= before:
-                continue
-            self._sizes[pair] = size
-            if size >= GROWTH_LOGGED * before:
-                log.info(
-                    "cluster %s: %s sends produce requests of about %.0f B (throttle times "
-                    "averaging %.1f s at %.0f B/s)",
-                    cluster,
-                    entity.label(),
-                    size,
-                    throttle_seconds,
-                    harmonic_mean(held, now - AVERAGED_SECONDS, now),
-                )
+            self._grown(cluster, pair, size, throttle_seconds, held, now)
+        for pair, count in budgets.items():
+            self._budgets[pair] = max(self._budgets.get(pair, 0), count)
+
+    def _grown(
+        self, cluster: str, pair: Pair, size: float, throttle_seconds: float, held: Held, now: float
+    ) -> None:
+        """Keeps `size` as the pair's estimate if larger; logged when it grew by half."""
+        before = self._sizes.get(pair, 0.0)
+        if size <= before:
+            return
+        self._sizes[pair] = size
+        if size >= GROWTH_LOGGED * before:
+            log.info(
+                "cluster %s: %s sends produce requests of about %.0f B (throttle times "
+                "averaging %.1f s at %.0f B/s)",
+                cluster,
+                pair[0].label(),
+                size,
+                throttle_seconds,
+                harmonic_mean(held, now - AVERAGED_SECONDS, now),
+            )

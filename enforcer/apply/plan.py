@@ -15,6 +15,7 @@ from enforcer.quota_plan import (
     Change,
     Pair,
     QuotaPolicy,
+    Requests,
     Snapshot,
     changes,
     current_value,
@@ -104,8 +105,8 @@ class Planner:
         references.update(captured)
         references.update(late)
         policy = replace(self.policy, quota_window_seconds=self.io.quota_window.seconds)
-        sizes = self._request_sizes(on, policy, factor)
-        desired = plan(policy, {**originals, **discovered}, factor, frozen, references, sizes)
+        requests = self._requests(on, policy, factor)
+        desired = plan(policy, {**originals, **discovered}, factor, frozen, references, requests)
         if self.request_sizes is not None and factor < UNTHROTTLED:
             self.request_sizes.held(desired, references)
         trusted = _trusted_view(view.snapshot, desired, records)
@@ -115,17 +116,15 @@ class Planner:
             factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late
         )
 
-    def _request_sizes(
-        self, on: Episode | None, policy: QuotaPolicy, factor: float
-    ) -> dict[Pair, float]:
-        """The request sizes of the active episode's entities (none before its first plan: a
-        restore or a new episode forgets the last one's)."""
+    def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:
+        """What is known of the requests of the active episode's entities (nothing before its
+        first plan: a restore or a new episode forgets the last one's)."""
         if self.request_sizes is None:
-            return {}
+            return None
         if on is None or factor >= UNTHROTTLED:
             self.request_sizes.forget()
-            return {}
-        return self.request_sizes.sizes(self.io.name, policy, policy.quota_window_seconds)
+            return None
+        return self.request_sizes.requests(self.io.name, policy, policy.quota_window_seconds)
 
     def _late_references(self, on: Episode | None, factor: float) -> dict[Pair, float]:
         """The references of an active episode begun without any, if found now."""

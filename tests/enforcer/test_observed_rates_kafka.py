@@ -140,7 +140,7 @@ def test_kafkas_throttle_times_tell_a_principals_request_size(tmp_path, kafka_wi
             sizes.held({pair: SLOW}, {pair: SLOW})  # held at SLOW from her first request
 
             def estimate() -> float:
-                return sizes.sizes("c1", policy, KAFKA_WINDOW_S).get(pair, 0.0)
+                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
 
             wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="alice's request size")
             told = [ms for _, ms in producer.log.throttles if ms > 0]

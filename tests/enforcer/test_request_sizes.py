@@ -20,7 +20,7 @@ from devkit.memory_quotas import InMemoryQuotas
 from enforcer.journal import Journal
 from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
-from enforcer.quota_plan import QuotaPolicy, plan, request_minimum, request_raises
+from enforcer.quota_plan import QuotaPolicy, Requests, plan, request_minimum, request_raises
 from enforcer.request_sizes import (
     ASK_SECONDS,
     DEFAULT_THROTTLE_QUERY,
@@ -164,7 +164,7 @@ def test_a_few_entities_sending_large_requests_are_raised_to_their_request_minim
     desired = writers(JAVA, SMALL, *others, quota=1600.0)
     references = {pair: 7300.0 for pair in desired}
     sizes = {(JAVA, P): 16384.0, (SMALL, P): 16384.0, (others[0], P): 3000.0}
-    raised = request_raises(POLICY, desired, references, sizes, {})
+    raised = request_raises(POLICY, desired, references, Requests(sizes), {})
     assert raised == {(JAVA, P): request_minimum(16384, 8.0), (SMALL, P): 4096.0}
 
 
@@ -176,9 +176,25 @@ def test_many_entities_sending_large_requests_share_what_the_raises_may_add():
     desired = writers(*entities, quota=1600.0)
     references = {pair: 7300.0 for pair in desired}
     sizes = {pair: 1_000_000.0 for pair in desired}
-    raised = request_raises(POLICY, desired, references, sizes, {})
+    raised = request_raises(POLICY, desired, references, Requests(sizes), {})
     assert set(raised.values()) == {1760.0}
     assert sum(raised.values()) <= 1.1 * sum(desired.values())
+
+
+def test_a_quota_that_is_many_budgets_counts_as_many():
+    """The default user's quota holds each of the twenty users it covers (two of them Java
+    producers) at 1.6 kB/s, beside nine entities of their own: raised for the Java producers'
+    requests, it is raised for all twenty, so by no more than a tenth of what the twenty-nine
+    budgets allow in all, twenty of which it pays for."""
+    default = QuotaEntity.default_user()
+    own = [QuotaEntity.user(f"u{i}") for i in range(9)]
+    desired = writers(default, *own, quota=1600.0)
+    references = {pair: 7300.0 for pair in desired}
+    requests = Requests({(default, P): 16384.0}, {(default, P): 20})
+    raised = request_raises(POLICY, desired, references, requests, {})
+    assert raised == {(default, P): float(int(1600.0 + 0.1 * 29 * 1600.0 / 20))}
+    alone = request_raises(POLICY, desired, references, Requests({(default, P): 16384.0}), {})
+    assert alone == {(default, P): 3200.0}, "counted once: +1.6 kB/s for each of twenty users"
 
 
 @pytest.mark.parametrize(
@@ -197,14 +213,15 @@ def test_a_raise_stays_within_the_rate_seen_the_original_and_the_share(
     desired = writers(JAVA, *others, quota=1600.0)
     references = {pair: 7300.0 for pair in desired} | {(JAVA, P): reference}
     policy = replace(POLICY, request_share=share)
-    found = request_raises(policy, desired, references, {(JAVA, P): 16384.0}, {(JAVA, P): ceiling})
+    requests = Requests({(JAVA, P): 16384.0})
+    found = request_raises(policy, desired, references, requests, {(JAVA, P): ceiling})
     assert found.get((JAVA, P)) == raised
 
 
 def test_the_plan_raises_only_while_throttled_and_only_the_entities_with_a_reference():
     originals = {(JAVA, P): None, (SMALL, P): None}
     references = {(JAVA, P): 7300.0}
-    sizes = {(JAVA, P): 16384.0, (SMALL, P): 16384.0}
+    sizes = Requests({(JAVA, P): 16384.0, (SMALL, P): 16384.0})
     at_03 = plan(WHOLE, originals, 0.3, (), references, sizes)
     assert at_03[(JAVA, P)] == 4096.0
     assert at_03[(SMALL, P)] == plan(WHOLE, originals, 0.3, (), references)[(SMALL, P)]
