@@ -65,8 +65,8 @@ Held = Sequence[tuple[float, float]]
 
 
 def largest_drop(held: Held, span_seconds: float = math.inf) -> float:
-    """The largest ratio of a quota to a later, lower one held less than `span_seconds` after
-    it; 1.0 when none was lowered."""
+    """The largest ratio of a quota to a later, lower one set less than `span_seconds` after
+    it was replaced; 1.0 when none was lowered."""
     drop = 1.0
     for i, (_, value) in enumerate(held[:-1]):
         replaced = held[i + 1][0]  # the quota was in force until then
