@@ -20,7 +20,7 @@ from devkit.processes import server_port, wait_until
 from devkit.spark_connect import connect_server
 from kvq.settings.config import GRACEFUL_SLOWDOWN, THROTTLE_POLICY
 from spark.job import work_folders
-from tests.spark.backfill_cli import dumped_samples, run_backfill
+from tests.spark.backfill_cli import dumped_samples, replayed_samples, run_backfill
 from tests.spark.test_backfill_output import WRITER_STAND_IN, Backfill
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,15 +50,15 @@ def remote_backfill(cwd: Path, *flags: str, env: dict[str, str] | None = None):
 
 def test_a_connect_server_builds_the_same_blocks_and_file_as_a_local_run(server, tmp_path, spark):
     """The blocks under graceful slowdown, whose windows the job reads twice (kept on the
-    server as `spark.session.checkpointing` says for its master); the file under the
-    proposal's policy."""
+    server as `spark.session.checkpointing` says for its master), hold the replay's samples
+    (as a local run's do: test_equivalence.py); the file, under the proposal's policy, is a
+    local run's byte for byte."""
     archive = tmp_path / "archive"
     generate(ArchivePlan(brokers=2, dirs_per_broker=2, hours=20), archive)  # two 18h ranges
     graceful = {THROTTLE_POLICY: GRACEFUL_SLOWDOWN}
     slowing = write_config(tmp_path / "graceful.properties", ratio=0.05, extra=graceful)
     config = write_config(tmp_path / "kvq.properties", ratio=0.05)
     local = tmp_path / "local"
-    assert run_backfill(archive, slowing, local, "--blocks") == 0
     assert run_backfill(archive, config, local) == 0
     required = ("--archive", str(archive), "--config", str(config))
 
@@ -67,7 +67,8 @@ def test_a_connect_server_builds_the_same_blocks_and_file_as_a_local_run(server,
     assert blocks.returncode == 0, blocks.stderr
     assert f"connecting to the Spark Connect server {server}" in blocks.stderr
     remote = tmp_path / "remote"
-    assert dumped_samples(remote / "blocks", tmp_path) == dumped_samples(local / "blocks", tmp_path)
+    replayed = replayed_samples(archive, slowing, 60, tmp_path / "replay")
+    assert dumped_samples(remote / "blocks", tmp_path) == replayed
 
     # $SPARK_REMOTE, as PySpark's own clients take it
     text = remote_backfill(tmp_path, *required, "--output", "remote", env={"SPARK_REMOTE": server})
