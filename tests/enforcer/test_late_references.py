@@ -6,7 +6,6 @@ test_observed_rate_lookback.py); the journal is real SQLite."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.clock_support import SettableClock, wall_clock
 from tests.enforcer.applier_support import apply_step, observed_rate_applier
+from tests.enforcer.prometheus_api import vector_answer
 
 URL = "http://prometheus.test:9090"
 P = "producer_byte_rate"
@@ -50,9 +50,7 @@ class PrometheusAPI:
         self.asked_at.append(params.get("time", [None])[0])
         if not self.answering:
             return 503, {}, '{"status":"error","error":"overloaded"}'
-        series = {"metric": {"user": "alice"}, "value": [STARTED.timestamp(), str(BEFORE)]}
-        body = {"status": "success", "data": {"resultType": "vector", "result": [series]}}
-        return 200, {}, json.dumps(body)
+        return vector_answer([({"user": "alice"}, BEFORE)], STARTED.timestamp())
 
 
 @pytest.fixture

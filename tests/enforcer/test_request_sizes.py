@@ -7,7 +7,6 @@ test_observed_rates_kafka.py); the journal is real SQLite."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -34,6 +33,7 @@ from kvq.kafka.quota_entity import QuotaEntity
 from tests.clock_support import SettableClock
 from tests.enforcer.applier_support import apply_step, observed_rate_applier
 from tests.enforcer.produce_model import throttles_at
+from tests.enforcer.prometheus_api import vector_answer
 
 URL = "http://prometheus.test:9090"
 P = "producer_byte_rate"
@@ -249,9 +249,7 @@ class PrometheusAPI:
         else:
             assert DEFAULT_QUERY in query
             values = [(java, 7300.0), ({"user": "alice", "clientId": "web"}, 7300.0)]
-        result = [{"metric": labels, "value": [0, str(value)]} for labels, value in values]
-        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
-        return 200, {}, json.dumps(body)
+        return vector_answer(values)
 
 
 @pytest.fixture
