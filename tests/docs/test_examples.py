@@ -120,7 +120,7 @@ INVENTORY: dict[tuple[str, str], str] = {
     ("docs/backfill.md", "spark-submit --master spark://"): (
         f"{HERE}::test_the_backfill_help_examples_are_the_docs (--help's line); "
         "tests/spark/test_spark_submit.py::"
-        "test_a_standalone_cluster_builds_the_same_blocks_as_local"
+        "test_a_standalone_cluster_builds_the_same_blocks_as_the_replay"
     ),
     ("docs/backfill.md", "start-connect-server.sh --master"): (
         "tests/spark/test_spark_connect.py (a server started as start-connect-server.sh starts "
