@@ -16,9 +16,9 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   was seen writing is T.
   With a request size S and a longest throttle time T per request, no such minimum is below
   2 x S / T (`request_minimum`): the quota at which no request of S bytes gets a longer throttle.
-  An entity Kafka answers with longer throttle times (its requests are larger than S / 2 x
-  its quota x T) is raised towards the request minimum of its own request size, within a
-  share of what the throttle allows in all (`request_raises`, request_sizes.py).
+  An entity Kafka answers with longer throttle times (its requests carry more than its quota
+  x T / 2) is raised towards the request minimum of its own request size, within a share of
+  what the throttle allows in all (`request_raises`, request_sizes.py).
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -490,12 +490,12 @@ def request_raises(
     The raises together take no more than `request_share` of what the throttled writers are
     allowed in all (each raise cut in proportion when they would), both counted per budget (a
     default-user quota raised for one user's requests is raised for every user it covers): a
-    few entities sending
-    large requests (a Java producer's 16 KiB batches at a quota of 1.5 kB/s: 11 s throttle
-    times, twice that for some) are spared long stalls at little cost to the disk, which the
-    factor makes up for, while many of them (librdkafka producers sending what they buffered,
-    up to a megabyte) cannot lift the throttle off the volume: held at their own request
-    minimum, 40 such producers kept the volume from being held above its limit."""
+    few entities sending large requests (a Java producer's 16 KiB batches at a quota of 1.5
+    kB/s: 11 s throttle times, twice that for some) are spared long stalls at little cost to
+    the disk, which the factor makes up for, while many of them (librdkafka producers sending
+    what they buffered, up to a megabyte) cannot lift the throttle off the volume: held at
+    their own request minimum, 40 such producers kept the volume from being held above its
+    limit."""
     if policy.request_share <= 0.0 or policy.request_bytes is None:
         return {}
     if policy.request_throttle_seconds is None:
