@@ -455,7 +455,11 @@ def plan(
         if pair not in skip
     }
     if requests is not None and requests.sizes and factor < 1.0:
-        ceilings = {pair: _ceiling(policy, pair, originals[pair], originals) for pair in desired}
+        ceilings = {
+            pair: _ceiling(policy, pair, originals[pair], originals)
+            for pair in requests.sizes
+            if pair in desired
+        }
         desired.update(request_raises(policy, desired, references, requests, ceilings))
     return desired
 
