@@ -18,7 +18,9 @@ Three kinds of tracked values (a *pair* is one entity and one quota key):
   2 x S / T (`request_minimum`): the quota at which no request of S bytes gets a longer throttle.
   An entity Kafka answers with longer throttle times (its requests carry more than its quota
   x T / 2) is raised towards the request minimum of its own request size, within a share of
-  what the throttle allows in all (`request_raises`, request_sizes.py).
+  what the throttle allows in all (`request_raises`, request_sizes.py). A user the default
+  user's quota holds is raised alone: the episode gives it a producer quota of its own
+  (`separated_user`), at the default user's value until raised, removed at the restore.
 - exempt: overrides that keep each excluded principal X at its original limits while the
   default-user side (levels 4-6, which also apply to X) is throttled: `user=X` keeps its own value
   or gets the default user's original (unlimited when it had none); where X has no quota of its
@@ -386,9 +388,10 @@ def _desired(
     originals: Mapping[Pair, float | None],
     reference: float | None = None,
 ) -> float | None:
-    entity, key = pair
     if factor >= 1.0:
         return original
+    pair, original = _quota_of(policy, pair, original, originals)
+    entity, key = pair
     source = policy.override_source(entity)
     if source is not None:
         if original is not None:
@@ -448,20 +451,86 @@ def plan(
     with a `references` rate are scaled from min(original or base, reference), and those with
     a request size in `requests` raised towards their request minimum (`request_raises`)."""
     skip = set(frozen)
-    references = references or {}
+    references = held_references(policy, originals, references or {})
     desired = {
         pair: desired_value(policy, pair, original, factor, originals, references.get(pair))
         for pair, original in originals.items()
         if pair not in skip
     }
     if requests is not None and requests.sizes and factor < 1.0:
-        ceilings = {
-            pair: _ceiling(policy, pair, originals[pair], originals)
-            for pair in requests.sizes
-            if pair in desired
-        }
-        desired.update(request_raises(policy, desired, references, requests, ceilings))
+        desired.update(_raised(policy, originals, desired, references, requests))
     return desired
+
+
+def separated_user(policy: QuotaPolicy, pair: Pair, original: float | None) -> bool:
+    """A user's producer quota that only the episode set (no original at `user=U`, U not
+    excluded): a user the default user's quota held, whose requests are too large for it, is
+    raised alone by a quota of its own, at the default user's value until raised. KIP-55's
+    `user=U` (level 3) outranks the default user (6) for U alone, and Kafka measures U on the
+    same sensor under either (tagged user=U, client-id=""), so its rate and throttle times
+    carry over. At the restore the original, none, removes it."""
+    entity, key = pair
+    return (
+        key == PRODUCER_BYTE_RATE
+        and original is None
+        and entity.types == ("user",)
+        and entity.name("user") is not None
+        and not policy.exempt(entity)
+    )
+
+
+def held_references(
+    policy: QuotaPolicy, pairs: Mapping[Pair, float | None], references: Mapping[Pair, float]
+) -> dict[Pair, float]:
+    """`references`, and for each separated user of `pairs` (pair: original) the default
+    user's: it was held to that quota, scaled from the busiest user under it."""
+    default = (policy.default_entity, PRODUCER_BYTE_RATE)
+    out = dict(references)
+    if default in references:
+        for pair, original in pairs.items():
+            if separated_user(policy, pair, original):
+                out[pair] = references[default]
+    return out
+
+
+def _quota_of(
+    policy: QuotaPolicy, pair: Pair, original: float | None, originals: Mapping[Pair, float | None]
+) -> tuple[Pair, float | None]:
+    """The pair whose quota `pair` holds unraised, and its original: the default user's for a
+    separated user (or one about to be), else `pair` itself."""
+    if not separated_user(policy, pair, original):
+        return pair, original
+    default = (policy.default_entity, pair[1])
+    return default, originals.get(default)
+
+
+def _raised(
+    policy: QuotaPolicy,
+    originals: Mapping[Pair, float | None],
+    desired: Mapping[Pair, float | None],
+    references: Mapping[Pair, float],
+    requests: Requests,
+) -> dict[Pair, float]:
+    """The raises of `request_raises`, where a sized user the default user's quota holds
+    (not separated yet) is raised alone: separated, and only if raised."""
+    default = (policy.default_entity, PRODUCER_BYTE_RATE)
+    held = dict(desired)
+    if desired.get(default) is not None and default in references:
+        for pair in requests.sizes:
+            if pair not in originals and separated_user(policy, pair, None):
+                held[pair] = desired[default]
+    references = held_references(policy, {p: originals.get(p) for p in held}, references)
+    ceilings = {
+        pair: _ceiling(policy, *_quota_of(policy, pair, originals.get(pair), originals), originals)
+        for pair in requests.sizes
+        if pair in held
+    }
+    raised = request_raises(policy, held, references, requests, ceilings)
+    return {
+        pair: value
+        for pair, value in raised.items()
+        if pair in desired or value > (held[pair] or 0.0)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,7 +541,7 @@ class Requests:
     """Each pair's request size estimate (bytes)."""
     budgets: Mapping[Pair, int] = field(default_factory=dict)
     """How many clients' budgets each pair's quota is (1 when absent): a default-user quota
-    holds each user it covers to it, so raising it raises each of them."""
+    holds each user it covers to it (what the throttle allows counts it once per user)."""
 
     def budget(self, pair: Pair) -> int:
         return max(self.budgets.get(pair, 1), 1)
@@ -493,7 +562,8 @@ def request_raises(
 
     The raises together take no more than `request_share` of what the throttled writers are
     allowed in all (each raise cut in proportion when they would), both counted per budget (a
-    default-user quota raised for one user's requests is raised for every user it covers): a
+    default-user quota counts once per user it holds; `plan` raises such a user alone, by a
+    quota of its own: `separated_user`): a
     few entities sending large requests (a Java producer's 16 KiB batches at a quota of 1.5
     kB/s: 11 s throttle times, twice that for some) are spared long stalls at little cost to
     the disk, which the factor makes up for, while many of them (librdkafka producers sending

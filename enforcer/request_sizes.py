@@ -39,6 +39,7 @@ from enforcer.observed_rates import (
 )
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy, Requests
+from kvq.kafka.quota_entity import QuotaEntity
 
 log = logging.getLogger("kvq.enforcer")
 
@@ -166,12 +167,22 @@ class RequestSizes:
         for pair, value in desired.items():
             if pair[1] != PRODUCER_BYTE_RATE or pair not in references or not value:
                 continue
+            if pair not in self._held and pair in self._sizes:
+                self._separated(pair)
             values = self._held.setdefault(pair, deque())
             if not values:
                 self._first[pair] = (now, max(references[pair] / value, 1.0))
             if not values or values[-1][1] != value:
                 values.append((now, value))
             self._forget_older(values, now)
+
+    def _separated(self, pair: Pair) -> None:
+        """A user sized under the default user's quota now has a quota of its own: what it
+        held and its first drop are the default user's (the quota it was held to until now)."""
+        default = (QuotaEntity.default_user(), PRODUCER_BYTE_RATE)
+        if default in self._held:
+            self._held[pair] = deque(self._held[default])
+            self._first[pair] = self._first[default]
 
     def _forget_older(self, values: deque[tuple[float, float]], now: float) -> None:
         """Drops the quotas replaced more than `held_seconds` before `now`: the throttle times
@@ -194,13 +205,14 @@ class RequestSizes:
             if series.user in policy.excluded_users:
                 continue
             entity = governing(holding, series.user, series.client_id)
-            pair = (entity, PRODUCER_BYTE_RATE)
-            if entity is None or pair not in self._held:
+            quota = (entity, PRODUCER_BYTE_RATE)
+            if entity is None or quota not in self._held:
                 continue
+            pair = self._sized(policy, quota, series)
             budgets[pair] = budgets.get(pair, 0) + 1
-            self._forget_older(self._held[pair], now)
-            held = list(self._held[pair])
-            since, ratio = self._first[pair]
+            self._forget_older(self._held[quota], now)
+            held = list(self._held[quota])
+            since, ratio = self._first[quota]
             first_drop = ratio if now - since <= self.held_seconds else 1.0
             # parse_vector names the sample's value a rate: here it is a time in ms.
             throttle_seconds = series.rate / 1000.0
@@ -208,6 +220,15 @@ class RequestSizes:
             self._grown(cluster, pair, size, throttle_seconds, held, now)
         for pair, count in budgets.items():
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)
+
+    @staticmethod
+    def _sized(policy: QuotaPolicy, quota: Pair, series: ObservedRate) -> Pair:
+        """The pair a series' request size is the size of: under the default user's quota, the
+        user's own (`quota_plan.separated_user`: raised alone, the default user's quota holds
+        every other user too), else the quota it is held to."""
+        if quota[0] != policy.default_entity or not series.user or series.client_id:
+            return quota
+        return (QuotaEntity.user(series.user), PRODUCER_BYTE_RATE)
 
     def _grown(
         self, cluster: str, pair: Pair, size: float, throttle_seconds: float, held: Held, now: float

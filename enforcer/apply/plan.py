@@ -19,6 +19,7 @@ from enforcer.quota_plan import (
     Snapshot,
     changes,
     current_value,
+    held_references,
     plan,
     same_value,
     tracked_originals,
@@ -107,8 +108,12 @@ class Planner:
         policy = replace(self.policy, quota_window_seconds=self.io.quota_window.seconds)
         requests = self._requests(on, policy, factor)
         desired = plan(policy, {**originals, **discovered}, factor, frozen, references, requests)
+        # Users the plan separates from the default user's quota (quota_plan.separated_user):
+        # journaled with no original before their quota is sent, like any pair found now.
+        discovered.update({p: None for p in desired if p not in originals and p not in discovered})
         if self.request_sizes is not None and factor < UNTHROTTLED:
-            self.request_sizes.held(desired, references)
+            held = held_references(policy, {**originals, **discovered}, references)
+            self.request_sizes.held(desired, held)
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)

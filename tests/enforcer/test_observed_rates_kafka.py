@@ -18,7 +18,7 @@ from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import BYTE_RATE_FLOOR, Change, QuotaPolicy
-from enforcer.request_sizes import RequestSizes
+from enforcer.request_sizes import DEFAULT_THROTTLE_QUERY, RequestSizes
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 from tests.enforcer.applier_support import apply_step
@@ -147,6 +147,53 @@ def test_kafkas_throttle_times_tell_a_java_producers_request_size(tmp_path, kafk
         told = [ms for _, ms in producer.log.throttles]
         assert estimate() <= 1.3 * BATCH, f"told {told} ms"
         assert max(told) <= 2.5 * BATCH / SLOW * 1000, "no request larger than a batch or two"
+    finally:
+        if producer is not None:
+            producer.close()
+        client.close()
+
+
+BOB = QuotaEntity.user("bob")
+DEFAULT = QuotaEntity.default_user()
+
+
+def test_a_user_under_the_default_users_quota_is_sized_and_raised_alone(tmp_path, kafka_with_agent):
+    """bob's Java producer, held by the default user's quota far below what it offers: Kafka
+    tags its sensor user=bob, client-id="", so its requests are sized as bob's own (the pair a
+    raise separates, quota_plan.separated_user); a quota of his own (KIP-55 level 3) then holds
+    him, on the same sensor, while the default user's still holds everyone else."""
+    kafka = kafka_with_agent
+    client = KafkaQuotaClient(kafka.admin_properties)
+    policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
+    producer = None
+    try:
+        client.alter([Change(DEFAULT, P, SLOW)])
+        producer = JavaPerfProducer(kafka, tmp_path / "java", "bobs", 1, 5 * SLOW, "bob", "java")
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
+        ) as prometheus:
+            sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+            sizes.held({(DEFAULT, P): SLOW}, {(DEFAULT, P): SLOW})
+
+            def estimate() -> float:
+                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get((BOB, P), 0.0)
+
+            wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="bob's request size")
+            raised = 4 * SLOW
+            client.alter([Change(BOB, P, raised)])
+            told = producer.log.throttles
+            start = len(told)
+            shorter = 2.5 * BATCH / raised * 1000
+
+            def held_by_his_own() -> bool:
+                latest = [ms for _, ms in told[start:]][-3:]
+                return len(latest) == 3 and max(latest) <= shorter
+
+            wait_until(held_by_his_own, 60, what=f"bob told {shorter:.0f} ms or less")
+            series = [s["metric"] for s in prometheus.query(DEFAULT_THROTTLE_QUERY)]
+            bobs = [m for m in series if m.get("user") == "bob"]
+            assert [m.get("clientId", "") for m in bobs] == [""], "one sensor, kept"
+        assert client.describe()[DEFAULT][P] == SLOW
     finally:
         if producer is not None:
             producer.close()

@@ -181,20 +181,62 @@ def test_many_entities_sending_large_requests_share_what_the_raises_may_add():
     assert sum(raised.values()) <= 1.1 * sum(desired.values())
 
 
-def test_a_quota_that_is_many_budgets_counts_as_many():
-    """The default user's quota holds each of the twenty users it covers (two of them Java
-    producers) at 1.6 kB/s, beside nine entities of their own: raised for the Java producers'
-    requests, it is raised for all twenty, so by no more than a tenth of what the twenty-nine
-    budgets allow in all, twenty of which it pays for."""
-    default = QuotaEntity.default_user()
-    own = [QuotaEntity.user(f"u{i}") for i in range(9)]
-    desired = writers(default, *own, quota=1600.0)
-    references = {pair: 7300.0 for pair in desired}
-    requests = Requests({(default, P): 16384.0}, {(default, P): 20})
-    raised = request_raises(POLICY, desired, references, requests, {})
-    assert raised == {(default, P): float(int(1600.0 + 0.1 * 29 * 1600.0 / 20))}
-    alone = request_raises(POLICY, desired, references, Requests({(default, P): 16384.0}), {})
-    assert alone == {(default, P): 3200.0}, "counted once: +1.6 kB/s for each of twenty users"
+DEFAULT = QuotaEntity.default_user()
+ERIN = QuotaEntity.user("erin")
+
+
+def test_a_user_the_default_users_quota_holds_is_raised_alone_by_a_quota_of_its_own():
+    """The default user's quota holds twenty users at 1.6 kB/s (erin, a Java producer, among
+    them), beside nine users of their own: erin gets a quota of its own at her request minimum;
+    the default user's stays where it was for the nineteen others. The allowance counts the
+    default user's quota once for each user Kafka throttles under it."""
+    own = {(QuotaEntity.user(f"u{i}"), P): 20_000.0 for i in range(9)}
+    originals = {(DEFAULT, P): 1_000_000.0, **own}
+    references = {pair: 7300.0 for pair in originals}
+    unraised = plan(WHOLE, originals, 0.2, (), references)
+    requests = Requests({(ERIN, P): 16384.0}, {(DEFAULT, P): 19})
+    raised = plan(WHOLE, originals, 0.2, (), references, requests)
+    assert raised[(ERIN, P)] == request_minimum(16384, 8.0) == 4096.0
+    assert raised == {**unraised, (ERIN, P): 4096.0}
+    assert plan(POLICY, originals, 0.2, (), references, requests) == raised, "within a tenth"
+    alone = plan(POLICY, originals, 0.2, (), references, Requests({(ERIN, P): 16384.0}))
+    default = unraised[(DEFAULT, P)]
+    writers = default + sum(unraised[pair] for pair in own) + default  # erin's: her own budget
+    assert alone[(ERIN, P)] == int(default + 0.1 * writers) < 4096.0, "the default counted once"
+
+
+def test_a_separated_user_keeps_its_quota_until_the_restore_removes_it():
+    """Once journaled (no original at user=erin), erin's quota is the default user's unless
+    raised, never above the default user's original, and the restore removes it; a user
+    whose requests need no raise is not separated."""
+    originals = {(DEFAULT, P): 1_000_000.0, (ERIN, P): None}
+    references = {(DEFAULT, P): 7300.0}
+    at_02 = plan(WHOLE, originals, 0.2, (), references)
+    assert at_02[(ERIN, P)] == at_02[(DEFAULT, P)]
+    capped = plan(
+        WHOLE,
+        {(DEFAULT, P): 3000.0, (ERIN, P): None},
+        0.9,
+        (),
+        references,
+        Requests({(ERIN, P): 32768.0}),
+    )
+    assert capped[(ERIN, P)] == 3000.0, "never above the default user's original"
+    assert plan(WHOLE, originals, 1.0, (), references) == originals
+    small = Requests({(QuotaEntity.user("carol"), P): 1000.0})
+    assert (QuotaEntity.user("carol"), P) not in plan(WHOLE, originals, 0.2, (), references, small)
+
+
+def test_an_excluded_user_or_one_with_a_quota_of_its_own_is_not_separated():
+    excluded = replace(WHOLE, excluded_users=frozenset({"erin"}))
+    originals = {(DEFAULT, P): 1_000_000.0}
+    references = {(DEFAULT, P): 7300.0}
+    requests = Requests({(ERIN, P): 16384.0})
+    assert (ERIN, P) not in plan(excluded, originals, 0.2, (), references, requests)
+    own = {(DEFAULT, P): 1_000_000.0, (ERIN, P): 20_000.0}
+    raised = plan(WHOLE, own, 0.2, (), {(ERIN, P): 7300.0, (DEFAULT, P): 7300.0}, requests)
+    assert raised[(ERIN, P)] == 4096.0, "raised on its own quota"
+    assert raised[(DEFAULT, P)] == plan(WHOLE, own, 0.2, (), {(DEFAULT, P): 7300.0})[(DEFAULT, P)]
 
 
 @pytest.mark.parametrize(
@@ -230,26 +272,36 @@ def test_the_plan_raises_only_while_throttled_and_only_the_entities_with_a_refer
     assert plan(WHOLE, originals, 1.0, (), references, sizes) == originals
 
 
-class PrometheusAPI:
-    """The mocked /api/v1/query: dave's java-web and alice's web writing 7.3 kB/s before the
-    episode, java-web then answered with `throttle_ms` on average (None: no series yet); counts
-    the throttle asks."""
+Labels = dict[str, str]
+JAVA_SERIES = {"user": "dave", "clientId": "java-web"}
 
-    def __init__(self, mock: responses.RequestsMock) -> None:
+
+class PrometheusAPI:
+    """The mocked /api/v1/query: each series of `rates` writing its rate before the episode
+    (by default dave's java-web and alice's web at 7.3 kB/s), java-web then answered with
+    `throttle_ms` on average (None: no series yet) and the series of `throttles` with theirs;
+    counts the throttle asks."""
+
+    def __init__(
+        self, mock: responses.RequestsMock, rates: list[tuple[Labels, float]] | None = None
+    ) -> None:
+        self.rates = rates or [
+            (JAVA_SERIES, 7300.0),
+            ({"user": "alice", "clientId": "web"}, 7300.0),
+        ]
         self.throttle_ms: float | None = None
+        self.throttles: list[tuple[Labels, float]] = []
         self.throttle_asks = 0
         mock.add_callback(responses.GET, f"{URL}/api/v1/query", callback=self.answer)
 
     def answer(self, request):
         query = parse_qs(urlparse(request.url).query)["query"][0]
-        java = {"user": "dave", "clientId": "java-web"}
         if query == DEFAULT_THROTTLE_QUERY:
             self.throttle_asks += 1
-            values = [] if self.throttle_ms is None else [(java, self.throttle_ms)]
-        else:
-            assert DEFAULT_QUERY in query
-            values = [(java, 7300.0), ({"user": "alice", "clientId": "web"}, 7300.0)]
-        return vector_answer(values)
+            java = [] if self.throttle_ms is None else [(JAVA_SERIES, self.throttle_ms)]
+            return vector_answer(java + self.throttles)
+        assert DEFAULT_QUERY in query
+        return vector_answer(self.rates)
 
 
 @pytest.fixture
@@ -310,3 +362,35 @@ def test_no_throttle_series_raises_nothing(prometheus, journal):
     apply_step(applier, 0.2)
     assert kafka.values[JAVA][P] == lowered
     assert prometheus.throttle_asks == 1
+
+
+def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(journal):
+    """On the applier: erin (a Java producer) and carol write under the standing default-user
+    quota; Kafka answers erin with long throttle times. Erin gets a quota of its own, journaled
+    with no original before it is sent (a crash restores it to none), the default user's stays
+    for carol, and the restore removes erin's."""
+    clock = SettableClock(1000.0)
+    erin, carol = {"user": "erin", "clientId": ""}, {"user": "carol", "clientId": ""}
+    kafka = InMemoryQuotas({DEFAULT: {P: 1_000_000.0}})
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        prometheus = PrometheusAPI(mock, rates=[(erin, 7300.0), (carol, 7300.0)])
+        sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
+        applier = observed_rate_applier(
+            kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
+        )
+        apply_step(applier, 0.2)
+        lowered = kafka.values[DEFAULT][P]
+        clock.now += 100.0
+        prometheus.throttles = [(erin, 16384 / lowered * 1000), (carol, 300.0)]
+        apply_step(applier, 0.2)
+        assert kafka.values[ERIN][P] == 4096.0
+        assert kafka.values[DEFAULT][P] == lowered, "carol's quota is not raised"
+        record = journal.for_cluster("c1").episode().pairs[(ERIN, P)]
+        assert record.original is None
+        prometheus.throttles = [(erin, 100.0), (carol, 300.0)]  # as her own quota answers her
+        clock.now += ASK_SECONDS
+        apply_step(applier, 0.15)
+        assert kafka.values[ERIN][P] == 4096.0, "the episode keeps her estimate"
+        apply_step(applier, 1.0)
+        assert P not in kafka.values.get(ERIN, {})
+        assert kafka.values[DEFAULT][P] == 1_000_000.0
