@@ -315,9 +315,11 @@ class EnforcerSettings(AppSettings):
         "observed-rate: a quota entity Kafka answers with throttle times averaging over half "
         f"{REQUEST_THROTTLE} (its requests are large for its quota: a Java producer's 16 KiB "
         "batches at 1.5 kB/s) is raised towards 2 x its request size (estimated from them, at "
-        f"most {REQUEST_BYTES}) / {REQUEST_THROTTLE}, never above the rate it was seen writing; "
-        "the raises together add at most this share of what the throttled entities are allowed "
-        "in all (cut in proportion beyond it), which the factor makes up for. 0: none.",
+        f"most {REQUEST_BYTES}) / {REQUEST_THROTTLE}, never above the rate it was seen writing "
+        "(a user the default user's quota holds, alone: by a user=U quota of its own until the "
+        "restore); the raises together add at most this share of what the throttled entities "
+        "are allowed in all (cut in proportion beyond it), which the factor makes up for. "
+        "0: none.",
     )
     observed_throttle_query: str = setting(
         "kvq.enforcer.throttle.observed.throttle.query",
