@@ -367,8 +367,9 @@ def test_no_throttle_series_raises_nothing(prometheus, journal):
 def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(journal):
     """On the applier: erin (a Java producer) and carol write under the standing default-user
     quota; Kafka answers erin with long throttle times. Erin gets a quota of its own, journaled
-    with no original before it is sent (a crash restores it to none), the default user's stays
-    for carol, and the restore removes erin's."""
+    with no original before it is sent (a crash restores it to none), set again when a
+    reconciler removes it, the default user's stays for carol, and the restore removes
+    erin's."""
     clock = SettableClock(1000.0)
     erin, carol = {"user": "erin", "clientId": ""}, {"user": "carol", "clientId": ""}
     kafka = InMemoryQuotas({DEFAULT: {P: 1_000_000.0}})
@@ -387,6 +388,9 @@ def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(jou
         assert kafka.values[DEFAULT][P] == lowered, "carol's quota is not raised"
         record = journal.for_cluster("c1").episode().pairs[(ERIN, P)]
         assert record.original is None
+        kafka.set(ERIN, P, None)  # Strimzi's User Operator: a KafkaUser without spec.quotas
+        apply_step(applier, 0.2)
+        assert kafka.values[ERIN][P] == 4096.0, "set again, as any value a reconciler resets"
         prometheus.throttles = [(erin, 100.0), (carol, 300.0)]  # as her own quota answers her
         clock.now += ASK_SECONDS
         apply_step(applier, 0.15)
