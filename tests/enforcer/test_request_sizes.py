@@ -16,6 +16,7 @@ import pytest
 import responses
 
 from devkit.memory_quotas import InMemoryQuotas
+from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
@@ -304,6 +305,14 @@ class PrometheusAPI:
         return vector_answer(self.rates)
 
 
+def sized_applier(kafka: InMemoryQuotas, journal: Journal, clock: SettableClock) -> Applier:
+    """Cluster c1's applier with observed rates and request sizes from the mocked Prometheus,
+    raising up to the whole of what the throttle allows (WHOLE)."""
+    sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
+    rates = ObservedRates(PrometheusFactor(URL))
+    return observed_rate_applier(kafka, journal, WHOLE, rates, request_sizes=sizes)
+
+
 @pytest.fixture
 def prometheus() -> Iterator[PrometheusAPI]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
@@ -322,10 +331,7 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
 ):
     clock = SettableClock(1000.0)
     kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
-    sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
-    applier = observed_rate_applier(
-        kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
-    )
+    applier = sized_applier(kafka, journal, clock)
     caplog.set_level(logging.INFO, "kvq.enforcer")
     apply_step(applier, 0.2)
     lowered = kafka.values[JAVA][P]
@@ -352,10 +358,7 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
 def test_no_throttle_series_raises_nothing(prometheus, journal):
     clock = SettableClock(1000.0)
     kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
-    sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
-    applier = observed_rate_applier(
-        kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
-    )
+    applier = sized_applier(kafka, journal, clock)
     apply_step(applier, 0.2)
     lowered = kafka.values[JAVA][P]
     clock.now += 100.0
@@ -375,10 +378,7 @@ def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(jou
     kafka = InMemoryQuotas({DEFAULT: {P: 1_000_000.0}})
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         prometheus = PrometheusAPI(mock, rates=[(erin, 7300.0), (carol, 7300.0)])
-        sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
-        applier = observed_rate_applier(
-            kafka, journal, WHOLE, ObservedRates(PrometheusFactor(URL)), request_sizes=sizes
-        )
+        applier = sized_applier(kafka, journal, clock)
         apply_step(applier, 0.2)
         lowered = kafka.values[DEFAULT][P]
         clock.now += 100.0
