@@ -94,6 +94,14 @@ def harmonic_mean(held: Held, start: float, end: float) -> float:
     return spent / inverse
 
 
+def drop_share(throttle_seconds: float, window_seconds: float) -> float:
+    """The share of the requests Kafka averages that came within `window_seconds` after a drop:
+    a producer held by its throttle sends about one request per throttle time, so about
+    max(throttle time, W) / AVERAGED_SECONDS of them (at least the one the drop answered);
+    all of them once its throttle times outlast the average's window."""
+    return min(1.0, max(throttle_seconds, window_seconds) / AVERAGED_SECONDS)
+
+
 def request_size(
     throttle_seconds: float,
     held: Held,
@@ -101,23 +109,30 @@ def request_size(
     window_seconds: float,
     first_drop: float = 1.0,
 ) -> float:
-    """The least request size (bytes) that explains an average throttle time of
-    `throttle_seconds` read `now` for an entity that held the quotas `held`:
-    (throttle time - (drop - 1) x W) x the quota its requests met (`harmonic_mean` over
-    Kafka's averaging window, `AVERAGED_SECONDS`); 0 when the drops explain it all.
+    """The request size (bytes) that explains an average throttle time of `throttle_seconds`
+    read `now` for an entity that held the quotas `held`: (throttle time - what drops added)
+    x the quota its requests met (`harmonic_mean` over Kafka's averaging window,
+    `AVERAGED_SECONDS`); 0 when the drops explain it all.
 
     Kafka's throttle time is (B - q x W) / q for the B bytes its window of W seconds holds, this
     request's included. A quota lowered by a ratio d within the W seconds before a request
     leaves bytes written at the higher quota in the window: up to (d - 1) x W more than the
-    request explains. So the drop counted is the largest of a quota to one set less than W
-    after it was replaced (a quota falling step by step adds a little to every request, not
-    its whole fall to one), or `first_drop`, the episode's first, from the rate the entity was
-    seen writing, for as long as the average may hold it (a factor of 0 at once answers every
-    entity with the longest throttle time allowed, and nothing else for that long)."""
+    request explains. The drop counted is the largest of a quota to one set less than W after
+    it was replaced, or `first_drop`, the episode's first, from the rate the entity was seen
+    writing, for as long as the average may hold it. Only the requests within W after a drop
+    carry it, and Kafka averages over the requests of its window A: a producer held by its
+    throttle sends about one per throttle time, so those are about max(t, W) / A of them
+    (`drop_share`). A factor of 0 at once answers every entity with the longest throttle time
+    allowed (a minute), and nothing else: all of the average is the drop's. A quota falling
+    step by step adds a little to the few requests after each step: on devcluster's model of
+    Kafka's quota (its 11 s window), a producer sending 16 KiB while its quota falls by a tenth
+    every 5 s is read at 0.6-0.8 of them; counted as every request's, the steps hid them (0 B)
+    until the quota had held for a window, past the first long throttle times."""
     if not held:
         return 0.0
     drop = max(largest_drop(held, window_seconds), first_drop)
-    of_requests = throttle_seconds - (drop - 1.0) * window_seconds
+    added = (drop - 1.0) * window_seconds * drop_share(throttle_seconds, window_seconds)
+    of_requests = throttle_seconds - added
     quota = harmonic_mean(held, now - AVERAGED_SECONDS, now)
     return max(of_requests, 0.0) * quota
 

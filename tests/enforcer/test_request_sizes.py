@@ -26,6 +26,7 @@ from enforcer.request_sizes import (
     DEFAULT_THROTTLE_QUERY,
     HELD_SECONDS,
     RequestSizes,
+    drop_share,
     harmonic_mean,
     largest_drop,
     request_size,
@@ -105,17 +106,22 @@ def falling(t: float) -> float:
 FALLING = [(5.0 * step, falling(5.0 * step)) for step in range(16)]
 
 
-@pytest.mark.parametrize("now", [60.0, 80.0, 100.0, 140.0, 200.0])
+@pytest.mark.parametrize("now", [20.0, 40.0, 60.0, 80.0, 100.0, 140.0, 200.0])
 def test_a_falling_quota_does_not_pass_for_larger_requests(now):
-    """Graceful slowdown lowers a quota step by step: each step adds a little to a throttle
-    time, the estimate takes it off and stays below the requests' size (16 KiB), and finds
-    most of it once the quota holds."""
+    """Graceful slowdown lowers a quota step by step: each step adds a little to the throttle
+    times of the requests just after it, the estimate takes that share off and stays below the
+    requests' size (16 KiB), and finds most of it while the quota still falls (taken off every
+    request, the steps hid them until the quota had held for a window: 0 B until 80 s)."""
     throttles = throttles_at(falling, 16384, 7300.0, seconds=now)
-    average = average_throttle_s(throttles, now - 60.0, now)
+    average = average_throttle_s(throttles, max(now - 60.0, 0.0), now)
     size = request_size(average, held_at(FALLING, now), now, WINDOW_S, first_drop(now))
-    assert size <= 16384
-    if now >= 75.0 + HELD_SECONDS:
-        assert size >= 0.6 * 16384
+    assert 0.55 * 16384 <= size <= 16384
+
+
+def test_a_drop_counts_for_the_share_of_the_requests_it_came_before():
+    assert drop_share(1.0, WINDOW_S) == WINDOW_S / 60.0, "one request per throttle time"
+    assert drop_share(30.0, WINDOW_S) == 0.5
+    assert drop_share(60.0, 3.0) == drop_share(90.0, 3.0) == 1.0, "all of the average"
 
 
 def held_at(held: list[tuple[float, float]], now: float) -> list[tuple[float, float]]:
