@@ -514,12 +514,15 @@ def _raised(
     """The raises of `request_raises`, where a sized user the default user's quota holds
     (not separated yet) is raised alone: separated, and only if raised."""
     default = (policy.default_entity, PRODUCER_BYTE_RATE)
-    held = dict(desired)
+    candidates = []
     if desired.get(default) is not None and default in references:
-        for pair in requests.sizes:
-            if pair not in originals and separated_user(policy, pair, None):
-                held[pair] = desired[default]
-    references = held_references(policy, {p: originals.get(p) for p in held}, references)
+        candidates = [
+            pair
+            for pair in requests.sizes
+            if pair not in originals and separated_user(policy, pair, None)
+        ]
+    held = {**desired, **{pair: desired[default] for pair in candidates}}
+    references = {**references, **{pair: references[default] for pair in candidates}}
     ceilings = {
         pair: _ceiling(policy, *_quota_of(policy, pair, originals.get(pair), originals), originals)
         for pair in requests.sizes
@@ -563,13 +566,12 @@ def request_raises(
     The raises together take no more than `request_share` of what the throttled writers are
     allowed in all (each raise cut in proportion when they would), both counted per budget (a
     default-user quota counts once per user it holds; `plan` raises such a user alone, by a
-    quota of its own: `separated_user`): a
-    few entities sending large requests (a Java producer's 16 KiB batches at a quota of 1.5
-    kB/s: 11 s throttle times, twice that for some) are spared long stalls at little cost to
-    the disk, which the factor makes up for, while many of them (librdkafka producers sending
-    what they buffered, up to a megabyte) cannot lift the throttle off the volume: held at
-    their own request minimum, 40 such producers kept the volume from being held above its
-    limit."""
+    quota of its own: `separated_user`): a few entities sending large requests (a Java
+    producer's 16 KiB batches at a quota of 1.5 kB/s: 11 s throttle times, twice that for
+    some) are spared long stalls at little cost to the disk, which the factor makes up for,
+    while many of them (librdkafka producers sending what they buffered, up to a megabyte)
+    cannot lift the throttle off the volume: held at their own request minimum, 40 such
+    producers kept the volume from being held above its limit."""
     if policy.request_share <= 0.0 or policy.request_bytes is None:
         return {}
     if policy.request_throttle_seconds is None:

@@ -57,6 +57,8 @@ and the series is up to one scrape interval old (30 s at most in the recommended
 ASK_SECONDS = 5.0
 """How often an episode asks for the throttle times: one instant query every few of graceful
 slowdown's steps at most; Kafka's average moves little faster."""
+DEFAULT_USER_QUOTA = (QuotaEntity.default_user(), PRODUCER_BYTE_RATE)
+"""The default user's producer quota: the users it holds are sized (and raised) one by one."""
 GROWTH_LOGGED = 1.5
 """An entity's estimate is logged when first found and when it grows by this much."""
 
@@ -194,10 +196,9 @@ class RequestSizes:
     def _separated(self, pair: Pair) -> None:
         """A user sized under the default user's quota now has a quota of its own: what it
         held and its first drop are the default user's (the quota it was held to until now)."""
-        default = (QuotaEntity.default_user(), PRODUCER_BYTE_RATE)
-        if default in self._held:
-            self._held[pair] = deque(self._held[default])
-            self._first[pair] = self._first[default]
+        if DEFAULT_USER_QUOTA in self._held:
+            self._held[pair] = deque(self._held[DEFAULT_USER_QUOTA])
+            self._first[pair] = self._first[DEFAULT_USER_QUOTA]
 
     def _forget_older(self, values: deque[tuple[float, float]], now: float) -> None:
         """Drops the quotas replaced more than `held_seconds` before `now`: the throttle times
@@ -223,7 +224,7 @@ class RequestSizes:
             quota = (entity, PRODUCER_BYTE_RATE)
             if entity is None or quota not in self._held:
                 continue
-            pair = self._sized(policy, quota, series)
+            pair = self._sized(quota, series)
             budgets[pair] = budgets.get(pair, 0) + 1
             self._forget_older(self._held[quota], now)
             held = list(self._held[quota])
@@ -237,11 +238,11 @@ class RequestSizes:
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)
 
     @staticmethod
-    def _sized(policy: QuotaPolicy, quota: Pair, series: ObservedRate) -> Pair:
+    def _sized(quota: Pair, series: ObservedRate) -> Pair:
         """The pair a series' request size is the size of: under the default user's quota, the
         user's own (`quota_plan.separated_user`: raised alone, the default user's quota holds
         every other user too), else the quota it is held to."""
-        if quota[0] != policy.default_entity or not series.user or series.client_id:
+        if quota != DEFAULT_USER_QUOTA or not series.user or series.client_id:
             return quota
         return (QuotaEntity.user(series.user), PRODUCER_BYTE_RATE)
 
