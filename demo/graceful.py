@@ -5,6 +5,8 @@ and the response time of the recommended loop."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from devkit.loop_settings import LoopSettings, iso_duration, recommended
 from enforcer.settings import OBSERVED_RATE_BURST_RATIO
 from exporter.settings import VIOLATION_CHECK_INTERVAL
@@ -77,7 +79,14 @@ def policy_properties(
     return text
 
 
-def stack_options(policy: str) -> dict[str, bool]:
+class StackOptions(TypedDict, total=False):
+    """The DemoStack options a policy's run sets."""
+
+    jmx_exporter: bool
+    enforcer_prometheus: bool
+
+
+def stack_options(policy: str) -> StackOptions:
     """The DemoStack options of `policy`'s run: the brokers carry the JMX exporter (for every
     policy, so that runs side by side share their brokers' setup); only an observed-rate
     enforcer asks Prometheus."""

@@ -329,9 +329,15 @@ def validity_seconds(loop: loop_settings.LoopSettings) -> float:
 
 
 def make_stack(
-    work: Path, setup: Setup = DEVCLUSTER, extra_properties: str = "", **options
+    work: Path,
+    setup: Setup = DEVCLUSTER,
+    extra_properties: str = "",
+    *,
+    validity: str | None = None,
+    **options,
 ) -> DemoStack:
-    """The stack of `setup`; `options` are further DemoStack arguments."""
+    """The stack of `setup`, its factor valid for `validity` (this scenario's, `validity_seconds`,
+    unless given); `options` are further DemoStack arguments."""
     return DemoStack(
         work,
         brokers=3,
@@ -340,7 +346,7 @@ def make_stack(
         min_available_ratio=MIN_AVAILABLE_RATIO,
         loop=setup.loop,
         sasl_users=setup.users,
-        validity=f"PT{validity_seconds(setup.loop):g}S",
+        validity=validity or f"PT{validity_seconds(setup.loop):g}S",
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n{extra_properties}",
         kafka=setup.kafka,
         broker_properties=setup.broker_properties,
