@@ -221,11 +221,13 @@ class ProduceQuotas:
         read_quotas: Callable[[], dict[QuotaEntity, dict[str, float]]],
         clock: Callable[[], float] = time.monotonic,
         version: Callable[[], Hashable] | None = None,
+        window_samples: int = WINDOW_NUM,
     ):
-        """``version``: see QuotaLimits."""
+        """``version``: see QuotaLimits; ``window_samples``: quota.window.num."""
         self._limits = QuotaLimits(PRODUCER_BYTE_RATE, read_quotas, version)
         self._clock = clock
         self._rates: dict[tuple[str, str], Rate] = {}
+        self._samples = window_samples
 
     def budget(self, user: str, client_id: str) -> Budget:
         return self._limits.budget(user, client_id)
@@ -237,7 +239,7 @@ class ProduceQuotas:
         key = (budget.user, budget.client_id)
         rate = self._rates.get(key)
         if rate is None:
-            rate = self._rates[key] = Rate()
+            rate = self._rates[key] = Rate(self._samples)
         now_ms = now_s * 1000
         rate.record(nbytes, now_ms)
         if budget.bound is None:

@@ -59,6 +59,9 @@ ASK_SECONDS = 5.0
 slowdown's steps at most; Kafka's average moves little faster."""
 DEFAULT_USER_QUOTA = (QuotaEntity.default_user(), PRODUCER_BYTE_RATE)
 """The default user's producer quota: the users it holds are sized (and raised) one by one."""
+SAMPLE_SECONDS = 1.0
+"""Kafka's quota.window.size.seconds (its default): the rate of a request that meets no other
+bytes in the window is measured over the window less one sample (Rate.windowSize)."""
 GROWTH_LOGGED = 1.5
 """An entity's estimate is logged when first found and when it grows by this much."""
 
@@ -104,12 +107,30 @@ def drop_share(throttle_seconds: float, window_seconds: float) -> float:
     return min(1.0, max(throttle_seconds, window_seconds) / AVERAGED_SECONDS)
 
 
+def emptied_window(window_seconds: float, longest_throttle_seconds: float) -> float:
+    """What Kafka's window took off the throttle time of a request whose producer's last
+    throttle outlasted it, where that is the throttle time a raise is for: the window less a
+    sample (quota.window.num=3: 2 s) if shorter than half `longest_throttle_seconds`, else 0.
+
+    A producer held by its throttle sends its next request when the throttle ends: after one
+    longer than the window, the request meets no other bytes in it, and Kafka answers (S / W' -
+    q) / q x W' = S / q - W' for the window W' its rate is measured over (Rate.windowSize: the
+    window less a sample when the only bytes are the request's). A raise holds an entity where
+    its requests of S bytes take S / q of half the longest throttle time allowed
+    (quota_plan.request_minimum): beyond a window that short, those are the requests Kafka
+    answers so. On Kafka's 11 s window they meet the ones before them and S / q is what Kafka
+    answers: 0."""
+    shortest = window_seconds - SAMPLE_SECONDS
+    return shortest if 0.0 < shortest < longest_throttle_seconds / 2.0 else 0.0
+
+
 def request_size(
     throttle_seconds: float,
     held: Held,
     now: float,
     window_seconds: float,
     first_drop: float = 1.0,
+    emptied_seconds: float = 0.0,
 ) -> float:
     """The request size (bytes) that explains an average throttle time of `throttle_seconds`
     read `now` for an entity that held the quotas `held`: (throttle time - what drops added)
@@ -129,12 +150,22 @@ def request_size(
     step by step adds a little to the few requests after each step: on devcluster's model of
     Kafka's quota (its 11 s window), a producer sending 16 KiB while its quota falls by a tenth
     every 5 s is read at 0.6-0.8 of them; counted as every request's, the steps hid them (0 B)
-    until the quota had held for a window, past the first long throttle times."""
+    until the quota had held for a window, past the first long throttle times.
+
+    `emptied_seconds` (`emptied_window`) is what Kafka took off the throttle times of requests
+    that met an empty window: added back when the average throttle time is at least that long,
+    since then the longest throttle times were (an average that long has throttle times at
+    least as long in it, whose producer waited them out before its next request), for a size
+    no larger than the largest request's. On devcluster's model of a 3 s window, a producer
+    held at its quota with requests of 5 s or more of it is read at all of them with it, at
+    0.6-0.8 without; one with requests of 2.7-4 s of it (throttle times alternating around
+    the window) at 1.4-1.7 x them: within the margin `request_minimum` keeps for them."""
     if not held:
         return 0.0
     drop = max(largest_drop(held, window_seconds), first_drop)
     added = (drop - 1.0) * window_seconds * drop_share(throttle_seconds, window_seconds)
-    of_requests = throttle_seconds - added
+    emptied = emptied_seconds if throttle_seconds >= emptied_seconds else 0.0
+    of_requests = throttle_seconds - added + emptied
     quota = harmonic_mean(held, now - AVERAGED_SECONDS, now)
     return max(of_requests, 0.0) * quota
 
@@ -217,6 +248,7 @@ class RequestSizes:
         """Each series' throttle time (ms) as the request size of the pair that governs it."""
         holding = {entity for entity, _ in self._held}
         budgets: dict[Pair, int] = {}
+        emptied = emptied_window(window_seconds, policy.request_throttle_seconds or 0.0)
         for series in seen:
             if series.user in policy.excluded_users:
                 continue
@@ -232,7 +264,7 @@ class RequestSizes:
             first_drop = ratio if now - since <= self.held_seconds else 1.0
             # parse_vector names the sample's value a rate: here it is a time in ms.
             throttle_seconds = series.rate / 1000.0
-            size = request_size(throttle_seconds, held, now, window_seconds, first_drop)
+            size = request_size(throttle_seconds, held, now, window_seconds, first_drop, emptied)
             self._grown(cluster, pair, size, throttle_seconds, held, now)
         for pair, count in budgets.items():
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)
