@@ -24,7 +24,6 @@ next asks find them again from Kafka's window of the last minute).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -70,18 +69,28 @@ Held = Sequence[tuple[float, float]]
 """(when, quota) an entity was planned at, oldest first."""
 
 
-def largest_drop(held: Held, span_seconds: float = math.inf) -> float:
-    """The largest ratio of a quota to a later, lower one set less than `span_seconds` after
-    it was replaced; 1.0 when none was lowered."""
-    drop = 1.0
-    for i, (_, value) in enumerate(held[:-1]):
-        replaced = held[i + 1][0]  # the quota was in force until then
-        for later, lower in held[i + 1 :]:
-            if later - replaced > span_seconds:
-                break
-            if lower > 0.0:
-                drop = max(drop, value / lower)
-    return drop
+def window_excess(held: Held, window_seconds: float, before: float | None = None) -> float:
+    """The most a lowered quota adds to a request's throttle time (s): over the moments a quota
+    took effect, the largest sum, over the `window_seconds` before it, of (earlier quota / it -
+    1) x the seconds that earlier quota was in force there: what a producer held at its quotas
+    wrote before, still in Kafka's window, over what the new quota allows, in seconds of it.
+    `before`: the rate the entity wrote before its first quota (the episode's first drop);
+    0.0 when no quota was lowered. A single drop by a ratio d adds (d - 1) x W; a quota falling
+    by a fifth every 5 s adds 5.0 s on Kafka's 11 s window, where the ratio of the highest to
+    the lowest within a window, 1.95, counted as one drop for all of it, made it 10.5 s."""
+    steps = [(held[0][0] - window_seconds, before), *held] if held and before else list(held)
+    worst = 0.0
+    for j, (took_effect, value) in enumerate(steps):
+        if value <= 0.0:
+            continue
+        excess = 0.0
+        for i, (since, earlier) in enumerate(steps[:j]):
+            until = steps[i + 1][0]  # the earlier quota was in force until then
+            seconds = min(until, took_effect) - max(since, took_effect - window_seconds)
+            if seconds > 0.0 and earlier > value:
+                excess += (earlier / value - 1.0) * seconds
+        worst = max(worst, excess)
+    return worst
 
 
 def harmonic_mean(held: Held, start: float, end: float) -> float:
@@ -138,19 +147,20 @@ def request_size(
     `AVERAGED_SECONDS`); 0 when the drops explain it all.
 
     Kafka's throttle time is (B - q x W) / q for the B bytes its window of W seconds holds, this
-    request's included. A quota lowered by a ratio d within the W seconds before a request
-    leaves bytes written at the higher quota in the window: up to (d - 1) x W more than the
-    request explains. The drop counted is the largest of a quota to one set less than W after
-    it was replaced, or `first_drop`, the episode's first, from the rate the entity was seen
-    writing, for as long as the average may hold it. Only the requests within W after a drop
-    carry it, and Kafka averages over the requests of its window A: a producer held by its
+    request's included. A quota lowered within the W seconds before a request leaves bytes
+    written at the higher quotas in the window, more than the request explains: at most
+    `window_excess` of the quotas held, with `first_drop`, the episode's first, from the rate
+    the entity was seen writing to its first quota, for as long as the average may hold it.
+    Only the requests within W after a drop carry it, and Kafka averages over the requests of
+    its window A: a producer held by its
     throttle sends about one per throttle time, so those are about max(t, W) / A of them
     (`drop_share`). A factor of 0 at once answers every entity with the longest throttle time
     allowed (a minute), and nothing else: all of the average is the drop's. A quota falling
     step by step adds a little to the few requests after each step: on devcluster's model of
     Kafka's quota (its 11 s window), a producer sending 16 KiB while its quota falls by a tenth
-    every 5 s is read at 0.6-0.8 of them; counted as every request's, the steps hid them (0 B)
-    until the quota had held for a window, past the first long throttle times.
+    every 5 s is read at 0.7-0.9 of them while it falls (0.6-0.8 with a window's highest quota
+    over its lowest counted as one drop for all of it); counted as every request's, the steps
+    hid them (0 B) until the quota had held for a window, past the first long throttle times.
 
     `emptied_seconds` (`emptied_window`) is what Kafka took off the throttle times of requests
     that met an empty window: added back when the average throttle time is at least that long,
@@ -162,8 +172,9 @@ def request_size(
     the window) at 1.4-1.7 x them: within the margin `request_minimum` keeps for them."""
     if not held:
         return 0.0
-    drop = max(largest_drop(held, window_seconds), first_drop)
-    added = (drop - 1.0) * window_seconds * drop_share(throttle_seconds, window_seconds)
+    before = held[0][1] * first_drop if first_drop > 1.0 else None
+    excess = window_excess(held, window_seconds, before)
+    added = excess * drop_share(throttle_seconds, window_seconds)
     emptied = emptied_seconds if throttle_seconds >= emptied_seconds else 0.0
     of_requests = throttle_seconds - added + emptied
     quota = harmonic_mean(held, now - AVERAGED_SECONDS, now)

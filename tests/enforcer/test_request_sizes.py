@@ -29,8 +29,8 @@ from enforcer.request_sizes import (
     drop_share,
     emptied_window,
     harmonic_mean,
-    largest_drop,
     request_size,
+    window_excess,
 )
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.clock_support import SettableClock
@@ -64,18 +64,28 @@ def average_throttle_s(throttles: list[tuple[float, int]], start: float, end: fl
 
 
 @pytest.mark.parametrize(
-    ("held", "span", "drop"),
+    ("held", "before", "seconds"),
     [
-        ([(0, 2000.0)], 11.0, 1.0),
-        ([(0, 1000.0), (5, 2000.0), (10, 4000.0)], 11.0, 1.0),  # raised: nothing of its own
-        ([(0, 7300.0), (5, 3650.0), (10, 2000.0)], 11.0, 3.65),
-        ([(0, 4000.0), (5, 1000.0), (10, 8000.0), (15, 4000.0)], 11.0, 4.0),  # the largest
-        ([(0, 4000.0), (20, 3000.0), (40, 2000.0)], 11.0, 1.5),  # 4,000 held until 20 s
-        ([(0, 4000.0), (20, 3000.0), (40, 2000.0)], 30.0, 2.0),
+        ([(0, 2000.0)], None, 0.0),
+        ([(0, 1000.0), (5, 2000.0), (10, 4000.0)], None, 0.0),  # raised: nothing of its own
+        ([(0, 4000.0)], 8000.0, 11.0),  # the first drop: a whole window at the rate seen
+        ([(0, 7300.0), (5, 3650.0), (10, 2000.0)], None, 2.65 * 5 + 0.825 * 5),
+        ([(0, 4000.0), (20, 3000.0)], None, 11 / 3),  # 4,000 held a whole window before
+        ([(0, 4000.0), (5, 1000.0), (10, 8000.0), (15, 4000.0)], None, 15.0),  # the worst
+        ([(0, 4000.0), (20, 3000.0), (40, 2000.0)], None, 5.5),
     ],
 )
-def test_the_largest_drop_is_of_a_quota_to_a_lower_one_set_within_the_span(held, span, drop):
-    assert largest_drop(held, span) == pytest.approx(drop)
+def test_a_drop_adds_the_windows_bytes_at_the_quotas_before_it(held, before, seconds):
+    """(earlier / new - 1) x the seconds each earlier quota holds of the window before the
+    new one took effect, the largest over the drops (Kafka's 11 s window)."""
+    assert window_excess(held, WINDOW_S, before) == pytest.approx(seconds)
+
+
+def test_a_quota_falling_step_by_step_adds_only_what_its_window_holds():
+    """A fifth every 5 s: each window holds 5 s of the quota before, 5 s of the one before
+    that and a second of the third, not 11 s of the highest."""
+    held = [(5.0 * step, 10_000 * 0.8**step) for step in range(6)]
+    assert window_excess(held, WINDOW_S) == pytest.approx(0.25 * 5 + 0.5625 * 5 + 0.953125)
 
 
 def test_the_quota_requests_met_is_the_time_weighted_harmonic_mean():
@@ -137,16 +147,28 @@ def falling(t: float) -> float:
 FALLING = [(5.0 * step, falling(5.0 * step)) for step in range(16)]
 
 
-@pytest.mark.parametrize("now", [20.0, 40.0, 60.0, 80.0, 100.0, 140.0, 200.0])
-def test_a_falling_quota_does_not_pass_for_larger_requests(now):
+@pytest.mark.parametrize(
+    ("now", "least"),
+    [
+        (20.0, 0.7),
+        (40.0, 0.7),
+        (60.0, 0.7),
+        (80.0, 0.7),
+        (100.0, 0.55),
+        (140.0, 0.55),
+        (200.0, 0.55),
+    ],
+)
+def test_a_falling_quota_does_not_pass_for_larger_requests(now, least):
     """Graceful slowdown lowers a quota step by step: each step adds a little to the throttle
     times of the requests just after it, the estimate takes that share off and stays below the
-    requests' size (16 KiB), and finds most of it while the quota still falls (taken off every
-    request, the steps hid them until the quota had held for a window: 0 B until 80 s)."""
+    requests' size (16 KiB), and finds most of it while the quota still falls: 0.7 of it and
+    more until 80 s (0.6-0.8 with the highest quota of a window over the lowest counted as one
+    drop for all of it; taken off every request too, the steps hid them: 0 B until 80 s)."""
     throttles = throttles_at(falling, 16384, 7300.0, seconds=now)
     average = average_throttle_s(throttles, max(now - 60.0, 0.0), now)
     size = request_size(average, held_at(FALLING, now), now, WINDOW_S, first_drop(now))
-    assert 0.55 * 16384 <= size <= 16384
+    assert least * 16384 <= size <= 16384
 
 
 def test_a_drop_counts_for_the_share_of_the_requests_it_came_before():
