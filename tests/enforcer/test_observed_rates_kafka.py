@@ -3,6 +3,7 @@ exporter agent with the rules in deploy/jmx-exporter/, scraped by a real Prometh
 principal whose quota is far above what it writes."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -147,6 +148,65 @@ def test_kafkas_throttle_times_tell_a_java_producers_request_size(tmp_path, kafk
         told = [ms for _, ms in producer.log.throttles]
         assert estimate() <= 1.3 * BATCH, f"told {told} ms"
         assert max(told) <= 2.5 * BATCH / SLOW * 1000, "no request larger than a batch or two"
+    finally:
+        if producer is not None:
+            producer.close()
+        client.close()
+
+
+EMPTIED_SLOW = 2000.0
+"""alice's quota in the next test: a batch takes twice the 4 s window of it."""
+SETTLED = 8
+"""Throttle times told before her requests are all full batches after a long throttle: the first
+few carry what she buffered at the start (0.02, 0.5, 2 s), the next meets the one before it
+still in the window (10 s)."""
+
+
+def test_a_request_after_a_throttle_longer_than_the_window_meets_it_empty(
+    tmp_path, kafka_with_agent
+):
+    """alice's Java producer held at EMPTIED_SLOW on a 4 s quota window: each batch takes about
+    8 s of her quota, she waits the throttle out, and her next request meets a window that
+    emptied, so Kafka answers BATCH / q less the window less a sample (3 s; Rate.windowSize).
+    With kvq.enforcer.throttle.request.throttle.time=PT8S (raises for 4 s of a quota, past
+    that window) her request size is read with those 3 s added back: about a batch, where
+    without them it reads about two thirds of one (request_sizes.emptied_window)."""
+    kafka = kafka_with_agent
+    client = KafkaQuotaClient(kafka.admin_properties)
+    raising = QuotaPolicy(
+        (P,),
+        {P: None},
+        byte_rate_floor=BYTE_RATE_FLOOR,
+        request_bytes=32768,
+        request_throttle_seconds=8.0,
+    )
+    pair = (ALICE, P)
+    producer = None
+    try:
+        client.alter([Change(ALICE, P, EMPTIED_SLOW)])
+        producer = JavaPerfProducer(
+            kafka, tmp_path / "java", "emptied", 1, 5 * EMPTIED_SLOW, "alice", "java-batch"
+        )
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
+        ) as prometheus:
+
+            def estimate(policy: QuotaPolicy) -> float:
+                sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+                sizes.held({pair: EMPTIED_SLOW}, {pair: EMPTIED_SLOW})
+                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
+
+            def settled() -> bool:  # its first batches met the ones before them
+                return len(producer.log.throttles) >= SETTLED and estimate(raising) > 0.85 * BATCH
+
+            wait_until(settled, 150, what="her batches, read")
+            read = estimate(raising)
+            without = estimate(replace(raising, request_throttle_seconds=None))
+        told = [ms / 1000 for _, ms in producer.log.throttles]
+        emptied = BATCH / EMPTIED_SLOW - (KAFKA_WINDOW_S - 1.0)
+        assert [t for t in told[-3:] if abs(t - emptied) <= 1.0] == told[-3:], f"told {told} s"
+        assert read <= 1.25 * BATCH, f"told {told} s"
+        assert without <= 0.8 * BATCH, "without the window: its throttle times x the quota"
     finally:
         if producer is not None:
             producer.close()
