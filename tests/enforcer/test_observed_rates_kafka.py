@@ -3,6 +3,8 @@ exporter agent with the rules in deploy/jmx-exporter/, scraped by a real Prometh
 principal whose quota is far above what it writes."""
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -11,7 +13,7 @@ from devkit.java_producer import JavaPerfProducer
 from devkit.kafka_cluster import KafkaCluster
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer
-from devkit.prometheus import run_prometheus
+from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
 from enforcer.metrics import EnforcerMetrics
@@ -120,38 +122,48 @@ SLOW = 4000.0
 """alice's quota: far below what she offers, so every request waits its throttle time out."""
 
 
+@contextmanager
+def java_producer_held(
+    tmp_path, kafka: KafkaCluster, entity: QuotaEntity, quota: float, user: str, client_id: str
+) -> Iterator[tuple[JavaPerfProducer, Prometheus, KafkaQuotaClient]]:
+    """A Java producer of `user` offering five times `quota`, which `entity` holds it to, and
+    Prometheus scraping the broker's quota sensors; all stopped on the way out."""
+    client = KafkaQuotaClient(kafka.admin_properties)
+    producer = None
+    try:
+        client.alter([Change(entity, P, quota)])
+        producer = JavaPerfProducer(
+            kafka, tmp_path / "java", f"{user}-{client_id}", 1, 5 * quota, user, client_id
+        )
+        with run_prometheus(
+            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
+        ) as prometheus:
+            yield producer, prometheus, client
+    finally:
+        if producer is not None:
+            producer.close()
+        client.close()
+
+
 def test_kafkas_throttle_times_tell_a_java_producers_request_size(tmp_path, kafka_with_agent):
     """alice's Java producer held at a quota far below what it offers waits each throttle time
     out (KIP-219) and then sends a full batch, answered with about BATCH / SLOW: the request
     size read from Kafka's average throttle time (through the JMX exporter and Prometheus) is
     about a batch."""
-    kafka = kafka_with_agent
-    client = KafkaQuotaClient(kafka.admin_properties)
     policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
     pair = (ALICE, P)
-    producer = None
-    try:
-        client.alter([Change(ALICE, P, SLOW)])
-        producer = JavaPerfProducer(
-            kafka, tmp_path / "java", "sized", 1, 5 * SLOW, "alice", "java-batch"
-        )
-        with run_prometheus(
-            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
-        ) as prometheus:
-            sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
-            sizes.held({pair: SLOW}, {pair: SLOW})  # held at SLOW from her first request
+    held = java_producer_held(tmp_path, kafka_with_agent, ALICE, SLOW, "alice", "java-batch")
+    with held as (producer, prometheus, _):
+        sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+        sizes.held({pair: SLOW}, {pair: SLOW})  # held at SLOW from her first request
 
-            def estimate() -> float:
-                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
+        def estimate() -> float:
+            return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
 
-            wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="alice's request size")
+        wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="alice's request size")
         told = [ms for _, ms in producer.log.throttles]
         assert estimate() <= 1.3 * BATCH, f"told {told} ms"
         assert max(told) <= 2.5 * BATCH / SLOW * 1000, "no request larger than a batch or two"
-    finally:
-        if producer is not None:
-            producer.close()
-        client.close()
 
 
 EMPTIED_SLOW = 2000.0
@@ -171,8 +183,6 @@ def test_a_request_after_a_throttle_longer_than_the_window_meets_it_empty(
     With kvq.enforcer.throttle.request.throttle.time=PT8S (raises for 4 s of a quota, past
     that window) her request size is read with those 3 s added back: about a batch, where
     without them it reads about two thirds of one (request_sizes.emptied_window)."""
-    kafka = kafka_with_agent
-    client = KafkaQuotaClient(kafka.admin_properties)
     raising = QuotaPolicy(
         (P,),
         {P: None},
@@ -181,36 +191,25 @@ def test_a_request_after_a_throttle_longer_than_the_window_meets_it_empty(
         request_throttle_seconds=8.0,
     )
     pair = (ALICE, P)
-    producer = None
-    try:
-        client.alter([Change(ALICE, P, EMPTIED_SLOW)])
-        producer = JavaPerfProducer(
-            kafka, tmp_path / "java", "emptied", 1, 5 * EMPTIED_SLOW, "alice", "java-batch"
-        )
-        with run_prometheus(
-            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
-        ) as prometheus:
+    held = java_producer_held(tmp_path, kafka_with_agent, ALICE, EMPTIED_SLOW, "alice", "java")
+    with held as (producer, prometheus, _):
 
-            def estimate(policy: QuotaPolicy) -> float:
-                sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
-                sizes.held({pair: EMPTIED_SLOW}, {pair: EMPTIED_SLOW})
-                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
+        def estimate(policy: QuotaPolicy) -> float:
+            sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+            sizes.held({pair: EMPTIED_SLOW}, {pair: EMPTIED_SLOW})
+            return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get(pair, 0.0)
 
-            def settled() -> bool:  # its first batches met the ones before them
-                return len(producer.log.throttles) >= SETTLED and estimate(raising) > 0.85 * BATCH
+        def settled() -> bool:  # its first batches met the ones before them
+            return len(producer.log.throttles) >= SETTLED and estimate(raising) > 0.85 * BATCH
 
-            wait_until(settled, 150, what="her batches, read")
-            read = estimate(raising)
-            without = estimate(replace(raising, request_throttle_seconds=None))
+        wait_until(settled, 150, what="her batches, read")
+        read = estimate(raising)
+        without = estimate(replace(raising, request_throttle_seconds=None))
         told = [ms / 1000 for _, ms in producer.log.throttles]
-        emptied = BATCH / EMPTIED_SLOW - (KAFKA_WINDOW_S - 1.0)
-        assert [t for t in told[-3:] if abs(t - emptied) <= 1.0] == told[-3:], f"told {told} s"
-        assert read <= 1.25 * BATCH, f"told {told} s"
-        assert without <= 0.8 * BATCH, "without the window: its throttle times x the quota"
-    finally:
-        if producer is not None:
-            producer.close()
-        client.close()
+    emptied = BATCH / EMPTIED_SLOW - (KAFKA_WINDOW_S - 1.0)
+    assert [t for t in told[-3:] if abs(t - emptied) <= 1.0] == told[-3:], f"told {told} s"
+    assert read <= 1.25 * BATCH, f"told {told} s"
+    assert without <= 0.8 * BATCH, "without the window: its throttle times x the quota"
 
 
 BOB = QuotaEntity.user("bob")
@@ -222,39 +221,28 @@ def test_a_user_under_the_default_users_quota_is_sized_and_raised_alone(tmp_path
     tags its sensor user=bob, client-id="", so its requests are sized as bob's own (the pair a
     raise separates, quota_plan.separated_user); a quota of his own (KIP-55 level 3) then holds
     him, on the same sensor, while the default user's still holds everyone else."""
-    kafka = kafka_with_agent
-    client = KafkaQuotaClient(kafka.admin_properties)
     policy = QuotaPolicy((P,), {P: None}, byte_rate_floor=BYTE_RATE_FLOOR)
-    producer = None
-    try:
-        client.alter([Change(DEFAULT, P, SLOW)])
-        producer = JavaPerfProducer(kafka, tmp_path / "java", "bobs", 1, 5 * SLOW, "bob", "java")
-        with run_prometheus(
-            tmp_path / "prometheus", targets={"kafka": kafka.metrics_targets}
-        ) as prometheus:
-            sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
-            sizes.held({(DEFAULT, P): SLOW}, {(DEFAULT, P): SLOW})
+    held = java_producer_held(tmp_path, kafka_with_agent, DEFAULT, SLOW, "bob", "java")
+    with held as (producer, prometheus, client):
+        sizes = RequestSizes(PrometheusFactor(prometheus.url), ask_seconds=0.0)
+        sizes.held({(DEFAULT, P): SLOW}, {(DEFAULT, P): SLOW})
 
-            def estimate() -> float:
-                return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get((BOB, P), 0.0)
+        def estimate() -> float:
+            return sizes.requests("c1", policy, KAFKA_WINDOW_S).sizes.get((BOB, P), 0.0)
 
-            wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="bob's request size")
-            raised = 4 * SLOW
-            client.alter([Change(BOB, P, raised)])
-            told = producer.log.throttles
-            start = len(told)
-            shorter = 2.5 * BATCH / raised * 1000
+        wait_until(lambda: estimate() > 0.6 * BATCH, 90, what="bob's request size")
+        raised = 4 * SLOW
+        client.alter([Change(BOB, P, raised)])
+        told = producer.log.throttles
+        start = len(told)
+        shorter = 2.5 * BATCH / raised * 1000
 
-            def held_by_his_own() -> bool:
-                latest = [ms for _, ms in told[start:]][-3:]
-                return len(latest) == 3 and max(latest) <= shorter
+        def held_by_his_own() -> bool:
+            latest = [ms for _, ms in told[start:]][-3:]
+            return len(latest) == 3 and max(latest) <= shorter
 
-            wait_until(held_by_his_own, 60, what=f"bob told {shorter:.0f} ms or less")
-            series = [s["metric"] for s in prometheus.query(DEFAULT_THROTTLE_QUERY)]
-            bobs = [m for m in series if m.get("user") == "bob"]
-            assert [m.get("clientId", "") for m in bobs] == [""], "one sensor, kept"
+        wait_until(held_by_his_own, 60, what=f"bob told {shorter:.0f} ms or less")
+        series = [s["metric"] for s in prometheus.query(DEFAULT_THROTTLE_QUERY)]
+        bobs = [m for m in series if m.get("user") == "bob"]
+        assert [m.get("clientId", "") for m in bobs] == [""], "one sensor, kept"
         assert client.describe()[DEFAULT][P] == SLOW
-    finally:
-        if producer is not None:
-            producer.close()
-        client.close()
