@@ -150,17 +150,17 @@ def request_size(
     request's included. A quota lowered within the W seconds before a request leaves bytes
     written at the higher quotas in the window, more than the request explains: at most
     `window_excess` of the quotas held, with `first_drop`, the episode's first, from the rate
-    the entity was seen writing to its first quota, for as long as the average may hold it.
-    Only the requests within W after a drop carry it, and Kafka averages over the requests of
-    its window A: a producer held by its
-    throttle sends about one per throttle time, so those are about max(t, W) / A of them
-    (`drop_share`). A factor of 0 at once answers every entity with the longest throttle time
-    allowed (a minute), and nothing else: all of the average is the drop's. A quota falling
-    step by step adds a little to the few requests after each step: on devcluster's model of
-    Kafka's quota (its 11 s window), a producer sending 16 KiB while its quota falls by a tenth
-    every 5 s is read at 0.7-0.9 of them while it falls (0.6-0.8 with a window's highest quota
-    over its lowest counted as one drop for all of it); counted as every request's, the steps
-    hid them (0 B) until the quota had held for a window, past the first long throttle times.
+    the entity was seen writing to its first quota, for as long as the average may hold it. Only
+    the requests within W after a drop carry it, and Kafka averages over the requests of its
+    window A: a producer held by its throttle sends about one per throttle time, so those are
+    about max(t, W) / A of them (`drop_share`). A factor of 0 at once answers every entity with
+    the longest throttle time allowed (a minute), and nothing else: all of the average is the
+    drop's. A quota falling step by step adds a little to the few requests after each step: on
+    devcluster's model of Kafka's quota (its 11 s window), a producer sending 16 KiB while its
+    quota falls by a tenth every 5 s is read at 0.7-0.9 of them while it falls (0.6-0.8 with a
+    window's highest quota over its lowest counted as one drop for all of it); counted as every
+    request's, the steps hid them (0 B) until the quota had held for a window, past the first
+    long throttle times.
 
     `emptied_seconds` (`emptied_window`) is what Kafka took off the throttle times of requests
     that met an empty window: added back when the average throttle time is at least that long,
