@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from enforcer.observed_rates import (
@@ -69,6 +69,16 @@ Held = Sequence[tuple[float, float]]
 """(when, quota) an entity was planned at, oldest first."""
 
 
+def in_force(held: Held, start: float, end: float) -> Iterator[tuple[float, float]]:
+    """(quota, seconds) for each quota of `held` in force between `start` and `end`: each until
+    the next was set, the last until `end`."""
+    for i, (when, value) in enumerate(held):
+        until = held[i + 1][0] if i + 1 < len(held) else end
+        seconds = min(until, end) - max(when, start)
+        if seconds > 0.0:
+            yield value, seconds
+
+
 def window_excess(held: Held, window_seconds: float, before: float | None = None) -> float:
     """The most a lowered quota adds to a request's throttle time (s): over the moments a quota
     took effect, the largest sum, over the `window_seconds` before it, of (earlier quota / it -
@@ -83,12 +93,8 @@ def window_excess(held: Held, window_seconds: float, before: float | None = None
     for j, (took_effect, value) in enumerate(steps):
         if value <= 0.0:
             continue
-        excess = 0.0
-        for i, (since, earlier) in enumerate(steps[:j]):
-            until = steps[i + 1][0]  # the earlier quota was in force until then
-            seconds = min(until, took_effect) - max(since, took_effect - window_seconds)
-            if seconds > 0.0 and earlier > value:
-                excess += (earlier / value - 1.0) * seconds
+        earlier = in_force(steps[:j], took_effect - window_seconds, took_effect)
+        excess = sum((q / value - 1.0) * seconds for q, seconds in earlier if q > value)
         worst = max(worst, excess)
     return worst
 
@@ -98,10 +104,8 @@ def harmonic_mean(held: Held, start: float, end: float) -> float:
     held before `start` counts from it): the quota q for which a request of S bytes got S / q
     on average, when the throttle times are averaged over requests spread over that time."""
     spent, inverse = 0.0, 0.0
-    for i, (when, value) in enumerate(held):
-        until = held[i + 1][0] if i + 1 < len(held) else end
-        seconds = min(until, end) - max(when, start)
-        if seconds > 0.0 and value > 0.0:
+    for value, seconds in in_force(held, start, end):
+        if value > 0.0:
             spent, inverse = spent + seconds, inverse + seconds / value
     if inverse == 0.0:
         return held[-1][1] if held else 0.0
