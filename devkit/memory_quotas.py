@@ -29,6 +29,8 @@ class InMemoryQuotas:
         """Brokers with client.quota.callback.class set (Kafka then ignores client quotas)."""
         self.windows: dict[int, float] = {}
         """Brokers' quota windows in seconds, as they would report them (none: none says)."""
+        self.samples: dict[int, float] = {}
+        """Brokers' quota.window.size.seconds (absent: Kafka's 1 s where a window is said)."""
         self._lock = threading.Lock()
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
@@ -68,7 +70,8 @@ class InMemoryQuotas:
     def quota_settings(self) -> BrokerQuotaSettings:
         with self._lock:
             self._check_up("describe_configs")
-            return BrokerQuotaSettings(dict(self.callbacks), dict(self.windows))
+            samples = {node: self.samples.get(node, 1.0) for node in self.windows}
+            return BrokerQuotaSettings(dict(self.callbacks), dict(self.windows), samples)
 
     def close(self) -> None:
         pass

@@ -196,7 +196,7 @@ class Applier:
         quota callback after an apply reads it again); Kafka's default stands while they
         cannot be asked (reading the copy next says why)."""
         try:
-            self.io.quota_window.learned(self.client.quota_settings().longest_window)
+            self.io.quota_window.learned(self.client.quota_settings())
         except QuotaClientError as exc:
             log.debug("cluster %s: the brokers' quota window not read: %s", self.cluster, exc)
 

@@ -24,6 +24,9 @@ class BrokerQuotaSettings:
     windows: dict[int, float] = field(default_factory=dict)
     """Each broker's quota window in seconds, `quota.window.num` x `quota.window.size.seconds`:
     the W of its throttle time (rate - quota) / quota x W."""
+    samples: dict[int, float] = field(default_factory=dict)
+    """Each broker's `quota.window.size.seconds`: the rate of a request that meets no other
+    bytes in the window is measured over the window less one such sample (Rate.windowSize)."""
 
     @property
     def longest_window(self) -> float | None:
@@ -31,20 +34,28 @@ class BrokerQuotaSettings:
         out the longest throttle times."""
         return max(self.windows.values(), default=None)
 
+    @property
+    def longest_sample(self) -> float | None:
+        """The longest sample of any broker (None: none said): the least of the window Kafka
+        may leave out of a throttle time."""
+        return max(self.samples.values(), default=None)
+
     def with_broker(self, node_id: int, values: Mapping[str, str | None]) -> BrokerQuotaSettings:
         """These settings and what broker `node_id` answered."""
         callbacks, windows = dict(self.callbacks), dict(self.windows)
+        samples = dict(self.samples)
         if values.get(QUOTA_CALLBACK_CLASS):
             callbacks[node_id] = str(values[QUOTA_CALLBACK_CLASS])
-        window = window_seconds(values)
-        if window is not None:
-            windows[node_id] = window
-        return BrokerQuotaSettings(callbacks, windows)
+        said = quota_window(values)
+        if said is not None:
+            count, size = said
+            windows[node_id], samples[node_id] = float(count * size), float(size)
+        return BrokerQuotaSettings(callbacks, windows, samples)
 
 
-def window_seconds(values: Mapping[str, str | None]) -> float | None:
-    """`quota.window.num` x `quota.window.size.seconds` as a broker reports them; None when either
-    is missing or not a positive whole number (a broker that does not say)."""
+def quota_window(values: Mapping[str, str | None]) -> tuple[int, int] | None:
+    """(`quota.window.num`, `quota.window.size.seconds`) as a broker reports them; None when
+    either is missing or not a positive whole number."""
     try:
         samples = int(values.get(QUOTA_WINDOW_NUM) or "")
         size = int(values.get(QUOTA_WINDOW_SIZE) or "")
@@ -52,4 +63,4 @@ def window_seconds(values: Mapping[str, str | None]) -> float | None:
         return None
     if samples < 1 or size < 1:
         return None
-    return float(samples * size)
+    return samples, size

@@ -72,6 +72,10 @@ KAFKA_QUOTA_WINDOW_SECONDS = 11.0
 of quota.window.size.seconds 1 s; Rate.windowSize): the W in its throttle time
 (rate - quota) / quota x W (QuotaUtils.throttleTime). What a plan counts on until the brokers'
 own window is read (`QuotaPolicy.quota_window_seconds`)."""
+KAFKA_QUOTA_SAMPLE_SECONDS = 1.0
+"""Kafka's quota.window.size.seconds (its default): the rate of a request that meets no other
+bytes in the window is measured over the window less one sample (Rate.windowSize). What a plan
+counts on until the brokers' own is read (`QuotaPolicy.quota_sample_seconds`)."""
 BURST_RATIO_MOST = 10.0
 """The highest kvq.enforcer.throttle.observed.rate.burst.ratio: beyond it the reference says
 little about what the entity writes sustained."""
@@ -121,6 +125,10 @@ class QuotaPolicy:
     quota's rate over (`BrokerQuotaSettings.longest_window`), Kafka's default until read. An
     entity's own minimum follows it: the same quota hands out throttle times W long per unit of
     overshoot, so a longer window needs a higher minimum for the same longest throttle time."""
+    quota_sample_seconds: float = KAFKA_QUOTA_SAMPLE_SECONDS
+    """The brokers' longest quota.window.size.seconds (`BrokerQuotaSettings.longest_sample`),
+    Kafka's default until read: what Kafka leaves out of the window for a request that meets
+    it empty (`request_sizes.emptied_window`)."""
 
     def __post_init__(self) -> None:
         # Properties give whole numbers as ints (`produce=2000`): every value the plan computes

@@ -58,9 +58,6 @@ ASK_SECONDS = 5.0
 slowdown's steps at most; Kafka's average moves little faster."""
 DEFAULT_USER_QUOTA = (QuotaEntity.default_user(), PRODUCER_BYTE_RATE)
 """The default user's producer quota: the users it holds are sized (and raised) one by one."""
-SAMPLE_SECONDS = 1.0
-"""Kafka's quota.window.size.seconds (its default): the rate of a request that meets no other
-bytes in the window is measured over the window less one sample (Rate.windowSize)."""
 GROWTH_LOGGED = 1.5
 """An entity's estimate is logged when first found and when it grows by this much."""
 
@@ -120,10 +117,13 @@ def drop_share(throttle_seconds: float, window_seconds: float) -> float:
     return min(1.0, max(throttle_seconds, window_seconds) / AVERAGED_SECONDS)
 
 
-def emptied_window(window_seconds: float, longest_throttle_seconds: float) -> float:
+def emptied_window(
+    window_seconds: float, sample_seconds: float, longest_throttle_seconds: float
+) -> float:
     """What Kafka's window took off the throttle time of a request whose producer's last
     throttle outlasted it, where that is the throttle time a raise is for: the window less a
-    sample (quota.window.num=3: 2 s) if shorter than half `longest_throttle_seconds`, else 0.
+    sample (quota.window.num=3 of 1 s: 2 s) if shorter than half `longest_throttle_seconds`,
+    else 0.
 
     A producer held by its throttle sends its next request when the throttle ends: after one
     longer than the window, the request meets no other bytes in it, and Kafka answers (S / W' -
@@ -133,7 +133,7 @@ def emptied_window(window_seconds: float, longest_throttle_seconds: float) -> fl
     (quota_plan.request_minimum): beyond a window that short, those are the requests Kafka
     answers so. On Kafka's 11 s window they meet the ones before them and S / q is what Kafka
     answers: 0."""
-    shortest = window_seconds - SAMPLE_SECONDS
+    shortest = window_seconds - sample_seconds
     return shortest if 0.0 < shortest < longest_throttle_seconds / 2.0 else 0.0
 
 
@@ -263,7 +263,9 @@ class RequestSizes:
         """Each series' throttle time (ms) as the request size of the pair that governs it."""
         holding = {entity for entity, _ in self._held}
         budgets: dict[Pair, int] = {}
-        emptied = emptied_window(window_seconds, policy.request_throttle_seconds or 0.0)
+        emptied = emptied_window(
+            window_seconds, policy.quota_sample_seconds, policy.request_throttle_seconds or 0.0
+        )
         for series in seen:
             if series.user in policy.excluded_users:
                 continue

@@ -7,10 +7,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.journal import ClusterJournal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
-from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, Change
+from enforcer.quota_plan import KAFKA_QUOTA_SAMPLE_SECONDS, KAFKA_QUOTA_WINDOW_SECONDS, Change
 from enforcer.unanswered_alters import UnansweredAlters
 
 log = logging.getLogger("kvq.enforcer")
@@ -18,24 +19,31 @@ log = logging.getLogger("kvq.enforcer")
 
 class QuotaWindow:
     """The longest window the cluster's brokers said they measure a quota's rate over (the W of
-    Kafka's throttle time, `QuotaPolicy.quota_window_seconds`): Kafka's default until one
-    answered, then what they answered last (read with every check of the quota callback)."""
+    Kafka's throttle time, `QuotaPolicy.quota_window_seconds`) and their longest sample
+    (`QuotaPolicy.quota_sample_seconds`): Kafka's defaults until one answered, then what they
+    answered last (read with every check of the quota callback)."""
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
         self.seconds = KAFKA_QUOTA_WINDOW_SECONDS
+        self.sample_seconds = KAFKA_QUOTA_SAMPLE_SECONDS
 
-    def learned(self, seconds: float | None) -> None:
-        """Take in the brokers' answer (None: none said); logged when it changes."""
-        if seconds is None or seconds == self.seconds:
+    def learned(self, settings: BrokerQuotaSettings) -> None:
+        """Take in the brokers' answer (none said: nothing changes); logged when it changes."""
+        seconds, sample = settings.longest_window, settings.longest_sample
+        if seconds is None or sample is None:
+            return
+        if (seconds, sample) == (self.seconds, self.sample_seconds):
             return
         log.info(
-            "cluster %s: its brokers measure quotas over %g s (the longest quota.window.num x "
-            "quota.window.size.seconds); each quota entity's own minimum follows it",
+            "cluster %s: its brokers measure quotas over %g s in samples of %g s (the longest "
+            "quota.window.num x quota.window.size.seconds); each quota entity's own minimum "
+            "follows it",
             self.cluster,
             seconds,
+            sample,
         )
-        self.seconds = seconds
+        self.seconds, self.sample_seconds = seconds, sample
 
 
 @dataclass(frozen=True, slots=True)

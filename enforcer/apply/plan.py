@@ -105,7 +105,12 @@ class Planner:
         references = {p: r.reference for p, r in records.items() if r.reference is not None}
         references.update(captured)
         references.update(late)
-        policy = replace(self.policy, quota_window_seconds=self.io.quota_window.seconds)
+        window = self.io.quota_window
+        policy = replace(
+            self.policy,
+            quota_window_seconds=window.seconds,
+            quota_sample_seconds=window.sample_seconds,
+        )
         requests = self._requests(on, policy, factor)
         desired = plan(policy, {**originals, **discovered}, factor, frozen, references, requests)
         # Users the plan separates from the default user's quota (quota_plan.separated_user):

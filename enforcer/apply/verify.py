@@ -101,7 +101,7 @@ def check_quota_callback(io: ClusterIO) -> None:
     """Refuse to report success when brokers ignore client quotas (DescribeConfigs); the quota
     window they answer with is what the next plans count on (`QuotaWindow`)."""
     settings = io.client.quota_settings()
-    io.quota_window.learned(settings.longest_window)
+    io.quota_window.learned(settings)
     found = settings.callbacks
     if found:
         classes = sorted(set(found.values()))

@@ -195,9 +195,13 @@ def test_quota_settings_request_asks_one_broker_for_its_own_callback_and_window(
 
 def test_quota_settings_from_response_callback_set_unset_window_and_error():
     plugin = "io.strimzi.kafka.quotas.StaticQuotaCallback"
-    reported = quota_settings_from_response(_configs_response(value=plugin, window=("3", "1")))
+    reported = quota_settings_from_response(_configs_response(value=plugin, window=("3", "2")))
     settings = BrokerQuotaSettings().with_broker(0, reported)
-    assert (settings.callbacks, settings.windows) == ({0: plugin}, {0: 3.0})
+    assert (settings.callbacks, settings.windows, settings.samples) == (
+        {0: plugin},
+        {0: 6.0},
+        {0: 2.0},
+    )
     unset = BrokerQuotaSettings().with_broker(0, quota_settings_from_response(_configs_response()))
     assert (unset.callbacks, unset.windows) == ({}, {0: 11.0})
     with pytest.raises(QuotaClientError, match="broker 0 failed: .*denied"):

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from devkit.memory_quotas import InMemoryQuotas
-from enforcer.broker_quota_settings import BrokerQuotaSettings, window_seconds
+from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.journal import Journal
 from enforcer.observed_rates import ObservedRate, select_references
 from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy, entity_minimum
@@ -69,23 +69,38 @@ def test_a_window_changed_by_a_rolling_restart_is_taken_in_at_the_next_check_and
     assert kafka.values[ALICE][P] == entity_minimum(RATE, 60.0, 3.0)
     said = [r.getMessage() for r in caplog.records if "measure quotas over" in r.getMessage()]
     assert said == [
-        "cluster c1: its brokers measure quotas over 3 s (the longest quota.window.num x "
-        "quota.window.size.seconds); each quota entity's own minimum follows it"
+        "cluster c1: its brokers measure quotas over 3 s in samples of 1 s (the longest "
+        "quota.window.num x quota.window.size.seconds); each quota entity's own minimum "
+        "follows it"
     ]
 
 
+def test_the_brokers_sample_length_is_read_with_their_window(journal):
+    """quota.window.size.seconds: Kafka leaves a sample out of the window a request meets
+    empty (request_sizes.emptied_window), so the plans count on the brokers' own."""
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    kafka.windows, kafka.samples = {0: 6.0, 1: 4.0}, {0: 3.0, 1: 2.0}
+    applier = observed_rate_applier(kafka, journal, POLICY, RatesNow())
+    assert applier.io.quota_window.sample_seconds == 1.0, "Kafka's default until read"
+    apply_step(applier, 0.0)
+    assert (applier.io.quota_window.seconds, applier.io.quota_window.sample_seconds) == (6.0, 3.0)
+    kafka.down = True
+    applier.io.quota_window.learned(BrokerQuotaSettings())
+    assert applier.io.quota_window.sample_seconds == 3.0, "brokers that say nothing change nothing"
+
+
 @pytest.mark.parametrize(
-    ("reported", "seconds"),
+    ("reported", "seconds", "sample"),
     [
-        ({"quota.window.num": "11", "quota.window.size.seconds": "1"}, 11.0),
-        ({"quota.window.num": "3", "quota.window.size.seconds": "2"}, 6.0),
-        ({"quota.window.num": "3"}, None),
-        ({"quota.window.num": "0", "quota.window.size.seconds": "1"}, None),
-        ({"quota.window.num": "three", "quota.window.size.seconds": "1"}, None),
-        ({"quota.window.num": None, "quota.window.size.seconds": "1"}, None),
+        ({"quota.window.num": "11", "quota.window.size.seconds": "1"}, 11.0, 1.0),
+        ({"quota.window.num": "3", "quota.window.size.seconds": "2"}, 6.0, 2.0),
+        ({"quota.window.num": "3"}, None, None),
+        ({"quota.window.num": "0", "quota.window.size.seconds": "1"}, None, None),
+        ({"quota.window.num": "three", "quota.window.size.seconds": "1"}, None, None),
+        ({"quota.window.num": None, "quota.window.size.seconds": "1"}, None, None),
     ],
 )
-def test_a_brokers_window_is_its_samples_times_their_size_or_nothing(reported, seconds):
-    assert window_seconds(reported) == seconds
+def test_a_brokers_window_is_its_samples_times_their_size_or_nothing(reported, seconds, sample):
     settings = BrokerQuotaSettings().with_broker(4, reported)
     assert settings.longest_window == seconds
+    assert settings.longest_sample == sample

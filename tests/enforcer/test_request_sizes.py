@@ -119,7 +119,7 @@ def test_on_a_3_s_window_a_held_entitys_requests_meet_it_empty(quota, request_by
     sample): added back, the estimate is its requests' size; without, two thirds of it."""
     throttles = throttles_at(quota, request_bytes, offered, seconds=120.0, window_samples=3)
     average = average_throttle_s(throttles, 60.0, 120.0)
-    emptied = emptied_window(3.0, POLICY.request_throttle_seconds or 0.0)
+    emptied = emptied_window(3.0, 1.0, POLICY.request_throttle_seconds or 0.0)
     assert emptied == 2.0
     size = request_size(average, [(0.0, quota)], 120.0, 3.0, emptied_seconds=emptied)
     assert 0.95 * request_bytes <= size <= 1.05 * request_bytes
@@ -130,10 +130,12 @@ def test_the_window_is_added_back_only_where_kafka_took_it_off():
     """Only a window shorter than the throttle times a raise is for (half the longest
     allowed) empties before the requests that matter; and only an average at least that long
     has throttle times in it that outlasted the window."""
-    assert emptied_window(11.0, 8.0) == 0.0, "Kafka's default: requests meet the ones before"
-    assert emptied_window(3.0, 8.0) == 2.0
-    assert emptied_window(5.0, 8.0) == 0.0, "4 s: the raised requests' throttle times"
-    assert emptied_window(1.0, 8.0) == 0.0, "one sample: the rate of one request, no window"
+    assert emptied_window(11.0, 1.0, 8.0) == 0.0, "Kafka's default: requests meet the ones before"
+    assert emptied_window(3.0, 1.0, 8.0) == 2.0
+    assert emptied_window(5.0, 1.0, 8.0) == 0.0, "4 s: the raised requests' throttle times"
+    assert emptied_window(1.0, 1.0, 8.0) == 0.0, "one sample: the rate of one request, no window"
+    assert emptied_window(4.0, 2.0, 8.0) == 2.0, "two samples of 2 s: the window less one"
+    assert emptied_window(6.0, 3.0, 8.0) == 3.0
     held = [(0.0, 4000.0)]
     assert request_size(1.5, held, 120.0, 3.0, emptied_seconds=2.0) == 6000.0, "shorter"
     assert request_size(2.5, held, 120.0, 3.0, emptied_seconds=2.0) == 18_000.0
@@ -414,17 +416,26 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
     assert kafka.values[JAVA][P] == lowered, "a new episode forgets the last one's sizes"
 
 
-@pytest.mark.parametrize(("window", "size"), [(3.0, (4.55 + 2.0) * 2500.0), (11.0, 4.55 * 2500.0)])
-def test_the_estimates_take_the_brokers_window(prometheus, window, size):
-    """The cluster's quota window (read from its brokers) decides whether throttle times
-    lost the window: java-web held at 2,500 B/s and answered with 4.55 s on average."""
+@pytest.mark.parametrize(
+    ("window", "sample", "size"),
+    [
+        (3.0, 1.0, (4.55 + 2.0) * 2500.0),
+        (11.0, 1.0, 4.55 * 2500.0),
+        (6.0, 3.0, (4.55 + 3.0) * 2500.0),  # two samples of 3 s: the window less one
+    ],
+)
+def test_the_estimates_take_the_brokers_window(prometheus, window, sample, size):
+    """The cluster's quota window and its samples (read from its brokers) decide whether and
+    how much of the window throttle times lost: java-web held at 2,500 B/s and answered with
+    4.55 s on average."""
     clock = SettableClock(1000.0)
     sizes = RequestSizes(PrometheusFactor(URL), monotonic=clock)
     pair = (JAVA, P)
     sizes.held({pair: 2500.0}, {pair: 7300.0})
     clock.now += 100.0  # the first drop, from the rate seen, is out of Kafka's average
     prometheus.throttle_ms = 4550.0
-    assert sizes.requests("c1", POLICY, window).sizes[pair] == pytest.approx(size)
+    policy = replace(POLICY, quota_window_seconds=window, quota_sample_seconds=sample)
+    assert sizes.requests("c1", policy, window).sizes[pair] == pytest.approx(size)
 
 
 def test_no_throttle_series_raises_nothing(prometheus, journal):
