@@ -73,6 +73,8 @@ class Applier:
         self.metrics = metrics
         self.dry_run = dry_run
         self.unanswered = UnansweredAlters(settle_s, monotonic, self.journal)
+        # Sizes read from throttle times, which the brokers' window may hide (QuotaWindow).
+        raised = None if request_sizes is None else policy.raised_requests
         self.io = ClusterIO(
             cluster,
             client,
@@ -83,6 +85,7 @@ class Applier:
             sleep,
             verify_attempts,
             verify_delay_s,
+            None if raised is None else raised[1],
         )
         late = None if observed_rates is None else LateReferences(observed_rates, monotonic)
         self.planner = Planner(self.io, policy, observed_rates, late, request_sizes)

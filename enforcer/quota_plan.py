@@ -130,6 +130,17 @@ class QuotaPolicy:
     Kafka's default until read: what Kafka leaves out of the window for a request that meets
     it empty (`request_sizes.emptied_window`)."""
 
+    @property
+    def raised_requests(self) -> tuple[float, float] | None:
+        """(the largest request size, its throttle time) entities seen sending large requests
+        are raised for (`request_raises`); None when they are not (no share to raise them
+        with, or either unset)."""
+        if self.request_share <= 0.0 or self.request_bytes is None:
+            return None
+        if self.request_throttle_seconds is None:
+            return None
+        return self.request_bytes, self.request_throttle_seconds
+
     def __post_init__(self) -> None:
         # Properties give whole numbers as ints (`produce=2000`): every value the plan computes
         # must be a float (Change.describe, Kafka's doubles), so they are converted once here.
@@ -580,10 +591,9 @@ def request_raises(
     while many of them (librdkafka producers sending what they buffered, up to a megabyte)
     cannot lift the throttle off the volume: held at their own request minimum, 40 such
     producers kept the volume from being held above its limit."""
-    if policy.request_share <= 0.0 or policy.request_bytes is None:
+    if policy.raised_requests is None:
         return {}
-    if policy.request_throttle_seconds is None:
-        return {}
+    largest, throttle_seconds = policy.raised_requests
     writers = {
         pair: value
         for pair, value in desired.items()
@@ -593,7 +603,7 @@ def request_raises(
     for pair, size in requests.sizes.items():
         if pair not in writers:
             continue
-        needed = request_minimum(min(size, policy.request_bytes), policy.request_throttle_seconds)
+        needed = request_minimum(min(size, largest), throttle_seconds)
         target = min(needed, references[pair], ceilings.get(pair, math.inf))
         if target > writers[pair]:
             wanted[pair] = target - writers[pair]

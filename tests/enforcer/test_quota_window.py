@@ -5,6 +5,7 @@ entity's own minimum (kvq.enforcer.throttle.longest.throttle.time)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,9 @@ from devkit.memory_quotas import InMemoryQuotas
 from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.journal import Journal
 from enforcer.observed_rates import ObservedRate, select_references
+from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy, entity_minimum
+from enforcer.request_sizes import RequestSizes
 from kvq.kafka.quota_entity import QuotaEntity
 from tests.enforcer.applier_support import apply_step, observed_rate_applier
 
@@ -104,3 +107,46 @@ def test_a_brokers_window_is_its_samples_times_their_size_or_nothing(reported, s
     settings = BrokerQuotaSettings().with_broker(4, reported)
     assert settings.longest_window == seconds
     assert settings.longest_sample == sample
+
+
+SIZED = replace(POLICY, request_bytes=32768, request_throttle_seconds=8.0, request_share=0.1)
+"""Entities seen sending large requests raised for them: 32 KiB within 8 s."""
+
+
+@pytest.mark.parametrize(
+    ("policy", "windows", "samples", "warned"),
+    [
+        (SIZED, {}, {}, False),  # brokers that do not say: Kafka's default is counted on
+        (SIZED, {0: 11.0}, {0: 1.0}, True),
+        (SIZED, {0: 3.0, 1: 3.0}, {0: 1.0, 1: 1.0}, False),  # the recommended quota.window.num=3
+        (SIZED, {0: 6.0}, {0: 2.0}, True),  # 4 s less than its 6: a request meets the one before
+        (POLICY, {0: 11.0}, {0: 1.0}, False),  # nobody raised for large requests
+        (replace(SIZED, request_share=0.0), {0: 11.0}, {0: 1.0}, False),
+    ],
+)
+def test_a_window_that_hides_large_requests_from_the_sizes_is_warned_of(
+    journal, caplog, policy, windows, samples, warned
+):
+    """Where the window outlasts half the throttle time a raise is for, Kafka's average
+    throttle time shows a producer's large requests late: the operator is told, once, and
+    what to set."""
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    kafka.windows, kafka.samples = windows, samples
+    sizes = RequestSizes(PrometheusFactor("http://prometheus.test:9090"))
+    applier = observed_rate_applier(kafka, journal, policy, RatesNow(), request_sizes=sizes)
+    with caplog.at_level(logging.WARNING, logger="kvq.enforcer"):
+        applier.io.quota_window.learned(kafka.quota_settings())
+        applier.io.quota_window.learned(kafka.quota_settings())
+    said = [r.getMessage() for r in caplog.records if "shows a producer's large" in r.getMessage()]
+    if not warned:
+        assert said == []
+        return
+    window = max(windows.values())
+    assert said == [
+        f"cluster c1: its brokers measure quotas over {window:g} s, more than half "
+        "kvq.enforcer.throttle.request.throttle.time (8 s) and a sample: Kafka's average "
+        "throttle time shows a producer's large requests (a Java producer's batches) late "
+        "there, and it may wait out longer throttle times before it is raised for them; "
+        "quota.window.num=3 on every broker shows them at its first long throttle times "
+        "(docs/reaction-time.md)"
+    ]
