@@ -92,10 +92,13 @@ _ADDED_COLUMNS = (
     ("pair", "written", "TEXT"),
     ("pair", "reference", "REAL"),
     ("alert_episode", "resolved_at", "TEXT"),
+    ("pair", "request_bytes", "REAL"),
 )
 """(table, column, type) added after the first release: a journal written before gets them when
 it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive);
-`pair.reference` the rate observed when the episode started (observed_rates.py), NULL: none."""
+`pair.reference` the rate observed when the episode started (observed_rates.py), NULL: none;
+`pair.request_bytes` the largest request size the episode estimated for the pair's entity
+(request_sizes.py), NULL: none."""
 WRITTEN_KEPT = 8
 """How many of the latest different values the enforcer wrote to a pair during an episode are
 remembered: a broker's view lagging further behind than that many changes is not expected."""
@@ -152,6 +155,9 @@ class PairRecord:
     reference: float | None = None
     """The rate the pair's entity was seen producing when the episode started (None: none);
     every factor of the episode scales min(original or base, reference)."""
+    request_bytes: float | None = None
+    """The largest request size the episode estimated for the pair's entity from its throttle
+    times (request_sizes.py; None: none): the next episode starts from it."""
 
     def expected(self) -> list[float | None]:
         """Values Kafka may hold without anyone but us having changed them."""
@@ -443,7 +449,7 @@ class ThrottleEpisodes:
                 return None, []
             rows = db.execute(
                 "SELECT entity, key, original, applied, applied_known, pending, pending_known, "
-                "drift, drifted, written, reference FROM pair WHERE cluster=? "
+                "drift, drifted, written, reference, request_bytes FROM pair WHERE cluster=? "
                 "ORDER BY entity, key",
                 (cluster,),
             ).fetchall()
@@ -454,9 +460,18 @@ class ThrottleEpisodes:
             return None
         pairs = {
             (QuotaEntity.from_json(e), k): PairRecord(
-                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd), _values(w), r
+                _load(o),
+                _load(a),
+                bool(ak),
+                _load(p),
+                bool(pk),
+                _load(d),
+                bool(dd),
+                _values(w),
+                r,
+                b,
             )
-            for e, k, o, a, ak, p, pk, d, dd, w, r in rows
+            for e, k, o, a, ak, p, pk, d, dd, w, r, b in rows
         }
         state, started_at, updated_at, target, applied, episode_id = row
         return Episode(cluster, state, started_at, updated_at, target, applied, episode_id, pairs)
@@ -576,6 +591,28 @@ class ThrottleEpisodes:
         episode = self.episode(cluster)
         assert episode is not None, "references set without an episode"
         return episode
+
+    def set_request_sizes(self, cluster: str, sizes: Mapping[Pair, float]) -> None:
+        """The request sizes estimated for the active episode's pairs (pairs it does not hold
+        are left out)."""
+        self._journal.write(
+            lambda db: db.executemany(
+                "UPDATE pair SET request_bytes=? WHERE cluster=? AND entity=? AND key=?",
+                [(b, cluster, e.to_json(), k) for (e, k), b in sizes.items()],
+            )
+        )
+
+    def request_sizes(self, cluster: str) -> dict[Pair, float]:
+        """The request sizes journaled for the cluster's episode: the active one's so far, or
+        the last one's once it is finished (until the next begins, which reads them first)."""
+        rows = self._journal.read(
+            lambda db: db.execute(
+                "SELECT entity, key, request_bytes FROM pair "
+                "WHERE cluster=? AND request_bytes IS NOT NULL",
+                (cluster,),
+            ).fetchall()
+        )
+        return {(QuotaEntity.from_json(e), k): b for e, k, b in rows}
 
     def mark_drift(self, cluster: str, drift: Mapping[Pair, float | None]) -> None:
         """Freeze pairs an operator changed: their value is kept from now on."""
@@ -764,6 +801,12 @@ class ClusterJournal:
 
     def set_references(self, references: Mapping[Pair, float]) -> Episode:
         return self._journal.episodes.set_references(self._cluster, references)
+
+    def set_request_sizes(self, sizes: Mapping[Pair, float]) -> None:
+        self._journal.episodes.set_request_sizes(self._cluster, sizes)
+
+    def request_sizes(self) -> dict[Pair, float]:
+        return self._journal.episodes.request_sizes(self._cluster)
 
     def mark_drift(self, drift: Mapping[Pair, float | None]) -> None:
         self._journal.episodes.mark_drift(self._cluster, drift)

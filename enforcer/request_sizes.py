@@ -204,6 +204,8 @@ class RequestSizes:
     _budgets: dict[Pair, int] = field(default_factory=dict, init=False)
     """Per pair, the most series (users, clients) Kafka was seen throttling under it at once."""
     _asked: float | None = field(default=None, init=False)
+    _recalled: dict[Pair, float] | None = field(default=None, init=False)
+    """The journal's sizes the episode started from (None: not read yet)."""
 
     def forget(self) -> None:
         """The episode ended (or a new one starts): its estimates and quotas no longer hold."""
@@ -212,6 +214,24 @@ class RequestSizes:
         self._sizes.clear()
         self._budgets.clear()
         self._asked = None
+        self._recalled = None
+
+    @property
+    def recalled(self) -> bool:
+        """Whether the episode's journaled sizes were read (`recall`) since it began."""
+        return self._recalled is not None
+
+    def recall(self, sizes: Mapping[Pair, float]) -> None:
+        """The sizes the journal holds for the episode: a new one's from the last episode's
+        estimates (an entity's requests are its clients' batches and buffers, which an episode
+        does not change), a running one's its own so far (the enforcer restarted). Each pair's
+        estimate is the larger of these and what its throttle times say now."""
+        self._recalled = dict(sizes)
+
+    @property
+    def estimated(self) -> dict[Pair, float]:
+        """This episode's own estimates from throttle times (what the journal keeps for it)."""
+        return dict(self._sizes)
 
     def requests(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> Requests:
         """Each pair's largest request size estimate of the episode, and its budgets, asking
@@ -222,7 +242,10 @@ class RequestSizes:
             self._asked = now
             result = self.prometheus.instant(cluster, self.query)
             self._estimate(cluster, policy, parse_vector(result or []), window_seconds, now)
-        return Requests(dict(self._sizes), dict(self._budgets))
+        sizes = dict(self._recalled or {})
+        for pair, size in self._sizes.items():
+            sizes[pair] = max(size, sizes.get(pair, 0.0))
+        return Requests(sizes, dict(self._budgets))
 
     def held(self, desired: Mapping[Pair, float | None], references: Mapping[Pair, float]) -> None:
         """The quotas a plan of the episode sets (the producer pairs with a reference)."""

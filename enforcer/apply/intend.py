@@ -37,6 +37,8 @@ def intend(io: ClusterIO, episode: Episode, planned: Plan) -> list[Change]:
     _report_undone(io, planned.drift, planned.reverted)
     if planned.drift:
         io.journal.mark_drift(planned.drift)
+    if planned.request_sizes:
+        io.journal.set_request_sizes(planned.request_sizes)
     if planned.todo:
         pending = {(c.entity, c.key): c.value for c in planned.todo}
         io.journal.set_pending(pending, planned.factor)

@@ -3,11 +3,13 @@ quotas before anything is written (a crash here leaves no trace)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.late_references import LateReferences
+from enforcer.apply.report import first_few
 from enforcer.apply.view import View
 from enforcer.journal import Episode, PairRecord
 from enforcer.observed_rates import ObservedRates
@@ -26,6 +28,8 @@ from enforcer.quota_plan import (
 )
 from enforcer.request_sizes import RequestSizes
 from kvq.model.throttle_factor_policy import UNTHROTTLED
+
+log = logging.getLogger("kvq.enforcer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,10 @@ class Plan:
     late_references: dict[Pair, float] = field(default_factory=dict)
     """Observed rates found for an active episode begun without any (late_references.py),
     journaled before anything is sent."""
+    request_sizes: dict[Pair, float] = field(default_factory=dict)
+    """Request sizes the episode estimated that its journal does not hold yet (larger than
+    the pair's `request_bytes`): the next episode, or this one after a restart, starts from
+    them."""
 
     @property
     def restoring(self) -> bool:
@@ -59,7 +67,12 @@ class Plan:
     def changes_something(self) -> bool:
         """An apply of this plan would change something in Kafka or the journal."""
         return bool(
-            self.todo or self.drift or self.reverted or self.discovered or self.late_references
+            self.todo
+            or self.drift
+            or self.reverted
+            or self.discovered
+            or self.late_references
+            or self.request_sizes
         )
 
 
@@ -122,9 +135,25 @@ class Planner:
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
+        sizes = self._unjournaled_sizes(records, discovered) if requests is not None else {}
         return Plan(
-            factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late
+            factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late, sizes
         )
+
+    def _unjournaled_sizes(
+        self, records: Mapping[Pair, PairRecord], discovered: Mapping[Pair, float | None]
+    ) -> dict[Pair, float]:
+        """The episode's estimates larger than what its journal holds, of the pairs it holds
+        or is about to (an entity never journaled, a user under the default user's quota not
+        raised alone, has no row to keep one in)."""
+        assert self.request_sizes is not None
+        kept = {pair: record.request_bytes or 0.0 for pair, record in records.items()}
+        kept.update({pair: 0.0 for pair in discovered if pair not in kept})
+        return {
+            pair: size
+            for pair, size in self.request_sizes.estimated.items()
+            if pair in kept and size > kept[pair]
+        }
 
     def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:
         """What is known of the requests of the active episode's entities (nothing before its
@@ -133,8 +162,26 @@ class Planner:
             return None
         if on is None or factor >= UNTHROTTLED:
             self.request_sizes.forget()
+        if factor >= UNTHROTTLED:
             return None
+        if not self.request_sizes.recalled:
+            self._recall_sizes(on)
         return self.request_sizes.requests(self.io.name, policy, policy.quota_window_seconds)
+
+    def _recall_sizes(self, on: Episode | None) -> None:
+        """Start the episode's estimates from the journal's: the last episode's for a new
+        one (`on` None: its pairs are still journaled), its own for a running one (the
+        enforcer restarted). Said once, naming a few."""
+        assert self.request_sizes is not None
+        sizes = self.io.journal.request_sizes()
+        self.request_sizes.recall(sizes)
+        if sizes:
+            log.info(
+                "cluster %s: the episode starts from the request sizes %s estimated: %s",
+                self.io.name,
+                "the last episode" if on is None else "it",
+                first_few(f"{entity.label()} {size:.0f} B" for (entity, _), size in sizes.items()),
+            )
 
     def _late_references(self, on: Episode | None, factor: float) -> dict[Pair, float]:
         """The references of an active episode begun without any, if found now."""

@@ -412,8 +412,75 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
     assert kafka.values[JAVA][P] == 4096.0, "the episode keeps its largest estimate"
     apply_step(applier, 1.0)
     assert kafka.values[JAVA][P] == 1_000_000.0
+
+
+def raised_then_restored(
+    prometheus: PrometheusAPI, journal: Journal, clock: SettableClock
+) -> tuple[InMemoryQuotas, Applier, float]:
+    """An episode in which java-web was raised for its 16 KiB requests, then restored: the
+    store, the applier and the quota the factor 0.2 gives java-web without a raise."""
+    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
+    applier = sized_applier(kafka, journal, clock)
     apply_step(applier, 0.2)
-    assert kafka.values[JAVA][P] == lowered, "a new episode forgets the last one's sizes"
+    lowered = kafka.values[JAVA][P]
+    clock.now += 100.0
+    prometheus.throttle_ms = 16384 / lowered * 1000
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == 4096.0
+    apply_step(applier, 1.0)
+    prometheus.throttle_ms = None  # restored: Kafka throttles nobody
+    return kafka, applier, lowered
+
+
+def test_a_new_episode_starts_from_the_last_ones_request_sizes(prometheus, journal, caplog):
+    """An entity's requests are its clients' batches and buffers: the next episode raises
+    java-web from its first quota, before Kafka answers it with a long throttle time."""
+    clock = SettableClock(1000.0)
+    kafka, applier, _ = raised_then_restored(prometheus, journal, clock)
+    clock.now += 3600.0
+    with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
+        apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == 4096.0
+    said = [r.getMessage() for r in caplog.records if "starts from the request sizes" in r.message]
+    assert said == [
+        "cluster c1: the episode starts from the request sizes the last episode estimated: "
+        "user=dave,client-id=java-web 16384 B"
+    ]
+
+
+def test_a_restarted_enforcer_keeps_the_episodes_request_sizes(prometheus, journal):
+    """Nothing learnt is lost on a crash: the estimate is journaled with the episode."""
+    clock = SettableClock(1000.0)
+    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
+    applier = sized_applier(kafka, journal, clock)
+    apply_step(applier, 0.2)
+    lowered = kafka.values[JAVA][P]
+    clock.now += 100.0
+    prometheus.throttle_ms = 16384 / lowered * 1000
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == 4096.0
+    prometheus.throttle_ms = None  # Prometheus without the series after the restart
+    apply_step(sized_applier(kafka, journal, clock), 0.2)
+    assert kafka.values[JAVA][P] == 4096.0, "its first plan holds what it did before"
+
+
+def test_an_episode_without_long_throttle_times_leaves_the_next_one_its_own_estimate(
+    prometheus, journal
+):
+    """Only what an episode estimated itself is kept for the next: raised from the start and
+    answered with short throttle times (its clients now send small requests), java-web is
+    held to the factor's quota again in the episode after."""
+    clock = SettableClock(1000.0)
+    kafka, applier, lowered = raised_then_restored(prometheus, journal, clock)
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == 4096.0, "raised from the last episode's estimate"
+    clock.now += 100.0
+    prometheus.throttle_ms = 100.0  # requests of about 400 B at the raised quota
+    apply_step(applier, 0.2)
+    apply_step(applier, 1.0)
+    prometheus.throttle_ms = None
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == lowered
 
 
 @pytest.mark.parametrize(
