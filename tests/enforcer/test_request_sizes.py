@@ -387,20 +387,39 @@ def journal(tmp_path) -> Iterator[Journal]:
     journal.close()
 
 
-def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_the_episode(
-    prometheus, journal, caplog
-):
-    clock = SettableClock(1000.0)
+def java_raised(
+    prometheus: PrometheusAPI, journal: Journal, clock: SettableClock
+) -> tuple[InMemoryQuotas, Applier, float]:
+    """An episode at factor 0.2 in which java-web, answered for its 16 KiB requests, was
+    raised: the store, the applier and the quota the factor gives java-web without a raise."""
     kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
     applier = sized_applier(kafka, journal, clock)
-    caplog.set_level(logging.INFO, "kvq.enforcer")
     apply_step(applier, 0.2)
     lowered = kafka.values[JAVA][P]
-    assert lowered < 2000.0, "the factor's quota (the episode's first plan asks nothing)"
     clock.now += 100.0  # the drop from 7.3 kB/s is out of the held quotas
     prometheus.throttle_ms = 16384 / lowered * 1000
     apply_step(applier, 0.2)
     assert kafka.values[JAVA][P] == request_minimum(16384, 8.0) == 4096.0
+    return kafka, applier, lowered
+
+
+def raised_then_restored(
+    prometheus: PrometheusAPI, journal: Journal, clock: SettableClock
+) -> tuple[InMemoryQuotas, Applier, float]:
+    """`java_raised`, then restored."""
+    kafka, applier, lowered = java_raised(prometheus, journal, clock)
+    apply_step(applier, 1.0)
+    prometheus.throttle_ms = None  # restored: Kafka throttles nobody
+    return kafka, applier, lowered
+
+
+def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_the_episode(
+    prometheus, journal, caplog
+):
+    clock = SettableClock(1000.0)
+    caplog.set_level(logging.INFO, "kvq.enforcer")
+    kafka, applier, lowered = java_raised(prometheus, journal, clock)
+    assert lowered < 2000.0, "the factor's quota (the episode's first plan asks nothing)"
     assert [r for r in caplog.records if "java-web sends produce requests of about" in r.message]
     asks = prometheus.throttle_asks
     prometheus.throttle_ms = 100.0  # at the raised quota its requests go through quickly
@@ -412,24 +431,6 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
     assert kafka.values[JAVA][P] == 4096.0, "the episode keeps its largest estimate"
     apply_step(applier, 1.0)
     assert kafka.values[JAVA][P] == 1_000_000.0
-
-
-def raised_then_restored(
-    prometheus: PrometheusAPI, journal: Journal, clock: SettableClock
-) -> tuple[InMemoryQuotas, Applier, float]:
-    """An episode in which java-web was raised for its 16 KiB requests, then restored: the
-    store, the applier and the quota the factor 0.2 gives java-web without a raise."""
-    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
-    applier = sized_applier(kafka, journal, clock)
-    apply_step(applier, 0.2)
-    lowered = kafka.values[JAVA][P]
-    clock.now += 100.0
-    prometheus.throttle_ms = 16384 / lowered * 1000
-    apply_step(applier, 0.2)
-    assert kafka.values[JAVA][P] == 4096.0
-    apply_step(applier, 1.0)
-    prometheus.throttle_ms = None  # restored: Kafka throttles nobody
-    return kafka, applier, lowered
 
 
 def test_a_new_episode_starts_from_the_last_ones_request_sizes(prometheus, journal, caplog):
@@ -451,14 +452,7 @@ def test_a_new_episode_starts_from_the_last_ones_request_sizes(prometheus, journ
 def test_a_restarted_enforcer_keeps_the_episodes_request_sizes(prometheus, journal):
     """Nothing learnt is lost on a crash: the estimate is journaled with the episode."""
     clock = SettableClock(1000.0)
-    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
-    applier = sized_applier(kafka, journal, clock)
-    apply_step(applier, 0.2)
-    lowered = kafka.values[JAVA][P]
-    clock.now += 100.0
-    prometheus.throttle_ms = 16384 / lowered * 1000
-    apply_step(applier, 0.2)
-    assert kafka.values[JAVA][P] == 4096.0
+    kafka, _, _ = java_raised(prometheus, journal, clock)
     prometheus.throttle_ms = None  # Prometheus without the series after the restart
     apply_step(sized_applier(kafka, journal, clock), 0.2)
     assert kafka.values[JAVA][P] == 4096.0, "its first plan holds what it did before"
