@@ -67,7 +67,7 @@ from demo.producers import (
     stop_all,
 )
 from demo.scenario import Timeline
-from demo.stack import DemoStack
+from demo.stack import ENFORCER_JOURNAL, DemoStack
 from demo.versus import SETUP as VERSUS
 from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
@@ -1049,6 +1049,13 @@ PARSER.add_argument(
     "over a shorter window hands out shorter throttle times",
 )
 PARSER.add_argument(
+    "--episode-after",
+    action="store_true",
+    help="with --runs 2 or more, each policy's runs after the first start the enforcer with the "
+    "journal its run before left (on a fresh cluster): the episode after one on the same load, "
+    "which starts from the request sizes that one estimated",
+)
+PARSER.add_argument(
     "--partition-sizes",
     action="store_true",
     help="graceful-slowdown reads the partitions' sizes (kvq.throttle.slowdown.partition.sizes="
@@ -1101,6 +1108,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.burst_ratio = checked("--burst-ratio", args.burst_ratio, BURST_RATIO)
     if args.retention_forecast and not args.partition_sizes:
         PARSER.error("--retention-forecast: the forecast is read with --partition-sizes only")
+    if args.episode_after and args.runs < 2:
+        PARSER.error(f"--episode-after: needs --runs 2 or more (given {args.runs})")
     refuse_bad_counts(args)
     for given in args.librdkafka or ():
         if reason := librdkafka_refuses(given):
@@ -1229,10 +1238,13 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
         for repeat, policy in ((r, p) for r in range(1, args.runs + 1) for p in policies):
             if args.runs > 1:
                 log(f"{policy}: run {repeat} of {args.runs}, on a fresh cluster")
+            run_work = work if args.runs == 1 else work / f"run-{repeat}"
+            if args.episode_after and repeat > 1:
+                carry_journal(work / f"run-{repeat - 1}" / policy, run_work / policy)
             try:
                 outcome = run_policy(
                     policy,
-                    work if args.runs == 1 else work / f"run-{repeat}",
+                    run_work,
                     log,
                     args.episode_seconds,
                     LoadStep(args.load_step, args.step_at) if args.load_step else None,
@@ -1251,6 +1263,16 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
         if args.work is None:
             keep_if_telling(work, outcomes, len(policies) * args.runs)
     return outcomes
+
+
+def carry_journal(before: Path, after: Path) -> None:
+    """The enforcer journal the run in `before` left, as the journal the run in `after` starts
+    with (its file, and its write-ahead log if one is left)."""
+    after.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal"):
+        left = before / f"{ENFORCER_JOURNAL}{suffix}"
+        if left.exists():
+            shutil.copyfile(left, after / left.name)
 
 
 def keep_if_telling(work: Path, outcomes: list[Outcome], runs: int) -> None:

@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 P = "client.quota.callback.static."
 CLUSTER = "demo"
 ALERT = "KafkaVolumeQuotaThrottle"
+ENFORCER_JOURNAL = "enforcer-journal.sqlite3"
+"""The enforcer's journal, in the stack's work dir."""
 KAFKA_BACKENDS = ("devcluster", "apache")
 STACK_PARTS = {
     "devcluster": "devcluster, exporter, enforcer, Prometheus, Alertmanager",
@@ -228,7 +230,7 @@ class DemoStack:
             f"kvq.exporter.request.timeout=PT2S\n"
             f"kvq.exporter.archive.dir={self.work_dir / 'archive'}\n"
             f"kvq.enforcer.auth.bearer.token.file={self.work_dir / 'webhook.token'}\n"
-            f"kvq.enforcer.journal={self.work_dir / 'enforcer-journal.sqlite3'}\n"
+            f"kvq.enforcer.journal={self.work_dir / ENFORCER_JOURNAL}\n"
             f"kvq.enforcer.failsafe.exporter.urls=http://127.0.0.1:{self.exporter_port}/metrics\n"
             + (
                 f"kvq.enforcer.prometheus.url=http://127.0.0.1:{self.prometheus_port}\n"
