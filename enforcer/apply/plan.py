@@ -156,8 +156,8 @@ class Planner:
         }
 
     def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:
-        """What is known of the requests of the active episode's entities (nothing before its
-        first plan: a restore or a new episode forgets the last one's)."""
+        """What is known of the requests of the active episode's entities: a restore forgets
+        them, a new episode starts from the journal's (`_recall_sizes`)."""
         if self.request_sizes is None:
             return None
         if on is None or factor >= UNTHROTTLED:
