@@ -76,6 +76,7 @@ from devkit.loop_settings import iso_duration
 from devkit.processes import wait_until
 from devkit.producer_load import LoadProducer, Transport
 from devkit.results_page import Recording
+from enforcer.journal import Journal
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW
 from enforcer.settings import BURST_RATIO, OBSERVED_RATE_BURST_RATIO
 from exporter.settings import VIOLATION_CHECK_INTERVAL
@@ -1267,12 +1268,22 @@ def run_policies(args: argparse.Namespace) -> list[Outcome] | None:
 
 def carry_journal(before: Path, after: Path) -> None:
     """The enforcer journal the run in `before` left, as the journal the run in `after` starts
-    with (its file, and its write-ahead log if one is left)."""
+    with (its file, and its write-ahead log if one is left), less the alerts it heard: that
+    run's Alertmanager is gone, and would never resolve them."""
     after.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal"):
         left = before / f"{ENFORCER_JOURNAL}{suffix}"
         if left.exists():
             shutil.copyfile(left, after / left.name)
+    journal = Journal(after / ENFORCER_JOURNAL)
+    try:
+        journal.write(lambda db: [db.execute(f"DELETE FROM {t}") for t in ALERT_TABLES])
+    finally:
+        journal.close()
+
+
+ALERT_TABLES = ("alert", "alert_episode")
+"""The enforcer journal's tables of what it heard from Alertmanager (enforcer/journal.py)."""
 
 
 def keep_if_telling(work: Path, outcomes: list[Outcome], runs: int) -> None:

@@ -229,9 +229,12 @@ class RequestSizes:
         self._recalled = dict(sizes)
 
     @property
-    def estimated(self) -> dict[Pair, float]:
-        """This episode's own estimates from throttle times (what the journal keeps for it)."""
-        return dict(self._sizes)
+    def kept(self) -> dict[Pair, float]:
+        """What the journal keeps of the episode for the next: each pair's own largest estimate
+        where the episode made one (its throttle times now say it), else the one it started
+        from (an episode too short to estimate, or in which the raise spared the entity any
+        throttle, forgets nothing)."""
+        return {**(self._recalled or {}), **self._sizes}
 
     def requests(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> Requests:
         """Each pair's largest request size estimate of the episode, and its budgets, asking

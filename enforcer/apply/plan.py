@@ -55,9 +55,8 @@ class Plan:
     """Observed rates found for an active episode begun without any (late_references.py),
     journaled before anything is sent."""
     request_sizes: dict[Pair, float] = field(default_factory=dict)
-    """Request sizes the episode estimated that its journal does not hold yet (larger than
-    the pair's `request_bytes`): the next episode, or this one after a restart, starts from
-    them."""
+    """Request sizes the journal is to keep for the episode's pairs and does not hold yet
+    (`RequestSizes.kept`): the next episode, or this one after a restart, starts from them."""
 
     @property
     def restoring(self) -> bool:
@@ -143,16 +142,16 @@ class Planner:
     def _unjournaled_sizes(
         self, records: Mapping[Pair, PairRecord], discovered: Mapping[Pair, float | None]
     ) -> dict[Pair, float]:
-        """The episode's estimates larger than what its journal holds, of the pairs it holds
-        or is about to (an entity never journaled, a user under the default user's quota not
-        raised alone, has no row to keep one in)."""
+        """What the journal is to keep of the episode's request sizes (`RequestSizes.kept`) and
+        does not hold yet, for the pairs it holds or is about to (an entity never journaled, a
+        user under the default user's quota not raised alone, has no row to keep one in)."""
         assert self.request_sizes is not None
-        kept = {pair: record.request_bytes or 0.0 for pair, record in records.items()}
-        kept.update({pair: 0.0 for pair in discovered if pair not in kept})
+        journaled = {pair: record.request_bytes for pair, record in records.items()}
+        journaled.update({pair: None for pair in discovered if pair not in journaled})
         return {
             pair: size
-            for pair, size in self.request_sizes.estimated.items()
-            if pair in kept and size > kept[pair]
+            for pair, size in self.request_sizes.kept.items()
+            if pair in journaled and size != journaled[pair]
         }
 
     def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:

@@ -36,11 +36,14 @@ def test_the_journal_a_run_left_is_the_next_ones_with_its_request_sizes(tmp_path
     journal.episodes.begin("demo", {DAVE: 20_000.0}, 0.4)
     journal.episodes.set_request_sizes("demo", {DAVE: 49_152.0})
     journal.episodes.finish("demo")
+    journal.alerts.replace_group("{}:{}", {("demo", "f1"): 0.9})
     journal.close()
     carry_journal(before, after)
     carried = Journal(after / ENFORCER_JOURNAL)
     try:
         assert carried.episodes.request_sizes("demo") == {DAVE: 49_152.0}
+        assert carried.alerts.group_state("{}:{}") == {}, "that run's Alertmanager is gone"
+        assert carried.alerts.firing_factors("demo") == []
     finally:
         carried.close()
 
@@ -66,7 +69,7 @@ def test_each_run_after_the_first_starts_from_the_journal_the_one_before_left(
         journal = work / policy / ENFORCER_JOURNAL
         seen.append(journal.exists())
         journal.parent.mkdir(parents=True, exist_ok=True)
-        journal.write_bytes(b"the run's journal")
+        Journal(journal).close()
         if len(seen) == 2:
             raise TimeoutError("the second run stops the runs")
         return FakeOutcome()

@@ -542,3 +542,17 @@ def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(jou
         apply_step(applier, 1.0)
         assert P not in kafka.values.get(ERIN, {})
         assert kafka.values[DEFAULT][P] == 1_000_000.0
+
+
+def test_an_episode_too_short_to_estimate_passes_the_sizes_it_started_from_on(
+    prometheus, journal
+):
+    """A blip (a step below 1 restored a second later) estimates nothing: the episode after
+    it still starts from what the long one before it estimated."""
+    clock = SettableClock(1000.0)
+    kafka, applier, _ = raised_then_restored(prometheus, journal, clock)
+    apply_step(applier, 0.9)
+    apply_step(applier, 1.0)
+    clock.now += 600.0
+    apply_step(applier, 0.2)
+    assert kafka.values[JAVA][P] == 4096.0
