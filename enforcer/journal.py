@@ -1,5 +1,5 @@
-"""The durable journal (one SQLite file) and the three stores it holds (`Journal.episodes`,
-`.alerts`, `.unanswered`), each on its own tables.
+"""The durable journal (one SQLite file) and the four stores it holds (`Journal.episodes`,
+`.alerts`, `.unanswered`, `.request_sizes`), each on its own tables.
 
 Every write is one transaction committed with `synchronous=FULL` (fsync) before the enforcer
 touches Kafka, so a crash at any point leaves enough to finish or undo a throttle.
@@ -16,6 +16,8 @@ touches Kafka, so a crash at any point leaves enough to finish or undo a throttl
   were last sent, so the target survives restarts and an alert no longer sent can expire.
 - `UnansweredRequests` (table `unanswered_alter`): the values of AlterClientQuotas requests sent
   and not answered (yet), so a request that may still land is known after a restart.
+- `KnownRequestSizes` (table `request_size`): each quota entity's request size as the episodes
+  estimated it from its throttle times, so a restart or the next episode starts from it.
 
 `ClusterJournal` is one cluster's episode and unanswered requests, what an `Applier` acts
 through; the firing alerts are the `Enforcer`'s, across clusters.
@@ -92,13 +94,10 @@ _ADDED_COLUMNS = (
     ("pair", "written", "TEXT"),
     ("pair", "reference", "REAL"),
     ("alert_episode", "resolved_at", "TEXT"),
-    ("pair", "request_bytes", "REAL"),
 )
 """(table, column, type) added after the first release: a journal written before gets them when
 it is opened. `pair.written` is a JSON list of the values written (text: NaN and unset survive);
-`pair.reference` the rate observed when the episode started (observed_rates.py), NULL: none;
-`pair.request_bytes` the largest request size the episode estimated for the pair's entity
-(request_sizes.py), NULL: none."""
+`pair.reference` the rate observed when the episode started (observed_rates.py), NULL: none."""
 WRITTEN_KEPT = 8
 """How many of the latest different values the enforcer wrote to a pair during an episode are
 remembered: a broker's view lagging further behind than that many changes is not expected."""
@@ -127,6 +126,18 @@ CREATE TABLE IF NOT EXISTS unanswered_alter (
 """
 """One row per request (entity NULL) and one per value it sets; no index: the table is empty but
 for requests in flight or in doubt."""
+_REQUEST_SIZE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS request_size (
+    cluster TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    key TEXT NOT NULL,
+    bytes REAL NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, entity, key)
+);
+"""
+"""Per quota entity, the request size the episodes estimated from its throttle times
+(request_sizes.py), kept across episodes: the next starts from it."""
 _WAL_AUTOCHECKPOINT_PAGES = 1
 _WAL_SIZE_LIMIT_BYTES = 0
 
@@ -155,9 +166,6 @@ class PairRecord:
     reference: float | None = None
     """The rate the pair's entity was seen producing when the episode started (None: none);
     every factor of the episode scales min(original or base, reference)."""
-    request_bytes: float | None = None
-    """The largest request size the episode estimated for the pair's entity from its throttle
-    times (request_sizes.py; None: none): the next episode starts from it."""
 
     def expected(self) -> list[float | None]:
         """Values Kafka may hold without anyone but us having changed them."""
@@ -215,7 +223,7 @@ def new_episode_id(now: datetime | None = None) -> str:
 
 
 class Journal:
-    """The SQLite journal file at `path`: one connection, serialised, shared by its three stores."""
+    """The SQLite journal file at `path`: one connection, serialised, shared by its four stores."""
 
     def __init__(
         self,
@@ -249,7 +257,7 @@ class Journal:
             # every commit and keep the WAL file to one transaction's size.
             self._db.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT_PAGES}")
             self._db.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT_BYTES}")
-            self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA)
+            self._db.executescript(_SCHEMA + _UNANSWERED_SCHEMA + _REQUEST_SIZE_SCHEMA)
             _add_missing_columns(self._db)
             _add_finished_episodes(self._db)
             _name_unnamed_episodes(self._db)
@@ -262,6 +270,7 @@ class Journal:
         self.alerts = FiringAlerts(self)
         self.episodes = ThrottleEpisodes(self)
         self.unanswered = UnansweredRequests(self)
+        self.request_sizes = KnownRequestSizes(self)
 
     def for_cluster(self, cluster: str) -> ClusterJournal:
         """One cluster's part of this journal, behind a lock of this process: what an
@@ -449,7 +458,7 @@ class ThrottleEpisodes:
                 return None, []
             rows = db.execute(
                 "SELECT entity, key, original, applied, applied_known, pending, pending_known, "
-                "drift, drifted, written, reference, request_bytes FROM pair WHERE cluster=? "
+                "drift, drifted, written, reference FROM pair WHERE cluster=? "
                 "ORDER BY entity, key",
                 (cluster,),
             ).fetchall()
@@ -469,9 +478,8 @@ class ThrottleEpisodes:
                 bool(dd),
                 _values(w),
                 r,
-                b,
             )
-            for e, k, o, a, ak, p, pk, d, dd, w, r, b in rows
+            for e, k, o, a, ak, p, pk, d, dd, w, r in rows
         }
         state, started_at, updated_at, target, applied, episode_id = row
         return Episode(cluster, state, started_at, updated_at, target, applied, episode_id, pairs)
@@ -591,28 +599,6 @@ class ThrottleEpisodes:
         episode = self.episode(cluster)
         assert episode is not None, "references set without an episode"
         return episode
-
-    def set_request_sizes(self, cluster: str, sizes: Mapping[Pair, float]) -> None:
-        """The request sizes estimated for the active episode's pairs (pairs it does not hold
-        are left out)."""
-        self._journal.write(
-            lambda db: db.executemany(
-                "UPDATE pair SET request_bytes=? WHERE cluster=? AND entity=? AND key=?",
-                [(b, cluster, e.to_json(), k) for (e, k), b in sizes.items()],
-            )
-        )
-
-    def request_sizes(self, cluster: str) -> dict[Pair, float]:
-        """The request sizes journaled for the cluster's episode: the active one's so far, or
-        the last one's once it is finished (until the next begins, which reads them first)."""
-        rows = self._journal.read(
-            lambda db: db.execute(
-                "SELECT entity, key, request_bytes FROM pair "
-                "WHERE cluster=? AND request_bytes IS NOT NULL",
-                (cluster,),
-            ).fetchall()
-        )
-        return {(QuotaEntity.from_json(e), k): b for e, k, b in rows}
 
     def mark_drift(self, cluster: str, drift: Mapping[Pair, float | None]) -> None:
         """Freeze pairs an operator changed: their value is kept from now on."""
@@ -750,6 +736,31 @@ class UnansweredRequests:
         )
 
 
+class KnownRequestSizes:
+    """Each quota entity's request size as the episodes estimated it (table `request_size`)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def sizes(self, cluster: str) -> dict[Pair, float]:
+        rows = self._journal.read(
+            lambda db: db.execute(
+                "SELECT entity, key, bytes FROM request_size WHERE cluster=?", (cluster,)
+            ).fetchall()
+        )
+        return {(QuotaEntity.from_json(e), k): b for e, k, b in rows}
+
+    def keep(self, cluster: str, sizes: Mapping[Pair, float]) -> None:
+        """Replace each pair's size with the one given (the others stay)."""
+        now = self._journal.now()
+        self._journal.write(
+            lambda db: db.executemany(
+                "INSERT OR REPLACE INTO request_size VALUES (?,?,?,?,?)",
+                [(cluster, e.to_json(), k, b, now) for (e, k), b in sizes.items()],
+            )
+        )
+
+
 class ClusterJournal:
     """One cluster's throttle episode and unanswered requests, and the lock that makes one
     apply at a time act on the cluster (`exclusive`, held for a whole apply): a thread lock in
@@ -802,11 +813,11 @@ class ClusterJournal:
     def set_references(self, references: Mapping[Pair, float]) -> Episode:
         return self._journal.episodes.set_references(self._cluster, references)
 
-    def set_request_sizes(self, sizes: Mapping[Pair, float]) -> None:
-        self._journal.episodes.set_request_sizes(self._cluster, sizes)
+    def keep_request_sizes(self, sizes: Mapping[Pair, float]) -> None:
+        self._journal.request_sizes.keep(self._cluster, sizes)
 
     def request_sizes(self) -> dict[Pair, float]:
-        return self._journal.episodes.request_sizes(self._cluster)
+        return self._journal.request_sizes.sizes(self._cluster)
 
     def mark_drift(self, drift: Mapping[Pair, float | None]) -> None:
         self._journal.episodes.mark_drift(self._cluster, drift)

@@ -22,7 +22,15 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-TABLES = ("episode", "pair", "alert", "alert_episode", "finished_episode", "unanswered_alter")
+TABLES = (
+    "episode",
+    "pair",
+    "alert",
+    "alert_episode",
+    "finished_episode",
+    "unanswered_alter",
+    "request_size",
+)
 """The journal's tables (each with a `cluster` column)."""
 PAGE_ROWS = 256
 """Rowids per page: a page of pairs is some 40 kB of JSON."""

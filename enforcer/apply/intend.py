@@ -38,7 +38,7 @@ def intend(io: ClusterIO, episode: Episode, planned: Plan) -> list[Change]:
     if planned.drift:
         io.journal.mark_drift(planned.drift)
     if planned.request_sizes:
-        io.journal.set_request_sizes(planned.request_sizes)
+        io.journal.keep_request_sizes(planned.request_sizes)
     if planned.todo:
         pending = {(c.entity, c.key): c.value for c in planned.todo}
         io.journal.set_pending(pending, planned.factor)

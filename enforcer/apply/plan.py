@@ -55,8 +55,8 @@ class Plan:
     """Observed rates found for an active episode begun without any (late_references.py),
     journaled before anything is sent."""
     request_sizes: dict[Pair, float] = field(default_factory=dict)
-    """Request sizes the journal is to keep for the episode's pairs and does not hold yet
-    (`RequestSizes.kept`): the next episode, or this one after a restart, starts from them."""
+    """Request sizes the journal is to keep and does not hold yet (`RequestSizes.kept`): the
+    next episode, or this one after a restart, starts from them."""
 
     @property
     def restoring(self) -> bool:
@@ -134,24 +134,20 @@ class Planner:
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
-        sizes = self._unjournaled_sizes(records, discovered) if requests is not None else {}
+        sizes = self._unjournaled_sizes() if requests is not None else {}
         return Plan(
             factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late, sizes
         )
 
-    def _unjournaled_sizes(
-        self, records: Mapping[Pair, PairRecord], discovered: Mapping[Pair, float | None]
-    ) -> dict[Pair, float]:
+    def _unjournaled_sizes(self) -> dict[Pair, float]:
         """What the journal is to keep of the episode's request sizes (`RequestSizes.kept`) and
-        does not hold yet, for the pairs it holds or is about to (an entity never journaled, a
-        user under the default user's quota not raised alone, has no row to keep one in)."""
+        does not hold yet."""
         assert self.request_sizes is not None
-        journaled = {pair: record.request_bytes for pair, record in records.items()}
-        journaled.update({pair: None for pair in discovered if pair not in journaled})
+        journaled = self.io.journal.request_sizes()
         return {
             pair: size
             for pair, size in self.request_sizes.kept.items()
-            if pair in journaled and size != journaled[pair]
+            if size != journaled.get(pair)
         }
 
     def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:

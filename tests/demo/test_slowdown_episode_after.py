@@ -33,15 +33,13 @@ def test_the_journal_a_run_left_is_the_next_ones_with_its_request_sizes(tmp_path
     )
     before.mkdir(parents=True)
     journal = Journal(before / ENFORCER_JOURNAL)
-    journal.episodes.begin("demo", {DAVE: 20_000.0}, 0.4)
-    journal.episodes.set_request_sizes("demo", {DAVE: 49_152.0})
-    journal.episodes.finish("demo")
+    journal.request_sizes.keep("demo", {DAVE: 49_152.0})
     journal.alerts.replace_group("{}:{}", {("demo", "f1"): 0.9})
     journal.close()
     carry_journal(before, after)
     carried = Journal(after / ENFORCER_JOURNAL)
     try:
-        assert carried.episodes.request_sizes("demo") == {DAVE: 49_152.0}
+        assert carried.request_sizes.sizes("demo") == {DAVE: 49_152.0}
         assert carried.alerts.group_state("{}:{}") == {}, "that run's Alertmanager is gone"
         assert carried.alerts.firing_factors("demo") == []
     finally:
