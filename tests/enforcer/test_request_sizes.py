@@ -544,9 +544,7 @@ def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(jou
         assert kafka.values[DEFAULT][P] == 1_000_000.0
 
 
-def test_an_episode_too_short_to_estimate_passes_the_sizes_it_started_from_on(
-    prometheus, journal
-):
+def test_an_episode_too_short_to_estimate_passes_the_sizes_it_started_from_on(prometheus, journal):
     """A blip (a step below 1 restored a second later) estimates nothing: the episode after
     it still starts from what the long one before it estimated."""
     clock = SettableClock(1000.0)
