@@ -736,6 +736,12 @@ class UnansweredRequests:
         )
 
 
+REQUEST_SIZE_KEPT = timedelta(days=30)
+"""How long a request size is kept once no episode estimated it as large again: the entity's
+clients may have changed (an entity raised for its requests is throttled too little for its
+own estimate to reach them again, so a size is confirmed only now and then)."""
+
+
 class KnownRequestSizes:
     """Each quota entity's request size as the episodes estimated it (table `request_size`)."""
 
@@ -743,15 +749,18 @@ class KnownRequestSizes:
         self._journal = journal
 
     def sizes(self, cluster: str) -> dict[Pair, float]:
+        """The cluster's sizes kept within the last REQUEST_SIZE_KEPT."""
+        since = self._journal.stamp_before(REQUEST_SIZE_KEPT)
         rows = self._journal.read(
             lambda db: db.execute(
-                "SELECT entity, key, bytes FROM request_size WHERE cluster=?", (cluster,)
+                "SELECT entity, key, bytes FROM request_size WHERE cluster=? AND updated_at>=?",
+                (cluster, since),
             ).fetchall()
         )
         return {(QuotaEntity.from_json(e), k): b for e, k, b in rows}
 
     def keep(self, cluster: str, sizes: Mapping[Pair, float]) -> None:
-        """Replace each pair's size with the one given (the others stay)."""
+        """Each pair's size as given, kept from now (the others stay)."""
         now = self._journal.now()
         self._journal.write(
             lambda db: db.executemany(

@@ -230,11 +230,14 @@ class RequestSizes:
 
     @property
     def kept(self) -> dict[Pair, float]:
-        """What the journal keeps of the episode for the next: each pair's own largest estimate
-        where the episode made one (its throttle times now say it), else the one it started
-        from (an episode too short to estimate, or in which the raise spared the entity any
-        throttle, forgets nothing)."""
-        return {**(self._recalled or {}), **self._sizes}
+        """What the journal is to keep of the episode for the next: each pair's own largest
+        estimate where it reaches the one the episode started from (or there was none). A
+        smaller one does not replace it: an entity raised for its requests from the start is
+        throttled less, and its requests, what it buffered while muted, are smaller than they
+        are once it is held; an episode that estimates nothing (a step restored a second
+        later) forgets nothing."""
+        recalled = self._recalled or {}
+        return {pair: size for pair, size in self._sizes.items() if size >= recalled.get(pair, 0.0)}
 
     def requests(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> Requests:
         """Each pair's largest request size estimate of the episode, and its budgets, asking

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -17,7 +18,7 @@ import responses
 
 from devkit.memory_quotas import InMemoryQuotas
 from enforcer.applier import Applier
-from enforcer.journal import Journal
+from enforcer.journal import REQUEST_SIZE_KEPT, Journal
 from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import QuotaPolicy, Requests, plan, request_minimum, request_raises
@@ -458,14 +459,14 @@ def test_a_restarted_enforcer_keeps_the_episodes_request_sizes(prometheus, journ
     assert kafka.values[JAVA][P] == 4096.0, "its first plan holds what it did before"
 
 
-def test_an_episode_without_long_throttle_times_leaves_the_next_one_its_own_estimate(
+def test_a_smaller_estimate_of_an_entity_raised_from_the_start_does_not_replace_the_larger(
     prometheus, journal
 ):
-    """Only what an episode estimated itself is kept for the next: raised from the start and
-    answered with short throttle times (its clients now send small requests), java-web is
-    held to the factor's quota again in the episode after."""
+    """Raised from the start, java-web is throttled less and answered with short throttle
+    times (what it buffers while muted is less): that does not make its requests small, and
+    the episode after raises it again."""
     clock = SettableClock(1000.0)
-    kafka, applier, lowered = raised_then_restored(prometheus, journal, clock)
+    kafka, applier, _ = raised_then_restored(prometheus, journal, clock)
     apply_step(applier, 0.2)
     assert kafka.values[JAVA][P] == 4096.0, "raised from the last episode's estimate"
     clock.now += 100.0
@@ -474,7 +475,26 @@ def test_an_episode_without_long_throttle_times_leaves_the_next_one_its_own_esti
     apply_step(applier, 1.0)
     prometheus.throttle_ms = None
     apply_step(applier, 0.2)
-    assert kafka.values[JAVA][P] == lowered
+    assert kafka.values[JAVA][P] == 4096.0
+
+
+def test_a_size_no_episode_estimated_as_large_again_for_a_month_is_forgotten(prometheus, tmp_path):
+    """The entity's clients may have changed: after REQUEST_SIZE_KEPT without an episode
+    estimating its requests as large again, java-web is held to the factor's quota."""
+    now = [datetime(2026, 12, 1, tzinfo=UTC)]
+    journal = Journal(tmp_path / "journal.sqlite3", clock=lambda: now[0])
+    try:
+        clock = SettableClock(1000.0)
+        kafka, applier, lowered = raised_then_restored(prometheus, journal, clock)
+        now[0] += REQUEST_SIZE_KEPT - timedelta(minutes=1)
+        apply_step(applier, 0.2)
+        assert kafka.values[JAVA][P] == 4096.0, "kept for a month"
+        apply_step(applier, 1.0)
+        now[0] += timedelta(minutes=2)
+        apply_step(applier, 0.2)
+        assert kafka.values[JAVA][P] == lowered
+    finally:
+        journal.close()
 
 
 @pytest.mark.parametrize(
