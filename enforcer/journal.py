@@ -469,15 +469,7 @@ class ThrottleEpisodes:
             return None
         pairs = {
             (QuotaEntity.from_json(e), k): PairRecord(
-                _load(o),
-                _load(a),
-                bool(ak),
-                _load(p),
-                bool(pk),
-                _load(d),
-                bool(dd),
-                _values(w),
-                r,
+                _load(o), _load(a), bool(ak), _load(p), bool(pk), _load(d), bool(dd), _values(w), r
             )
             for e, k, o, a, ak, p, pk, d, dd, w, r in rows
         }
@@ -771,9 +763,10 @@ class KnownRequestSizes:
 
 
 class ClusterJournal:
-    """One cluster's throttle episode and unanswered requests, and the lock that makes one
-    apply at a time act on the cluster (`exclusive`, held for a whole apply): a thread lock in
-    front of the cluster's rows of the SQLite journal. With several replicas
+    """One cluster's throttle episode, unanswered requests and known request sizes, and the
+    lock that makes one apply at a time act on the cluster (`exclusive`, held for a whole
+    apply): a thread lock in front of the cluster's rows of the SQLite journal. With several
+    replicas
     (`kvq.enforcer.state.store=kafka`) the same: only the replica the election picks acts, and
     each of its journal writes is committed to Kafka first (the journal's sink, fenced), so the
     phases of an apply need not know whether other replicas exist."""
