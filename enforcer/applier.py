@@ -259,6 +259,7 @@ class Applier:
         """The phases that act, each journaling before it acts: a crash between any two of them
         leaves a journal the next apply finishes from (Kafka holds the values before or after)."""
         copy_changes = intend(self.io, episode, planned)
+        self.planner.journaled_sizes(planned.request_sizes)
         sent = send(self.io, planned, copy_changes)
         originals = episode.originals()
         described_at, after = verify(self.io, planned, sent.changes, originals)

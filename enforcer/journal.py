@@ -766,10 +766,9 @@ class ClusterJournal:
     """One cluster's throttle episode, unanswered requests and known request sizes, and the
     lock that makes one apply at a time act on the cluster (`exclusive`, held for a whole
     apply): a thread lock in front of the cluster's rows of the SQLite journal. With several
-    replicas
-    (`kvq.enforcer.state.store=kafka`) the same: only the replica the election picks acts, and
-    each of its journal writes is committed to Kafka first (the journal's sink, fenced), so the
-    phases of an apply need not know whether other replicas exist."""
+    replicas (`kvq.enforcer.state.store=kafka`) the same: only the replica the election picks
+    acts, and each of its journal writes is committed to Kafka first (the journal's sink,
+    fenced), so the phases of an apply need not know whether other replicas exist."""
 
     def __init__(self, journal: Journal, cluster: str) -> None:
         self._journal = journal

@@ -206,6 +206,8 @@ class RequestSizes:
     _asked: float | None = field(default=None, init=False)
     _recalled: dict[Pair, float] | None = field(default=None, init=False)
     """The journal's sizes the episode started from (None: not read yet)."""
+    _journaled: dict[Pair, float] = field(default_factory=dict, init=False)
+    """What the journal holds of them now (`recall`, then `journaled`)."""
 
     def forget(self) -> None:
         """The episode ended (or a new one starts): its estimates and quotas no longer hold."""
@@ -215,6 +217,7 @@ class RequestSizes:
         self._budgets.clear()
         self._asked = None
         self._recalled = None
+        self._journaled.clear()
 
     @property
     def recalled(self) -> bool:
@@ -227,6 +230,7 @@ class RequestSizes:
         does not change), a running one's its own so far (the enforcer restarted). Each pair's
         estimate is the larger of these and what its throttle times say now."""
         self._recalled = dict(sizes)
+        self._journaled = dict(sizes)
 
     @property
     def kept(self) -> dict[Pair, float]:
@@ -238,6 +242,15 @@ class RequestSizes:
         later) forgets nothing."""
         recalled = self._recalled or {}
         return {pair: size for pair, size in self._sizes.items() if size >= recalled.get(pair, 0.0)}
+
+    @property
+    def unjournaled(self) -> dict[Pair, float]:
+        """What the journal is to keep (`kept`) and does not hold yet."""
+        return {p: size for p, size in self.kept.items() if size != self._journaled.get(p)}
+
+    def journaled(self, sizes: Mapping[Pair, float]) -> None:
+        """`sizes` (of `unjournaled`) are in the journal now."""
+        self._journaled.update(sizes)
 
     def requests(self, cluster: str, policy: QuotaPolicy, window_seconds: float) -> Requests:
         """Each pair's largest request size estimate of the episode, and its budgets, asking

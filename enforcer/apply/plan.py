@@ -134,21 +134,12 @@ class Planner:
         trusted = _trusted_view(view.snapshot, desired, records)
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
-        sizes = self._unjournaled_sizes() if requests is not None else {}
+        sizes = {}
+        if self.request_sizes is not None and requests is not None:
+            sizes = self.request_sizes.unjournaled
         return Plan(
             factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late, sizes
         )
-
-    def _unjournaled_sizes(self) -> dict[Pair, float]:
-        """What the journal is to keep of the episode's request sizes (`RequestSizes.kept`) and
-        does not hold yet."""
-        assert self.request_sizes is not None
-        journaled = self.io.journal.request_sizes()
-        return {
-            pair: size
-            for pair, size in self.request_sizes.kept.items()
-            if size != journaled.get(pair)
-        }
 
     def _requests(self, on: Episode | None, policy: QuotaPolicy, factor: float) -> Requests | None:
         """What is known of the requests of the active episode's entities: a restore forgets
@@ -164,9 +155,9 @@ class Planner:
         return self.request_sizes.requests(self.io.name, policy, policy.quota_window_seconds)
 
     def _recall_sizes(self, on: Episode | None) -> None:
-        """Start the episode's estimates from the journal's: the last episode's for a new
-        one (`on` None: its pairs are still journaled), its own for a running one (the
-        enforcer restarted). Said once, naming a few."""
+        """Start the episode's estimates from the journal's: the episodes' before for a new
+        one (`on` None), its own too for a running one (the enforcer restarted). Said once,
+        naming a few."""
         assert self.request_sizes is not None
         sizes = self.io.journal.request_sizes()
         self.request_sizes.recall(sizes)
@@ -177,6 +168,11 @@ class Planner:
                 "the last episode" if on is None else "it",
                 first_few(f"{entity.label()} {size:.0f} B" for (entity, _), size in sizes.items()),
             )
+
+    def journaled_sizes(self, sizes: Mapping[Pair, float]) -> None:
+        """A plan's request sizes (`Plan.request_sizes`) are in the journal now."""
+        if self.request_sizes is not None:
+            self.request_sizes.journaled(sizes)
 
     def _late_references(self, on: Episode | None, factor: float) -> dict[Pair, float]:
         """The references of an active episode begun without any, if found now."""
