@@ -83,6 +83,9 @@ class ActingRole:
         self._retry_at = 0.0
         self.error: str | None = None
         """Why the last poll or take-over failed (None: it did not)."""
+        self.member_id: str | None = None
+        """This replica's membership in the group, as `kafka-consumer-groups.sh --describe
+        --members` lists it (None while it has none)."""
 
     @property
     def acting(self) -> bool:
@@ -112,9 +115,15 @@ class ActingRole:
                         continue
                 try:
                     records = consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+                    self.member_id = _member_id(consumer)
                     astray = _astray(consumer)
                     if astray:
-                        log.warning("group %s: %s; joining afresh", self.group_id, astray)
+                        log.warning(
+                            "group %s, member %s: %s; joining afresh",
+                            self.group_id,
+                            self.member_id,
+                            astray,
+                        )
                         self._afresh.set()
                         continue
                     self._follow(self._holds(consumer))
@@ -123,6 +132,7 @@ class ActingRole:
                 except Exception as exc:  # noqa: BLE001 - the election must survive anything
                     self._failed(f"polling group {self.group_id} failed: {describe_error(exc)}")
                     self._follow(False)
+                    self.member_id = None
                     close_quietly(partial(consumer.close, autocommit=False))
                     consumer = None
                     self._stop.wait(RETRY_S)
@@ -195,6 +205,7 @@ class ActingRole:
         (_wedged) gets back into the group."""
         self._afresh.clear()
         self._follow(False)
+        self.member_id = None
         close_quietly(partial(consumer.close, autocommit=False))
 
     def _handle(self, consumer: Any, records: Mapping[Any, list[Any]]) -> None:
@@ -222,6 +233,14 @@ class ActingRole:
         if message != self.error:
             log.warning("%s", message)
         self.error = message
+
+
+def _member_id(consumer: Any) -> str | None:
+    """The member id the group gave this client (None before it joined). Private state of
+    the client's group coordinator, like _astray's: kafka-python makes none of it public."""
+    generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+    member_id = getattr(generation, "member_id", "")
+    return member_id or None
 
 
 def _astray(consumer: Any) -> str | None:

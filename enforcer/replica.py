@@ -149,7 +149,13 @@ class Replica:
             return False
         self._acting = Acting(enforcer)
         self.metrics.set_acting(True)
-        log.info("acting on %s (state of %d rows read from Kafka)", ", ".join(self.clusters), rows)
+        log.info(
+            "acting on %s as member %s of group %s (state of %d rows read from Kafka)",
+            ", ".join(self.clusters),
+            self.role.member_id,
+            self.role.group_id,
+            rows,
+        )
         return True
 
     def _stop_acting(self) -> bool:
