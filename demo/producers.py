@@ -121,7 +121,7 @@ class Setup:
     broker_properties: dict[str, str] = field(default_factory=dict)
     """Real Kafka's broker properties beyond demo.apache's."""
     other_data: int = 0
-    """Bytes of other data put on broker 0's volume before the load starts."""
+    """Bytes of other data on broker 0's volume, there before the stack's exporter starts."""
     producer_buffer: int = 64
     """kB each producer buffers (librdkafka's queue.buffering.max.kbytes, Java's buffer.memory:
     at least its 16 KiB batch): while throttled a producer blocks once this much is queued,
@@ -350,6 +350,7 @@ def make_stack(
         extra_properties=f"kvq.departed.broker.violation.hold={VIOLATION_HOLD}\n{extra_properties}",
         kafka=setup.kafka,
         broker_properties=setup.broker_properties,
+        other_data=setup.other_data,
         **options,
     )
 
@@ -370,23 +371,8 @@ def prepare(stack: DemoStack, setup: Setup = DEVCLUSTER) -> dict:
         client.alter([Change(QuotaEntity.of(e), KEY, v) for e, v in setup.quotas.items()])
     finally:
         client.close()
-    if setup.other_data:
-        put_other_data(stack, setup.other_data)
     # Kafka's brokers learn quotas from the metadata log: wait until they show them.
     return wait_until(lambda: holds(stack.quotas(), setup.quotas), 30, what="quotas set")
-
-
-def put_other_data(stack: DemoStack, nbytes: int) -> None:
-    """A file of ``nbytes`` that is not Kafka's on broker 0's volume: devcluster writes it beside
-    its log dir's partitions; on Kafka it is written into the tmpfs (Kafka loads only the log dir's
-    directories, so it is left alone)."""
-    if stack.kafka is None:
-        stack.control.set_log_dir(0, 0, fill_bytes=nbytes)
-        return
-    chunk = bytes(1 << 20)
-    with open(stack.kafka.log_dirs(0)[0] / "other-data.bin", "wb") as out:
-        for start in range(0, nbytes, len(chunk)):
-            out.write(chunk[: min(len(chunk), nbytes - start)])
 
 
 def start_load(

@@ -79,6 +79,7 @@ class DemoStack:
         broker_properties: dict[str, str] | None = None,
         jmx_exporter: bool = False,
         enforcer_prometheus: bool = False,
+        other_data: int = 0,
     ) -> None:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
@@ -105,6 +106,9 @@ class DemoStack:
         self.exporter_port = server_port()
         self.enforcer_prometheus = enforcer_prometheus
         """Set kvq.enforcer.prometheus.url to this stack's Prometheus."""
+        self.other_data = other_data
+        """Bytes of other data on broker 0's first log dir, there before the exporter starts:
+        a disk that already holds them (put there later, they would read as a fill rate)."""
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -131,6 +135,8 @@ class DemoStack:
             self._start_apache()
         else:
             self._start_devcluster()
+        if self.other_data:
+            self._put_other_data()
         self.config_path = self._write_config()
         self.start_exporter()
         self.start_enforcer()
@@ -180,6 +186,18 @@ class DemoStack:
         )
         self.control = ControlClient(self.control_url)
         self.admin_properties = {"bootstrap.servers": self.bootstrap}
+
+    def _put_other_data(self) -> None:
+        """A file of `other_data` bytes that is not Kafka's on broker 0's volume: devcluster
+        writes it beside its log dir's partitions; on Kafka it is written into the tmpfs (Kafka
+        loads only the log dir's directories, so it is left alone)."""
+        if self.kafka is None:
+            self.control.set_log_dir(0, 0, fill_bytes=self.other_data)
+            return
+        chunk = bytes(1 << 20)
+        with open(self.kafka.log_dirs(0)[0] / "other-data.bin", "wb") as out:
+            for start in range(0, self.other_data, len(chunk)):
+                out.write(chunk[: min(len(chunk), self.other_data - start)])
 
     @property
     def apache(self) -> bool:
