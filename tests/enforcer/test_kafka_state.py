@@ -62,6 +62,7 @@ def test_the_replica_taking_over_reads_every_row_the_other_committed(replicas):
     first.journal.episodes.set_pending(CLUSTER, {(ALICE, P): 400.0}, 0.5)
     request = first.journal.unanswered.sending(CLUSTER, [((ALICE, P), 400.0)])
     first.journal.alerts.replace_group("g1", {(CLUSTER, "f1"): 0.5})
+    first.journal.request_sizes.keep(CLUSTER, {(ALICE, P): 24_576.0})
 
     second = replicas("second")
     assert second.journal.episodes.episode(CLUSTER) is None  # its working copy starts empty
@@ -70,6 +71,8 @@ def test_the_replica_taking_over_reads_every_row_the_other_committed(replicas):
     assert second.journal.episodes.episode(CLUSTER) == first.journal.episodes.episode(CLUSTER)
     assert second.journal.unanswered.in_doubt(CLUSTER) == first.journal.unanswered.in_doubt(CLUSTER)
     assert second.journal.alerts.firing_factors(CLUSTER) == [0.5]
+    # what the episode estimated of each entity's requests: raised from the standby's first plan
+    assert second.journal.request_sizes.sizes(CLUSTER) == {(ALICE, P): 24_576.0}
     assert request == 1
 
 
