@@ -485,7 +485,9 @@ def reading_the_forecast(
 class PacedFromTheStep(GracefulSlowdown):
     """The forecast's level with its drops paced from wherever the factor is, as shipped before
     `GracefulSlowdown.paced_reach`: a factor a load step left far above the level comes down a
-    fifth every 5 s."""
+    fifth every 5 s. Its margin is 4 s, as then (and for the variants below)."""
+
+    FORESEEN_MARGIN_SECONDS: ClassVar[float] = 4.0
 
     def paced_reach(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
         return 0.0

@@ -567,11 +567,11 @@ def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_free
     """Partitions growing by 1 MB/s, 68 MB of headroom, the peak 2 MB/s, a 14 s response (the
     factor in the quotas 4 s after the reading). With nothing freed over the next minute and
     the rest unknown (retention keeps a minute), the headroom less the 4 MB written until the
-    factor takes effect and the margin (4 s of the peak rate) lasts the 56 s from then to a
-    minute at 1 MB/s: half the peak. With 1 MB/s freed from now on for two minutes, the
-    level holds what retention frees plus the spare spread over the 116 s: 1.47 MB/s. Where
-    the forecast is unknown past the factor's taking effect, or absent, the level is the one
-    on what retention freed (`reach_at`)."""
+    factor takes effect and the margin (`FORESEEN_MARGIN_SECONDS` of the peak rate: 4 MB) lasts
+    the 56 s from then to a minute at 60 / 56 MB/s. With 1 MB/s freed from now on for two
+    minutes, the level holds what retention frees plus the spare spread over the 116 s: 1.51
+    MB/s. Where the forecast is unknown past the factor's taking effect, or absent, the level is
+    the one on what retention freed (`reach_at`)."""
     policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
     readings = [
         VolumeReading(5.0 * i, TOTAL, LIMIT + 68 * MB, 0.5, None if i == 0 else 5 * MB)
@@ -585,9 +585,11 @@ def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_free
         )
         return policy.retention_reach(now, 0.0, peaks, PLAIN)
 
-    assert 2 * MB / reach(forecast(lambda a: 0 if a <= 60 else None)) == pytest.approx(MB)
+    spare = 68 * MB - 4 * MB - GracefulSlowdown.FORESEEN_MARGIN_SECONDS * 2 * MB
+    until_a_minute = 2 * MB / reach(forecast(lambda a: 0 if a <= 60 else None))
+    assert until_a_minute == pytest.approx(spare / 56)
     steady = 2 * MB / reach(forecast(lambda a: a * MB))
-    assert steady == pytest.approx((56 + 115) / 116 * MB)
+    assert steady == pytest.approx((spare + 115 * MB) / 116)
     unseen = reach(None)
     assert unseen != pytest.approx(reach(forecast(lambda a: a * MB)))
     assert reach(forecast(lambda a: None)) == unseen
@@ -597,11 +599,12 @@ def test_foreseeing_retention_the_level_spends_the_headroom_until_retention_free
 def test_foreseeing_retention_the_drops_are_paced_only_from_a_factor_a_paced_descent_holds():
     """A 14 s response: a factor is in the quotas 4 s after its reading, and drops paced at a
     fifth every 5 s from a factor f write 25 s of f x the peak more: 29 s in all. 10 MB above
-    the limit at a peak of 2 MB/s, the partitions growing 1 MB/s (the level's margin: 4 MB),
-    nothing freed within 20 s: the drops are paced from 6 / 58 of the peak at the most, taken at
-    once, however high the factor still is (a load step just left it there); with 10 MB freed
-    by then, from 16 / 58. Far from the limit (68 MB, and 1 MB/s freed) it holds nothing at
-    once; without the forecast it does not apply."""
+    the limit at a peak of 2 MB/s, the partitions growing 1 MB/s (the level's margin:
+    `FORESEEN_MARGIN_SECONDS` of that, 2 MB), nothing freed within 20 s: the drops are paced
+    from 8 / 58 of the peak at the most, taken at once, however high the factor still is (a
+    load step just left it there); with 10 MB freed by then, from 18 / 58. Far from the limit
+    (68 MB, and 1 MB/s freed) it holds nothing at once; without the forecast it does not
+    apply."""
     policy = GracefulSlowdown(MinAvailableRatio(0.1), HORIZON, 14.0)
     assert policy.paced_seconds() == 29.0
     peaks = (2 * MB, 0.0)
@@ -617,12 +620,13 @@ def test_foreseeing_retention_the_drops_are_paced_only_from_a_factor_a_paced_des
         previous = tuple(reversed(readings[:-1]))
         return factor_at_depth(policy.depth_floor(now, previous, peaks, PLAIN)[1])
 
+    room = 10 - GracefulSlowdown.FORESEEN_MARGIN_SECONDS * 1  # MB above the margin
     nothing_soon = forecast(lambda a: 0 if a <= 30 else a * MB)
-    assert at_once(10 * MB, nothing_soon) == pytest.approx(6 / 58, rel=0.01)
+    assert at_once(10 * MB, nothing_soon) == pytest.approx(room / 58, rel=0.01)
     ten_by_then = forecast(lambda a: 0 if a < 20 else 10 * MB)
-    assert at_once(10 * MB, ten_by_then) == pytest.approx(16 / 58, rel=0.01)
+    assert at_once(10 * MB, ten_by_then) == pytest.approx((room + 10) / 58, rel=0.01)
     assert at_once(68 * MB, forecast(lambda a: a * MB)) == 1.0
-    assert at_once(10 * MB, None) > 6 / 58
+    assert at_once(10 * MB, None) > room / 58
 
 
 def test_with_grown_bytes_the_escapes_stay():

