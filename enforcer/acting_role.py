@@ -131,9 +131,7 @@ class ActingRole:
                         self._handle(consumer, records)
                 except Exception as exc:  # noqa: BLE001 - the election must survive anything
                     self._failed(f"polling group {self.group_id} failed: {describe_error(exc)}")
-                    self._follow(False)
-                    self.member_id = None
-                    close_quietly(partial(consumer.close, autocommit=False))
+                    self._drop(consumer)
                     consumer = None
                     self._stop.wait(RETRY_S)
         finally:
@@ -204,6 +202,10 @@ class ActingRole:
         and the role stays where it is. Also how a member whose join the client wedged
         (_wedged) gets back into the group."""
         self._afresh.clear()
+        self._drop(consumer)
+
+    def _drop(self, consumer: Any) -> None:
+        """Stand down and close the client: its membership goes with it."""
         self._follow(False)
         self.member_id = None
         close_quietly(partial(consumer.close, autocommit=False))

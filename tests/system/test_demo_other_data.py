@@ -7,14 +7,14 @@ Kafka, as `python -m bench.slowdown --partition-sizes --retention-forecast` runs
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from demo import slowdown
 from demo.graceful import policy_properties, stack_options
 from demo.producers import make_stack
 from devkit.processes import wait_until
+from devkit.python_replay import read_archive
+from kvq.model.observation import Observation
 
 pytestmark = pytest.mark.e2e
 
@@ -22,8 +22,8 @@ POLICY = "graceful-slowdown"
 POLLS = 5
 
 
-def broker_0_usable(record: dict) -> int:
-    (usable,) = [d["usable_bytes"] for d in record["log_dirs"] if d["broker_id"] == 0]
+def broker_0_usable(observation: Observation) -> int:
+    (usable,) = [d.usable_bytes for d in observation.log_dirs if d.broker_id == 0]
     return usable
 
 
@@ -37,10 +37,9 @@ def test_the_other_data_is_read_by_the_first_poll_and_slows_nobody(tmp_path):
         work, setup, graceful, validity=slowdown.VALIDITY, **stack_options(POLICY)
     ) as stack:
 
-        def polls() -> list[dict]:
-            lines = [line for f in sorted((work / "archive").rglob("*.jsonl")) for line in f.open()]
-            records = [json.loads(line) for line in lines if line.strip()]
-            return records if len(records) >= POLLS else []
+        def polls() -> list[Observation]:
+            observations = read_archive(work / "archive", "demo").observations
+            return observations if len(observations) >= POLLS else []
 
         first = wait_until(polls, 60, what=f"{POLLS} polls")[0]
         assert broker_0_usable(first) <= setup.capacity - setup.other_data
