@@ -48,6 +48,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 from urllib.parse import unquote
 
+from enforcer.log_lists import first_few
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy, plan
 from kvq.kafka.quota_entity import QuotaEntity
@@ -341,8 +342,7 @@ class ObservedRates:
         return found
 
 
-def _first_few(references: Mapping[Pair, float], few: int = 5) -> str:
+def _first_few(references: Mapping[Pair, float]) -> str:
     """The first few references by entity, then how many more there are."""
     shown = sorted((entity.label(), rate) for (entity, _), rate in references.items())
-    text = "; ".join(f"{label} {rate:.0f} B/s" for label, rate in shown[:few])
-    return text + (f" and {len(shown) - few} more" if len(shown) > few else "")
+    return first_few(f"{label} {rate:.0f} B/s" for label, rate in shown)

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from enforcer.log_lists import first_few
 from enforcer.observed_rates import (
     CLIENT_ID_LABEL,
     USER_LABEL,
@@ -302,9 +303,12 @@ class RequestSizes:
         window_seconds: float,
         now: float,
     ) -> None:
-        """Each series' throttle time (ms) as the request size of the pair that governs it."""
+        """Each series' throttle time (ms) as the request size of the pair that governs it; the
+        estimates found or grown by half said in one line (an episode of hundreds of entities
+        would say hundreds)."""
         holding = {entity for entity, _ in self._held}
         budgets: dict[Pair, int] = {}
+        grown: dict[str, tuple[float, float, float]] = {}
         emptied = emptied_window(
             window_seconds, policy.quota_sample_seconds, policy.request_throttle_seconds or 0.0
         )
@@ -324,9 +328,13 @@ class RequestSizes:
             # parse_vector names the sample's value a rate: here it is a time in ms.
             throttle_seconds = series.rate / 1000.0
             size = request_size(throttle_seconds, held, now, window_seconds, first_drop, emptied)
-            self._grown(cluster, pair, size, throttle_seconds, held, now)
+            if self._grown(pair, size):
+                met = harmonic_mean(held, now - AVERAGED_SECONDS, now)
+                grown[pair[0].label()] = (size, throttle_seconds, met)
         for pair, count in budgets.items():
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)
+        if grown:
+            log.info("cluster %s: produce requests of about %s", cluster, _largest_first(grown))
 
     @staticmethod
     def _sized(quota: Pair, series: ObservedRate) -> Pair:
@@ -337,21 +345,21 @@ class RequestSizes:
             return quota
         return (QuotaEntity.user(series.user), PRODUCER_BYTE_RATE)
 
-    def _grown(
-        self, cluster: str, pair: Pair, size: float, throttle_seconds: float, held: Held, now: float
-    ) -> None:
-        """Keeps `size` as the pair's estimate if larger; logged when it grew by half."""
+    def _grown(self, pair: Pair, size: float) -> bool:
+        """Keeps `size` as the pair's estimate if larger; whether it is new or grew by half (worth
+        a log line)."""
         before = self._sizes.get(pair, 0.0)
         if size <= before:
-            return
+            return False
         self._sizes[pair] = size
-        if size >= GROWTH_LOGGED * before:
-            log.info(
-                "cluster %s: %s sends produce requests of about %.0f B (throttle times "
-                "averaging %.1f s at %.0f B/s)",
-                cluster,
-                pair[0].label(),
-                size,
-                throttle_seconds,
-                harmonic_mean(held, now - AVERAGED_SECONDS, now),
-            )
+        return size >= GROWTH_LOGGED * before
+
+
+def _largest_first(grown: Mapping[str, tuple[float, float, float]]) -> str:
+    """Entities' request sizes, largest first (the ones a raise is for), as a log line says
+    them: size, and the throttle time and quota it is read from."""
+    ranked = sorted(grown.items(), key=lambda item: -item[1][0])
+    return first_few(
+        f"{label} {size:.0f} B (throttle times averaging {seconds:.1f} s at {met:.0f} B/s)"
+        for label, (size, seconds, met) in ranked
+    )

@@ -8,9 +8,9 @@ import logging
 from enforcer import kafka_originals
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.plan import Plan
-from enforcer.apply.report import first_few
 from enforcer.journal import Episode
 from enforcer.kafka_originals import KafkaOriginals
+from enforcer.log_lists import first_few
 from enforcer.quota_plan import Change, Pair
 
 log = logging.getLogger("kvq.enforcer")

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.late_references import LateReferences
-from enforcer.apply.report import first_few
 from enforcer.apply.view import View
 from enforcer.journal import Episode, PairRecord
+from enforcer.log_lists import first_few
 from enforcer.observed_rates import ObservedRates
 from enforcer.quota_plan import (
     Change,

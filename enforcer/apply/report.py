@@ -7,12 +7,10 @@ from collections.abc import Iterable
 
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.result import ApplyResult
+from enforcer.log_lists import first_few
 from enforcer.quota_plan import UNLIMITED, Change
 
 log = logging.getLogger("kvq.enforcer")
-
-FEW = 5
-"""Pairs a summary line names before it says how many more there are."""
 
 
 def report(io: ClusterIO, result: ApplyResult, took: float) -> None:
@@ -62,15 +60,3 @@ def _report_stand_ins(io: ClusterIO, done: Iterable[Change]) -> None:
             first_few(f"{c.entity.label()} {c.key} (was {c.stands_for!r})" for c in stand_ins),
         )
         io.metrics.no_limit_stand_ins.labels(io.name).inc(len(stand_ins))
-
-
-def first_few(labels: Iterable[str]) -> str:
-    """The first FEW of `labels`, then how many more there are."""
-    shown: list[str] = []
-    more = 0
-    for label in labels:
-        if len(shown) < FEW:
-            shown.append(label)
-        else:
-            more += 1
-    return "; ".join(shown) + (f" and {more} more" if more else "")

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from enforcer.apply.cluster_io import ClusterIO
 from enforcer.apply.plan import Plan
-from enforcer.apply.report import first_few
 from enforcer.apply.result import ApplyError, QuotaCallbackActive
+from enforcer.log_lists import first_few
 from enforcer.quota_plan import Change, Pair, Snapshot, current_value, same_value
 
 log = logging.getLogger(__name__)

@@ -421,7 +421,8 @@ def test_an_entity_answered_with_long_throttle_times_is_raised_for_the_rest_of_t
     caplog.set_level(logging.INFO, "kvq.enforcer")
     kafka, applier, lowered = java_raised(prometheus, journal, clock)
     assert lowered < 2000.0, "the factor's quota (the episode's first plan asks nothing)"
-    assert [r for r in caplog.records if "java-web sends produce requests of about" in r.message]
+    said = [r.message for r in caplog.records if "produce requests of about" in r.message]
+    assert said and "user=dave,client-id=java-web " in said[-1]
     asks = prometheus.throttle_asks
     prometheus.throttle_ms = 100.0  # at the raised quota its requests go through quickly
     apply_step(applier, 0.25)
@@ -562,6 +563,29 @@ def test_a_user_under_the_default_users_quota_gets_its_own_until_the_restore(jou
         apply_step(applier, 1.0)
         assert P not in kafka.values.get(ERIN, {})
         assert kafka.values[DEFAULT][P] == 1_000_000.0
+
+
+def test_the_estimates_of_an_ask_are_said_in_one_line_largest_first(journal, caplog):
+    """Twelve users under the default user's quota, each answered with throttle times of its
+    own: one line names the five largest estimates, largest first, and counts the rest (an
+    episode of hundreds of entities says one line per ask, not one per entity)."""
+    clock = SettableClock(1000.0)
+    caplog.set_level(logging.INFO, "kvq.enforcer")
+    users = [{"user": f"u{n:02d}", "clientId": ""} for n in range(12)]
+    kafka = InMemoryQuotas({DEFAULT: {P: 1_000_000.0}})
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        prometheus = PrometheusAPI(mock, rates=[(user, 7300.0) for user in users])
+        applier = sized_applier(kafka, journal, clock)
+        apply_step(applier, 0.2)
+        clock.now += 100.0
+        prometheus.throttles = [(user, 200.0 * (n + 1)) for n, user in enumerate(users)]
+        caplog.clear()
+        apply_step(applier, 0.2)
+    said = [r.message for r in caplog.records if "produce requests of about" in r.message]
+    assert len(said) == 1, said
+    named = [part.split()[0] for part in said[0].split("about ", 1)[1].split("; ")]
+    assert named == ["user=u11", "user=u10", "user=u09", "user=u08", "user=u07"]
+    assert said[0].endswith("and 7 more"), said[0]
 
 
 def test_an_episode_too_short_to_estimate_passes_the_sizes_it_started_from_on(prometheus, journal):
