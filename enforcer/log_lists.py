@@ -1,6 +1,6 @@
 """Lists in log lines: an episode can touch hundreds of quota entities, and a line that named
 them all would be as long as the cluster is wide, so a line names the first few and counts the
-rest (each at debug where it matters)."""
+rest."""
 
 from __future__ import annotations
 
