@@ -226,7 +226,7 @@ def test_on_kafkas_quotas_the_shipped_policy_with_sizes_rides_at_83_percent():
     an acknowledgement (8.4 s at the median), every quota entity back at its rate within 9 s of
     the space freed (3.8 s at the median). What it gave up for the 40 principals (below): before
     the margin of two bursts and the approach's drops paced on what the volume fills by, 82-87 %
-    (median 84 %) and 10 s at the most. On real Kafka (docs/policies.md) 81 %, 1.5 MB above the
+    (median 84 %) and 10 s at the most. On real Kafka (docs/policy-study.md) 81 %, 1.5 MB above the
     limit, 10.4 s at the longest."""
     spread = Spread.of(ON_KAFKA["shipped: partition sizes, checked, response 14 s"])
     assert spread.shares[0] > 0.79 and Spread.median(spread.shares) >= 0.82
