@@ -131,6 +131,9 @@ class Setup:
     burst_ratio: float | None = None
     """The enforcer's kvq.enforcer.throttle.observed.rate.burst.ratio in a graceful-slowdown run
     (None: its default)."""
+    kafka_scrape: float | None = None
+    """Seconds between Prometheus' scrapes of the brokers' quota sensors (None: the loop's scrape
+    interval, 1 s)."""
 
     @property
     def java_buffer(self) -> int:
@@ -351,6 +354,7 @@ def make_stack(
         kafka=setup.kafka,
         broker_properties=setup.broker_properties,
         other_data=setup.other_data,
+        kafka_scrape=setup.kafka_scrape,
         **options,
     )
 

@@ -138,6 +138,8 @@ def title(policy: str, horizon: str = HORIZON, short: bool = False, setup: Setup
     settings = f"horizon {horizon}, response time {response}, observed-rate references"
     if setup.burst_ratio is not None:
         settings += f" (burst ratio {setup.burst_ratio:g})"
+    if setup.kafka_scrape is not None:
+        settings += f", brokers scraped every {setup.kafka_scrape:g} s"
     if loop.poll != LOOP.poll:
         settings = f"poll {iso_duration(loop.poll)}, {settings}"
     return f"kvq, graceful-slowdown ({settings})" if short else f"graceful-slowdown, {settings}"
@@ -1092,6 +1094,13 @@ PARSER.add_argument(
     "f^3), the sustained rate below and the bursts' allowance near 1 (e.g. 1.35)",
 )
 PARSER.add_argument(
+    "--kafka-scrape",
+    metavar="DURATION",
+    help="how often Prometheus scrapes the brokers' JMX exporters, whose quota sensors give the "
+    "enforcer's observed rates and request sizes (default: every job's 1 s; e.g. PT30S, "
+    "kube-prometheus-stack's default for a PodMonitor without an interval, such as Strimzi's)",
+)
+PARSER.add_argument(
     "--violation-check-interval",
     metavar="DURATION",
     help=f"the exporter's {VIOLATION_CHECK_INTERVAL} (default: its default, PT1S; PT0S: "
@@ -1105,6 +1114,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.horizon = checked_duration("--horizon", args.horizon)
     if args.poll is not None:
         args.poll = checked_duration("--poll", args.poll)
+    if args.kafka_scrape is not None:
+        args.kafka_scrape = checked_duration("--kafka-scrape", args.kafka_scrape)
     if args.burst_ratio is not None:
         args.burst_ratio = checked("--burst-ratio", args.burst_ratio, BURST_RATIO)
     if args.retention_forecast and not args.partition_sizes:
@@ -1212,6 +1223,9 @@ def setup_of(args: argparse.Namespace) -> Setup:
         setup = replace(setup, loop=replace(setup.loop, poll=poll))
     if args.burst_ratio is not None:
         setup = replace(setup, burst_ratio=args.burst_ratio)
+    if args.kafka_scrape is not None:
+        scrape = positive_duration(args.kafka_scrape).total_seconds()
+        setup = replace(setup, kafka_scrape=scrape)
     return setup
 
 

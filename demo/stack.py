@@ -80,6 +80,7 @@ class DemoStack:
         jmx_exporter: bool = False,
         enforcer_prometheus: bool = False,
         other_data: int = 0,
+        kafka_scrape: float | None = None,
     ) -> None:
         if kafka not in KAFKA_BACKENDS:
             raise ValueError(f"kafka={kafka!r}: must be one of {', '.join(KAFKA_BACKENDS)}")
@@ -109,6 +110,9 @@ class DemoStack:
         self.other_data = other_data
         """Bytes of other data on broker 0's first log dir, there before the exporter starts:
         a disk that already holds them (put there later, they would read as a fill rate)."""
+        self.kafka_scrape = kafka_scrape
+        """Seconds between Prometheus' scrapes of the brokers' JMX exporters (None: the loop's
+        scrape interval, as every other job)."""
         self.token = secrets.token_urlsafe(24)
         self._stack = contextlib.ExitStack()
         self.processes: dict[str, ManagedProcess] = {}
@@ -152,6 +156,7 @@ class DemoStack:
                 port=self.prometheus_port,
                 rule_files=self.loop.rule_files(self.work_dir),
                 interval=prometheus_duration(self.loop.scrape),
+                job_intervals=self.job_intervals(),
                 alertmanager_url=self.alertmanager.url,
                 # resend firing alerts every second (default 1m): a restarted Alertmanager
                 # learns them at once
@@ -163,6 +168,12 @@ class DemoStack:
         """The brokers' JMX exporters as a Prometheus job, when they run one."""
         kafka: Any = self.kafka
         return {"kafka": kafka.metrics_targets} if kafka is not None and self.jmx_exporter else {}
+
+    def job_intervals(self) -> dict[str, str]:
+        """The brokers' job's own scrape interval, when it has one."""
+        if self.kafka_scrape is None:
+            return {}
+        return {"kafka": prometheus_duration(self.kafka_scrape)}
 
     def _process(self, name: str, argv: list[str]) -> ManagedProcess:
         process = ManagedProcess(argv, self.work_dir / f"{name}.log", cwd=ROOT)

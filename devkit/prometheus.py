@@ -45,17 +45,15 @@ def write_config(
     rule_files: Sequence[Path] = (),
     interval: str = "1s",
     alertmanager_url: str | None = None,
+    job_intervals: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write prometheus.yml: a scrape job per `targets` item (job -> ["host:port", ...])."""
+    """Write prometheus.yml: a scrape job per `targets` item (job -> ["host:port", ...]), each
+    scraped every `interval` unless `job_intervals` gives it one of its own."""
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(Path(f).resolve()) for f in rule_files],
         "scrape_configs": [
-            {
-                "job_name": job,
-                "scrape_timeout": interval,
-                "static_configs": [{"targets": list(hosts)}],
-            }
+            scrape_job(job, hosts, (job_intervals or {}).get(job, interval))
             for job, hosts in targets.items()
         ],
     }
@@ -72,6 +70,17 @@ def write_config(
         }
     Path(path).write_text(yaml.safe_dump(config, sort_keys=False))
     return Path(path)
+
+
+def scrape_job(job: str, hosts: Sequence[str], interval: str) -> dict[str, Any]:
+    """One scrape job, scraped every `interval`, each scrape given as long (its timeout may not
+    be longer)."""
+    return {
+        "job_name": job,
+        "scrape_interval": interval,
+        "scrape_timeout": interval,
+        "static_configs": [{"targets": list(hosts)}],
+    }
 
 
 class Prometheus:
@@ -154,17 +163,19 @@ def run_prometheus(
     retention: str | None = None,
     extra_args: Sequence[str] = (),
     port: int | None = None,
+    job_intervals: Mapping[str, str] | None = None,
 ) -> Iterator[Prometheus]:
     """Start Prometheus with a fresh config in `tmp_dir`; yield it ready; always stop it.
 
-    `interval` is both scrape and rule evaluation interval. `storage_path` defaults to
+    `interval` is both scrape and rule evaluation interval (`job_intervals`: a job's own scrape
+    interval, e.g. {"kafka": "30s"}). `storage_path` defaults to
     `tmp_dir/tsdb`; `retention` (e.g. "10y") keeps old backfilled blocks from being deleted;
     `port` (default: a free one) lets a process started before know Prometheus' URL.
     """
     tmp_dir = Path(tmp_dir)
     tmp_dir.mkdir(parents=True, exist_ok=True)
     config = write_config(
-        tmp_dir / "prometheus.yml", targets, rule_files, interval, alertmanager_url
+        tmp_dir / "prometheus.yml", targets, rule_files, interval, alertmanager_url, job_intervals
     )
     port = port or server_port()
     argv = [
