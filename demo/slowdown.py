@@ -90,6 +90,9 @@ RETENTION_SECONDS = 60
 SEGMENT_SECONDS = 5
 QUOTA_WINDOW_SAMPLES = "quota.window.num"
 KAFKA_QUOTA_WINDOW_SAMPLES = 11
+METRICS_SAMPLE_WINDOW = "metrics.sample.window.ms"
+"""A broker's sample of its own metrics (Kafka's default 30 s, two samples): the average throttle
+time of each quota entity, which the enforcer reads its request sizes from, covers two of them."""
 OTHER_DATA = 9 << 20
 """Broker 0's volume holds this much other data: 15.7 MB of room above the limit, less than the
 load's retained data at its full rate, nearly three times its retained data at the floor."""
@@ -961,7 +964,14 @@ def main(argv: list[str] | None = None) -> int:
 def quota_window(setup: Setup) -> str:
     """The brokers' quota window, when not Kafka's default."""
     samples = setup.broker_properties.get(QUOTA_WINDOW_SAMPLES)
-    return "" if samples is None else f", quotas measured over {samples} s ({QUOTA_WINDOW_SAMPLES})"
+    window = (
+        "" if samples is None else f", quotas measured over {samples} s ({QUOTA_WINDOW_SAMPLES})"
+    )
+    metrics = setup.broker_properties.get(METRICS_SAMPLE_WINDOW)
+    if metrics is not None:
+        seconds = int(metrics) / 1000
+        window += f", throttle times averaged over 2 x {seconds:g} s ({METRICS_SAMPLE_WINDOW})"
+    return window
 
 
 OWN_QUOTA_EVERY = 3
@@ -1094,6 +1104,13 @@ PARSER.add_argument(
     "f^3), the sustained rate below and the bursts' allowance near 1 (e.g. 1.35)",
 )
 PARSER.add_argument(
+    "--metrics-sample-window",
+    metavar="DURATION",
+    help=f"every broker's {METRICS_SAMPLE_WINDOW} (Kafka's default PT30S): each quota entity's "
+    "average throttle time, which the enforcer reads its request sizes from, covers two such "
+    "samples, so a shorter one shows large requests sooner (e.g. PT10S)",
+)
+PARSER.add_argument(
     "--kafka-scrape",
     metavar="DURATION",
     help="how often Prometheus scrapes the brokers' JMX exporters, whose quota sensors give the "
@@ -1116,6 +1133,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.poll = checked_duration("--poll", args.poll)
     if args.kafka_scrape is not None:
         args.kafka_scrape = checked_duration("--kafka-scrape", args.kafka_scrape)
+    if args.metrics_sample_window is not None:
+        args.metrics_sample_window = checked_duration(
+            "--metrics-sample-window", args.metrics_sample_window
+        )
     if args.burst_ratio is not None:
         args.burst_ratio = checked("--burst-ratio", args.burst_ratio, BURST_RATIO)
     if args.retention_forecast and not args.partition_sizes:
@@ -1218,6 +1239,10 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.quota_window_samples is not None:
         samples = {QUOTA_WINDOW_SAMPLES: str(args.quota_window_samples)}
         setup = replace(setup, broker_properties={**setup.broker_properties, **samples})
+    if args.metrics_sample_window is not None:
+        window = positive_duration(args.metrics_sample_window).total_seconds()
+        metrics = {METRICS_SAMPLE_WINDOW: str(round(window * 1000))}
+        setup = replace(setup, broker_properties={**setup.broker_properties, **metrics})
     if args.poll is not None:
         poll = positive_duration(args.poll).total_seconds()
         setup = replace(setup, loop=replace(setup.loop, poll=poll))
