@@ -82,6 +82,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("quota.window.num", INT, "11", False, "Samples kept in memory for client quotas."),
     ConfigKey("quota.window.size.seconds", INT, "1", False, "Time span of a quota sample."),
+    ConfigKey("metrics.num.samples", INT, "2", False, "Samples maintained to compute metrics."),
+    ConfigKey("metrics.sample.window.ms", LONG, "30000", False, "Time span of a metrics sample."),
     ConfigKey("message.max.bytes", INT, "1048588", True, "The largest record batch size."),
     ConfigKey("num.io.threads", INT, "8", True, "Threads processing requests."),
     ConfigKey("num.network.threads", INT, "3", True, "Threads serving the network."),

@@ -31,6 +31,9 @@ class InMemoryQuotas:
         """Brokers' quota windows in seconds, as they would report them (none: none says)."""
         self.samples: dict[int, float] = {}
         """Brokers' quota.window.size.seconds (absent: Kafka's 1 s where a window is said)."""
+        self.averages: dict[int, float] = {}
+        """Brokers' throttle-time averages in seconds, metrics.num.samples x
+        metrics.sample.window.ms (none: none says)."""
         self._lock = threading.Lock()
 
     def describe(self) -> dict[QuotaEntity, dict[str, float]]:
@@ -71,7 +74,9 @@ class InMemoryQuotas:
         with self._lock:
             self._check_up("describe_configs")
             samples = {node: self.samples.get(node, 1.0) for node in self.windows}
-            return BrokerQuotaSettings(dict(self.callbacks), dict(self.windows), samples)
+            return BrokerQuotaSettings(
+                dict(self.callbacks), dict(self.windows), samples, dict(self.averages)
+            )
 
     def close(self) -> None:
         pass

@@ -1,6 +1,6 @@
 """BrokerQuotaSettings: what the brokers say of how they enforce client quotas (DescribeConfigs
-of each broker's own configuration): whether a quota callback replaces them, and the window
-each one measures a quota's rate over."""
+of each broker's own configuration): whether a quota callback replaces them, the window each one
+measures a quota's rate over, and how far back it averages each quota entity's throttle times."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 QUOTA_CALLBACK_CLASS = "client.quota.callback.class"
 QUOTA_WINDOW_NUM = "quota.window.num"
 QUOTA_WINDOW_SIZE = "quota.window.size.seconds"
-KEYS = (QUOTA_CALLBACK_CLASS, QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE)
+METRICS_NUM_SAMPLES = "metrics.num.samples"
+METRICS_SAMPLE_WINDOW_MS = "metrics.sample.window.ms"
+KEYS = (
+    QUOTA_CALLBACK_CLASS,
+    QUOTA_WINDOW_NUM,
+    QUOTA_WINDOW_SIZE,
+    METRICS_NUM_SAMPLES,
+    METRICS_SAMPLE_WINDOW_MS,
+)
 """What is asked of every broker, in one request each."""
 
 
@@ -27,6 +35,10 @@ class BrokerQuotaSettings:
     samples: dict[int, float] = field(default_factory=dict)
     """Each broker's `quota.window.size.seconds`: the rate of a request that meets no other
     bytes in the window is measured over the window less one such sample (Rate.windowSize)."""
+    averages: dict[int, float] = field(default_factory=dict)
+    """Each broker's `metrics.num.samples` x `metrics.sample.window.ms`, in seconds: how far back
+    its average throttle time of each quota entity reaches (the sensor's `Avg` keeps the
+    broker's default metric samples)."""
 
     @property
     def longest_window(self) -> float | None:
@@ -40,17 +52,25 @@ class BrokerQuotaSettings:
         may leave out of a throttle time."""
         return max(self.samples.values(), default=None)
 
+    @property
+    def longest_average(self) -> float | None:
+        """The furthest back any broker averages throttle times (None: none said)."""
+        return max(self.averages.values(), default=None)
+
     def with_broker(self, node_id: int, values: Mapping[str, str | None]) -> BrokerQuotaSettings:
         """These settings and what broker `node_id` answered."""
         callbacks, windows = dict(self.callbacks), dict(self.windows)
-        samples = dict(self.samples)
+        samples, averages = dict(self.samples), dict(self.averages)
         if values.get(QUOTA_CALLBACK_CLASS):
             callbacks[node_id] = str(values[QUOTA_CALLBACK_CLASS])
         said = quota_window(values)
         if said is not None:
             count, size = said
             windows[node_id], samples[node_id] = float(count * size), float(size)
-        return BrokerQuotaSettings(callbacks, windows, samples)
+        average = throttle_average(values)
+        if average is not None:
+            averages[node_id] = average
+        return BrokerQuotaSettings(callbacks, windows, samples, averages)
 
 
 def quota_window(values: Mapping[str, str | None]) -> tuple[int, int] | None:
@@ -64,3 +84,16 @@ def quota_window(values: Mapping[str, str | None]) -> tuple[int, int] | None:
     if samples < 1 or size < 1:
         return None
     return samples, size
+
+
+def throttle_average(values: Mapping[str, str | None]) -> float | None:
+    """Seconds of `metrics.num.samples` x `metrics.sample.window.ms` as a broker reports them;
+    None when either is missing or not a positive whole number."""
+    try:
+        samples = int(values.get(METRICS_NUM_SAMPLES) or "")
+        window_ms = int(values.get(METRICS_SAMPLE_WINDOW_MS) or "")
+    except ValueError:
+        return None
+    if samples < 1 or window_ms < 1:
+        return None
+    return samples * window_ms / 1000.0

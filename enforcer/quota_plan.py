@@ -76,6 +76,10 @@ KAFKA_QUOTA_SAMPLE_SECONDS = 1.0
 """Kafka's quota.window.size.seconds (its default): the rate of a request that meets no other
 bytes in the window is measured over the window less one sample (Rate.windowSize). What a plan
 counts on until the brokers' own is read (`QuotaPolicy.quota_sample_seconds`)."""
+KAFKA_THROTTLE_AVERAGE_SECONDS = 60.0
+"""How far back Kafka's average throttle time of each quota entity reaches with its defaults
+(metrics.num.samples 2 x metrics.sample.window.ms 30 s): what the request sizes read from it
+count on until the brokers' own is read (`QuotaPolicy.throttle_average_seconds`)."""
 BURST_RATIO_MOST = 10.0
 """The highest kvq.enforcer.throttle.observed.rate.burst.ratio: beyond it the reference says
 little about what the entity writes sustained."""
@@ -129,6 +133,10 @@ class QuotaPolicy:
     """The brokers' longest quota.window.size.seconds (`BrokerQuotaSettings.longest_sample`),
     Kafka's default until read: what Kafka leaves out of the window for a request that meets
     it empty (`request_sizes.emptied_window`)."""
+    throttle_average_seconds: float = KAFKA_THROTTLE_AVERAGE_SECONDS
+    """How far back the brokers average each entity's throttle times
+    (`BrokerQuotaSettings.longest_average`), Kafka's default until read: the requests and quotas
+    a throttle time read now is the average of (`request_sizes.request_size`)."""
 
     @property
     def raised_requests(self) -> tuple[float, float] | None:

@@ -7,8 +7,9 @@ requests are large for its quota goes that long without an acknowledgement. Whic
 are is not known in advance (a Java producer sends 16 KiB per partition, librdkafka what it
 buffered), but Kafka says it: each quota entity's sensors include `throttle-time`, the average
 throttle time of its throttled requests over the broker's metrics window (an `Avg` over
-`metrics.num.samples` 2 x `metrics.sample.window.ms` 30 s: up to the last minute), which the JMX
-exporter rules in deploy/jmx-exporter/ export as `kafka_server_quota_throttle_time` (ms).
+`metrics.num.samples` 2 x `metrics.sample.window.ms` 30 s by default: up to the last minute; the
+enforcer reads the brokers' own with their quota window), which the JMX exporter rules in
+deploy/jmx-exporter/ export as `kafka_server_quota_throttle_time` (ms).
 
 So during an episode the enforcer asks Prometheus for it (at most every `ASK_SECONDS`) and
 estimates each entity's request size as its throttle time x the quota its requests met
@@ -38,7 +39,13 @@ from enforcer.observed_rates import (
     parse_vector,
 )
 from enforcer.prometheus_check import PrometheusFactor
-from enforcer.quota_plan import PRODUCER_BYTE_RATE, Pair, QuotaPolicy, Requests
+from enforcer.quota_plan import (
+    KAFKA_THROTTLE_AVERAGE_SECONDS,
+    PRODUCER_BYTE_RATE,
+    Pair,
+    QuotaPolicy,
+    Requests,
+)
 from kvq.kafka.quota_entity import QuotaEntity
 
 log = logging.getLogger("kvq.enforcer")
@@ -48,12 +55,16 @@ DEFAULT_THROTTLE_QUERY = (
     '(kafka_server_quota_throttle_time{resource="Produce"})'
 )
 """Each quota entity's average produce throttle time (ms) on the broker that throttles it most."""
-AVERAGED_SECONDS = 60.0
-"""How far back Kafka's average throttle time reaches (`metrics.num.samples` 2 x
-`metrics.sample.window.ms` 30 s, its defaults)."""
-HELD_SECONDS = 90.0
-"""How far back the quotas an entity held count for a throttle time read now: Kafka's average,
-and the series is up to one scrape interval old (30 s at most in the recommended setups)."""
+AVERAGED_SECONDS = KAFKA_THROTTLE_AVERAGE_SECONDS
+"""How far back Kafka's average throttle time reaches with its defaults (`metrics.num.samples` 2
+x `metrics.sample.window.ms` 30 s); the brokers' own, once read, is the policy's
+`throttle_average_seconds`."""
+SCRAPED_SECONDS = 30.0
+"""How old the throttle time series may be: one scrape interval (30 s at most in the
+recommended setups)."""
+HELD_SECONDS = AVERAGED_SECONDS + SCRAPED_SECONDS
+"""How far back the quotas an entity held count for a throttle time read now, with Kafka's
+default average: the average, and the series' age."""
 ASK_SECONDS = 5.0
 """How often an episode asks for the throttle times: one instant query every few of graceful
 slowdown's steps at most; Kafka's average moves little faster."""
@@ -110,12 +121,14 @@ def harmonic_mean(held: Held, start: float, end: float) -> float:
     return spent / inverse
 
 
-def drop_share(throttle_seconds: float, window_seconds: float) -> float:
-    """The share of the requests Kafka averages that came within `window_seconds` after a drop:
-    a producer held by its throttle sends about one request per throttle time, so about
-    max(throttle time, W) / AVERAGED_SECONDS of them (at least the one the drop answered);
-    all of them once its throttle times outlast the average's window."""
-    return min(1.0, max(throttle_seconds, window_seconds) / AVERAGED_SECONDS)
+def drop_share(
+    throttle_seconds: float, window_seconds: float, averaged_seconds: float = AVERAGED_SECONDS
+) -> float:
+    """The share of the requests Kafka averages (over `averaged_seconds`) that came within
+    `window_seconds` after a drop: a producer held by its throttle sends about one request per
+    throttle time, so about max(throttle time, W) / averaged_seconds of them (at least the one
+    the drop answered); all of them once its throttle times outlast the average's window."""
+    return min(1.0, max(throttle_seconds, window_seconds) / averaged_seconds)
 
 
 def emptied_window(
@@ -145,11 +158,12 @@ def request_size(
     window_seconds: float,
     first_drop: float = 1.0,
     emptied_seconds: float = 0.0,
+    averaged_seconds: float = AVERAGED_SECONDS,
 ) -> float:
     """The request size (bytes) that explains an average throttle time of `throttle_seconds`
     read `now` for an entity that held the quotas `held`: (throttle time - what drops added)
     x the quota its requests met (`harmonic_mean` over Kafka's averaging window,
-    `AVERAGED_SECONDS`); 0 when the drops explain it all.
+    `averaged_seconds`); 0 when the drops explain it all.
 
     Kafka's throttle time is (B - q x W) / q for the B bytes its window of W seconds holds, this
     request's included. A quota lowered within the W seconds before a request leaves bytes
@@ -179,10 +193,10 @@ def request_size(
         return 0.0
     before = held[0][1] * first_drop if first_drop > 1.0 else None
     excess = window_excess(held, window_seconds, before)
-    added = excess * drop_share(throttle_seconds, window_seconds)
+    added = excess * drop_share(throttle_seconds, window_seconds, averaged_seconds)
     emptied = emptied_seconds if throttle_seconds >= emptied_seconds else 0.0
     of_requests = throttle_seconds - added + emptied
-    quota = harmonic_mean(held, now - AVERAGED_SECONDS, now)
+    quota = harmonic_mean(held, now - averaged_seconds, now)
     return max(of_requests, 0.0) * quota
 
 
@@ -195,7 +209,9 @@ class RequestSizes:
     """kvq.enforcer.throttle.observed.throttle.query: each entity's throttle time in ms."""
     monotonic: Callable[[], float] = time.monotonic
     ask_seconds: float = ASK_SECONDS
-    held_seconds: float = HELD_SECONDS
+    held_seconds: float = field(default=HELD_SECONDS, init=False)
+    """How far back the quotas an entity held count: the brokers' average (the policy's
+    `throttle_average_seconds`, as the last ask read it) and the series' age."""
     _held: dict[Pair, deque[tuple[float, float]]] = field(default_factory=dict, init=False)
     """Per producer pair of the episode, (when, quota) of each value planned for it."""
     _first: dict[Pair, tuple[float, float]] = field(default_factory=dict, init=False)
@@ -258,6 +274,7 @@ class RequestSizes:
         Prometheus again when the last ask is `ask_seconds` old (nothing new when it cannot
         answer)."""
         now = self.monotonic()
+        self.held_seconds = policy.throttle_average_seconds + SCRAPED_SECONDS
         if self._held and (self._asked is None or now - self._asked >= self.ask_seconds):
             self._asked = now
             result = self.prometheus.instant(cluster, self.query)
@@ -327,9 +344,12 @@ class RequestSizes:
             first_drop = ratio if now - since <= self.held_seconds else 1.0
             # parse_vector names the sample's value a rate: here it is a time in ms.
             throttle_seconds = series.rate / 1000.0
-            size = request_size(throttle_seconds, held, now, window_seconds, first_drop, emptied)
+            averaged = policy.throttle_average_seconds
+            size = request_size(
+                throttle_seconds, held, now, window_seconds, first_drop, emptied, averaged
+            )
             if self._grown(pair, size):
-                met = harmonic_mean(held, now - AVERAGED_SECONDS, now)
+                met = harmonic_mean(held, now - averaged, now)
                 grown[pair[0].label()] = (size, throttle_seconds, met)
         for pair, count in budgets.items():
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)

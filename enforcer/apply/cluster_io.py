@@ -11,7 +11,12 @@ from enforcer.broker_quota_settings import BrokerQuotaSettings
 from enforcer.journal import ClusterJournal
 from enforcer.metrics import EnforcerMetrics
 from enforcer.quota_client import QuotaClient, QuotaClientError, QuotaRejected
-from enforcer.quota_plan import KAFKA_QUOTA_SAMPLE_SECONDS, KAFKA_QUOTA_WINDOW_SECONDS, Change
+from enforcer.quota_plan import (
+    KAFKA_QUOTA_SAMPLE_SECONDS,
+    KAFKA_QUOTA_WINDOW_SECONDS,
+    KAFKA_THROTTLE_AVERAGE_SECONDS,
+    Change,
+)
 from enforcer.unanswered_alters import UnansweredAlters
 
 log = logging.getLogger("kvq.enforcer")
@@ -21,7 +26,8 @@ class QuotaWindow:
     """The longest window the cluster's brokers said they measure a quota's rate over (the W of
     Kafka's throttle time, `QuotaPolicy.quota_window_seconds`) and their longest sample
     (`QuotaPolicy.quota_sample_seconds`): Kafka's defaults until one answered, then what they
-    answered last (read with every check of the quota callback)."""
+    answered last (read with every check of the quota callback); and how far back they average
+    each quota entity's throttle times (`QuotaPolicy.throttle_average_seconds`), alike."""
 
     def __init__(self, cluster: str, sized_throttle_seconds: float | None = None) -> None:
         """`sized_throttle_seconds`: the throttle time raises for large requests are for
@@ -31,11 +37,13 @@ class QuotaWindow:
         self.seconds = KAFKA_QUOTA_WINDOW_SECONDS
         self.sample_seconds = KAFKA_QUOTA_SAMPLE_SECONDS
         self.sized_throttle_seconds = sized_throttle_seconds
+        self.average_seconds = KAFKA_THROTTLE_AVERAGE_SECONDS
         self._said: tuple[float, float] | None = None
         """What the brokers answered last (None: nothing yet)."""
 
     def learned(self, settings: BrokerQuotaSettings) -> None:
         """Take in the brokers' answer (none said: nothing changes); logged when it changes."""
+        self._learned_average(settings.longest_average)
         seconds, sample = settings.longest_window, settings.longest_sample
         if seconds is None or sample is None:
             return
@@ -52,6 +60,20 @@ class QuotaWindow:
         )
         self.seconds, self.sample_seconds = seconds, sample
         self._advise_on_sizes()
+
+    def _learned_average(self, seconds: float | None) -> None:
+        """The brokers' throttle-time average, logged when it changes (Kafka's default, the
+        usual answer, goes unsaid)."""
+        if seconds is None or seconds == self.average_seconds:
+            return
+        self.average_seconds = seconds
+        log.info(
+            "cluster %s: its brokers average each quota entity's throttle times over %g s (the "
+            "longest metrics.num.samples x metrics.sample.window.ms); the request sizes read from "
+            "them follow it",
+            self.cluster,
+            seconds,
+        )
 
     def _advise_on_sizes(self) -> None:
         """Warn where the window hides large requests from the sizes: a request meets the

@@ -122,6 +122,7 @@ class Planner:
             self.policy,
             quota_window_seconds=window.seconds,
             quota_sample_seconds=window.sample_seconds,
+            throttle_average_seconds=window.average_seconds,
         )
         requests = self._requests(on, policy, factor)
         desired = plan(policy, {**originals, **discovered}, factor, frozen, references, requests)

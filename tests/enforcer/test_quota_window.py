@@ -1,6 +1,8 @@
 """The brokers' quota window (quota.window.num x quota.window.size.seconds): read by the enforcer
 before its first plan and with every check of the quota callback, it sets the W of each quota
-entity's own minimum (kvq.enforcer.throttle.longest.throttle.time)."""
+entity's own minimum (kvq.enforcer.throttle.longest.throttle.time). Read with it, how far back the
+brokers average each entity's throttle times (metrics.num.samples x metrics.sample.window.ms):
+what the request sizes read from them count on."""
 
 from __future__ import annotations
 
@@ -149,4 +151,43 @@ def test_a_window_that_hides_large_requests_from_the_sizes_is_warned_of(
         "there, and it may wait out longer throttle times before it is raised for them; "
         "quota.window.num=3 on every broker shows them at its first long throttle times "
         "(docs/reaction-time.md)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reported", "seconds"),
+    [
+        ({"metrics.num.samples": "2", "metrics.sample.window.ms": "30000"}, 60.0),
+        ({"metrics.num.samples": "2", "metrics.sample.window.ms": "10000"}, 20.0),
+        ({"metrics.num.samples": "2"}, None),
+        ({"metrics.num.samples": "0", "metrics.sample.window.ms": "10000"}, None),
+        ({"metrics.num.samples": "2", "metrics.sample.window.ms": "ten"}, None),
+    ],
+)
+def test_a_brokers_throttle_average_is_its_metric_samples_times_their_length_or_nothing(
+    reported, seconds
+):
+    assert BrokerQuotaSettings().with_broker(4, reported).longest_average == seconds
+
+
+def test_the_brokers_throttle_average_reaches_the_plans_policy_and_is_said_once_if_not_kafkas(
+    journal, caplog
+):
+    kafka = InMemoryQuotas({ALICE: {P: 2_000_000.0}})
+    applier = observed_rate_applier(kafka, journal, POLICY, RatesNow())
+    with caplog.at_level(logging.INFO, logger="kvq.enforcer"):
+        kafka.averages = {0: 60.0, 1: 60.0}  # Kafka's default: nothing to say
+        apply_step(applier, 0.5)
+        assert applier.io.quota_window.average_seconds == 60.0
+        kafka.averages = {0: 20.0, 1: 60.0}  # mid-way through a rolling change: the longest
+        apply_step(applier, 0.4)
+        kafka.averages = {0: 20.0, 1: 20.0}
+        apply_step(applier, 0.3)
+        apply_step(applier, 0.2)
+    assert applier.io.quota_window.average_seconds == 20.0
+    said = [r.getMessage() for r in caplog.records if "average each quota" in r.getMessage()]
+    assert said == [
+        "cluster c1: its brokers average each quota entity's throttle times over 20 s (the "
+        "longest metrics.num.samples x metrics.sample.window.ms); the request sizes read from "
+        "them follow it"
     ]

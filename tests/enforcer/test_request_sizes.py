@@ -178,6 +178,16 @@ def test_a_drop_counts_for_the_share_of_the_requests_it_came_before():
     assert drop_share(1.0, WINDOW_S) == WINDOW_S / 60.0, "one request per throttle time"
     assert drop_share(30.0, WINDOW_S) == 0.5
     assert drop_share(60.0, 3.0) == drop_share(90.0, 3.0) == 1.0, "all of the average"
+    assert drop_share(1.0, WINDOW_S, 20.0) == WINDOW_S / 20.0, "brokers averaging over 20 s"
+
+
+def test_a_throttle_time_averaged_over_a_shorter_window_was_answered_at_that_windows_quotas():
+    """metrics.sample.window.ms 10 s (2 samples): the average throttle time read now is of the
+    requests of the last 20 s, answered at the quota raised 30 s ago, not at the minute's."""
+    rising = [(0.0, 2000.0), (30.0, 8000.0)]  # no drop: nothing in the window to take off
+    minute = 60.0 / (30.0 / 2000.0 + 30.0 / 8000.0)
+    assert request_size(5.0, rising, 60.0, 3.0) == pytest.approx(5.0 * minute)
+    assert request_size(5.0, rising, 60.0, 3.0, averaged_seconds=20.0) == 5.0 * 8000.0
 
 
 def held_at(held: list[tuple[float, float]], now: float) -> list[tuple[float, float]]:
