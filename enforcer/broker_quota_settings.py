@@ -76,24 +76,22 @@ class BrokerQuotaSettings:
 def quota_window(values: Mapping[str, str | None]) -> tuple[int, int] | None:
     """(`quota.window.num`, `quota.window.size.seconds`) as a broker reports them; None when
     either is missing or not a positive whole number."""
-    try:
-        samples = int(values.get(QUOTA_WINDOW_NUM) or "")
-        size = int(values.get(QUOTA_WINDOW_SIZE) or "")
-    except ValueError:
-        return None
-    if samples < 1 or size < 1:
-        return None
-    return samples, size
+    return positive_pair(values, QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE)
 
 
 def throttle_average(values: Mapping[str, str | None]) -> float | None:
     """Seconds of `metrics.num.samples` x `metrics.sample.window.ms` as a broker reports them;
     None when either is missing or not a positive whole number."""
+    said = positive_pair(values, METRICS_NUM_SAMPLES, METRICS_SAMPLE_WINDOW_MS)
+    return None if said is None else said[0] * said[1] / 1000.0
+
+
+def positive_pair(
+    values: Mapping[str, str | None], first: str, second: str
+) -> tuple[int, int] | None:
+    """The configs `first` and `second` as positive whole numbers; None unless both are."""
     try:
-        samples = int(values.get(METRICS_NUM_SAMPLES) or "")
-        window_ms = int(values.get(METRICS_SAMPLE_WINDOW_MS) or "")
+        pair = int(values.get(first) or ""), int(values.get(second) or "")
     except ValueError:
         return None
-    if samples < 1 or window_ms < 1:
-        return None
-    return samples * window_ms / 1000.0
+    return pair if min(pair) >= 1 else None

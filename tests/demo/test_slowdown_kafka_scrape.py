@@ -4,8 +4,6 @@ in its title."""
 
 from __future__ import annotations
 
-import pytest
-
 from demo.producers import make_stack
 from demo.slowdown import parse, setup_of, title
 
@@ -22,17 +20,3 @@ def test_without_it_the_brokers_are_scraped_as_every_other_job():
     setup = setup_of(parse([]))
     assert setup.kafka_scrape is None
     assert "scraped" not in title("graceful-slowdown", setup=setup)
-
-
-@pytest.mark.parametrize(
-    ("given", "said"),
-    [
-        ("PT0S", "--kafka-scrape: 'PT0S': must be a positive ISO 8601 duration"),
-        ("30s", "--kafka-scrape: '30s': not an ISO 8601 duration"),
-    ],
-)
-def test_a_scrape_interval_that_is_no_positive_duration_is_refused_naming_it(capsys, given, said):
-    with pytest.raises(SystemExit) as exited:
-        parse(["--kafka-scrape", given])
-    assert exited.value.code == 2
-    assert said in capsys.readouterr().err

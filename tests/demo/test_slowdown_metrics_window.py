@@ -4,8 +4,6 @@ two samples), and the run's heading says so."""
 
 from __future__ import annotations
 
-import pytest
-
 from demo.slowdown import parse, quota_window, setup_of
 
 
@@ -22,11 +20,3 @@ def test_without_it_the_brokers_keep_kafkas_default():
     setup = setup_of(parse([]))
     assert "metrics.sample.window.ms" not in setup.broker_properties
     assert quota_window(setup) == ""
-
-
-@pytest.mark.parametrize("given", ["PT0S", "10s"])
-def test_a_window_that_is_no_positive_duration_is_refused_naming_it(capsys, given):
-    with pytest.raises(SystemExit) as exited:
-        parse(["--metrics-sample-window", given])
-    assert exited.value.code == 2
-    assert f"--metrics-sample-window: '{given}'" in capsys.readouterr().err

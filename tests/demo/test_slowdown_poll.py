@@ -33,15 +33,15 @@ def test_a_minute_written_as_iso_is_taken_in_its_plain_form():
     assert setup_of(parse(["--poll", "PT1M"])).loop.poll == 60.0
 
 
+@pytest.mark.parametrize("option", ["--poll", "--kafka-scrape", "--metrics-sample-window"])
 @pytest.mark.parametrize(
     ("given", "said"),
-    [
-        ("PT0S", "--poll: 'PT0S': must be a positive ISO 8601 duration"),
-        ("2s", "--poll: '2s': not an ISO 8601 duration"),
-    ],
+    [("PT0S", "must be a positive ISO 8601 duration"), ("2s", "not an ISO 8601 duration")],
 )
-def test_a_poll_that_is_no_positive_duration_is_refused_naming_it(capsys, given, said):
+def test_a_duration_option_that_is_no_positive_duration_is_refused_naming_it(
+    capsys, option, given, said
+):
     with pytest.raises(SystemExit) as exited:
-        parse(["--poll", given])
+        parse([option, given])
     assert exited.value.code == 2
-    assert said in capsys.readouterr().err
+    assert f"{option}: '{given}': {said}" in capsys.readouterr().err
