@@ -460,6 +460,8 @@ def test_the_strimzi_kafka_resource() -> None:
     # the quota window the graceful-slowdown runs measured (--quota-window-samples 3), in the
     # brokers' config, where Strimzi passes it on (no forbidden prefix)
     assert config["quota.window.num"] == 3
+    # the metrics sample the runs with --metrics-sample-window PT10S measured
+    assert config["metrics.sample.window.ms"] == 10000
     env = spec["entityOperator"]["template"]["userOperatorContainer"]["env"]
     (pattern,) = [e["value"] for e in env if e["name"] == "STRIMZI_IGNORED_USERS_PATTERN"]
     assert re.search(pattern, ORIGINALS_USER)
