@@ -183,13 +183,15 @@ def _configs_response(error_code=0, value=None, window=("11", "1")):
     )
 
 
-def test_quota_settings_request_asks_one_broker_for_its_own_callback_and_window():
+def test_quota_settings_request_asks_one_broker_for_its_callback_window_and_metrics_sample():
     (resource,) = quota_settings_request(7).resources
     assert (resource.resource_type, resource.resource_name) == (4, "7")
     assert resource.configuration_keys == [
         "client.quota.callback.class",
         "quota.window.num",
         "quota.window.size.seconds",
+        "metrics.num.samples",
+        "metrics.sample.window.ms",
     ]
 
 
