@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from kvq.model.retention_forecast import AHEAD_SECONDS
 from kvq.model.throttle_factor_policy import (
     UNTHROTTLED,
+    WINDOW_SLACK_SECONDS,
     EarlierReading,
     GrowthWindow,
     ReadingWindows,
@@ -251,10 +252,13 @@ def with_window_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     aggregates = []
     for i, seconds in enumerate(policy.growth_windows):
         frame = in_run.rangeBetween(-_whole_seconds(seconds), 0)
+        slack = _whole_seconds(seconds + WINDOW_SLACK_SECONDS)
+        edge = in_run.rangeBetween(-slack, -_whole_seconds(seconds))
         aggregates += [
             F.first(kept, ignorenulls=True).over(frame).alias(f"growth{i}_first"),
             F.count(F.when(usable, 1)).over(frame).alias(f"growth{i}_count"),
             F.sum(F.when(usable, F.col("grown_bytes"))).over(frame).alias(f"growth{i}_sum"),
+            F.last(kept, ignorenulls=True).over(edge).alias(f"growth{i}_edge"),
         ]
     for i, seconds in enumerate(policy.looks_back):
         frame = by_time.rangeBetween(Window.unboundedPreceding, -_whole_seconds(seconds))
@@ -268,16 +272,27 @@ def with_window_columns(described: DataFrame, policy: ThrottleFactorPolicy) -> D
     # With no earlier reading in the window: from the last reading (or this one, the first).
     last = F.coalesce(F.col("window_last"), kept)
     windows = []
-    for i in range(len(policy.growth_windows)):
-        first = F.col(f"growth{i}_first")
+    for i, seconds in enumerate(policy.growth_windows):
+        first, outer = F.col(f"growth{i}_first"), F.col(f"growth{i}_edge")
         alone = F.col(f"growth{i}_count") <= 1
+        # The reading just outside the window begins it when nearer its edge (the polls'
+        # jitter: `WINDOW_SLACK_SECONDS`); its own growth is then before the window.
+        at_edge = F.col("time") - seconds
+        nearer = outer.isNotNull() & (at_edge - outer["time"] < first["time"] - at_edge)
         windows.append(
             F.struct(
                 F.when(alone, F.coalesce(F.col("grown_bytes"), F.lit(0)))
+                .when(nearer, F.col(f"growth{i}_sum"))
                 .otherwise(F.col(f"growth{i}_sum") - F.coalesce(first["grown"], F.lit(0)))
                 .alias("grown"),
-                F.when(alone, last["time"]).otherwise(first["time"]).alias("start_time"),
-                F.when(alone, last["used"]).otherwise(first["used"]).alias("start_used"),
+                F.when(alone, last["time"])
+                .when(nearer, outer["time"])
+                .otherwise(first["time"])
+                .alias("start_time"),
+                F.when(alone, last["used"])
+                .when(nearer, outer["used"])
+                .otherwise(first["used"])
+                .alias("start_used"),
             ).alias(f"growth{i}")
         )
     for i in range(len(policy.looks_back)):
@@ -300,7 +315,7 @@ def _window_work(policy: ThrottleFactorPolicy) -> list[str]:
     growth = [
         f"growth{i}{part}"
         for i in range(len(policy.growth_windows))
-        for part in ("", "_first", "_count", "_sum")
+        for part in ("", "_first", "_count", "_sum", "_edge")
     ]
     earlier = [f"earlier{i}{part}" for i in range(len(policy.looks_back)) for part in ("", "_at")]
     earliest = ["window_earliest"] if policy.looks_back else []

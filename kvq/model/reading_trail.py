@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kvq.model.throttle_factor_policy import (
+    WINDOW_SLACK_SECONDS,
     EarlierReading,
     GrowthWindow,
     ReadingWindows,
@@ -19,9 +20,10 @@ from kvq.model.throttle_factor_policy import (
 @dataclass(slots=True)
 class ReadingTrail:
     """A volume's usable readings of the last `span` seconds (the longest of the policy's
-    windows) and the latest one before them, oldest first: enough for every window of any later
-    reading (a reading a window skips is older than one it reads), and every reading since the
-    first while none is that old (a look back with nothing old enough reads the earliest)."""
+    windows, a growth window's slack included) and the latest one before them, oldest first:
+    enough for every window of any later reading (a reading a window skips is older than one it
+    reads), and every reading since the first while none is that old (a look back with nothing
+    old enough reads the earliest)."""
 
     growth_windows: tuple[float, ...]
     looks_back: tuple[float, ...]
@@ -29,7 +31,8 @@ class ReadingTrail:
 
     @property
     def span(self) -> float:
-        return max((*self.growth_windows, *self.looks_back), default=0.0)
+        growth = (seconds + WINDOW_SLACK_SECONDS for seconds in self.growth_windows)
+        return max((*growth, *self.looks_back), default=0.0)
 
     def windows(self, reading: VolumeReading) -> ReadingWindows:
         """`reading`'s aggregates over the readings kept before it (`ReadingWindows`)."""
@@ -46,15 +49,18 @@ class ReadingTrail:
             self.kept.popleft()
 
     def _growth(self, reading: VolumeReading, seconds: float) -> GrowthWindow:
-        since = reading.time - seconds
+        edge = reading.time - seconds  # the backfill's bounds, bit for bit
+        reach = reading.time - (seconds + WINDOW_SLACK_SECONDS)
         start, grown = reading, 0
         if reading.grown_bytes is not None:  # else this reading starts a run of its own
             for earlier in reversed(self.kept):
-                if earlier.time < since:
-                    break
+                outside = earlier.time < edge
+                nearer = earlier.time >= reach and edge - earlier.time < start.time - edge
+                if outside and not nearer:
+                    break  # older than the window, and not the reading nearest its edge
                 grown += start.grown_bytes
                 start = earlier
-                if earlier.grown_bytes is None:  # the growth before it was not read
+                if outside or earlier.grown_bytes is None:  # None: the growth before it not read
                     break
         if start is reading and self.kept:  # no earlier reading in the window: the last one
             last = self.kept[-1]

@@ -45,11 +45,21 @@ from kvq.model.volume import Volume
 
 THROTTLED = 0.0
 UNTHROTTLED = 1.0
+WINDOW_SLACK_SECONDS = 1.0
+"""How much older than its `seconds` the reading a growth window begins with may be
+(`GrowthWindow`): polls come tens to hundreds of milliseconds early or late, so the reading a
+window of whole polls should begin with is as often just outside it as inside. Begun at the
+inside one, a 30 s window of 5 s polls read 25 s or 30 s by chance: its rate swung by a sixth, a
+10 s window's by half, and a load step went unmet for two polls when the window fell short of
+the 25 s a step is judged over (`GracefulSlowdown.stepped`). A whole second, so that the
+backfill's windows over time bound it alike."""
 
 
 class GrowthWindow(NamedTuple):
     """What a volume's partitions grew by over the readings of its last `seconds` (one of the
-    policy's `growth_windows`): from the earliest usable reading at most that old, back to the
+    policy's `growth_windows`): from the reading nearest its edge (the earliest usable reading
+    at most that old, or the one before it if that is nearer and at most `WINDOW_SLACK_SECONDS`
+    older: the polls' jitter), back to the
     latest whose growth was not read (the growth since it is whole), to this one. `grown`: the
     sum of the growth of the readings after that start (whole bytes: the same on both sides);
     `start_time`, `start_used`: the start's time and used bytes. With no earlier reading in

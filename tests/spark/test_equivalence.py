@@ -19,8 +19,9 @@ from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import MIN_AVAILABLE_BYTES, Limit
 from kvq.model.observation import STAGE_DESCRIBE_CLUSTER, STAGE_DESCRIBE_LOG_DIRS, Observation
 from kvq.model.policy_run import PolicyRun
+from kvq.model.reading_trail import ReadingTrail
 from kvq.model.retention_forecast import AHEAD_SECONDS
-from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, used_bytes
+from kvq.model.throttle_factor_policy import THROTTLED, UNTHROTTLED, VolumeReading, used_bytes
 from kvq.model.volume import LogDirDescription
 from kvq.settings.config import (
     GRACEFUL_SLOWDOWN,
@@ -35,7 +36,7 @@ from spark.evaluation_grid import EvaluationGrid
 from spark.job import BackfillRequest, run
 from spark.openmetrics_text import read_openmetrics, write_openmetrics
 from spark.shard_blocks import BLOCK_RANGE
-from tests.kvq.model.test_graceful_slowdown import lift_backlog, lift_policy
+from tests.kvq.model.test_graceful_slowdown import JITTER, lift_backlog, lift_policy
 from tests.spark.backfill_cli import dumped_samples
 
 NS = "kafka_volume_quota_"
@@ -282,6 +283,37 @@ def test_holding_the_write_rate_at_what_retention_frees_is_evaluated_alike(spark
     falls = [0.0 < after < before < 1.0 for before, after in steps]
     assert any(all(falls[i : i + 5]) for i in range(len(falls)))  # the level, paced down
     assert any(before < 1.0 == after for before, after in steps)  # space freed: restarted
+    assert_same(got, expected)
+
+
+def test_windows_begun_at_the_reading_nearest_their_edge_are_evaluated_alike(spark, tmp_path):
+    """Polls 5 s apart, each up to 0.4 s early or late, a check taken in between now and then,
+    retention freeing most of what is written: a window whose first reading just missed it
+    begins at the one just outside (`WINDOW_SLACK_SECONDS`) in the backfill as in the exporter,
+    bit for bit."""
+    times = sorted({5 * k + JITTER[k % len(JITTER)] for k in range(50)} | {101.0, 152.5})
+    total, used, rows = 32 << 20, 14 << 20, []
+    for index, time in enumerate(times):
+        used += 1_000_000 - (900_000 if time >= 30 else 0)
+        grown = 1_000_000 if index else None
+        described = LogDirDescription(0, "/d", total, total - used, 0, grown)
+        rows.append(Observation(1000 + time, (0,), (described,)))
+    write_lines(tmp_path / "archive" / "kafka" / "1970-01-01" / "00.jsonl", rows)
+    config = load_config(
+        write_config(tmp_path / "kvq.properties", ratio=0.25, interval="PT5S"),
+        {THROTTLE_POLICY: GRACEFUL_SLOWDOWN, SLOWDOWN_HORIZON: "PT40S", SLOWDOWN_RESPONSE: "PT14S"},
+    )
+    trail, begun_outside = ReadingTrail(config.policy.growth_windows, ()), 0
+    for observation in rows:
+        reading = VolumeReading.of(observation.volumes[0], observation.time)
+        windows = trail.windows(reading)
+        begun_outside += sum(
+            window.start_time < observation.time - seconds
+            for window, seconds in zip(windows.growth, config.policy.growth_windows, strict=True)
+        )
+        trail.take(reading)
+    assert begun_outside >= 10
+    got, expected, _ = backfill_both(tmp_path / "archive", config, tmp_path / "out", 1)
     assert_same(got, expected)
 
 
