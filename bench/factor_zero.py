@@ -13,7 +13,10 @@ quotas set, the longest throttle time a broker handed out, in all and once held 
 and when every producer was back after the restore; and what the share means for 500
 principals. Each producer blocks once 64 kB
 are queued (the demo's). About 3 minutes per N and minimum, each on a fresh one-broker cluster.
+--longest-throttle-time adds each entity's own minimum at other longest throttle times: a
+shorter one mutes less long and holds less back.
     python -m bench.factor_zero [--principals 10 40] [--quota-window-samples 3]
+        [--longest-throttle-time PT5S PT15S]
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from pathlib import Path
 from devkit import factor_zero, results_page
 from enforcer.quota_plan import BYTE_RATE_FLOOR, KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy
 from enforcer.server_config import policy_of
-from enforcer.settings import EnforcerSettings
+from enforcer.settings import LONGEST_THROTTLE, EnforcerSettings
 from kvq.model.limits import MIN_AVAILABLE_RATIO
-from kvq.settings.config import BOOTSTRAP_SERVERS
+from kvq.settings.config import BOOTSTRAP_SERVERS, ConfigError
 
 P = factor_zero.P
 OFFERED = 30_000.0
@@ -39,9 +42,10 @@ MEASURED_S = 30.0
 WATCH_AFTER_S = 75.0
 
 
-def defaults() -> QuotaPolicy:
-    """The enforcer's policy with every setting at its default (its minimums)."""
-    raw = {BOOTSTRAP_SERVERS: "localhost:9092", MIN_AVAILABLE_RATIO: "0.05"}
+def defaults(**overrides: str) -> QuotaPolicy:
+    """The enforcer's policy with every setting at its default (its minimums) but `overrides`
+    (property name to value, checked as the enforcer checks its configuration)."""
+    raw = {BOOTSTRAP_SERVERS: "localhost:9092", MIN_AVAILABLE_RATIO: "0.05", **overrides}
     return policy_of(EnforcerSettings.build(raw, environ={}))
 
 
@@ -70,7 +74,21 @@ def main(argv: list[str] | None = None) -> None:
         help="the broker's quota.window.num (Kafka's default 11): Kafka measures quotas over N "
         "1 s samples, and each entity's own minimum follows that window",
     )
+    parser.add_argument(
+        "--longest-throttle-time",
+        nargs="+",
+        default=[],
+        metavar="DURATION",
+        help=f"also run each entity's own minimum with {LONGEST_THROTTLE} at each of these "
+        "(ISO 8601, PT1S to PT1H; the enforcer's default: PT1M)",
+    )
     args = parser.parse_args(argv)
+    minimums = dict(MINIMUMS)
+    for text in args.longest_throttle_time:
+        try:
+            minimums[f"own minimum, {text}"] = defaults(**{LONGEST_THROTTLE: text})
+        except ConfigError as exc:
+            parser.error(f"--longest-throttle-time: {str(exc).splitlines()[-1].strip()}")
     if any(not 1 <= n <= 200 for n in args.principals):
         parser.error(f"--principals: {args.principals} must each be from 1 to 200")
     if args.quota_window_samples is not None and args.quota_window_samples < 1:
@@ -84,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
         for count in args.principals:
-            for n, (name, policy) in enumerate(MINIMUMS.items()):
+            for n, (name, policy) in enumerate(minimums.items()):
                 work = Path(temp) / f"{count}-{n}"  # a fresh cluster each: fresh references
                 samples = args.quota_window_samples
                 with factor_zero.cluster(work, count, None, samples) as (kafka, prometheus):

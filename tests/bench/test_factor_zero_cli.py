@@ -10,10 +10,30 @@ from bench import factor_zero
     [
         (["--quota-window-samples", "0"], "--quota-window-samples: 0; give 1 or more"),
         (["--principals", "0"], "--principals: [0] must each be from 1 to 200"),
+        (
+            ["--longest-throttle-time", "PT5S", "5s"],
+            "--longest-throttle-time: kvq.enforcer.throttle.longest.throttle.time=5s: not an "
+            "ISO 8601 duration (examples: PT30S, PT1M, PT5M, P1D); did you mean PT5S?",
+        ),
+        (
+            ["--longest-throttle-time", "PT2H"],
+            "--longest-throttle-time: kvq.enforcer.throttle.longest.throttle.time=PT2H: must be "
+            "from PT1S to PT1H",
+        ),
     ],
 )
-def test_a_bad_count_is_refused_naming_it(capsys, argv, said):
+def test_a_bad_value_is_refused_naming_it(capsys, argv, said):
     with pytest.raises(SystemExit) as exited:
         factor_zero.main(argv)
     assert exited.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_each_longest_throttle_time_is_the_enforcers_own_minimum_at_it():
+    """The minimum a run adds is the one the enforcer would hold an entity to with that
+    setting: a shorter longest throttle time, a higher minimum."""
+    five = factor_zero.defaults(**{factor_zero.LONGEST_THROTTLE: "PT5S"})
+    default = factor_zero.defaults()
+    offered = factor_zero.OFFERED
+    assert five.longest_throttle_seconds == 5.0
+    assert five.minimum(factor_zero.P, offered) > default.minimum(factor_zero.P, offered)
