@@ -1,5 +1,6 @@
-"""Many principals held at factor 0 on real Kafka: how low each entity's minimum goes, against
-Kafka's throttle times and the restore.
+"""Many principals held at factor 0 on real Kafka: their minimums, throttle times and restore.
+
+How low each entity's minimum goes, against Kafka's throttle times and the restore.
 
 N SASL users each offering 30 kB/s to one broker (Kafka's default 11 s quota window, or
 --quota-window-samples N: N s, which the enforcer reads and its own minimums follow), half with a

@@ -548,6 +548,19 @@ class SpendSooner(PeakMargin):
         return ops.greatest(even, sooner)
 
 
+@dataclass(frozen=True, slots=True)
+class PacedOnMoreThanThePeak(GracefulSlowdown):
+    """The forecast's level with its drops paced only from a factor from which a descent of
+    `PEAK_TIMES` times the peak's share would hold (`GracefulSlowdown.paced_reach`): after a
+    long hold, producers buffering more than a few seconds wrote more than the factor's share
+    of the peak once it rose."""
+
+    PEAK_TIMES: ClassVar[float] = 1.6
+
+    def paced_reach(self, reading: VolumeReading, peak: Any, ops: Expressions) -> Any:
+        return GracefulSlowdown.paced_reach(self, reading, peak * self.PEAK_TIMES, ops)
+
+
 def forecast_policy(policy: type[GracefulSlowdown], **constants: float) -> Controller:
     """`reading_the_forecast` with `policy` (its class constants set to `constants`)."""
     if constants:
