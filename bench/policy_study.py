@@ -13,7 +13,7 @@ Per policy: the share of the bound written over the 150 s episode (lowest, media
 the lowest headroom above the limit (negative: past it) and in how many runs it crossed, the
 longest time a producer went without an acknowledgement (median, most) and when every quota
 entity was back at its rate after the space was freed (median, most). Under a 10x load step:
-the lowest headroom and the runs that crossed. Pure Python, one core: about 3 minutes.
+the lowest headroom and the runs that crossed. Pure Python, one core: about 5 minutes.
     python -m bench.policy_study [--finding NAME ...]
 """
 
