@@ -89,8 +89,8 @@ class QuotaWindow:
             "kvq.enforcer.throttle.request.throttle.time (%g s) and a sample: Kafka's average "
             "throttle time shows a producer's large requests (a Java producer's batches) late "
             "there, and it may wait out longer throttle times before it is raised for them; "
-            "quota.window.num=3 on every broker shows them at its first long throttle times "
-            "(docs/reaction-time.md)",
+            "quota.window.num=3 on every broker shows them at its first long throttle times, "
+            "where no producer buffers minutes of its writes (docs/reaction-time.md)",
             self.cluster,
             self.seconds,
             throttle,
