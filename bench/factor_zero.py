@@ -13,11 +13,14 @@ per N and minimum: the rate before and at factor 0 (once the first mute is over)
 quotas set, the longest throttle time a broker handed out, in all and once held at the minimum,
 and when every producer was back after the restore; and what the share means for 500
 principals. Each producer blocks once 64 kB
-are queued (the demo's). About 3 minutes per N and minimum, each on a fresh one-broker cluster.
---longest-throttle-time adds each entity's own minimum at other longest throttle times: a
-shorter one mutes less long and holds less back.
+are queued (the demo's), or --producer-buffer KB: librdkafka's own default is 1 GB, and a
+backlog is sent in requests of up to 1 MB, whose throttle times can outlast the producer's
+socket.timeout.ms (60 s; it then reconnects, and a new connection is not muted: the requests
+timed out are printed). About 3 minutes per N and minimum, each on a fresh one-broker cluster
+(--held S longer). --longest-throttle-time adds each entity's own minimum at other longest
+throttle times: a shorter one mutes less long and holds less back.
     python -m bench.factor_zero [--principals 10 40] [--quota-window-samples 3]
-        [--longest-throttle-time PT5S PT15S]
+        [--longest-throttle-time PT5S PT15S] [--producer-buffer 1024 --held 180]
 """
 
 from __future__ import annotations
@@ -83,6 +86,23 @@ def main(argv: list[str] | None = None) -> None:
         help=f"also run each entity's own minimum with {LONGEST_THROTTLE} at each of these "
         "(ISO 8601, PT1S to PT1H; the enforcer's default: PT1M)",
     )
+    parser.add_argument(
+        "--producer-buffer",
+        type=int,
+        default=factor_zero.BUFFER_KBYTES,
+        metavar="KB",
+        help="each producer's queue.buffering.max.kbytes: it blocks once this much is queued "
+        f"(default: {factor_zero.BUFFER_KBYTES}; librdkafka's own: 1048576, 1 GB)",
+    )
+    parser.add_argument(
+        "--held",
+        type=float,
+        default=MEASURED_S,
+        metavar="SECONDS",
+        help=f"how long the rate at factor 0 is measured, after {SETTLE_S:.0f} s to settle "
+        f"(default: {MEASURED_S:.0f}; longer than a librdkafka timeout's cycle, 60 s, with "
+        "large buffers)",
+    )
     args = parser.parse_args(argv)
     minimums = dict(MINIMUMS)
     for text in args.longest_throttle_time:
@@ -94,12 +114,20 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--principals: {args.principals} must each be from 1 to 200")
     if args.quota_window_samples is not None and args.quota_window_samples < 1:
         parser.error(f"--quota-window-samples: {args.quota_window_samples}; give 1 or more")
+    if not 1 <= args.producer_buffer <= 2_147_483_647:
+        parser.error(
+            f"--producer-buffer: {args.producer_buffer} must be from 1 to 2147483647 kB "
+            "(librdkafka's range for queue.buffering.max.kbytes)"
+        )
+    if not 10 <= args.held <= 3600:
+        parser.error(f"--held: {args.held:g} must be from 10 to 3600 seconds")
     results_page.arguments(parser, args)
     window = float(args.quota_window_samples or KAFKA_QUOTA_WINDOW_SECONDS)
     own = replace(defaults(), quota_window_seconds=window).minimum(P, OFFERED)
     print(
         f"each principal offers {OFFERED / 1000:.0f} kB/s to one broker, which measures quotas "
-        f"over {window:g} s; its minimum with the enforcer's defaults: {own:,.0f} B/s"
+        f"over {window:g} s; its minimum with the enforcer's defaults: {own:,.0f} B/s; "
+        f"{args.producer_buffer:,} kB buffered at most"
     )
     with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
         for count in args.principals:
@@ -116,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                         SETTLE_S,
                         MEASURED_S,
                         WATCH_AFTER_S,
+                        measured_held=args.held,
+                        buffer_kbytes=args.producer_buffer,
                     )
                 report(count, name, held)
 
@@ -138,6 +168,10 @@ def report(count: int, name: str, held: factor_zero.Held) -> None:
     print(f"  longest throttle time handed out      {held.longest_throttle_s:9.1f} s")
     print(f"    once held at the minimum            {held.longest_held_throttle_s:9.1f} s")
     print(f"  restore -> every producer back        {back:>9}")
+    print(
+        f"  requests timed out while held         {held.timed_out:9d} "
+        f"({held.timing_out} of {count} producers reconnected)"
+    )
     print(
         f"  500 such principals at factor 0       {500 * per_principal / 1e6:9.2f} MB/s "
         f"({500 * per_principal * 3600 / 1e9:.1f} GB an hour)"

@@ -21,7 +21,7 @@ from pathlib import Path
 from devkit.kafka_cluster import DEFAULT_USERS, KafkaCluster
 from devkit.kafka_dist import KafkaDist
 from devkit.processes import wait_until
-from devkit.producer_load import LoadProducer
+from devkit.producer_load import LoadProducer, Transport
 from devkit.prometheus import Prometheus, run_prometheus
 from enforcer.applier import Applier
 from enforcer.journal import Journal
@@ -36,10 +36,12 @@ from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 P = "producer_byte_rate"
 QUOTA = 1_000_000.0
 """Each principal's own quota and the default user's: far above what they offer."""
-BUFFER = {"queue.buffering.max.kbytes": 64}
+BUFFER_KBYTES = 64
 """An application's buffer, as in the demo's producers: while throttled a producer blocks once
 64 kB are queued (librdkafka's default queue would build a backlog of up to 1 GB, sent in 1 MB
 requests that Kafka answers with throttle times of 1 MB / quota)."""
+STATS_S = 1.0
+"""How often each producer's librdkafka statistics (its requests timed out) are read."""
 BACK = 0.8
 """A producer is back once it acknowledges this share of its rate before over BACK_WINDOW_S."""
 BACK_WINDOW_S = 3.0
@@ -100,6 +102,11 @@ class Held:
     back_s: float | None
     """Seconds from the restore until every producer was back at its rate (None: not within
     the watch)."""
+    timed_out: int = 0
+    """Requests librdkafka timed out while the factor held, over all producers: each closes its
+    connection, and the next one is not muted."""
+    timing_out: int = 0
+    """Producers with at least one of them."""
 
     @property
     def share(self) -> float:
@@ -118,6 +125,7 @@ def hold_at_factor_zero(
     topic: str = "many",
     factor: float = 0.0,
     measured_held: float | None = None,
+    buffer_kbytes: int = BUFFER_KBYTES,
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
@@ -126,12 +134,21 @@ def hold_at_factor_zero(
     mute: its rate at factor 0 counts whole requests, or a window of a few of them would be
     off its quota by up to a request. Stops every producer it started, and restores. Once per
     cluster: the references are the highest rates over the last 5 minutes, which would include
-    the catch-up after an earlier restore."""
+    the catch-up after an earlier restore. `buffer_kbytes`: each producer's
+    queue.buffering.max.kbytes."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
     producers = [
-        LoadProducer(kafka.sasl_bootstrap, f"app-{u}", u, kafka.users[u], **BUFFER) for u in names
+        LoadProducer(
+            kafka.sasl_bootstrap,
+            f"app-{u}",
+            u,
+            kafka.users[u],
+            STATS_S,
+            **{"queue.buffering.max.kbytes": buffer_kbytes},
+        )
+        for u in names
     ]
     applier = Applier(
         "c1",
@@ -170,6 +187,7 @@ def hold_at_factor_zero(
         step(applier, 1.0)
         restored = time.monotonic()
         throttles = [(t, ms) for p in producers for t, ms in p.log.throttles if t >= held_at]
+        timeouts = [transport.request_timeouts for transport in held_transport(producers, held_at)]
         return Held(
             before,
             during,
@@ -178,6 +196,8 @@ def hold_at_factor_zero(
             max((ms for _, ms in throttles), default=0) / 1000,
             max((ms for t, ms in throttles if start <= t < restored), default=0) / 1000,
             back_after(producers, offered, restored, watch_after),
+            sum(timeouts),
+            sum(1 for n in timeouts if n),
         )
     finally:
         step(applier, 1.0)
@@ -192,6 +212,12 @@ def step(applier: Applier, factor: float) -> None:
     once), then `factor` applied."""
     applier.starting_point()
     applier.enforce(factor)
+
+
+def held_transport(producers: list[LoadProducer], held_at: float) -> list[Transport]:
+    """Each producer's connection counters from `held_at` until now (none recorded: zeros)."""
+    now = time.monotonic()
+    return [p.transport_between(held_at, now) or Transport() for p in producers]
 
 
 def back_after(

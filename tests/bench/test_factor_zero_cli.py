@@ -11,6 +11,12 @@ from bench import factor_zero
         (["--quota-window-samples", "0"], "--quota-window-samples: 0; give 1 or more"),
         (["--principals", "0"], "--principals: [0] must each be from 1 to 200"),
         (
+            ["--producer-buffer", "0"],
+            "--producer-buffer: 0 must be from 1 to 2147483647 kB (librdkafka's range for "
+            "queue.buffering.max.kbytes)",
+        ),
+        (["--held", "5"], "--held: 5 must be from 10 to 3600 seconds"),
+        (
             ["--longest-throttle-time", "PT5S", "5s"],
             "--longest-throttle-time: kvq.enforcer.throttle.longest.throttle.time=5s: not an "
             "ISO 8601 duration (examples: PT30S, PT1M, PT5M, P1D); did you mean PT5S?",
