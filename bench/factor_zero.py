@@ -17,10 +17,13 @@ are queued (the demo's), or --producer-buffer KB: librdkafka's own default is 1 
 backlog is sent in requests of up to 1 MB, whose throttle times can outlast the producer's
 socket.timeout.ms (60 s; it then reconnects, and a new connection is not muted: the requests
 timed out are printed). About 3 minutes per N and minimum, each on a fresh one-broker cluster
-(--held S longer). --longest-throttle-time adds each entity's own minimum at other longest
-throttle times: a shorter one mutes less long and holds less back.
+(--held S longer); --librdkafka KEY=VALUE sets a property of every producer (e.g.
+batch.size=65536 message.max.bytes=65536: smaller requests). --longest-throttle-time adds each
+entity's own minimum at other longest throttle times: a shorter one mutes less long and holds
+less back.
     python -m bench.factor_zero [--principals 10 40] [--quota-window-samples 3]
         [--longest-throttle-time PT5S PT15S] [--producer-buffer 1024 --held 180]
+        [--librdkafka batch.size=65536 --librdkafka message.max.bytes=65536]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from devkit import factor_zero, results_page
+from devkit.producer_load import librdkafka_refuses
 from enforcer.quota_plan import BYTE_RATE_FLOOR, KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy
 from enforcer.server_config import policy_of
 from enforcer.settings import LONGEST_THROTTLE, EnforcerSettings
@@ -103,6 +107,15 @@ def main(argv: list[str] | None = None) -> None:
         f"(default: {MEASURED_S:.0f}; longer than a librdkafka timeout's cycle, 60 s, with "
         "large buffers)",
     )
+    parser.add_argument(
+        "--librdkafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka property of every producer (repeatable), e.g. batch.size=65536: a "
+        "held producer's requests are at most one batch per partition, and message.max.bytes "
+        "in all",
+    )
     args = parser.parse_args(argv)
     minimums = dict(MINIMUMS)
     for text in args.longest_throttle_time:
@@ -119,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
             f"--producer-buffer: {args.producer_buffer} must be from 1 to 2147483647 kB "
             "(librdkafka's range for queue.buffering.max.kbytes)"
         )
+    for given in args.librdkafka:
+        if reason := librdkafka_refuses(given):
+            parser.error(f"--librdkafka: {given!r}: {reason}")
     if not 10 <= args.held <= 3600:
         parser.error(f"--held: {args.held:g} must be from 10 to 3600 seconds")
     results_page.arguments(parser, args)
@@ -146,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
                         WATCH_AFTER_S,
                         measured_held=args.held,
                         buffer_kbytes=args.producer_buffer,
+                        producer_config=dict(given.split("=", 1) for given in args.librdkafka),
                     )
                 report(count, name, held)
 

@@ -43,7 +43,6 @@ from typing import TypeVar
 
 import confluent_kafka.admin as ck
 import requests
-from confluent_kafka import KafkaException, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo import pictures
@@ -74,7 +73,7 @@ from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import iso_duration
 from devkit.processes import wait_until
-from devkit.producer_load import LoadProducer, Transport
+from devkit.producer_load import LoadProducer, Transport, librdkafka_refuses
 from devkit.results_page import Recording
 from enforcer.journal import Journal
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW
@@ -1252,18 +1251,6 @@ def setup_of(args: argparse.Namespace) -> Setup:
         scrape = positive_duration(args.kafka_scrape).total_seconds()
         setup = replace(setup, kafka_scrape=scrape)
     return setup
-
-
-def librdkafka_refuses(given: str) -> str | None:
-    """Why librdkafka refuses the property `given` as KEY=VALUE (its own words), or None."""
-    key, equals, value = given.partition("=")
-    if not equals or not key:
-        return "give KEY=VALUE, a librdkafka property (e.g. enable.idempotence=true)"
-    try:
-        Producer({key: value, "log_level": 0}).flush(0)
-    except KafkaException as refused:
-        return refused.args[0].str()
-    return None
 
 
 def run_policies(args: argparse.Namespace) -> list[Outcome] | None:

@@ -126,6 +126,7 @@ def hold_at_factor_zero(
     factor: float = 0.0,
     measured_held: float | None = None,
     buffer_kbytes: int = BUFFER_KBYTES,
+    producer_config: Mapping[str, str] | None = None,
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
@@ -135,7 +136,7 @@ def hold_at_factor_zero(
     off its quota by up to a request. Stops every producer it started, and restores. Once per
     cluster: the references are the highest rates over the last 5 minutes, which would include
     the catch-up after an earlier restore. `buffer_kbytes`: each producer's
-    queue.buffering.max.kbytes."""
+    queue.buffering.max.kbytes; `producer_config`: more librdkafka properties of each."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
@@ -146,7 +147,7 @@ def hold_at_factor_zero(
             u,
             kafka.users[u],
             STATS_S,
-            **{"queue.buffering.max.kbytes": buffer_kbytes},
+            **{"queue.buffering.max.kbytes": buffer_kbytes, **(producer_config or {})},
         )
         for u in names
     ]

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 COUNTERS = {
     "connects": "connects",
@@ -261,3 +261,15 @@ class LoadProducer:
 
 
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+
+
+def librdkafka_refuses(given: str) -> str | None:
+    """Why librdkafka refuses the property `given` as KEY=VALUE (its own words), or None."""
+    key, equals, value = given.partition("=")
+    if not equals or not key:
+        return "give KEY=VALUE, a librdkafka property (e.g. enable.idempotence=true)"
+    try:
+        Producer({key: value, "log_level": 0}).flush(0)
+    except KafkaException as refused:
+        return refused.args[0].str()
+    return None

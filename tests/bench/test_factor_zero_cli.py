@@ -17,6 +17,11 @@ from bench import factor_zero
         ),
         (["--held", "5"], "--held: 5 must be from 10 to 3600 seconds"),
         (
+            ["--librdkafka", "batch.size=lots"],
+            "--librdkafka: 'batch.size=lots': Invalid value for configuration property "
+            '"batch.size"',
+        ),
+        (
             ["--longest-throttle-time", "PT5S", "5s"],
             "--longest-throttle-time: kvq.enforcer.throttle.longest.throttle.time=5s: not an "
             "ISO 8601 duration (examples: PT30S, PT1M, PT5M, P1D); did you mean PT5S?",
