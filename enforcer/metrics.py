@@ -83,6 +83,13 @@ class EnforcerMetrics:
             "Throttled values found reset to exactly their original (a reconciler undoing the "
             "throttle), throttled again",
         )
+        self.escaping = gauge(
+            "escaping_entities",
+            "Throttled quota entities whose produce throttle times average 60 s or more "
+            "(librdkafka's default socket.timeout.ms), as last read during the episode: their "
+            "librdkafka producers time out, reconnect and write a request per timeout, past the "
+            "quota",
+        )
         self.throttle_checks = counter(
             "throttle_checks",
             "Looks at Kafka between applies whether a throttle in force still holds (one "

@@ -136,8 +136,11 @@ class Planner:
         todo = changes(desired, trusted, {**originals, **discovered})
         drifted = len(drift) + sum(1 for record in records.values() if record.drifted)
         sizes = {}
-        if self.request_sizes is not None and requests is not None:
-            sizes = self.request_sizes.unjournaled
+        if self.request_sizes is not None:
+            escaping = len(self.request_sizes.escaping)
+            self.io.metrics.escaping.labels(self.io.name).set(escaping)
+            if requests is not None:
+                sizes = self.request_sizes.unjournaled
         return Plan(
             factor, view, discovered, drift, reverted, drifted, desired, todo, captured, late, sizes
         )

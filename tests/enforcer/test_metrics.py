@@ -1,6 +1,7 @@
 """The enforcer's /metrics exposition passes promtool and covers every series after activity."""
 
 import subprocess
+from pathlib import Path
 
 from enforcer.metrics import EnforcerMetrics
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
@@ -29,3 +30,16 @@ def test_exposition_is_promtool_clean_and_complete():
         'kafka_volume_quota_enforcer_alert_to_enforce_seconds_count{cluster="prod-eu-1"} 0.0',
     ):
         assert series in body
+
+
+def test_every_metric_is_in_the_enforcers_table():
+    """docs/enforcer.md's "Its metrics" lists every family the enforcer exposes."""
+    page = (Path(__file__).parents[2] / "docs" / "enforcer.md").read_text()
+    table = page.split("## Its metrics", 1)[1].split("\n## ", 1)[0]
+    metrics = EnforcerMetrics(("prod-eu-1",), CLUSTER_LABEL_DEFAULT)
+    names = [
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in metrics.registry.collect()
+    ]
+    missing = [name for name in names if f"| `{name}` |" not in table]
+    assert names and not missing, missing

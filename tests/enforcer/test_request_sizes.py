@@ -24,6 +24,7 @@ from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import QuotaPolicy, Requests, plan, request_minimum, request_raises
 from enforcer.request_sizes import (
     ASK_SECONDS,
+    CLIENT_TIMEOUT_SECONDS,
     DEFAULT_THROTTLE_QUERY,
     HELD_SECONDS,
     RequestSizes,
@@ -608,3 +609,45 @@ def test_an_episode_too_short_to_estimate_passes_the_sizes_it_started_from_on(pr
     clock.now += 600.0
     apply_step(applier, 0.2)
     assert kafka.values[JAVA][P] == 4096.0
+
+
+def escaping(applier: Applier) -> float:
+    return applier.io.metrics.escaping.labels("c1")._value.get()
+
+
+def test_entities_answered_past_librdkafkas_timeout_are_said_once_and_counted(
+    prometheus, journal, caplog
+):
+    """alice's librdkafka producer, its backlog sent in 1 MB requests at her minimum, is
+    answered with throttle times of ten minutes: it times out after librdkafka's
+    socket.timeout.ms, reconnects and is written on, past her quota. One warning names her
+    (and what to change); the gauge counts her while Kafka's average says so."""
+    clock = SettableClock(1000.0)
+    caplog.set_level(logging.INFO, "kvq.enforcer")
+    kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
+    applier = sized_applier(kafka, journal, clock)
+    apply_step(applier, 0.0)
+    assert escaping(applier) == 0.0
+    clock.now += 100.0
+    prometheus.throttles = [({"user": "alice", "clientId": "web"}, 620_000.0)]
+    prometheus.throttle_ms = (CLIENT_TIMEOUT_SECONDS - 1.0) * 1000  # dave waits his out
+    apply_step(applier, 0.0)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said
+    assert said[0].startswith(
+        "cluster c1: Kafka answers the produce requests of user=alice,client-id=web with "
+        "throttle times averaging 620 s at "
+    ), said[0]
+    assert "socket.timeout.ms (60 s by default)" in said[0]
+    assert "batch.size" in said[0] and "dave" not in said[0]
+    assert escaping(applier) == 1.0
+    clock.now += ASK_SECONDS
+    apply_step(applier, 0.0)
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1, "said once"
+    assert escaping(applier) == 1.0
+    clock.now += ASK_SECONDS
+    prometheus.throttles = [({"user": "alice", "clientId": "web"}, 2_000.0)]
+    apply_step(applier, 0.0)
+    assert escaping(applier) == 0.0
+    apply_step(applier, 1.0)
+    assert escaping(applier) == 0.0
