@@ -30,6 +30,7 @@ from enforcer.observed_rates import DEFAULT_QUERY, ObservedRates
 from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import Change, QuotaPolicy
+from enforcer.request_sizes import RequestSizes
 from kvq.kafka.quota_entity import QuotaEntity
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
@@ -107,6 +108,10 @@ class Held:
     connection, and the next one is not muted."""
     timing_out: int = 0
     """Producers with at least one of them."""
+    escaping: int | None = None
+    """The entities the enforcer counted as answered past librdkafka's timeout
+    (`RequestSizes.escaping`) when it applied the factor again just before the restore; None
+    without request sizes."""
 
     @property
     def share(self) -> float:
@@ -127,6 +132,7 @@ def hold_at_factor_zero(
     measured_held: float | None = None,
     buffer_kbytes: int = BUFFER_KBYTES,
     producer_config: Mapping[str, str] | None = None,
+    request_sizes: RequestSizes | None = None,
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
@@ -136,7 +142,9 @@ def hold_at_factor_zero(
     off its quota by up to a request. Stops every producer it started, and restores. Once per
     cluster: the references are the highest rates over the last 5 minutes, which would include
     the catch-up after an earlier restore. `buffer_kbytes`: each producer's
-    queue.buffering.max.kbytes; `producer_config`: more librdkafka properties of each."""
+    queue.buffering.max.kbytes; `producer_config`: more librdkafka properties of each;
+    `request_sizes`: the Applier's, and the factor applied again before the restore, as the
+    enforcer's reconcile loop does, to read what they found."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
@@ -158,6 +166,7 @@ def hold_at_factor_zero(
         journal,
         EnforcerMetrics(("c1",), CLUSTER_LABEL_DEFAULT),
         observed_rates=ObservedRates(PrometheusFactor(prometheus.url)),
+        request_sizes=request_sizes,
     )
     try:
         owners = [QuotaEntity.user(u) for u in names if own_quota(u)]
@@ -185,6 +194,10 @@ def hold_at_factor_zero(
         start = time.monotonic()
         time.sleep(measured if measured_held is None else measured_held)
         during = sum(p.log.paced_rate(start, time.monotonic()) for p in producers)
+        escaping = None
+        if request_sizes is not None:
+            step(applier, factor)
+            escaping = len(request_sizes.escaping)
         step(applier, 1.0)
         restored = time.monotonic()
         throttles = [(t, ms) for p in producers for t, ms in p.log.throttles if t >= held_at]
@@ -199,6 +212,7 @@ def hold_at_factor_zero(
             back_after(producers, offered, restored, watch_after),
             sum(timeouts),
             sum(1 for n in timeouts if n),
+            escaping,
         )
     finally:
         step(applier, 1.0)

@@ -85,10 +85,10 @@ class EnforcerMetrics:
         )
         self.escaping = gauge(
             "escaping_entities",
-            "Throttled quota entities whose produce throttle times average 60 s or more "
-            "(librdkafka's default socket.timeout.ms), as last read during the episode: their "
-            "librdkafka producers time out, reconnect and write a request per timeout, past the "
-            "quota",
+            "Throttled quota entities whose produce requests take 60 s or more of their quota "
+            "(librdkafka's default socket.timeout.ms; request size / quota, from Kafka's throttle "
+            "times), as last read during the episode: their librdkafka producers time out, "
+            "reconnect and write a request per timeout, past the quota",
         )
         self.throttle_checks = counter(
             "throttle_checks",

@@ -76,8 +76,9 @@ CLIENT_TIMEOUT_SECONDS = 60.0
 """librdkafka's default socket.timeout.ms. librdkafka does not wait out a throttle time itself
 (no KIP-219: librdkafka#5592), so its next requests wait in the connection Kafka muted; one that
 waits this long times out, librdkafka reconnects, and Kafka writes the first request of the new
-connection at once. An entity whose throttle times average this long is held to about one
-request per timeout, not to its quota (a Java producer waits them out: it stalls instead)."""
+connection at once. An entity whose requests take this long of its quota (request size / quota)
+writes about one request per timeout, more than its quota (a Java producer waits them out: it
+stalls instead)."""
 
 
 Held = Sequence[tuple[float, float]]
@@ -232,8 +233,9 @@ class RequestSizes:
     _journaled: dict[Pair, float] = field(default_factory=dict, init=False)
     """What the journal holds of them now (`recall`, then `journaled`)."""
     escaping: dict[Pair, float] = field(default_factory=dict, init=False)
-    """The pairs whose throttle times averaged `CLIENT_TIMEOUT_SECONDS` or more at the last ask,
-    with that average (s): their librdkafka producers reconnect past their quota."""
+    """The pairs whose requests, as the last ask estimated them, take `CLIENT_TIMEOUT_SECONDS`
+    or more of the quota they met, with that time (s): their librdkafka producers reconnect
+    and write past their quota."""
     _warned: set[Pair] = field(default_factory=set, init=False)
     """The pairs of the episode said to be escaping (once each)."""
 
@@ -339,7 +341,7 @@ class RequestSizes:
         holding = {entity for entity, _ in self._held}
         budgets: dict[Pair, int] = {}
         grown: dict[str, tuple[float, float, float]] = {}
-        escaping: dict[Pair, tuple[float, float]] = {}
+        escaping: dict[Pair, tuple[float, float, float]] = {}
         emptied = emptied_window(
             window_seconds, policy.quota_sample_seconds, policy.request_throttle_seconds or 0.0
         )
@@ -365,36 +367,38 @@ class RequestSizes:
             met = harmonic_mean(held, now - averaged, now)
             if self._grown(pair, size):
                 grown[pair[0].label()] = (size, throttle_seconds, met)
-            if throttle_seconds >= CLIENT_TIMEOUT_SECONDS:
-                longest = max(throttle_seconds, escaping.get(pair, (0.0, met))[0])
-                escaping[pair] = (longest, met)
+            # Past the timeout by the request's own bytes, not by what a drop added: the
+            # jump to factor 0 answers everyone with a minute once, which is no escape.
+            escapes = met > 0.0 and size / met >= CLIENT_TIMEOUT_SECONDS
+            if escapes and size > escaping.get(pair, (0.0, met, 0.0))[0]:
+                escaping[pair] = (size, met, size / met)
         for pair, count in budgets.items():
             self._budgets[pair] = max(self._budgets.get(pair, 0), count)
         if grown:
             log.info("cluster %s: produce requests of about %s", cluster, _largest_first(grown))
         self._escaped(cluster, escaping)
 
-    def _escaped(self, cluster: str, escaping: Mapping[Pair, tuple[float, float]]) -> None:
-        """Keeps the pairs whose throttle times now average past librdkafka's timeout; a warning
-        names the ones new to the episode, longest first (once each: it stays quiet while they
-        stay so)."""
-        self.escaping = {pair: seconds for pair, (seconds, _) in escaping.items()}
+    def _escaped(self, cluster: str, escaping: Mapping[Pair, tuple[float, float, float]]) -> None:
+        """Keeps the pairs whose requests now take longer than librdkafka's timeout at their
+        quota; a warning names the ones new to the episode, longest first (once each: it stays
+        quiet while they stay so)."""
+        self.escaping = {pair: seconds for pair, (_, _, seconds) in escaping.items()}
         new = {pair: held for pair, held in escaping.items() if pair not in self._warned}
         if not new:
             return
         self._warned.update(new)
-        ranked = sorted(new.items(), key=lambda item: -item[1][0])
+        ranked = sorted(new.items(), key=lambda item: -item[1][2])
         log.warning(
-            "cluster %s: Kafka answers the produce requests of %s, past librdkafka's "
-            "socket.timeout.ms (%.0f s by default): a librdkafka producer then times out, "
-            "reconnects and has its next request written at once, so the quota holds it to "
-            "about one request a minute, not to the quota (a Java producer waits them out). "
-            "Smaller requests keep its throttle times short: batch.size and message.max.bytes "
-            "on its producers (docs/enforcer.md#what-a-throttle-guarantees)",
+            "cluster %s: Kafka throttles each produce request of %s for longer than "
+            "librdkafka's socket.timeout.ms (%.0f s by default): a librdkafka producer then "
+            "times out, reconnects and has its next request written at once, about one request "
+            "per timeout, more than its quota (a Java producer waits them out). Smaller "
+            "requests keep its throttle times short: batch.size and message.max.bytes on its "
+            "producers (docs/enforcer.md#what-a-throttle-guarantees)",
             cluster,
             first_few(
-                f"{pair[0].label()} with throttle times averaging {seconds:.0f} s at {met:.0f} B/s"
-                for pair, (seconds, met) in ranked
+                f"{pair[0].label()} (about {size:.0f} B at {met:.0f} B/s: {seconds:.0f} s)"
+                for pair, (size, met, seconds) in ranked
             ),
             CLIENT_TIMEOUT_SECONDS,
         )

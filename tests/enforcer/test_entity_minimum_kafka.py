@@ -3,12 +3,15 @@ broker, held at factor 0 (the 0/1 policy at the limit) to their minimum from the
 (kvq.enforcer.throttle.longest.throttle.time) write a small share of what they did, where the
 constant 8 KiB/s floor let each of them keep 27 % of it; held at a factor times the quota their
 requests allow (kvq.enforcer.throttle.request.bytes), Kafka throttles none of their requests for
-longer than that allows (devkit/factor_zero.py)."""
+longer than that allows (devkit/factor_zero.py); and producers buffering a megabyte escape
+factor 0 through librdkafka's request timeouts, which the enforcer names."""
 
 import pytest
 
 from devkit import factor_zero
+from enforcer.prometheus_check import PrometheusFactor
 from enforcer.quota_plan import BYTE_RATE_FLOOR, QuotaPolicy, entity_minimum, request_minimum
+from enforcer.request_sizes import RequestSizes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.paced]
 
@@ -134,3 +137,52 @@ def test_held_at_the_scaled_request_minimum_no_request_is_throttled_for_longer_t
         f"at {minimum:.0f} B/s Kafka throttled a request for {held.longest_held_throttle_s} s"
     )
     assert held.share < 0.9, f"{held.share:.0%} of the rate before: not held at all"
+
+
+ESCAPING_PRINCIPALS = 4
+BUFFER_KBYTES = 1024
+"""librdkafka's requests then carry up to its batch.size (1 MB by default) of backlog."""
+ESCAPE_HELD_S = 150.0
+"""Longer than two of librdkafka's socket.timeout.ms (60 s) after the backlog reaches 1 MB."""
+
+
+def test_producers_buffering_a_megabyte_escape_factor_0_through_timeouts_and_are_named(
+    tmp_path, kafka_dist
+):
+    """Each producer's backlog reaches a megabyte, sent in requests Kafka answers with throttle
+    times of 1 MB / its minimum, minutes: librdkafka times its next requests out after 60 s in
+    the muted connection, reconnects, and the new connection's first request is written at
+    once. So they write far past their quotas, and the enforcer, reading Kafka's throttle
+    times, counts every one of them as escaping."""
+    policy = QuotaPolicy(
+        (P,),
+        {P: None},
+        byte_rate_floor=BYTE_RATE_FLOOR,
+        longest_throttle_seconds=60.0,
+        request_bytes=32768.0,
+        request_throttle_seconds=8.0,
+        request_share=0.1,
+    )
+    with factor_zero.cluster(tmp_path, ESCAPING_PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (
+        kafka,
+        prom,
+    ):
+        held = factor_zero.hold_at_factor_zero(
+            kafka,
+            prom,
+            tmp_path / "journal.sqlite3",
+            policy,
+            OFFERED,
+            30.0,
+            MEASURED_S,
+            0.0,
+            measured_held=ESCAPE_HELD_S,
+            buffer_kbytes=BUFFER_KBYTES,
+            request_sizes=RequestSizes(PrometheusFactor(prom.url)),
+        )
+    assert held.timing_out == ESCAPING_PRINCIPALS, held
+    assert held.during > 3 * held.allowed, (
+        f"{ESCAPING_PRINCIPALS} principals wrote {held.during:.0f} B/s at factor 0, their "
+        f"quotas allow {held.allowed:.0f}"
+    )
+    assert held.escaping == ESCAPING_PRINCIPALS, held  # under the default user: each its own

@@ -621,7 +621,8 @@ def test_entities_answered_past_librdkafkas_timeout_are_said_once_and_counted(
     """alice's librdkafka producer, its backlog sent in 1 MB requests at her minimum, is
     answered with throttle times of ten minutes: it times out after librdkafka's
     socket.timeout.ms, reconnects and is written on, past her quota. One warning names her
-    (and what to change); the gauge counts her while Kafka's average says so."""
+    (and what to change); the gauge counts her while Kafka's average says so. dave's requests,
+    59 s each at his quota, are answered before his producer would time out."""
     clock = SettableClock(1000.0)
     caplog.set_level(logging.INFO, "kvq.enforcer")
     kafka = InMemoryQuotas({JAVA: {P: 1_000_000.0}, SMALL: {P: 1_000_000.0}})
@@ -635,9 +636,9 @@ def test_entities_answered_past_librdkafkas_timeout_are_said_once_and_counted(
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1, said
     assert said[0].startswith(
-        "cluster c1: Kafka answers the produce requests of user=alice,client-id=web with "
-        "throttle times averaging 620 s at "
+        "cluster c1: Kafka throttles each produce request of user=alice,client-id=web (about "
     ), said[0]
+    assert ": 620 s) for longer than librdkafka's" in said[0], said[0]
     assert "socket.timeout.ms (60 s by default)" in said[0]
     assert "batch.size" in said[0] and "dave" not in said[0]
     assert escaping(applier) == 1.0
