@@ -293,7 +293,8 @@ class RequestSizes:
         if self._held and (self._asked is None or now - self._asked >= self.ask_seconds):
             self._asked = now
             result = self.prometheus.instant(cluster, self.query)
-            self._estimate(cluster, policy, parse_vector(result or []), window_seconds, now)
+            if result is not None:  # unanswered: what the last answer said still holds
+                self._estimate(cluster, policy, parse_vector(result), window_seconds, now)
         sizes = dict(self._recalled or {})
         for pair, size in self._sizes.items():
             sizes[pair] = max(size, sizes.get(pair, 0.0))

@@ -43,6 +43,33 @@ window's edges added a sixth request to the five of each of the ten, all muted a
 together, 1.11 x their quotas (seen in CI)."""
 
 
+def held_at(
+    tmp_path,
+    kafka_dist,
+    policy: QuotaPolicy,
+    settle: float,
+    principals: int = PRINCIPALS,
+    sized: bool = False,
+    **options,
+) -> factor_zero.Held:
+    """`principals` on a fresh one-broker cluster with the 4 s window, held by `policy` for
+    `settle` s and then measured (`options`: hold_at_factor_zero's others); `sized`: the
+    Applier estimates request sizes from Kafka's throttle times, as the enforcer does."""
+    with factor_zero.cluster(tmp_path, principals, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
+        return factor_zero.hold_at_factor_zero(
+            kafka,
+            prom,
+            tmp_path / "journal.sqlite3",
+            policy,
+            OFFERED,
+            settle,
+            MEASURED_S,
+            0.0,
+            request_sizes=RequestSizes(PrometheusFactor(prom.url)) if sized else None,
+            **options,
+        )
+
+
 def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_path, kafka_dist):
     policy = QuotaPolicy(
         (P,),
@@ -50,18 +77,7 @@ def test_many_principals_at_factor_0_write_a_small_share_of_what_they_did(tmp_pa
         byte_rate_floor=BYTE_RATE_FLOOR,
         longest_throttle_seconds=LONGEST_THROTTLE_S,
     )
-    with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
-        held = factor_zero.hold_at_factor_zero(
-            kafka,
-            prom,
-            tmp_path / "journal.sqlite3",
-            policy,
-            OFFERED,
-            30.0,
-            MEASURED_S,
-            0.0,
-            measured_held=HELD_MEASURED_S,
-        )
+    held = held_at(tmp_path, kafka_dist, policy, 30.0, measured_held=HELD_MEASURED_S)
     # Each reference is the highest rate Kafka's sensors read over 5 minutes: on a loaded
     # machine the producers catch up in bursts, read at up to about twice what they offer (1.8 x
     # seen in CI), which lifts a minimum to about the floor; what they then write is below.
@@ -118,18 +134,8 @@ def test_held_at_the_scaled_request_minimum_no_request_is_throttled_for_longer_t
         request_bytes=REQUEST_BYTES,
         request_throttle_seconds=REQUEST_THROTTLE_S,
     )
-    with factor_zero.cluster(tmp_path, PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (kafka, prom):
-        held = factor_zero.hold_at_factor_zero(
-            kafka,
-            prom,
-            tmp_path / "journal.sqlite3",
-            policy,
-            OFFERED,
-            12.0,
-            MEASURED_S,
-            0.0,
-            factor=FACTOR,
-        )  # the first mute, from ~30 kB/s down to the minimum: (30,000 / 13,107 - 1) x 4 s
+    # settled after the first mute, from ~30 kB/s down to the minimum: (30,000 / 13,107 - 1) x 4 s
+    held = held_at(tmp_path, kafka_dist, policy, 12.0, factor=FACTOR)
     minimum = float(int(FACTOR * request_minimum(REQUEST_BYTES, REQUEST_THROTTLE_S)))
     assert set(held.quotas.values()) == {minimum}, held.quotas
     longest = REQUEST_THROTTLE_S / FACTOR
@@ -163,23 +169,16 @@ def test_producers_buffering_a_megabyte_escape_factor_0_through_timeouts_and_are
         request_throttle_seconds=8.0,
         request_share=0.1,
     )
-    with factor_zero.cluster(tmp_path, ESCAPING_PRINCIPALS, kafka_dist, QUOTA_SAMPLES) as (
-        kafka,
-        prom,
-    ):
-        held = factor_zero.hold_at_factor_zero(
-            kafka,
-            prom,
-            tmp_path / "journal.sqlite3",
-            policy,
-            OFFERED,
-            30.0,
-            MEASURED_S,
-            0.0,
-            measured_held=ESCAPE_HELD_S,
-            buffer_kbytes=BUFFER_KBYTES,
-            request_sizes=RequestSizes(PrometheusFactor(prom.url)),
-        )
+    held = held_at(
+        tmp_path,
+        kafka_dist,
+        policy,
+        30.0,
+        ESCAPING_PRINCIPALS,
+        sized=True,
+        measured_held=ESCAPE_HELD_S,
+        buffer_kbytes=BUFFER_KBYTES,
+    )
     assert held.timing_out == ESCAPING_PRINCIPALS, held
     assert held.during > 3 * held.allowed, (
         f"{ESCAPING_PRINCIPALS} principals wrote {held.during:.0f} B/s at factor 0, their "

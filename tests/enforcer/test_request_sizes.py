@@ -366,12 +366,16 @@ class PrometheusAPI:
         self.throttle_ms: float | None = None
         self.throttles: list[tuple[Labels, float]] = []
         self.throttle_asks = 0
+        self.unanswered = False
+        """The throttle query answered 503 (Prometheus restarting)."""
         mock.add_callback(responses.GET, f"{URL}/api/v1/query", callback=self.answer)
 
     def answer(self, request):
         query = parse_qs(urlparse(request.url).query)["query"][0]
         if query == DEFAULT_THROTTLE_QUERY:
             self.throttle_asks += 1
+            if self.unanswered:
+                return (503, {}, "Service Unavailable")
             java = [] if self.throttle_ms is None else [(JAVA_SERIES, self.throttle_ms)]
             return vector_answer(java + self.throttles)
         assert DEFAULT_QUERY in query
@@ -646,6 +650,11 @@ def test_entities_answered_past_librdkafkas_timeout_are_said_once_and_counted(
     apply_step(applier, 0.0)
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1, "said once"
     assert escaping(applier) == 1.0
+    clock.now += ASK_SECONDS
+    prometheus.unanswered = True
+    apply_step(applier, 0.0)
+    assert escaping(applier) == 1.0, "a Prometheus that cannot answer changes nothing"
+    prometheus.unanswered = False
     clock.now += ASK_SECONDS
     prometheus.throttles = [({"user": "alice", "clientId": "web"}, 2_000.0)]
     apply_step(applier, 0.0)
