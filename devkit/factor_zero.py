@@ -148,17 +148,7 @@ def hold_at_factor_zero(
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
-    producers = [
-        LoadProducer(
-            kafka.sasl_bootstrap,
-            f"app-{u}",
-            u,
-            kafka.users[u],
-            STATS_S,
-            **{"queue.buffering.max.kbytes": buffer_kbytes, **(producer_config or {})},
-        )
-        for u in names
-    ]
+    producers = load_producers(kafka, names, buffer_kbytes, producer_config or {})
     applier = Applier(
         "c1",
         policy,
@@ -178,11 +168,7 @@ def hold_at_factor_zero(
         for producer in producers:
             producer.run_steady([topic], offered)
 
-        def seen() -> int:
-            rates = [float(s["value"][1]) for s in prometheus.query(DEFAULT_QUERY)]
-            return sum(1 for rate in rates if rate > 0.9 * offered)
-
-        wait_until(lambda: seen() == len(names), 120, what="every principal's rate scraped")
+        wait_for_rates(prometheus, len(names), offered)
         start = time.monotonic()
         time.sleep(measured)
         before = sum(p.log.rate(start, time.monotonic()) for p in producers)
@@ -200,15 +186,14 @@ def hold_at_factor_zero(
             escaping = len(request_sizes.escaping)
         step(applier, 1.0)
         restored = time.monotonic()
-        throttles = [(t, ms) for p in producers for t, ms in p.log.throttles if t >= held_at]
         timeouts = [transport.request_timeouts for transport in held_transport(producers, held_at)]
         return Held(
             before,
             during,
             quotas,
             sum(quotas[entity_of(u)] for u in names),
-            max((ms for _, ms in throttles), default=0) / 1000,
-            max((ms for t, ms in throttles if start <= t < restored), default=0) / 1000,
+            longest_throttle_s(producers, held_at, restored),
+            longest_throttle_s(producers, start, restored),
             back_after(producers, offered, restored, watch_after),
             sum(timeouts),
             sum(1 for n in timeouts if n),
@@ -220,6 +205,35 @@ def hold_at_factor_zero(
             producer.close()
         journal.close()
         client.close()
+
+
+def load_producers(
+    kafka: KafkaCluster, names: list[str], buffer_kbytes: int, config: Mapping[str, str]
+) -> list[LoadProducer]:
+    """One librdkafka producer per principal, its statistics recorded (`held_transport`)."""
+    settings = {"queue.buffering.max.kbytes": buffer_kbytes, **config}
+    return [
+        LoadProducer(kafka.sasl_bootstrap, f"app-{u}", u, kafka.users[u], STATS_S, **settings)
+        for u in names
+    ]
+
+
+def wait_for_rates(prometheus: Prometheus, count: int, offered: float) -> None:
+    """Until Prometheus has `count` entities' rates near `offered` (the references)."""
+
+    def seen() -> int:
+        rates = [float(s["value"][1]) for s in prometheus.query(DEFAULT_QUERY)]
+        return sum(1 for rate in rates if rate > 0.9 * offered)
+
+    wait_until(lambda: seen() == count, 120, what="every principal's rate scraped")
+
+
+def longest_throttle_s(producers: list[LoadProducer], start: float, end: float) -> float:
+    """The longest throttle time (s) a broker handed any of `producers` in [start, end)."""
+    return (
+        max((ms for p in producers for t, ms in p.log.throttles if start <= t < end), default=0)
+        / 1000
+    )
 
 
 def step(applier: Applier, factor: float) -> None:

@@ -190,6 +190,7 @@ class FakeExporter:
             out.family("failsafe_factor", "gauge", [(c, 1)])
             out.family("originals_unknown", "gauge", [(c, 0)])
             out.family("quota_callback_active", "gauge", [(c, 0)])
+            out.family("escaping_entities", "gauge", [(c, 0)])
             return out.text()
 
     # --- serving ---
