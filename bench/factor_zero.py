@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from devkit import factor_zero, results_page
-from devkit.producer_load import librdkafka_refuses
+from devkit.producer_load import librdkafka_refuses, librdkafka_settings
 from enforcer.quota_plan import BYTE_RATE_FLOOR, KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy
 from enforcer.server_config import policy_of
 from enforcer.settings import LONGEST_THROTTLE, EnforcerSettings
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
                         WATCH_AFTER_S,
                         measured_held=args.held,
                         buffer_kbytes=args.producer_buffer,
-                        producer_config=dict(given.split("=", 1) for given in args.librdkafka),
+                        producer_config=librdkafka_settings(args.librdkafka),
                     )
                 report(count, name, held)
 

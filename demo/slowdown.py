@@ -73,7 +73,12 @@ from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import iso_duration
 from devkit.processes import wait_until
-from devkit.producer_load import LoadProducer, Transport, librdkafka_refuses
+from devkit.producer_load import (
+    LoadProducer,
+    Transport,
+    librdkafka_refuses,
+    librdkafka_settings,
+)
 from devkit.results_page import Recording
 from enforcer.journal import Journal
 from enforcer.observed_rates import DEFAULT_STEP_WINDOW
@@ -1233,8 +1238,7 @@ def setup_of(args: argparse.Namespace) -> Setup:
     if args.producer_buffer is not None:
         setup = replace(setup, producer_buffer=args.producer_buffer)
     if args.librdkafka:
-        config = dict(given.split("=", 1) for given in args.librdkafka)
-        setup = replace(setup, librdkafka_config=config)
+        setup = replace(setup, librdkafka_config=librdkafka_settings(args.librdkafka))
     if args.quota_window_samples is not None:
         samples = {QUOTA_WINDOW_SAMPLES: str(args.quota_window_samples)}
         setup = replace(setup, broker_properties={**setup.broker_properties, **samples})

@@ -263,6 +263,11 @@ class LoadProducer:
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 
 
+def librdkafka_settings(given: list[str]) -> dict[str, str]:
+    """KEY=VALUE properties (each checked by `librdkafka_refuses`) as a producer's config."""
+    return dict(setting.split("=", 1) for setting in given)
+
+
 def librdkafka_refuses(given: str) -> str | None:
     """Why librdkafka refuses the property `given` as KEY=VALUE (its own words), or None."""
     key, equals, value = given.partition("=")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from enforcer.request_sizes import CLIENT_TIMEOUT_SECONDS
+
 PREFIX = "kafka_volume_quota_enforcer_"
 INBOX_OUTCOMES = ("handled", "recorded", "dropped")
 
@@ -85,10 +87,11 @@ class EnforcerMetrics:
         )
         self.escaping = gauge(
             "escaping_entities",
-            "Throttled quota entities whose produce requests take 60 s or more of their quota "
-            "(librdkafka's default socket.timeout.ms; request size / quota, from Kafka's throttle "
-            "times), as last read during the episode: their librdkafka producers time out, "
-            "reconnect and write a request per timeout, past the quota",
+            f"Throttled quota entities whose produce requests take {CLIENT_TIMEOUT_SECONDS:.0f} s "
+            "or more of their quota (librdkafka's default socket.timeout.ms; request size / "
+            "quota, from Kafka's throttle times), as last read during the episode: their "
+            "librdkafka producers time out, reconnect and write a request per timeout, past the "
+            "quota",
         )
         self.throttle_checks = counter(
             "throttle_checks",
