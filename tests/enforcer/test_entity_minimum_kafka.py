@@ -148,11 +148,12 @@ def test_held_at_the_scaled_request_minimum_no_request_is_throttled_for_longer_t
 ESCAPING_PRINCIPALS = 4
 BUFFER_KBYTES = 1024
 """librdkafka's requests then carry up to its batch.size (1 MB by default) of backlog."""
-ESCAPE_SETTLE_S = 20.0
-ESCAPE_HELD_S = 90.0
+ESCAPE_SETTLE_S = 30.0
+ESCAPE_HELD_S = 150.0
 """The first requests sent into the muted connections time out 60 s after factor 0 (librdkafka's
-socket.timeout.ms), and the reconnected producers send their backlog, 1 MB by then, in requests
-of up to 1 MB: answered 110 s after it, Kafka's average throttle time holds them."""
+socket.timeout.ms), and the reconnected producers send their backlog in requests of up to 1 MB;
+Kafka's average throttle time shows each entity's only after its first one: answered 180 s after
+factor 0 all four were counted in every run, answered after 110 s one was still missing in CI."""
 
 
 def test_producers_buffering_a_megabyte_escape_factor_0_through_timeouts_and_are_named(
