@@ -46,6 +46,9 @@ STATS_S = 1.0
 BACK = 0.8
 """A producer is back once it acknowledges this share of its rate before over BACK_WINDOW_S."""
 BACK_WINDOW_S = 3.0
+ESCAPING_CHECK_S = 5.0
+"""How often the factor is applied again while waiting for the escaping count (the enforcer's
+reconcile loop runs every 30 s by default; quicker here, as nothing else changes)."""
 
 
 def principals(count: int) -> list[str]:
@@ -133,6 +136,7 @@ def hold_at_factor_zero(
     buffer_kbytes: int = BUFFER_KBYTES,
     producer_config: Mapping[str, str] | None = None,
     request_sizes: RequestSizes | None = None,
+    escaping_wait: float = 0.0,
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
@@ -144,7 +148,8 @@ def hold_at_factor_zero(
     the catch-up after an earlier restore. `buffer_kbytes`: each producer's
     queue.buffering.max.kbytes; `producer_config`: more librdkafka properties of each;
     `request_sizes`: the Applier's, and the factor applied again before the restore, as the
-    enforcer's reconcile loop does, to read what they found."""
+    enforcer's reconcile loop does, to read what they found: every ESCAPING_CHECK_S s until
+    they count every principal or `escaping_wait` s have passed."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
@@ -182,8 +187,7 @@ def hold_at_factor_zero(
         during = sum(p.log.paced_rate(start, time.monotonic()) for p in producers)
         escaping = None
         if request_sizes is not None:
-            step(applier, factor)
-            escaping = len(request_sizes.escaping)
+            escaping = count_escaping(applier, factor, request_sizes, len(names), escaping_wait)
         step(applier, 1.0)
         restored = time.monotonic()
         timeouts = [transport.request_timeouts for transport in held_transport(producers, held_at)]
@@ -234,6 +238,22 @@ def longest_throttle_s(producers: list[LoadProducer], start: float, end: float) 
         max((ms for p in producers for t, ms in p.log.throttles if start <= t < end), default=0)
         / 1000
     )
+
+
+def count_escaping(
+    applier: Applier, factor: float, request_sizes: RequestSizes, every: int, wait: float
+) -> int:
+    """`factor` applied again every ESCAPING_CHECK_S s (the reconcile loop's steps) until
+    `request_sizes` counts `every` entity as escaping or `wait` s have passed: Kafka's average
+    throttle time shows an entity's long throttles only after its first answered request, and
+    when that comes depends on how librdkafka's timeouts fall. The count it reached."""
+    deadline = time.monotonic() + wait
+    while True:
+        step(applier, factor)
+        counted = len(request_sizes.escaping)
+        if counted >= every or time.monotonic() >= deadline:
+            return counted
+        time.sleep(ESCAPING_CHECK_S)
 
 
 def step(applier: Applier, factor: float) -> None:
