@@ -38,6 +38,7 @@ from devkit.producer_load import librdkafka_refuses, librdkafka_settings
 from enforcer.quota_plan import BYTE_RATE_FLOOR, KAFKA_QUOTA_WINDOW_SECONDS, QuotaPolicy
 from enforcer.server_config import policy_of
 from enforcer.settings import LONGEST_THROTTLE, EnforcerSettings
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.model.limits import MIN_AVAILABLE_RATIO
 from kvq.settings.config import BOOTSTRAP_SERVERS, ConfigError
 
@@ -108,6 +109,15 @@ def main(argv: list[str] | None = None) -> None:
         "large buffers)",
     )
     parser.add_argument(
+        "--descend-to",
+        type=float,
+        metavar="FACTOR",
+        help="before factor 0, lower the factor from 1 to FACTOR in graceful slowdown's steps "
+        f"({GracefulSlowdown.MAX_DROP * 100:.0f} %% lower every {factor_zero.DESCENT_STEP_S:g} s) and hold it "
+        f"{factor_zero.DESCENT_HELD_S:g} s: the limit reached after graceful slowdown had "
+        "slowed the load that far (default: factor 0 at once, as the 0/1 policy goes there)",
+    )
+    parser.add_argument(
         "--librdkafka",
         action="append",
         default=[],
@@ -135,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     for given in args.librdkafka:
         if reason := librdkafka_refuses(given):
             parser.error(f"--librdkafka: {given!r}: {reason}")
+    if args.descend_to is not None and not 0.0 < args.descend_to < 1.0:
+        parser.error(f"--descend-to: {args.descend_to:g} must be above 0 and below 1")
     if not 10 <= args.held <= 3600:
         parser.error(f"--held: {args.held:g} must be from 10 to 3600 seconds")
     results_page.arguments(parser, args)
@@ -145,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
         f"over {window:g} s; its minimum with the enforcer's defaults: {own:,.0f} B/s; "
         f"{args.producer_buffer:,} kB buffered at most"
     )
+    descent = () if args.descend_to is None else factor_zero.paced_descent(args.descend_to)
+    if descent:
+        print(f"factor 0 comes after a paced descent: {', '.join(f'{f:.2f}' for f in descent)}")
     with tempfile.TemporaryDirectory(prefix="kvq-bench-factor-zero-") as temp:
         for count in args.principals:
             for n, (name, policy) in enumerate(minimums.items()):
@@ -163,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
                         measured_held=args.held,
                         buffer_kbytes=args.producer_buffer,
                         producer_config=librdkafka_settings(args.librdkafka),
+                        descent=descent,
                     )
                 report(count, name, held)
 
@@ -182,6 +198,8 @@ def report(count: int, name: str, held: factor_zero.Held) -> None:
     print(
         f"  quotas set ({len(quotas)} entities)           {quotas[0]:,.0f} - {quotas[-1]:,.0f} B/s"
     )
+    if held.longest_descent_throttle_s:
+        print(f"  longest throttle time in the descent  {held.longest_descent_throttle_s:9.1f} s")
     print(f"  longest throttle time handed out      {held.longest_throttle_s:9.1f} s")
     print(f"    once held at the minimum            {held.longest_held_throttle_s:9.1f} s")
     print(f"  restore -> every producer back        {back:>9}")

@@ -32,6 +32,7 @@ from enforcer.quota_client import KafkaQuotaClient
 from enforcer.quota_plan import Change, QuotaPolicy
 from enforcer.request_sizes import RequestSizes
 from kvq.kafka.quota_entity import QuotaEntity
+from kvq.model.graceful_slowdown import GracefulSlowdown
 from kvq.settings.config import CLUSTER_LABEL_DEFAULT
 
 P = "producer_byte_rate"
@@ -46,6 +47,13 @@ STATS_S = 1.0
 BACK = 0.8
 """A producer is back once it acknowledges this share of its rate before over BACK_WINDOW_S."""
 BACK_WINDOW_S = 3.0
+DESCENT_STEP_S = GracefulSlowdown.FLOOR_CLIMB_SECONDS
+"""A paced descent (`paced_descent`) lowers the factor by one MAX_DROP this often, as graceful
+slowdown's held floor does."""
+DESCENT_HELD_S = 15.0
+"""How long the descent's last factor is held before factor 0: the producers held at its
+quotas, their first throttles past, as when a volume reaches its limit after graceful slowdown
+lowered the factor that far."""
 ESCAPING_CHECK_S = 5.0
 """How often the factor is applied again while waiting for the escaping count (the enforcer's
 reconcile loop runs every 30 s by default; quicker here, as nothing else changes)."""
@@ -115,6 +123,9 @@ class Held:
     """The entities the enforcer counted as answered past librdkafka's timeout
     (`RequestSizes.escaping`) when it applied the factor again just before the restore; None
     without request sizes."""
+    longest_descent_throttle_s: float = 0.0
+    """The longest throttle time a broker handed a producer while a paced descent lowered the
+    factor to the one factor 0 came from (0.0 without one)."""
 
     @property
     def share(self) -> float:
@@ -137,6 +148,7 @@ def hold_at_factor_zero(
     producer_config: Mapping[str, str] | None = None,
     request_sizes: RequestSizes | None = None,
     escaping_wait: float = 0.0,
+    descent: tuple[float, ...] = (),
 ) -> Held:
     """Every principal of the cluster offering `offered` B/s, measured for `measured` s; `factor`
     (0: the limit reached) applied by an Applier of `policy` with observed-rate references, held
@@ -149,7 +161,8 @@ def hold_at_factor_zero(
     queue.buffering.max.kbytes; `producer_config`: more librdkafka properties of each;
     `request_sizes`: the Applier's, and the factor applied again before the restore, as the
     enforcer's reconcile loop does, to read what they found: every ESCAPING_CHECK_S s until
-    they count every principal or `escaping_wait` s have passed."""
+    they count every principal or `escaping_wait` s have passed. `descent`: factors applied
+    before `factor`, DESCENT_STEP_S apart, the last held DESCENT_HELD_S (`paced_descent`)."""
     names = [u for u in kafka.users if u not in DEFAULT_USERS]
     client = KafkaQuotaClient(kafka.admin_properties)
     journal = Journal(journal_path)
@@ -177,6 +190,8 @@ def hold_at_factor_zero(
         start = time.monotonic()
         time.sleep(measured)
         before = sum(p.log.rate(start, time.monotonic()) for p in producers)
+        descended_at = time.monotonic()
+        descend(applier, descent)
         step(applier, factor)
         held_at = time.monotonic()
         described = client.describe()
@@ -202,6 +217,7 @@ def hold_at_factor_zero(
             sum(timeouts),
             sum(1 for n in timeouts if n),
             escaping,
+            longest_throttle_s(producers, descended_at, held_at),
         )
     finally:
         step(applier, 1.0)
@@ -238,6 +254,24 @@ def longest_throttle_s(producers: list[LoadProducer], start: float, end: float) 
         max((ms for p in producers for t, ms in p.log.throttles if start <= t < end), default=0)
         / 1000
     )
+
+
+def paced_descent(to: float) -> tuple[float, ...]:
+    """The factors graceful slowdown's steps go through from 1.0 down to `to` (0 < to < 1):
+    each MAX_DROP below the one before, then `to`."""
+    factors, factor = [], 1.0
+    while factor * (1.0 - GracefulSlowdown.MAX_DROP) > to:
+        factor *= 1.0 - GracefulSlowdown.MAX_DROP
+        factors.append(factor)
+    return (*factors, to)
+
+
+def descend(applier: Applier, descent: tuple[float, ...]) -> None:
+    """Each factor of `descent` applied DESCENT_STEP_S after the one before; the last held
+    DESCENT_HELD_S."""
+    for n, factor in enumerate(descent):
+        step(applier, factor)
+        time.sleep(DESCENT_HELD_S if n == len(descent) - 1 else DESCENT_STEP_S)
 
 
 def count_escaping(

@@ -16,6 +16,8 @@ from bench import factor_zero
             "queue.buffering.max.kbytes)",
         ),
         (["--held", "5"], "--held: 5 must be from 10 to 3600 seconds"),
+        (["--descend-to", "1"], "--descend-to: 1 must be above 0 and below 1"),
+        (["--descend-to", "0"], "--descend-to: 0 must be above 0 and below 1"),
         (
             ["--librdkafka", "batch.size=lots"],
             "--librdkafka: 'batch.size=lots': Invalid value for configuration property "
@@ -48,3 +50,12 @@ def test_each_longest_throttle_time_is_the_enforcers_own_minimum_at_it():
     offered = factor_zero.OFFERED
     assert five.longest_throttle_seconds == 5.0
     assert five.minimum(factor_zero.P, offered) > default.minimum(factor_zero.P, offered)
+
+
+def test_help_says_what_the_descent_is(capsys):
+    with pytest.raises(SystemExit) as exited:
+        factor_zero.main(["--help"])
+    assert exited.value.code == 0
+    assert "graceful slowdown's steps (20 % lower every 5 s)" in " ".join(
+        capsys.readouterr().out.split()
+    )
