@@ -68,7 +68,7 @@ from demo.producers import (
 from demo.scenario import Timeline
 from demo.stack import ENFORCER_JOURNAL, DemoStack
 from demo.versus import SETUP as VERSUS
-from demo.versus import limit_distance, quota_members, recovered_by_kind, throttled_now
+from demo.versus import limit_distance, quota_members, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import iso_duration
@@ -161,6 +161,8 @@ BEFORE_SECONDS = 10.0
 """Each producer's rate before (what it must be back at): over the last this many seconds of the
 warm-up, the steady load before the scenario starts (and before any slowdown)."""
 AFTER_FREED_SECONDS = 30.0
+BACK_SECONDS = 3.0
+"""A producer is back at its rate once it acknowledged 80 % of it over this many seconds."""
 KEPT_FROM_SECONDS = 10.0
 """The load's rate after the space was freed (`Outcome.kept_after_freed`) is read from this long
 after it to AFTER_FREED_SECONDS: the backlog the throttle held comes through first."""
@@ -373,9 +375,12 @@ class Outcome:
     """When broker 0's volume began to grow, just before `freed`: a watch sample taken while it
     grew already sees the space freed."""
     restored: float | None = None
-    """When Kafka held no throttled quota any more after the space was freed (the enforcer's
-    restore)."""
-    recovered: dict[str, float] = field(default_factory=dict)
+    """When Kafka held no throttled quota any more after the space was freed, for the rest of
+    the watch (the enforcer's restore that held; None: a quota was throttled at its end)."""
+    throttled_again: float | None = None
+    """When Kafka held a quota throttled again after the space was freed and the quotas were
+    restored (the 0/1 policy, riding the limit, may throttle once more as the space is freed):
+    what the producers wrote before it is no recovery (`back_at_rate`)."""
     events: list[tuple[float, str]] = field(default_factory=list)
     before: dict[str, float] = field(default_factory=dict)
     alert_to_enforce: AlertToEnforce | None = None
@@ -510,20 +515,46 @@ class Outcome:
             seconds=seconds,
         )
 
-    def back_at_rate(self, producers: list, step: float = 0.2) -> float | None:
-        """Seconds from the space freed until `producers` together were back at their rate (as
-        recovered_by_kind judges a kind: 80 % of their rate before, over 3 s), else None."""
+    def back_at_rate(self, producers: list) -> float | None:
+        """Seconds from the space freed until `producers` together were back at their rate
+        (`back_when`)."""
+        return self.back_when([producers])
+
+    def kind_back_at_rate(self, kind: str) -> float | None:
+        """Seconds from the space freed until every producer of `kind` was back at its rate,
+        each on its own, all at once (`back_when`)."""
+        return self.back_when([[p] for p in self.run.producers if p.kind == kind])
+
+    def back_when(self, groups: list[list], step: float = 0.2) -> float | None:
+        """Seconds from the space freed until each group of producers together was back at its
+        rate, all at once: 80 % of its rate before over the BACK_SECONDS before. When the quotas
+        were throttled again after the space was freed, it counts only what they acknowledged
+        since that throttle, from its restore on: what they wrote before is no recovery from it
+        (a policy riding the limit, unthrottled as the space was freed, then throttling once
+        more, mutes its producers for as long as any throttle). None if not within the watch,
+        or a quota was throttled at its end."""
         freed = self.freed
-        befores = [self.before.get(p.client_id) for p in producers]
-        if freed is None or None in befores:
+        befores = [self.before.get(p.client_id) for group in groups for p in group]
+        if freed is None or None in befores or not groups:
             return None
-        before = sum(b for b in befores if b is not None)
-        at = freed
+        at, since = freed, float("-inf")
+        if self.throttled_again is not None:
+            if self.restored is None:
+                return None
+            at, since = self.restored, self.throttled_again
         while at <= freed + AFTER_FREED_SECONDS:
-            if sum(p.log.rate(at - 3, at) for p in producers) >= 0.8 * before:
+            if all(self.at_rate(group, at, since) for group in groups):
                 return at - freed
             at += step
         return None
+
+    def at_rate(self, producers: list, at: float, since: float) -> bool:
+        """Whether `producers` together acknowledged 80 % of their rate before over the
+        BACK_SECONDS before `at`, counting nothing before `since`."""
+        before = sum(self.before[p.client_id] for p in producers)
+        start = max(at - BACK_SECONDS, since)
+        acked = sum(p.log.acked_bytes(start, at) for p in producers)
+        return acked >= 0.8 * before * BACK_SECONDS
 
     def kept_after_freed(self) -> float | None:
         """The load's acknowledged rate from KEPT_FROM_SECONDS to AFTER_FREED_SECONDS after the
@@ -769,17 +800,35 @@ def drive(
     run.marks["grown"] = outcome.freed = time.monotonic()
     outcome.events.append((outcome.freed, "broker 0's volume grown (space freed)"))
     log(f"{policy}: broker 0's volume grown; waiting for the producers")
-    restored = False
-    while time.monotonic() < outcome.freed + AFTER_FREED_SECONDS:
-        recovered_by_kind(run, outcome, outcome.freed)  # type: ignore[arg-type]
-        if not restored and not throttled_now(stack, setup.quotas):
-            restored = True  # where the loop's share of "back at their rate" ends
-            outcome.restored = time.monotonic()
-            outcome.events.append((outcome.restored, "quotas restored by the enforcer"))
-        time.sleep(0.2)
+    watch_restore(stack, setup, outcome)
     outcome.alert_to_enforce = AlertToEnforce.read(stack)
     outcome.health = LoopHealth.read(stack, warm_up_wall)
     return outcome
+
+
+def watch_restore(stack, setup: Setup, outcome: Outcome) -> None:
+    """For AFTER_FREED_SECONDS after the space was freed, Kafka's quotas against the originals:
+    each restore and each throttle after one, as events; the last of each in `outcome`
+    (`restored` None when a quota was throttled at the end)."""
+    assert outcome.freed is not None
+    throttled: bool | None = None
+    while time.monotonic() < outcome.freed + AFTER_FREED_SECONDS:
+        now_throttled = throttled_now(stack, setup.quotas)
+        now = time.monotonic()
+        if throttled is not False and not now_throttled:
+            outcome.restored = now  # where the loop's share of "back at their rate" ends
+            outcome.events.append((now, "quotas restored by the enforcer"))
+        elif throttled is False and now_throttled:
+            outcome.throttled_again = now
+            outcome.events.append((now, "quotas throttled again"))
+        throttled = now_throttled
+        time.sleep(0.2)
+    if throttled:
+        outcome.restored = None
+    for kind in sorted({p.kind for p in outcome.run.producers}):
+        back = outcome.kind_back_at_rate(kind)
+        if back is not None:
+            outcome.events.append((outcome.freed + back, f"{kind} producers back at their rate"))
 
 
 def table(outcome: Outcome) -> str:
@@ -827,7 +876,7 @@ def table(outcome: Outcome) -> str:
         )
         rows.append(f"  {what:52} {acked:,} (retention freeing space, before it is grown)")
     for kind in ("librdkafka", "Java"):
-        took = outcome.recovered.get(kind)
+        took = outcome.kind_back_at_rate(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
         rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
     took = outcome.entities_back_at_rate()

@@ -108,3 +108,62 @@ def test_a_load_slowed_again_after_the_space_was_freed_shows_in_its_rate_after()
     assert 0.2 < slowed.kept_after_freed() < 0.3
     lost = Outcome("graceful-slowdown", kept.run, freed=None, before=kept.before)
     assert lost.kept_after_freed() is None
+
+
+def acking(user: str, client_id: str, *spans: tuple[float, float, float], kind="librdkafka"):
+    """A producer acknowledging 1,000-byte messages at each span's rate (B/s) from its start to
+    its end (s), nothing between spans."""
+    log = DeliveryLog()
+    for start, end, rate in spans:
+        at = start
+        while at < end:
+            log.acked.append((at, 1000))
+            at += 1000 / rate
+    return SimpleNamespace(user=user, client_id=client_id, kind=kind, log=log)
+
+
+def riding(*producers, throttled_again: float | None, restored: float | None) -> Outcome:
+    """The 0/1 policy's episode: its producers' rate before from 50 to 30 s before the space
+    was freed, its quotas restored and throttled again as given."""
+    episode = outcome(*producers)
+    episode.throttled_again, episode.restored = throttled_again, restored
+    return episode
+
+
+def test_writes_before_a_throttle_after_the_space_was_freed_are_no_recovery():
+    """Unthrottled as the space was freed, the 0/1 policy throttles once more 1 s later and
+    restores at 2 s; its producers, muted for a minute by that factor 0, acknowledge nothing
+    for the rest of the watch: not back, though the 3 s before the space was freed were at
+    their rate."""
+    muted = acking("carol", "etl", (0.0, FREED + 1.0, 20_000), (FREED + 60.0, FREED + 90.0, 20_000))
+    assert outcome(muted).back_at_rate([muted]) == 0.0  # as if nothing came after
+    run = riding(muted, throttled_again=FREED + 1.0, restored=FREED + 2.0)
+    assert run.back_at_rate([muted]) is None
+    assert run.entities_back_at_rate() is None
+    assert run.kind_back_at_rate("librdkafka") is None
+
+
+def test_after_a_throttle_once_the_space_was_freed_only_what_follows_it_counts():
+    """The same, its producer at its rate again from 5 s after the space was freed: back once
+    it acknowledged 80 % of 3 s of its rate since, about 2.4 s later."""
+    back = acking("carol", "etl", (0.0, FREED + 1.0, 20_000), (FREED + 5.0, FREED + 40.0, 20_000))
+    run = riding(back, throttled_again=FREED + 1.0, restored=FREED + 2.0)
+    assert 7.2 <= run.back_at_rate([back]) <= 7.8
+
+
+def test_quotas_throttled_at_the_end_of_the_watch_are_no_recovery():
+    steady = acking("carol", "etl", (0.0, FREED + 40.0, 20_000))
+    assert riding(steady, throttled_again=FREED + 1.0, restored=None).back_at_rate([steady]) is None
+
+
+def test_a_kind_is_back_when_each_of_its_producers_is_at_once():
+    """Each producer of a kind on its own (alice's two do not make up for each other): the
+    librdkafka pair is back when the later one is; the Java producer by itself."""
+    early = acking("alice", "web", (0.0, FREED - 30.0, 10_000), (FREED, FREED + 40.0, 10_000))
+    late = acking(
+        "alice", "batch", (0.0, FREED - 30.0, 10_000), (FREED + 6.0, FREED + 40.0, 10_000)
+    )
+    java = acking("dave", "java-web", (0.0, FREED + 40.0, 10_000), kind="Java")
+    run = outcome(early, late, java)
+    assert 2.2 <= run.kind_back_at_rate("librdkafka") - 6.0 <= 2.6
+    assert run.kind_back_at_rate("Java") == 0.0
