@@ -68,7 +68,7 @@ from demo.producers import (
 from demo.scenario import Timeline
 from demo.stack import ENFORCER_JOURNAL, DemoStack
 from demo.versus import SETUP as VERSUS
-from demo.versus import limit_distance, quota_members, throttled_now
+from demo.versus import back_after, kinds_back, limit_distance, quota_members, throttled_now
 from devkit.kafka_cluster import KafkaClusterError
 from devkit.kafka_dist import KafkaDistError
 from devkit.loop_settings import iso_duration
@@ -161,8 +161,6 @@ BEFORE_SECONDS = 10.0
 """Each producer's rate before (what it must be back at): over the last this many seconds of the
 warm-up, the steady load before the scenario starts (and before any slowdown)."""
 AFTER_FREED_SECONDS = 30.0
-BACK_SECONDS = 3.0
-"""A producer is back at its rate once it acknowledged 80 % of it over this many seconds."""
 KEPT_FROM_SECONDS = 10.0
 """The load's rate after the space was freed (`Outcome.kept_after_freed`) is read from this long
 after it to AFTER_FREED_SECONDS: the backlog the throttle held comes through first."""
@@ -525,36 +523,20 @@ class Outcome:
         each on its own, all at once (`back_when`)."""
         return self.back_when([[p] for p in self.run.producers if p.kind == kind])
 
-    def back_when(self, groups: list[list], step: float = 0.2) -> float | None:
-        """Seconds from the space freed until each group of producers together was back at its
-        rate, all at once: 80 % of its rate before over the BACK_SECONDS before. When the quotas
-        were throttled again after the space was freed, it counts only what they acknowledged
-        since that throttle, from its restore on: what they wrote before is no recovery from it
-        (a policy riding the limit, unthrottled as the space was freed, then throttling once
-        more, mutes its producers for as long as any throttle). None if not within the watch,
-        or a quota was throttled at its end."""
-        freed = self.freed
-        befores = [self.before.get(p.client_id) for group in groups for p in group]
-        if freed is None or None in befores or not groups:
+    def back_when(self, groups: list[list]) -> float | None:
+        """`versus.back_after` for this run: from the space freed, over the watch, counting
+        from the last throttle after the space was freed, if any; None without one of the
+        producers' rates before."""
+        if self.freed is None:
             return None
-        at, since = freed, float("-inf")
-        if self.throttled_again is not None:
-            if self.restored is None:
-                return None
-            at, since = self.restored, self.throttled_again
-        while at <= freed + AFTER_FREED_SECONDS:
-            if all(self.at_rate(group, at, since) for group in groups):
-                return at - freed
-            at += step
-        return None
-
-    def at_rate(self, producers: list, at: float, since: float) -> bool:
-        """Whether `producers` together acknowledged 80 % of their rate before over the
-        BACK_SECONDS before `at`, counting nothing before `since`."""
-        before = sum(self.before[p.client_id] for p in producers)
-        start = max(at - BACK_SECONDS, since)
-        acked = sum(p.log.acked_bytes(start, at) for p in producers)
-        return acked >= 0.8 * before * BACK_SECONDS
+        return back_after(
+            groups,
+            self.before,
+            self.freed,
+            AFTER_FREED_SECONDS,
+            self.restored,
+            self.throttled_again,
+        )
 
     def kept_after_freed(self) -> float | None:
         """The load's acknowledged rate from KEPT_FROM_SECONDS to AFTER_FREED_SECONDS after the
@@ -825,10 +807,8 @@ def watch_restore(stack, setup: Setup, outcome: Outcome) -> None:
         time.sleep(0.2)
     if throttled:
         outcome.restored = None
-    for kind in sorted({p.kind for p in outcome.run.producers}):
-        back = outcome.kind_back_at_rate(kind)
-        if back is not None:
-            outcome.events.append((outcome.freed + back, f"{kind} producers back at their rate"))
+    for kind, took in kinds_back(outcome.run, outcome.back_when).items():
+        outcome.events.append((outcome.freed + took, f"{kind} producers back at their rate"))
 
 
 def table(outcome: Outcome) -> str:

@@ -40,7 +40,7 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -344,9 +344,12 @@ def free_and_watch(stack, outcome: Outcome, log: Callable[[str], None]) -> None:
     run.marks["grown"] = freed = time.monotonic()
     outcome.events.append((freed, "broker 0's volume grown (space freed)"))
     log(f"{outcome.guard}: broker 0's volume grown; waiting for the producers")
-    while time.monotonic() < freed + AFTER_FREED_SECONDS:
-        recovered_by_kind(run, outcome, freed)
-        time.sleep(0.2)
+    time.sleep(AFTER_FREED_SECONDS)
+    outcome.recovered = kinds_back(
+        run, lambda groups: back_after(groups, outcome.before, freed, AFTER_FREED_SECONDS)
+    )
+    for kind, took in outcome.recovered.items():
+        outcome.events.append((freed + took, f"{kind} producers back at their rate"))
 
 
 def throttled_now(stack, originals: dict) -> bool:
@@ -413,18 +416,58 @@ def acked_rate(run: Run, start: float, end: float) -> float:
     return sum(p.log.rate(start, end) for p in run.producers) if end > start else 0.0
 
 
-def recovered_by_kind(run: Run, outcome: Outcome, freed: float) -> bool:
-    """Note, per client kind, when every producer of it is back at 80 % (over 3 s) of the rate
-    it had before the crossing (its own quota may hold it below what it offers)."""
-    now = time.monotonic()
-    for kind in {p.kind for p in run.producers}:
-        if kind in outcome.recovered:
-            continue
-        of_kind = [p for p in run.producers if p.kind == kind]
-        if all(p.log.rate(now - 3, now) >= 0.8 * outcome.before[p.client_id] for p in of_kind):
-            outcome.recovered[kind] = now - freed
-            outcome.events.append((now, f"{kind} producers back at their rate"))
-    return len(outcome.recovered) == len({p.kind for p in run.producers})
+BACK_SECONDS = 3.0
+"""A producer is back at its rate once it acknowledged 80 % of it over this many seconds."""
+
+
+def back_after(
+    groups: list[list],
+    before: Mapping[str, float],
+    freed: float,
+    watch: float,
+    restored: float | None = None,
+    throttled_again: float | None = None,
+    step: float = 0.2,
+) -> float | None:
+    """Seconds from `freed` (the space freed) until each group of producers together was back
+    at its rate, all at once: 80 % of the rate `before` (per client-id) over the BACK_SECONDS
+    before, within `watch` s. When the quotas were throttled again after the space was freed
+    (`throttled_again`, then `restored` the restore that held), it counts only what they
+    acknowledged since that throttle, from its restore on: what they wrote before is no
+    recovery from it (a policy riding the limit, unthrottled as the space was freed, then
+    throttling once more, mutes its producers for as long as any throttle). None if not within
+    the watch, or throttled at its end."""
+    if not groups or any(p.client_id not in before for group in groups for p in group):
+        return None
+    at, since = freed, float("-inf")
+    if throttled_again is not None:
+        if restored is None:
+            return None
+        at, since = restored, throttled_again
+    while at <= freed + watch:
+        if all(at_rate(group, before, at, since) for group in groups):
+            return at - freed
+        at += step
+    return None
+
+
+def at_rate(producers: list, before: Mapping[str, float], at: float, since: float) -> bool:
+    """Whether `producers` together acknowledged 80 % of their rate `before` over the
+    BACK_SECONDS before `at`, counting nothing before `since`."""
+    rate = sum(before[p.client_id] for p in producers)
+    start = max(at - BACK_SECONDS, since)
+    return sum(p.log.acked_bytes(start, at) for p in producers) >= 0.8 * rate * BACK_SECONDS
+
+
+def kinds_back(run: Run, back: Callable[[list[list]], float | None]) -> dict[str, float]:
+    """Per client kind, the seconds `back` gives for every producer of it (each on its own,
+    all at once); the kinds not back left out."""
+    found = {}
+    for kind in sorted({p.kind for p in run.producers}):
+        took = back([[p] for p in run.producers if p.kind == kind])
+        if took is not None:
+            found[kind] = took
+    return found
 
 
 def quota_members(run: Run) -> dict[QuotaEntity | None, list]:
