@@ -518,10 +518,10 @@ class Outcome:
         (`back_when`)."""
         return self.back_when([producers])
 
-    def kind_back_at_rate(self, kind: str) -> float | None:
-        """Seconds from the space freed until every producer of `kind` was back at its rate,
-        each on its own, all at once (`back_when`)."""
-        return self.back_when([[p] for p in self.run.producers if p.kind == kind])
+    def kinds_back_at_rate(self) -> dict[str, float]:
+        """Per client kind, seconds from the space freed until every producer of it was back
+        at its rate, each on its own, all at once (`back_when`); the kinds not back left out."""
+        return kinds_back(self.run, self.back_when)
 
     def back_when(self, groups: list[list]) -> float | None:
         """`versus.back_after` for this run: from the space freed, over the watch, counting
@@ -807,7 +807,7 @@ def watch_restore(stack, setup: Setup, outcome: Outcome) -> None:
         time.sleep(0.2)
     if throttled:
         outcome.restored = None
-    for kind, took in kinds_back(outcome.run, outcome.back_when).items():
+    for kind, took in outcome.kinds_back_at_rate().items():
         outcome.events.append((outcome.freed + took, f"{kind} producers back at their rate"))
 
 
@@ -855,8 +855,9 @@ def table(outcome: Outcome) -> str:
             f"{end - run.load_started:.0f} s after the start"
         )
         rows.append(f"  {what:52} {acked:,} (retention freeing space, before it is grown)")
+    kinds_back_at_rate = outcome.kinds_back_at_rate()
     for kind in ("librdkafka", "Java"):
-        took = outcome.kind_back_at_rate(kind)
+        took = kinds_back_at_rate.get(kind)
         value = f"{took:.1f} s" if took is not None else f"not within {AFTER_FREED_SECONDS:.0f} s"
         rows.append(f"  {'space freed -> ' + kind + ' producers back at their rate':52} {value}")
     took = outcome.entities_back_at_rate()

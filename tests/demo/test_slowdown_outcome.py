@@ -140,7 +140,7 @@ def test_writes_before_a_throttle_after_the_space_was_freed_are_no_recovery():
     run = riding(muted, throttled_again=FREED + 1.0, restored=FREED + 2.0)
     assert run.back_at_rate([muted]) is None
     assert run.entities_back_at_rate() is None
-    assert run.kind_back_at_rate("librdkafka") is None
+    assert "librdkafka" not in run.kinds_back_at_rate()
 
 
 def test_after_a_throttle_once_the_space_was_freed_only_what_follows_it_counts():
@@ -165,5 +165,6 @@ def test_a_kind_is_back_when_each_of_its_producers_is_at_once():
     )
     java = acking("dave", "java-web", (0.0, FREED + 40.0, 10_000), kind="Java")
     run = outcome(early, late, java)
-    assert 2.2 <= run.kind_back_at_rate("librdkafka") - 6.0 <= 2.6
-    assert run.kind_back_at_rate("Java") == 0.0
+    back = run.kinds_back_at_rate()
+    assert 2.2 <= back["librdkafka"] - 6.0 <= 2.6
+    assert back["Java"] == 0.0
