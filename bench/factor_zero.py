@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         metavar="FACTOR",
         help="before factor 0, lower the factor from 1 to FACTOR in graceful slowdown's steps "
-        f"({GracefulSlowdown.MAX_DROP * 100:.0f} %% lower every {factor_zero.DESCENT_STEP_S:g} s) and hold it "
+        f"({GracefulSlowdown.MAX_DROP * 100:.0f} %% lower every "
+        f"{factor_zero.DESCENT_STEP_S:g} s) and hold it "
         f"{factor_zero.DESCENT_HELD_S:g} s: the limit reached after graceful slowdown had "
         "slowed the load that far (default: factor 0 at once, as the 0/1 policy goes there)",
     )
