@@ -144,9 +144,10 @@ lint: venv
 	$(VENV)/bin/mypy $(MYPY_PATHS)
 
 # Three lanes at once. The two workers take the suite's modules (Kafka 4.1.2, Python 3.11), longest
-# first. Beside them, one process takes the `paced` modules (waiting at a set pace, little CPU: a
-# core left idle while they run on a worker), then the differential tests (devcluster against
-# real Kafka) and the brokers' quota log line on the newest Kafka. And niced (10, not 19: beside
+# first. Beside them, two more take the `paced` modules (waiting at a set pace, little CPU: a
+# core left idle while they run on a worker; one process alone took 21 minutes, past the suite's
+# 19), then one the differential tests (devcluster against real Kafka) and the brokers' quota log
+# line on the newest Kafka. And niced (10, not 19: beside
 # four busy processes the enforcer's 1.3 s start took 31 s at 10, over 99 s at 19), the
 # unit tests (no Kafka, no Spark, nothing paced: the OAUTHBEARER module starts a Kafka cluster)
 # on Python 3.13, but the slowdown study's replays of recorded Kafka runs (minutes of the model's
@@ -169,7 +170,7 @@ test: system-deps venv kafka-deps tools venv-py313
 	unit=$$!; \
 	newest() { KVQ_KAFKA_VERSION=$(NEWEST_KAFKA) $(PY) -m pytest -p no:cacheprovider "$$@" $(NEWEST_KAFKA_TESTS); }; \
 	if [ -z "$(strip $(PYTEST_ARGS))" ]; then \
-	  { $(PY) -m pytest -p no:cacheprovider -p no:xdist -m paced && newest -p no:xdist; } \
+	  { $(PY) -m pytest -p no:cacheprovider $(PYTEST_WORKERS) -m paced && newest -p no:xdist; } \
 	    >"$$logs/paced" 2>&1 & \
 	  paced=$$!; \
 	  { $(PY) -m pytest $(PYTEST_WORKERS) -m 'not paced'; echo $$? >"$$logs/suite.rc"; } \
